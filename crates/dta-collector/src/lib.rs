@@ -1,0 +1,1 @@
+//! dta-collector (being written).

@@ -1,0 +1,1 @@
+//! dta-reporter (being written).

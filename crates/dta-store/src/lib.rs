@@ -1,0 +1,1 @@
+//! dta-store (being written).

@@ -1,0 +1,1 @@
+//! dta-translator (being written).

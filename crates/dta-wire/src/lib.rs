@@ -1,0 +1,1 @@
+//! dta-wire (being written).
