@@ -1,1 +1,26 @@
-//! dta-translator (being written).
+//! The DTA translator: the last hop before the collector (paper 001 §3, §5.2).
+//!
+//! It receives DTA reports over UDP (either the prototype protocol or the native one), parses and
+//! validates them with `dta-wire`, counts every report by primitive and every rejected datagram or
+//! report by reason ([`Stats`]), and translates each report into memory operations on the
+//! collector's stores (001 §4): Key-Write and Key-Increment through the store layouts,
+//! Postcarding through a path cache ([`postcard`]), Append through per-list batches
+//! ([`append`]), Sketch-Merge through per-reporter in-order column tracking and merging
+//! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).
+//! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
+//! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one.
+
+pub mod append;
+pub mod config;
+pub mod engine;
+pub mod ingest;
+pub mod postcard;
+pub mod sequence;
+pub mod sinks;
+pub mod sketch;
+pub mod stats;
+
+pub use config::{PrototypeHeader, TranslatorConfig};
+pub use engine::{BuildError, PendingNack, StoreInfo, Translator};
+pub use sinks::{RegionSinks, Sinks};
+pub use stats::Stats;

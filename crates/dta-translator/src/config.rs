@@ -1,0 +1,66 @@
+//! Translator configuration (the `[translator]` table of `dta.toml`).
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// Which prototype base header the reporters send (the prototype could not tell them apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrototypeHeader {
+    /// 2 bytes: `opcode | immediate:1 reserved:7`.
+    #[default]
+    Short,
+    /// 3 bytes: `opcode | seqnum | immediate:1 retransmitable:1 reserved:6`.
+    Long,
+}
+
+impl From<PrototypeHeader> for dta_wire::prototype::BaseFormat {
+    fn from(h: PrototypeHeader) -> Self {
+        match h {
+            PrototypeHeader::Short => dta_wire::prototype::BaseFormat::Short,
+            PrototypeHeader::Long => dta_wire::prototype::BaseFormat::Long,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TranslatorConfig {
+    /// UDP address reports arrive on.
+    pub listen: SocketAddr,
+    pub prototype_header: PrototypeHeader,
+    /// Datagrams per `recvmmsg` call.
+    pub recv_batch: usize,
+    /// Socket receive buffer, bytes.
+    pub recv_buffer: usize,
+    /// UDP port NACKs are sent to on the reporter's address.
+    pub nack_port: u16,
+    /// Do not repeat a NACK for the same gap more often than this.
+    pub nack_interval_ms: u64,
+    /// Lines of the Postcarding cache (rounded up to a power of two).
+    pub postcard_cache_entries: usize,
+    /// A partially collected path is written after waiting this long.
+    pub postcard_timeout_ms: u64,
+    /// A partial Append batch is written after this long.
+    pub append_flush_ms: u64,
+    /// Sketch-Merge columns batched into one write.
+    pub sketch_batch_columns: u32,
+}
+
+impl Default for TranslatorConfig {
+    fn default() -> Self {
+        TranslatorConfig {
+            listen: "127.0.0.1:40040".parse().unwrap(),
+            prototype_header: PrototypeHeader::Short,
+            recv_batch: 64,
+            recv_buffer: 8 << 20,
+            nack_port: dta_wire::NACK_PORT,
+            nack_interval_ms: 5,
+            postcard_cache_entries: 1 << 16,
+            postcard_timeout_ms: 100,
+            append_flush_ms: 10,
+            sketch_batch_columns: 8,
+        }
+    }
+}

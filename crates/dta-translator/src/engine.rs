@@ -1,0 +1,630 @@
+//! The translator proper: one datagram in, memory operations out.
+//!
+//! [`Translator::handle_datagram`] parses a datagram of either protocol, checks retransmittable
+//! datagrams' sequence numbers, routes every report to the store of its primitive and shape, and
+//! translates it (001 §4): Key-Write and Key-Increment straight through the store's layout;
+//! Postcarding through the cache; Append through per-list batches; Sketch-Merge through
+//! per-reporter column tracking and merging. Nothing here allocates per report or takes a lock.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::{
+    AppendLayout, ApplyError, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout,
+    Region, SketchKind, SketchLayout, StoreKind, StoreSpec,
+};
+use dta_wire::{native, prototype, Datagram, Report};
+
+use crate::append::{AppendBatcher, Batch};
+use crate::config::TranslatorConfig;
+use crate::postcard::{Chunk, Eviction, PostcardCache, MAX_HOPS, MAX_KEY};
+use crate::sequence::{SequenceTracker, Verdict};
+use crate::sinks::{Sinks, StoreSink};
+use crate::sketch::{ColumnVerdict, Merge, ReadyColumns, SketchAggregator};
+use crate::stats::Stats;
+
+/// What the translator needs to know about one store: its header (the single source of truth for
+/// its layout) and, for Append stores, the lists' current heads.
+#[derive(Debug, Clone)]
+pub struct StoreInfo {
+    pub header: Header,
+    pub append_heads: Vec<u64>,
+}
+
+impl StoreInfo {
+    /// Read a mapped region's header and, for an Append store, its head pointers.
+    pub fn from_region(region: &Region) -> Result<StoreInfo, BuildError> {
+        let header = region.header().clone();
+        let mut append_heads = vec![];
+        if header.kind == StoreKind::Append {
+            let layout = AppendLayout::new(&header).map_err(|e| BuildError::Layout(e.to_string()))?;
+            for list in 0..layout.lists() {
+                let head = region
+                    .mem()
+                    .load_u64(layout.head_offset(list))
+                    .map_err(|e| BuildError::Layout(e.to_string()))?;
+                append_heads.push(head);
+            }
+        }
+        Ok(StoreInfo {
+            header,
+            append_heads,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("store layout: {0}")]
+    Layout(String),
+    #[error("two Append stores; one Append store holds all lists")]
+    TwoAppendStores,
+    #[error("two Sketch-Merge stores with sketch id {0}")]
+    DuplicateSketch(u16),
+    #[error("Postcarding store with B = {0} hops: the translator supports 1..=16")]
+    TooManyHops(usize),
+}
+
+struct KeyWriteRoute {
+    store: usize,
+    layout: KeyWriteLayout,
+}
+struct KeyIncrementRoute {
+    store: usize,
+    layout: KeyIncrementLayout,
+}
+struct PostcardRoute {
+    store: usize,
+    layout: PostcardingLayout,
+    cache: PostcardCache,
+}
+struct AppendRoute {
+    store: usize,
+    layout: AppendLayout,
+    batcher: AppendBatcher,
+}
+struct SketchRoute {
+    store: usize,
+    sketch_id: u16,
+    layout: SketchLayout,
+    agg: SketchAggregator,
+}
+
+/// A NACK waiting to be sent by the ingest loop.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingNack {
+    pub to: SocketAddr,
+    pub buf: [u8; 24],
+    pub len: usize,
+}
+
+impl PendingNack {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The translator over a set of stores and the sinks that reach them.
+pub struct Translator<S: Sinks> {
+    sinks: S,
+    stats: Arc<Stats>,
+    format: prototype::BaseFormat,
+    nack_port: u16,
+    postcard_timeout: Duration,
+    append_flush: Duration,
+    key_write: Vec<KeyWriteRoute>,
+    key_increment: Vec<KeyIncrementRoute>,
+    postcarding: Vec<PostcardRoute>,
+    append: Option<AppendRoute>,
+    sketches: Vec<SketchRoute>,
+    native_seq: SequenceTracker,
+    prototype_seq: SequenceTracker,
+    nacks: Vec<PendingNack>,
+    last_append_flush: Instant,
+    last_postcard_expire: Instant,
+}
+
+fn reason(e: &ApplyError) -> &'static str {
+    match e {
+        ApplyError::Sink(_) => "sink_error",
+        other => other.reason(),
+    }
+}
+
+impl<S: Sinks> Translator<S> {
+    /// Build a translator for `stores` (indexed as `sinks` indexes them).
+    pub fn new(
+        cfg: &TranslatorConfig,
+        stores: &[StoreInfo],
+        sinks: S,
+        stats: Arc<Stats>,
+    ) -> Result<Self, BuildError> {
+        let layout_err = |e: dta_store::StoreError| BuildError::Layout(e.to_string());
+        let mut t = Translator {
+            sinks,
+            stats,
+            format: cfg.prototype_header.into(),
+            nack_port: cfg.nack_port,
+            postcard_timeout: Duration::from_millis(cfg.postcard_timeout_ms),
+            append_flush: Duration::from_millis(cfg.append_flush_ms),
+            key_write: vec![],
+            key_increment: vec![],
+            postcarding: vec![],
+            append: None,
+            sketches: vec![],
+            native_seq: SequenceTracker::new(32, Duration::from_millis(cfg.nack_interval_ms)),
+            prototype_seq: SequenceTracker::new(8, Duration::from_millis(cfg.nack_interval_ms)),
+            nacks: Vec::with_capacity(64),
+            last_append_flush: Instant::now(),
+            last_postcard_expire: Instant::now(),
+        };
+        for (store, info) in stores.iter().enumerate() {
+            let h = &info.header;
+            match &h.spec {
+                StoreSpec::KeyWrite(_) => t.key_write.push(KeyWriteRoute {
+                    store,
+                    layout: KeyWriteLayout::new(h).map_err(layout_err)?,
+                }),
+                StoreSpec::KeyIncrement(_) => t.key_increment.push(KeyIncrementRoute {
+                    store,
+                    layout: KeyIncrementLayout::new(h).map_err(layout_err)?,
+                }),
+                StoreSpec::Postcarding(_) => {
+                    let layout = PostcardingLayout::new(h).map_err(layout_err)?;
+                    if layout.hops() > MAX_HOPS {
+                        return Err(BuildError::TooManyHops(layout.hops()));
+                    }
+                    let cache = PostcardCache::new(cfg.postcard_cache_entries, layout.hops() as u8);
+                    t.postcarding.push(PostcardRoute {
+                        store,
+                        layout,
+                        cache,
+                    });
+                }
+                StoreSpec::Append(_) => {
+                    if t.append.is_some() {
+                        return Err(BuildError::TwoAppendStores);
+                    }
+                    let layout = AppendLayout::new(h).map_err(layout_err)?;
+                    let mut heads = info.append_heads.clone();
+                    heads.resize(layout.lists() as usize, 0);
+                    let batcher = AppendBatcher::new(layout.entry_len(), layout.batch(), heads);
+                    t.append = Some(AppendRoute {
+                        store,
+                        layout,
+                        batcher,
+                    });
+                }
+                StoreSpec::SketchMerge(spec) => {
+                    if t.sketches.iter().any(|s| s.sketch_id == spec.sketch_id) {
+                        return Err(BuildError::DuplicateSketch(spec.sketch_id));
+                    }
+                    let layout = SketchLayout::new(h).map_err(layout_err)?;
+                    let merge = match spec.kind {
+                        SketchKind::CountMin { rows, .. } => Merge::Sum {
+                            rows: rows as usize,
+                        },
+                        SketchKind::HyperLogLog {
+                            registers_per_column,
+                            ..
+                        } => Merge::Max {
+                            width: registers_per_column as usize,
+                        },
+                    };
+                    let agg = SketchAggregator::new(
+                        merge,
+                        layout.columns(),
+                        spec.reporters,
+                        cfg.sketch_batch_columns,
+                    );
+                    t.sketches.push(SketchRoute {
+                        store,
+                        sketch_id: spec.sketch_id,
+                        layout,
+                        agg,
+                    });
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    pub fn sinks(&self) -> &S {
+        &self.sinks
+    }
+
+    /// NACKs produced since the last call, for the ingest loop to send.
+    pub fn drain_nacks(&mut self) -> std::vec::Drain<'_, PendingNack> {
+        self.nacks.drain(..)
+    }
+
+    /// Handle one UDP payload received from `src`.
+    pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
+        self.stats.datagrams.fetch_add(1, Relaxed);
+        self.stats.bytes.fetch_add(buf.len() as u64, Relaxed);
+        match dta_wire::parse(buf, self.format) {
+            Err(e) => self.stats.wire_error(e),
+            Ok(Datagram::Prototype(repr)) => {
+                if let (true, Some(seq)) = (repr.base.retransmittable, repr.base.seqnum) {
+                    let peer = peer_key(src.ip());
+                    match self.prototype_seq.check(peer, seq as u32, now) {
+                        Verdict::Apply => {}
+                        Verdict::Duplicate => {
+                            self.stats.duplicates.fetch_add(1, Relaxed);
+                            return;
+                        }
+                        Verdict::Gap { nack } => {
+                            self.stats.apply_error("out_of_order");
+                            if let Some(expected) = nack {
+                                let n = prototype::NackRepr {
+                                    seqnum: expected as u8,
+                                    nack: true,
+                                };
+                                let mut b = [0u8; 24];
+                                if let Ok(len) = n.emit(&mut b) {
+                                    self.queue_nack(src, b, len);
+                                }
+                            }
+                            return;
+                        }
+                    }
+                }
+                // The prototype carries no priority: count it as medium.
+                self.stats.by_priority[1].fetch_add(1, Relaxed);
+                self.apply(&repr.report, 0, src, now);
+            }
+            Ok(Datagram::Native(d)) => {
+                let h = d.header;
+                if h.kind != native::Kind::Reports {
+                    // NACKs travel translator -> reporter; one arriving here is misdirected.
+                    self.stats.wire_error(dta_wire::Error::UnknownKind);
+                    return;
+                }
+                if h.retransmittable {
+                    match self.native_seq.check(h.reporter_id as u64, h.seq, now) {
+                        Verdict::Apply => {}
+                        Verdict::Duplicate => {
+                            self.stats.duplicates.fetch_add(1, Relaxed);
+                            return;
+                        }
+                        Verdict::Gap { nack } => {
+                            self.stats.apply_error("out_of_order");
+                            if let Some(expected) = nack {
+                                self.queue_native_nack(src, h.reporter_id, expected, None);
+                            }
+                            return;
+                        }
+                    }
+                }
+                self.stats.by_priority[h.priority as usize].fetch_add(1, Relaxed);
+                for report in d.reports() {
+                    self.apply(&report, h.reporter_id, src, now);
+                }
+            }
+        }
+    }
+
+    fn queue_nack(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) {
+        if self.nacks.len() < self.nacks.capacity() {
+            self.nacks.push(PendingNack {
+                to: SocketAddr::new(src.ip(), self.nack_port),
+                buf,
+                len,
+            });
+            self.stats.nacks_sent.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn queue_native_nack(
+        &mut self,
+        src: SocketAddr,
+        reporter_id: u32,
+        seq: u32,
+        sketch: Option<native::SketchNack>,
+    ) {
+        let n = native::NackRepr {
+            reporter_id,
+            seq,
+            sketch,
+        };
+        let mut b = [0u8; 24];
+        if let Ok(len) = n.emit(&mut b) {
+            self.queue_nack(src, b, len);
+        }
+    }
+
+    /// Translate one report.
+    pub fn apply(&mut self, report: &Report<'_>, reporter: u32, src: SocketAddr, now: Instant) {
+        let stats = &*self.stats;
+        stats.report(report.opcode());
+        let immediate = match *report {
+            Report::KeyWrite { immediate, .. }
+            | Report::KeyIncrement { immediate, .. }
+            | Report::Append { immediate, .. }
+            | Report::Postcard { immediate, .. }
+            | Report::SketchColumn { immediate, .. } => immediate,
+        };
+        if immediate {
+            stats.immediates.fetch_add(1, Relaxed);
+        }
+        let result: Result<(), &'static str> = match *report {
+            Report::KeyWrite {
+                key,
+                data,
+                redundancy,
+                immediate,
+            } => match self
+                .key_write
+                .iter()
+                .find(|r| r.layout.key_len() == key.len() && r.layout.data_len() == data.len())
+            {
+                None => Err("no_store"),
+                Some(r) => {
+                    let mut sink = StoreSink {
+                        sinks: &mut self.sinks,
+                        store: r.store,
+                        immediate,
+                        stats,
+                    };
+                    r.layout
+                        .apply(key, data, redundancy, &mut sink)
+                        .map_err(|e| reason(&e))
+                }
+            },
+            Report::KeyIncrement {
+                key,
+                counter,
+                redundancy,
+                immediate,
+            } => match self
+                .key_increment
+                .iter()
+                .find(|r| r.layout.key_len() == key.len())
+            {
+                None => Err("no_store"),
+                Some(r) => {
+                    let mut sink = StoreSink {
+                        sinks: &mut self.sinks,
+                        store: r.store,
+                        immediate,
+                        stats,
+                    };
+                    r.layout
+                        .apply(key, counter, redundancy, &mut sink)
+                        .map_err(|e| reason(&e))
+                }
+            },
+            Report::Append {
+                list_id,
+                data,
+                immediate,
+            } => match self.append.as_mut() {
+                None => Err("no_store"),
+                Some(r) if list_id >= r.layout.lists() => Err("bad_list_id"),
+                Some(r) if data.len() != r.layout.entry_len() => Err("bad_data_len"),
+                Some(r) => {
+                    let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+                    r.batcher
+                        .push(list_id, data, immediate, |b| {
+                            write_batch(layout, store, sinks, stats, b)
+                        })
+                        .map_err(|e| reason(&e))
+                }
+            },
+            Report::Postcard {
+                key,
+                hop,
+                path_len,
+                value,
+                immediate,
+            } => match self
+                .postcarding
+                .iter_mut()
+                .find(|r| r.layout.key_len() == key.len())
+            {
+                None => Err("no_store"),
+                Some(r) if hop as usize >= r.layout.hops() => Err("bad_hop"),
+                Some(_) if key.len() > MAX_KEY => Err("bad_key_len"),
+                Some(r) => {
+                    let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+                    let mut err = Ok(());
+                    r.cache
+                        .insert(key, hop, path_len, value, immediate, now, |chunk, why| {
+                            let res = write_chunk(layout, store, sinks, stats, chunk, why);
+                            if err.is_ok() {
+                                err = res;
+                            }
+                        });
+                    err.map_err(|e| reason(&e))
+                }
+            },
+            Report::SketchColumn {
+                sketch_id,
+                column,
+                epoch,
+                data,
+                immediate,
+            } => match self.sketches.iter_mut().find(|r| r.sketch_id == sketch_id) {
+                None => Err("no_store"),
+                Some(r) if column as u32 >= r.agg.columns() => Err("bad_data_len"),
+                Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err("bad_data_len"),
+                Some(r) => {
+                    let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+                    let verdict = r.agg.receive(reporter, epoch, column, data, |ready| {
+                        write_columns(layout, store, sinks, stats, immediate, ready)
+                    });
+                    match verdict {
+                        Ok(ColumnVerdict::Merged) => Ok(()),
+                        Ok(ColumnVerdict::Duplicate) => {
+                            stats.duplicates.fetch_add(1, Relaxed);
+                            Ok(())
+                        }
+                        Ok(ColumnVerdict::Stale) => Err("stale_epoch"),
+                        Ok(ColumnVerdict::OutOfOrder { column, epoch }) => {
+                            self.queue_native_nack(
+                                src,
+                                reporter,
+                                0,
+                                Some(native::SketchNack {
+                                    sketch_id,
+                                    column,
+                                    epoch,
+                                }),
+                            );
+                            Err("out_of_order")
+                        }
+                        Err(e) => Err(reason(&e)),
+                    }
+                }
+            },
+        };
+        if let Err(r) = result {
+            self.stats.apply_error(r);
+        }
+    }
+
+    /// Run the timers: write partial Append batches and expired Postcarding paths. Call it
+    /// whenever the ingest loop is idle, and at least every few milliseconds.
+    pub fn tick(&mut self, now: Instant) {
+        if now.duration_since(self.last_append_flush) >= self.append_flush {
+            self.last_append_flush = now;
+            self.flush_appends();
+        }
+        if now.duration_since(self.last_postcard_expire) >= self.postcard_timeout / 2 {
+            self.last_postcard_expire = now;
+            self.expire_postcards(now, Some(self.postcard_timeout));
+        }
+    }
+
+    fn flush_appends(&mut self) {
+        let stats = &*self.stats;
+        if let Some(r) = self.append.as_mut() {
+            let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+            if let Err(e) = r
+                .batcher
+                .flush_partial(|b| write_batch(layout, store, sinks, stats, b))
+            {
+                stats.apply_error(reason(&e));
+            }
+        }
+    }
+
+    fn expire_postcards(&mut self, now: Instant, timeout: Option<Duration>) {
+        let stats = &*self.stats;
+        for r in &mut self.postcarding {
+            let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+            r.cache.expire(now, timeout, |chunk, why| {
+                if let Err(e) = write_chunk(layout, store, sinks, stats, chunk, why) {
+                    stats.apply_error(reason(&e));
+                }
+            });
+        }
+    }
+
+    /// Write out everything the translator holds: partial Append batches, partial paths, complete
+    /// sketch columns. Called on shutdown and by tests.
+    pub fn flush_all(&mut self) {
+        self.flush_appends();
+        self.expire_postcards(Instant::now(), None);
+        let stats = &*self.stats;
+        for r in &mut self.sketches {
+            let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+            if let Err(e) = r
+                .agg
+                .flush(|ready| write_columns(layout, store, sinks, stats, false, ready))
+            {
+                stats.apply_error(reason(&e));
+            }
+        }
+        if self.sinks.flush().is_err() {
+            stats.apply_error("sink_error");
+        }
+    }
+}
+
+fn peer_key(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(v4) => u32::from(v4) as u64,
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
+                ^ u64::from_be_bytes([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
+        }
+    }
+}
+
+fn write_batch<S: Sinks>(
+    layout: &AppendLayout,
+    store: usize,
+    sinks: &mut S,
+    stats: &Stats,
+    b: Batch<'_>,
+) -> Result<(), ApplyError> {
+    if b.full {
+        stats.append_batches.fetch_add(1, Relaxed);
+    } else {
+        stats.append_partial_batches.fetch_add(1, Relaxed);
+    }
+    let mut sink = StoreSink {
+        sinks,
+        store,
+        immediate: b.immediate,
+        stats,
+    };
+    layout.write_entries(b.list, b.first_index, b.entries, &mut sink)
+}
+
+fn write_chunk<S: Sinks>(
+    layout: &PostcardingLayout,
+    store: usize,
+    sinks: &mut S,
+    stats: &Stats,
+    chunk: &Chunk,
+    why: Eviction,
+) -> Result<(), ApplyError> {
+    match why {
+        Eviction::Complete => &stats.postcard_chunks_complete,
+        Eviction::Collision => &stats.postcard_chunks_collision,
+        Eviction::Timeout | Eviction::Flush => &stats.postcard_chunks_timeout,
+    }
+    .fetch_add(1, Relaxed);
+    let mut sink = StoreSink {
+        sinks,
+        store,
+        immediate: chunk.immediate,
+        stats,
+    };
+    layout.apply_chunk(chunk.key(), &chunk.values[..layout.hops()], &mut sink)
+}
+
+fn write_columns<S: Sinks>(
+    layout: &SketchLayout,
+    store: usize,
+    sinks: &mut S,
+    stats: &Stats,
+    immediate: bool,
+    ready: ReadyColumns<'_>,
+) -> Result<(), ApplyError> {
+    stats
+        .sketch_columns_written
+        .fetch_add(ready.count as u64, Relaxed);
+    let mut sink = StoreSink {
+        sinks,
+        store,
+        immediate,
+        stats,
+    };
+    layout.write_columns(
+        ready.first_column,
+        ready.epoch,
+        ready.reporters,
+        ready.values,
+        &mut sink,
+    )
+}

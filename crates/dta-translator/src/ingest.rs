@@ -1,0 +1,165 @@
+//! The UDP ingest loop: batched `recvmmsg` into preallocated buffers, one `Translator` call per
+//! datagram, NACKs sent back, timers run when the socket is idle.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::engine::Translator;
+use crate::sinks::Sinks;
+
+/// Largest datagram accepted; longer ones are truncated by the kernel and rejected by the parser.
+pub const MAX_DATAGRAM: usize = 9216;
+
+/// Bind the translator's UDP socket: `SO_REUSEPORT` (so several translator threads can share the
+/// port), a large receive buffer, and a short receive timeout so the loop can run its timers.
+pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    // Best effort: the kernel caps it at net.core.rmem_max.
+    let _ = socket.set_recv_buffer_size(recv_buffer);
+    socket.bind(&addr.into())?;
+    let socket: UdpSocket = socket.into();
+    socket.set_read_timeout(Some(Duration::from_millis(2)))?;
+    Ok(socket)
+}
+
+/// Preallocated `recvmmsg` state for `batch` datagrams.
+struct MmsgBuffers {
+    bufs: Vec<u8>,
+    iovecs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl MmsgBuffers {
+    fn new(batch: usize) -> Self {
+        let batch = batch.clamp(1, 1024);
+        let mut m = MmsgBuffers {
+            bufs: vec![0; batch * MAX_DATAGRAM],
+            iovecs: Vec::with_capacity(batch),
+            // SAFETY: sockaddr_storage and mmsghdr are plain C structs for which all-zero is valid.
+            addrs: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
+            msgs: Vec::with_capacity(batch),
+        };
+        for i in 0..batch {
+            m.iovecs.push(libc::iovec {
+                iov_base: m.bufs[i * MAX_DATAGRAM..].as_mut_ptr().cast(),
+                iov_len: MAX_DATAGRAM,
+            });
+        }
+        for i in 0..batch {
+            // SAFETY: as above.
+            let mut h: libc::mmsghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+            h.msg_hdr.msg_iov = &mut m.iovecs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            m.msgs.push(h);
+        }
+        m
+    }
+
+    /// Receive up to `batch` datagrams; returns how many (0 on timeout).
+    fn recv(&mut self, fd: i32) -> io::Result<usize> {
+        for h in &mut self.msgs {
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_len = 0;
+        }
+        // SAFETY: every mmsghdr points into buffers owned by self that outlive the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {
+                    Ok(0)
+                }
+                _ => Err(e),
+            };
+        }
+        Ok(n as usize)
+    }
+
+    fn datagram(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
+        let len = self.msgs[i].msg_len as usize;
+        let data = &self.bufs[i * MAX_DATAGRAM..i * MAX_DATAGRAM + len.min(MAX_DATAGRAM)];
+        (data, sockaddr_to_std(&self.addrs[i]))
+    }
+}
+
+fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in.
+            let sin: &libc::sockaddr_in = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this storage holds a sockaddr_in6.
+            let sin6: &libc::sockaddr_in6 =
+                unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::new(ip.into(), u16::from_be(sin6.sin6_port)))
+        }
+        _ => None,
+    }
+}
+
+/// Run the translator on `socket` until `stop` is set, then write out everything it holds.
+pub fn run<S: Sinks>(
+    translator: &mut Translator<S>,
+    socket: &UdpSocket,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut m = MmsgBuffers::new(batch);
+    let fd = socket.as_raw_fd();
+    let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    while !stop.load(Ordering::Relaxed) {
+        let n = m.recv(fd)?;
+        let now = Instant::now();
+        for i in 0..n {
+            let (data, src) = m.datagram(i);
+            translator.handle_datagram(data, src.unwrap_or(unknown), now);
+        }
+        for nack in translator.drain_nacks() {
+            // A NACK that cannot be sent is not fatal: the reporter's timeout covers it.
+            let _ = socket.send_to(nack.bytes(), nack.to);
+        }
+        translator.tick(now);
+    }
+    translator.flush_all();
+    Ok(())
+}
+
+/// Run for at most `duration` (tests and benchmarks).
+pub fn run_for<S: Sinks>(
+    translator: &mut Translator<S>,
+    socket: &UdpSocket,
+    batch: usize,
+    duration: Duration,
+) -> io::Result<()> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(duration);
+            stop.store(true, Ordering::Relaxed);
+        });
+        run(translator, socket, batch, &stop)
+    })
+}

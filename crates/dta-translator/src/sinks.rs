@@ -1,0 +1,97 @@
+//! Where translated memory operations go.
+//!
+//! A [`Sinks`] executes region-relative WRITEs and FETCH_ADDs on the translator's stores, indexed
+//! by store number. [`RegionSinks`] is the co-located mode: the translator maps the collector's
+//! region files and writes into them directly (shared memory). The RoCEv2 sink of the RDMA layer
+//! implements the same trait, turning each operation into an RDMA WRITE (WITH IMMEDIATE) or
+//! FETCH_ADD on the queue pair of that store.
+
+use std::sync::Arc;
+
+use dta_store::{MemSink, Region, SinkError};
+
+use crate::stats::Stats;
+
+/// Executes memory operations on the translator's stores.
+pub trait Sinks {
+    /// WRITE `bytes` at `offset` of store `store`'s data area. `immediate` asks for a notification
+    /// to the collector (RDMA WRITE WITH IMMEDIATE).
+    fn write(
+        &mut self,
+        store: usize,
+        offset: u64,
+        bytes: &[u8],
+        immediate: bool,
+    ) -> Result<(), SinkError>;
+    /// FETCH_ADD `add` to the little-endian u64 at `offset` of store `store`.
+    fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError>;
+    /// Make everything issued so far durable/visible (e.g. wait for RDMA ACKs).
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// The co-located sink: writes straight into mapped region files shared with the collector.
+pub struct RegionSinks {
+    regions: Vec<Arc<Region>>,
+}
+
+impl RegionSinks {
+    pub fn new(regions: Vec<Arc<Region>>) -> Self {
+        RegionSinks { regions }
+    }
+
+    pub fn regions(&self) -> &[Arc<Region>] {
+        &self.regions
+    }
+}
+
+impl Sinks for RegionSinks {
+    fn write(
+        &mut self,
+        store: usize,
+        offset: u64,
+        bytes: &[u8],
+        _immediate: bool,
+    ) -> Result<(), SinkError> {
+        // In shared memory the write itself is the notification: readers poll the region. The
+        // immediate flag is counted by the translator and carried as WRITE WITH IMMEDIATE by
+        // the RDMA sink.
+        self.regions[store].mem().write(offset, bytes)
+    }
+
+    fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
+        self.regions[store].mem().fetch_add_u64(offset, add).map(|_| ())
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Adapts one store of a [`Sinks`] to the `MemSink` a store layout writes through, counting
+/// every operation.
+pub(crate) struct StoreSink<'a, S: Sinks + ?Sized> {
+    pub sinks: &'a mut S,
+    pub store: usize,
+    pub immediate: bool,
+    pub stats: &'a Stats,
+}
+
+impl<S: Sinks + ?Sized> MemSink for StoreSink<'_, S> {
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.writes.fetch_add(1, Relaxed);
+        self.stats
+            .write_bytes
+            .fetch_add(bytes.len() as u64, Relaxed);
+        self.sinks.write(self.store, offset, bytes, self.immediate)
+    }
+
+    fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
+        self.stats
+            .fetch_adds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sinks.fetch_add(self.store, offset, add)
+    }
+}

@@ -1,0 +1,149 @@
+//! Counters for everything the translator sees: reports by primitive, rejected datagrams and
+//! reports by reason, translator-side events. Lock-free (`AtomicU64`, relaxed): the ingest
+//! thread increments, any other thread snapshots.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use dta_wire::{Error as WireError, Opcode};
+
+/// Why a datagram or a report was dropped. Wire reasons come from `dta_wire::Error::reason`;
+/// the rest are the translator's.
+pub const APPLY_REASONS: [&str; 10] = [
+    "no_store",
+    "bad_list_id",
+    "bad_hop",
+    "bad_key_len",
+    "bad_data_len",
+    "bad_redundancy",
+    "out_of_order",
+    "stale_epoch",
+    "unknown_reporter",
+    "sink_error",
+];
+
+/// One counter per wire reason, per translator reason, per primitive.
+#[derive(Debug)]
+pub struct Stats {
+    pub datagrams: AtomicU64,
+    pub bytes: AtomicU64,
+    pub reports: [AtomicU64; 5],
+    pub by_priority: [AtomicU64; 3],
+    pub wire_errors: [AtomicU64; WireError::ALL.len()],
+    pub apply_errors: [AtomicU64; APPLY_REASONS.len()],
+    pub duplicates: AtomicU64,
+    pub nacks_sent: AtomicU64,
+    pub immediates: AtomicU64,
+    pub writes: AtomicU64,
+    pub fetch_adds: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub postcard_chunks_complete: AtomicU64,
+    pub postcard_chunks_collision: AtomicU64,
+    pub postcard_chunks_timeout: AtomicU64,
+    pub append_batches: AtomicU64,
+    pub append_partial_batches: AtomicU64,
+    pub sketch_columns_written: AtomicU64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            datagrams: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            reports: Default::default(),
+            by_priority: Default::default(),
+            wire_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            apply_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            duplicates: AtomicU64::new(0),
+            nacks_sent: AtomicU64::new(0),
+            immediates: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            fetch_adds: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+            postcard_chunks_complete: AtomicU64::new(0),
+            postcard_chunks_collision: AtomicU64::new(0),
+            postcard_chunks_timeout: AtomicU64::new(0),
+            append_batches: AtomicU64::new(0),
+            append_partial_batches: AtomicU64::new(0),
+            sketch_columns_written: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The primitives in opcode order, for labelling `Stats::reports`.
+pub const PRIMITIVES: [Opcode; 5] = [
+    Opcode::KeyWrite,
+    Opcode::Append,
+    Opcode::KeyIncrement,
+    Opcode::Postcarding,
+    Opcode::SketchMerge,
+];
+
+impl Stats {
+    pub fn report(&self, op: Opcode) {
+        self.reports[op as usize - 1].fetch_add(1, Relaxed);
+    }
+
+    pub fn wire_error(&self, e: WireError) {
+        let i = WireError::ALL.iter().position(|x| *x == e).unwrap_or(0);
+        self.wire_errors[i].fetch_add(1, Relaxed);
+    }
+
+    /// Count a translator-side rejection by its reason (one of [`APPLY_REASONS`]).
+    pub fn apply_error(&self, reason: &str) {
+        let i = APPLY_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(APPLY_REASONS.len() - 1);
+        self.apply_errors[i].fetch_add(1, Relaxed);
+    }
+
+    pub fn reports_of(&self, op: Opcode) -> u64 {
+        self.reports[op as usize - 1].load(Relaxed)
+    }
+
+    /// Total rejected for `reason`, wire or translator.
+    pub fn rejected(&self, reason: &str) -> u64 {
+        if let Some(i) = WireError::ALL.iter().position(|e| e.reason() == reason) {
+            return self.wire_errors[i].load(Relaxed);
+        }
+        APPLY_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.apply_errors[i].load(Relaxed))
+    }
+
+    pub fn total_rejected(&self) -> u64 {
+        self.wire_errors.iter().map(|c| c.load(Relaxed)).sum::<u64>()
+            + self.apply_errors.iter().map(|c| c.load(Relaxed)).sum::<u64>()
+    }
+
+    /// A JSON snapshot, for `--json` output, logs and the HTTP API.
+    pub fn snapshot(&self) -> serde_json::Value {
+        let mut reports = serde_json::Map::new();
+        for op in PRIMITIVES {
+            reports.insert(op.name().into(), self.reports_of(op).into());
+        }
+        let mut rejected = serde_json::Map::new();
+        for e in WireError::ALL {
+            rejected.insert(e.reason().into(), self.rejected(e.reason()).into());
+        }
+        for r in APPLY_REASONS {
+            rejected.insert(r.into(), self.rejected(r).into());
+        }
+        let l = |c: &AtomicU64| c.load(Relaxed);
+        serde_json::json!({
+            "datagrams": l(&self.datagrams),
+            "bytes": l(&self.bytes),
+            "reports": reports,
+            "priority": {"low": l(&self.by_priority[0]), "medium": l(&self.by_priority[1]), "high": l(&self.by_priority[2])},
+            "rejected": rejected,
+            "duplicates": l(&self.duplicates),
+            "nacks_sent": l(&self.nacks_sent),
+            "immediates": l(&self.immediates),
+            "memory": {"writes": l(&self.writes), "fetch_adds": l(&self.fetch_adds), "write_bytes": l(&self.write_bytes)},
+            "postcarding": {"complete": l(&self.postcard_chunks_complete), "collision": l(&self.postcard_chunks_collision), "timeout": l(&self.postcard_chunks_timeout)},
+            "append": {"batches": l(&self.append_batches), "partial_batches": l(&self.append_partial_batches)},
+            "sketch_merge": {"columns_written": l(&self.sketch_columns_written)},
+        })
+    }
+}
