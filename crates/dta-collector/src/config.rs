@@ -1,0 +1,222 @@
+//! Store configuration: the `[[store]]` tables of `dta.toml`, validated into `StoreSpec`s.
+
+use serde::{Deserialize, Serialize};
+
+use dta_store::{
+    AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
+    SketchSpec, StoreSpec,
+};
+
+/// The collector's own settings (the `[collector]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CollectorConfig {
+    /// Address of the HTTP query API; empty to disable it.
+    pub http: String,
+    /// Recreate a region whose file exists with different parameters (its data is lost).
+    pub force: bool,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        CollectorConfig {
+            http: "127.0.0.1:40080".into(),
+            force: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKindName {
+    KeyWrite,
+    KeyIncrement,
+    Postcarding,
+    Append,
+    SketchMerge,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SketchName {
+    CountMin,
+    Hyperloglog,
+}
+
+/// One `[[store]]` table. Which keys apply depends on `kind`; unknown keys are an error, keys of
+/// another kind are an error too (so a typo never silently falls back to a default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub name: String,
+    pub kind: Option<StoreKindName>,
+    // Key-Write
+    pub slots: Option<u64>,
+    pub key_len: Option<u8>,
+    pub data_len: Option<u8>,
+    /// "prototype" or "native".
+    pub hash: Option<String>,
+    // Key-Increment
+    pub counters: Option<u64>,
+    // Postcarding
+    pub chunks: Option<u64>,
+    pub hops: Option<u8>,
+    pub slot_bits: Option<u8>,
+    pub redundancy: Option<u8>,
+    /// Size of the value set V = 0..values, used by queries to build the lookup table.
+    pub values: Option<u32>,
+    // Append
+    pub lists: Option<u32>,
+    pub capacity: Option<u64>,
+    pub entry_len: Option<u8>,
+    pub batch: Option<u32>,
+    // Sketch-Merge
+    pub sketch_id: Option<u16>,
+    pub sketch: Option<SketchName>,
+    pub rows: Option<u32>,
+    pub columns: Option<u32>,
+    pub registers: Option<u32>,
+    pub registers_per_column: Option<u32>,
+    pub reporters: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("store {store:?}: {msg}")]
+pub struct ConfigError {
+    pub store: String,
+    pub msg: String,
+}
+
+impl StoreConfig {
+    /// Validate into the store's spec.
+    pub fn spec(&self) -> Result<StoreSpec, ConfigError> {
+        let err = |msg: String| ConfigError {
+            store: self.name.clone(),
+            msg,
+        };
+        if self.name.is_empty()
+            || self.name.len() > 31
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(err(
+                "name must be 1-31 characters of [A-Za-z0-9_-]".into(),
+            ));
+        }
+        let kind = self
+            .kind
+            .ok_or_else(|| err("missing `kind` (key-write, key-increment, postcarding, append, sketch-merge)".into()))?;
+        let allowed: &[&str] = match kind {
+            StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash"],
+            StoreKindName::KeyIncrement => &["counters", "key_len", "hash"],
+            StoreKindName::Postcarding => {
+                &["chunks", "hops", "slot_bits", "redundancy", "key_len", "values"]
+            }
+            StoreKindName::Append => &["lists", "capacity", "entry_len", "batch"],
+            StoreKindName::SketchMerge => &[
+                "sketch_id",
+                "sketch",
+                "rows",
+                "columns",
+                "registers",
+                "registers_per_column",
+                "reporters",
+            ],
+        };
+        for (field, set) in self.fields_set() {
+            if set && !allowed.contains(&field) {
+                return Err(err(format!("`{field}` does not apply to a {kind:?} store")));
+            }
+        }
+        let hash = match self.hash.as_deref() {
+            None => None,
+            Some("prototype") => Some(HashScheme::Prototype),
+            Some("native") => Some(HashScheme::Native),
+            Some(other) => {
+                return Err(err(format!(
+                    "hash {other:?}: expected \"prototype\" or \"native\""
+                )))
+            }
+        };
+        Ok(match kind {
+            StoreKindName::KeyWrite => {
+                let key_len = self.key_len.unwrap_or(4);
+                let data_len = self.data_len.unwrap_or(4);
+                let proto_shape = key_len == 4 && data_len == 4;
+                StoreSpec::KeyWrite(KeyWriteSpec {
+                    slots: self.slots.unwrap_or(1 << 20),
+                    key_len,
+                    data_len,
+                    hash: hash.unwrap_or(if proto_shape {
+                        HashScheme::Prototype
+                    } else {
+                        HashScheme::Native
+                    }),
+                })
+            }
+            StoreKindName::KeyIncrement => StoreSpec::KeyIncrement(KeyIncrementSpec {
+                counters: self.counters.unwrap_or(1 << 20),
+                key_len: self.key_len.unwrap_or(4),
+                hash: hash.unwrap_or(HashScheme::Native),
+            }),
+            StoreKindName::Postcarding => StoreSpec::Postcarding(PostcardingSpec {
+                chunks: self.chunks.unwrap_or(1 << 18),
+                hops: self.hops.unwrap_or(5),
+                slot_bits: self.slot_bits.unwrap_or(32),
+                redundancy: self.redundancy.unwrap_or(2),
+                key_len: self.key_len.unwrap_or(4),
+            }),
+            StoreKindName::Append => StoreSpec::Append(AppendSpec {
+                lists: self.lists.unwrap_or(16),
+                capacity: self.capacity.unwrap_or(1 << 16),
+                entry_len: self.entry_len.unwrap_or(4),
+                batch: self.batch.unwrap_or(16),
+            }),
+            StoreKindName::SketchMerge => {
+                let kind = match self.sketch.unwrap_or(SketchName::CountMin) {
+                    SketchName::CountMin => SketchKind::CountMin {
+                        rows: self.rows.unwrap_or(4),
+                        columns: self.columns.unwrap_or(4096),
+                    },
+                    SketchName::Hyperloglog => SketchKind::HyperLogLog {
+                        registers: self.registers.unwrap_or(4096),
+                        registers_per_column: self.registers_per_column.unwrap_or(64),
+                    },
+                };
+                StoreSpec::SketchMerge(SketchSpec {
+                    sketch_id: self.sketch_id.unwrap_or(0),
+                    kind,
+                    reporters: self.reporters.unwrap_or(1),
+                })
+            }
+        })
+    }
+
+    fn fields_set(&self) -> [(&'static str, bool); 21] {
+        [
+            ("slots", self.slots.is_some()),
+            ("key_len", self.key_len.is_some()),
+            ("data_len", self.data_len.is_some()),
+            ("hash", self.hash.is_some()),
+            ("counters", self.counters.is_some()),
+            ("chunks", self.chunks.is_some()),
+            ("hops", self.hops.is_some()),
+            ("slot_bits", self.slot_bits.is_some()),
+            ("redundancy", self.redundancy.is_some()),
+            ("values", self.values.is_some()),
+            ("lists", self.lists.is_some()),
+            ("capacity", self.capacity.is_some()),
+            ("entry_len", self.entry_len.is_some()),
+            ("batch", self.batch.is_some()),
+            ("sketch_id", self.sketch_id.is_some()),
+            ("sketch", self.sketch.is_some()),
+            ("rows", self.rows.is_some()),
+            ("columns", self.columns.is_some()),
+            ("registers", self.registers.is_some()),
+            ("registers_per_column", self.registers_per_column.is_some()),
+            ("reporters", self.reporters.is_some()),
+        ]
+    }
+}

@@ -1,0 +1,147 @@
+//! The HTTP query API (read-only): JSON answers to the same queries as `dta query`.
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `GET /stores` | every store's inspection |
+//! | `GET /stores/{name}` | one store's inspection |
+//! | `GET /query/kw/{name}?key=K&redundancy=4&threshold=1` | [`KeyWriteResult`](crate::query::KeyWriteResult) |
+//! | `GET /query/ki/{name}?key=K&redundancy=4` | [`KeyIncrementResult`](crate::query::KeyIncrementResult) |
+//! | `GET /query/postcard/{name}?key=K&values=N` | [`PostcardResult`](crate::query::PostcardResult) |
+//! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
+//! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
+//!
+//! Errors are `{"error": "..."}` with status 400 (bad request) or 404 (no such store).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::collector::{region_path, Collector, CollectorError};
+use crate::query::{self, QueryError};
+
+type Params = Query<HashMap<String, String>>;
+
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, e.to_string())
+    }
+}
+
+impl From<CollectorError> for ApiError {
+    fn from(e: CollectorError) -> Self {
+        let code = match e {
+            CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(code, e.to_string())
+    }
+}
+
+fn param<T: std::str::FromStr>(p: &HashMap<String, String>, name: &str, default: Option<T>) -> Result<T, ApiError> {
+    match p.get(name) {
+        Some(v) => v
+            .parse()
+            .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("bad value for `{name}`: {v:?}"))),
+        None => default.ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, format!("missing `{name}`"))),
+    }
+}
+
+type Shared = Arc<Collector>;
+
+fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<u8>, ApiError> {
+    let store = c.store(name)?;
+    let key_len = store.region.header().key_len().unwrap_or(0);
+    let raw: String = param(p, "key", None)?;
+    Ok(query::parse_key(&raw, key_len)?)
+}
+
+async fn stores(State(c): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
+    let mut out = vec![];
+    for s in c.stores() {
+        let path = region_path(c.dir(), &s.name);
+        out.push(serde_json::to_value(query::inspect(&s.region, &path.display().to_string())?).unwrap());
+    }
+    Ok(Json(serde_json::Value::Array(out)))
+}
+
+async fn store(State(c): State<Shared>, Path(name): Path<String>) -> Result<Json<query::Inspection>, ApiError> {
+    let s = c.store(&name)?;
+    let path = region_path(c.dir(), &s.name);
+    Ok(Json(query::inspect(&s.region, &path.display().to_string())?))
+}
+
+async fn kw(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::KeyWriteResult>, ApiError> {
+    let key = key_of(&c, &name, &p)?;
+    let r = &c.store(&name)?.region;
+    Ok(Json(query::key_write(r, &key, param(&p, "redundancy", Some(4))?, param(&p, "threshold", Some(1))?)?))
+}
+
+async fn ki(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::KeyIncrementResult>, ApiError> {
+    let key = key_of(&c, &name, &p)?;
+    let r = &c.store(&name)?.region;
+    Ok(Json(query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?))
+}
+
+async fn postcard(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::PostcardResult>, ApiError> {
+    let key = key_of(&c, &name, &p)?;
+    let s = c.store(&name)?;
+    let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
+    Ok(Json(query::postcard(&s.region, &key, param(&p, "values", Some(default_values))?)?))
+}
+
+async fn list(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::ListResult>, ApiError> {
+    let r = &c.store(&name)?.region;
+    let tail = match p.get("tail") {
+        Some(_) => Some(param::<u64>(&p, "tail", None)?),
+        None => None,
+    };
+    Ok(Json(query::list(r, param(&p, "list", Some(0))?, tail, param(&p, "max", Some(1024))?)?))
+}
+
+async fn sketch(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::SketchResult>, ApiError> {
+    let s = c.store(&name)?;
+    let key = match p.get("key") {
+        Some(k) => Some(query::parse_key(k, s.region.header().key_len().unwrap_or(k.len()))?),
+        None => None,
+    };
+    Ok(Json(query::sketch(&s.region, key.as_deref())?))
+}
+
+/// The API's routes over `collector`.
+pub fn router(collector: Arc<Collector>) -> Router {
+    Router::new()
+        .route("/stores", get(stores))
+        .route("/stores/:name", get(store))
+        .route("/query/kw/:name", get(kw))
+        .route("/query/ki/:name", get(ki))
+        .route("/query/postcard/:name", get(postcard))
+        .route("/query/list/:name", get(list))
+        .route("/query/sketch/:name", get(sketch))
+        .with_state(collector)
+}
+
+/// Serve the API on `addr` until `shutdown` resolves.
+pub async fn serve(
+    collector: Arc<Collector>,
+    addr: &str,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!("query API on http://{}", listener.local_addr()?);
+    axum::serve(listener, router(collector))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,349 @@
+//! Queries over regions, with answers that serialise to JSON (the CLI's `--json`, the HTTP API)
+//! and print for humans. Every query reads the region directly: the collector's CPU does no work
+//! per report, only per query.
+
+use std::net::Ipv4Addr;
+
+use serde::Serialize;
+
+use dta_store::{
+    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
+    PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, StoreKind, StoreSpec,
+    ValueTable,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("store {store:?} is a {found:?} store, not a {expected:?} store")]
+    WrongKind {
+        store: String,
+        expected: StoreKind,
+        found: StoreKind,
+    },
+    #[error("bad key {input:?}: {msg}")]
+    BadKey { input: String, msg: String },
+    #[error("{0}")]
+    Store(String),
+}
+
+fn expect_kind(region: &Region, expected: StoreKind) -> Result<(), QueryError> {
+    let h = region.header();
+    if h.kind != expected {
+        return Err(QueryError::WrongKind {
+            store: h.name.clone(),
+            expected,
+            found: h.kind,
+        });
+    }
+    Ok(())
+}
+
+fn store_err(e: impl std::fmt::Display) -> QueryError {
+    QueryError::Store(e.to_string())
+}
+
+/// Parse a key given on a command line or in a URL, for a store whose keys are `key_len` bytes:
+/// `0x` + hex (exactly `key_len` bytes); a decimal integer (big-endian, as the wire carries it,
+/// for 1-8 byte keys); a dotted IPv4 address (4-byte keys); or a flow 5-tuple
+/// `SRC_IP:SPORT-DST_IP:DPORT/PROTO` (13-byte keys: src ip, dst ip, src port, dst port, proto).
+pub fn parse_key(input: &str, key_len: usize) -> Result<Vec<u8>, QueryError> {
+    let bad = |msg: String| QueryError::BadKey {
+        input: input.to_owned(),
+        msg,
+    };
+    let s = input.trim();
+    let key = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        hex::decode(h).map_err(|e| bad(format!("not hex: {e}")))?
+    } else if let Ok(n) = s.parse::<u64>() {
+        if key_len > 8 {
+            return Err(bad(format!(
+                "a decimal key fits 1-8 byte keys; this store's keys are {key_len} bytes: use 0x..."
+            )));
+        }
+        if key_len < 8 && n >> (8 * key_len) != 0 {
+            return Err(bad(format!("{n} does not fit in {key_len} bytes")));
+        }
+        n.to_be_bytes()[8 - key_len..].to_vec()
+    } else if let Ok(ip) = s.parse::<Ipv4Addr>() {
+        ip.octets().to_vec()
+    } else if let Some(k) = parse_five_tuple(s) {
+        k.to_vec()
+    } else {
+        return Err(bad(
+            "expected 0xHEX, a decimal integer, an IPv4 address or SRC:SPORT-DST:DPORT/PROTO"
+                .into(),
+        ));
+    };
+    if key.len() != key_len {
+        return Err(bad(format!(
+            "{} bytes, but this store's keys are {key_len} bytes",
+            key.len()
+        )));
+    }
+    Ok(key)
+}
+
+/// `10.0.0.1:1234-10.0.0.2:80/6` → 13 bytes.
+pub fn parse_five_tuple(s: &str) -> Option<[u8; 13]> {
+    let (addrs, proto) = s.split_once('/')?;
+    let (src, dst) = addrs.split_once('-')?;
+    let (sip, sport) = src.split_once(':')?;
+    let (dip, dport) = dst.split_once(':')?;
+    let mut k = [0u8; 13];
+    k[0..4].copy_from_slice(&sip.parse::<Ipv4Addr>().ok()?.octets());
+    k[4..8].copy_from_slice(&dip.parse::<Ipv4Addr>().ok()?.octets());
+    k[8..10].copy_from_slice(&sport.parse::<u16>().ok()?.to_be_bytes());
+    k[10..12].copy_from_slice(&dport.parse::<u16>().ok()?.to_be_bytes());
+    k[12] = proto.parse::<u8>().ok()?;
+    Some(k)
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KeyWriteResult {
+    pub store: String,
+    pub key: String,
+    /// "found", "empty" or "ambiguous".
+    pub status: &'static str,
+    pub data: Option<String>,
+    pub votes: u8,
+    pub candidates: Vec<(String, u8)>,
+}
+
+/// Key-Write query (001 Appendix A.1, Algorithm 2): plurality vote over `redundancy` slots, at
+/// least `threshold` agreeing copies.
+pub fn key_write(
+    region: &Region,
+    key: &[u8],
+    redundancy: u8,
+    threshold: u8,
+) -> Result<KeyWriteResult, QueryError> {
+    expect_kind(region, StoreKind::KeyWrite)?;
+    let layout = KeyWriteLayout::new(region.header()).map_err(store_err)?;
+    let mut r = KeyWriteResult {
+        store: region.header().name.clone(),
+        key: hex::encode(key),
+        status: "empty",
+        data: None,
+        votes: 0,
+        candidates: vec![],
+    };
+    match layout.query(region.mem(), key, redundancy, threshold) {
+        KeyWriteAnswer::Found { data, votes } => {
+            r.status = "found";
+            r.data = Some(hex::encode(data));
+            r.votes = votes;
+        }
+        KeyWriteAnswer::Empty => {}
+        KeyWriteAnswer::Ambiguous { candidates } => {
+            r.status = "ambiguous";
+            r.candidates = candidates
+                .into_iter()
+                .map(|(d, v)| (hex::encode(d), v))
+                .collect();
+        }
+    }
+    Ok(r)
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KeyIncrementResult {
+    pub store: String,
+    pub key: String,
+    /// Count-Min estimate: never below the true count (001 §4 "Key-Increment", A.4).
+    pub count: u64,
+}
+
+pub fn key_increment(
+    region: &Region,
+    key: &[u8],
+    redundancy: u8,
+) -> Result<KeyIncrementResult, QueryError> {
+    expect_kind(region, StoreKind::KeyIncrement)?;
+    let layout = KeyIncrementLayout::new(region.header()).map_err(store_err)?;
+    Ok(KeyIncrementResult {
+        store: region.header().name.clone(),
+        key: hex::encode(key),
+        count: layout.query(region.mem(), key, redundancy),
+    })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PostcardResult {
+    pub store: String,
+    pub key: String,
+    /// "found", "empty" or "ambiguous".
+    pub status: &'static str,
+    /// The per-hop values, hop 0 first.
+    pub path: Vec<u32>,
+}
+
+/// Postcarding query (001 §4): decode the N chunks with the lookup table of V = 0..`values`.
+pub fn postcard(region: &Region, key: &[u8], values: u32) -> Result<PostcardResult, QueryError> {
+    expect_kind(region, StoreKind::Postcarding)?;
+    let layout = PostcardingLayout::new(region.header()).map_err(store_err)?;
+    let table = ValueTable::range(&layout, values);
+    postcard_with(region, &layout, &table, key)
+}
+
+/// As [`postcard`], with a prebuilt lookup table (for many queries).
+pub fn postcard_with(
+    region: &Region,
+    layout: &PostcardingLayout,
+    table: &ValueTable,
+    key: &[u8],
+) -> Result<PostcardResult, QueryError> {
+    let (status, path) = match layout.query(region.mem(), key, table) {
+        PostcardAnswer::Found(p) => ("found", p),
+        PostcardAnswer::Empty => ("empty", vec![]),
+        PostcardAnswer::Ambiguous => ("ambiguous", vec![]),
+    };
+    Ok(PostcardResult {
+        store: region.header().name.clone(),
+        key: hex::encode(key),
+        status,
+        path,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ListResult {
+    pub store: String,
+    pub list: u32,
+    /// Entries read, oldest first, hex.
+    pub entries: Vec<String>,
+    /// Entries overwritten before they could be read (the writer lapped the reader).
+    pub missed: u64,
+    /// Where to resume: pass it back as `tail`.
+    pub next_tail: u64,
+}
+
+/// Read up to `max` entries of `list` from absolute index `tail` (001 Appendix A.3, Algorithm 4).
+/// `tail = None` starts at the oldest entry still held.
+pub fn list(
+    region: &Region,
+    list: u32,
+    tail: Option<u64>,
+    max: usize,
+) -> Result<ListResult, QueryError> {
+    expect_kind(region, StoreKind::Append)?;
+    let layout = AppendLayout::new(region.header()).map_err(store_err)?;
+    let entry_len = layout.entry_len();
+    let head = region
+        .mem()
+        .load_u64(layout.head_offset(list.min(layout.lists().saturating_sub(1))))
+        .map_err(store_err)?;
+    let start = tail.unwrap_or_else(|| head.saturating_sub(layout.capacity()));
+    let mut reader = ListReader::with_tail(layout, list, 0, 1, start).map_err(store_err)?;
+    let mut buf = Vec::with_capacity(max.min(1 << 16) * entry_len);
+    let polled = reader.poll(region.mem(), max, &mut buf);
+    Ok(ListResult {
+        store: region.header().name.clone(),
+        list,
+        entries: buf.chunks(entry_len).map(hex::encode).collect(),
+        missed: polled.missed,
+        next_tail: reader.tail(),
+    })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SketchResult {
+    pub store: String,
+    pub sketch_id: u16,
+    /// "count-min" or "hyperloglog".
+    pub sketch: &'static str,
+    /// Count-Min: the key's estimated count.
+    pub estimate: Option<u64>,
+    /// HyperLogLog: the estimated number of distinct keys.
+    pub cardinality: Option<f64>,
+}
+
+/// Sketch-Merge query: a key's count estimate (Count-Min) or the cardinality (HyperLogLog).
+pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, QueryError> {
+    expect_kind(region, StoreKind::SketchMerge)?;
+    let layout = SketchLayout::new(region.header()).map_err(store_err)?;
+    let StoreSpec::SketchMerge(spec) = &region.header().spec else {
+        return Err(QueryError::Store("header kind and spec disagree".into()));
+    };
+    let mut r = SketchResult {
+        store: region.header().name.clone(),
+        sketch_id: spec.sketch_id,
+        sketch: "count-min",
+        estimate: None,
+        cardinality: None,
+    };
+    match spec.kind {
+        SketchKind::CountMin { .. } => {
+            let key = key.ok_or_else(|| QueryError::BadKey {
+                input: String::new(),
+                msg: "a Count-Min query needs --key".into(),
+            })?;
+            r.estimate = Some(layout.cm_estimate(region.mem(), key));
+        }
+        SketchKind::HyperLogLog { .. } => {
+            r.sketch = "hyperloglog";
+            r.cardinality = Some(layout.hll_cardinality(region.mem()));
+        }
+    }
+    Ok(r)
+}
+
+/// A region's header and how full its data area is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    pub path: String,
+    pub header: serde_json::Value,
+    pub data_bytes: u64,
+    /// Fraction of the data area's 8-byte words that are non-zero.
+    pub fill: f64,
+    /// Words examined to compute `fill` (all of them, or an even sample of large regions).
+    pub sampled_words: u64,
+    pub huge_pages: bool,
+    /// Append stores: total entries appended over all lists.
+    pub appended: Option<u64>,
+}
+
+pub fn inspect(region: &Region, path: &str) -> Result<Inspection, QueryError> {
+    let h = region.header();
+    let mem = region.mem();
+    let words = mem.len() / 8;
+    let sample = words.min(1 << 20).max(1);
+    let stride = (words / sample).max(1);
+    let mut nonzero = 0u64;
+    let mut seen = 0u64;
+    let mut w = 0;
+    while w < words {
+        if mem.load_u64(w * 8).map_err(store_err)? != 0 {
+            nonzero += 1;
+        }
+        seen += 1;
+        w += stride;
+    }
+    let appended = if h.kind == StoreKind::Append {
+        let layout = AppendLayout::new(h).map_err(store_err)?;
+        let mut total = 0u64;
+        for l in 0..layout.lists() {
+            total += mem.load_u64(layout.head_offset(l)).map_err(store_err)?;
+        }
+        Some(total)
+    } else {
+        None
+    };
+    Ok(Inspection {
+        path: path.to_owned(),
+        header: serde_json::json!({
+            "name": h.name,
+            "kind": format!("{:?}", h.kind),
+            "spec": h.spec,
+            "data_len": mem.len(),
+        }),
+        data_bytes: mem.len(),
+        fill: if seen == 0 {
+            0.0
+        } else {
+            nonzero as f64 / seen as f64
+        },
+        sampled_words: seen,
+        huge_pages: region.huge_pages(),
+        appended,
+    })
+}
