@@ -1,1 +1,465 @@
-fn main() {}
+//! `dta`: the command line of Direct Telemetry Access. Thin: it parses arguments and calls the
+//! library crates.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use dta::config::Config;
+use dta::output;
+use dta_collector::{query, region_path, Collector};
+use dta_translator::{ingest, RegionSinks, Stats, StoreInfo, Translator};
+
+#[derive(Parser)]
+#[command(name = "dta", version, about = "Direct Telemetry Access: collect switch telemetry into queryable memory")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the demo: collector, translator and reporters on loopback, then queries (embedded config).
+    Demo(DemoArgs),
+    /// Create the configured regions and serve queries over HTTP until interrupted.
+    Collector(ConfigArgs),
+    /// Receive DTA reports and write them into the collector's regions (co-located mode).
+    Translator(TranslatorArgs),
+    /// Send reports of any primitive at a given rate (the load generator).
+    Report(dta::report::ReportArgs),
+    /// Query a store.
+    Query(QueryArgs),
+    /// Show regions' headers and how full they are.
+    Inspect(InspectArgs),
+    /// Decode a DTA datagram (either protocol) given as hex and print its fields as JSON.
+    Decode(DecodeArgs),
+}
+
+#[derive(Args)]
+struct ConfigArgs {
+    /// Configuration file (TOML); without it, the embedded example configuration.
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// Override the configuration's region directory.
+    #[arg(long)]
+    region_dir: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    fn load(&self) -> anyhow::Result<Config> {
+        let mut cfg = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::embedded(),
+        };
+        if let Some(d) = &self.region_dir {
+            cfg.region_dir = d.clone();
+        }
+        Ok(cfg)
+    }
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Keep the regions here instead of in a temporary directory.
+    #[arg(long)]
+    region_dir: Option<PathBuf>,
+    /// Flows per primitive.
+    #[arg(long, default_value_t = 1000)]
+    flows: u32,
+    /// Print the answers as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct TranslatorArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Override the listen address.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Stop after this many seconds (default: run until interrupted).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds between progress lines on stderr (0 = none).
+    #[arg(long, default_value_t = 5.0)]
+    stats_interval: f64,
+    /// Print the final counters as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    #[command(subcommand)]
+    what: QueryWhat,
+}
+
+#[derive(Args, Clone)]
+struct StoreSel {
+    /// The store's name (its region is REGION_DIR/NAME.region).
+    #[arg(short, long)]
+    store: Option<String>,
+    /// A region file, instead of --store.
+    #[arg(long)]
+    region: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+impl StoreSel {
+    fn open(&self) -> anyhow::Result<(dta_store::Region, Option<dta_collector::StoreConfig>)> {
+        let cfg = self.config.load()?;
+        let (path, store_cfg) = match (&self.region, &self.store) {
+            (Some(p), _) => (p.clone(), None),
+            (None, Some(name)) => (
+                region_path(&cfg.region_dir, name),
+                cfg.store.iter().find(|s| &s.name == name).cloned(),
+            ),
+            (None, None) => bail!("say which store: --store NAME or --region FILE"),
+        };
+        let region = dta_store::Region::open_read_only(&path)
+            .with_context(|| format!("opening region {}", path.display()))?;
+        Ok((region, store_cfg))
+    }
+}
+
+#[derive(Subcommand)]
+enum QueryWhat {
+    /// Key-Write: the value stored for a key (plurality vote over N slots).
+    Kw {
+        #[command(flatten)]
+        sel: StoreSel,
+        /// The key: 0xHEX, a decimal integer, an IPv4 address, or SRC:SPORT-DST:DPORT/PROTO.
+        #[arg(short, long)]
+        key: String,
+        /// Slots to read (the redundancy the reporters used, or the maximum, 4).
+        #[arg(short = 'n', long, default_value_t = 4)]
+        redundancy: u8,
+        /// Copies that must agree (consensus threshold T).
+        #[arg(short, long, default_value_t = 1)]
+        threshold: u8,
+    },
+    /// Key-Increment: a key's count (count-min estimate).
+    Ki {
+        #[command(flatten)]
+        sel: StoreSel,
+        #[arg(short, long)]
+        key: String,
+        #[arg(short = 'n', long, default_value_t = 4)]
+        redundancy: u8,
+    },
+    /// Postcarding: the per-hop values (e.g. the path) of a flow.
+    Postcard {
+        #[command(flatten)]
+        sel: StoreSel,
+        #[arg(short, long)]
+        key: String,
+        /// Size of the value set V = 0..VALUES (default: the store's `values`, else 2^18).
+        #[arg(long)]
+        values: Option<u32>,
+    },
+    /// Append: read entries of a list.
+    List {
+        #[command(flatten)]
+        sel: StoreSel,
+        #[arg(short, long, default_value_t = 0)]
+        list: u32,
+        /// Absolute index to read from (default: the oldest entry still held).
+        #[arg(long)]
+        tail: Option<u64>,
+        /// Most entries to print.
+        #[arg(long, default_value_t = 32)]
+        max: usize,
+    },
+    /// Sketch-Merge: a key's count estimate (Count-Min) or the cardinality (HyperLogLog).
+    Sketch {
+        #[command(flatten)]
+        sel: StoreSel,
+        #[arg(short, long)]
+        key: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// Region files to inspect (default: every region of the configuration's region directory).
+    regions: Vec<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HeaderFormat {
+    Short,
+    Long,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// The UDP payload, in hex (spaces and colons allowed).
+    #[arg(long)]
+    hex: String,
+    /// The prototype base header format to assume.
+    #[arg(long, value_enum, default_value = "short")]
+    prototype_header: HeaderFormat,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DTA_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dta: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Demo(a) => {
+            let ok = dta::demo::run(&dta::demo::DemoOptions {
+                region_dir: a.region_dir,
+                flows: a.flows,
+                json: a.json,
+            })?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Collector(a) => collector(a),
+        Command::Translator(a) => translator(a),
+        Command::Report(a) => dta::report::run(a),
+        Command::Query(q) => query_cmd(q),
+        Command::Inspect(a) => inspect(a),
+        Command::Decode(a) => decode(a),
+    }
+}
+
+fn stop_on_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing Ctrl-C handler")?;
+    Ok(stop)
+}
+
+fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
+    let cfg = a.load()?;
+    let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
+    for s in c.stores() {
+        eprintln!(
+            "store {:<12} {:<14} {}",
+            s.name,
+            format!("{:?}", s.region.header().kind),
+            region_path(c.dir(), &s.name).display()
+        );
+    }
+    let stop = stop_on_ctrl_c()?;
+    let c = Arc::new(c);
+    if cfg.collector.http.is_empty() {
+        eprintln!("collector ready (no HTTP API); Ctrl-C to stop");
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let shutdown = async move {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        dta_collector::http::serve(c, &cfg.collector.http, shutdown).await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = a.config.load()?;
+    if let Some(l) = a.listen {
+        cfg.translator.listen = l;
+    }
+    let collector = Collector::open_dir(&cfg.region_dir, true)
+        .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
+    if collector.stores().is_empty() {
+        bail!("no regions in {}: start `dta collector` with this configuration first", cfg.region_dir.display());
+    }
+    let regions = collector.regions();
+    let infos = regions
+        .iter()
+        .map(|r| StoreInfo::from_region(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stats = Arc::new(Stats::default());
+    let mut t = Translator::new(&cfg.translator, &infos, RegionSinks::new(regions), stats.clone())?;
+    let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
+        .with_context(|| format!("binding {}", cfg.translator.listen))?;
+    eprintln!(
+        "translator on udp://{} -> {} stores in {}",
+        socket.local_addr()?,
+        infos.len(),
+        cfg.region_dir.display()
+    );
+    let stop = stop_on_ctrl_c()?;
+    if let Some(d) = a.duration {
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(d));
+            s.store(true, Ordering::Relaxed);
+        });
+    }
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        if a.stats_interval > 0.0 {
+            let (stats, stop) = (stats.clone(), stop.clone());
+            scope.spawn(move || {
+                let start = Instant::now();
+                let mut last = 0u64;
+                let mut next = Duration::from_secs_f64(a.stats_interval);
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if start.elapsed() >= next {
+                        let total: u64 = stats.reports.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                        eprintln!(
+                            "{:>8.1}s reports {:>12} ({:>10.0}/s) rejected {}",
+                            start.elapsed().as_secs_f64(),
+                            total,
+                            (total - last) as f64 / a.stats_interval,
+                            stats.total_rejected()
+                        );
+                        last = total;
+                        next += Duration::from_secs_f64(a.stats_interval);
+                    }
+                }
+            });
+        }
+        ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop)?;
+        Ok(())
+    })?;
+    for r in collector.regions() {
+        r.flush()?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
+    } else {
+        eprintln!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn key_len_of(region: &dta_store::Region) -> usize {
+    region.header().key_len().unwrap_or(4)
+}
+
+fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match q.what {
+        QueryWhat::Kw { sel, key, redundancy, threshold } => {
+            let (region, _) = sel.open()?;
+            let key = query::parse_key(&key, key_len_of(&region))?;
+            let r = query::key_write(&region, &key, redundancy, threshold)?;
+            output::print(&mut out, sel.json, &r, output::key_write)?;
+            Ok(if r.status == "found" { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        QueryWhat::Ki { sel, key, redundancy } => {
+            let (region, _) = sel.open()?;
+            let key = query::parse_key(&key, key_len_of(&region))?;
+            let r = query::key_increment(&region, &key, redundancy)?;
+            output::print(&mut out, sel.json, &r, output::key_increment)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        QueryWhat::Postcard { sel, key, values } => {
+            let (region, store_cfg) = sel.open()?;
+            let key = query::parse_key(&key, key_len_of(&region))?;
+            let values = values
+                .or(store_cfg.and_then(|c| c.values))
+                .unwrap_or(1 << 18);
+            let r = query::postcard(&region, &key, values)?;
+            output::print(&mut out, sel.json, &r, output::postcard)?;
+            Ok(if r.status == "found" { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        QueryWhat::List { sel, list, tail, max } => {
+            let (region, _) = sel.open()?;
+            let r = query::list(&region, list, tail, max)?;
+            output::print(&mut out, sel.json, &r, output::list)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        QueryWhat::Sketch { sel, key } => {
+            let (region, _) = sel.open()?;
+            let key = key
+                .map(|k| query::parse_key(&k, key_len_of(&region)))
+                .transpose()?;
+            let r = query::sketch(&region, key.as_deref())?;
+            output::print(&mut out, sel.json, &r, output::sketch)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
+    let paths: Vec<PathBuf> = if a.regions.is_empty() {
+        let cfg = a.config.load()?;
+        let c = Collector::open_dir(&cfg.region_dir, false)?;
+        c.stores().iter().map(|s| region_path(c.dir(), &s.name)).collect()
+    } else {
+        a.regions.clone()
+    };
+    let mut all = vec![];
+    for p in &paths {
+        let region = dta_store::Region::open_read_only(p)
+            .with_context(|| format!("opening region {}", p.display()))?;
+        all.push(query::inspect(&region, &p.display().to_string())?);
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
+    } else {
+        for i in &all {
+            output::inspection(&mut out, i)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
+    let clean: String = a.hex.chars().filter(|c| !c.is_whitespace() && *c != ':').collect();
+    let clean = clean.strip_prefix("0x").unwrap_or(&clean);
+    let bytes = hex::decode(clean).context("--hex is not valid hex")?;
+    let fmt = match a.prototype_header {
+        HeaderFormat::Short => dta_wire::prototype::BaseFormat::Short,
+        HeaderFormat::Long => dta_wire::prototype::BaseFormat::Long,
+    };
+    match dta_wire::parse(&bytes, fmt) {
+        Ok(d) => {
+            println!("{}", serde_json::to_string_pretty(&dta_wire::to_json(&d))?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            println!(
+                "{}",
+                serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

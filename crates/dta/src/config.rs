@@ -1,0 +1,80 @@
+//! `dta.toml`: one file configures the collector, the translator and the stores.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use dta_collector::{CollectorConfig, StoreConfig};
+use dta_translator::TranslatorConfig;
+
+/// The configuration `dta demo` runs when given none.
+pub const EMBEDDED: &str = include_str!("../../../examples/dta.toml");
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_region_dir")]
+    pub region_dir: PathBuf,
+    #[serde(default)]
+    pub collector: CollectorConfig,
+    #[serde(default)]
+    pub translator: TranslatorConfig,
+    #[serde(default)]
+    pub store: Vec<StoreConfig>,
+}
+
+fn default_region_dir() -> PathBuf {
+    PathBuf::from("dta-regions")
+}
+
+impl Config {
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let cfg: Config = toml::from_str(text)?;
+        for s in &cfg.store {
+            s.spec()?;
+        }
+        Ok(cfg)
+    }
+
+    /// Load `path`; a relative `region_dir` is taken relative to the file's directory.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading configuration {}", path.display()))?;
+        let mut cfg =
+            Config::parse(&text).with_context(|| format!("in configuration {}", path.display()))?;
+        if cfg.region_dir.is_relative() {
+            if let Some(parent) = path.parent() {
+                cfg.region_dir = parent.join(&cfg.region_dir);
+            }
+        }
+        Ok(cfg)
+    }
+
+    pub fn embedded() -> Config {
+        Config::parse(EMBEDDED).expect("the embedded configuration is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_config_has_every_primitive() {
+        let cfg = Config::embedded();
+        let kinds: Vec<_> = cfg.store.iter().map(|s| s.kind.unwrap()).collect();
+        use dta_collector::config::StoreKindName::*;
+        for k in [KeyWrite, KeyIncrement, Postcarding, Append, SketchMerge] {
+            assert!(kinds.contains(&k), "{k:?} missing");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_misplaced_parameters_are_errors() {
+        let e = Config::parse("regoin_dir = 'x'").unwrap_err();
+        assert!(e.to_string().contains("regoin_dir"), "{e}");
+        let e = Config::parse("[[store]]\nname='a'\nkind='append'\nslots=8\n").unwrap_err();
+        assert!(format!("{e:#}").contains("`slots` does not apply"), "{e:#}");
+    }
+}

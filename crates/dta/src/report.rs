@@ -1,0 +1,182 @@
+//! `dta report`: the load generator. Sends reports of one primitive at a given rate, with keys
+//! drawn uniformly or from a Zipf distribution, and shows progress.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use dta_reporter::loadgen::{self, KeyDist, LoadSpec};
+use dta_reporter::{Protocol, Reporter, ReporterConfig};
+use dta_wire::{prototype::BaseFormat, Opcode, Priority};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Primitive {
+    /// Key-Write
+    Kw,
+    /// Key-Increment
+    Ki,
+    /// Append
+    Append,
+    /// Postcarding (a whole path of --hops postcards per flow)
+    Postcard,
+    /// Sketch-Merge (Count-Min columns)
+    Sketch,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ProtocolArg {
+    Native,
+    PrototypeShort,
+    PrototypeLong,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Dist {
+    Uniform,
+    Zipf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PriorityArg {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The translator's address.
+    #[arg(long, default_value = "127.0.0.1:40040")]
+    pub to: SocketAddr,
+    #[arg(short, long, value_enum, default_value = "kw")]
+    pub primitive: Primitive,
+    #[arg(long, value_enum, default_value = "native")]
+    pub protocol: ProtocolArg,
+    /// Reports to send (default 100 000 unless --duration is given).
+    #[arg(short = 'c', long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Reports per second (default: as fast as possible).
+    #[arg(short, long)]
+    pub rate: Option<f64>,
+    /// Number of distinct keys.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub dist: Dist,
+    /// Zipf exponent.
+    #[arg(long, default_value_t = 1.1)]
+    pub zipf_s: f64,
+    /// Key length in bytes (the prototype: 4).
+    #[arg(long, default_value_t = 4)]
+    pub key_len: u8,
+    /// Data length in bytes.
+    #[arg(long, default_value_t = 4)]
+    pub data_len: u8,
+    #[arg(short = 'n', long, default_value_t = 2)]
+    pub redundancy: u8,
+    /// Append: number of lists the events are spread over.
+    #[arg(long, default_value_t = 1)]
+    pub lists: u32,
+    /// Postcarding: hops per path.
+    #[arg(long, default_value_t = 5)]
+    pub hops: u8,
+    /// Native protocol: the reporter id.
+    #[arg(long, default_value_t = 1)]
+    pub reporter_id: u32,
+    #[arg(long, value_enum, default_value = "medium")]
+    pub priority: PriorityArg,
+    /// Native protocol: most reports packed into one datagram.
+    #[arg(long, default_value_t = 32)]
+    pub batch: u8,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the final statistics as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let protocol = match a.protocol {
+        ProtocolArg::Native => Protocol::Native {
+            reporter_id: a.reporter_id,
+        },
+        ProtocolArg::PrototypeShort => Protocol::Prototype(BaseFormat::Short),
+        ProtocolArg::PrototypeLong => Protocol::Prototype(BaseFormat::Long),
+    };
+    let mut cfg = ReporterConfig::new(a.to, protocol);
+    cfg.priority = match a.priority {
+        PriorityArg::Low => Priority::Low,
+        PriorityArg::Medium => Priority::Medium,
+        PriorityArg::High => Priority::High,
+    };
+    cfg.max_reports_per_datagram = a.batch;
+    let mut reporter = Reporter::new(cfg)?;
+    let primitive = match a.primitive {
+        Primitive::Kw => Opcode::KeyWrite,
+        Primitive::Ki => Opcode::KeyIncrement,
+        Primitive::Append => Opcode::Append,
+        Primitive::Postcard => Opcode::Postcarding,
+        Primitive::Sketch => Opcode::SketchMerge,
+    };
+    let count = match (a.count, a.duration) {
+        (None, None) => Some(100_000),
+        (c, _) => c,
+    };
+    let mut spec = LoadSpec::new(primitive);
+    spec.rate = a.rate;
+    spec.count = count;
+    spec.duration = a.duration.map(Duration::from_secs_f64);
+    spec.keys = match a.dist {
+        Dist::Uniform => KeyDist::Uniform { n: a.keys },
+        Dist::Zipf => KeyDist::Zipf {
+            n: a.keys,
+            s: a.zipf_s,
+        },
+    };
+    spec.key_len = a.key_len;
+    spec.data_len = a.data_len;
+    spec.redundancy = a.redundancy;
+    spec.lists = a.lists;
+    spec.hops = a.hops;
+    spec.seed = a.seed;
+    let bar = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        match count {
+            Some(n) => ProgressBar::new(n),
+            None => ProgressBar::new_spinner(),
+        }
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} reports {per_sec} {msg}",
+        )
+        .unwrap(),
+    );
+    let stats = loadgen::run(&spec, &mut reporter, &|p: loadgen::Progress| {
+        bar.set_position(p.reports);
+    })?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!(
+            "sent {} reports in {} datagrams ({} bytes) in {:.2}s: {:.0} reports/s",
+            stats.reports,
+            stats.datagrams,
+            stats.bytes,
+            stats.elapsed.as_secs_f64(),
+            stats.reports as f64 / stats.elapsed.as_secs_f64().max(1e-9)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
