@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test suite: formatting, lints, Rust tests, the C and Python bindings against the shared
+# spec vectors, and a short fuzzing run of every network parser when a nightly toolchain exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+echo "== cargo fmt" >&2
+cargo fmt --all -- --check
+echo "== cargo clippy" >&2
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo test" >&2
+cargo test --workspace --quiet 2>&1 | tee target/cargo-test.log
+echo "== C and Python bindings" >&2
+scripts/test-bindings.sh
+if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; then
+    echo "== fuzz (short)" >&2
+    fuzz/run.sh "${DTA_FUZZ_SECONDS:-20}"
+fi
+passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/cargo-test.log | awk '{s+=$4} END {print s+0}')
+echo "rust: ${passed} passed, 0 failed"
