@@ -1,0 +1,653 @@
+/*
+ * dta/reporter.h -- header-only DTA (Direct Telemetry Access) reporter.
+ *
+ * Encoders for every header of both DTA wire protocols (docs/protocol.md):
+ *   - the original prototype (short/long base header, Key-Write with 1/3/7
+ *     data words, Key-Increment, Append, Postcarding) and its 2-byte NACK;
+ *   - the native protocol v1 (12-byte datagram header, a builder that packs
+ *     reports of every opcode into a caller buffer) and its NACK.
+ * plus a tiny UDP sender (dta_reporter_open / dta_send / dta_reporter_close).
+ *
+ * C99, no allocation, no dependency beyond libc and BSD sockets. Every
+ * function is `static inline`. All multi-byte integers on the wire are
+ * big-endian. Every encoder checks its buffer and its fields first and
+ * writes nothing on failure; it returns the number of bytes written (>= 0)
+ * or a negative `enum dta_status` code (see dta_strerror()).
+ *
+ * Define DTA_NO_SOCKETS before including to get only the encoders (no
+ * <sys/socket.h>, no <netdb.h>). The sender uses getaddrinfo(), which
+ * needs POSIX.1-2001: this header defines _POSIX_C_SOURCE 200112L when
+ * nothing did, so include it first (or define _POSIX_C_SOURCE yourself)
+ * when compiling with -std=c99.
+ */
+#ifndef DTA_REPORTER_H
+#define DTA_REPORTER_H
+
+#if !defined(DTA_NO_SOCKETS) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && \
+    !defined(_DEFAULT_SOURCE) && !defined(_BSD_SOURCE) && !defined(__APPLE__)
+#define _POSIX_C_SOURCE 200112L
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef DTA_NO_SOCKETS
+#include <errno.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Constants                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** UDP destination port of DTA reports (docs/protocol.md). */
+#define DTA_PORT 40040
+/** UDP port NACKs are sent back to, at the reporter. */
+#define DTA_NACK_PORT 40044
+
+/** Opcodes, shared by both protocols (native adds Sketch-Merge). */
+enum dta_opcode {
+    DTA_OP_KEY_WRITE = 0x01,
+    DTA_OP_APPEND = 0x02,
+    DTA_OP_KEY_INCREMENT = 0x03,
+    DTA_OP_POSTCARDING = 0x04,
+    DTA_OP_SKETCH_MERGE = 0x05 /* native protocol only */
+};
+
+/** Status codes: 0 is success, every error is negative. */
+enum dta_status {
+    DTA_OK = 0,
+    DTA_ERR_NO_SPACE = -1,     /* the caller buffer is too small */
+    DTA_ERR_RANGE = -2,        /* a field is out of its range (see each function) */
+    DTA_ERR_NULL = -3,         /* a required pointer is NULL */
+    DTA_ERR_TRUNCATED = -4,    /* parse: fewer bytes than the message needs */
+    DTA_ERR_TRAILING = -5,     /* parse: bytes after the end of the message */
+    DTA_ERR_VERSION = -6,      /* parse: not native protocol version 1 */
+    DTA_ERR_KIND = -7,         /* parse: not a NACK */
+    DTA_ERR_COUNT = -8,        /* parse: NACK count not 0 or 1; build: 255 reports already */
+    DTA_ERR_PRIORITY = -9,     /* parse: priority 3 */
+    DTA_ERR_RESOLVE = -10,     /* sender: host/port did not resolve */
+    DTA_ERR_SOCKET = -11       /* sender: socket()/sendto() failed (see errno) */
+};
+
+/** A short human-readable name for a status code. */
+static inline const char *dta_strerror(int status)
+{
+    switch (status) {
+    case DTA_OK: return "ok";
+    case DTA_ERR_NO_SPACE: return "no_space";
+    case DTA_ERR_RANGE: return "out_of_range";
+    case DTA_ERR_NULL: return "null_pointer";
+    case DTA_ERR_TRUNCATED: return "truncated";
+    case DTA_ERR_TRAILING: return "trailing_bytes";
+    case DTA_ERR_VERSION: return "unknown_version";
+    case DTA_ERR_KIND: return "unknown_kind";
+    case DTA_ERR_COUNT: return "bad_count";
+    case DTA_ERR_PRIORITY: return "bad_priority";
+    case DTA_ERR_RESOLVE: return "resolve_failed";
+    case DTA_ERR_SOCKET: return "socket_error";
+    default: return "unknown_error";
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Big-endian helpers                                                        */
+/* ------------------------------------------------------------------------ */
+
+static inline void dta_put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void dta_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void dta_put_u64(uint8_t *p, uint64_t v)
+{
+    dta_put_u32(p, (uint32_t)(v >> 32));
+    dta_put_u32(p + 4, (uint32_t)v);
+}
+
+static inline uint16_t dta_get_u16(const uint8_t *p)
+{
+    return (uint16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static inline uint32_t dta_get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Prototype protocol (byte-exact with the Tofino prototype)                 */
+/* ------------------------------------------------------------------------ */
+
+/** Base-header format, chosen by configuration. */
+enum dta_proto_format {
+    DTA_PROTO_SHORT = 0, /* opcode, flags            (2 bytes) */
+    DTA_PROTO_LONG = 1   /* opcode, seqnum, flags    (3 bytes) */
+};
+
+#define DTA_PROTO_SHORT_LEN 2
+#define DTA_PROTO_LONG_LEN 3
+#define DTA_PROTO_FLAG_IMMEDIATE 0x80u /* bit 7 of the flags byte */
+#define DTA_PROTO_FLAG_RETRANSMIT 0x40u /* bit 6 of the flags byte (long only) */
+#define DTA_PROTO_NACK_LEN 2
+/** Largest prototype datagram: long header + Key-Write with 7 data words. */
+#define DTA_PROTO_MAX_LEN (DTA_PROTO_LONG_LEN + 5 + 28)
+/** Redundancy accepted by the encoders (001 §4.1: "a maximum (e.g., 4)"). */
+#define DTA_MAX_REDUNDANCY 4
+
+/**
+ * Base-header fields. `seqnum` and `retransmittable` exist only in the long
+ * format; the short format has neither, so encoding a short header with
+ * `seqnum != 0` or `retransmittable != 0` is DTA_ERR_RANGE (the caller asked
+ * for something the format cannot carry).
+ */
+struct dta_proto_header {
+    enum dta_proto_format format;
+    int immediate;       /* I bit */
+    uint8_t seqnum;      /* long only */
+    int retransmittable; /* R bit, long only */
+};
+
+static inline int dta_proto_header_len(enum dta_proto_format format)
+{
+    return format == DTA_PROTO_LONG ? DTA_PROTO_LONG_LEN : DTA_PROTO_SHORT_LEN;
+}
+
+static inline int dta__proto_check_header(const struct dta_proto_header *h)
+{
+    if (h == NULL) return DTA_ERR_NULL;
+    if (h->format != DTA_PROTO_SHORT && h->format != DTA_PROTO_LONG) return DTA_ERR_RANGE;
+    if (h->format == DTA_PROTO_SHORT && (h->seqnum != 0 || h->retransmittable)) return DTA_ERR_RANGE;
+    return DTA_OK;
+}
+
+/* Writes the base header; the caller has checked header and capacity. */
+static inline int dta__proto_put_header(uint8_t *buf, uint8_t opcode, const struct dta_proto_header *h)
+{
+    uint8_t flags = (uint8_t)(h->immediate ? DTA_PROTO_FLAG_IMMEDIATE : 0);
+    buf[0] = opcode;
+    if (h->format == DTA_PROTO_LONG) {
+        if (h->retransmittable) flags = (uint8_t)(flags | DTA_PROTO_FLAG_RETRANSMIT);
+        buf[1] = h->seqnum;
+        buf[2] = flags;
+        return DTA_PROTO_LONG_LEN;
+    }
+    buf[1] = flags;
+    return DTA_PROTO_SHORT_LEN;
+}
+
+/** Encodes only a base header (2 or 3 bytes). opcode must be 0x01..0x04. */
+static inline int dta_proto_encode_header(uint8_t *buf, size_t cap, uint8_t opcode,
+                                          const struct dta_proto_header *h)
+{
+    int rc = dta__proto_check_header(h);
+    if (rc != DTA_OK) return rc;
+    if (buf == NULL) return DTA_ERR_NULL;
+    if (opcode < DTA_OP_KEY_WRITE || opcode > DTA_OP_POSTCARDING) return DTA_ERR_RANGE;
+    if (cap < (size_t)dta_proto_header_len(h->format)) return DTA_ERR_NO_SPACE;
+    return dta__proto_put_header(buf, opcode, h);
+}
+
+/**
+ * Key-Write: `redundancy u8, key u32, data` (001 §4.1). data_len must be 4,
+ * 12 or 28 (1, 3 or 7 words); redundancy 1..=DTA_MAX_REDUNDANCY.
+ * Returns the datagram length.
+ */
+static inline int dta_proto_key_write(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
+                                      uint8_t redundancy, uint32_t key, const uint8_t *data,
+                                      size_t data_len)
+{
+    int rc = dta__proto_check_header(h);
+    size_t total;
+    int off;
+    if (rc != DTA_OK) return rc;
+    if (buf == NULL || data == NULL) return DTA_ERR_NULL;
+    if (data_len != 4 && data_len != 12 && data_len != 28) return DTA_ERR_RANGE;
+    if (redundancy < 1 || redundancy > DTA_MAX_REDUNDANCY) return DTA_ERR_RANGE;
+    total = (size_t)dta_proto_header_len(h->format) + 5 + data_len;
+    if (cap < total) return DTA_ERR_NO_SPACE;
+    off = dta__proto_put_header(buf, DTA_OP_KEY_WRITE, h);
+    buf[off] = redundancy;
+    dta_put_u32(buf + off + 1, key);
+    memcpy(buf + off + 5, data, data_len);
+    return (int)total;
+}
+
+/** Key-Increment: `redundancy u8, key u32, counter u64` (001 §4.3). */
+static inline int dta_proto_key_increment(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
+                                          uint8_t redundancy, uint32_t key, uint64_t counter)
+{
+    int rc = dta__proto_check_header(h);
+    size_t total;
+    int off;
+    if (rc != DTA_OK) return rc;
+    if (buf == NULL) return DTA_ERR_NULL;
+    if (redundancy < 1 || redundancy > DTA_MAX_REDUNDANCY) return DTA_ERR_RANGE;
+    total = (size_t)dta_proto_header_len(h->format) + 13;
+    if (cap < total) return DTA_ERR_NO_SPACE;
+    off = dta__proto_put_header(buf, DTA_OP_KEY_INCREMENT, h);
+    buf[off] = redundancy;
+    dta_put_u32(buf + off + 1, key);
+    dta_put_u64(buf + off + 5, counter);
+    return (int)total;
+}
+
+/** Append: `list_id u32, data u32` (001 §4.4). */
+static inline int dta_proto_append(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
+                                   uint32_t list_id, uint32_t data)
+{
+    int rc = dta__proto_check_header(h);
+    size_t total;
+    int off;
+    if (rc != DTA_OK) return rc;
+    if (buf == NULL) return DTA_ERR_NULL;
+    total = (size_t)dta_proto_header_len(h->format) + 8;
+    if (cap < total) return DTA_ERR_NO_SPACE;
+    off = dta__proto_put_header(buf, DTA_OP_APPEND, h);
+    dta_put_u32(buf + off, list_id);
+    dta_put_u32(buf + off + 4, data);
+    return (int)total;
+}
+
+/** Postcarding: `key u32, hop u8, data u32` (001 §4.2). */
+static inline int dta_proto_postcard(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
+                                     uint32_t key, uint8_t hop, uint32_t data)
+{
+    int rc = dta__proto_check_header(h);
+    size_t total;
+    int off;
+    if (rc != DTA_OK) return rc;
+    if (buf == NULL) return DTA_ERR_NULL;
+    total = (size_t)dta_proto_header_len(h->format) + 9;
+    if (cap < total) return DTA_ERR_NO_SPACE;
+    off = dta__proto_put_header(buf, DTA_OP_POSTCARDING, h);
+    dta_put_u32(buf + off, key);
+    buf[off + 4] = hop;
+    dta_put_u32(buf + off + 5, data);
+    return (int)total;
+}
+
+/** Prototype NACK (translator -> reporter): `seqnum u8 | N:1 | reserved:7`. */
+struct dta_proto_nack {
+    uint8_t seqnum;
+    int nack; /* N bit (bit 7 of byte 1) */
+};
+
+/** Parses a prototype NACK; exactly 2 bytes. Reserved bits are ignored. */
+static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dta_proto_nack *out)
+{
+    if (buf == NULL || out == NULL) return DTA_ERR_NULL;
+    if (len < DTA_PROTO_NACK_LEN) return DTA_ERR_TRUNCATED;
+    if (len > DTA_PROTO_NACK_LEN) return DTA_ERR_TRAILING;
+    out->seqnum = buf[0];
+    out->nack = (buf[1] & 0x80u) != 0;
+    return DTA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Native protocol, version 1                                                */
+/* ------------------------------------------------------------------------ */
+
+#define DTA_NATIVE_VERSION 1
+#define DTA_NATIVE_KIND_REPORTS 0
+#define DTA_NATIVE_KIND_NACK 1
+#define DTA_NATIVE_HEADER_LEN 12
+#define DTA_NATIVE_REPORT_HEADER_LEN 4
+#define DTA_NATIVE_MAX_REPORTS 255
+#define DTA_NATIVE_MIN_KEY 1
+#define DTA_NATIVE_MAX_KEY 16
+#define DTA_NATIVE_MIN_DATA 4
+#define DTA_NATIVE_MAX_DATA 64
+#define DTA_NATIVE_NACK_LEN 12
+#define DTA_NATIVE_NACK_SKETCH_LEN 20
+
+enum dta_priority { DTA_PRIORITY_LOW = 0, DTA_PRIORITY_MEDIUM = 1, DTA_PRIORITY_HIGH = 2 };
+
+/**
+ * Builds one native datagram in a caller buffer. Start with
+ * dta_native_begin(), add reports with dta_native_*(), then send
+ * `b.buf[0 .. b.len)` (dta_native_len()). The header's count is kept up to
+ * date after every report, so the buffer is a valid datagram whenever
+ * count >= 1. A failed add leaves the builder unchanged.
+ */
+struct dta_native_builder {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    unsigned count;
+};
+
+/**
+ * Writes the 12-byte datagram header (kind 0). priority 0..2.
+ * Returns DTA_OK or an error.
+ */
+static inline int dta_native_begin(struct dta_native_builder *b, uint8_t *buf, size_t cap,
+                                   enum dta_priority priority, int retransmittable,
+                                   uint32_t reporter_id, uint32_t seq)
+{
+    if (b == NULL || buf == NULL) return DTA_ERR_NULL;
+    if ((unsigned)priority > DTA_PRIORITY_HIGH) return DTA_ERR_RANGE;
+    if (cap < DTA_NATIVE_HEADER_LEN) return DTA_ERR_NO_SPACE;
+    buf[0] = (uint8_t)((DTA_NATIVE_VERSION << 4) | DTA_NATIVE_KIND_REPORTS);
+    buf[1] = (uint8_t)(((unsigned)priority << 6) | (retransmittable ? 0x20u : 0u));
+    buf[2] = 0; /* count, updated per report */
+    buf[3] = 0;
+    dta_put_u32(buf + 4, reporter_id);
+    dta_put_u32(buf + 8, seq);
+    b->buf = buf;
+    b->cap = cap;
+    b->len = DTA_NATIVE_HEADER_LEN;
+    b->count = 0;
+    return DTA_OK;
+}
+
+/** Bytes of the datagram so far (header included). */
+static inline size_t dta_native_len(const struct dta_native_builder *b) { return b->len; }
+
+/** Room left for report bytes. */
+static inline size_t dta_native_remaining(const struct dta_native_builder *b) { return b->cap - b->len; }
+
+/** Sets the sequence number of the datagram being built (e.g. when reused). */
+static inline void dta_native_set_seq(struct dta_native_builder *b, uint32_t seq)
+{
+    dta_put_u32(b->buf + 8, seq);
+}
+
+/* Checks room for a report of `body` bytes and writes its 4-byte header.
+ * Returns a pointer to the body, or NULL with *rc set. */
+static inline uint8_t *dta__native_reserve(struct dta_native_builder *b, uint8_t opcode, int immediate,
+                                           unsigned redundancy, size_t key_len, size_t data_len,
+                                           size_t body, int *rc)
+{
+    uint8_t *p;
+    if (b->count >= DTA_NATIVE_MAX_REPORTS) {
+        *rc = DTA_ERR_COUNT;
+        return NULL;
+    }
+    if (b->cap - b->len < DTA_NATIVE_REPORT_HEADER_LEN + body) {
+        *rc = DTA_ERR_NO_SPACE;
+        return NULL;
+    }
+    p = b->buf + b->len;
+    p[0] = opcode;
+    p[1] = (uint8_t)((immediate ? 0x80u : 0u) | ((redundancy - 1u) & 0x03u));
+    p[2] = (uint8_t)key_len;
+    p[3] = (uint8_t)data_len;
+    b->len += DTA_NATIVE_REPORT_HEADER_LEN + body;
+    b->count += 1;
+    b->buf[2] = (uint8_t)b->count;
+    *rc = DTA_OK;
+    return p + DTA_NATIVE_REPORT_HEADER_LEN;
+}
+
+static inline int dta__native_key_ok(const uint8_t *key, size_t key_len)
+{
+    return key != NULL && key_len >= DTA_NATIVE_MIN_KEY && key_len <= DTA_NATIVE_MAX_KEY;
+}
+
+static inline int dta__native_data_ok(const uint8_t *data, size_t data_len)
+{
+    return data != NULL && data_len >= DTA_NATIVE_MIN_DATA && data_len <= DTA_NATIVE_MAX_DATA;
+}
+
+/**
+ * Key-Write report: key 1..=16 bytes, data 4..=64 bytes, redundancy 1..=4
+ * (001 §4.1). Returns the report's length in bytes.
+ */
+static inline int dta_native_key_write(struct dta_native_builder *b, int immediate, unsigned redundancy,
+                                       const uint8_t *key, size_t key_len, const uint8_t *data,
+                                       size_t data_len)
+{
+    int rc;
+    uint8_t *p;
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (redundancy < 1 || redundancy > DTA_MAX_REDUNDANCY) return DTA_ERR_RANGE;
+    if (!dta__native_key_ok(key, key_len) || !dta__native_data_ok(data, data_len)) return DTA_ERR_RANGE;
+    p = dta__native_reserve(b, DTA_OP_KEY_WRITE, immediate, redundancy, key_len, data_len,
+                            key_len + data_len, &rc);
+    if (p == NULL) return rc;
+    memcpy(p, key, key_len);
+    memcpy(p + key_len, data, data_len);
+    return (int)(DTA_NATIVE_REPORT_HEADER_LEN + key_len + data_len);
+}
+
+/** Key-Increment report: key 1..=16 bytes, counter u64, redundancy 1..=4 (001 §4.3). */
+static inline int dta_native_key_increment(struct dta_native_builder *b, int immediate,
+                                           unsigned redundancy, const uint8_t *key, size_t key_len,
+                                           uint64_t counter)
+{
+    int rc;
+    uint8_t *p;
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (redundancy < 1 || redundancy > DTA_MAX_REDUNDANCY) return DTA_ERR_RANGE;
+    if (!dta__native_key_ok(key, key_len)) return DTA_ERR_RANGE;
+    p = dta__native_reserve(b, DTA_OP_KEY_INCREMENT, immediate, redundancy, key_len, 8, key_len + 8, &rc);
+    if (p == NULL) return rc;
+    memcpy(p, key, key_len);
+    dta_put_u64(p + key_len, counter);
+    return (int)(DTA_NATIVE_REPORT_HEADER_LEN + key_len + 8);
+}
+
+/** Append report: list_id u32, data 4..=64 bytes; key_len 0, redundancy 1 (001 §4.4). */
+static inline int dta_native_append(struct dta_native_builder *b, int immediate, uint32_t list_id,
+                                    const uint8_t *data, size_t data_len)
+{
+    int rc;
+    uint8_t *p;
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (!dta__native_data_ok(data, data_len)) return DTA_ERR_RANGE;
+    p = dta__native_reserve(b, DTA_OP_APPEND, immediate, 1, 0, data_len, 4 + data_len, &rc);
+    if (p == NULL) return rc;
+    dta_put_u32(p, list_id);
+    memcpy(p + 4, data, data_len);
+    return (int)(DTA_NATIVE_REPORT_HEADER_LEN + 4 + data_len);
+}
+
+/**
+ * Postcarding report: key 1..=16 bytes, hop, path_len (0 = unknown), the
+ * hop's 32-bit value; data_len 4, redundancy 1 (001 §4.2).
+ */
+static inline int dta_native_postcard(struct dta_native_builder *b, int immediate, const uint8_t *key,
+                                      size_t key_len, uint8_t hop, uint8_t path_len, uint32_t value)
+{
+    int rc;
+    uint8_t *p;
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (!dta__native_key_ok(key, key_len)) return DTA_ERR_RANGE;
+    p = dta__native_reserve(b, DTA_OP_POSTCARDING, immediate, 1, key_len, 4, key_len + 6, &rc);
+    if (p == NULL) return rc;
+    memcpy(p, key, key_len);
+    p[key_len] = hop;
+    p[key_len + 1] = path_len;
+    dta_put_u32(p + key_len + 2, value);
+    return (int)(DTA_NATIVE_REPORT_HEADER_LEN + key_len + 6);
+}
+
+/**
+ * Sketch-Merge report: one sketch column (000 §3.1, §4.2): sketch_id u16,
+ * column u16, epoch u32, data 4..=64 bytes; key_len 0, redundancy 1.
+ */
+static inline int dta_native_sketch_merge(struct dta_native_builder *b, int immediate, uint16_t sketch_id,
+                                          uint16_t column, uint32_t epoch, const uint8_t *data,
+                                          size_t data_len)
+{
+    int rc;
+    uint8_t *p;
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (!dta__native_data_ok(data, data_len)) return DTA_ERR_RANGE;
+    p = dta__native_reserve(b, DTA_OP_SKETCH_MERGE, immediate, 1, 0, data_len, 8 + data_len, &rc);
+    if (p == NULL) return rc;
+    dta_put_u16(p, sketch_id);
+    dta_put_u16(p + 2, column);
+    dta_put_u32(p + 4, epoch);
+    memcpy(p + 8, data, data_len);
+    return (int)(DTA_NATIVE_REPORT_HEADER_LEN + 8 + data_len);
+}
+
+/** Native NACK (kind 1): the sequence number expected next, optionally a sketch column. */
+struct dta_native_nack {
+    uint32_t reporter_id;
+    uint32_t seq;        /* sequence number the translator expects next */
+    int has_sketch;      /* count == 1: a Sketch-Merge body follows */
+    uint16_t sketch_id;  /* valid when has_sketch */
+    uint16_t column;
+    uint32_t epoch;
+};
+
+/**
+ * Parses a native NACK. Errors: DTA_ERR_TRUNCATED, DTA_ERR_VERSION,
+ * DTA_ERR_KIND (kind != 1), DTA_ERR_PRIORITY, DTA_ERR_COUNT (count > 1),
+ * DTA_ERR_TRAILING. Reserved bits are ignored.
+ */
+static inline int dta_native_nack_parse(const uint8_t *buf, size_t len, struct dta_native_nack *out)
+{
+    size_t need;
+    if (buf == NULL || out == NULL) return DTA_ERR_NULL;
+    if (len < 1) return DTA_ERR_TRUNCATED;
+    if ((buf[0] >> 4) != DTA_NATIVE_VERSION) return DTA_ERR_VERSION;
+    if ((buf[0] & 0x0Fu) != DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
+    if (len < DTA_NATIVE_HEADER_LEN) return DTA_ERR_TRUNCATED;
+    if ((buf[1] >> 6) == 3) return DTA_ERR_PRIORITY;
+    if (buf[2] > 1) return DTA_ERR_COUNT;
+    need = buf[2] == 1 ? DTA_NATIVE_NACK_SKETCH_LEN : DTA_NATIVE_NACK_LEN;
+    if (len < need) return DTA_ERR_TRUNCATED;
+    if (len > need) return DTA_ERR_TRAILING;
+    out->reporter_id = dta_get_u32(buf + 4);
+    out->seq = dta_get_u32(buf + 8);
+    out->has_sketch = buf[2] == 1;
+    if (out->has_sketch) {
+        out->sketch_id = dta_get_u16(buf + 12);
+        out->column = dta_get_u16(buf + 14);
+        out->epoch = dta_get_u32(buf + 16);
+    } else {
+        out->sketch_id = 0;
+        out->column = 0;
+        out->epoch = 0;
+    }
+    return DTA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tiny UDP sender                                                           */
+/* ------------------------------------------------------------------------ */
+
+#ifndef DTA_NO_SOCKETS
+
+/** A connected UDP socket to a translator, plus native-protocol identity. */
+struct dta_reporter {
+    int fd;
+    uint32_t reporter_id; /* native protocol: this reporter's id */
+    uint32_t next_seq;    /* native protocol: the next datagram's sequence number */
+};
+
+/**
+ * Opens a UDP socket connected to host:port (port 0 means DTA_PORT).
+ * reporter_id is used by dta_reporter_begin() for native datagrams.
+ * Returns DTA_OK, DTA_ERR_RESOLVE or DTA_ERR_SOCKET.
+ */
+static inline int dta_reporter_open(struct dta_reporter *r, const char *host, uint16_t port,
+                                    uint32_t reporter_id)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    char service[8];
+    int fd = -1;
+    unsigned p = port ? port : DTA_PORT;
+    if (r == NULL || host == NULL) return DTA_ERR_NULL;
+    r->fd = -1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    /* Format the port without stdio. */
+    {
+        char tmp[8];
+        int n = 0, i = 0;
+        do {
+            tmp[n++] = (char)('0' + p % 10);
+            p /= 10;
+        } while (p != 0);
+        while (n > 0) service[i++] = tmp[--n];
+        service[i] = '\0';
+    }
+    if (getaddrinfo(host, service, &hints, &res) != 0 || res == NULL) return DTA_ERR_RESOLVE;
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return DTA_ERR_SOCKET;
+    r->fd = fd;
+    r->reporter_id = reporter_id;
+    r->next_seq = 0;
+    return DTA_OK;
+}
+
+/** Sends one datagram. Returns the number of bytes sent or DTA_ERR_SOCKET (errno set). */
+static inline int dta_send(struct dta_reporter *r, const uint8_t *buf, size_t len)
+{
+    ssize_t n;
+    if (r == NULL || buf == NULL) return DTA_ERR_NULL;
+    do {
+        n = send(r->fd, buf, len, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return DTA_ERR_SOCKET;
+    return (int)n;
+}
+
+/**
+ * Starts a native datagram with this reporter's id and its next sequence
+ * number, which is then incremented (wrapping, docs/protocol.md).
+ */
+static inline int dta_reporter_begin(struct dta_reporter *r, struct dta_native_builder *b, uint8_t *buf,
+                                     size_t cap, enum dta_priority priority, int retransmittable)
+{
+    int rc;
+    if (r == NULL) return DTA_ERR_NULL;
+    rc = dta_native_begin(b, buf, cap, priority, retransmittable, r->reporter_id, r->next_seq);
+    if (rc == DTA_OK) r->next_seq += 1u;
+    return rc;
+}
+
+/** Sends a built native datagram (must hold at least one report). */
+static inline int dta_send_native(struct dta_reporter *r, const struct dta_native_builder *b)
+{
+    if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
+    if (b->count == 0) return DTA_ERR_COUNT;
+    return dta_send(r, b->buf, b->len);
+}
+
+/** Closes the socket. Safe to call twice. */
+static inline void dta_reporter_close(struct dta_reporter *r)
+{
+    if (r != NULL && r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
+}
+
+#endif /* DTA_NO_SOCKETS */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTA_REPORTER_H */
