@@ -110,16 +110,16 @@ pub fn five_tuple(i: u32) -> [u8; 13] {
     k
 }
 
-fn kw_data(i: u32) -> [u8; 4] {
+pub fn kw_data(i: u32) -> [u8; 4] {
     (i.wrapping_mul(2_654_435_761) ^ 0xD7A0_0000).to_be_bytes()
 }
 
-fn flow_data(i: u32) -> [u8; 8] {
+pub fn flow_data(i: u32) -> [u8; 8] {
     (i as u64 * 1_000_003 + 7).to_be_bytes()
 }
 
 /// Path of flow `i`: length 1..=5, switch ids in 0..2^18.
-fn path(i: u32, hops: u8) -> Vec<u32> {
+pub fn path(i: u32, hops: u8) -> Vec<u32> {
     let len = 1 + (i % hops as u32);
     (0..len).map(|h| (i.wrapping_mul(31) + h * 7919) % (1 << 18)).collect()
 }
