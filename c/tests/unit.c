@@ -253,6 +253,13 @@ static void test_native_nack(void)
     tmp[2] = 0;
     tmp[1] = 0xC0;
     CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_PRIORITY);
+    tmp[0] = 0x10; /* bad priority is reported before "not a NACK" */
+    CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_PRIORITY);
+    tmp[0] = 0x12; /* kind 2 */
+    tmp[1] = 0;
+    CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_KIND);
+    CHECK_EQ(dta_native_nack_parse(tmp, 5, &n), DTA_ERR_TRUNCATED);
+    tmp[0] = 0x11;
     tmp[1] = 0x1F; /* reserved bits are ignored */
     CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_OK);
 }

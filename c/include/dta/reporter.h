@@ -512,19 +512,23 @@ struct dta_native_nack {
 };
 
 /**
- * Parses a native NACK. Errors: DTA_ERR_TRUNCATED, DTA_ERR_VERSION,
- * DTA_ERR_KIND (kind != 1), DTA_ERR_PRIORITY, DTA_ERR_COUNT (count > 1),
- * DTA_ERR_TRAILING. Reserved bits are ignored.
+ * Parses a native NACK. Errors, checked in this order: DTA_ERR_VERSION,
+ * DTA_ERR_TRUNCATED (shorter than the header), DTA_ERR_KIND (kind > 1),
+ * DTA_ERR_PRIORITY, DTA_ERR_KIND (kind 0: reports, not a NACK),
+ * DTA_ERR_COUNT (count > 1), DTA_ERR_TRUNCATED / DTA_ERR_TRAILING (body
+ * length). Reserved bits are ignored.
  */
 static inline int dta_native_nack_parse(const uint8_t *buf, size_t len, struct dta_native_nack *out)
 {
     size_t need;
     if (buf == NULL || out == NULL) return DTA_ERR_NULL;
     if (len < 1) return DTA_ERR_TRUNCATED;
+    /* Same check order as dta-wire's native::NackRepr::parse. */
     if ((buf[0] >> 4) != DTA_NATIVE_VERSION) return DTA_ERR_VERSION;
-    if ((buf[0] & 0x0Fu) != DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
     if (len < DTA_NATIVE_HEADER_LEN) return DTA_ERR_TRUNCATED;
+    if ((buf[0] & 0x0Fu) > DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
     if ((buf[1] >> 6) == 3) return DTA_ERR_PRIORITY;
+    if ((buf[0] & 0x0Fu) != DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
     if (buf[2] > 1) return DTA_ERR_COUNT;
     need = buf[2] == 1 ? DTA_NATIVE_NACK_SKETCH_LEN : DTA_NATIVE_NACK_LEN;
     if (len < need) return DTA_ERR_TRUNCATED;
