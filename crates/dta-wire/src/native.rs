@@ -1,0 +1,1043 @@
+//! Native protocol version 1 (`docs/protocol.md`, "Native protocol"): a 12-byte datagram header
+//! (version, kind, priority, retransmittable, count, reporter id, sequence number) followed by
+//! `count` reports packed back to back, each a 4-byte report header and a body. It extends the
+//! prototype (001 §5.1) with variable keys (1-16 bytes) and data (4-64 bytes), batching,
+//! per-report redundancy and immediate flags, the priorities and NACK-based retransmission of
+//! 000 §3.2 / 001 §5.2, and Sketch-Merge columns (000 §3.1, §4.2).
+
+use crate::{be_u16, be_u32, be_u64, Error, Opcode, Priority, Report};
+
+/// Length of the datagram header.
+pub const HEADER_LEN: usize = 12;
+/// Protocol version carried in the top nibble of byte 0.
+pub const VERSION: u8 = 1;
+/// Length of a report header.
+pub const REPORT_HEADER_LEN: usize = 4;
+/// Longest key.
+pub const MAX_KEY_LEN: usize = 16;
+/// Shortest data.
+pub const MIN_DATA_LEN: usize = 4;
+/// Longest data.
+pub const MAX_DATA_LEN: usize = 64;
+/// Length of a NACK's Sketch-Merge body.
+pub const SKETCH_NACK_LEN: usize = 8;
+/// Longest report (a Key-Write with a 16-byte key and 64 bytes of data).
+pub const MAX_REPORT_LEN: usize = REPORT_HEADER_LEN + MAX_KEY_LEN + MAX_DATA_LEN;
+
+/// Byte offsets and bit masks.
+pub mod field {
+    use core::ops::Range;
+
+    /// Version (high nibble) and kind (low nibble).
+    pub const VERSION_KIND: usize = 0;
+    /// Priority (bits 7-6), R (bit 5), reserved (bits 4-0).
+    pub const FLAGS: usize = 1;
+    /// Report count.
+    pub const COUNT: usize = 2;
+    /// Reserved byte.
+    pub const RESERVED: usize = 3;
+    /// Reporter id.
+    pub const REPORTER_ID: Range<usize> = 4..8;
+    /// Sequence number.
+    pub const SEQ: Range<usize> = 8..12;
+    /// Priority mask in the flags byte.
+    pub const PRIORITY_MASK: u8 = 0xc0;
+    /// Priority shift in the flags byte.
+    pub const PRIORITY_SHIFT: u32 = 6;
+    /// Retransmittable flag.
+    pub const FLAG_RETRANSMIT: u8 = 0x20;
+
+    /// Report header: opcode.
+    pub const R_OPCODE: usize = 0;
+    /// Report header: I (bit 7), reserved (bits 6-2), redundancy - 1 (bits 1-0).
+    pub const R_FLAGS: usize = 1;
+    /// Report header: key length.
+    pub const R_KEY_LEN: usize = 2;
+    /// Report header: data length.
+    pub const R_DATA_LEN: usize = 3;
+    /// Immediate flag in the report flags byte.
+    pub const R_FLAG_IMMEDIATE: u8 = 0x80;
+    /// Redundancy - 1 in the report flags byte.
+    pub const R_REDUNDANCY_MASK: u8 = 0x03;
+
+    /// NACK Sketch-Merge body, relative to the end of the header: sketch id.
+    pub const N_SKETCH_ID: Range<usize> = 0..2;
+    /// NACK body: column.
+    pub const N_COLUMN: Range<usize> = 2..4;
+    /// NACK body: epoch.
+    pub const N_EPOCH: Range<usize> = 4..8;
+}
+
+/// The message kind (low nibble of byte 0).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Reports, reporter to translator.
+    Reports = 0,
+    /// NACK, translator to reporter.
+    Nack = 1,
+}
+
+impl Kind {
+    /// "reports" or "nack".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Reports => "reports",
+            Kind::Nack => "nack",
+        }
+    }
+}
+
+impl TryFrom<u8> for Kind {
+    type Error = Error;
+    fn try_from(v: u8) -> Result<Self, Error> {
+        match v {
+            0 => Ok(Kind::Reports),
+            1 => Ok(Kind::Nack),
+            _ => Err(Error::UnknownKind),
+        }
+    }
+}
+
+/// A zero-copy view of the datagram header (and the bytes after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`].
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// Wrap a buffer, checking it holds a whole header.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
+        let p = Packet::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` if the buffer is shorter than the header.
+    pub fn check_len(&self) -> Result<(), Error> {
+        if self.buffer.as_ref().len() < HEADER_LEN {
+            Err(Error::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The underlying buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// Version (top nibble of byte 0).
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION_KIND] >> 4
+    }
+
+    /// Raw kind (low nibble of byte 0).
+    pub fn kind_raw(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION_KIND] & 0x0f
+    }
+
+    /// Raw 2-bit priority.
+    pub fn priority_raw(&self) -> u8 {
+        (self.buffer.as_ref()[field::FLAGS] & field::PRIORITY_MASK) >> field::PRIORITY_SHIFT
+    }
+
+    /// The R flag.
+    pub fn retransmittable(&self) -> bool {
+        self.buffer.as_ref()[field::FLAGS] & field::FLAG_RETRANSMIT != 0
+    }
+
+    /// Report count.
+    pub fn count(&self) -> u8 {
+        self.buffer.as_ref()[field::COUNT]
+    }
+
+    /// Reporter id.
+    pub fn reporter_id(&self) -> u32 {
+        be_u32(&self.buffer.as_ref()[field::REPORTER_ID])
+    }
+
+    /// Sequence number.
+    pub fn seq(&self) -> u32 {
+        be_u32(&self.buffer.as_ref()[field::SEQ])
+    }
+
+    /// The bytes after the header (reports, or a NACK body).
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Set version and kind.
+    pub fn set_version_kind(&mut self, version: u8, kind: Kind) {
+        self.buffer.as_mut()[field::VERSION_KIND] = (version << 4) | kind as u8;
+    }
+
+    /// Set the flags byte (reserved bits 0).
+    pub fn set_flags(&mut self, priority: Priority, retransmittable: bool) {
+        let r = if retransmittable {
+            field::FLAG_RETRANSMIT
+        } else {
+            0
+        };
+        self.buffer.as_mut()[field::FLAGS] = ((priority as u8) << field::PRIORITY_SHIFT) | r;
+    }
+
+    /// Set the count (and zero the reserved byte after it).
+    pub fn set_count(&mut self, count: u8) {
+        let b = self.buffer.as_mut();
+        b[field::COUNT] = count;
+        b[field::RESERVED] = 0;
+    }
+
+    /// Set the reporter id.
+    pub fn set_reporter_id(&mut self, id: u32) {
+        self.buffer.as_mut()[field::REPORTER_ID].copy_from_slice(&id.to_be_bytes());
+    }
+
+    /// Set the sequence number.
+    pub fn set_seq(&mut self, seq: u32) {
+        self.buffer.as_mut()[field::SEQ].copy_from_slice(&seq.to_be_bytes());
+    }
+
+    /// The bytes after the header, mutable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[HEADER_LEN..]
+    }
+}
+
+/// The datagram header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderRepr {
+    /// Reports or NACK.
+    pub kind: Kind,
+    /// Priority (NACKs are sent with `Low`).
+    pub priority: Priority,
+    /// The reporter keeps the datagram for resending on a NACK.
+    pub retransmittable: bool,
+    /// Number of reports (NACK: 1 when a Sketch-Merge body follows, else 0).
+    pub count: u8,
+    /// The reporter.
+    pub reporter_id: u32,
+    /// Per-reporter datagram sequence number (NACK: the one expected next).
+    pub seq: u32,
+}
+
+impl HeaderRepr {
+    /// Parse the header, checking in order: version (`UnknownVersion`), length (`Truncated`),
+    /// kind (`UnknownKind`), priority (`BadPriority`). The count is checked by the caller.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<HeaderRepr, Error> {
+        match packet.buffer.as_ref().first() {
+            None => return Err(Error::Truncated),
+            Some(b) if b >> 4 != VERSION => return Err(Error::UnknownVersion),
+            Some(_) => {}
+        }
+        packet.check_len()?;
+        Ok(HeaderRepr {
+            kind: Kind::try_from(packet.kind_raw())?,
+            priority: Priority::try_from(packet.priority_raw())?,
+            retransmittable: packet.retransmittable(),
+            count: packet.count(),
+            reporter_id: packet.reporter_id(),
+            seq: packet.seq(),
+        })
+    }
+
+    /// [`HEADER_LEN`].
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Write the header (version 1, reserved bits 0). The packet must hold [`HEADER_LEN`] bytes.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
+        packet.set_version_kind(VERSION, self.kind);
+        packet.set_flags(self.priority, self.retransmittable);
+        packet.set_count(self.count);
+        packet.set_reporter_id(self.reporter_id);
+        packet.set_seq(self.seq);
+    }
+}
+
+/// A zero-copy view of one report (header and body) at the front of a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// Body length for a report header, checking in order: opcode (`UnknownOpcode`), key length
+/// (`BadKeyLen`), data length (`BadDataLen`).
+pub fn body_len(opcode: u8, key_len: u8, data_len: u8) -> Result<usize, Error> {
+    let op = Opcode::try_from(opcode)?;
+    let (k, d) = (key_len as usize, data_len as usize);
+    let keyed = (1..=MAX_KEY_LEN).contains(&k);
+    let data_ok = (MIN_DATA_LEN..=MAX_DATA_LEN).contains(&d);
+    match op {
+        Opcode::KeyWrite => {
+            if !keyed {
+                Err(Error::BadKeyLen)
+            } else if !data_ok {
+                Err(Error::BadDataLen)
+            } else {
+                Ok(k + d)
+            }
+        }
+        Opcode::KeyIncrement | Opcode::Postcarding => {
+            let want = if op == Opcode::KeyIncrement { 8 } else { 4 };
+            if !keyed {
+                Err(Error::BadKeyLen)
+            } else if d != want {
+                Err(Error::BadDataLen)
+            } else if op == Opcode::KeyIncrement {
+                Ok(k + 8)
+            } else {
+                Ok(k + 2 + 4)
+            }
+        }
+        Opcode::Append | Opcode::SketchMerge => {
+            if k != 0 {
+                Err(Error::BadKeyLen)
+            } else if !data_ok {
+                Err(Error::BadDataLen)
+            } else if op == Opcode::Append {
+                Ok(4 + d)
+            } else {
+                Ok(8 + d)
+            }
+        }
+    }
+}
+
+impl<T: AsRef<[u8]>> ReportPacket<T> {
+    /// Wrap without checks; accessors may panic on a short or malformed buffer.
+    pub const fn new_unchecked(buffer: T) -> ReportPacket<T> {
+        ReportPacket { buffer }
+    }
+
+    /// Wrap, checking the report header is valid and the body in bounds
+    /// ([`ReportPacket::check_len`]). The buffer may extend past the report.
+    pub fn new_checked(buffer: T) -> Result<ReportPacket<T>, Error> {
+        let p = ReportPacket::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// Check order: report header present (`Truncated`), [`body_len`]'s checks, body present
+    /// (`Truncated`).
+    pub fn check_len(&self) -> Result<(), Error> {
+        let b = self.buffer.as_ref();
+        if b.len() < REPORT_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let body = body_len(
+            b[field::R_OPCODE],
+            b[field::R_KEY_LEN],
+            b[field::R_DATA_LEN],
+        )?;
+        if b.len() < REPORT_HEADER_LEN + body {
+            return Err(Error::Truncated);
+        }
+        Ok(())
+    }
+
+    /// Raw opcode.
+    pub fn opcode_raw(&self) -> u8 {
+        self.buffer.as_ref()[field::R_OPCODE]
+    }
+
+    /// The I flag.
+    pub fn immediate(&self) -> bool {
+        self.buffer.as_ref()[field::R_FLAGS] & field::R_FLAG_IMMEDIATE != 0
+    }
+
+    /// Redundancy, 1..=4 (the wire carries redundancy - 1).
+    pub fn redundancy(&self) -> u8 {
+        (self.buffer.as_ref()[field::R_FLAGS] & field::R_REDUNDANCY_MASK) + 1
+    }
+
+    /// Key length.
+    pub fn key_len(&self) -> u8 {
+        self.buffer.as_ref()[field::R_KEY_LEN]
+    }
+
+    /// Data length.
+    pub fn data_len(&self) -> u8 {
+        self.buffer.as_ref()[field::R_DATA_LEN]
+    }
+
+    /// Length of header and body (0 if the header is invalid).
+    pub fn total_len(&self) -> usize {
+        body_len(self.opcode_raw(), self.key_len(), self.data_len())
+            .map_or(0, |b| REPORT_HEADER_LEN + b)
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.buffer.as_ref()[REPORT_HEADER_LEN..self.total_len()]
+    }
+}
+
+impl<'a> ReportPacket<&'a [u8]> {
+    /// The report, borrowing the buffer. Call on a checked packet.
+    pub fn report(&self) -> Result<Report<'a>, Error> {
+        parse_report(self.buffer).map(|(r, _)| r)
+    }
+}
+
+/// Parse one report at the front of `buf`; returns it and its length.
+fn parse_report(buf: &[u8]) -> Result<(Report<'_>, usize), Error> {
+    let p = ReportPacket::new_checked(buf)?;
+    let len = p.total_len();
+    let body = &buf[REPORT_HEADER_LEN..len];
+    let k = p.key_len() as usize;
+    let d = p.data_len() as usize;
+    let immediate = p.immediate();
+    let redundancy = p.redundancy();
+    let report = match Opcode::try_from(p.opcode_raw())? {
+        Opcode::KeyWrite => Report::KeyWrite {
+            key: &body[..k],
+            data: &body[k..k + d],
+            redundancy,
+            immediate,
+        },
+        Opcode::KeyIncrement => Report::KeyIncrement {
+            key: &body[..k],
+            counter: be_u64(&body[k..k + 8]),
+            redundancy,
+            immediate,
+        },
+        Opcode::Append => Report::Append {
+            list_id: be_u32(&body[..4]),
+            data: &body[4..4 + d],
+            immediate,
+        },
+        Opcode::Postcarding => Report::Postcard {
+            key: &body[..k],
+            hop: body[k],
+            path_len: body[k + 1],
+            value: be_u32(&body[k + 2..k + 6]),
+            immediate,
+        },
+        Opcode::SketchMerge => Report::SketchColumn {
+            sketch_id: be_u16(&body[0..2]),
+            column: be_u16(&body[2..4]),
+            epoch: be_u32(&body[4..8]),
+            data: &body[8..8 + d],
+            immediate,
+        },
+    };
+    Ok((report, len))
+}
+
+/// Validate a report for emission; returns `(key_len, data_len, redundancy bits)`.
+fn check_report(report: &Report<'_>) -> Result<(usize, usize, u8), Error> {
+    let key_ok = |k: &[u8]| {
+        if (1..=MAX_KEY_LEN).contains(&k.len()) {
+            Ok(k.len())
+        } else {
+            Err(Error::BadKeyLen)
+        }
+    };
+    let data_ok = |d: &[u8]| {
+        if (MIN_DATA_LEN..=MAX_DATA_LEN).contains(&d.len()) {
+            Ok(d.len())
+        } else {
+            Err(Error::BadDataLen)
+        }
+    };
+    let red = |r: u8| {
+        if (1..=4).contains(&r) {
+            Ok(r - 1)
+        } else {
+            Err(Error::BadRedundancy)
+        }
+    };
+    match *report {
+        Report::KeyWrite {
+            key,
+            data,
+            redundancy,
+            ..
+        } => Ok((key_ok(key)?, data_ok(data)?, red(redundancy)?)),
+        Report::KeyIncrement {
+            key, redundancy, ..
+        } => Ok((key_ok(key)?, 8, red(redundancy)?)),
+        Report::Append { data, .. } => Ok((0, data_ok(data)?, 0)),
+        Report::Postcard { key, .. } => Ok((key_ok(key)?, 4, 0)),
+        Report::SketchColumn { data, .. } => Ok((0, data_ok(data)?, 0)),
+    }
+}
+
+/// Encoded length of a report (header and body), computed from its slices' lengths.
+pub fn report_len(report: &Report<'_>) -> usize {
+    REPORT_HEADER_LEN
+        + match *report {
+            Report::KeyWrite { key, data, .. } => key.len() + data.len(),
+            Report::KeyIncrement { key, .. } => key.len() + 8,
+            Report::Append { data, .. } => 4 + data.len(),
+            Report::Postcard { key, .. } => key.len() + 6,
+            Report::SketchColumn { data, .. } => 8 + data.len(),
+        }
+}
+
+/// Emit one report at the front of `buf`, returning its length. Errors: the report's
+/// `BadKeyLen`/`BadDataLen`/`BadRedundancy`, then `Truncated` if `buf` is too short.
+pub fn emit_report(report: &Report<'_>, buf: &mut [u8]) -> Result<usize, Error> {
+    let (k, d, red) = check_report(report)?;
+    let len = report_len(report);
+    let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+    let i = if report.immediate() {
+        field::R_FLAG_IMMEDIATE
+    } else {
+        0
+    };
+    b[field::R_OPCODE] = report.opcode() as u8;
+    b[field::R_FLAGS] = i | red;
+    b[field::R_KEY_LEN] = k as u8;
+    b[field::R_DATA_LEN] = d as u8;
+    let body = &mut b[REPORT_HEADER_LEN..];
+    match *report {
+        Report::KeyWrite { key, data, .. } => {
+            body[..k].copy_from_slice(key);
+            body[k..].copy_from_slice(data);
+        }
+        Report::KeyIncrement { key, counter, .. } => {
+            body[..k].copy_from_slice(key);
+            body[k..].copy_from_slice(&counter.to_be_bytes());
+        }
+        Report::Append { list_id, data, .. } => {
+            body[..4].copy_from_slice(&list_id.to_be_bytes());
+            body[4..].copy_from_slice(data);
+        }
+        Report::Postcard {
+            key,
+            hop,
+            path_len,
+            value,
+            ..
+        } => {
+            body[..k].copy_from_slice(key);
+            body[k] = hop;
+            body[k + 1] = path_len;
+            body[k + 2..].copy_from_slice(&value.to_be_bytes());
+        }
+        Report::SketchColumn {
+            sketch_id,
+            column,
+            epoch,
+            data,
+            ..
+        } => {
+            body[0..2].copy_from_slice(&sketch_id.to_be_bytes());
+            body[2..4].copy_from_slice(&column.to_be_bytes());
+            body[4..8].copy_from_slice(&epoch.to_be_bytes());
+            body[8..].copy_from_slice(data);
+        }
+    }
+    Ok(len)
+}
+
+/// The column a reporter must resend from (Sketch-Merge NACK body, 000 §4.2: "An incoming
+/// Sketch-Merge operation with a non-sequential column index ... is used to craft the NACK").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SketchNack {
+    /// The sketch.
+    pub sketch_id: u16,
+    /// The column expected next.
+    pub column: u16,
+    /// The epoch.
+    pub epoch: u32,
+}
+
+/// Validate a NACK's count and body.
+fn parse_nack_body(count: u8, body: &[u8]) -> Result<Option<SketchNack>, Error> {
+    let want = match count {
+        0 => 0,
+        1 => SKETCH_NACK_LEN,
+        _ => return Err(Error::BadCount),
+    };
+    match body.len().cmp(&want) {
+        core::cmp::Ordering::Less => Err(Error::Truncated),
+        core::cmp::Ordering::Greater => Err(Error::TrailingBytes),
+        core::cmp::Ordering::Equal if count == 0 => Ok(None),
+        core::cmp::Ordering::Equal => Ok(Some(SketchNack {
+            sketch_id: be_u16(&body[field::N_SKETCH_ID]),
+            column: be_u16(&body[field::N_COLUMN]),
+            epoch: be_u32(&body[field::N_EPOCH]),
+        })),
+    }
+}
+
+/// A native NACK (kind 1, translator to reporter on UDP 40044): the reporter must resend from
+/// sequence number `seq` (001 §5.2: "generate a DTA NACK which is bounced back to the
+/// reporter"), and for Sketch-Merge from `sketch`'s column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NackRepr {
+    /// The reporter being NACKed.
+    pub reporter_id: u32,
+    /// The sequence number the translator expects next.
+    pub seq: u32,
+    /// The Sketch-Merge column to resend from, if any.
+    pub sketch: Option<SketchNack>,
+}
+
+impl NackRepr {
+    /// Parse a whole NACK datagram (header checks as [`HeaderRepr::parse`], then kind must be
+    /// NACK (`UnknownKind`), count 0 or 1 (`BadCount`), exact length).
+    pub fn parse(buf: &[u8]) -> Result<NackRepr, Error> {
+        let p = Packet::new_unchecked(buf);
+        let h = HeaderRepr::parse(&p)?;
+        if h.kind != Kind::Nack {
+            return Err(Error::UnknownKind);
+        }
+        Ok(NackRepr {
+            reporter_id: h.reporter_id,
+            seq: h.seq,
+            sketch: parse_nack_body(h.count, p.payload())?,
+        })
+    }
+
+    /// 12, or 20 with a Sketch-Merge body.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+            + if self.sketch.is_some() {
+                SKETCH_NACK_LEN
+            } else {
+                0
+            }
+    }
+
+    /// Emit into the front of `buf` (priority low, R clear); returns the length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let len = self.buffer_len();
+        let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        let mut p = Packet::new_unchecked(b);
+        HeaderRepr {
+            kind: Kind::Nack,
+            priority: Priority::Low,
+            retransmittable: false,
+            count: self.sketch.is_some() as u8,
+            reporter_id: self.reporter_id,
+            seq: self.seq,
+        }
+        .emit(&mut p);
+        if let Some(s) = self.sketch {
+            let body = p.payload_mut();
+            body[field::N_SKETCH_ID].copy_from_slice(&s.sketch_id.to_be_bytes());
+            body[field::N_COLUMN].copy_from_slice(&s.column.to_be_bytes());
+            body[field::N_EPOCH].copy_from_slice(&s.epoch.to_be_bytes());
+        }
+        Ok(len)
+    }
+}
+
+/// A whole, validated native datagram: a report datagram (kind 0) or a NACK (kind 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The header.
+    pub header: HeaderRepr,
+    buf: &'a [u8],
+    nack: Option<SketchNack>,
+}
+
+impl<'a> Datagram<'a> {
+    /// Parse validates the WHOLE datagram (every report) before returning, so a caller never
+    /// applies half a malformed datagram. Check order: header ([`HeaderRepr::parse`]); for
+    /// kind 0, count >= 1 (`BadCount`), then each report in turn ([`ReportPacket::check_len`]),
+    /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`].
+    pub fn parse(buf: &'a [u8]) -> Result<Datagram<'a>, Error> {
+        let p = Packet::new_unchecked(buf);
+        let header = HeaderRepr::parse(&p)?;
+        let mut nack = None;
+        match header.kind {
+            Kind::Nack => nack = parse_nack_body(header.count, p.payload())?,
+            Kind::Reports => {
+                if header.count == 0 {
+                    return Err(Error::BadCount);
+                }
+                let mut rest = &buf[HEADER_LEN..];
+                for _ in 0..header.count {
+                    let r = ReportPacket::new_checked(rest)?;
+                    rest = &rest[r.total_len()..];
+                }
+                if !rest.is_empty() {
+                    return Err(Error::TrailingBytes);
+                }
+            }
+        }
+        Ok(Datagram { header, buf, nack })
+    }
+
+    /// The reports, in order (none for a NACK). Infallible and allocation-free: `parse` has
+    /// validated them.
+    pub fn reports(&self) -> Reports<'a> {
+        Reports {
+            buf: &self.buf[HEADER_LEN..],
+            remaining: match self.header.kind {
+                Kind::Reports => self.header.count,
+                Kind::Nack => 0,
+            },
+        }
+    }
+
+    /// The NACK, if this is one.
+    pub fn nack(&self) -> Option<NackRepr> {
+        (self.header.kind == Kind::Nack).then_some(NackRepr {
+            reporter_id: self.header.reporter_id,
+            seq: self.header.seq,
+            sketch: self.nack,
+        })
+    }
+
+    /// The whole datagram's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+}
+
+/// Iterator over a validated datagram's reports.
+#[derive(Debug, Clone)]
+pub struct Reports<'a> {
+    buf: &'a [u8],
+    remaining: u8,
+}
+
+impl<'a> Iterator for Reports<'a> {
+    type Item = Report<'a>;
+
+    fn next(&mut self) -> Option<Report<'a>> {
+        if self.remaining == 0 {
+            return None;
+        }
+        // Cannot fail on a datagram `Datagram::parse` accepted; stop rather than panic anyway.
+        let Ok((report, len)) = parse_report(self.buf) else {
+            self.remaining = 0;
+            return None;
+        };
+        self.buf = &self.buf[len..];
+        self.remaining -= 1;
+        Some(report)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining as usize, Some(self.remaining as usize))
+    }
+}
+
+impl ExactSizeIterator for Reports<'_> {}
+
+/// Builds a report datagram in a caller buffer, without allocating.
+#[derive(Debug)]
+pub struct DatagramBuilder<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+    count: u8,
+}
+
+impl<'b> DatagramBuilder<'b> {
+    /// Start a datagram: writes the header with count 0. `Truncated` if `buf` cannot hold it.
+    pub fn new(
+        buf: &'b mut [u8],
+        priority: Priority,
+        retransmittable: bool,
+        reporter_id: u32,
+        seq: u32,
+    ) -> Result<Self, Error> {
+        let h = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
+        HeaderRepr {
+            kind: Kind::Reports,
+            priority,
+            retransmittable,
+            count: 0,
+            reporter_id,
+            seq,
+        }
+        .emit(&mut Packet::new_unchecked(h));
+        Ok(DatagramBuilder {
+            buf,
+            len: HEADER_LEN,
+            count: 0,
+        })
+    }
+
+    /// Append a report. Errors (the datagram is left unchanged): `BadKeyLen`, `BadDataLen`,
+    /// `BadRedundancy` for an invalid report, `BadCount` after 255 reports, `Truncated` when
+    /// it does not fit.
+    pub fn push(&mut self, report: &Report<'_>) -> Result<(), Error> {
+        check_report(report)?;
+        if self.count == u8::MAX {
+            return Err(Error::BadCount);
+        }
+        let n = emit_report(report, &mut self.buf[self.len..])?;
+        self.len += n;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Whether `report` would fit (ignoring its validity).
+    pub fn fits(&self, report: &Report<'_>) -> bool {
+        self.count < u8::MAX && self.len + report_len(report) <= self.buf.len()
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no report has been pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Reports pushed so far.
+    pub fn count(&self) -> u8 {
+        self.count
+    }
+
+    /// Write the count and return the datagram's length. A datagram with no report is not
+    /// valid on the wire (`BadCount`); check [`DatagramBuilder::is_empty`] before sending.
+    pub fn finish(self) -> usize {
+        self.buf[field::COUNT] = self.count;
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Hand-assembled (independent of the emitter): the worked example of docs/protocol.md.
+    #[rustfmt::skip]
+    const TWO_REPORTS: [u8; 40] = [
+        0x10, 0xa0, 0x02, 0x00, // v1 reports, priority high, R, count 2
+        0x00, 0x00, 0x00, 0x07, // reporter 7
+        0x00, 0x00, 0x01, 0x00, // seq 256
+        0x01, 0x81, 0x04, 0x04, // Key-Write, I, redundancy 2, key 4, data 4
+        0x0a, 0x00, 0x00, 0x01, 0xde, 0xad, 0xbe, 0xef,
+        0x05, 0x00, 0x00, 0x04, // Sketch-Merge, data 4
+        0x00, 0x03, 0x00, 0x10, 0x00, 0x00, 0x00, 0x02, // sketch 3, column 16, epoch 2
+        0x00, 0x00, 0x00, 0x2a,
+    ];
+
+    #[test]
+    fn parse_hand_assembled() {
+        let d = Datagram::parse(&TWO_REPORTS).unwrap();
+        assert_eq!(
+            d.header,
+            HeaderRepr {
+                kind: Kind::Reports,
+                priority: Priority::High,
+                retransmittable: true,
+                count: 2,
+                reporter_id: 7,
+                seq: 256
+            }
+        );
+        let r: Vec<_> = d.reports().collect();
+        assert_eq!(
+            r,
+            vec![
+                Report::KeyWrite {
+                    key: &[10, 0, 0, 1],
+                    data: &[0xde, 0xad, 0xbe, 0xef],
+                    redundancy: 2,
+                    immediate: true
+                },
+                Report::SketchColumn {
+                    sketch_id: 3,
+                    column: 16,
+                    epoch: 2,
+                    data: &[0, 0, 0, 42],
+                    immediate: false
+                }
+            ]
+        );
+        assert_eq!(d.nack(), None);
+        assert_eq!(d.reports().len(), 2);
+
+        let mut out = [0u8; 64];
+        let mut b = DatagramBuilder::new(&mut out, Priority::High, true, 7, 256).unwrap();
+        for rep in &r {
+            b.push(rep).unwrap();
+        }
+        assert_eq!(b.count(), 2);
+        let n = b.finish();
+        assert_eq!(&out[..n], &TWO_REPORTS);
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        for n in 0..TWO_REPORTS.len() {
+            assert_eq!(
+                Datagram::parse(&TWO_REPORTS[..n]),
+                Err(Error::Truncated),
+                "{n}"
+            );
+        }
+        let mut long = TWO_REPORTS.to_vec();
+        long.push(0);
+        assert_eq!(Datagram::parse(&long), Err(Error::TrailingBytes));
+    }
+
+    #[test]
+    fn header_rejections_in_order() {
+        let mut b = TWO_REPORTS;
+        b[0] = 0x12;
+        assert_eq!(Datagram::parse(&b), Err(Error::UnknownKind));
+        b[0] = 0x20;
+        assert_eq!(Datagram::parse(&b), Err(Error::UnknownVersion));
+        assert_eq!(Datagram::parse(&[0x20]), Err(Error::UnknownVersion));
+        let mut b = TWO_REPORTS;
+        b[1] = 0xc0;
+        assert_eq!(Datagram::parse(&b), Err(Error::BadPriority));
+        let mut b = TWO_REPORTS;
+        b[2] = 0;
+        assert_eq!(Datagram::parse(&b), Err(Error::BadCount));
+        // Count 1 leaves the Sketch-Merge report as trailing bytes; count 3 runs out.
+        b[2] = 1;
+        assert_eq!(Datagram::parse(&b), Err(Error::TrailingBytes));
+        b[2] = 3;
+        assert_eq!(Datagram::parse(&b), Err(Error::Truncated));
+        // Reserved bits are ignored.
+        let mut b = TWO_REPORTS;
+        b[1] |= 0x1f;
+        b[3] = 0xff;
+        b[13] |= 0x7c;
+        let d = Datagram::parse(&b).unwrap();
+        assert_eq!(
+            d.reports().collect::<Vec<_>>(),
+            Datagram::parse(&TWO_REPORTS)
+                .unwrap()
+                .reports()
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn report_length_rules() {
+        let ok = |op, k, d| body_len(op, k, d);
+        assert_eq!(ok(1, 1, 4), Ok(5));
+        assert_eq!(ok(1, 16, 64), Ok(80));
+        assert_eq!(ok(1, 0, 4), Err(Error::BadKeyLen));
+        assert_eq!(ok(1, 17, 4), Err(Error::BadKeyLen));
+        assert_eq!(ok(1, 4, 3), Err(Error::BadDataLen));
+        assert_eq!(ok(1, 4, 65), Err(Error::BadDataLen));
+        assert_eq!(ok(2, 0, 64), Ok(68));
+        assert_eq!(ok(2, 1, 4), Err(Error::BadKeyLen));
+        assert_eq!(ok(3, 13, 8), Ok(21));
+        assert_eq!(ok(3, 13, 4), Err(Error::BadDataLen));
+        assert_eq!(ok(4, 13, 4), Ok(19));
+        assert_eq!(ok(4, 13, 8), Err(Error::BadDataLen));
+        assert_eq!(ok(5, 0, 4), Ok(12));
+        assert_eq!(ok(5, 2, 4), Err(Error::BadKeyLen));
+        assert_eq!(ok(0, 4, 4), Err(Error::UnknownOpcode));
+        assert_eq!(ok(6, 4, 4), Err(Error::UnknownOpcode));
+    }
+
+    #[test]
+    fn builder_errors_leave_datagram_intact() {
+        let mut out = [0u8; HEADER_LEN + 20];
+        let mut b = DatagramBuilder::new(&mut out, Priority::Low, false, 1, 2).unwrap();
+        let kw = Report::KeyWrite {
+            key: &[1; 17],
+            data: &[0; 4],
+            redundancy: 1,
+            immediate: false,
+        };
+        assert_eq!(b.push(&kw), Err(Error::BadKeyLen));
+        let kw = Report::KeyWrite {
+            key: &[1; 2],
+            data: &[0; 4],
+            redundancy: 5,
+            immediate: false,
+        };
+        assert_eq!(b.push(&kw), Err(Error::BadRedundancy));
+        let app = Report::Append {
+            list_id: 1,
+            data: &[0; 2],
+            immediate: false,
+        };
+        assert_eq!(b.push(&app), Err(Error::BadDataLen));
+        let app = Report::Append {
+            list_id: 1,
+            data: &[0; 4],
+            immediate: false,
+        };
+        assert!(b.fits(&app));
+        assert_eq!(b.push(&app), Ok(()));
+        assert!(!b.fits(&app));
+        assert_eq!(b.push(&app), Err(Error::Truncated));
+        assert_eq!(b.len(), HEADER_LEN + 12);
+        let n = b.finish();
+        let d = Datagram::parse(&out[..n]).unwrap();
+        assert_eq!(d.reports().collect::<Vec<_>>(), vec![app]);
+        assert!(DatagramBuilder::new(&mut [0u8; 11], Priority::Low, false, 0, 0).is_err());
+    }
+
+    #[test]
+    fn builder_caps_at_255_reports() {
+        let mut out = vec![0u8; HEADER_LEN + 256 * 12];
+        let mut b = DatagramBuilder::new(&mut out, Priority::Medium, false, 9, 0).unwrap();
+        let app = Report::Append {
+            list_id: 3,
+            data: &[1, 2, 3, 4],
+            immediate: true,
+        };
+        for _ in 0..255 {
+            b.push(&app).unwrap();
+        }
+        assert_eq!(b.push(&app), Err(Error::BadCount));
+        let n = b.finish();
+        let d = Datagram::parse(&out[..n]).unwrap();
+        assert_eq!(d.header.count, 255);
+        assert!(d.reports().all(|r| r == app));
+        assert_eq!(d.reports().count(), 255);
+    }
+
+    #[test]
+    fn nacks() {
+        #[rustfmt::skip]
+        let plain = [0x11, 0x00, 0x00, 0x00, 0, 0, 0, 7, 0, 0, 1, 1];
+        let n = NackRepr::parse(&plain).unwrap();
+        assert_eq!(
+            n,
+            NackRepr {
+                reporter_id: 7,
+                seq: 257,
+                sketch: None
+            }
+        );
+        let mut out = [0u8; 32];
+        assert_eq!(n.emit(&mut out), Ok(12));
+        assert_eq!(&out[..12], &plain);
+        let with = NackRepr {
+            sketch: Some(SketchNack {
+                sketch_id: 3,
+                column: 16,
+                epoch: 2,
+            }),
+            ..n
+        };
+        assert_eq!(with.buffer_len(), 20);
+        assert_eq!(with.emit(&mut out), Ok(20));
+        assert_eq!(out[2], 1);
+        assert_eq!(&out[12..20], &[0, 3, 0, 0x10, 0, 0, 0, 2]);
+        assert_eq!(NackRepr::parse(&out[..20]), Ok(with));
+        assert_eq!(NackRepr::parse(&out[..19]), Err(Error::Truncated));
+        assert_eq!(with.emit(&mut out[..19]), Err(Error::Truncated));
+        let d = Datagram::parse(&out[..20]).unwrap();
+        assert_eq!(d.nack(), Some(with));
+        assert_eq!(d.reports().count(), 0);
+        out[2] = 2;
+        assert_eq!(NackRepr::parse(&out[..20]), Err(Error::BadCount));
+        assert_eq!(NackRepr::parse(&TWO_REPORTS), Err(Error::UnknownKind));
+        let mut extra = plain.to_vec();
+        extra.push(0);
+        assert_eq!(NackRepr::parse(&extra), Err(Error::TrailingBytes));
+    }
+}
