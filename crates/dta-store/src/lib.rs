@@ -1,1 +1,102 @@
-//! dta-store (being written).
+//! `dta-store`: the collector-side memory of Direct Telemetry Access (paper 001 §4, Appendix
+//! A.1-A.6; Sketch-Merge from 000 §3.1). A *region* is one file — a 4096-byte self-describing
+//! header page followed by a page-aligned data area — mapped shared so that the translator (or an
+//! RDMA NIC) writes into it while queries read it. This crate owns the region header
+//! (`docs/regions.md` is its byte-by-byte description), the [`MemSink`] seam through which the
+//! translator emits RDMA-like WRITE and FETCH_ADD operations, the pure layout arithmetic of the
+//! five stores (Key-Write, Key-Increment, Postcarding, Append, Sketch-Merge: where a report's
+//! bytes go), their queries, and the reporter-side sketch builders that hash exactly like the
+//! store. It knows nothing of the network.
+
+pub mod append;
+pub mod error;
+pub mod hash;
+pub mod header;
+pub mod key_increment;
+pub mod key_write;
+pub mod postcard;
+pub mod region;
+pub mod sketch;
+pub mod sketch_store;
+pub mod spec;
+
+pub use append::{AppendLayout, ListReader, PollResult};
+pub use error::{ApplyError, SinkError, StoreError};
+pub use header::Header;
+pub use key_increment::KeyIncrementLayout;
+pub use key_write::{KeyWriteAnswer, KeyWriteLayout};
+pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
+pub use region::{MemSink, Region, RegionMem, RegionSink, VecSink};
+pub use sketch_store::{ColumnEpoch, SketchLayout};
+pub use spec::{
+    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec, StoreSpec,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Largest redundancy N a Key-Write, Key-Increment or Postcarding store accepts.
+pub const MAX_REDUNDANCY: u8 = 8;
+/// Longest key (bytes) of Key-Write, Key-Increment and Postcarding (the native protocol's bound).
+pub const MAX_KEY_LEN: u8 = 16;
+/// Longest Key-Write data (bytes).
+pub const MAX_DATA_LEN: u8 = 64;
+
+/// Which hash functions a region's indices and checksums use (`docs/architecture.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[repr(u32)]
+pub enum HashScheme {
+    Prototype = 0,
+    Native = 1,
+}
+
+impl HashScheme {
+    pub fn from_u32(v: u32) -> Option<HashScheme> {
+        match v {
+            0 => Some(HashScheme::Prototype),
+            1 => Some(HashScheme::Native),
+            _ => None,
+        }
+    }
+}
+
+/// The five stores; the numbers are the wire opcodes (`docs/protocol.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u16)]
+pub enum StoreKind {
+    KeyWrite = 1,
+    Append = 2,
+    KeyIncrement = 3,
+    Postcarding = 4,
+    SketchMerge = 5,
+}
+
+impl StoreKind {
+    pub fn from_u16(v: u16) -> Option<StoreKind> {
+        match v {
+            1 => Some(StoreKind::KeyWrite),
+            2 => Some(StoreKind::Append),
+            3 => Some(StoreKind::KeyIncrement),
+            4 => Some(StoreKind::Postcarding),
+            5 => Some(StoreKind::SketchMerge),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::KeyWrite => "key_write",
+            StoreKind::Append => "append",
+            StoreKind::KeyIncrement => "key_increment",
+            StoreKind::Postcarding => "postcarding",
+            StoreKind::SketchMerge => "sketch_merge",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

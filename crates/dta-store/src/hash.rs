@@ -1,0 +1,161 @@
+//! The two hash schemes of `docs/architecture.md` ("Hashing"), the only place they are computed.
+//!
+//! * **prototype** (0): `slot(key, n) = crc32(key_le ‖ n) & (count-1)`, `checksum(key) =
+//!   crc32(key_le)`, where `key_le` is the wire key with its bytes reversed (the 4-byte key as a
+//!   little-endian u32). Byte-compatible with the Tofino prototype (001 §5.2, Appendix A.1). CRC
+//!   is affine, so `slot(key, n) = slot(key, 0) ^ c_n`: the N copies are correlated.
+//! * **native** (1): `h = fnv1a64(key)`, `index(key, n) = fmix64(h ^ 0x9E3779B97F4A7C15·(n+1)) &
+//!   (count-1)`, `checksum(key) = crc32(key)`.
+//!
+//! `count` is always a power of two (the layouts validate it); indices are `& (count - 1)`.
+
+use crate::HashScheme;
+
+/// Multiplier that separates the N native index functions (the golden-ratio constant).
+pub const NATIVE_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Salt of the Postcarding per-hop checksum (architecture.md "Hashing").
+pub const POSTCARD_SALT: u64 = 0xC2B2_AE3D_27D4_EB4F;
+/// The Postcarding blank value ⊔ (001 §4): never a member of V.
+pub const BLANK: u32 = 0xFFFF_FFFF;
+
+/// zlib's CRC-32 (IEEE 802.3, reflected, init and final XOR 0xFFFFFFFF).
+#[inline]
+pub fn crc32(b: &[u8]) -> u32 {
+    crc32fast::hash(b)
+}
+
+/// 64-bit FNV-1a.
+#[inline]
+pub fn fnv1a64(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in b {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// MurmurHash3's 64-bit finaliser.
+#[inline]
+pub fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+/// MurmurHash3's 32-bit finaliser (a bijection on u32).
+#[inline]
+pub fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    h
+}
+
+/// The key with its bytes reversed, fed to a CRC hasher (the prototype's `key_le`). Keys longer
+/// than 16 bytes are cut to 16 (no store accepts them).
+#[inline]
+fn crc_reversed(hasher: &mut crc32fast::Hasher, key: &[u8]) {
+    let mut le = [0u8; 16];
+    let n = key.len().min(16);
+    for (d, s) in le[..n].iter_mut().zip(key[..n].iter().rev()) {
+        *d = *s;
+    }
+    hasher.update(&le[..n]);
+}
+
+/// Index `n` (0-based copy / row number) of `key` among `count` (a power of two) cells.
+/// 001 Appendix A.1 Algorithm 1, `h0(n, K) mod Buflen`.
+#[inline]
+pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
+    match scheme {
+        HashScheme::Prototype => {
+            let mut h = crc32fast::Hasher::new();
+            crc_reversed(&mut h, key);
+            h.update(&[n]);
+            h.finalize() as u64 & count.wrapping_sub(1)
+        }
+        HashScheme::Native => native_index(fnv1a64(key), n, count),
+    }
+}
+
+/// The native index from a precomputed `h = fnv1a64(key)`.
+#[inline]
+pub fn native_index(h: u64, n: u8, count: u64) -> u64 {
+    fmix64(h ^ NATIVE_SEED.wrapping_mul(n as u64 + 1)) & count.wrapping_sub(1)
+}
+
+/// The key checksum stored beside Key-Write data (001 Appendix A.1, `h1(K)`).
+#[inline]
+pub fn checksum(scheme: HashScheme, key: &[u8]) -> u32 {
+    match scheme {
+        HashScheme::Prototype => {
+            let mut h = crc32fast::Hasher::new();
+            crc_reversed(&mut h, key);
+            h.finalize()
+        }
+        HashScheme::Native => crc32(key),
+    }
+}
+
+/// `mask(b)`: the low `bits` bits set (bits in 1..=32).
+#[inline]
+pub fn mask(bits: u8) -> u32 {
+    if bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << bits) - 1
+    }
+}
+
+/// Postcarding's per-hop checksum `checksum(x, i)` (001 §4 "Postcarding"), `b` bits, from
+/// `h = fnv1a64(key)`.
+#[inline]
+pub fn postcard_checksum(h: u64, hop: u8, bits: u8) -> u32 {
+    (fmix64(h ^ POSTCARD_SALT ^ hop as u64) as u32) & mask(bits)
+}
+
+/// Postcarding's value hash `g(v)` (001 §4), `b` bits.
+#[inline]
+pub fn postcard_g(v: u32, bits: u8) -> u32 {
+    fmix32(v) & mask(bits)
+}
+
+/// The 64-bit hash HyperLogLog uses for a key: `fmix64(fnv1a64(key))`.
+#[inline]
+pub fn hll_hash(key: &[u8]) -> u64 {
+    fmix64(fnv1a64(key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(fmix64(0), 0);
+        assert_eq!(fmix32(0), 0);
+    }
+
+    #[test]
+    fn prototype_reverses_the_key() {
+        let key = [0x0A, 0x00, 0x00, 0x01];
+        assert_eq!(
+            checksum(HashScheme::Prototype, &key),
+            crc32(&[0x01, 0x00, 0x00, 0x0A])
+        );
+        assert_eq!(
+            index(HashScheme::Prototype, &key, 3, 1 << 30),
+            (crc32(&[0x01, 0x00, 0x00, 0x0A, 3]) & ((1 << 30) - 1)) as u64
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Postcarding (001 §4 "Postcarding", Appendix A.2, analysis A.6).
+//!
+//! The data area is `chunks` chunks of B slots of b bits (`chunk_len = B·b/8` bytes, chunks packed
+//! back to back). A path of flow x with values v_0..v_{ℓ-1} is written as one chunk: slot i holds
+//! `checksum(x, i) ⊕ g(v_i)` (little-endian, b/8 bytes), with the blank value ⊔ for hops i ≥ ℓ,
+//! so each flow always writes all B slots. The chunk goes to chunks `h_j(x) = index(native, x, j,
+//! chunks)` for j in 0..N. A query decodes each of the N chunks with a lookup table
+//! `{(g(v), v) | v ∈ V ∪ {⊔}}`: a chunk is valid if slots 0..ℓ decode to values of V and slots ℓ..B
+//! to ⊔ (ℓ ≥ 1); the path is output if all valid chunks agree.
+
+use crate::hash::{self, BLANK};
+use crate::{ApplyError, Header, MemSink, RegionMem, StoreError, StoreKind, StoreSpec};
+
+/// Largest chunk: 16 hops of 4 bytes.
+const MAX_CHUNK: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostcardingLayout {
+    chunks: u64,
+    hops: usize,
+    slot_bits: u8,
+    slot_bytes: usize,
+    redundancy: u8,
+    key_len: usize,
+}
+
+/// The answer to a Postcarding query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostcardAnswer {
+    /// The path: ℓ values, hop 0 first.
+    Found(Vec<u32>),
+    /// No chunk holds valid information for the key.
+    Empty,
+    /// Valid chunks disagree.
+    Ambiguous,
+}
+
+impl PostcardingLayout {
+    pub fn new(h: &Header) -> Result<Self, StoreError> {
+        match &h.spec {
+            StoreSpec::Postcarding(s) => Ok(PostcardingLayout {
+                chunks: s.chunks,
+                hops: s.hops as usize,
+                slot_bits: s.slot_bits,
+                slot_bytes: s.slot_bits as usize / 8,
+                redundancy: s.redundancy,
+                key_len: s.key_len as usize,
+            }),
+            _ => Err(StoreError::WrongKind {
+                expected: StoreKind::Postcarding,
+                found: h.kind,
+            }),
+        }
+    }
+
+    /// B.
+    pub fn hops(&self) -> usize {
+        self.hops
+    }
+    /// N.
+    pub fn redundancy(&self) -> u8 {
+        self.redundancy
+    }
+    pub fn key_len(&self) -> usize {
+        self.key_len
+    }
+    /// b.
+    pub fn slot_bits(&self) -> u8 {
+        self.slot_bits
+    }
+    pub fn chunks(&self) -> u64 {
+        self.chunks
+    }
+    /// Bytes of one chunk (B·b/8).
+    pub fn chunk_len(&self) -> usize {
+        self.hops * self.slot_bytes
+    }
+
+    /// Byte offset of copy `j` of `key`'s chunk, from `h = fnv1a64(key)`.
+    #[inline]
+    pub fn chunk_offset(&self, h: u64, j: u8) -> u64 {
+        hash::native_index(h, j, self.chunks) * self.chunk_len() as u64
+    }
+
+    /// The chunk bytes for `key` and `values` (001 §4: slot i = checksum(x, i) ⊕ g(v_i)).
+    fn encode(&self, h: u64, values: &[Option<u32>], out: &mut [u8; MAX_CHUNK]) {
+        for (i, v) in values.iter().enumerate() {
+            let v = v.unwrap_or(BLANK);
+            let s = hash::postcard_checksum(h, i as u8, self.slot_bits)
+                ^ hash::postcard_g(v, self.slot_bits);
+            let at = i * self.slot_bytes;
+            out[at..at + self.slot_bytes].copy_from_slice(&s.to_le_bytes()[..self.slot_bytes]);
+        }
+    }
+
+    /// Write one path: one write of `chunk_len` bytes per redundancy copy. `values` has B entries,
+    /// `None` = blank (a value equal to the blank 0xFFFFFFFF is also written as blank).
+    #[inline]
+    pub fn apply_chunk(
+        &self,
+        key: &[u8],
+        values: &[Option<u32>],
+        sink: &mut impl MemSink,
+    ) -> Result<(), ApplyError> {
+        if key.len() != self.key_len {
+            return Err(ApplyError::BadKeyLen);
+        }
+        if values.len() != self.hops {
+            return Err(ApplyError::BadHop);
+        }
+        let h = hash::fnv1a64(key);
+        let mut buf = [0u8; MAX_CHUNK];
+        self.encode(h, values, &mut buf);
+        for j in 0..self.redundancy {
+            sink.write(self.chunk_offset(h, j), &buf[..self.chunk_len()])?;
+        }
+        Ok(())
+    }
+
+    /// Decode one chunk: the path length ℓ and values if valid.
+    fn decode(&self, h: u64, chunk: &[u8], table: &ValueTable, out: &mut [u32]) -> Option<usize> {
+        let mut len = 0;
+        let mut blank_seen = false;
+        for i in 0..self.hops {
+            let at = i * self.slot_bytes;
+            let mut w = [0u8; 4];
+            w[..self.slot_bytes].copy_from_slice(&chunk[at..at + self.slot_bytes]);
+            let s = u32::from_le_bytes(w) ^ hash::postcard_checksum(h, i as u8, self.slot_bits);
+            match table.lookup(s)? {
+                BLANK => blank_seen = true,
+                v if !blank_seen => {
+                    out[i] = v;
+                    len += 1;
+                }
+                _ => return None,
+            }
+        }
+        (len > 0).then_some(len)
+    }
+
+    /// Query `key`'s path (001 §4: output the values if they appear in a valid subset of the N
+    /// chunks and all other chunks are invalid).
+    pub fn query(&self, mem: &RegionMem, key: &[u8], table: &ValueTable) -> PostcardAnswer {
+        if key.len() != self.key_len || table.bits != self.slot_bits {
+            return PostcardAnswer::Empty;
+        }
+        let h = hash::fnv1a64(key);
+        let mut found: Option<([u32; 16], usize)> = None;
+        let mut chunk = [0u8; MAX_CHUNK];
+        for j in 0..self.redundancy {
+            let c = &mut chunk[..self.chunk_len()];
+            if mem.read(self.chunk_offset(h, j), c).is_err() {
+                continue;
+            }
+            let mut vals = [0u32; 16];
+            if let Some(len) = self.decode(h, c, table, &mut vals) {
+                match &found {
+                    None => found = Some((vals, len)),
+                    Some((f, l)) if *l == len && f[..len] == vals[..len] => {}
+                    Some(_) => return PostcardAnswer::Ambiguous,
+                }
+            }
+        }
+        match found {
+            Some((v, l)) => PostcardAnswer::Found(v[..l].to_vec()),
+            None => PostcardAnswer::Empty,
+        }
+    }
+}
+
+/// The query lookup table `{(g(v), v) | v ∈ V ∪ {⊔}}` (001 §4), open addressing over g(v). A g
+/// value shared by several members of V (possible when b < 32; g is a bijection for b = 32)
+/// decodes to nothing, so such slots never produce a wrong value.
+#[derive(Debug, Clone)]
+pub struct ValueTable {
+    bits: u8,
+    mask: usize,
+    keys: Vec<u32>,
+    vals: Vec<u32>,
+    /// 0 empty, 1 one value, 2 several values share this g.
+    state: Vec<u8>,
+    len: usize,
+}
+
+impl ValueTable {
+    /// The table for value set `values` (the blank is added; a blank in `values` is ignored).
+    pub fn new(layout: &PostcardingLayout, values: impl IntoIterator<Item = u32>) -> ValueTable {
+        let values = values.into_iter();
+        let hint = values.size_hint().0.max(16);
+        let mut t = ValueTable::with_capacity(layout.slot_bits, hint);
+        t.insert(BLANK);
+        for v in values {
+            if v != BLANK {
+                t.insert(v);
+            }
+        }
+        t
+    }
+
+    /// V = 0..n.
+    pub fn range(layout: &PostcardingLayout, n: u32) -> ValueTable {
+        ValueTable::new(layout, 0..n)
+    }
+
+    fn with_capacity(bits: u8, n: usize) -> ValueTable {
+        let size = (n * 2 + 2).next_power_of_two();
+        ValueTable {
+            bits,
+            mask: size - 1,
+            keys: vec![0; size],
+            vals: vec![0; size],
+            state: vec![0; size],
+            len: 0,
+        }
+    }
+
+    fn grow(&mut self) {
+        let mut t = ValueTable::with_capacity(self.bits, self.keys.len());
+        for i in 0..self.keys.len() {
+            if self.state[i] != 0 {
+                let at = t.slot_of(self.keys[i]);
+                t.keys[at] = self.keys[i];
+                t.vals[at] = self.vals[i];
+                t.state[at] = self.state[i];
+                t.len += 1;
+            }
+        }
+        *self = t;
+    }
+
+    #[inline]
+    fn slot_of(&self, g: u32) -> usize {
+        // g is already a mixed hash for b = 32; mix again for narrow b.
+        let mut i = hash::fmix32(g) as usize & self.mask;
+        while self.state[i] != 0 && self.keys[i] != g {
+            i = (i + 1) & self.mask;
+        }
+        i
+    }
+
+    fn insert(&mut self, v: u32) {
+        if (self.len + 1) * 2 > self.keys.len() {
+            self.grow();
+        }
+        let g = hash::postcard_g(v, self.bits);
+        let i = self.slot_of(g);
+        match self.state[i] {
+            0 => {
+                self.keys[i] = g;
+                self.vals[i] = v;
+                self.state[i] = 1;
+                self.len += 1;
+            }
+            1 if self.vals[i] != v => self.state[i] = 2,
+            _ => {}
+        }
+    }
+
+    /// The unique value whose g is `g` (the blank included).
+    #[inline]
+    pub fn lookup(&self, g: u32) -> Option<u32> {
+        let i = self.slot_of(g);
+        (self.state[i] == 1).then(|| self.vals[i])
+    }
+
+    /// Distinct g values in the table.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}

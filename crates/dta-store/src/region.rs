@@ -1,0 +1,442 @@
+//! Regions: one file, a 4096-byte header page then the data area, mapped shared (001 §5.3: the
+//! collector hosts per-primitive memory structures the translator writes into). The data area is
+//! reached only through [`RegionMem`], which bounds-checks every access and goes through raw
+//! pointers and atomics — never a `&mut [u8]` — because other processes (and RDMA NICs) write the
+//! same memory concurrently.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+use memmap2::{Advice, MmapOptions, MmapRaw};
+
+use crate::header::{Header, HEADER_LEN};
+use crate::{SinkError, StoreError, StoreSpec};
+
+/// Where a translated report's memory operations go: the seam between translator and memory
+/// (`docs/architecture.md`). Offsets are relative to the region's data area.
+pub trait MemSink {
+    /// RDMA WRITE of `bytes` at `offset` in the region's data area.
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError>;
+    /// RDMA FETCH_ADD of `add` to the little-endian u64 at `offset` (8-byte aligned).
+    fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError>;
+}
+
+impl<S: MemSink + ?Sized> MemSink for &mut S {
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+        (**self).write(offset, bytes)
+    }
+    fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
+        (**self).fetch_add(offset, add)
+    }
+}
+
+const HUGE_PAGE: u64 = 2 << 20;
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// A mapped region file.
+pub struct Region {
+    // Field order: `mem` points into `map`; `map` must outlive it (dropped after).
+    mem: RegionMem,
+    header: Header,
+    path: PathBuf,
+    huge: bool,
+    map: MmapRaw,
+    _file: File,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("path", &self.path)
+            .field("header", &self.header)
+            .field("writable", &self.mem.writable)
+            .field("huge_pages", &self.huge)
+            .finish()
+    }
+}
+
+fn fs_magic(file: &File) -> Option<i64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fstatfs writes into the zeroed struct we own; the fd is valid for the call.
+    unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        if libc::fstatfs(file.as_raw_fd(), &mut s) == 0 {
+            #[allow(clippy::unnecessary_cast)]
+            Some(s.f_type as i64)
+        } else {
+            None
+        }
+    }
+}
+
+fn shmem_thp_enabled() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+        .map(|s| ["[always]", "[within_size]", "[advise]", "[force]"]
+            .iter()
+            .any(|m| s.contains(m)))
+        .unwrap_or(false)
+}
+
+impl Region {
+    /// Create the region `path` for `spec`. If the file already holds a valid region with the same
+    /// name and spec it is opened and its data kept (regions survive restarts). If it holds
+    /// something else, this fails unless `force`, in which case the file is recreated (zeroed).
+    pub fn create(
+        path: &Path,
+        name: &str,
+        spec: &StoreSpec,
+        force: bool,
+    ) -> Result<Region, StoreError> {
+        let header = Header::new(name, spec)?;
+        if path.exists() {
+            match Region::open(path) {
+                Ok(r) if r.header.name == name && r.header.spec == *spec => return Ok(r),
+                Ok(r) if !force => {
+                    return Err(StoreError::SpecMismatch {
+                        path: path.to_path_buf(),
+                        existing_name: r.header.name.clone(),
+                        existing: format!("{:?}", r.header.spec),
+                    })
+                }
+                Err(e) if !force => return Err(e),
+                _ => {}
+            }
+            std::fs::remove_file(path).map_err(|e| StoreError::io(path, e))?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        let hugetlbfs = fs_magic(&file) == Some(HUGETLBFS_MAGIC);
+        let mut total = HEADER_LEN as u64 + header.data_len;
+        if hugetlbfs {
+            total = total.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+        }
+        file.set_len(total).map_err(|e| StoreError::io(path, e))?;
+        let map = MmapOptions::new()
+            .map_raw(&file)
+            .map_err(|e| StoreError::io(path, e))?;
+        // Written through the mapping: hugetlbfs supports no write(2).
+        let page = header.to_page();
+        // SAFETY: the mapping is at least HEADER_LEN bytes long and we just created the file.
+        unsafe { std::ptr::copy_nonoverlapping(page.as_ptr(), map.as_mut_ptr(), HEADER_LEN) };
+        map.flush_range(0, HEADER_LEN)
+            .map_err(|e| StoreError::io(path, e))?;
+        drop(map);
+        drop(file);
+        Region::open(path)
+    }
+
+    /// Open an existing region read-write.
+    pub fn open(path: &Path) -> Result<Region, StoreError> {
+        Region::open_inner(path, true)
+    }
+
+    /// Open an existing region read-only: every write through [`RegionMem`] fails with
+    /// [`SinkError::ReadOnly`].
+    pub fn open_read_only(path: &Path) -> Result<Region, StoreError> {
+        Region::open_inner(path, false)
+    }
+
+    fn open_inner(path: &Path, writable: bool) -> Result<Region, StoreError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        if file_len < HEADER_LEN as u64 {
+            return Err(StoreError::Truncated {
+                file_len,
+                needed: HEADER_LEN as u64,
+            });
+        }
+        let map = if writable {
+            MmapOptions::new().map_raw(&file)
+        } else {
+            MmapOptions::new().map_raw_read_only(&file)
+        }
+        .map_err(|e| StoreError::io(path, e))?;
+        if (map.len() as u64) < file_len {
+            return Err(StoreError::Truncated {
+                file_len: map.len() as u64,
+                needed: file_len,
+            });
+        }
+        let mut page = vec![0u8; HEADER_LEN];
+        // SAFETY: the mapping is at least HEADER_LEN bytes (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), page.as_mut_ptr(), HEADER_LEN) };
+        let header = Header::parse(&page)?;
+        let needed = header
+            .data_offset
+            .checked_add(header.data_len)
+            .ok_or_else(|| StoreError::BadGeometry("data_offset + data_len overflows".into()))?;
+        if file_len < needed {
+            return Err(StoreError::Truncated { file_len, needed });
+        }
+        let magic = fs_magic(&file);
+        let hugetlbfs = magic == Some(HUGETLBFS_MAGIC);
+        let advised = header.data_len > 0
+            && map
+                .advise_range(
+                    Advice::HugePage,
+                    header.data_offset as usize,
+                    header.data_len as usize,
+                )
+                .is_ok();
+        let huge = hugetlbfs || (advised && magic == Some(TMPFS_MAGIC) && shmem_thp_enabled());
+        let mem = RegionMem {
+            // SAFETY: data_offset + data_len <= file_len <= map.len() (checked above).
+            ptr: unsafe { map.as_mut_ptr().add(header.data_offset as usize) },
+            len: header.data_len,
+            writable,
+        };
+        Ok(Region {
+            mem,
+            header,
+            path: path.to_path_buf(),
+            huge,
+            map,
+            _file: file,
+        })
+    }
+
+    /// The parsed, validated header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The data area.
+    pub fn mem(&self) -> &RegionMem {
+        &self.mem
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.mem.writable
+    }
+
+    /// Whether the data area is backed by huge pages, as best known: the file is on hugetlbfs,
+    /// or on tmpfs with transparent huge pages enabled for shmem and `MADV_HUGEPAGE` accepted.
+    pub fn huge_pages(&self) -> bool {
+        self.huge
+    }
+
+    /// msync the mapping to its file.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        if !self.mem.writable {
+            return Ok(());
+        }
+        self.map
+            .flush()
+            .map_err(|e| StoreError::io(&self.path, e))
+    }
+}
+
+/// A region's data area: bounds-checked reads, writes and atomics on shared memory.
+///
+/// An 8-byte-aligned write whose length is a multiple of 8 is performed as single atomic 8-byte
+/// stores, and the matching reads as atomic 8-byte loads, so a reader never sees a torn 8-byte
+/// word (a prototype Key-Write slot, an Append head). Other writes are plain copies.
+pub struct RegionMem {
+    ptr: *mut u8,
+    len: u64,
+    writable: bool,
+}
+
+// SAFETY: RegionMem only hands out copies of the memory and performs atomic or raw-pointer
+// accesses; the memory is shared with other processes anyway, so no Rust aliasing guarantee is
+// claimed over it. The mapping outlives RegionMem (both are owned by Region).
+unsafe impl Send for RegionMem {}
+unsafe impl Sync for RegionMem {}
+
+impl std::fmt::Debug for RegionMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegionMem")
+            .field("len", &self.len)
+            .field("writable", &self.writable)
+            .finish()
+    }
+}
+
+impl RegionMem {
+    /// Bytes in the data area.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn check(&self, offset: u64, len: u64) -> Result<*mut u8, SinkError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {
+                // SAFETY: offset + len <= self.len, the mapping's data-area length.
+                Ok(unsafe { self.ptr.add(offset as usize) })
+            }
+            _ => Err(SinkError::OutOfBounds { offset, len }),
+        }
+    }
+
+    /// Copy `out.len()` bytes at `offset` into `out`.
+    #[inline]
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), SinkError> {
+        let p = self.check(offset, out.len() as u64)?;
+        if offset % 8 == 0 && out.len() % 8 == 0 {
+            for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
+                // SAFETY: in bounds and 8-byte aligned (the data area is page aligned).
+                let w = unsafe { AtomicU64::from_ptr(p.add(i * 8) as *mut u64) }
+                    .load(Ordering::Relaxed);
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+        } else {
+            // SAFETY: in bounds; `out` is our own buffer and cannot overlap the mapping.
+            unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        }
+        fence(Ordering::Acquire);
+        Ok(())
+    }
+
+    /// Write `bytes` at `offset`. Out of bounds (or read-only) writes change nothing.
+    #[inline]
+    pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        let p = self.check(offset, bytes.len() as u64)?;
+        if offset % 8 == 0 && bytes.len() % 8 == 0 {
+            for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+                let w = u64::from_ne_bytes(chunk.try_into().unwrap());
+                // SAFETY: in bounds and 8-byte aligned.
+                unsafe { AtomicU64::from_ptr(p.add(i * 8) as *mut u64) }
+                    .store(w, Ordering::Release);
+            }
+        } else {
+            fence(Ordering::Release);
+            // SAFETY: in bounds; `bytes` is a caller buffer, not part of the mapping.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn atomic(&self, offset: u64) -> Result<&AtomicU64, SinkError> {
+        if offset % 8 != 0 {
+            return Err(SinkError::Misaligned { offset });
+        }
+        let p = self.check(offset, 8)?;
+        // SAFETY: in bounds, aligned, and the mapping lives as long as `self`.
+        Ok(unsafe { AtomicU64::from_ptr(p as *mut u64) })
+    }
+
+    /// Atomically load the little-endian u64 at `offset` (8-byte aligned).
+    #[inline]
+    pub fn load_u64(&self, offset: u64) -> Result<u64, SinkError> {
+        Ok(u64::from_le(self.atomic(offset)?.load(Ordering::Acquire)))
+    }
+
+    /// Atomically store the little-endian u64 at `offset` (8-byte aligned).
+    #[inline]
+    pub fn store_u64(&self, offset: u64, v: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        self.atomic(offset)?.store(v.to_le(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Atomically add `add` (wrapping) to the little-endian u64 at `offset`; returns the previous
+    /// value. RDMA FETCH_ADD semantics.
+    #[inline]
+    pub fn fetch_add_u64(&self, offset: u64, add: u64) -> Result<u64, SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        let a = self.atomic(offset)?;
+        if cfg!(target_endian = "little") {
+            Ok(a.fetch_add(add, Ordering::AcqRel))
+        } else {
+            let mut cur = a.load(Ordering::Acquire);
+            loop {
+                let new = u64::from_le(cur).wrapping_add(add).to_le();
+                match a.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(prev) => return Ok(u64::from_le(prev)),
+                    Err(now) => cur = now,
+                }
+            }
+        }
+    }
+
+    /// A [`MemSink`] writing into this data area.
+    pub fn sink(&self) -> RegionSink<'_> {
+        RegionSink { mem: self }
+    }
+}
+
+/// The co-located [`MemSink`]: operations go straight into the mapped data area.
+#[derive(Debug, Clone, Copy)]
+pub struct RegionSink<'a> {
+    mem: &'a RegionMem,
+}
+
+impl MemSink for RegionSink<'_> {
+    #[inline]
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+        self.mem.write(offset, bytes)
+    }
+    #[inline]
+    fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
+        self.mem.fetch_add_u64(offset, add).map(|_| ())
+    }
+}
+
+/// A [`MemSink`] over a plain byte vector (tests, dry runs, building expected images).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VecSink {
+    pub bytes: Vec<u8>,
+}
+
+impl VecSink {
+    /// A zeroed data area of `len` bytes.
+    pub fn new(len: usize) -> Self {
+        VecSink {
+            bytes: vec![0; len],
+        }
+    }
+}
+
+impl MemSink for VecSink {
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
+        let end = offset
+            .checked_add(bytes.len() as u64)
+            .filter(|&e| e <= self.bytes.len() as u64)
+            .ok_or(SinkError::OutOfBounds {
+                offset,
+                len: bytes.len() as u64,
+            })?;
+        self.bytes[offset as usize..end as usize].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
+        if offset % 8 != 0 {
+            return Err(SinkError::Misaligned { offset });
+        }
+        if !matches!(offset.checked_add(8), Some(e) if e <= self.bytes.len() as u64) {
+            return Err(SinkError::OutOfBounds { offset, len: 8 });
+        }
+        let o = offset as usize;
+        let v = u64::from_le_bytes(self.bytes[o..o + 8].try_into().unwrap()).wrapping_add(add);
+        self.bytes[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+}

@@ -1,0 +1,369 @@
+//! Store specifications: what a collector configuration asks for and what a region header
+//! records. [`StoreSpec::validate`] checks parameter sanity and [`StoreSpec::data_len`] gives the
+//! size of the data area (`docs/regions.md` describes every layout byte by byte).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{HashScheme, StoreError, StoreKind, MAX_DATA_LEN, MAX_KEY_LEN, MAX_REDUNDANCY};
+
+/// Most Append lists one store holds (001 §6.7 evaluates up to 131 072 lists).
+pub const MAX_LISTS: u32 = 131_072;
+/// Largest data area a region may have (1 TiB).
+pub const MAX_DATA_AREA: u64 = 1 << 40;
+
+/// What a region stores. Serialized internally tagged (`kind = "key_write"`, ...) so a collector's
+/// TOML `[[store]]` table embeds it flat.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoreSpec {
+    KeyWrite(KeyWriteSpec),
+    KeyIncrement(KeyIncrementSpec),
+    Postcarding(PostcardingSpec),
+    Append(AppendSpec),
+    SketchMerge(SketchSpec),
+}
+
+/// Key-Write (001 §4, Appendix A.1): `slots` slots of `[checksum u32][data][pad]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "KeyWriteSpecDe")]
+pub struct KeyWriteSpec {
+    /// Number of slots M, a power of two.
+    pub slots: u64,
+    pub key_len: u8,
+    pub data_len: u8,
+    /// Default: prototype iff `key_len == 4 && data_len == 4` (byte-compatible with the Tofino
+    /// prototype), otherwise native. Prototype requires `key_len == 4`.
+    pub hash: HashScheme,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyWriteSpecDe {
+    slots: u64,
+    key_len: u8,
+    data_len: u8,
+    #[serde(default)]
+    hash: Option<HashScheme>,
+}
+
+impl From<KeyWriteSpecDe> for KeyWriteSpec {
+    fn from(d: KeyWriteSpecDe) -> Self {
+        let mut s = KeyWriteSpec::new(d.slots, d.key_len, d.data_len);
+        if let Some(h) = d.hash {
+            s.hash = h;
+        }
+        s
+    }
+}
+
+impl KeyWriteSpec {
+    /// A spec with the default hash scheme.
+    pub fn new(slots: u64, key_len: u8, data_len: u8) -> Self {
+        let hash = if key_len == 4 && data_len == 4 {
+            HashScheme::Prototype
+        } else {
+            HashScheme::Native
+        };
+        KeyWriteSpec {
+            slots,
+            key_len,
+            data_len,
+            hash,
+        }
+    }
+
+    /// Bytes of one slot: `4 + data_len` rounded up to a multiple of 8.
+    pub fn slot_len(&self) -> usize {
+        (4 + self.data_len as usize).div_ceil(8) * 8
+    }
+}
+
+/// Key-Increment (001 Appendix A.4): `counters` little-endian u64 counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyIncrementSpec {
+    /// Number of counters, a power of two.
+    pub counters: u64,
+    pub key_len: u8,
+    #[serde(default = "native")]
+    pub hash: HashScheme,
+}
+
+fn native() -> HashScheme {
+    HashScheme::Native
+}
+
+/// Postcarding (001 §4 "Postcarding", Appendix A.6): `chunks` chunks of B slots of b bits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostcardingSpec {
+    /// Number of chunks C, a power of two.
+    pub chunks: u64,
+    /// B, the bound on the path length (slots per chunk).
+    #[serde(default = "default_hops")]
+    pub hops: u8,
+    /// b, bits per slot: 8, 16 or 32.
+    #[serde(default = "default_slot_bits")]
+    pub slot_bits: u8,
+    /// N, chunks written per path.
+    #[serde(default = "default_redundancy")]
+    pub redundancy: u8,
+    pub key_len: u8,
+}
+
+fn default_hops() -> u8 {
+    5
+}
+fn default_slot_bits() -> u8 {
+    32
+}
+fn default_redundancy() -> u8 {
+    2
+}
+
+/// Append (001 Appendix A.3): `lists` ring buffers of `capacity` entries of `entry_len` bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendSpec {
+    /// Number of lists, 1..=131072.
+    pub lists: u32,
+    /// Entries per list: a power of two and a multiple of `batch`.
+    pub capacity: u64,
+    /// Bytes per entry, 4..=64.
+    pub entry_len: u8,
+    /// B, entries the translator batches into one write.
+    #[serde(default = "default_batch")]
+    pub batch: u32,
+}
+
+fn default_batch() -> u32 {
+    16
+}
+
+/// Sketch-Merge (000 §3.1 "Sketch-Merge", §4.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SketchSpec {
+    pub sketch_id: u16,
+    #[serde(flatten)]
+    pub kind: SketchKind,
+    /// Reporters expected per epoch: a column is written once all of them contributed it.
+    pub reporters: u32,
+}
+
+/// The sketch being merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "sketch", rename_all = "snake_case")]
+pub enum SketchKind {
+    /// Count-Min: `rows` × `columns` counters; a column is `rows` counters (summed).
+    CountMin { rows: u32, columns: u32 },
+    /// HyperLogLog: `registers` u8 registers, `registers_per_column` per column (max-merged).
+    HyperLogLog {
+        registers: u32,
+        registers_per_column: u32,
+    },
+}
+
+impl SketchKind {
+    /// Columns the sketch is sent and stored as.
+    pub fn columns(&self) -> u32 {
+        match *self {
+            SketchKind::CountMin { columns, .. } => columns,
+            SketchKind::HyperLogLog {
+                registers,
+                registers_per_column,
+            } => registers / registers_per_column.max(1),
+        }
+    }
+
+    /// Values in one column.
+    pub fn width(&self) -> u32 {
+        match *self {
+            SketchKind::CountMin { rows, .. } => rows,
+            SketchKind::HyperLogLog {
+                registers_per_column,
+                ..
+            } => registers_per_column,
+        }
+    }
+
+    /// Bytes of one merged-column record in the region: `[epoch u32][reporters u32][values]`,
+    /// padded to 8 (CM values are u64, HLL values u8).
+    pub fn record_len(&self) -> usize {
+        let values = match *self {
+            SketchKind::CountMin { rows, .. } => rows as usize * 8,
+            SketchKind::HyperLogLog {
+                registers_per_column,
+                ..
+            } => registers_per_column as usize,
+        };
+        (8 + values).div_ceil(8) * 8
+    }
+}
+
+fn bad(msg: impl Into<String>) -> StoreError {
+    StoreError::BadSpec(msg.into())
+}
+
+fn pow2(name: &str, v: u64) -> Result<(), StoreError> {
+    if v == 0 || !v.is_power_of_two() {
+        return Err(bad(format!("{name} = {v} must be a non-zero power of two")));
+    }
+    Ok(())
+}
+
+fn key_len(v: u8) -> Result<(), StoreError> {
+    if v == 0 || v > MAX_KEY_LEN {
+        return Err(bad(format!("key_len = {v} must be 1..={MAX_KEY_LEN}")));
+    }
+    Ok(())
+}
+
+impl StoreSpec {
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            StoreSpec::KeyWrite(_) => StoreKind::KeyWrite,
+            StoreSpec::KeyIncrement(_) => StoreKind::KeyIncrement,
+            StoreSpec::Postcarding(_) => StoreKind::Postcarding,
+            StoreSpec::Append(_) => StoreKind::Append,
+            StoreSpec::SketchMerge(_) => StoreKind::SketchMerge,
+        }
+    }
+
+    /// The hash scheme recorded in the header (only Key-Write and Key-Increment may use the
+    /// prototype's).
+    pub fn hash(&self) -> HashScheme {
+        match self {
+            StoreSpec::KeyWrite(s) => s.hash,
+            StoreSpec::KeyIncrement(s) => s.hash,
+            _ => HashScheme::Native,
+        }
+    }
+
+    /// Check parameter sanity.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        match self {
+            StoreSpec::KeyWrite(s) => {
+                pow2("slots", s.slots)?;
+                key_len(s.key_len)?;
+                if !(4..=MAX_DATA_LEN).contains(&s.data_len) {
+                    return Err(bad(format!(
+                        "data_len = {} must be 4..={MAX_DATA_LEN}",
+                        s.data_len
+                    )));
+                }
+                if s.hash == HashScheme::Prototype && s.key_len != 4 {
+                    return Err(bad("the prototype hash scheme needs key_len = 4"));
+                }
+            }
+            StoreSpec::KeyIncrement(s) => {
+                pow2("counters", s.counters)?;
+                key_len(s.key_len)?;
+                if s.hash == HashScheme::Prototype && s.key_len != 4 {
+                    return Err(bad("the prototype hash scheme needs key_len = 4"));
+                }
+            }
+            StoreSpec::Postcarding(s) => {
+                pow2("chunks", s.chunks)?;
+                key_len(s.key_len)?;
+                if !(1..=16).contains(&s.hops) {
+                    return Err(bad(format!("hops = {} must be 1..=16", s.hops)));
+                }
+                if ![8, 16, 32].contains(&s.slot_bits) {
+                    return Err(bad(format!("slot_bits = {} must be 8, 16 or 32", s.slot_bits)));
+                }
+                if !(1..=MAX_REDUNDANCY).contains(&s.redundancy) {
+                    return Err(bad(format!(
+                        "redundancy = {} must be 1..={MAX_REDUNDANCY}",
+                        s.redundancy
+                    )));
+                }
+            }
+            StoreSpec::Append(s) => {
+                if !(1..=MAX_LISTS).contains(&s.lists) {
+                    return Err(bad(format!("lists = {} must be 1..={MAX_LISTS}", s.lists)));
+                }
+                pow2("capacity", s.capacity)?;
+                if !(4..=64).contains(&s.entry_len) {
+                    return Err(bad(format!("entry_len = {} must be 4..=64", s.entry_len)));
+                }
+                if s.batch == 0 || s.capacity % s.batch as u64 != 0 {
+                    return Err(bad(format!(
+                        "capacity = {} must be a multiple of batch = {} (> 0)",
+                        s.capacity, s.batch
+                    )));
+                }
+            }
+            StoreSpec::SketchMerge(s) => {
+                if s.reporters == 0 {
+                    return Err(bad("reporters must be > 0"));
+                }
+                match s.kind {
+                    SketchKind::CountMin { rows, columns } => {
+                        if !(1..=32).contains(&rows) {
+                            return Err(bad(format!("rows = {rows} must be 1..=32")));
+                        }
+                        pow2("columns", columns as u64)?;
+                        if columns > 65_536 {
+                            return Err(bad("columns must be <= 65536 (u16 on the wire)"));
+                        }
+                    }
+                    SketchKind::HyperLogLog {
+                        registers,
+                        registers_per_column,
+                    } => {
+                        pow2("registers", registers as u64)?;
+                        if !(16..=1 << 24).contains(&registers) {
+                            return Err(bad("registers must be 16..=2^24"));
+                        }
+                        if !(1..=64).contains(&registers_per_column)
+                            || registers % registers_per_column != 0
+                        {
+                            return Err(bad(format!(
+                                "registers_per_column = {registers_per_column} must be 1..=64 and divide registers"
+                            )));
+                        }
+                        if registers / registers_per_column > 65_536 {
+                            return Err(bad("more than 65536 columns (u16 on the wire)"));
+                        }
+                    }
+                }
+            }
+        }
+        let len = self.data_len_unchecked();
+        match len {
+            Some(l) if l > 0 && l <= MAX_DATA_AREA => Ok(()),
+            _ => Err(bad("data area larger than 1 TiB")),
+        }
+    }
+
+    /// Offset of the Append rings in the data area (after the head pointers, page aligned).
+    pub(crate) fn append_rings_offset(lists: u32) -> u64 {
+        (lists as u64 * 8).div_ceil(4096) * 4096
+    }
+
+    fn data_len_unchecked(&self) -> Option<u64> {
+        let round8 = |v: u64| v.checked_add(7).map(|v| v & !7);
+        match self {
+            StoreSpec::KeyWrite(s) => s.slots.checked_mul(s.slot_len() as u64),
+            StoreSpec::KeyIncrement(s) => s.counters.checked_mul(8),
+            StoreSpec::Postcarding(s) => s
+                .chunks
+                .checked_mul(s.hops as u64 * (s.slot_bits as u64 / 8))
+                .and_then(round8),
+            StoreSpec::Append(s) => (s.lists as u64)
+                .checked_mul(s.capacity)?
+                .checked_mul(s.entry_len as u64)?
+                .checked_add(Self::append_rings_offset(s.lists))
+                .and_then(round8),
+            StoreSpec::SketchMerge(s) => {
+                (s.kind.columns() as u64).checked_mul(s.kind.record_len() as u64)
+            }
+        }
+    }
+
+    /// Bytes of the data area. Call after [`validate`](Self::validate).
+    pub fn data_len(&self) -> Result<u64, StoreError> {
+        self.validate()?;
+        Ok(self.data_len_unchecked().unwrap_or(0))
+    }
+}
