@@ -1,1 +1,26 @@
-//! dta-reporter (being written).
+//! The reporter side of Direct Telemetry Access (paper 001 §3: reporters send telemetry reports
+//! over UDP to a translator). [`Reporter`] builds reports of every primitive (Key-Write,
+//! Key-Increment, Append, Postcarding, and Sketch-Merge from 000 §3.1) in the prototype protocol
+//! (one report per datagram) or the native protocol (many per datagram, packed into a buffer
+//! allocated once), numbers datagrams, keeps the last ones of a retransmittable reporter and
+//! resends them go-back-N on a NACK from the translator. [`SketchSender`] sends a sketch column
+//! by column and restarts from a NACKed column. [`loadgen`] is the load generator behind
+//! `dta report`: token-bucket pacing in batches, uniform or Zipf keys from a seed, and data
+//! derived from the key ([`keys`]) so tests can check what the collector stored. Hashing and
+//! placement are the translator's job (`docs/architecture.md`): reporters never compute indices.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod keys;
+pub mod loadgen;
+pub mod pacing;
+#[cfg(feature = "indicatif")]
+pub mod progress;
+pub mod reporter;
+pub mod sketch;
+
+pub use reporter::{
+    Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
+};
+pub use sketch::{ColumnSource, SketchOutcome, SketchSender};

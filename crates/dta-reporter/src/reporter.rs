@@ -1,0 +1,667 @@
+//! The reporter: builds DTA reports into datagrams and sends them over UDP (001 §3 "reporters
+//! ... generate telemetry reports"), with per-datagram sequence numbers and NACK-driven
+//! retransmission (001 §5.2, 000 §3.2).
+//!
+//! * **Prototype** protocol: one report per datagram. The long base header carries the low
+//!   byte of the reporter's sequence number (`seqnum u8`); the short one carries none, so a
+//!   short-format reporter cannot be retransmittable.
+//! * **Native** protocol: reports are packed back to back into the open datagram until the
+//!   next one would not fit `max_datagram`, `max_reports_per_datagram` is reached, or
+//!   [`Reporter::flush`] is called. Nothing is allocated per report: the datagram is built in a
+//!   buffer allocated once.
+//!
+//! **Retransmission** (go-back-N, matching the translator's sequence tracking): a
+//! retransmittable reporter keeps its last `retransmit_buffer` datagrams in a ring. A NACK names
+//! the sequence number the translator expects next; the reporter resends every kept datagram
+//! from that number to its newest, byte for byte. NACKs arrive on a separate, unconnected UDP
+//! socket bound on `nack_port` (default [`NACK_PORT`], 40044, where the translator sends them);
+//! it is polled without blocking every [`NACK_POLL_EVERY`] datagrams, by
+//! [`Reporter::poll_nacks`], and by [`Reporter::linger`] which waits for late NACKs at the end of
+//! a run. A NACK for the same number as the last honoured one within `nack_holdoff` is ignored:
+//! the translator repeats a NACK while datagrams sent before the retransmission keep arriving,
+//! and resending the window for each repeat would multiply the traffic. A NACK for a number
+//! older than the ring is counted in `unrecoverable_nacks`. Sketch-Merge NACKs (a native NACK
+//! with a sketch body, 000 §3.1) are not handled here: they are kept for
+//! [`crate::sketch::SketchSender`] to take with [`Reporter::take_sketch_nack`].
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use dta_wire::native::{self, HeaderRepr, Kind, SketchNack};
+use dta_wire::prototype::{self, BaseFormat, BaseRepr};
+use dta_wire::{Priority, Report, NACK_PORT};
+
+/// The NACK socket is polled (non-blocking) once every this many datagrams sent.
+pub const NACK_POLL_EVERY: u32 = 64;
+/// Default largest UDP payload: a 1500-byte Ethernet MTU less the IPv4 and UDP headers.
+pub const DEFAULT_MAX_DATAGRAM: usize = 1472;
+
+/// Which protocol the reporter speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The Tofino prototype's (one report per datagram), with the given base header.
+    Prototype(BaseFormat),
+    /// Native protocol version 1.
+    Native {
+        /// This reporter's id (the translator tracks sequence numbers and sketches per id).
+        reporter_id: u32,
+    },
+}
+
+/// Reporter configuration. [`ReporterConfig::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct ReporterConfig {
+    /// The translator (UDP port [`dta_wire::DTA_PORT`] normally).
+    pub destination: SocketAddr,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// Native datagram priority (the prototype carries none). Default `Medium`.
+    pub priority: Priority,
+    /// Keep datagrams and resend them on a NACK. Default false. Needs the long base header with
+    /// the prototype.
+    pub retransmittable: bool,
+    /// Largest UDP payload (native packing limit). Default [`DEFAULT_MAX_DATAGRAM`].
+    pub max_datagram: usize,
+    /// Most reports per native datagram (1..=255). Default 255.
+    pub max_reports_per_datagram: u8,
+    /// Local UDP port NACKs are received on: `Some(0)` for an ephemeral port (see
+    /// [`Reporter::nack_addr`]), `None` for no NACK socket. Default `Some(NACK_PORT)`. When
+    /// the port is in use and the reporter is not retransmittable, the reporter runs without
+    /// a NACK socket rather than failing.
+    pub nack_port: Option<u16>,
+    /// Datagrams kept for retransmission (at most 128 with the prototype, whose sequence
+    /// number is 8 bits). Default 1024.
+    pub retransmit_buffer: usize,
+    /// Ignore a repeated NACK for the same sequence number within this time. Default 10 ms.
+    pub nack_holdoff: Duration,
+    /// Local address to send from. Default: unspecified, of the destination's family.
+    pub bind: Option<IpAddr>,
+}
+
+impl ReporterConfig {
+    /// The defaults for sending to `destination`.
+    pub fn new(destination: SocketAddr, protocol: Protocol) -> ReporterConfig {
+        ReporterConfig {
+            destination,
+            protocol,
+            priority: Priority::Medium,
+            retransmittable: false,
+            max_datagram: DEFAULT_MAX_DATAGRAM,
+            max_reports_per_datagram: u8::MAX,
+            nack_port: Some(NACK_PORT),
+            retransmit_buffer: 1024,
+            nack_holdoff: Duration::from_millis(10),
+            bind: None,
+        }
+    }
+}
+
+/// Why a report was not sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report cannot be expressed on the wire (key or data length, redundancy, ...).
+    #[error("invalid report: {}", .0.reason())]
+    Wire(#[from] dta_wire::Error),
+    /// The primitive does not exist in the configured protocol (Sketch-Merge in the prototype).
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+    /// One report is larger than `max_datagram` allows.
+    #[error("a report of {len} bytes does not fit a datagram of at most {max} bytes")]
+    TooLarge {
+        /// Bytes the report needs, with the datagram header.
+        len: usize,
+        /// The configured `max_datagram`.
+        max: usize,
+    },
+    /// The socket failed.
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Reporter counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReporterStats {
+    /// Datagrams sent (first transmissions).
+    pub datagrams: u64,
+    /// Reports sent (first transmissions).
+    pub reports: u64,
+    /// UDP payload bytes sent (first transmissions).
+    pub bytes: u64,
+    /// Datagrams resent on a NACK.
+    pub retransmissions: u64,
+    /// Well-formed NACKs for this reporter received.
+    pub nacks: u64,
+    /// NACKs ignored within the hold-off of the same NACK.
+    pub nacks_held_off: u64,
+    /// NACKs naming a sequence number no longer kept.
+    pub unrecoverable_nacks: u64,
+    /// Malformed or foreign datagrams on the NACK socket.
+    pub bad_nacks: u64,
+    /// Datagrams the kernel refused (e.g. ICMP port unreachable: `ECONNREFUSED`); lost.
+    pub send_errors: u64,
+}
+
+/// The last `cap` retransmittable datagrams, consecutive in sequence number.
+struct RetransmitRing {
+    slot_len: usize,
+    data: Vec<u8>,
+    lens: Vec<usize>,
+    /// Index of the slot the next datagram goes to.
+    head: usize,
+    filled: usize,
+}
+
+impl RetransmitRing {
+    fn new(cap: usize, slot_len: usize) -> RetransmitRing {
+        RetransmitRing {
+            slot_len,
+            data: vec![0; cap * slot_len],
+            lens: vec![0; cap],
+            head: 0,
+            filled: 0,
+        }
+    }
+
+    fn cap(&self) -> usize {
+        self.lens.len()
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.cap() == 0 {
+            return;
+        }
+        let s = self.head * self.slot_len;
+        self.data[s..s + bytes.len()].copy_from_slice(bytes);
+        self.lens[self.head] = bytes.len();
+        self.head = (self.head + 1) % self.cap();
+        self.filled = (self.filled + 1).min(self.cap());
+    }
+
+    /// The `back`-th newest datagram (1 = newest); `back` must be in 1..=filled.
+    fn get(&self, back: usize) -> &[u8] {
+        let i = (self.head + self.cap() - back) % self.cap();
+        let s = i * self.slot_len;
+        &self.data[s..s + self.lens[i]]
+    }
+}
+
+/// Sends DTA reports to one translator. See the module doc.
+pub struct Reporter {
+    cfg: ReporterConfig,
+    socket: UdpSocket,
+    nack_socket: Option<UdpSocket>,
+    /// The open native datagram, or the prototype scratch buffer.
+    buf: Vec<u8>,
+    /// Bytes in the open native datagram (0: none open).
+    len: usize,
+    count: u8,
+    /// Sequence number of the next datagram sent (the open one, if any).
+    next_seq: u32,
+    ring: RetransmitRing,
+    stats: ReporterStats,
+    sketch_nack: Option<SketchNack>,
+    last_nack: Option<(u32, Instant)>,
+    since_poll: u32,
+}
+
+impl Reporter {
+    /// Open the sending socket (connected to `cfg.destination`) and the NACK socket.
+    pub fn new(cfg: ReporterConfig) -> io::Result<Reporter> {
+        let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_string());
+        if cfg.max_reports_per_datagram == 0 {
+            return Err(invalid("max_reports_per_datagram must be at least 1"));
+        }
+        let min = match cfg.protocol {
+            Protocol::Native { .. } => native::HEADER_LEN + native::MAX_REPORT_LEN,
+            Protocol::Prototype(f) => f.header_len() + 33,
+        };
+        if cfg.max_datagram < min || cfg.max_datagram > 65507 {
+            return Err(invalid(&format!(
+                "max_datagram must be in {min}..=65507 (one largest report fits)"
+            )));
+        }
+        if cfg.retransmittable && cfg.protocol == Protocol::Prototype(BaseFormat::Short) {
+            return Err(invalid(
+                "the prototype short header has no sequence number: retransmission needs the long format",
+            ));
+        }
+        let unspecified = |v6: bool| -> IpAddr {
+            if v6 {
+                Ipv6Addr::UNSPECIFIED.into()
+            } else {
+                Ipv4Addr::UNSPECIFIED.into()
+            }
+        };
+        let v6 = cfg.destination.is_ipv6();
+        let local = cfg.bind.unwrap_or_else(|| unspecified(v6));
+        let socket = UdpSocket::bind(SocketAddr::new(local, 0))?;
+        socket.connect(cfg.destination)?;
+        let nack_socket = match cfg.nack_port {
+            None => None,
+            Some(port) => match UdpSocket::bind(SocketAddr::new(unspecified(v6), port)) {
+                Ok(s) => {
+                    s.set_nonblocking(true)?;
+                    Some(s)
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && !cfg.retransmittable => None,
+                Err(e) => return Err(e),
+            },
+        };
+        let ring_cap = if !cfg.retransmittable {
+            0
+        } else if matches!(cfg.protocol, Protocol::Prototype(_)) {
+            cfg.retransmit_buffer.min(128)
+        } else {
+            cfg.retransmit_buffer
+        };
+        Ok(Reporter {
+            buf: vec![0; cfg.max_datagram],
+            ring: RetransmitRing::new(ring_cap, cfg.max_datagram),
+            cfg,
+            socket,
+            nack_socket,
+            len: 0,
+            count: 0,
+            next_seq: 0,
+            stats: ReporterStats::default(),
+            sketch_nack: None,
+            last_nack: None,
+            since_poll: 0,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ReporterConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ReporterStats {
+        self.stats
+    }
+
+    /// The local address reports are sent from.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// The local address of the NACK socket, if there is one.
+    pub fn nack_addr(&self) -> Option<SocketAddr> {
+        self.nack_socket.as_ref().and_then(|s| s.local_addr().ok())
+    }
+
+    /// Sequence number the next datagram will carry (the prototype sends its low byte).
+    pub fn next_seq(&self) -> u32 {
+        self.next_seq
+    }
+
+    /// Reports in the open (unsent) native datagram.
+    pub fn pending(&self) -> u8 {
+        self.count
+    }
+
+    /// Key-Write (001 §4 "Key-Write"): store `data` under `key` in `redundancy` slots.
+    pub fn key_write(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        redundancy: u8,
+        immediate: bool,
+    ) -> Result<(), ReportError> {
+        self.report(&Report::KeyWrite {
+            key,
+            data,
+            redundancy,
+            immediate,
+        })
+    }
+
+    /// Key-Increment (001 §4 "Key-Increment"): add `counter` to `redundancy` counters of `key`.
+    pub fn key_increment(
+        &mut self,
+        key: &[u8],
+        counter: u64,
+        redundancy: u8,
+        immediate: bool,
+    ) -> Result<(), ReportError> {
+        self.report(&Report::KeyIncrement {
+            key,
+            counter,
+            redundancy,
+            immediate,
+        })
+    }
+
+    /// Append (001 §4 "Append"): append `data` to list `list_id`.
+    pub fn append(&mut self, list_id: u32, data: &[u8], immediate: bool) -> Result<(), ReportError> {
+        self.report(&Report::Append {
+            list_id,
+            data,
+            immediate,
+        })
+    }
+
+    /// Postcarding (001 §4 "Postcarding"): hop `hop`'s `value` for flow `key` (`path_len` 0 =
+    /// unknown; the prototype drops it).
+    pub fn postcard(
+        &mut self,
+        key: &[u8],
+        hop: u8,
+        path_len: u8,
+        value: u32,
+        immediate: bool,
+    ) -> Result<(), ReportError> {
+        self.report(&Report::Postcard {
+            key,
+            hop,
+            path_len,
+            value,
+            immediate,
+        })
+    }
+
+    /// One Sketch-Merge column (000 §3.1); native protocol only. Columns of one sketch must
+    /// be sent in order: [`crate::sketch::SketchSender`] does that.
+    pub fn sketch_column(
+        &mut self,
+        sketch_id: u16,
+        column: u16,
+        epoch: u32,
+        data: &[u8],
+        immediate: bool,
+    ) -> Result<(), ReportError> {
+        self.report(&Report::SketchColumn {
+            sketch_id,
+            column,
+            epoch,
+            data,
+            immediate,
+        })
+    }
+
+    /// Send (prototype) or pack (native) any report.
+    pub fn report(&mut self, report: &Report<'_>) -> Result<(), ReportError> {
+        match self.cfg.protocol {
+            Protocol::Prototype(format) => self.send_prototype(report, format),
+            Protocol::Native { reporter_id } => self.pack_native(report, reporter_id),
+        }
+    }
+
+    fn send_prototype(&mut self, report: &Report<'_>, format: BaseFormat) -> Result<(), ReportError> {
+        if matches!(report, Report::SketchColumn { .. }) {
+            return Err(ReportError::Unsupported(
+                "Sketch-Merge needs the native protocol",
+            ));
+        }
+        let retransmittable = self.cfg.retransmittable;
+        let repr = prototype::Repr {
+            base: BaseRepr {
+                opcode: report.opcode(),
+                seqnum: (format == BaseFormat::Long).then_some(self.next_seq as u8),
+                immediate: report.immediate(),
+                retransmittable,
+            },
+            report: *report,
+        };
+        let n = repr.emit(&mut self.buf, format)?;
+        self.send_buf(n, 1)
+    }
+
+    fn pack_native(&mut self, report: &Report<'_>, reporter_id: u32) -> Result<(), ReportError> {
+        let rl = native::report_len(report);
+        let max = self.cfg.max_datagram;
+        if native::HEADER_LEN + rl > max {
+            return Err(ReportError::TooLarge {
+                len: native::HEADER_LEN + rl,
+                max,
+            });
+        }
+        if self.len > 0 && self.len + rl > max {
+            self.flush()?;
+        }
+        let opened = self.len == 0;
+        if opened {
+            HeaderRepr {
+                kind: Kind::Reports,
+                priority: self.cfg.priority,
+                retransmittable: self.cfg.retransmittable,
+                count: 0,
+                reporter_id,
+                seq: self.next_seq,
+            }
+            .emit(&mut native::Packet::new_unchecked(
+                &mut self.buf[..native::HEADER_LEN],
+            ));
+            self.len = native::HEADER_LEN;
+        }
+        match native::emit_report(report, &mut self.buf[self.len..max]) {
+            Ok(n) => {
+                self.len += n;
+                self.count += 1;
+            }
+            Err(e) => {
+                if opened {
+                    self.len = 0;
+                }
+                return Err(e.into());
+            }
+        }
+        if self.count >= self.cfg.max_reports_per_datagram {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Drop the reports packed in the open native datagram without sending them (no sequence
+    /// number is used). Returns how many were dropped.
+    pub fn discard_pending(&mut self) -> u8 {
+        let n = self.count;
+        self.len = 0;
+        self.count = 0;
+        n
+    }
+
+    /// Add another reporter's counters to this one's (for totals over several reporters).
+    pub fn add_stats(&mut self, other: ReporterStats) {
+        let s = &mut self.stats;
+        s.datagrams += other.datagrams;
+        s.reports += other.reports;
+        s.bytes += other.bytes;
+        s.retransmissions += other.retransmissions;
+        s.nacks += other.nacks;
+        s.nacks_held_off += other.nacks_held_off;
+        s.unrecoverable_nacks += other.unrecoverable_nacks;
+        s.bad_nacks += other.bad_nacks;
+        s.send_errors += other.send_errors;
+    }
+
+    /// Send the open native datagram, if any (a no-op for the prototype).
+    pub fn flush(&mut self) -> Result<(), ReportError> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        native::Packet::new_unchecked(&mut self.buf[..]).set_count(self.count);
+        let (len, count) = (self.len, self.count);
+        self.len = 0;
+        self.count = 0;
+        self.send_buf(len, count as u64)
+    }
+
+    /// Send `buf[..len]` as the datagram `next_seq`, keep it if retransmittable.
+    fn send_buf(&mut self, len: usize, reports: u64) -> Result<(), ReportError> {
+        let bytes = &self.buf[..len];
+        match self.socket.send(bytes) {
+            Ok(_) => {}
+            // Nothing listens (yet) at the destination: UDP loses the datagram; count it.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.stats.send_errors += 1,
+            Err(e) => return Err(e.into()),
+        }
+        if self.cfg.retransmittable {
+            self.ring.push(bytes);
+        }
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.stats.datagrams += 1;
+        self.stats.reports += reports;
+        self.stats.bytes += len as u64;
+        self.since_poll += 1;
+        if self.since_poll >= NACK_POLL_EVERY {
+            self.poll_nacks()?;
+        }
+        Ok(())
+    }
+
+    /// Handle every NACK waiting on the NACK socket, without blocking. Returns how many
+    /// datagrams were received on it.
+    pub fn poll_nacks(&mut self) -> io::Result<usize> {
+        self.since_poll = 0;
+        let mut handled = 0;
+        let mut b = [0u8; 64];
+        loop {
+            let Some(s) = self.nack_socket.as_ref() else {
+                return Ok(handled);
+            };
+            match s.recv(&mut b) {
+                Ok(n) => {
+                    handled += 1;
+                    self.handle_nack(&b[..n])?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(handled),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error from an earlier send on this socket: not a NACK.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Wait up to `timeout` for one datagram on the NACK socket and handle it, then handle any
+    /// others already waiting. Returns how many were received (0: timed out or no NACK socket).
+    pub fn wait_nack(&mut self, timeout: Duration) -> io::Result<usize> {
+        let n = self.poll_nacks()?;
+        if n > 0 || self.nack_socket.is_none() {
+            return Ok(n);
+        }
+        let Some(s) = self.nack_socket.as_ref() else {
+            return Ok(0);
+        };
+        let mut b = [0u8; 64];
+        s.set_nonblocking(false)?;
+        let r = s
+            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))
+            .and_then(|_| s.recv(&mut b));
+        s.set_nonblocking(true)?;
+        match r {
+            Ok(n) => {
+                self.handle_nack(&b[..n])?;
+                Ok(1 + self.poll_nacks()?)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                        | io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Flush, then keep handling NACKs until `quiet` passes with none arriving (at most
+    /// `max` in all): the end of a retransmittable run. Returns the NACK datagrams received.
+    pub fn linger(&mut self, quiet: Duration, max: Duration) -> Result<usize, ReportError> {
+        self.flush()?;
+        let end = Instant::now() + max;
+        let mut total = 0;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(total);
+            }
+            let n = self.wait_nack(quiet.min(left))?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n;
+        }
+    }
+
+    /// The last Sketch-Merge NACK received, if not taken yet.
+    pub fn take_sketch_nack(&mut self) -> Option<SketchNack> {
+        self.sketch_nack.take()
+    }
+
+    fn handle_nack(&mut self, b: &[u8]) -> io::Result<()> {
+        match self.cfg.protocol {
+            Protocol::Prototype(_) => match prototype::NackRepr::parse(b) {
+                Ok(n) if n.nack => {
+                    self.stats.nacks += 1;
+                    // 8-bit sequence space: how far back from the next number.
+                    let back = (self.next_seq as u8).wrapping_sub(n.seqnum) as usize;
+                    self.resend(n.seqnum as u32, back)
+                }
+                Ok(_) => Ok(()),
+                Err(_) => {
+                    self.stats.bad_nacks += 1;
+                    Ok(())
+                }
+            },
+            Protocol::Native { reporter_id } => match native::NackRepr::parse(b) {
+                Ok(n) if n.reporter_id == reporter_id => {
+                    self.stats.nacks += 1;
+                    if let Some(s) = n.sketch {
+                        self.sketch_nack = Some(s);
+                        return Ok(());
+                    }
+                    let back = self.next_seq.wrapping_sub(n.seq) as usize;
+                    self.resend(n.seq, back)
+                }
+                _ => {
+                    self.stats.bad_nacks += 1;
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// Go-back-N: resend the `back` newest datagrams (from sequence number `seq` on).
+    fn resend(&mut self, seq: u32, back: usize) -> io::Result<()> {
+        if back == 0 {
+            // The translator expects the datagram not sent yet: nothing is missing.
+            return Ok(());
+        }
+        if !self.cfg.retransmittable || back > self.ring.filled {
+            self.stats.unrecoverable_nacks += 1;
+            return Ok(());
+        }
+        let now = Instant::now();
+        if let Some((s, at)) = self.last_nack {
+            if s == seq && now.duration_since(at) < self.cfg.nack_holdoff {
+                self.stats.nacks_held_off += 1;
+                return Ok(());
+            }
+        }
+        self.last_nack = Some((seq, now));
+        for k in (1..=back).rev() {
+            match self.socket.send(self.ring.get(k)) {
+                Ok(_) => self.stats.retransmissions += 1,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.stats.send_errors += 1
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Reporter {
+    /// Reports still packed in the open native datagram are sent on drop (errors ignored).
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
