@@ -1,0 +1,167 @@
+//! Postcarding against 001 Appendix A.6: |V| = 2^18, B = 5, N = 2, b = 32, α = 0.1. Formulas
+//! (9)-(11) bound the unanswered rate by 3.3% (exactly 3.286%); (12) makes a wrong path
+//! essentially impossible. Every path of a stream is queried right after exactly αC further
+//! paths have been written.
+
+use dta_store::hash::fmix64;
+use dta_store::{
+    PostcardAnswer, PostcardingLayout, PostcardingSpec, Region, StoreSpec, ValueTable,
+    VecSink,
+};
+use rand::{Rng, SeedableRng};
+
+const C: u64 = 1 << 18;
+const V: u32 = 1 << 18;
+
+fn key(t: u64, salt: u64) -> [u8; 13] {
+    let mut k = [0u8; 13];
+    k[..8].copy_from_slice(&fmix64(t ^ salt).to_le_bytes());
+    k[8..].copy_from_slice(&fmix64(t.wrapping_add(salt)).to_le_bytes()[..5]);
+    k
+}
+
+fn spec(bits: u8) -> StoreSpec {
+    StoreSpec::Postcarding(PostcardingSpec {
+        chunks: C,
+        hops: 5,
+        slot_bits: bits,
+        redundancy: 2,
+        key_len: 13,
+    })
+}
+
+#[test]
+fn a6_bound_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Region::create(&dir.path().join("pc"), "paths", &spec(32), false).unwrap();
+    let layout = PostcardingLayout::new(r.header()).unwrap();
+    assert_eq!(layout.chunk_len(), 20);
+    let table = ValueTable::range(&layout, V);
+    let seed: u64 = rand::random();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let salt: u64 = rng.gen();
+    let lag = (0.1 * C as f64).round() as usize;
+    let queries: u64 = 12_000_000;
+    // Ring of the paths written in the last `lag` steps.
+    let mut paths = vec![([None; 5], 0usize); lag + 1];
+    let mut sink = r.mem().sink();
+    let (mut answered, mut wrong, mut ambiguous) = (0u64, 0u64, 0u64);
+    for t in 0..queries + lag as u64 {
+        let len = rng.gen_range(1..=5);
+        let mut vals = [None; 5];
+        for v in vals.iter_mut().take(len) {
+            *v = Some(rng.gen_range(0..V));
+        }
+        layout.apply_chunk(&key(t, salt), &vals, &mut sink).unwrap();
+        paths[t as usize % (lag + 1)] = (vals, len);
+        if t >= lag as u64 {
+            let q = t - lag as u64;
+            let (want, len) = paths[q as usize % (lag + 1)];
+            match layout.query(r.mem(), &key(q, salt), &table) {
+                PostcardAnswer::Found(p) => {
+                    let ok = p.len() == len && p.iter().zip(&want).all(|(a, b)| Some(*a) == *b);
+                    if ok {
+                        answered += 1;
+                    } else {
+                        wrong += 1;
+                    }
+                }
+                PostcardAnswer::Ambiguous => ambiguous += 1,
+                PostcardAnswer::Empty => {}
+            }
+        }
+    }
+    let rate = answered as f64 / queries as f64;
+    let over = 1.0 - (-0.2f64).exp();
+    println!(
+        "postcarding |V|=2^18 B=5 N=2 b=32 a=0.1: answered {:.4}% (A.6: >= {:.4}%), wrong {wrong}, ambiguous {ambiguous}, of {queries}",
+        rate * 100.0,
+        (1.0 - over * over) * 100.0
+    );
+    assert!(rate >= 0.967, "answered {rate}");
+    assert_eq!(wrong, 0);
+}
+
+#[test]
+fn chunk_bytes_and_short_paths() {
+    // One path in a tiny store: the chunk is checksum(x,i) ^ g(v_i), blanks after the path.
+    let spec = PostcardingSpec {
+        chunks: 4,
+        hops: 3,
+        slot_bits: 16,
+        redundancy: 1,
+        key_len: 4,
+    };
+    let h = dta_store::Header::new("p", &StoreSpec::Postcarding(spec)).unwrap();
+    let layout = PostcardingLayout::new(&h).unwrap();
+    let mut sink = VecSink::new(h.data_len as usize);
+    let key = [1, 2, 3, 4];
+    layout
+        .apply_chunk(&key, &[Some(7), None, None], &mut sink)
+        .unwrap();
+    let hk = dta_store::hash::fnv1a64(&key);
+    let at = layout.chunk_offset(hk, 0) as usize;
+    for (i, v) in [7u32, dta_store::hash::BLANK, dta_store::hash::BLANK]
+        .into_iter()
+        .enumerate()
+    {
+        let s = dta_store::hash::postcard_checksum(hk, i as u8, 16)
+            ^ dta_store::hash::postcard_g(v, 16);
+        assert_eq!(&sink.bytes[at + 2 * i..at + 2 * i + 2], &(s as u16).to_le_bytes());
+    }
+    // Wrong shapes are rejected and write nothing.
+    let before = sink.bytes.clone();
+    assert_eq!(
+        layout.apply_chunk(&key, &[Some(1), None], &mut sink),
+        Err(dta_store::ApplyError::BadHop)
+    );
+    assert_eq!(
+        layout.apply_chunk(&[1, 2, 3], &[None; 3], &mut sink),
+        Err(dta_store::ApplyError::BadKeyLen)
+    );
+    assert_eq!(sink.bytes, before);
+}
+
+#[test]
+fn query_decodes_and_rejects_mixed_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Region::create(&dir.path().join("pc"), "p", &spec(32), false).unwrap();
+    let layout = PostcardingLayout::new(r.header()).unwrap();
+    let table = ValueTable::new(&layout, [10u32, 20, 30, 40, 50, 60]);
+    let mut sink = r.mem().sink();
+    let k = [9u8; 13];
+    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
+    layout
+        .apply_chunk(&k, &[Some(10), Some(20), Some(30), None, None], &mut sink)
+        .unwrap();
+    assert_eq!(
+        layout.query(r.mem(), &k, &table),
+        PostcardAnswer::Found(vec![10, 20, 30])
+    );
+    // A value outside V makes the chunk invalid.
+    layout
+        .apply_chunk(&k, &[Some(10), Some(21), None, None, None], &mut sink)
+        .unwrap();
+    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
+    // Two valid chunks that disagree: overwrite copy 1 only with another path.
+    layout
+        .apply_chunk(&k, &[Some(40), None, None, None, None], &mut sink)
+        .unwrap();
+    let hk = dta_store::hash::fnv1a64(&k);
+    let mut other = VecSink::new(r.mem().len() as usize);
+    layout
+        .apply_chunk(&k, &[Some(50), Some(60), None, None, None], &mut other)
+        .unwrap();
+    let at = layout.chunk_offset(hk, 1);
+    let bytes = other.bytes[at as usize..at as usize + layout.chunk_len()].to_vec();
+    r.mem().write(at, &bytes).unwrap();
+    if layout.chunk_offset(hk, 0) != at {
+        assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Ambiguous);
+    }
+    // A hole (blank before a value) is invalid.
+    layout
+        .apply_chunk(&k, &[Some(10), None, Some(30), None, None], &mut sink)
+        .unwrap();
+    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
+}
