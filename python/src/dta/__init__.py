@@ -1,0 +1,54 @@
+"""Direct Telemetry Access (DTA) for Python.
+
+A thin layer over the Rust core (the native extension ``dta._native``):
+
+* encoding of reports for both wire protocols (``encode_prototype``, ``NativeDatagram``) and
+  decoding of any datagram (``decode``), from ``dta-wire``;
+* read-only queries on region files (``Region``), from ``dta-store``;
+* ``dta.reporter.Reporter``, a UDP sender for both protocols that batches native reports.
+
+Rejections raise ``WireError`` (a ``ValueError``) whose ``reason`` is the counter name of
+``docs/protocol.md`` (``"bad_key_len"``, ``"truncated"``, ...).
+"""
+
+from ._native import (  # noqa: F401
+    DTA_PORT,
+    ERROR_REASONS,
+    NACK_PORT,
+    DatagramFull,
+    NativeDatagram,
+    WireError,
+    decode,
+    decode_native_nack,
+    decode_prototype_nack,
+    encode_native_nack,
+    encode_prototype,
+    encode_prototype_nack,
+    native_report_len,
+)
+
+try:  # Region queries need dta-store's query API in the native module.
+    from ._native import Region  # noqa: F401
+except ImportError:  # pragma: no cover - only on a native module built without it
+    pass
+
+from .reporter import Reporter, send_reports  # noqa: F401,E402
+
+__all__ = [
+    "DTA_PORT",
+    "NACK_PORT",
+    "ERROR_REASONS",
+    "DatagramFull",
+    "NativeDatagram",
+    "Region",
+    "Reporter",
+    "WireError",
+    "decode",
+    "decode_native_nack",
+    "decode_prototype_nack",
+    "encode_native_nack",
+    "encode_prototype",
+    "encode_prototype_nack",
+    "native_report_len",
+    "send_reports",
+]

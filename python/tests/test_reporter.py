@@ -1,0 +1,163 @@
+"""dta.reporter.Reporter against a local UDP socket: the bytes received are the encoders'."""
+
+import socket
+
+import pytest
+
+import dta
+from conftest import load_vectors
+from dta.reporter import Reporter, send_reports
+
+DATA = bytes.fromhex("deadbeef")
+
+
+@pytest.fixture
+def sink():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(5)
+    yield s
+    s.close()
+
+
+def recv_all(sock, n):
+    return [sock.recv(65535) for _ in range(n)]
+
+
+def no_more(sock):
+    sock.settimeout(0.05)
+    with pytest.raises(socket.timeout):
+        sock.recv(65535)
+
+
+def test_prototype_short_one_datagram_per_report(sink):
+    port = sink.getsockname()[1]
+    with Reporter("127.0.0.1", port, protocol="prototype") as r:
+        assert r.key_write(0x0A000001, DATA, redundancy=2, immediate=True) == 11
+        r.key_increment(7, 1500)
+        r.append(3, DATA)
+        r.postcard(0x0A000001, 2, 0x65)
+        assert r.pending == 0
+    got = recv_all(sink, 4)
+    assert got == [
+        dta.encode_prototype("key_write", key=0x0A000001, data=DATA, redundancy=2, immediate=True),
+        dta.encode_prototype("key_increment", key=7, counter=1500),
+        dta.encode_prototype("append", list_id=3, data=DATA),
+        dta.encode_prototype("postcarding", key=0x0A000001, hop=2, data=0x65),
+    ]
+    assert got[0] == bytes.fromhex("0180020a000001deadbeef")
+    assert r.sent_datagrams == 4
+    no_more(sink)
+
+
+def test_prototype_long_seqnum_wraps_and_nack_resends(sink):
+    port = sink.getsockname()[1]
+    r = Reporter("127.0.0.1", port, protocol="prototype", base_header="long",
+                 retransmittable=True, seq=254)
+    for i in range(4):
+        r.append(i, DATA)
+    got = recv_all(sink, 4)
+    assert [dta.decode(g, "long")["header"]["seqnum"] for g in got] == [254, 255, 0, 1]
+    assert all(dta.decode(g, "long")["header"]["retransmittable"] for g in got)
+    # A NACK for seqnum 255 resends 255, 0 and 1 in order; with N clear nothing happens.
+    assert r.handle_nack(dta.encode_prototype_nack(255, False)) == 0
+    assert r.handle_nack(dta.encode_prototype_nack(255)) == 3
+    assert recv_all(sink, 3) == got[1:]
+    r.close()
+    no_more(sink)
+
+
+def test_prototype_retransmission_needs_long_header():
+    with pytest.raises(ValueError, match="long"):
+        Reporter(protocol="prototype", retransmittable=True)
+    with pytest.raises(ValueError, match="native-protocol"):
+        Reporter(protocol="prototype").sketch_merge(1, 0, 0, DATA)
+
+
+def test_native_batches_until_full_then_flush(sink):
+    port = sink.getsockname()[1]
+    # Header 12 + three 12-byte appends fit in 48 bytes; the fourth starts a new datagram.
+    r = Reporter("127.0.0.1", port, reporter_id=9, seq=0xFFFFFFFF, max_datagram=48,
+                 priority="medium")
+    for i in range(3):
+        r.append(i, DATA)
+    assert r.pending == 3
+    assert r.sent_datagrams == 0
+    r.append(3, DATA)  # does not fit: flushes the first three
+    assert r.pending == 1
+    first = sink.recv(65535)
+    want = dta.NativeDatagram("medium", False, 9, 0xFFFFFFFF, 48)
+    for i in range(3):
+        want.append(i, DATA)
+    assert first == bytes(want)
+    assert r.flush() == 24
+    assert r.flush() == 0
+    second = dta.decode(sink.recv(65535))
+    assert second["header"]["seq"] == 0  # wrapped
+    assert second["header"]["reporter_id"] == 9
+    assert second["reports"] == [{"opcode": "append", "immediate": False, "list_id": 3,
+                                  "data": "deadbeef"}]
+    r.close()
+    no_more(sink)
+
+
+def test_native_every_primitive_and_nack_resend(sink):
+    port = sink.getsockname()[1]
+    key = bytes.fromhex("0a0000010a00000204d2005006")
+    with Reporter("127.0.0.1", port, reporter_id=4, seq=10, retransmittable=True,
+                  priority="high") as r:
+        r.key_write(key, DATA, redundancy=2)
+        r.key_increment(key, 99, immediate=True)
+        r.flush()
+        r.postcard(key, 1, 0xCAFE, path_len=5)
+        r.sketch_merge(3, 0, 1, bytes(16))
+        r.flush()
+        got = recv_all(sink, 2)
+        d0, d1 = dta.decode(got[0]), dta.decode(got[1])
+        assert (d0["header"]["seq"], d1["header"]["seq"]) == (10, 11)
+        assert d0["header"]["retransmittable"] and d0["header"]["priority"] == "high"
+        assert [x["opcode"] for x in d0["reports"] + d1["reports"]] == [
+            "key_write", "key_increment", "postcarding", "sketch_merge"]
+        assert d1["reports"][0] == {"opcode": "postcarding", "immediate": False,
+                                    "key": key.hex(), "hop": 1, "path_len": 5, "value": 0xCAFE}
+        # NACKs: another reporter's is ignored; ours resends from seq 11.
+        assert r.handle_nack(dta.encode_native_nack(5, 10)) == 0
+        assert r.handle_nack(dta.encode_native_nack(4, 11, (3, 0, 1))) == 1
+        assert sink.recv(65535) == got[1]
+        assert r.handle_nack(dta.encode_native_nack(4, 10)) == 2
+        assert recv_all(sink, 2) == got
+        with pytest.raises(dta.WireError):
+            r.handle_nack(b"\x11\x00")
+    no_more(sink)
+
+
+def test_window_bounds_what_is_kept(sink):
+    port = sink.getsockname()[1]
+    r = Reporter("127.0.0.1", port, retransmittable=True, window=2)
+    for i in range(5):
+        r.append(i, DATA)
+        r.flush()
+    recv_all(sink, 5)
+    assert r.handle_nack(dta.encode_native_nack(0, 0)) == 2  # only seq 3 and 4 are kept
+    assert [dta.decode(p)["header"]["seq"] for p in recv_all(sink, 2)] == [3, 4]
+    r.close()
+
+
+@pytest.mark.parametrize("protocol", ["native", "prototype"])
+def test_send_reports_helper_matches_vectors(sink, protocol):
+    port = sink.getsockname()[1]
+    if protocol == "native":
+        v = next(v for v in load_vectors("native.json")["vectors"] if len(v["reports"]) > 1)
+        h = v["header"]
+        n = send_reports(v["reports"], "127.0.0.1", port, reporter_id=h["reporter_id"],
+                         seq=h["seq"], priority=h["priority"],
+                         retransmittable=h["retransmittable"])
+        assert n == 1
+        assert sink.recv(65535).hex() == v["hex"]
+    else:
+        vs = [v for v in load_vectors("prototype.json")["vectors"]
+              if v["base_header"] == "short"]
+        reports = [dict(v["report"], opcode=v["header"]["opcode"],
+                        immediate=v["header"]["immediate"]) for v in vs]
+        assert send_reports(reports, "127.0.0.1", port, protocol="prototype") == len(vs)
+        assert [g.hex() for g in recv_all(sink, len(vs))] == [v["hex"] for v in vs]
