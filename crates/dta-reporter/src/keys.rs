@@ -225,7 +225,10 @@ mod tests {
     fn other_lengths_right_aligned() {
         assert_eq!(key_vec(0x0102, 2), vec![1, 2]);
         assert_eq!(key_vec(0x0102, 10), vec![0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
-        assert_eq!(key_vec(0x0102_0304_0506_0708, 8), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            key_vec(0x0102_0304_0506_0708, 8),
+            vec![1, 2, 3, 4, 5, 6, 7, 8]
+        );
     }
 
     #[test]

@@ -23,4 +23,4 @@ pub mod sketch;
 pub use reporter::{
     Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };
-pub use sketch::{ColumnSource, SketchOutcome, SketchSender};
+pub use sketch::{ColumnSource, HllColumns, SketchOutcome, SketchSender};

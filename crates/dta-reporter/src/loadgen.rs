@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use dta_store::sketch::CountMin;
 use dta_wire::Opcode;
 
 use crate::keys::{self, KeyDistError, KeySampler, MAX_DATA_LEN, MAX_KEY_LEN};
@@ -146,9 +147,10 @@ impl LoadSpec {
                     self.sketch_rows
                 ));
             }
-            if !(1..=65536).contains(&self.sketch_columns) {
+            if !(1..=65536).contains(&self.sketch_columns) || !self.sketch_columns.is_power_of_two()
+            {
                 return bad(format!(
-                    "sketch_columns {} must be 1..=65536",
+                    "sketch_columns {} must be a power of two, at most 65536",
                     self.sketch_columns
                 ));
             }
@@ -400,6 +402,16 @@ fn run_sketch(
     Ok(s)
 }
 
-fn build_count_min(_spec: &LoadSpec) -> Result<crate::sketch::CounterTable<'static>, LoadError> {
-    Err(LoadError::Spec("TEMP".into()))
+/// The Count-Min sketch a Sketch-Merge run sends: `sketch_rows × sketch_columns`, every one of
+/// the `count` drawn keys (as [`key_indices`] yields them) added with increment 1. A test can
+/// rebuild it to know what the merged sketch should hold.
+pub fn build_count_min(spec: &LoadSpec) -> Result<CountMin, LoadError> {
+    let mut cm = CountMin::new(spec.sketch_rows, spec.sketch_columns);
+    let mut key = [0u8; MAX_KEY_LEN];
+    let key = &mut key[..spec.key_len as usize];
+    for i in key_indices(spec)?.take(spec.count.unwrap_or(0) as usize) {
+        keys::key_bytes(i, key);
+        cm.update(key, 1);
+    }
+    Ok(cm)
 }

@@ -334,7 +334,12 @@ impl Reporter {
     }
 
     /// Append (001 §4 "Append"): append `data` to list `list_id`.
-    pub fn append(&mut self, list_id: u32, data: &[u8], immediate: bool) -> Result<(), ReportError> {
+    pub fn append(
+        &mut self,
+        list_id: u32,
+        data: &[u8],
+        immediate: bool,
+    ) -> Result<(), ReportError> {
         self.report(&Report::Append {
             list_id,
             data,
@@ -388,7 +393,11 @@ impl Reporter {
         }
     }
 
-    fn send_prototype(&mut self, report: &Report<'_>, format: BaseFormat) -> Result<(), ReportError> {
+    fn send_prototype(
+        &mut self,
+        report: &Report<'_>,
+        format: BaseFormat,
+    ) -> Result<(), ReportError> {
         if matches!(report, Report::SketchColumn { .. }) {
             return Err(ReportError::Unsupported(
                 "Sketch-Merge needs the native protocol",

@@ -15,6 +15,8 @@
 
 use std::time::{Duration, Instant};
 
+use dta_store::sketch::{CountMin, HyperLogLog};
+
 use crate::reporter::{ReportError, Reporter};
 
 /// Something that can be sent column by column.
@@ -211,50 +213,38 @@ impl<S: ColumnSource> SketchSender<S> {
     }
 }
 
-/// A Count-Min sketch given as a `rows × columns` table of counters (row-major): a column is
-/// its `rows` counters, big-endian u32, saturating (000 §3.1).
-#[derive(Debug, Clone, Copy)]
-pub struct CounterTable<'a> {
-    /// `rows * columns` counters, row-major.
-    pub counters: &'a [u64],
-    /// Rows (counters per column).
-    pub rows: usize,
-    /// Columns.
-    pub columns: usize,
-}
-
-impl ColumnSource for CounterTable<'_> {
+/// A Count-Min sketch sends its columns as built by `dta-store` (hashing exactly like the
+/// Sketch-Merge store): column c is its `rows` counters, big-endian u32 (000 §3.1).
+impl ColumnSource for CountMin {
     fn columns(&self) -> usize {
-        self.columns
+        CountMin::columns(self) as usize
     }
     fn column_len(&self) -> usize {
-        self.rows * 4
+        self.rows() as usize * 4
     }
     fn write_column(&self, column: usize, out: &mut [u8]) {
-        for r in 0..self.rows {
-            let v = self.counters[r * self.columns + column].min(u32::MAX as u64) as u32;
-            out[r * 4..r * 4 + 4].copy_from_slice(&v.to_be_bytes());
-        }
+        self.column_wire(column as u32, out)
     }
 }
 
-/// HyperLogLog registers sent `width` per column (000 §3.1: merged by register-wise max).
+/// A HyperLogLog sent `per_column` registers per column (000 §3.1: merged register-wise by
+/// max). `per_column` must match the Sketch-Merge store's `registers_per_column`.
 #[derive(Debug, Clone, Copy)]
-pub struct RegisterColumns<'a> {
-    /// The registers.
-    pub registers: &'a [u8],
-    /// Registers per column.
-    pub width: usize,
+pub struct HllColumns<'a> {
+    /// The sketch.
+    pub hll: &'a HyperLogLog,
+    /// Registers per column (4..=64, dividing the register count).
+    pub per_column: u32,
 }
 
-impl ColumnSource for RegisterColumns<'_> {
+impl ColumnSource for HllColumns<'_> {
     fn columns(&self) -> usize {
-        self.registers.len() / self.width.max(1)
+        self.hll.registers().len() / self.per_column.max(1) as usize
     }
     fn column_len(&self) -> usize {
-        self.width
+        self.per_column as usize
     }
     fn write_column(&self, column: usize, out: &mut [u8]) {
-        out.copy_from_slice(&self.registers[column * self.width..(column + 1) * self.width]);
+        out.copy_from_slice(self.hll.column(column as u32, self.per_column));
     }
 }
