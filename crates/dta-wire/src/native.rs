@@ -652,10 +652,16 @@ impl<'a> Datagram<'a> {
     /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`].
     pub fn parse(buf: &'a [u8]) -> Result<Datagram<'a>, Error> {
         let p = Packet::new_unchecked(buf);
-        let header = HeaderRepr::parse(&p)?;
+        let mut header = HeaderRepr::parse(&p)?;
         let mut nack = None;
         match header.kind {
-            Kind::Nack => nack = parse_nack_body(header.count, p.payload())?,
+            Kind::Nack => {
+                nack = parse_nack_body(header.count, p.payload())?;
+                // A NACK's Pri and R are sent as 0 and ignored on receipt (a value of 3 is
+                // still `BadPriority`: the header is checked before the kind's body).
+                header.priority = Priority::Low;
+                header.retransmittable = false;
+            }
             Kind::Reports => {
                 if header.count == 0 {
                     return Err(Error::BadCount);
@@ -1033,6 +1039,16 @@ mod tests {
         let d = Datagram::parse(&out[..20]).unwrap();
         assert_eq!(d.nack(), Some(with));
         assert_eq!(d.reports().count(), 0);
+        let header = d.header;
+        // Priority and R of a NACK are ignored on receipt.
+        out[1] = 0xa0;
+        let d2 = Datagram::parse(&out[..20]).unwrap();
+        assert_eq!(d2.header, header);
+        assert_eq!(d2.header.priority, Priority::Low);
+        assert_eq!(NackRepr::parse(&out[..20]), Ok(with));
+        out[1] = 0xc0;
+        assert_eq!(NackRepr::parse(&out[..20]), Err(Error::BadPriority));
+        out[1] = 0;
         out[2] = 2;
         assert_eq!(NackRepr::parse(&out[..20]), Err(Error::BadCount));
         assert_eq!(NackRepr::parse(&TWO_REPORTS), Err(Error::UnknownKind));
