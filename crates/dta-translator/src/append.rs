@@ -13,8 +13,10 @@ pub struct AppendBatcher {
     buf: Vec<u8>,
     fill: Vec<u32>,
     heads: Vec<u64>,
-    /// Lists with a non-empty batch, for flushing without scanning every list.
+    /// Lists that received entries since the last flush, each once, for flushing without
+    /// scanning every list.
     dirty: Vec<u32>,
+    queued: Vec<bool>,
     immediate: Vec<bool>,
 }
 
@@ -40,6 +42,7 @@ impl AppendBatcher {
             fill: vec![0; lists],
             heads,
             dirty: Vec::with_capacity(lists.min(1 << 16)),
+            queued: vec![false; lists],
             immediate: vec![false; lists],
         }
     }
@@ -63,7 +66,8 @@ impl AppendBatcher {
     ) -> Result<(), E> {
         let l = list as usize;
         let fill = self.fill[l] as usize;
-        if fill == 0 {
+        if !self.queued[l] {
+            self.queued[l] = true;
             self.dirty.push(list);
         }
         let base = (l * self.batch + fill) * self.entry_len;
@@ -103,6 +107,7 @@ impl AppendBatcher {
         let dirty = std::mem::take(&mut self.dirty);
         let mut result = Ok(());
         for &list in &dirty {
+            self.queued[list as usize] = false;
             if self.fill[list as usize] > 0 {
                 let r = self.emit_list(list as usize, false, &mut emit);
                 if result.is_ok() {
