@@ -127,7 +127,7 @@ fn default_redundancy() -> u8 {
 pub struct AppendSpec {
     /// Number of lists, 1..=131072.
     pub lists: u32,
-    /// Entries per list: a power of two and a multiple of `batch`.
+    /// Entries per list: a power of two, a multiple of `batch` and at least `2·batch`.
     pub capacity: u64,
     /// Bytes per entry, 4..=64.
     pub entry_len: u8,
@@ -286,9 +286,12 @@ impl StoreSpec {
                 if !(4..=64).contains(&s.entry_len) {
                     return Err(bad(format!("entry_len = {} must be 4..=64", s.entry_len)));
                 }
-                if s.batch == 0 || s.capacity % s.batch as u64 != 0 {
+                if s.batch == 0 || s.capacity % s.batch as u64 != 0 || s.capacity < 2 * s.batch as u64
+                {
+                    // A reader stays one batch clear of the overwrite frontier (append.rs), so a
+                    // ring of a single batch could never be read safely.
                     return Err(bad(format!(
-                        "capacity = {} must be a multiple of batch = {} (> 0)",
+                        "capacity = {} must be a multiple of batch = {} (> 0) and at least two batches",
                         s.capacity, s.batch
                     )));
                 }
