@@ -70,7 +70,9 @@ pub enum StoreError {
     BadKind(u16),
     #[error("unknown hash scheme {0}")]
     BadHashScheme(u32),
-    #[error("header CRC mismatch: stored {stored:#010x}, computed {computed:#010x} (corrupt header)")]
+    #[error(
+        "header CRC mismatch: stored {stored:#010x}, computed {computed:#010x} (corrupt header)"
+    )]
     BadHeaderCrc { stored: u32, computed: u32 },
     #[error("bad header geometry: {0}")]
     BadGeometry(String),
@@ -87,7 +89,10 @@ pub enum StoreError {
         existing: String,
     },
     #[error("layout for a {expected} store built from a {found} header")]
-    WrongKind { expected: StoreKind, found: StoreKind },
+    WrongKind {
+        expected: StoreKind,
+        found: StoreKind,
+    },
     #[error("list id {list} out of range (store has {lists} lists)")]
     BadListId { list: u32, lists: u32 },
     #[error("bad shard {shard} of {shards}")]

@@ -73,9 +73,11 @@ fn fs_magic(file: &File) -> Option<i64> {
 
 fn shmem_thp_enabled() -> bool {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
-        .map(|s| ["[always]", "[within_size]", "[advise]", "[force]"]
-            .iter()
-            .any(|m| s.contains(m)))
+        .map(|s| {
+            ["[always]", "[within_size]", "[advise]", "[force]"]
+                .iter()
+                .any(|m| s.contains(m))
+        })
         .unwrap_or(false)
 }
 
@@ -234,9 +236,7 @@ impl Region {
         if !self.mem.writable {
             return Ok(());
         }
-        self.map
-            .flush()
-            .map_err(|e| StoreError::io(&self.path, e))
+        self.map.flush().map_err(|e| StoreError::io(&self.path, e))
     }
 }
 

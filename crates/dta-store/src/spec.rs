@@ -269,7 +269,10 @@ impl StoreSpec {
                     return Err(bad(format!("hops = {} must be 1..=16", s.hops)));
                 }
                 if ![8, 16, 32].contains(&s.slot_bits) {
-                    return Err(bad(format!("slot_bits = {} must be 8, 16 or 32", s.slot_bits)));
+                    return Err(bad(format!(
+                        "slot_bits = {} must be 8, 16 or 32",
+                        s.slot_bits
+                    )));
                 }
                 if !(1..=MAX_REDUNDANCY).contains(&s.redundancy) {
                     return Err(bad(format!(
@@ -286,7 +289,9 @@ impl StoreSpec {
                 if !(4..=64).contains(&s.entry_len) {
                     return Err(bad(format!("entry_len = {} must be 4..=64", s.entry_len)));
                 }
-                if s.batch == 0 || s.capacity % s.batch as u64 != 0 || s.capacity < 2 * s.batch as u64
+                if s.batch == 0
+                    || s.capacity % s.batch as u64 != 0
+                    || s.capacity < 2 * s.batch as u64
                 {
                     // A reader stays one batch clear of the overwrite frontier (append.rs), so a
                     // ring of a single batch could never be read safely.

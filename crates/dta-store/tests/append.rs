@@ -42,7 +42,11 @@ fn indices(out: &[u8]) -> Vec<u64> {
     out.chunks_exact(16)
         .map(|e| {
             let i = u64::from_le_bytes(e[..8].try_into().unwrap());
-            assert_eq!(e[12..], (i as u32 ^ 0xA5A5_A5A5).to_le_bytes(), "torn entry");
+            assert_eq!(
+                e[12..],
+                (i as u32 ^ 0xA5A5_A5A5).to_le_bytes(),
+                "torn entry"
+            );
             i
         })
         .collect()
@@ -99,8 +103,14 @@ fn batch_split_at_ring_end() {
     assert_eq!(r.mem().load_u64(l.head_offset(1)).unwrap(), 20);
     // Shapes.
     let mut s = r.mem().sink();
-    assert_eq!(l.write_entries(2, 0, &batch, &mut s), Err(ApplyError::BadListId));
-    assert_eq!(l.write_entries(1, 0, &batch[..15], &mut s), Err(ApplyError::BadDataLen));
+    assert_eq!(
+        l.write_entries(2, 0, &batch, &mut s),
+        Err(ApplyError::BadListId)
+    );
+    assert_eq!(
+        l.write_entries(1, 0, &batch[..15], &mut s),
+        Err(ApplyError::BadDataLen)
+    );
     assert_eq!(
         l.write_entries(1, 0, &vec![0; 17 * 16], &mut s),
         Err(ApplyError::BadDataLen)
@@ -227,7 +237,10 @@ fn concurrent_reader_never_sees_overwritten_entries() {
         out.clear();
         let p = reader.poll(r.mem(), 64, &mut out);
         for i in indices(&out) {
-            assert!(last.map_or(true, |x| i > x), "out of order {i} after {last:?}");
+            assert!(
+                last.map_or(true, |x| i > x),
+                "out of order {i} after {last:?}"
+            );
             last = Some(i);
         }
         delivered += p.entries as u64;

@@ -1,7 +1,7 @@
 //! Key-Increment (001 Appendix A.4): a count-min in collector memory never underestimates, and its
 //! error stays within the count-min bound on a Zipf-like workload.
 
-use dta_store::{ApplyError, KeyIncrementLayout, KeyIncrementSpec, HashScheme, Region, StoreSpec};
+use dta_store::{ApplyError, HashScheme, KeyIncrementLayout, KeyIncrementSpec, Region, StoreSpec};
 use rand::{Rng, SeedableRng};
 
 #[test]
@@ -66,8 +66,14 @@ fn never_underestimates_and_error_within_cm_bound() {
     // The heaviest key's counters are dominated by itself.
     assert!(l.query(r.mem(), &keys[0], n) - truth[0] <= bound as u64);
     // Shapes.
-    assert_eq!(l.apply(&[0; 4], 1, 1, &mut sink), Err(ApplyError::BadKeyLen));
-    assert_eq!(l.apply(&keys[0], 1, 0, &mut sink), Err(ApplyError::BadRedundancy));
+    assert_eq!(
+        l.apply(&[0; 4], 1, 1, &mut sink),
+        Err(ApplyError::BadKeyLen)
+    );
+    assert_eq!(
+        l.apply(&keys[0], 1, 0, &mut sink),
+        Err(ApplyError::BadRedundancy)
+    );
 }
 
 #[test]

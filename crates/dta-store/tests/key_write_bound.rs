@@ -5,9 +5,7 @@
 //! each query sees α = 0.1 exactly.
 
 use dta_store::hash::{fmix32, fmix64};
-use dta_store::{
-    HashScheme, KeyWriteAnswer, KeyWriteLayout, KeyWriteSpec, Region, StoreSpec,
-};
+use dta_store::{HashScheme, KeyWriteAnswer, KeyWriteLayout, KeyWriteSpec, Region, StoreSpec};
 
 const M: u64 = 1 << 20;
 const ALPHA: f64 = 0.1;
@@ -65,7 +63,9 @@ fn stream(layout: &KeyWriteLayout, region: &Region, n: u8, queries: u64) -> Outc
     };
     for t in 0..queries + lag {
         key(t, klen, salt, &mut k);
-        layout.apply(&k[..klen], &data(t, salt), n, &mut sink).unwrap();
+        layout
+            .apply(&k[..klen], &data(t, salt), n, &mut sink)
+            .unwrap();
         if t >= lag {
             let q = t - lag;
             key(q, klen, salt, &mut k);
@@ -81,7 +81,13 @@ fn stream(layout: &KeyWriteLayout, region: &Region, n: u8, queries: u64) -> Outc
 }
 
 fn region(dir: &tempfile::TempDir, spec: KeyWriteSpec) -> (Region, KeyWriteLayout) {
-    let r = Region::create(&dir.path().join("kw"), "kw", &StoreSpec::KeyWrite(spec), true).unwrap();
+    let r = Region::create(
+        &dir.path().join("kw"),
+        "kw",
+        &StoreSpec::KeyWrite(spec),
+        true,
+    )
+    .unwrap();
     let l = KeyWriteLayout::new(r.header()).unwrap();
     (r, l)
 }

@@ -5,8 +5,7 @@
 
 use dta_store::hash::fmix64;
 use dta_store::{
-    PostcardAnswer, PostcardingLayout, PostcardingSpec, Region, StoreSpec, ValueTable,
-    VecSink,
+    PostcardAnswer, PostcardingLayout, PostcardingSpec, Region, StoreSpec, ValueTable, VecSink,
 };
 use rand::{Rng, SeedableRng};
 
@@ -108,7 +107,10 @@ fn chunk_bytes_and_short_paths() {
     {
         let s = dta_store::hash::postcard_checksum(hk, i as u8, 16)
             ^ dta_store::hash::postcard_g(v, 16);
-        assert_eq!(&sink.bytes[at + 2 * i..at + 2 * i + 2], &(s as u16).to_le_bytes());
+        assert_eq!(
+            &sink.bytes[at + 2 * i..at + 2 * i + 2],
+            &(s as u16).to_le_bytes()
+        );
     }
     // Wrong shapes are rejected and write nothing.
     let before = sink.bytes.clone();

@@ -23,7 +23,9 @@ fn merged_count_min_equals_union() {
     assert_eq!(l.column_len_wire(), 16);
     let mut rng = rand::rngs::StdRng::seed_from_u64(rand::random());
     let mut union = CountMin::new(rows, columns);
-    let mut per: Vec<CountMin> = (0..reporters).map(|_| CountMin::new(rows, columns)).collect();
+    let mut per: Vec<CountMin> = (0..reporters)
+        .map(|_| CountMin::new(rows, columns))
+        .collect();
     for _ in 0..200_000 {
         let k = key(rng.gen_range(0..20_000u64).pow(2) / 20_000);
         let inc = rng.gen_range(1..100);
@@ -56,7 +58,10 @@ fn merged_count_min_equals_union() {
     for i in 0..5_000u64 {
         let k = key(i);
         assert_eq!(l.cm_estimate(r.mem(), &k), union.estimate(&k));
-        assert_eq!(l.cm_estimate_epoch(r.mem(), &k, epoch), Some(union.estimate(&k)));
+        assert_eq!(
+            l.cm_estimate_epoch(r.mem(), &k, epoch),
+            Some(union.estimate(&k))
+        );
         assert_eq!(l.cm_estimate_epoch(r.mem(), &k, epoch + 1), None);
     }
     assert!(l.column_epochs(r.mem()).iter().all(|e| e.epoch == epoch));
@@ -67,8 +72,14 @@ fn merged_count_min_equals_union() {
     assert_eq!(rec, [41, 0, 0, 0, 5, 0, 0, 0]);
     // Shapes.
     let mut s = r.mem().sink();
-    assert_eq!(l.write_columns(1023, 1, 1, &[0; 8], &mut s), Err(ApplyError::BadColumn));
-    assert_eq!(l.write_columns(0, 1, 1, &[0; 3], &mut s), Err(ApplyError::BadDataLen));
+    assert_eq!(
+        l.write_columns(1023, 1, 1, &[0; 8], &mut s),
+        Err(ApplyError::BadColumn)
+    );
+    assert_eq!(
+        l.write_columns(0, 1, 1, &[0; 3], &mut s),
+        Err(ApplyError::BadDataLen)
+    );
 }
 
 #[test]
@@ -100,7 +111,12 @@ fn merged_hyperloglog_within_three_standard_errors() {
     let truth = 200_000f64;
     for c in 0..l.columns() {
         let vals: Vec<u64> = (0..per_col as usize)
-            .map(|j| per.iter().map(|h| h.column(c, per_col)[j] as u64).max().unwrap())
+            .map(|j| {
+                per.iter()
+                    .map(|h| h.column(c, per_col)[j] as u64)
+                    .max()
+                    .unwrap()
+            })
             .collect();
         l.write_columns(c, 2, reporters, &vals, &mut r.mem().sink())
             .unwrap();

@@ -1,0 +1,452 @@
+//! Regions: persistence, read-only mapping, corrupt headers, bounds, the byte-exact prototype
+//! Key-Write layout, and the serde form of store specs.
+
+use std::fs::OpenOptions;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use dta_store::header::{field, header_crc};
+use dta_store::{
+    AppendSpec, ApplyError, HashScheme, KeyWriteAnswer, KeyWriteLayout, KeyWriteSpec, Region,
+    SinkError, SketchKind, StoreError, StoreKind, StoreSpec,
+};
+
+fn kw(slots: u64) -> StoreSpec {
+    StoreSpec::KeyWrite(KeyWriteSpec::new(slots, 4, 4))
+}
+
+fn patch(path: &Path, at: u64, bytes: &[u8], fix_crc: bool) {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(bytes).unwrap();
+    if fix_crc {
+        let page = std::fs::read(path).unwrap();
+        let crc = header_crc(&page[..4096]);
+        f.seek(SeekFrom::Start(field::HEADER_CRC.start as u64))
+            .unwrap();
+        f.write_all(&crc.to_le_bytes()).unwrap();
+    }
+}
+
+#[test]
+fn regions_are_send_and_sync() {
+    fn ok<T: Send + Sync>() {}
+    ok::<Region>();
+    ok::<dta_store::RegionMem>();
+}
+
+#[test]
+fn survives_close_and_reopen_and_checks_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.region");
+    let key = [10, 0, 0, 1];
+    {
+        let r = Region::create(&path, "flows", &kw(1 << 12), false).unwrap();
+        assert_eq!(r.header().kind, StoreKind::KeyWrite);
+        assert_eq!(r.header().hash, HashScheme::Prototype);
+        let l = KeyWriteLayout::new(r.header()).unwrap();
+        l.apply(&key, &[1, 2, 3, 4], 2, &mut r.mem().sink())
+            .unwrap();
+        r.flush().unwrap();
+        println!("huge pages: {}", r.huge_pages());
+    }
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(len, 4096 + (1 << 12) * 8);
+    // Same spec: opened, data kept.
+    let r = Region::create(&path, "flows", &kw(1 << 12), false).unwrap();
+    let l = KeyWriteLayout::new(r.header()).unwrap();
+    assert_eq!(
+        l.query(r.mem(), &key, 2, 1),
+        KeyWriteAnswer::Found {
+            data: vec![1, 2, 3, 4],
+            votes: 2
+        }
+    );
+    let created = r.header().created_unix_ns;
+    assert!(created > 0);
+    drop(r);
+    let r = Region::open(&path).unwrap();
+    assert_eq!(r.header().created_unix_ns, created);
+    assert_eq!(r.header().name, "flows");
+    drop(r);
+    // Different spec or name: refused, or recreated (zeroed) with force.
+    assert!(matches!(
+        Region::create(&path, "flows", &kw(1 << 13), false),
+        Err(StoreError::SpecMismatch { .. })
+    ));
+    assert!(matches!(
+        Region::create(&path, "other", &kw(1 << 12), false),
+        Err(StoreError::SpecMismatch { .. })
+    ));
+    let r = Region::create(&path, "flows", &kw(1 << 13), true).unwrap();
+    let l = KeyWriteLayout::new(r.header()).unwrap();
+    assert_eq!(l.query(r.mem(), &key, 2, 1), KeyWriteAnswer::Empty);
+    assert_eq!(r.mem().len(), (1 << 13) * 8);
+    // A layout of the wrong kind is refused.
+    assert!(matches!(
+        dta_store::AppendLayout::new(r.header()),
+        Err(StoreError::WrongKind { .. })
+    ));
+}
+
+#[test]
+fn read_only_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r");
+    let r = Region::create(&path, "ro", &kw(1 << 8), false).unwrap();
+    let l = KeyWriteLayout::new(r.header()).unwrap();
+    l.apply(&[1, 2, 3, 4], &[9, 9, 9, 9], 1, &mut r.mem().sink())
+        .unwrap();
+    drop(r);
+    let ro = Region::open_read_only(&path).unwrap();
+    assert!(!ro.is_writable());
+    assert!(matches!(
+        l.query(ro.mem(), &[1, 2, 3, 4], 1, 1),
+        KeyWriteAnswer::Found { .. }
+    ));
+    let before = snapshot(ro.mem());
+    assert_eq!(ro.mem().write(0, &[1; 8]), Err(SinkError::ReadOnly));
+    assert_eq!(ro.mem().fetch_add_u64(0, 1), Err(SinkError::ReadOnly));
+    assert_eq!(
+        l.apply(&[1, 2, 3, 4], &[0; 4], 1, &mut ro.mem().sink()),
+        Err(ApplyError::Sink(SinkError::ReadOnly))
+    );
+    assert_eq!(snapshot(ro.mem()), before);
+    ro.flush().unwrap();
+}
+
+fn snapshot(mem: &dta_store::RegionMem) -> Vec<u8> {
+    let mut v = vec![0u8; mem.len() as usize];
+    mem.read(0, &mut v).unwrap();
+    v
+}
+
+#[test]
+fn corrupt_headers_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = |name: &str| {
+        let p = dir.path().join(name);
+        Region::create(&p, "c", &kw(1 << 10), true).unwrap();
+        p
+    };
+    let p = fresh("magic");
+    patch(&p, 0, b"X", false);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadMagic)));
+
+    let p = fresh("crc");
+    patch(&p, 3000, &[1], false);
+    let e = Region::open(&p).unwrap_err();
+    assert!(matches!(e, StoreError::BadHeaderCrc { .. }));
+    assert!(e.to_string().contains("corrupt header"));
+
+    let p = fresh("version");
+    patch(&p, field::VERSION.start as u64, &2u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(2))));
+
+    let p = fresh("kind");
+    patch(&p, field::KIND.start as u64, &9u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadKind(9))));
+
+    let p = fresh("hash");
+    patch(
+        &p,
+        field::HASH_SCHEME.start as u64,
+        &7u32.to_le_bytes(),
+        true,
+    );
+    assert!(matches!(
+        Region::open(&p),
+        Err(StoreError::BadHashScheme(7))
+    ));
+
+    let p = fresh("datalen");
+    patch(
+        &p,
+        field::DATA_LEN.start as u64,
+        &(1u64 << 20).to_le_bytes(),
+        true,
+    );
+    assert!(matches!(Region::open(&p), Err(StoreError::BadGeometry(_))));
+
+    let p = fresh("slots");
+    patch(&p, field::PARAMS.start as u64, &1000u64.to_le_bytes(), true);
+    let e = Region::open(&p).unwrap_err();
+    assert!(matches!(e, StoreError::BadSpec(_)), "{e}");
+    assert!(e.to_string().contains("power of two"));
+
+    let p = fresh("truncated");
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(4096 + 100)
+        .unwrap();
+    assert!(matches!(
+        Region::open(&p),
+        Err(StoreError::Truncated {
+            file_len: 4196,
+            needed: 12288
+        })
+    ));
+
+    let p = fresh("short");
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    assert!(matches!(
+        Region::open(&p),
+        Err(StoreError::Truncated { .. })
+    ));
+
+    let p = dir.path().join("empty");
+    std::fs::write(&p, b"").unwrap();
+    assert!(matches!(
+        Region::open(&p),
+        Err(StoreError::Truncated { .. })
+    ));
+    // create() over a corrupt file refuses without force and recreates with it.
+    assert!(Region::create(&p, "c", &kw(1 << 10), false).is_err());
+    assert!(Region::create(&p, "c", &kw(1 << 10), true).is_ok());
+
+    assert!(matches!(
+        Region::open(&dir.path().join("missing")),
+        Err(StoreError::Io { .. })
+    ));
+    // Bad names and specs.
+    assert!(Region::create(&dir.path().join("n"), "", &kw(8), true).is_err());
+    assert!(Region::create(&dir.path().join("n"), &"x".repeat(33), &kw(8), true).is_err());
+    assert!(Region::create(&dir.path().join("n"), "a", &kw(12), true).is_err());
+    let proto13 = StoreSpec::KeyWrite(KeyWriteSpec {
+        slots: 8,
+        key_len: 13,
+        data_len: 4,
+        hash: HashScheme::Prototype,
+    });
+    assert!(Region::create(&dir.path().join("n"), "a", &proto13, true).is_err());
+}
+
+#[test]
+fn out_of_bounds_writes_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Region::create(&dir.path().join("b"), "b", &kw(16), false).unwrap();
+    let m = r.mem();
+    assert_eq!(m.len(), 128);
+    m.write(0, &[7; 128]).unwrap();
+    let before = snapshot(m);
+    assert_eq!(
+        m.write(124, &[1; 8]),
+        Err(SinkError::OutOfBounds {
+            offset: 124,
+            len: 8
+        })
+    );
+    assert_eq!(
+        m.write(u64::MAX - 2, &[1; 8]),
+        Err(SinkError::OutOfBounds {
+            offset: u64::MAX - 2,
+            len: 8
+        })
+    );
+    assert!(matches!(
+        m.fetch_add_u64(128, 1),
+        Err(SinkError::OutOfBounds { .. })
+    ));
+    assert_eq!(
+        m.fetch_add_u64(4, 1),
+        Err(SinkError::Misaligned { offset: 4 })
+    );
+    assert_eq!(m.load_u64(3), Err(SinkError::Misaligned { offset: 3 }));
+    let mut out = [0u8; 4];
+    assert!(m.read(126, &mut out).is_err());
+    assert_eq!(snapshot(m), before);
+    // The edge itself is fine.
+    m.write(120, &[1; 8]).unwrap();
+    assert_eq!(m.fetch_add_u64(120, 1).unwrap(), 0x0101_0101_0101_0101);
+    assert_eq!(m.load_u64(120).unwrap(), 0x0101_0101_0101_0102);
+}
+
+/// Prototype Key-Write, byte-exact: key 10.0.0.1 (wire 0a 00 00 01), data de ad be ef, 65536
+/// slots, N = 2. checksum = crc32(01 00 00 0a) = 0x792d5167; slots crc32(01 00 00 0a 00) & 0xffff
+/// = 13863 and crc32(01 00 00 0a 01) & 0xffff = 1713 (computed with Python's zlib).
+#[test]
+fn prototype_key_write_is_byte_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Region::create(&dir.path().join("p"), "proto", &kw(1 << 16), false).unwrap();
+    let l = KeyWriteLayout::new(r.header()).unwrap();
+    assert_eq!(l.slot_len(), 8);
+    l.apply(
+        &[0x0a, 0x00, 0x00, 0x01],
+        &[0xde, 0xad, 0xbe, 0xef],
+        2,
+        &mut r.mem().sink(),
+    )
+    .unwrap();
+    let want = [0x67, 0x51, 0x2d, 0x79, 0xde, 0xad, 0xbe, 0xef];
+    let mut got = [0u8; 8];
+    for off in [13863u64 * 8, 1713 * 8] {
+        r.mem().read(off, &mut got).unwrap();
+        assert_eq!(got, want, "slot at {off}");
+    }
+    // Nothing else was written.
+    let all = snapshot(r.mem());
+    assert_eq!(all.iter().filter(|&&b| b != 0).count(), 16);
+    // The file bytes are the same (header page + offset).
+    r.flush().unwrap();
+    let file = std::fs::read(r.path()).unwrap();
+    assert_eq!(&file[4096 + 110_904..4096 + 110_912], &want);
+    assert_eq!(&file[..8], b"DTAREGN\0");
+}
+
+#[test]
+fn wide_key_write_slots_and_voting() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StoreSpec::KeyWrite(KeyWriteSpec::new(1 << 10, 13, 20));
+    let r = Region::create(&dir.path().join("w"), "w", &spec, false).unwrap();
+    let l = KeyWriteLayout::new(r.header()).unwrap();
+    assert_eq!((l.slot_len(), l.hash()), (24, HashScheme::Native));
+    let key = *b"five-tuple-13";
+    let data: Vec<u8> = (0..20).collect();
+    l.apply(&key, &data, 3, &mut r.mem().sink()).unwrap();
+    let mut slot = [0u8; 24];
+    r.mem().read(l.slot_offset(&key, 1), &mut slot).unwrap();
+    assert_eq!(slot[..4], dta_store::hash::crc32(&key).to_le_bytes());
+    assert_eq!(&slot[4..24], &data[..]);
+    assert_eq!(
+        l.query(r.mem(), &key, 3, 3),
+        KeyWriteAnswer::Found {
+            data: data.clone(),
+            votes: 3
+        }
+    );
+    // Forge a competing value with the same checksum in one copy: plurality still wins 2-1,
+    // but a consensus threshold of 3 is no longer met.
+    let mut forged = slot;
+    forged[4] = 0xff;
+    let one = l.slot_offset(&key, 1);
+    r.mem().write(one, &forged).unwrap();
+    assert_eq!(
+        l.query(r.mem(), &key, 3, 1),
+        KeyWriteAnswer::Found {
+            data: data.clone(),
+            votes: 2
+        }
+    );
+    assert!(matches!(
+        l.query(r.mem(), &key, 3, 3),
+        KeyWriteAnswer::Ambiguous { .. }
+    ));
+    // 1-1 tie with N = 2 (if copies 0 and 1 are distinct slots).
+    if l.slot_offset(&key, 0) != one {
+        assert!(matches!(
+            l.query(r.mem(), &key, 2, 1),
+            KeyWriteAnswer::Ambiguous { .. }
+        ));
+    }
+    let mut s = r.mem().sink();
+    assert_eq!(
+        l.apply(&key[..4], &data, 1, &mut s),
+        Err(ApplyError::BadKeyLen)
+    );
+    assert_eq!(
+        l.apply(&key, &data[..4], 1, &mut s),
+        Err(ApplyError::BadDataLen)
+    );
+    assert_eq!(
+        l.apply(&key, &data, 9, &mut s),
+        Err(ApplyError::BadRedundancy)
+    );
+}
+
+#[test]
+fn specs_in_toml() {
+    #[derive(serde::Deserialize)]
+    struct Cfg {
+        store: Vec<StoreSpec>,
+    }
+    let cfg: Cfg = toml::from_str(
+        r#"
+[[store]]
+kind = "key_write"
+slots = 1024
+key_len = 4
+data_len = 4
+
+[[store]]
+kind = "key_write"
+slots = 1024
+key_len = 13
+data_len = 4
+
+[[store]]
+kind = "key_write"
+slots = 1024
+key_len = 4
+data_len = 4
+hash = "native"
+
+[[store]]
+kind = "append"
+lists = 8
+capacity = 1024
+entry_len = 16
+
+[[store]]
+kind = "sketch_merge"
+sketch_id = 2
+sketch = "count_min"
+rows = 4
+columns = 1024
+reporters = 3
+
+[[store]]
+kind = "postcarding"
+chunks = 4096
+key_len = 13
+"#,
+    )
+    .unwrap();
+    let hashes: Vec<HashScheme> = cfg.store.iter().take(3).map(|s| s.hash()).collect();
+    assert_eq!(
+        hashes,
+        [
+            HashScheme::Prototype,
+            HashScheme::Native,
+            HashScheme::Native
+        ]
+    );
+    assert_eq!(
+        cfg.store[3],
+        StoreSpec::Append(AppendSpec {
+            lists: 8,
+            capacity: 1024,
+            entry_len: 16,
+            batch: 16
+        })
+    );
+    match &cfg.store[4] {
+        StoreSpec::SketchMerge(s) => assert_eq!(
+            s.kind,
+            SketchKind::CountMin {
+                rows: 4,
+                columns: 1024
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    match &cfg.store[5] {
+        StoreSpec::Postcarding(p) => assert_eq!((p.hops, p.slot_bits, p.redundancy), (5, 32, 2)),
+        other => panic!("{other:?}"),
+    }
+    for s in &cfg.store {
+        s.validate().unwrap();
+        let json = serde_json::to_string(s).unwrap();
+        assert_eq!(&serde_json::from_str::<StoreSpec>(&json).unwrap(), s);
+    }
+}
