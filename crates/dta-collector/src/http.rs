@@ -63,9 +63,8 @@ type Shared = Arc<Collector>;
 
 fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<u8>, ApiError> {
     let store = c.store(name)?;
-    let key_len = store.region.header().key_len().unwrap_or(0);
     let raw: String = param(p, "key", None)?;
-    Ok(query::parse_key(&raw, key_len)?)
+    Ok(query::parse_key(&raw, query::key_len(store.region.header()))?)
 }
 
 async fn stores(State(c): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
@@ -114,7 +113,7 @@ async fn list(State(c): State<Shared>, Path(name): Path<String>, Query(p): Param
 async fn sketch(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::SketchResult>, ApiError> {
     let s = c.store(&name)?;
     let key = match p.get("key") {
-        Some(k) => Some(query::parse_key(k, s.region.header().key_len().unwrap_or(k.len()))?),
+        Some(k) => Some(query::parse_key(k, query::key_len(s.region.header()))?),
         None => None,
     };
     Ok(Json(query::sketch(&s.region, key.as_deref())?))

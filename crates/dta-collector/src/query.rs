@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use serde::Serialize;
 
 use dta_store::{
-    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
+    AppendLayout, Header, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
     PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, StoreKind, StoreSpec,
     ValueTable,
 };
@@ -42,11 +42,23 @@ fn store_err(e: impl std::fmt::Display) -> QueryError {
     QueryError::Store(e.to_string())
 }
 
+/// The length of a store's keys, for stores that have keys.
+pub fn key_len(h: &Header) -> Option<usize> {
+    match &h.spec {
+        StoreSpec::KeyWrite(s) => Some(s.key_len as usize),
+        StoreSpec::KeyIncrement(s) => Some(s.key_len as usize),
+        StoreSpec::Postcarding(s) => Some(s.key_len as usize),
+        StoreSpec::Append(_) | StoreSpec::SketchMerge(_) => None,
+    }
+}
+
 /// Parse a key given on a command line or in a URL, for a store whose keys are `key_len` bytes:
 /// `0x` + hex (exactly `key_len` bytes); a decimal integer (big-endian, as the wire carries it,
 /// for 1-8 byte keys); a dotted IPv4 address (4-byte keys); or a flow 5-tuple
 /// `SRC_IP:SPORT-DST_IP:DPORT/PROTO` (13-byte keys: src ip, dst ip, src port, dst port, proto).
-pub fn parse_key(input: &str, key_len: usize) -> Result<Vec<u8>, QueryError> {
+/// With `key_len = None` (sketch keys, any length) a decimal integer is 4 bytes if it fits in
+/// a u32, else 8.
+pub fn parse_key(input: &str, key_len: Option<usize>) -> Result<Vec<u8>, QueryError> {
     let bad = |msg: String| QueryError::BadKey {
         input: input.to_owned(),
         msg,
@@ -55,6 +67,7 @@ pub fn parse_key(input: &str, key_len: usize) -> Result<Vec<u8>, QueryError> {
     let key = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         hex::decode(h).map_err(|e| bad(format!("not hex: {e}")))?
     } else if let Ok(n) = s.parse::<u64>() {
+        let key_len = key_len.unwrap_or(if n <= u32::MAX as u64 { 4 } else { 8 });
         if key_len > 8 {
             return Err(bad(format!(
                 "a decimal key fits 1-8 byte keys; this store's keys are {key_len} bytes: use 0x..."
@@ -74,11 +87,17 @@ pub fn parse_key(input: &str, key_len: usize) -> Result<Vec<u8>, QueryError> {
                 .into(),
         ));
     };
-    if key.len() != key_len {
-        return Err(bad(format!(
-            "{} bytes, but this store's keys are {key_len} bytes",
-            key.len()
-        )));
+    match key_len {
+        Some(n) if key.len() != n => {
+            return Err(bad(format!(
+                "{} bytes, but this store's keys are {n} bytes",
+                key.len()
+            )))
+        }
+        _ if key.is_empty() || key.len() > 16 => {
+            return Err(bad(format!("{} bytes: keys are 1-16 bytes", key.len())))
+        }
+        _ => {}
     }
     Ok(key)
 }
@@ -228,12 +247,13 @@ pub fn list(
     expect_kind(region, StoreKind::Append)?;
     let layout = AppendLayout::new(region.header()).map_err(store_err)?;
     let entry_len = layout.entry_len();
+    let reader = ListReader::new(layout.clone(), list, 0, 1).map_err(store_err)?;
     let head = region
         .mem()
-        .load_u64(layout.head_offset(list.min(layout.lists().saturating_sub(1))))
+        .load_u64(layout.head_offset(list))
         .map_err(store_err)?;
     let start = tail.unwrap_or_else(|| head.saturating_sub(layout.capacity()));
-    let mut reader = ListReader::with_tail(layout, list, 0, 1, start).map_err(store_err)?;
+    let mut reader = reader.with_tail(start);
     let mut buf = Vec::with_capacity(max.min(1 << 16) * entry_len);
     let polled = reader.poll(region.mem(), max, &mut buf);
     Ok(ListResult {

@@ -367,8 +367,8 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn key_len_of(region: &dta_store::Region) -> usize {
-    region.header().key_len().unwrap_or(4)
+fn key_len_of(region: &dta_store::Region) -> Option<usize> {
+    query::key_len(region.header())
 }
 
 fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
