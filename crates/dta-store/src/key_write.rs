@@ -151,7 +151,7 @@ impl KeyWriteLayout {
         if cands.is_empty() {
             return KeyWriteAnswer::Empty;
         }
-        cands.sort_by(|a, b| b.1.cmp(&a.1));
+        cands.sort_by_key(|c| std::cmp::Reverse(c.1));
         let top = cands[0].1;
         let unique = cands.len() == 1 || cands[1].1 < top;
         if unique && top >= threshold.max(1) {

@@ -121,10 +121,12 @@ impl PostcardingLayout {
     fn decode(&self, h: u64, chunk: &[u8], table: &ValueTable, out: &mut [u32]) -> Option<usize> {
         let mut len = 0;
         let mut blank_seen = false;
-        for i in 0..self.hops {
-            let at = i * self.slot_bytes;
+        for (i, slot) in chunk[..self.chunk_len()]
+            .chunks_exact(self.slot_bytes)
+            .enumerate()
+        {
             let mut w = [0u8; 4];
-            w[..self.slot_bytes].copy_from_slice(&chunk[at..at + self.slot_bytes]);
+            w[..self.slot_bytes].copy_from_slice(slot);
             let s = u32::from_le_bytes(w) ^ hash::postcard_checksum(h, i as u8, self.slot_bits);
             match table.lookup(s)? {
                 BLANK => blank_seen = true,
