@@ -8,6 +8,21 @@
 //! (`Packet<T: AsRef<[u8]>>` with checked accessors, `Repr` with `parse`/`emit`/`buffer_len`);
 //! parsing never allocates and never panics, and every rejection is one [`Error`] whose
 //! [`Error::reason`] is the counter name of `docs/protocol.md`.
+//!
+//! ```
+//! use dta_wire::{native::DatagramBuilder, prototype::BaseFormat, Datagram, Priority, Report};
+//!
+//! let kw = Report::KeyWrite { key: &[10, 0, 0, 1], data: &[1, 2, 3, 4], redundancy: 2, immediate: false };
+//! let mut buf = [0u8; 1500];
+//! let mut b = DatagramBuilder::new(&mut buf, Priority::High, true, 7, 1).unwrap();
+//! b.push(&kw).unwrap();
+//! let len = b.finish();
+//! match dta_wire::parse(&buf[..len], BaseFormat::Short).unwrap() {
+//!     Datagram::Native(d) => assert_eq!(d.reports().collect::<Vec<_>>(), vec![kw]),
+//!     Datagram::Prototype(_) => unreachable!(),
+//! }
+//! assert_eq!(dta_wire::parse(&[0x20; 12], BaseFormat::Short).unwrap_err().reason(), "unknown_version");
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
