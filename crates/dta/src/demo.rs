@@ -233,7 +233,7 @@ fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
             let data: Vec<u8> = cm.column(c).iter().flat_map(|v| v.to_be_bytes()).collect();
             r.sketch_column(CM_SKETCH, c as u16, 1, &data, false)?;
         }
-        for c in 0..(hll.registers() / 64) {
+        for c in 0..(hll.registers().len() as u32 / 64) {
             r.sketch_column(HLL_SKETCH, c as u16, 1, hll.column(c, 64), false)?;
         }
         r.flush()?;
@@ -252,7 +252,7 @@ fn sketches(flows: u32, which: u32) -> (CountMin, HyperLogLog) {
     let mut cm = CountMin::new(4, 1024);
     let mut hll = HyperLogLog::new(4096);
     for i in 0..flows {
-        cm.update(&five_tuple(i), cm_count(i, which));
+        cm.update(&five_tuple(i), cm_count(i, which) as u32);
         hll.insert(&(i + which * flows / 2).to_be_bytes());
     }
     (cm, hll)
@@ -281,8 +281,8 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
         for i in 0..flows {
             let key = (base + i).to_be_bytes();
             let r = query::key_write(kw, &key, 2, 1)?;
-            row.tally(match r.data {
-                Some(d) if d == hex::encode(kw_data(i)) => Outcome::Correct,
+            row.tally(match &r.data {
+                Some(d) if *d == hex::encode(kw_data(i)) => Outcome::Correct,
                 Some(_) => Outcome::Wrong,
                 None => Outcome::Empty,
             });
@@ -296,8 +296,8 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
     let mut row = Row::new("Key-Write", "native", "flows");
     for i in 0..flows {
         let r = query::key_write(flows_store, &five_tuple(i), 2, 1)?;
-        row.tally(match r.data {
-            Some(d) if d == hex::encode(flow_data(i)) => Outcome::Correct,
+        row.tally(match &r.data {
+            Some(d) if *d == hex::encode(flow_data(i)) => Outcome::Correct,
             Some(_) => Outcome::Wrong,
             None => Outcome::Empty,
         });

@@ -42,7 +42,7 @@ enum Command {
     Decode(DecodeArgs),
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct ConfigArgs {
     /// Configuration file (TOML); without it, the embedded example configuration.
     #[arg(short, long)]
