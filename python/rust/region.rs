@@ -1,6 +1,518 @@
-//! Region queries (filled in once dta-store's query API lands).
-use pyo3::prelude::*;
+//! `Region`: a mapped region file of `dta-store`, its header and the queries of its store
+//! (001 Appendix A.1-A.6; Sketch-Merge 000 §3.1). Queries read the mapping in place; the
+//! `apply_*` methods write through `dta-store`'s layouts exactly as the translator does (the
+//! `MemSink` seam of docs/architecture.md), for tests and tools.
 
-pub(crate) fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use std::path::PathBuf;
+
+use dta_store::{
+    AppendLayout, Header, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
+    PostcardAnswer, PostcardingLayout, SketchLayout, StoreError, StoreSpec, ValueTable,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::json_to_py;
+
+create_exception!(
+    _native,
+    RegionError,
+    PyValueError,
+    "A region that cannot be created or opened, a query for the wrong store kind, or a write \
+     the store's layout rejects; `reason` names the cause."
+);
+
+fn region_err(py: Python<'_>, reason: &str, message: String) -> PyErr {
+    let err = RegionError::new_err(format!("{reason}: {message}"));
+    let _ = err.value(py).setattr("reason", reason);
+    err
+}
+
+/// `StoreError` to Python: I/O errors keep their OS error class (FileNotFoundError, ...).
+fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
+    let reason = match &e {
+        StoreError::Io { path, source } => {
+            return PyErr::from(std::io::Error::new(
+                source.kind(),
+                format!("{}: {source}", path.display()),
+            ))
+        }
+        StoreError::BadMagic => "bad_magic",
+        StoreError::BadVersion(_) => "bad_version",
+        StoreError::BadKind(_) => "bad_kind",
+        StoreError::BadHashScheme(_) => "bad_hash_scheme",
+        StoreError::BadHeaderCrc { .. } => "bad_header_crc",
+        StoreError::BadGeometry(_) => "bad_geometry",
+        StoreError::Truncated { .. } => "truncated",
+        StoreError::BadName(_) => "bad_name",
+        StoreError::BadSpec(_) => "bad_spec",
+        StoreError::SpecMismatch { .. } => "spec_mismatch",
+        StoreError::WrongKind { .. } => "wrong_kind",
+        StoreError::BadListId { .. } => "bad_list_id",
+        StoreError::BadShard { .. } => "bad_shard",
+    };
+    region_err(py, reason, e.to_string())
+}
+
+fn apply_err(py: Python<'_>, e: dta_store::ApplyError) -> PyErr {
+    region_err(py, e.reason(), e.to_string())
+}
+
+fn header_dict<'py>(py: Python<'py>, h: &Header) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &h.name)?;
+    d.set_item("kind", h.kind.name())?;
+    let spec = serde_json::to_value(&h.spec)
+        .map_err(|e| PyValueError::new_err(format!("cannot render the store spec: {e}")))?;
+    d.set_item("spec", json_to_py(py, &spec)?)?;
+    let hash = serde_json::to_value(h.hash)
+        .map_err(|e| PyValueError::new_err(format!("cannot render the hash scheme: {e}")))?;
+    d.set_item("hash", json_to_py(py, &hash)?)?;
+    d.set_item("version", h.version)?;
+    d.set_item("header_len", h.header_len)?;
+    d.set_item("data_offset", h.data_offset)?;
+    d.set_item("data_len", h.data_len)?;
+    d.set_item("created_unix_ns", h.created_unix_ns)?;
+    Ok(d)
+}
+
+/// The Postcarding value set V of a query: `range(n)` as an int, or an iterable of u32 values.
+enum Values {
+    Range(u32),
+    List(Vec<u32>),
+}
+
+impl<'py> FromPyObject<'py> for Values {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(n) = ob.extract::<u32>() {
+            return Ok(Values::Range(n));
+        }
+        let range_type = ob.py().import("builtins")?.getattr("range")?;
+        if ob.is_instance(&range_type)? {
+            let r = ob;
+            let (start, stop, step): (i64, i64, i64) = (
+                r.getattr("start")?.extract()?,
+                r.getattr("stop")?.extract()?,
+                r.getattr("step")?.extract()?,
+            );
+            if start == 0 && step == 1 && (0..=u32::MAX as i64).contains(&stop) {
+                return Ok(Values::Range(stop as u32));
+            }
+        }
+        let mut out = Vec::new();
+        for v in ob.try_iter()? {
+            out.push(v?.extract::<u32>()?);
+        }
+        Ok(Values::List(out))
+    }
+}
+
+/// A region file (`dta-store`): `Region(path, writable=False)` opens an existing one.
+#[pyclass(module = "dta._native")]
+pub(crate) struct Region {
+    region: dta_store::Region,
+    /// The last Postcarding value table built for a `range(n)` value set, reused by queries.
+    table_cache: Option<(u32, ValueTable)>,
+}
+
+impl Region {
+    fn wrap(region: dta_store::Region) -> Self {
+        Region {
+            region,
+            table_cache: None,
+        }
+    }
+
+    fn key_write_layout(&self, py: Python<'_>) -> PyResult<KeyWriteLayout> {
+        KeyWriteLayout::new(self.region.header()).map_err(|e| store_err(py, e))
+    }
+
+    fn key_increment_layout(&self, py: Python<'_>) -> PyResult<KeyIncrementLayout> {
+        KeyIncrementLayout::new(self.region.header()).map_err(|e| store_err(py, e))
+    }
+
+    fn postcard_layout(&self, py: Python<'_>) -> PyResult<PostcardingLayout> {
+        PostcardingLayout::new(self.region.header()).map_err(|e| store_err(py, e))
+    }
+
+    fn append_layout(&self, py: Python<'_>) -> PyResult<AppendLayout> {
+        AppendLayout::new(self.region.header()).map_err(|e| store_err(py, e))
+    }
+
+    fn sketch_layout(&self, py: Python<'_>) -> PyResult<SketchLayout> {
+        SketchLayout::new(self.region.header()).map_err(|e| store_err(py, e))
+    }
+
+    fn require_writable(&self, py: Python<'_>) -> PyResult<()> {
+        if self.region.is_writable() {
+            Ok(())
+        } else {
+            Err(region_err(
+                py,
+                "read_only",
+                "the region was opened read-only (use Region(path, writable=True))".into(),
+            ))
+        }
+    }
+}
+
+fn redundancy_u8(py: Python<'_>, r: i64) -> PyResult<u8> {
+    u8::try_from(r)
+        .map_err(|_| region_err(py, "bad_redundancy", format!("redundancy {r} out of range")))
+}
+
+#[pymethods]
+impl Region {
+    #[new]
+    #[pyo3(signature = (path, writable=false))]
+    fn new(py: Python<'_>, path: PathBuf, writable: bool) -> PyResult<Self> {
+        let r = if writable {
+            dta_store::Region::open(&path)
+        } else {
+            dta_store::Region::open_read_only(&path)
+        };
+        r.map(Region::wrap).map_err(|e| store_err(py, e))
+    }
+
+    /// Create (or reopen, if it holds the same store) the region `path` for `spec`, a dict in
+    /// the schema of the collector's configuration: `{"kind": "key_write", "slots": 1024,
+    /// "key_len": 4, "data_len": 4}` etc. The region is opened writable.
+    #[staticmethod]
+    #[pyo3(signature = (path, name, spec, force=false))]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        name: &str,
+        spec: &Bound<'_, PyDict>,
+        force: bool,
+    ) -> PyResult<Self> {
+        let json: String = py
+            .import("json")?
+            .call_method1("dumps", (spec,))?
+            .extract()?;
+        let spec: StoreSpec = serde_json::from_str(&json)
+            .map_err(|e| region_err(py, "bad_spec", format!("{e} in {json}")))?;
+        dta_store::Region::create(&path, name, &spec, force)
+            .map(Region::wrap)
+            .map_err(|e| store_err(py, e))
+    }
+
+    /// The region header: name, kind, spec, hash scheme, geometry.
+    #[getter]
+    fn header<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        header_dict(py, self.region.header())
+    }
+
+    /// The store kind ("key_write", "append", ...).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.region.header().kind.name()
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.region.path().to_path_buf()
+    }
+
+    #[getter]
+    fn writable(&self) -> bool {
+        self.region.is_writable()
+    }
+
+    /// Key-Write query (001 A.1 Algorithm 2, A.5 plurality vote over `redundancy` slots with
+    /// consensus threshold `threshold`): `{"status": "found", "data": bytes, "votes": n}`,
+    /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
+    /// "candidates": [(bytes, votes), ...]}`.
+    #[pyo3(signature = (key, redundancy=4, threshold=1))]
+    fn key_write<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        redundancy: i64,
+        threshold: u8,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let layout = self.key_write_layout(py)?;
+        let answer = layout.query(
+            self.region.mem(),
+            key,
+            redundancy_u8(py, redundancy)?,
+            threshold,
+        );
+        let d = PyDict::new(py);
+        match answer {
+            KeyWriteAnswer::Found { data, votes } => {
+                d.set_item("status", "found")?;
+                d.set_item("data", PyBytes::new(py, &data))?;
+                d.set_item("votes", votes)?;
+            }
+            KeyWriteAnswer::Empty => {
+                d.set_item("status", "empty")?;
+                d.set_item("data", py.None())?;
+            }
+            KeyWriteAnswer::Ambiguous { candidates } => {
+                d.set_item("status", "ambiguous")?;
+                d.set_item("data", py.None())?;
+                let l = PyList::empty(py);
+                for (data, votes) in candidates {
+                    l.append((PyBytes::new(py, &data), votes))?;
+                }
+                d.set_item("candidates", l)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Key-Increment query (001 A.4 Algorithm 6): the minimum of the key's `redundancy`
+    /// counters. `redundancy` must be the one the reports used.
+    fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: i64) -> PyResult<u64> {
+        let layout = self.key_increment_layout(py)?;
+        Ok(layout.query(self.region.mem(), key, redundancy_u8(py, redundancy)?))
+    }
+
+    /// Postcarding query (001 §4 "Postcarding", A.2): `values_range` is the value set V, an int
+    /// n or `range(n)` for V = {0, ..., n-1}, or an iterable of the values.
+    /// `{"status": "found", "path": [hop 0 value, ...]}`, `{"status": "empty", "path": None}`
+    /// or `{"status": "ambiguous", "path": None}`.
+    fn postcard<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: &[u8],
+        values_range: Values,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let layout = self.postcard_layout(py)?;
+        let answer = match values_range {
+            Values::Range(n) => {
+                if !matches!(&self.table_cache, Some((m, _)) if *m == n) {
+                    self.table_cache = Some((n, ValueTable::range(&layout, n)));
+                }
+                match &self.table_cache {
+                    Some((_, t)) => layout.query(self.region.mem(), key, t),
+                    None => PostcardAnswer::Empty,
+                }
+            }
+            Values::List(v) => {
+                let t = ValueTable::new(&layout, v);
+                layout.query(self.region.mem(), key, &t)
+            }
+        };
+        let d = PyDict::new(py);
+        match answer {
+            PostcardAnswer::Found(path) => {
+                d.set_item("status", "found")?;
+                d.set_item("path", path)?;
+            }
+            PostcardAnswer::Empty => {
+                d.set_item("status", "empty")?;
+                d.set_item("path", py.None())?;
+            }
+            PostcardAnswer::Ambiguous => {
+                d.set_item("status", "ambiguous")?;
+                d.set_item("path", py.None())?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Poll list `list` of an Append store (001 A.3 Algorithm 4) from entry index `tail`:
+    /// `{"entries": [bytes, ...], "missed": n, "tail": next index}`. Pass the returned `tail`
+    /// to the next call to read on; `shard`/`shards` split a list among readers.
+    #[pyo3(signature = (list, tail=0, max=1024, shard=0, shards=1))]
+    fn list_poll<'py>(
+        &self,
+        py: Python<'py>,
+        list: u32,
+        tail: u64,
+        max: usize,
+        shard: u32,
+        shards: u32,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let layout = self.append_layout(py)?;
+        let entry_len = layout.entry_len();
+        let mut reader = ListReader::new(layout, list, shard, shards)
+            .map_err(|e| store_err(py, e))?
+            .with_tail(tail);
+        let mut out = Vec::new();
+        let res = reader.poll(self.region.mem(), max, &mut out);
+        let entries = PyList::empty(py);
+        for e in out.chunks_exact(entry_len) {
+            entries.append(PyBytes::new(py, e))?;
+        }
+        let d = PyDict::new(py);
+        d.set_item("entries", entries)?;
+        d.set_item("missed", res.missed)?;
+        d.set_item("tail", reader.tail())?;
+        Ok(d)
+    }
+
+    /// Count-Min estimate of `key` in a Sketch-Merge store (000 §3.1: minimum over rows of the
+    /// merged sketch). With `epoch`, None unless every column it needs holds that epoch.
+    #[pyo3(signature = (key, epoch=None))]
+    fn sketch_estimate(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        epoch: Option<u32>,
+    ) -> PyResult<Option<u64>> {
+        let layout = self.sketch_layout(py)?;
+        if !matches!(layout.kind(), dta_store::SketchKind::CountMin { .. }) {
+            return Err(region_err(
+                py,
+                "wrong_kind",
+                "sketch_estimate needs a Count-Min sketch store".into(),
+            ));
+        }
+        Ok(match epoch {
+            None => Some(layout.cm_estimate(self.region.mem(), key)),
+            Some(e) => layout.cm_estimate_epoch(self.region.mem(), key, e),
+        })
+    }
+
+    /// HyperLogLog cardinality estimate of a Sketch-Merge store (000 §3.1, merged registers).
+    fn sketch_cardinality(&self, py: Python<'_>) -> PyResult<f64> {
+        let layout = self.sketch_layout(py)?;
+        if !matches!(layout.kind(), dta_store::SketchKind::HyperLogLog { .. }) {
+            return Err(region_err(
+                py,
+                "wrong_kind",
+                "sketch_cardinality needs a HyperLogLog sketch store".into(),
+            ));
+        }
+        Ok(layout.hll_cardinality(self.region.mem()))
+    }
+
+    /// Every column's `(epoch, reporters)` of a Sketch-Merge store.
+    fn sketch_columns(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
+        let layout = self.sketch_layout(py)?;
+        Ok(layout
+            .column_epochs(self.region.mem())
+            .into_iter()
+            .map(|c| (c.epoch, c.reporters))
+            .collect())
+    }
+
+    // -- writes through the store layouts (what the translator's primitives emit) ------------
+
+    /// Write one Key-Write report into the region (001 A.1 Algorithm 1).
+    #[pyo3(signature = (key, data, redundancy=1))]
+    fn apply_key_write(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        data: &[u8],
+        redundancy: i64,
+    ) -> PyResult<()> {
+        self.require_writable(py)?;
+        let layout = self.key_write_layout(py)?;
+        let r = redundancy_u8(py, redundancy)?;
+        layout
+            .apply(key, data, r, &mut self.region.mem().sink())
+            .map_err(|e| apply_err(py, e))
+    }
+
+    /// Apply one Key-Increment report (001 A.4 Algorithm 5): `redundancy` FETCH_ADDs.
+    #[pyo3(signature = (key, counter, redundancy=1))]
+    fn apply_key_increment(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        counter: u64,
+        redundancy: i64,
+    ) -> PyResult<()> {
+        self.require_writable(py)?;
+        let layout = self.key_increment_layout(py)?;
+        let r = redundancy_u8(py, redundancy)?;
+        layout
+            .apply(key, counter, r, &mut self.region.mem().sink())
+            .map_err(|e| apply_err(py, e))
+    }
+
+    /// Write one whole Postcarding path (001 A.2): hop values, hop 0 first; missing hops (up to
+    /// the store's B) and None are blank.
+    fn apply_postcard(&self, py: Python<'_>, key: &[u8], values: Vec<Option<u32>>) -> PyResult<()> {
+        self.require_writable(py)?;
+        let layout = self.postcard_layout(py)?;
+        if values.len() > layout.hops() {
+            return Err(region_err(
+                py,
+                "bad_hop",
+                format!(
+                    "{} values for a store of {} hops",
+                    values.len(),
+                    layout.hops()
+                ),
+            ));
+        }
+        let mut padded = values;
+        padded.resize(layout.hops(), None);
+        layout
+            .apply_chunk(key, &padded, &mut self.region.mem().sink())
+            .map_err(|e| apply_err(py, e))
+    }
+
+    /// Write Append entries `first_index..` of `list` and publish the new head (001 A.3
+    /// Algorithm 3). `entries` is k entries of the store's entry length, back to back.
+    fn apply_append(
+        &self,
+        py: Python<'_>,
+        list: u32,
+        first_index: u64,
+        entries: &[u8],
+    ) -> PyResult<()> {
+        self.require_writable(py)?;
+        let layout = self.append_layout(py)?;
+        layout
+            .write_entries(list, first_index, entries, &mut self.region.mem().sink())
+            .map_err(|e| apply_err(py, e))
+    }
+
+    /// Write merged Sketch-Merge columns from `first_column` (000 §4.2): `values` holds whole
+    /// columns (rows per column for Count-Min, registers per column for HyperLogLog).
+    fn apply_sketch_columns(
+        &self,
+        py: Python<'_>,
+        first_column: u32,
+        epoch: u32,
+        reporters: u32,
+        values: Vec<u64>,
+    ) -> PyResult<()> {
+        self.require_writable(py)?;
+        let layout = self.sketch_layout(py)?;
+        layout
+            .write_columns(
+                first_column,
+                epoch,
+                reporters,
+                &values,
+                &mut self.region.mem().sink(),
+            )
+            .map_err(|e| apply_err(py, e))
+    }
+
+    /// Flush the mapping to the file.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.region.flush().map_err(|e| store_err(py, e))
+    }
+
+    fn __repr__(&self) -> String {
+        let h = self.region.header();
+        format!(
+            "Region(path={:?}, name={:?}, kind={:?}, writable={})",
+            self.region.path().display().to_string(),
+            h.name,
+            h.kind.name(),
+            if self.region.is_writable() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("RegionError", m.py().get_type::<RegionError>())?;
+    m.add_class::<Region>()?;
     Ok(())
 }

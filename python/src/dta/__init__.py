@@ -27,10 +27,7 @@ from ._native import (  # noqa: F401
     native_report_len,
 )
 
-try:  # Region queries need dta-store's query API in the native module.
-    from ._native import Region  # noqa: F401
-except ImportError:  # pragma: no cover - only on a native module built without it
-    pass
+from ._native import Region, RegionError  # noqa: F401
 
 from .reporter import Reporter, send_reports  # noqa: F401,E402
 
@@ -41,6 +38,7 @@ __all__ = [
     "DatagramFull",
     "NativeDatagram",
     "Region",
+    "RegionError",
     "Reporter",
     "WireError",
     "decode",

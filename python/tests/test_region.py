@@ -1,0 +1,228 @@
+"""Region queries from Python over regions created and written through dta-store.
+
+Where the layout is specified in docs/architecture.md ("Hashing"), the tests check the bytes in
+the region file against an independent Python implementation of the hash functions, so a
+Key-Write written via dta-store is found exactly where the contract says."""
+
+import math
+import struct
+import zlib
+
+import pytest
+
+import dta
+
+M64 = (1 << 64) - 1
+
+
+def fnv1a64(b):
+    h = 0xCBF29CE484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001B3) & M64
+    return h
+
+
+def fmix64(k):
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & M64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & M64
+    k ^= k >> 33
+    return k
+
+
+def native_index(key, n, count):
+    return fmix64(fnv1a64(key) ^ ((0x9E3779B97F4A7C15 * (n + 1)) & M64)) & (count - 1)
+
+
+def prototype_index(key, n, count):
+    return zlib.crc32(key[::-1] + bytes([n])) & (count - 1)
+
+
+@pytest.fixture
+def kw_proto(tmp_path):
+    return dta.Region.create(tmp_path / "kw.region", "kw4",
+                             {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4})
+
+
+def test_create_header_and_reopen(tmp_path, kw_proto):
+    h = kw_proto.header
+    assert h["name"] == "kw4" and h["kind"] == "key_write" and kw_proto.kind == "key_write"
+    # 4-byte keys with 4-byte data default to the prototype hash (docs/architecture.md).
+    assert h["hash"] == "prototype"
+    assert h["spec"] == {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4,
+                         "hash": "prototype"}
+    assert h["header_len"] == 4096 and h["data_offset"] >= 4096
+    assert h["data_len"] >= 1024 * 8
+    assert kw_proto.writable
+    ro = dta.Region(tmp_path / "kw.region")
+    assert not ro.writable and ro.header == h
+
+
+def test_key_write_written_via_store_is_queried_and_where_the_contract_says(tmp_path, kw_proto):
+    key, data = bytes.fromhex("0a000001"), b"\xde\xad\xbe\xef"
+    kw_proto.apply_key_write(key, data, redundancy=2)
+    kw_proto.flush()
+    ro = dta.Region(tmp_path / "kw.region")
+    assert ro.key_write(key, redundancy=2) == {"status": "found", "data": data, "votes": 2}
+    # Querying with the default maximum redundancy (4) still finds it (001 §4.1).
+    assert ro.key_write(key)["data"] == data
+    assert ro.key_write(bytes.fromhex("0a000002"), redundancy=2) == {"status": "empty",
+                                                                     "data": None}
+    # Independent check of the prototype layout: slot n at crc32(key_le ‖ n) & (slots-1),
+    # holding crc32(key_le) little-endian then the data, in 8-byte slots.
+    raw = (tmp_path / "kw.region").read_bytes()
+    base = ro.header["data_offset"]
+    for n in range(2):
+        at = base + prototype_index(key, n, 1024) * 8
+        assert raw[at:at + 8] == struct.pack("<I", zlib.crc32(key[::-1])) + data
+
+
+def test_key_write_ambiguous_and_threshold(kw_proto):
+    key = bytes.fromhex("0a000001")
+    kw_proto.apply_key_write(key, b"AAAA", redundancy=2)
+    # Overwrite copy 0 only (redundancy 1 writes slot 0): two values with one vote each.
+    kw_proto.apply_key_write(key, b"BBBB", redundancy=1)
+    r = kw_proto.key_write(key, redundancy=2)
+    assert r["status"] == "ambiguous" and r["data"] is None
+    assert sorted(r["candidates"]) == [(b"AAAA", 1), (b"BBBB", 1)]
+    kw_proto.apply_key_write(key, b"BBBB", redundancy=2)
+    assert kw_proto.key_write(key, redundancy=2, threshold=2)["votes"] == 2
+    assert kw_proto.key_write(key, redundancy=2, threshold=3)["status"] == "ambiguous"
+
+
+def test_native_key_write_layout(tmp_path):
+    r = dta.Region.create(tmp_path / "kwn", "kw_flow",
+                          {"kind": "key_write", "slots": 256, "key_len": 13, "data_len": 20})
+    assert r.header["hash"] == "native"
+    key = bytes.fromhex("0a0000010a00000204d2005006")
+    data = bytes(range(20))
+    r.apply_key_write(key, data, redundancy=3)
+    assert r.key_write(key, redundancy=3) == {"status": "found", "data": data, "votes": 3}
+    raw = (tmp_path / "kwn").read_bytes()
+    slot_len = (4 + 20 + 7) // 8 * 8
+    for n in range(3):
+        at = r.header["data_offset"] + native_index(key, n, 256) * slot_len
+        assert raw[at:at + 4] == struct.pack("<I", zlib.crc32(key))
+        assert raw[at + 4:at + 24] == data
+
+
+def test_store_rejections_name_the_reason(tmp_path, kw_proto):
+    with pytest.raises(dta.RegionError) as e:
+        kw_proto.apply_key_write(b"\x01\x02", b"abcd")
+    assert e.value.reason == "bad_key_len"
+    with pytest.raises(dta.RegionError) as e:
+        kw_proto.apply_key_write(b"\x01\x02\x03\x04", b"abcdef")
+    assert e.value.reason == "bad_data_len"
+    with pytest.raises(dta.RegionError) as e:
+        kw_proto.key_increment(b"\x01\x02\x03\x04", 1)
+    assert e.value.reason == "wrong_kind"
+    with pytest.raises(dta.RegionError) as e:
+        dta.Region(tmp_path / "kw.region").apply_key_write(b"\x01\x02\x03\x04", b"abcd")
+    assert e.value.reason == "read_only"
+    with pytest.raises(dta.RegionError) as e:
+        dta.Region.create(tmp_path / "bad", "x", {"kind": "key_write", "slots": 1000,
+                                                   "key_len": 4, "data_len": 4})
+    assert e.value.reason == "bad_spec"
+    with pytest.raises(dta.RegionError) as e:
+        dta.Region.create(tmp_path / "bad2", "x", {"kind": "key_write", "slotz": 1})
+    assert e.value.reason == "bad_spec"
+    # Same path, different store: refused unless force.
+    with pytest.raises(dta.RegionError) as e:
+        dta.Region.create(tmp_path / "kw.region", "other",
+                          {"kind": "key_increment", "counters": 64, "key_len": 4})
+    assert e.value.reason == "spec_mismatch"
+    with pytest.raises(FileNotFoundError):
+        dta.Region(tmp_path / "missing")
+    (tmp_path / "junk").write_bytes(b"x" * 8192)
+    with pytest.raises(dta.RegionError) as e:
+        dta.Region(tmp_path / "junk")
+    assert e.value.reason == "bad_magic"
+
+
+def test_key_increment(tmp_path):
+    r = dta.Region.create(tmp_path / "ki", "ki", {"kind": "key_increment", "counters": 1024,
+                                                  "key_len": 4})
+    key = b"\x00\x00\x00\x07"
+    for _ in range(3):
+        r.apply_key_increment(key, 1500, redundancy=2)
+    assert r.key_increment(key, 2) == 4500
+    assert r.key_increment(b"\x00\x00\x00\x08", 2) == 0
+    # Counters are little-endian u64s at the native index (8 bytes each).
+    raw = (tmp_path / "ki").read_bytes()
+    at = r.header["data_offset"] + native_index(key, 1, 1024) * 8
+    assert struct.unpack_from("<Q", raw, at)[0] == 4500
+
+
+def test_postcard(tmp_path):
+    r = dta.Region.create(tmp_path / "pc", "pc", {"kind": "postcarding", "chunks": 1024,
+                                                  "hops": 5, "key_len": 4})
+    key = bytes.fromhex("c0a80001")
+    r.apply_postcard(key, [3, 17, 42])
+    assert r.postcard(key, 100) == {"status": "found", "path": [3, 17, 42]}
+    assert r.postcard(key, range(100))["path"] == [3, 17, 42]
+    assert r.postcard(key, [3, 17, 42, 99])["path"] == [3, 17, 42]
+    # A value set without the reported values cannot decode the chunk.
+    assert r.postcard(key, [1, 2])["status"] == "empty"
+    assert r.postcard(bytes.fromhex("c0a80002"), 100) == {"status": "empty", "path": None}
+    with pytest.raises(dta.RegionError) as e:
+        r.apply_postcard(key, [1, 2, 3, 4, 5, 6])
+    assert e.value.reason == "bad_hop"
+
+
+def test_list_poll(tmp_path):
+    r = dta.Region.create(tmp_path / "ap", "ap", {"kind": "append", "lists": 4, "capacity": 8,
+                                                  "entry_len": 4, "batch": 2})
+    entries = [struct.pack(">I", i) for i in range(6)]
+    r.apply_append(2, 0, b"".join(entries[:4]))
+    got = r.list_poll(2)
+    assert got == {"entries": entries[:4], "missed": 0, "tail": 4}
+    r.apply_append(2, 4, b"".join(entries[4:]))
+    assert r.list_poll(2, tail=got["tail"]) == {"entries": entries[4:], "missed": 0, "tail": 6}
+    assert r.list_poll(2, tail=6)["entries"] == []
+    assert r.list_poll(1)["entries"] == []
+    # Two shards split the indices between them.
+    assert r.list_poll(2, shard=1, shards=2)["entries"] == entries[1::2]
+    # Lapping the 8-entry ring: the oldest entries are reported missed.
+    more = [struct.pack(">I", 100 + i) for i in range(8)]
+    r.apply_append(2, 6, b"".join(more))
+    lapped = r.list_poll(2, tail=0)
+    assert lapped["missed"] > 0
+    assert lapped["entries"] == more[-len(lapped["entries"]):]
+    assert lapped["tail"] == 14
+    with pytest.raises(dta.RegionError) as e:
+        r.list_poll(4)
+    assert e.value.reason == "bad_list_id"
+
+
+def test_sketch_count_min(tmp_path):
+    rows, cols = 4, 64
+    r = dta.Region.create(tmp_path / "cm", "cm", {"kind": "sketch_merge", "sketch_id": 1,
+                                                  "sketch": "count_min", "rows": rows,
+                                                  "columns": cols, "reporters": 2})
+    key = b"flow-1"
+    # A merged sketch where every cell is 100, except the key's cell in each row (7, 5, 9, 6).
+    want = [7, 5, 9, 6]
+    cells = [[100] * rows for _ in range(cols)]
+    for row, v in enumerate(want):
+        cells[native_index(key, row, cols)][row] = v
+    r.apply_sketch_columns(0, 3, 2, [v for col in cells for v in col])
+    assert r.sketch_estimate(key) == min(want)
+    assert r.sketch_estimate(key, epoch=3) == min(want)
+    assert r.sketch_estimate(key, epoch=4) is None
+    assert r.sketch_columns() == [(3, 2)] * cols
+    with pytest.raises(dta.RegionError) as e:
+        r.sketch_cardinality()
+    assert e.value.reason == "wrong_kind"
+
+
+def test_sketch_hyperloglog(tmp_path):
+    r = dta.Region.create(tmp_path / "hll", "hll", {"kind": "sketch_merge", "sketch_id": 2,
+                                                    "sketch": "hyper_log_log", "registers": 64,
+                                                    "registers_per_column": 16,
+                                                    "reporters": 1})
+    assert r.sketch_cardinality() == 0.0
+    regs = [1] * 8 + [0] * 56
+    r.apply_sketch_columns(0, 1, 1, regs)
+    # Small-range correction (linear counting): m ln(m / zeros).
+    assert r.sketch_cardinality() == pytest.approx(64 * math.log(64 / 56))
