@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Build and test the C header-only reporter (c/) and the Python package `dta` (python/) against
+# the shared spec vectors. Needs only Rust and Python 3 on a Debian machine: missing Debian
+# packages and the .venv (maturin, pytest) are installed by scripts/setup.sh. Exits non-zero on
+# any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+LOG=$(mktemp -d)
+trap 'rm -rf "$LOG"' EXIT
+
+if ! command -v make >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1 \
+    || ! "$VENV/bin/python" -c 'import pytest' >/dev/null 2>&1 \
+    || [ ! -x "$VENV/bin/maturin" ]; then
+    if [ -x scripts/setup.sh ]; then
+        scripts/setup.sh
+    else
+        [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" "pytest>=7"
+    fi
+fi
+
+echo "== C: build (gcc$(command -v clang >/dev/null 2>&1 && echo ', clang'); -Wall -Wextra -Werror -std=c99 -pedantic) and unit tests" >&2
+make -s -C c all
+make -s -C c unit
+
+echo "== Python: build the dta package (maturin develop into .venv)" >&2
+(cd python && VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH maturin develop --quiet >/dev/null)
+
+echo "== pytest c/tests (C header vs spec vectors)" >&2
+(cd c && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) | tee "$LOG/c" | tail -n 3
+echo "== pytest python/tests" >&2
+(cd python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) | tee "$LOG/py" | tail -n 3
+
+c_passed=$(grep -Eo '[0-9]+ passed' "$LOG/c" | awk '{print $1}' | tail -n1)
+py_passed=$(grep -Eo '[0-9]+ passed' "$LOG/py" | awk '{print $1}' | tail -n1)
+echo "bindings: C ${c_passed:-0} passed, Python ${py_passed:-0} passed, 0 failed"
