@@ -21,7 +21,7 @@ fn merged_count_min_equals_union() {
     let r = Region::create(&dir.path().join("cm"), "cm", &spec, false).unwrap();
     let l = SketchLayout::new(r.header()).unwrap();
     assert_eq!(l.column_len_wire(), 16);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(rand::random());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(test_seed(0x534b));
     let mut union = CountMin::new(rows, columns);
     let mut per: Vec<CountMin> = (0..reporters)
         .map(|_| CountMin::new(rows, columns))
@@ -136,4 +136,13 @@ fn merged_hyperloglog_within_three_standard_errors() {
         small.insert(&x.to_le_bytes());
     }
     assert!((small.cardinality() - 100.0).abs() < 5.0);
+}
+
+/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
+/// other seeds.
+fn test_seed(default: u64) -> u64 {
+    std::env::var("DTA_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }

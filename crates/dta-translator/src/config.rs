@@ -38,6 +38,12 @@ pub struct TranslatorConfig {
     pub nack_port: u16,
     /// Do not repeat a NACK for the same gap more often than this.
     pub nack_interval_ms: u64,
+    /// A retransmitting reporter from which nothing in order has arrived for this long is
+    /// resynchronised to its current sequence number (it restarted, or a gap cannot be filled).
+    pub resync_after_ms: u64,
+    /// A Sketch-Merge reporter that stopped mid-sketch for this long is NACKed for its next
+    /// column (its last column may have been lost, which no later column would reveal).
+    pub sketch_stall_ms: u64,
     /// Lines of the Postcarding cache (rounded up to a power of two).
     pub postcard_cache_entries: usize,
     /// A partially collected path is written after waiting this long.
@@ -57,6 +63,8 @@ impl Default for TranslatorConfig {
             recv_buffer: 8 << 20,
             nack_port: dta_wire::NACK_PORT,
             nack_interval_ms: 5,
+            resync_after_ms: 1000,
+            sketch_stall_ms: 50,
             postcard_cache_entries: 1 << 16,
             postcard_timeout_ms: 100,
             append_flush_ms: 10,

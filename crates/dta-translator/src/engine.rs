@@ -154,8 +154,16 @@ impl<S: Sinks> Translator<S> {
             postcarding: vec![],
             append: None,
             sketches: vec![],
-            native_seq: SequenceTracker::new(32, Duration::from_millis(cfg.nack_interval_ms)),
-            prototype_seq: SequenceTracker::new(8, Duration::from_millis(cfg.nack_interval_ms)),
+            native_seq: SequenceTracker::new(
+                32,
+                Duration::from_millis(cfg.nack_interval_ms),
+                Duration::from_millis(cfg.resync_after_ms),
+            ),
+            prototype_seq: SequenceTracker::new(
+                8,
+                Duration::from_millis(cfg.nack_interval_ms),
+                Duration::from_millis(cfg.resync_after_ms),
+            ),
             nacks: Vec::with_capacity(64),
             last_append_flush: Instant::now(),
             last_postcard_expire: Instant::now(),
@@ -255,6 +263,9 @@ impl<S: Sinks> Translator<S> {
                     let peer = peer_key(src.ip());
                     match self.prototype_seq.check(peer, seq as u32, now) {
                         Verdict::Apply => {}
+                        Verdict::Resync => {
+                            self.stats.resyncs.fetch_add(1, Relaxed);
+                        }
                         Verdict::Duplicate => {
                             self.stats.duplicates.fetch_add(1, Relaxed);
                             return;
@@ -289,6 +300,9 @@ impl<S: Sinks> Translator<S> {
                 if h.retransmittable {
                     match self.native_seq.check(h.reporter_id as u64, h.seq, now) {
                         Verdict::Apply => {}
+                        Verdict::Resync => {
+                            self.stats.resyncs.fetch_add(1, Relaxed);
+                        }
                         Verdict::Duplicate => {
                             self.stats.duplicates.fetch_add(1, Relaxed);
                             return;
