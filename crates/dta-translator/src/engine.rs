@@ -114,6 +114,7 @@ pub struct Translator<S: Sinks> {
     nack_port: u16,
     postcard_timeout: Duration,
     append_flush: Duration,
+    sketch_stall: Duration,
     key_write: Vec<KeyWriteRoute>,
     key_increment: Vec<KeyIncrementRoute>,
     postcarding: Vec<PostcardRoute>,
@@ -149,6 +150,7 @@ impl<S: Sinks> Translator<S> {
             nack_port: cfg.nack_port,
             postcard_timeout: Duration::from_millis(cfg.postcard_timeout_ms),
             append_flush: Duration::from_millis(cfg.append_flush_ms),
+            sketch_stall: Duration::from_millis(cfg.sketch_stall_ms),
             key_write: vec![],
             key_increment: vec![],
             postcarding: vec![],
@@ -470,7 +472,7 @@ impl<S: Sinks> Translator<S> {
                 Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err("bad_data_len"),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
-                    let verdict = r.agg.receive(reporter, epoch, column, data, |ready| {
+                    let verdict = r.agg.receive(reporter, src, epoch, column, data, now, |ready| {
                         write_columns(layout, store, sinks, stats, immediate, ready)
                     });
                     match verdict {
@@ -513,6 +515,28 @@ impl<S: Sinks> Translator<S> {
         if now.duration_since(self.last_postcard_expire) >= self.postcard_timeout / 2 {
             self.last_postcard_expire = now;
             self.expire_postcards(now, Some(self.postcard_timeout));
+        }
+        let mut stalled: [Option<(u32, SocketAddr, native::SketchNack)>; 16] = [None; 16];
+        let mut n = 0;
+        for r in &mut self.sketches {
+            let sketch_id = r.sketch_id;
+            r.agg.stalled(now, self.sketch_stall, |reporter, from, column, epoch| {
+                if n < stalled.len() {
+                    stalled[n] = Some((
+                        reporter,
+                        from,
+                        native::SketchNack {
+                            sketch_id,
+                            column,
+                            epoch,
+                        },
+                    ));
+                    n += 1;
+                }
+            });
+        }
+        for (reporter, from, nack) in stalled.into_iter().flatten() {
+            self.queue_native_nack(from, reporter, 0, Some(nack));
         }
     }
 

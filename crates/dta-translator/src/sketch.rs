@@ -7,8 +7,16 @@
 //! Count-Min, register-wise max for HyperLogLog), and a column is written to the collector once
 //! every expected reporter has contributed it. Consecutive ready columns are batched into one
 //! write.
+//!
+//! Two gaps of the paper's scheme are closed here. A lost *last* column is revealed by no later
+//! column, so a reporter that stops mid-sketch is NACKed for its next column after a stall
+//! timeout ([`SketchAggregator::stalled`]). And a column some reporter never contributed is not
+//! silently dropped: when a newer epoch retires it, it is written with the number of reporters
+//! it actually merges, which the store records beside the column.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// How columns merge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +57,14 @@ pub enum ColumnVerdict {
     Stale,
 }
 
+struct ReporterProgress {
+    epoch: u32,
+    next: u32,
+    last_seen: Instant,
+    last_nack: Option<Instant>,
+    from: SocketAddr,
+}
+
 struct EpochAcc {
     values: Vec<u64>,
     contributors: Vec<u32>,
@@ -70,7 +86,7 @@ pub struct SketchAggregator {
     columns: u32,
     reporters: u32,
     batch: u32,
-    progress: HashMap<u32, (u32, u32)>,
+    progress: HashMap<u32, ReporterProgress>,
     epochs: HashMap<u32, EpochAcc>,
     newest: Option<u32>,
 }
@@ -96,14 +112,17 @@ impl SketchAggregator {
         self.columns
     }
 
-    /// Receive column `column` of `epoch` from `reporter`. Ready columns go to `emit`.
-    /// The caller has checked `data.len() == merge.wire_len()` and `column < columns`.
+    /// Receive column `column` of `epoch` from `reporter` (at `from`). Ready columns go to
+    /// `emit`. The caller has checked `data.len() == merge.wire_len()` and `column < columns`.
+    #[allow(clippy::too_many_arguments)]
     pub fn receive<E>(
         &mut self,
         reporter: u32,
+        from: SocketAddr,
         epoch: u32,
         column: u16,
         data: &[u8],
+        now: Instant,
         mut emit: impl FnMut(ReadyColumns<'_>) -> Result<(), E>,
     ) -> Result<ColumnVerdict, E> {
         let column = column as u32;
@@ -112,29 +131,36 @@ impl SketchAggregator {
                 return Ok(ColumnVerdict::Stale);
             }
         }
-        let (r_epoch, next) = *self.progress.get(&reporter).unwrap_or(&(epoch, 0));
-        let next = if epoch > r_epoch {
-            0
-        } else if epoch < r_epoch {
+        let p = self.progress.entry(reporter).or_insert(ReporterProgress {
+            epoch,
+            next: 0,
+            last_seen: now,
+            last_nack: None,
+            from,
+        });
+        if epoch < p.epoch {
             return Ok(ColumnVerdict::Stale);
-        } else {
-            next
-        };
-        if column < next {
+        }
+        if epoch > p.epoch {
+            p.epoch = epoch;
+            p.next = 0;
+        }
+        p.last_seen = now;
+        p.from = from;
+        if column < p.next {
             return Ok(ColumnVerdict::Duplicate);
         }
-        if column > next {
-            self.progress.insert(reporter, (epoch, next));
+        if column > p.next {
             return Ok(ColumnVerdict::OutOfOrder {
-                column: next as u16,
+                column: p.next as u16,
                 epoch,
             });
         }
-        self.progress.insert(reporter, (epoch, next + 1));
+        p.next += 1;
+        p.last_nack = None;
         if self.newest.is_none_or(|n| epoch > n) {
             self.newest = Some(epoch);
-            // Retire epochs older than the previous one: their stragglers are stale.
-            self.epochs.retain(|&e, _| e + 1 >= epoch);
+            self.retire_before(epoch.saturating_sub(1), &mut emit)?;
         }
         let width = self.merge.width();
         let columns = self.columns as usize;
@@ -196,6 +222,53 @@ impl SketchAggregator {
         })
     }
 
+    /// Retire epochs older than `oldest_kept`: write their columns that some reporters did
+    /// contribute but not all (marked with how many did), then forget them.
+    fn retire_before<E>(
+        &mut self,
+        oldest_kept: u32,
+        emit: &mut impl FnMut(ReadyColumns<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let width = self.merge.width();
+        let old: Vec<u32> = self
+            .epochs
+            .keys()
+            .copied()
+            .filter(|&e| e < oldest_kept)
+            .collect();
+        for e in old {
+            if let Some(mut acc) = self.epochs.remove(&e) {
+                for c in 0..self.columns {
+                    let n = acc.contributors[c as usize];
+                    if n > 0 && !acc.written[c as usize] {
+                        Self::emit_run(&mut acc, n, width, e, c, 1, emit)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reporters that stopped mid-sketch for longer than `stall`: `nack(reporter, address,
+    /// column, epoch)` is called for each, at most once per `stall`.
+    pub fn stalled(
+        &mut self,
+        now: Instant,
+        stall: Duration,
+        mut nack: impl FnMut(u32, SocketAddr, u16, u32),
+    ) {
+        for (&reporter, p) in self.progress.iter_mut() {
+            let quiet = now.saturating_duration_since(p.last_seen) >= stall;
+            let due = p
+                .last_nack
+                .is_none_or(|t| now.saturating_duration_since(t) >= stall);
+            if p.next > 0 && p.next < self.columns && quiet && due {
+                p.last_nack = Some(now);
+                nack(reporter, p.from, p.next as u16, p.epoch);
+            }
+        }
+    }
+
     /// Write every complete column not yet written (idle flush).
     pub fn flush<E>(&mut self, mut emit: impl FnMut(ReadyColumns<'_>) -> Result<(), E>) -> Result<(), E> {
         let width = self.merge.width();
@@ -224,6 +297,10 @@ impl SketchAggregator {
 mod tests {
     use super::*;
 
+    fn addr() -> SocketAddr {
+        "127.0.0.1:9".parse().unwrap()
+    }
+
     fn col(vals: &[u32]) -> Vec<u8> {
         vals.iter().flat_map(|v| v.to_be_bytes()).collect()
     }
@@ -233,7 +310,7 @@ mod tests {
         let mut s = SketchAggregator::new(Merge::Sum { rows: 2 }, 4, 2, 2);
         let mut out: Vec<(u32, u32, Vec<u64>)> = vec![];
         let mut rx = |s: &mut SketchAggregator, r, c, v: &[u32], out: &mut Vec<(u32, u32, Vec<u64>)>| {
-            s.receive(r, 1, c, &col(v), |rc| {
+            s.receive(r, addr(), 1, c, &col(v), Instant::now(), |rc| {
                 out.push((rc.first_column, rc.count, rc.values.to_vec()));
                 Ok::<_, ()>(())
             })
@@ -258,12 +335,54 @@ mod tests {
         let mut s = SketchAggregator::new(Merge::Max { width: 3 }, 1, 2, 8);
         let mut out = vec![];
         for (r, regs) in [(7u32, [1u8, 5, 2]), (8, [4, 0, 3])] {
-            s.receive(r, 0, 0, &regs, |rc| {
+            s.receive(r, addr(), 0, 0, &regs, Instant::now(), |rc| {
                 out.push(rc.values.to_vec());
                 Ok::<_, ()>(())
             })
             .unwrap();
         }
         assert_eq!(out, vec![vec![4, 5, 3]]);
+    }
+
+    #[test]
+    fn a_stalled_reporter_is_nacked_for_its_next_column() {
+        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, 3, 1, 8);
+        let t0 = Instant::now();
+        let ok = |_: ReadyColumns<'_>| Ok::<_, ()>(());
+        s.receive(5, addr(), 2, 0, &col(&[1]), t0, ok).unwrap();
+        s.receive(5, addr(), 2, 1, &col(&[1]), t0, ok).unwrap();
+        // Column 2 (the last) was lost: nothing later reveals it but the stall timer.
+        let mut nacks = vec![];
+        s.stalled(t0 + Duration::from_millis(10), Duration::from_millis(50), |r, _, c, e| {
+            nacks.push((r, c, e))
+        });
+        assert!(nacks.is_empty());
+        s.stalled(t0 + Duration::from_millis(60), Duration::from_millis(50), |r, _, c, e| {
+            nacks.push((r, c, e))
+        });
+        assert_eq!(nacks, vec![(5, 2, 2)]);
+        // Not repeated before another stall interval.
+        s.stalled(t0 + Duration::from_millis(70), Duration::from_millis(50), |r, _, c, e| {
+            nacks.push((r, c, e))
+        });
+        assert_eq!(nacks.len(), 1);
+    }
+
+    #[test]
+    fn an_epoch_retired_incomplete_is_written_with_its_contributor_count() {
+        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, 2, 2, 1);
+        let t = Instant::now();
+        let mut out: Vec<(u32, u32, u32, Vec<u64>)> = vec![];
+        let mut push = |rc: ReadyColumns<'_>| {
+            out.push((rc.epoch, rc.first_column, rc.reporters, rc.values.to_vec()));
+            Ok::<_, ()>(())
+        };
+        // Reporter 2 never sends epoch 0; reporter 1 sends both columns of epochs 0, 1 and 2.
+        for e in 0..3 {
+            s.receive(1, addr(), e, 0, &col(&[7]), t, &mut push).unwrap();
+            s.receive(1, addr(), e, 1, &col(&[8]), t, &mut push).unwrap();
+        }
+        // Epoch 2 retires epoch 0: its columns are written with 1 of 2 reporters.
+        assert_eq!(out, vec![(0, 0, 1, vec![7]), (0, 1, 1, vec![8])]);
     }
 }
