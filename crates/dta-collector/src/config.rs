@@ -101,19 +101,25 @@ impl StoreConfig {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(err(
-                "name must be 1-31 characters of [A-Za-z0-9_-]".into(),
-            ));
+            return Err(err("name must be 1-31 characters of [A-Za-z0-9_-]".into()));
         }
-        let kind = self
-            .kind
-            .ok_or_else(|| err("missing `kind` (key-write, key-increment, postcarding, append, sketch-merge)".into()))?;
+        let kind = self.kind.ok_or_else(|| {
+            err(
+                "missing `kind` (key-write, key-increment, postcarding, append, sketch-merge)"
+                    .into(),
+            )
+        })?;
         let allowed: &[&str] = match kind {
             StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash"],
             StoreKindName::KeyIncrement => &["counters", "key_len", "hash"],
-            StoreKindName::Postcarding => {
-                &["chunks", "hops", "slot_bits", "redundancy", "key_len", "values"]
-            }
+            StoreKindName::Postcarding => &[
+                "chunks",
+                "hops",
+                "slot_bits",
+                "redundancy",
+                "key_len",
+                "values",
+            ],
             StoreKindName::Append => &["lists", "capacity", "entry_len", "batch"],
             StoreKindName::SketchMerge => &[
                 "sketch_id",

@@ -50,12 +50,21 @@ impl From<CollectorError> for ApiError {
     }
 }
 
-fn param<T: std::str::FromStr>(p: &HashMap<String, String>, name: &str, default: Option<T>) -> Result<T, ApiError> {
+fn param<T: std::str::FromStr>(
+    p: &HashMap<String, String>,
+    name: &str,
+    default: Option<T>,
+) -> Result<T, ApiError> {
     match p.get(name) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("bad value for `{name}`: {v:?}"))),
-        None => default.ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, format!("missing `{name}`"))),
+        Some(v) => v.parse().map_err(|_| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("bad value for `{name}`: {v:?}"),
+            )
+        }),
+        None => {
+            default.ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, format!("missing `{name}`")))
+        }
     }
 }
 
@@ -64,53 +73,102 @@ type Shared = Arc<Collector>;
 fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<u8>, ApiError> {
     let store = c.store(name)?;
     let raw: String = param(p, "key", None)?;
-    Ok(query::parse_key(&raw, query::key_len(store.region.header()))?)
+    Ok(query::parse_key(
+        &raw,
+        query::key_len(store.region.header()),
+    )?)
 }
 
 async fn stores(State(c): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
     let mut out = vec![];
     for s in c.stores() {
         let path = region_path(c.dir(), &s.name);
-        out.push(serde_json::to_value(query::inspect(&s.region, &path.display().to_string())?).unwrap());
+        out.push(
+            serde_json::to_value(query::inspect(&s.region, &path.display().to_string())?).unwrap(),
+        );
     }
     Ok(Json(serde_json::Value::Array(out)))
 }
 
-async fn store(State(c): State<Shared>, Path(name): Path<String>) -> Result<Json<query::Inspection>, ApiError> {
+async fn store(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+) -> Result<Json<query::Inspection>, ApiError> {
     let s = c.store(&name)?;
     let path = region_path(c.dir(), &s.name);
-    Ok(Json(query::inspect(&s.region, &path.display().to_string())?))
+    Ok(Json(query::inspect(
+        &s.region,
+        &path.display().to_string(),
+    )?))
 }
 
-async fn kw(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::KeyWriteResult>, ApiError> {
+async fn kw(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+    Query(p): Params,
+) -> Result<Json<query::KeyWriteResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let r = &c.store(&name)?.region;
-    Ok(Json(query::key_write(r, &key, param(&p, "redundancy", Some(4))?, param(&p, "threshold", Some(1))?)?))
+    Ok(Json(query::key_write(
+        r,
+        &key,
+        param(&p, "redundancy", Some(4))?,
+        param(&p, "threshold", Some(1))?,
+    )?))
 }
 
-async fn ki(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::KeyIncrementResult>, ApiError> {
+async fn ki(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+    Query(p): Params,
+) -> Result<Json<query::KeyIncrementResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let r = &c.store(&name)?.region;
-    Ok(Json(query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?))
+    Ok(Json(query::key_increment(
+        r,
+        &key,
+        param(&p, "redundancy", Some(4))?,
+    )?))
 }
 
-async fn postcard(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::PostcardResult>, ApiError> {
+async fn postcard(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+    Query(p): Params,
+) -> Result<Json<query::PostcardResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let s = c.store(&name)?;
     let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
-    Ok(Json(query::postcard(&s.region, &key, param(&p, "values", Some(default_values))?)?))
+    Ok(Json(query::postcard(
+        &s.region,
+        &key,
+        param(&p, "values", Some(default_values))?,
+    )?))
 }
 
-async fn list(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::ListResult>, ApiError> {
+async fn list(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+    Query(p): Params,
+) -> Result<Json<query::ListResult>, ApiError> {
     let r = &c.store(&name)?.region;
     let tail = match p.get("tail") {
         Some(_) => Some(param::<u64>(&p, "tail", None)?),
         None => None,
     };
-    Ok(Json(query::list(r, param(&p, "list", Some(0))?, tail, param(&p, "max", Some(1024))?)?))
+    Ok(Json(query::list(
+        r,
+        param(&p, "list", Some(0))?,
+        tail,
+        param(&p, "max", Some(1024))?,
+    )?))
 }
 
-async fn sketch(State(c): State<Shared>, Path(name): Path<String>, Query(p): Params) -> Result<Json<query::SketchResult>, ApiError> {
+async fn sketch(
+    State(c): State<Shared>,
+    Path(name): Path<String>,
+    Query(p): Params,
+) -> Result<Json<query::SketchResult>, ApiError> {
     let s = c.store(&name)?;
     let key = match p.get("key") {
         Some(k) => Some(query::parse_key(k, query::key_len(s.region.header()))?),

@@ -326,7 +326,7 @@ pub fn inspect(region: &Region, path: &str) -> Result<Inspection, QueryError> {
     let h = region.header();
     let mem = region.mem();
     let words = mem.len() / 8;
-    let sample = words.min(1 << 20).max(1);
+    let sample = words.clamp(1, 1 << 20);
     let stride = (words / sample).max(1);
     let mut nonzero = 0u64;
     let mut seen = 0u64;

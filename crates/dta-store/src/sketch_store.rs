@@ -217,7 +217,7 @@ impl SketchLayout {
         for c in 0..self.columns {
             match self.read_column(mem, c) {
                 Some((_, v)) => regs.extend(v.into_iter().map(|r| r as u8)),
-                None => regs.extend(std::iter::repeat(0).take(self.width)),
+                None => regs.extend(std::iter::repeat_n(0, self.width)),
             }
         }
         regs

@@ -238,7 +238,7 @@ fn concurrent_reader_never_sees_overwritten_entries() {
         let p = reader.poll(r.mem(), 64, &mut out);
         for i in indices(&out) {
             assert!(
-                last.map_or(true, |x| i > x),
+                last.is_none_or(|x| i > x),
                 "out of order {i} after {last:?}"
             );
             last = Some(i);

@@ -103,7 +103,10 @@ impl AppendBatcher {
     }
 
     /// Flush every partial batch.
-    pub fn flush_partial<E>(&mut self, mut emit: impl FnMut(Batch<'_>) -> Result<(), E>) -> Result<(), E> {
+    pub fn flush_partial<E>(
+        &mut self,
+        mut emit: impl FnMut(Batch<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let dirty = std::mem::take(&mut self.dirty);
         let mut result = Ok(());
         for &list in &dirty {
@@ -121,7 +124,10 @@ impl AppendBatcher {
     }
 
     pub fn pending(&self) -> usize {
-        self.dirty.iter().map(|&l| self.fill[l as usize] as usize).sum()
+        self.dirty
+            .iter()
+            .map(|&l| self.fill[l as usize] as usize)
+            .sum()
     }
 }
 
@@ -135,7 +141,12 @@ mod tests {
         let mut out: Vec<(u32, u64, Vec<u8>, bool)> = vec![];
         for i in 0..9u32 {
             b.push(0, &i.to_be_bytes(), false, |batch| {
-                out.push((batch.list, batch.first_index, batch.entries.to_vec(), batch.full));
+                out.push((
+                    batch.list,
+                    batch.first_index,
+                    batch.entries.to_vec(),
+                    batch.full,
+                ));
                 Ok::<_, ()>(())
             })
             .unwrap();
@@ -146,7 +157,12 @@ mod tests {
         assert_eq!(&out[1].2[..4], &4u32.to_be_bytes());
         assert_eq!(b.pending(), 1);
         b.flush_partial(|batch| {
-            out.push((batch.list, batch.first_index, batch.entries.to_vec(), batch.full));
+            out.push((
+                batch.list,
+                batch.first_index,
+                batch.entries.to_vec(),
+                batch.full,
+            ));
             Ok::<_, ()>(())
         })
         .unwrap();

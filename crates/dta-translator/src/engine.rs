@@ -39,7 +39,8 @@ impl StoreInfo {
         let header = region.header().clone();
         let mut append_heads = vec![];
         if header.kind == StoreKind::Append {
-            let layout = AppendLayout::new(&header).map_err(|e| BuildError::Layout(e.to_string()))?;
+            let layout =
+                AppendLayout::new(&header).map_err(|e| BuildError::Layout(e.to_string()))?;
             for list in 0..layout.lists() {
                 let head = region
                     .mem()
@@ -472,9 +473,11 @@ impl<S: Sinks> Translator<S> {
                 Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err("bad_data_len"),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
-                    let verdict = r.agg.receive(reporter, src, epoch, column, data, now, |ready| {
-                        write_columns(layout, store, sinks, stats, immediate, ready)
-                    });
+                    let verdict = r
+                        .agg
+                        .receive(reporter, src, epoch, column, data, now, |ready| {
+                            write_columns(layout, store, sinks, stats, immediate, ready)
+                        });
                     match verdict {
                         Ok(ColumnVerdict::Merged) => Ok(()),
                         Ok(ColumnVerdict::Duplicate) => {
@@ -520,20 +523,21 @@ impl<S: Sinks> Translator<S> {
         let mut n = 0;
         for r in &mut self.sketches {
             let sketch_id = r.sketch_id;
-            r.agg.stalled(now, self.sketch_stall, |reporter, from, column, epoch| {
-                if n < stalled.len() {
-                    stalled[n] = Some((
-                        reporter,
-                        from,
-                        native::SketchNack {
-                            sketch_id,
-                            column,
-                            epoch,
-                        },
-                    ));
-                    n += 1;
-                }
-            });
+            r.agg
+                .stalled(now, self.sketch_stall, |reporter, from, column, epoch| {
+                    if n < stalled.len() {
+                        stalled[n] = Some((
+                            reporter,
+                            from,
+                            native::SketchNack {
+                                sketch_id,
+                                column,
+                                epoch,
+                            },
+                        ));
+                        n += 1;
+                    }
+                });
         }
         for (reporter, from, nack) in stalled.into_iter().flatten() {
             self.queue_native_nack(from, reporter, 0, Some(nack));

@@ -94,6 +94,7 @@ impl PostcardCache {
     /// (a collided resident first, then this flow's chunk if it is now complete).
     ///
     /// The caller has checked `hop < hops` and `key.len() <= MAX_KEY`.
+    #[allow(clippy::too_many_arguments)] // the postcard's fields, unpacked on the data path
     pub fn insert(
         &mut self,
         key: &[u8],
@@ -178,7 +179,13 @@ impl PostcardCache {
 mod tests {
     use super::*;
 
-    fn collect(cache: &mut PostcardCache, key: &[u8], hop: u8, path_len: u8, v: u32) -> Vec<(Vec<Option<u32>>, Eviction)> {
+    fn collect(
+        cache: &mut PostcardCache,
+        key: &[u8],
+        hop: u8,
+        path_len: u8,
+        v: u32,
+    ) -> Vec<(Vec<Option<u32>>, Eviction)> {
         let mut out = vec![];
         cache.insert(key, hop, path_len, v, false, Instant::now(), |c, e| {
             out.push((c.values[..5].to_vec(), e))

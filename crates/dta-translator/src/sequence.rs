@@ -146,13 +146,31 @@ mod tests {
         }
         // Restart: sequence 0 looks like an old duplicate...
         assert_eq!(t.check(1, 0, now), Verdict::Duplicate);
-        assert_eq!(t.check(1, 1, now + Duration::from_millis(50)), Verdict::Duplicate);
+        assert_eq!(
+            t.check(1, 1, now + Duration::from_millis(50)),
+            Verdict::Duplicate
+        );
         // ...until nothing has applied for the resync interval.
-        assert_eq!(t.check(1, 2, now + Duration::from_millis(101)), Verdict::Resync);
-        assert_eq!(t.check(1, 3, now + Duration::from_millis(102)), Verdict::Apply);
+        assert_eq!(
+            t.check(1, 2, now + Duration::from_millis(101)),
+            Verdict::Resync
+        );
+        assert_eq!(
+            t.check(1, 3, now + Duration::from_millis(102)),
+            Verdict::Apply
+        );
         // An unfillable gap resolves the same way.
-        assert_eq!(t.check(1, 10, now + Duration::from_millis(103)), Verdict::Gap { nack: Some(4) });
-        assert_eq!(t.check(1, 11, now + Duration::from_millis(300)), Verdict::Resync);
-        assert_eq!(t.check(1, 12, now + Duration::from_millis(301)), Verdict::Apply);
+        assert_eq!(
+            t.check(1, 10, now + Duration::from_millis(103)),
+            Verdict::Gap { nack: Some(4) }
+        );
+        assert_eq!(
+            t.check(1, 11, now + Duration::from_millis(300)),
+            Verdict::Resync
+        );
+        assert_eq!(
+            t.check(1, 12, now + Duration::from_millis(301)),
+            Verdict::Apply
+        );
     }
 }

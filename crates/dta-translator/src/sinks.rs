@@ -61,7 +61,10 @@ impl Sinks for RegionSinks {
     }
 
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
-        self.regions[store].mem().fetch_add_u64(offset, add).map(|_| ())
+        self.regions[store]
+            .mem()
+            .fetch_add_u64(offset, add)
+            .map(|_| ())
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {

@@ -52,7 +52,10 @@ pub enum ColumnVerdict {
     /// Already merged (a retransmission overlap).
     Duplicate,
     /// Skipped ahead: NACK `column` of `epoch`.
-    OutOfOrder { column: u16, epoch: u32 },
+    OutOfOrder {
+        column: u16,
+        epoch: u32,
+    },
     /// For an epoch already retired.
     Stale,
 }
@@ -270,7 +273,10 @@ impl SketchAggregator {
     }
 
     /// Write every complete column not yet written (idle flush).
-    pub fn flush<E>(&mut self, mut emit: impl FnMut(ReadyColumns<'_>) -> Result<(), E>) -> Result<(), E> {
+    pub fn flush<E>(
+        &mut self,
+        mut emit: impl FnMut(ReadyColumns<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let width = self.merge.width();
         for (&epoch, acc) in self.epochs.iter_mut() {
             let mut c = 0;
@@ -283,7 +289,15 @@ impl SketchAggregator {
                     {
                         c += 1;
                     }
-                    Self::emit_run(acc, self.reporters, width, epoch, start, c - start, &mut emit)?;
+                    Self::emit_run(
+                        acc,
+                        self.reporters,
+                        width,
+                        epoch,
+                        start,
+                        c - start,
+                        &mut emit,
+                    )?;
                 } else {
                     c += 1;
                 }
@@ -309,20 +323,27 @@ mod tests {
     fn sums_when_all_reporters_contributed_and_nacks_gaps() {
         let mut s = SketchAggregator::new(Merge::Sum { rows: 2 }, 4, 2, 2);
         let mut out: Vec<(u32, u32, Vec<u64>)> = vec![];
-        let mut rx = |s: &mut SketchAggregator, r, c, v: &[u32], out: &mut Vec<(u32, u32, Vec<u64>)>| {
-            s.receive(r, addr(), 1, c, &col(v), Instant::now(), |rc| {
-                out.push((rc.first_column, rc.count, rc.values.to_vec()));
-                Ok::<_, ()>(())
-            })
-            .unwrap()
-        };
+        let rx =
+            |s: &mut SketchAggregator, r, c, v: &[u32], out: &mut Vec<(u32, u32, Vec<u64>)>| {
+                s.receive(r, addr(), 1, c, &col(v), Instant::now(), |rc| {
+                    out.push((rc.first_column, rc.count, rc.values.to_vec()));
+                    Ok::<_, ()>(())
+                })
+                .unwrap()
+            };
         assert_eq!(rx(&mut s, 1, 0, &[1, 2], &mut out), ColumnVerdict::Merged);
         assert_eq!(
             rx(&mut s, 1, 2, &[9, 9], &mut out),
-            ColumnVerdict::OutOfOrder { column: 1, epoch: 1 }
+            ColumnVerdict::OutOfOrder {
+                column: 1,
+                epoch: 1
+            }
         );
         assert_eq!(rx(&mut s, 1, 1, &[3, 4], &mut out), ColumnVerdict::Merged);
-        assert_eq!(rx(&mut s, 1, 0, &[1, 2], &mut out), ColumnVerdict::Duplicate);
+        assert_eq!(
+            rx(&mut s, 1, 0, &[1, 2], &mut out),
+            ColumnVerdict::Duplicate
+        );
         assert!(out.is_empty(), "reporter 2 has not contributed yet");
         assert_eq!(rx(&mut s, 2, 0, &[10, 20], &mut out), ColumnVerdict::Merged);
         assert!(out.is_empty(), "batch of 2 not complete");
@@ -353,18 +374,24 @@ mod tests {
         s.receive(5, addr(), 2, 1, &col(&[1]), t0, ok).unwrap();
         // Column 2 (the last) was lost: nothing later reveals it but the stall timer.
         let mut nacks = vec![];
-        s.stalled(t0 + Duration::from_millis(10), Duration::from_millis(50), |r, _, c, e| {
-            nacks.push((r, c, e))
-        });
+        s.stalled(
+            t0 + Duration::from_millis(10),
+            Duration::from_millis(50),
+            |r, _, c, e| nacks.push((r, c, e)),
+        );
         assert!(nacks.is_empty());
-        s.stalled(t0 + Duration::from_millis(60), Duration::from_millis(50), |r, _, c, e| {
-            nacks.push((r, c, e))
-        });
+        s.stalled(
+            t0 + Duration::from_millis(60),
+            Duration::from_millis(50),
+            |r, _, c, e| nacks.push((r, c, e)),
+        );
         assert_eq!(nacks, vec![(5, 2, 2)]);
         // Not repeated before another stall interval.
-        s.stalled(t0 + Duration::from_millis(70), Duration::from_millis(50), |r, _, c, e| {
-            nacks.push((r, c, e))
-        });
+        s.stalled(
+            t0 + Duration::from_millis(70),
+            Duration::from_millis(50),
+            |r, _, c, e| nacks.push((r, c, e)),
+        );
         assert_eq!(nacks.len(), 1);
     }
 
@@ -379,8 +406,10 @@ mod tests {
         };
         // Reporter 2 never sends epoch 0; reporter 1 sends both columns of epochs 0, 1 and 2.
         for e in 0..3 {
-            s.receive(1, addr(), e, 0, &col(&[7]), t, &mut push).unwrap();
-            s.receive(1, addr(), e, 1, &col(&[8]), t, &mut push).unwrap();
+            s.receive(1, addr(), e, 0, &col(&[7]), t, &mut push)
+                .unwrap();
+            s.receive(1, addr(), e, 1, &col(&[8]), t, &mut push)
+                .unwrap();
         }
         // Epoch 2 retires epoch 0: its columns are written with 1 of 2 reporters.
         assert_eq!(out, vec![(0, 0, 1, vec![7]), (0, 1, 1, vec![8])]);

@@ -115,8 +115,15 @@ impl Stats {
     }
 
     pub fn total_rejected(&self) -> u64 {
-        self.wire_errors.iter().map(|c| c.load(Relaxed)).sum::<u64>()
-            + self.apply_errors.iter().map(|c| c.load(Relaxed)).sum::<u64>()
+        self.wire_errors
+            .iter()
+            .map(|c| c.load(Relaxed))
+            .sum::<u64>()
+            + self
+                .apply_errors
+                .iter()
+                .map(|c| c.load(Relaxed))
+                .sum::<u64>()
     }
 
     /// A JSON snapshot, for `--json` output, logs and the HTTP API.

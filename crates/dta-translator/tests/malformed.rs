@@ -58,13 +58,25 @@ fn malformed_datagrams_are_counted_and_change_nothing() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", vec![0x01, 0x00, 0x02, 0, 0]),
         ("truncated", vec![]),
-        ("unknown_version", vec![0x07, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        (
+            "unknown_version",
+            vec![0x07, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        ),
         ("unknown_version", vec![0xff; 20]),
         // Key-Write with 5 bytes of data: not 4, 12 or 28.
-        ("bad_length", vec![0x01, 0x00, 0x02, 0, 0, 0, 7, 1, 2, 3, 4, 5]),
+        (
+            "bad_length",
+            vec![0x01, 0x00, 0x02, 0, 0, 0, 7, 1, 2, 3, 4, 5],
+        ),
         // Redundancy 0 and 9 cannot be honoured.
-        ("bad_redundancy", vec![0x01, 0x00, 0x00, 0, 0, 0, 7, 1, 2, 3, 4]),
-        ("bad_redundancy", vec![0x01, 0x00, 0x09, 0, 0, 0, 7, 1, 2, 3, 4]),
+        (
+            "bad_redundancy",
+            vec![0x01, 0x00, 0x00, 0, 0, 0, 7, 1, 2, 3, 4],
+        ),
+        (
+            "bad_redundancy",
+            vec![0x01, 0x00, 0x09, 0, 0, 0, 7, 1, 2, 3, 4],
+        ),
         // Native header promising 2 reports, carrying 1.
         (
             "truncated",
@@ -75,7 +87,9 @@ fn malformed_datagrams_are_counted_and_change_nothing() {
         // Native report with an unknown opcode 0x09.
         (
             "unknown_opcode",
-            vec![0x10, 0x40, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x09, 0, 0, 4, 1, 2, 3, 4],
+            vec![
+                0x10, 0x40, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x09, 0, 0, 4, 1, 2, 3, 4,
+            ],
         ),
         ("bad_list_id", native_bad_list[..n].to_vec()),
         // Key-Write with a 3-byte key: no store has that shape.
@@ -97,7 +111,11 @@ fn malformed_datagrams_are_counted_and_change_nothing() {
             hex::encode(bytes)
         );
     }
-    assert_eq!(snapshot(&regions), before, "a malformed datagram changed stored bytes");
+    assert_eq!(
+        snapshot(&regions),
+        before,
+        "a malformed datagram changed stored bytes"
+    );
     assert_eq!(
         kw_answer(&regions[0], 7),
         KeyWriteAnswer::Found {
@@ -122,7 +140,11 @@ fn random_bytes_never_panic_and_never_touch_memory() {
         let mut b: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
         // Force the first byte into a valid version most of the time so parsing goes deep.
         if !b.is_empty() && rng.gen_bool(0.7) {
-            b[0] = if rng.gen_bool(0.5) { 0x10 } else { rng.gen_range(1..=4) };
+            b[0] = if rng.gen_bool(0.5) {
+                0x10
+            } else {
+                rng.gen_range(1..=4)
+            };
         }
         let reports_before: u64 = dta_translator::stats::PRIMITIVES
             .iter()

@@ -83,7 +83,9 @@ pub struct Report {
 impl Report {
     /// Every query answered correctly, none wrongly.
     pub fn all_correct(&self) -> bool {
-        self.rows.iter().all(|r| r.queried > 0 && r.correct == r.queried)
+        self.rows
+            .iter()
+            .all(|r| r.queried > 0 && r.correct == r.queried)
     }
 }
 
@@ -121,7 +123,9 @@ pub fn flow_data(i: u32) -> [u8; 8] {
 /// Path of flow `i`: length 1..=5, switch ids in 0..2^18.
 pub fn path(i: u32, hops: u8) -> Vec<u32> {
     let len = 1 + (i % hops as u32);
-    (0..len).map(|h| (i.wrapping_mul(31) + h * 7919) % (1 << 18)).collect()
+    (0..len)
+        .map(|h| (i.wrapping_mul(31) + h * 7919) % (1 << 18))
+        .collect()
 }
 
 fn ki_increments(i: u32) -> (u64, u64) {
@@ -153,8 +157,12 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
 
     // The translator, on its own thread, writing into the regions through shared memory.
     let stats = Arc::new(Stats::default());
-    let mut translator =
-        Translator::new(&cfg.translator, &infos, RegionSinks::new(regions), stats.clone())?;
+    let mut translator = Translator::new(
+        &cfg.translator,
+        &infos,
+        RegionSinks::new(regions),
+        stats.clone(),
+    )?;
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)?;
     let to: SocketAddr = socket.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -194,7 +202,10 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
 /// Send every primitive in both protocols; returns the number of datagrams sent.
 fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
     let mut native = Reporter::new(ReporterConfig::new(to, Protocol::Native { reporter_id: 1 }))?;
-    let mut proto = Reporter::new(ReporterConfig::new(to, Protocol::Prototype(BaseFormat::Short)))?;
+    let mut proto = Reporter::new(ReporterConfig::new(
+        to,
+        Protocol::Prototype(BaseFormat::Short),
+    ))?;
     // Loopback drops datagrams when the receive buffer overflows; pace the prototype stream,
     // which sends one report per datagram.
     let pace = |i: u32| {
@@ -210,7 +221,13 @@ fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
         native.key_increment(&(KI_NATIVE + i).to_be_bytes(), b, 2, false)?;
         let p = path(i, 5);
         for (hop, v) in p.iter().enumerate() {
-            native.postcard(&(PC_NATIVE + i).to_be_bytes(), hop as u8, p.len() as u8, *v, false)?;
+            native.postcard(
+                &(PC_NATIVE + i).to_be_bytes(),
+                hop as u8,
+                p.len() as u8,
+                *v,
+                false,
+            )?;
         }
         native.append(LIST_NATIVE, &i.to_be_bytes(), false)?;
 
@@ -228,7 +245,10 @@ fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
     // Sketch-Merge: two reporters each send their own Count-Min and HyperLogLog, column by
     // column; the translator merges them and writes each column once both have contributed.
     for (id, (cm, hll)) in [(11u32, sketches(flows, 0)), (12, sketches(flows, 1))] {
-        let mut r = Reporter::new(ReporterConfig::new(to, Protocol::Native { reporter_id: id }))?;
+        let mut r = Reporter::new(ReporterConfig::new(
+            to,
+            Protocol::Native { reporter_id: id },
+        ))?;
         for c in 0..cm.columns() {
             let data: Vec<u8> = cm.column(c).iter().flat_map(|v| v.to_be_bytes()).collect();
             r.sketch_column(CM_SKETCH, c as u16, 1, &data, false)?;
@@ -302,7 +322,10 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
             None => Outcome::Empty,
         });
         if i == 0 {
-            row.example = format!("flow 10.0.0.0:1024-10.1.0.1:80/6 -> 0x{}", r.data.unwrap_or_default());
+            row.example = format!(
+                "flow 10.0.0.0:1024-10.1.0.1:80/6 -> 0x{}",
+                r.data.unwrap_or_default()
+            );
         }
     }
     rows.push(row);
@@ -382,9 +405,7 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
             _ => Outcome::Wrong,
         });
     }
-    row.example = format!(
-        "{exact}/{flows} estimates exact; the rest within the bound +{bound}"
-    );
+    row.example = format!("{exact}/{flows} estimates exact; the rest within the bound +{bound}");
     rows.push(row);
 
     let mut row = Row::new("Sketch-Merge (HyperLogLog)", "native", "distinct");
@@ -399,7 +420,10 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
     } else {
         Outcome::Wrong
     });
-    row.example = format!("{est:.0} distinct keys (truth {truth:.0}, 3 sigma = {:.1}%)", 300.0 * sigma);
+    row.example = format!(
+        "{est:.0} distinct keys (truth {truth:.0}, 3 sigma = {:.1}%)",
+        300.0 * sigma
+    );
     rows.push(row);
     Ok(rows)
 }
@@ -426,7 +450,9 @@ pub fn run(opts: &DemoOptions) -> anyhow::Result<bool> {
         }
         println!(
             "translator: {} datagrams, reports {}, rejected {}",
-            report.translator["datagrams"], report.translator["reports"], report.translator["rejected"]
+            report.translator["datagrams"],
+            report.translator["reports"],
+            report.translator["rejected"]
                 .as_object()
                 .map(|m| m.values().filter_map(|v| v.as_u64()).sum::<u64>())
                 .unwrap_or(0)
@@ -434,6 +460,13 @@ pub fn run(opts: &DemoOptions) -> anyhow::Result<bool> {
         println!("regions: {}", report.region_dir);
     }
     let ok = report.all_correct();
-    eprintln!("{}", if ok { "every answer correct" } else { "SOME ANSWERS WERE NOT CORRECT" });
+    eprintln!(
+        "{}",
+        if ok {
+            "every answer correct"
+        } else {
+            "SOME ANSWERS WERE NOT CORRECT"
+        }
+    );
     Ok(ok)
 }

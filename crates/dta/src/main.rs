@@ -18,7 +18,11 @@ use dta_collector::{query, region_path, Collector};
 use dta_translator::{ingest, RegionSinks, Stats, StoreInfo, Translator};
 
 #[derive(Parser)]
-#[command(name = "dta", version, about = "Direct Telemetry Access: collect switch telemetry into queryable memory")]
+#[command(
+    name = "dta",
+    version,
+    about = "Direct Telemetry Access: collect switch telemetry into queryable memory"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -243,7 +247,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 flows: a.flows,
                 json: a.json,
             })?;
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Collector(a) => collector(a),
         Command::Translator(a) => translator(a),
@@ -257,7 +265,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn stop_on_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).context("installing Ctrl-C handler")?;
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))
+        .context("installing Ctrl-C handler")?;
     Ok(stop)
 }
 
@@ -304,7 +313,10 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let collector = Collector::open_dir(&cfg.region_dir, true)
         .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
     if collector.stores().is_empty() {
-        bail!("no regions in {}: start `dta collector` with this configuration first", cfg.region_dir.display());
+        bail!(
+            "no regions in {}: start `dta collector` with this configuration first",
+            cfg.region_dir.display()
+        );
     }
     let regions = collector.regions();
     let infos = regions
@@ -312,7 +324,12 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         .map(|r| StoreInfo::from_region(r))
         .collect::<Result<Vec<_>, _>>()?;
     let stats = Arc::new(Stats::default());
-    let mut t = Translator::new(&cfg.translator, &infos, RegionSinks::new(regions), stats.clone())?;
+    let mut t = Translator::new(
+        &cfg.translator,
+        &infos,
+        RegionSinks::new(regions),
+        stats.clone(),
+    )?;
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
     eprintln!(
@@ -339,7 +356,11 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(50));
                     if start.elapsed() >= next {
-                        let total: u64 = stats.reports.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                        let total: u64 = stats
+                            .reports
+                            .iter()
+                            .map(|c| c.load(Ordering::Relaxed))
+                            .sum();
                         eprintln!(
                             "{:>8.1}s reports {:>12} ({:>10.0}/s) rejected {}",
                             start.elapsed().as_secs_f64(),
@@ -374,14 +395,27 @@ fn key_len_of(region: &dta_store::Region) -> Option<usize> {
 fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match q.what {
-        QueryWhat::Kw { sel, key, redundancy, threshold } => {
+        QueryWhat::Kw {
+            sel,
+            key,
+            redundancy,
+            threshold,
+        } => {
             let (region, _) = sel.open()?;
             let key = query::parse_key(&key, key_len_of(&region))?;
             let r = query::key_write(&region, &key, redundancy, threshold)?;
             output::print(&mut out, sel.json, &r, output::key_write)?;
-            Ok(if r.status == "found" { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if r.status == "found" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
-        QueryWhat::Ki { sel, key, redundancy } => {
+        QueryWhat::Ki {
+            sel,
+            key,
+            redundancy,
+        } => {
             let (region, _) = sel.open()?;
             let key = query::parse_key(&key, key_len_of(&region))?;
             let r = query::key_increment(&region, &key, redundancy)?;
@@ -396,9 +430,18 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or(1 << 18);
             let r = query::postcard(&region, &key, values)?;
             output::print(&mut out, sel.json, &r, output::postcard)?;
-            Ok(if r.status == "found" { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if r.status == "found" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
-        QueryWhat::List { sel, list, tail, max } => {
+        QueryWhat::List {
+            sel,
+            list,
+            tail,
+            max,
+        } => {
             let (region, _) = sel.open()?;
             let r = query::list(&region, list, tail, max)?;
             output::print(&mut out, sel.json, &r, output::list)?;
@@ -420,7 +463,10 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     let paths: Vec<PathBuf> = if a.regions.is_empty() {
         let cfg = a.config.load()?;
         let c = Collector::open_dir(&cfg.region_dir, false)?;
-        c.stores().iter().map(|s| region_path(c.dir(), &s.name)).collect()
+        c.stores()
+            .iter()
+            .map(|s| region_path(c.dir(), &s.name))
+            .collect()
     } else {
         a.regions.clone()
     };
@@ -442,7 +488,11 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
-    let clean: String = a.hex.chars().filter(|c| !c.is_whitespace() && *c != ':').collect();
+    let clean: String = a
+        .hex
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
     let clean = clean.strip_prefix("0x").unwrap_or(&clean);
     let bytes = hex::decode(clean).context("--hex is not valid hex")?;
     let fmt = match a.prototype_header {

@@ -16,7 +16,11 @@ pub fn print<T: Serialize>(
     human: fn(&mut dyn Write, &T) -> io::Result<()>,
 ) -> io::Result<()> {
     if json {
-        writeln!(out, "{}", serde_json::to_string(value).map_err(io::Error::other)?)
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(value).map_err(io::Error::other)?
+        )
     } else {
         human(out, value)
     }
@@ -82,15 +86,27 @@ pub fn list(out: &mut dyn Write, r: &ListResult) -> io::Result<()> {
         r.next_tail
     )?;
     for (i, e) in r.entries.iter().enumerate() {
-        writeln!(out, "  [{}] 0x{e}", r.next_tail - (r.entries.len() - i) as u64)?;
+        writeln!(
+            out,
+            "  [{}] 0x{e}",
+            r.next_tail - (r.entries.len() - i) as u64
+        )?;
     }
     Ok(())
 }
 
 pub fn sketch(out: &mut dyn Write, r: &SketchResult) -> io::Result<()> {
     match (r.estimate, r.cardinality) {
-        (Some(e), _) => writeln!(out, "{} (count-min, sketch {}): estimate {e}", r.store, r.sketch_id),
-        (_, Some(c)) => writeln!(out, "{} (hyperloglog, sketch {}): cardinality {c:.0}", r.store, r.sketch_id),
+        (Some(e), _) => writeln!(
+            out,
+            "{} (count-min, sketch {}): estimate {e}",
+            r.store, r.sketch_id
+        ),
+        (_, Some(c)) => writeln!(
+            out,
+            "{} (hyperloglog, sketch {}): cardinality {c:.0}",
+            r.store, r.sketch_id
+        ),
         _ => writeln!(out, "{}: no answer", r.store),
     }
 }

@@ -67,13 +67,26 @@ fn cli_demo_then_query_and_inspect_the_regions() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Postcarding"), "{text}");
 
     // Key-Write, prototype stream: key 4 000 000 holds kw_data(0).
     let out = dta()
-        .args(["query", "kw", "--store", "kw", "--key", "4000000", "--json", "--region-dir"])
+        .args([
+            "query",
+            "kw",
+            "--store",
+            "kw",
+            "--key",
+            "4000000",
+            "--json",
+            "--region-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -83,11 +96,23 @@ fn cli_demo_then_query_and_inspect_the_regions() {
 
     // The 5-tuple form of a 13-byte key.
     let out = dta()
-        .args(["query", "kw", "--store", "flows", "--key", "10.0.0.5:1029-10.1.0.1:80/6", "--region-dir"])
+        .args([
+            "query",
+            "kw",
+            "--store",
+            "flows",
+            "--key",
+            "10.0.0.5:1029-10.1.0.1:80/6",
+            "--region-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&hex::encode(demo::flow_data(5))),
         "{}",
@@ -96,7 +121,16 @@ fn cli_demo_then_query_and_inspect_the_regions() {
 
     // Postcarding: flow 3 000 002's path.
     let out = dta()
-        .args(["query", "postcard", "--store", "paths", "--key", "3000002", "--json", "--region-dir"])
+        .args([
+            "query",
+            "postcard",
+            "--store",
+            "paths",
+            "--key",
+            "3000002",
+            "--json",
+            "--region-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -106,16 +140,40 @@ fn cli_demo_then_query_and_inspect_the_regions() {
 
     // Append list 1 holds 0, 1, 2, ...
     let out = dta()
-        .args(["query", "list", "--store", "events", "--list", "1", "--tail", "0", "--max", "3", "--json", "--region-dir"])
+        .args([
+            "query",
+            "list",
+            "--store",
+            "events",
+            "--list",
+            "1",
+            "--tail",
+            "0",
+            "--max",
+            "3",
+            "--json",
+            "--region-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
     let v = json_of(&out);
-    assert_eq!(v["entries"], serde_json::json!(["00000000", "00000001", "00000002"]));
+    assert_eq!(
+        v["entries"],
+        serde_json::json!(["00000000", "00000001", "00000002"])
+    );
 
     // An unknown key is "empty", with exit status 1.
     let out = dta()
-        .args(["query", "kw", "--store", "kw", "--key", "0xdeadbeef", "--region-dir"])
+        .args([
+            "query",
+            "kw",
+            "--store",
+            "kw",
+            "--key",
+            "0xdeadbeef",
+            "--region-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -129,13 +187,20 @@ fn cli_demo_then_query_and_inspect_the_regions() {
         .unwrap();
     let v = json_of(&out);
     assert_eq!(v.as_array().unwrap().len(), 7);
-    assert!(v.as_array().unwrap().iter().all(|r| r["fill"].as_f64().unwrap() > 0.0));
+    assert!(v
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["fill"].as_f64().unwrap() > 0.0));
 }
 
 #[test]
 fn cli_decode_both_protocols_and_errors() {
     // Prototype Key-Write, short header: redundancy 2, key 7, data 01020304.
-    let out = dta().args(["decode", "--hex", "0100020000000701020304"]).output().unwrap();
+    let out = dta()
+        .args(["decode", "--hex", "0100020000000701020304"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v = json_of(&out);
     assert_eq!(v["protocol"], "prototype");
@@ -144,7 +209,11 @@ fn cli_decode_both_protocols_and_errors() {
 
     // Native: one Append report on list 3.
     let out = dta()
-        .args(["decode", "--hex", "10800100000000010000000502000004000000030a0b0c0d"])
+        .args([
+            "decode",
+            "--hex",
+            "10800100000000010000000502000004000000030a0b0c0d",
+        ])
         .output()
         .unwrap();
     let v = json_of(&out);
