@@ -14,8 +14,11 @@ cargo test --workspace --quiet 2>&1 | tee target/cargo-test.log
 echo "== C and Python bindings" >&2
 scripts/test-bindings.sh
 if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; then
+    cargo fuzz --version >/dev/null 2>&1 || cargo install --quiet --locked cargo-fuzz
     echo "== fuzz (short)" >&2
     fuzz/run.sh "${DTA_FUZZ_SECONDS:-20}"
+else
+    echo "== fuzz skipped: no nightly toolchain (cargo-fuzz needs one); the proptest robustness tests ran" >&2
 fi
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/cargo-test.log | awk '{s+=$4} END {print s+0}')
 echo "rust: ${passed} passed, 0 failed"
