@@ -29,8 +29,10 @@
 
 #[cfg(feature = "json")]
 mod json;
+pub mod int;
 pub mod native;
 pub mod prototype;
+pub mod roce;
 
 #[cfg(feature = "json")]
 pub use json::{nack_to_json, report_to_json, to_json};

@@ -1,0 +1,264 @@
+//! RoCEv2 (RDMA over Converged Ethernet, routable) wire formats: Ethernet / IPv4 / UDP
+//! (destination port [`ROCE_PORT`]) carrying an InfiniBand Base Transport Header, the extension
+//! headers of the opcodes DTA uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, DETH), the
+//! payload padded to 4 bytes, and the invariant CRC ([`icrc`], computed exactly as Linux rxe
+//! does). This is the transport the translator writes collector memory with (001 §3, §5.2-5.3;
+//! the header fields of 002 Figure 2 / Appendix), and `cm` holds the RDMA CM MADs that set up
+//! the queue pairs. Views follow the crate's smoltcp style (`Packet<T: AsRef<[u8]>>` with checked
+//! accessors, `Repr` with `parse`/`emit`/`buffer_len`); [`FrameRepr`] parses and emits a whole
+//! frame. Parsing never allocates and never panics; each rejection is one [`Error`] whose
+//! [`Error::reason`] is a counter name (`docs/rdma.md`, "Packet formats").
+
+pub mod aeth;
+pub mod atomic_ack_eth;
+pub mod atomic_eth;
+pub mod bth;
+pub mod deth;
+pub mod ethernet;
+mod frame;
+pub mod immdt;
+pub mod ipv4;
+mod opcode;
+pub mod reth;
+pub mod udp;
+
+pub use frame::{icrc, Decoded, FrameRepr, ICRC_LEN};
+pub use opcode::{Layout, Opcode};
+
+/// UDP destination port of RoCEv2 (IANA "roce").
+pub const ROCE_PORT: u16 = 4791;
+/// The queue pair of the General Services Interface, which carries CM MADs.
+pub const QP1: u32 = 1;
+/// The well-known Q_Key of QP1 (IBA 1.2 §9.6.1.1 / Linux `IB_QP1_QKEY`).
+pub const QP1_QKEY: u32 = 0x8001_0000;
+/// The default (full-membership) partition key.
+pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// Why a RoCEv2 frame was rejected (or, when emitting, could not be built). [`Error::reason`] is
+/// the counter name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum Error {
+    /// The frame (or buffer, when emitting) ends inside a header.
+    #[error("truncated: the frame ends inside a header")]
+    Truncated,
+    /// The EtherType is not IPv4 (0x0800).
+    #[error("not an IPv4 frame")]
+    NotIpv4,
+    /// IPv4 version is not 4, the header has options (IHL != 5) or the datagram is a fragment.
+    #[error("bad IPv4 header (version, options or fragment)")]
+    BadIpHeader,
+    /// The IPv4 header checksum does not verify.
+    #[error("bad IPv4 header checksum")]
+    BadIpChecksum,
+    /// The IPv4 protocol is not UDP.
+    #[error("not a UDP datagram")]
+    NotUdp,
+    /// The UDP destination port is not 4791.
+    #[error("UDP destination port is not the RoCEv2 port 4791")]
+    NotRocePort,
+    /// Inconsistent lengths: IPv4 total length, UDP length, a transport length that is not a
+    /// multiple of 4, a pad count larger than the payload, or a payload on an opcode that has
+    /// none (or, when emitting, a frame longer than IPv4 can carry).
+    #[error("bad length")]
+    BadLength,
+    /// BTH transport header version (TVer) is not 0.
+    #[error("bad BTH transport version")]
+    BadVersion,
+    /// BTH opcode this implementation does not know.
+    #[error("unknown or unsupported BTH opcode")]
+    BadOpcode,
+    /// AETH syndrome of a reserved type or NAK code.
+    #[error("reserved AETH syndrome")]
+    BadSyndrome,
+    /// The invariant CRC does not match.
+    #[error("bad ICRC")]
+    BadIcrc,
+    /// Emitting: the extension headers given do not match the opcode's.
+    #[error("extension headers do not match the opcode")]
+    HeaderMismatch,
+    /// Emitting: a field value does not fit its wire width (24-bit QPN/PSN/MSN, 5-bit credits ...).
+    #[error("field value out of range")]
+    FieldRange,
+    /// CM: a MAD that is not a CM MAD (base version 1, class 0x07, class version 2).
+    #[error("not a CM MAD")]
+    NotCm,
+    /// CM: an attribute id this implementation does not know.
+    #[error("unknown CM attribute")]
+    UnknownAttribute,
+}
+
+impl Error {
+    /// Every error, in check order (counter arrays index by this).
+    pub const ALL: [Error; 15] = [
+        Error::Truncated,
+        Error::NotIpv4,
+        Error::BadIpHeader,
+        Error::BadIpChecksum,
+        Error::NotUdp,
+        Error::NotRocePort,
+        Error::BadLength,
+        Error::BadVersion,
+        Error::BadOpcode,
+        Error::BadSyndrome,
+        Error::BadIcrc,
+        Error::HeaderMismatch,
+        Error::FieldRange,
+        Error::NotCm,
+        Error::UnknownAttribute,
+    ];
+
+    /// The snake_case counter name.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Truncated => "truncated",
+            Error::NotIpv4 => "not_ipv4",
+            Error::BadIpHeader => "bad_ip_header",
+            Error::BadIpChecksum => "bad_ip_checksum",
+            Error::NotUdp => "not_udp",
+            Error::NotRocePort => "not_roce_port",
+            Error::BadLength => "bad_length",
+            Error::BadVersion => "bad_version",
+            Error::BadOpcode => "bad_opcode",
+            Error::BadSyndrome => "bad_syndrome",
+            Error::BadIcrc => "bad_icrc",
+            Error::HeaderMismatch => "header_mismatch",
+            Error::FieldRange => "field_range",
+            Error::NotCm => "not_cm",
+            Error::UnknownAttribute => "unknown_attribute",
+        }
+    }
+
+    /// The inverse of [`Error::reason`].
+    pub fn from_reason(reason: &str) -> Option<Error> {
+        Error::ALL.into_iter().find(|e| e.reason() == reason)
+    }
+}
+
+/// The largest value of a 24-bit field (QPN, PSN, MSN).
+pub const MAX_U24: u32 = 0x00ff_ffff;
+
+/// Generates the smoltcp-style `Packet<T>` wrapper of a fixed-length header.
+macro_rules! header_view {
+    ($len:expr) => {
+        /// A zero-copy view of the header (and the bytes after it).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wrap a buffer without checks; accessors panic on a buffer shorter than
+            /// `HEADER_LEN`.
+            pub const fn new_unchecked(buffer: T) -> Packet<T> {
+                Packet { buffer }
+            }
+
+            /// Wrap a buffer, checking it holds the whole header.
+            pub fn new_checked(buffer: T) -> Result<Packet<T>, $crate::roce::Error> {
+                let p = Packet::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+
+            /// `Truncated` if the buffer is shorter than the header.
+            pub fn check_len(&self) -> Result<(), $crate::roce::Error> {
+                if self.buffer.as_ref().len() < $len {
+                    Err($crate::roce::Error::Truncated)
+                } else {
+                    Ok(())
+                }
+            }
+
+            /// The underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+
+            /// The bytes after the header.
+            pub fn payload(&self) -> &[u8] {
+                &self.buffer.as_ref()[$len..]
+            }
+        }
+    };
+}
+pub(crate) use header_view;
+
+#[inline]
+pub(crate) fn rd16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
+#[inline]
+pub(crate) fn rd24(b: &[u8]) -> u32 {
+    u32::from_be_bytes([0, b[0], b[1], b[2]])
+}
+
+#[inline]
+pub(crate) fn rd32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+#[inline]
+pub(crate) fn rd64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+#[inline]
+pub(crate) fn wr16(b: &mut [u8], v: u16) {
+    b[..2].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline]
+pub(crate) fn wr24(b: &mut [u8], v: u32) {
+    b[..3].copy_from_slice(&v.to_be_bytes()[1..]);
+}
+
+#[inline]
+pub(crate) fn wr32(b: &mut [u8], v: u32) {
+    b[..4].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline]
+pub(crate) fn wr64(b: &mut [u8], v: u64) {
+    b[..8].copy_from_slice(&v.to_be_bytes());
+}
+
+/// `FieldRange` unless `v <= max`.
+#[inline]
+pub(crate) fn fits(v: u32, max: u32) -> Result<(), Error> {
+    if v <= max {
+        Ok(())
+    } else {
+        Err(Error::FieldRange)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_reasons_distinct_and_round_trip() {
+        for (i, e) in Error::ALL.iter().enumerate() {
+            assert_eq!(Error::from_reason(e.reason()), Some(*e));
+            for f in &Error::ALL[i + 1..] {
+                assert_ne!(e.reason(), f.reason());
+            }
+        }
+        assert_eq!(Error::from_reason("bad_icrc"), Some(Error::BadIcrc));
+        assert_eq!(Error::from_reason("nope"), None);
+    }
+
+    #[test]
+    fn byte_helpers() {
+        let mut b = [0u8; 8];
+        wr24(&mut b, 0x123456);
+        assert_eq!(&b[..3], &[0x12, 0x34, 0x56]);
+        assert_eq!(rd24(&b), 0x123456);
+        wr64(&mut b, 0x0102030405060708);
+        assert_eq!(rd64(&b), 0x0102030405060708);
+        assert_eq!(fits(MAX_U24 + 1, MAX_U24), Err(Error::FieldRange));
+    }
+}
