@@ -29,7 +29,6 @@
 
 #[cfg(feature = "json")]
 mod json;
-pub mod int;
 pub mod native;
 pub mod prototype;
 pub mod roce;
