@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod int;
 #[cfg(feature = "json")]
 mod json;
 pub mod native;
