@@ -191,8 +191,8 @@ impl Repr {
             | (if self.migreq { field::MIG } else { 0 })
             | (self.pad_cnt << 4);
         wr16(&mut b[field::PKEY], self.pkey);
-        b[field::RESV8A] = (if self.fecn { field::FECN } else { 0 })
-            | (if self.becn { field::BECN } else { 0 });
+        b[field::RESV8A] =
+            (if self.fecn { field::FECN } else { 0 }) | (if self.becn { field::BECN } else { 0 });
         wr24(&mut b[field::DEST_QP], self.dest_qp);
         b[field::ACK] = if self.ack_req { field::ACKREQ } else { 0 };
         wr24(&mut b[field::PSN], self.psn);
@@ -220,7 +220,10 @@ mod tests {
         };
         let mut b = [0u8; 12];
         r.emit(&mut b).unwrap();
-        assert_eq!(b, [0x0a, 0xf0, 0xff, 0xff, 0x80, 0, 0, 0x11, 0x80, 0xab, 0xcd, 0xef]);
+        assert_eq!(
+            b,
+            [0x0a, 0xf0, 0xff, 0xff, 0x80, 0, 0, 0x11, 0x80, 0xab, 0xcd, 0xef]
+        );
         assert_eq!(Repr::parse(&b), Ok(r));
         // Reserved bits are ignored on receipt.
         b[4] |= 0x3f;

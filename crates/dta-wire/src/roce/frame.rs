@@ -2,9 +2,7 @@
 //! the payload padded to a multiple of 4 bytes, and the 4-byte invariant CRC (IBA vol. 1
 //! Annex A17 "RoCEv2", §7.8.1 "Invariant CRC").
 
-use super::{
-    aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, immdt, ipv4, reth, udp, Error,
-};
+use super::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, immdt, ipv4, reth, udp, Error};
 
 /// Length of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
@@ -135,7 +133,11 @@ impl<'a> FrameRepr<'a> {
         }
         let mut at = bth::HEADER_LEN;
         let mut take = |present: bool, len: usize| {
-            let s = if present { Some(&tp[at..at + len]) } else { None };
+            let s = if present {
+                Some(&tp[at..at + len])
+            } else {
+                None
+            };
             if present {
                 at += len;
             }
@@ -157,7 +159,9 @@ impl<'a> FrameRepr<'a> {
             atomic_eth: atomic_b.map(atomic_eth::Repr::parse).transpose()?,
             aeth: aeth_b.map(aeth::Repr::parse).transpose()?,
             atomic_ack_eth: ack_b.map(atomic_ack_eth::Repr::parse).transpose()?,
-            immdt: imm_b.map(|b| immdt::Repr::parse(b).map(|r| r.imm)).transpose()?,
+            immdt: imm_b
+                .map(|b| immdt::Repr::parse(b).map(|r| r.imm))
+                .transpose()?,
             payload: &tp[hdrs..hdrs + body - pad],
         };
         let end = tp.len() - ICRC_LEN;

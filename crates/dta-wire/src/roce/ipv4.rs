@@ -199,7 +199,11 @@ impl Repr {
         b[field::DSCP_ECN] = self.dscp_ecn;
         wr16(&mut b[field::LENGTH], total);
         wr16(&mut b[field::IDENT], self.ident);
-        let flags = if self.dont_fragment { field::FLAG_DF } else { 0 };
+        let flags = if self.dont_fragment {
+            field::FLAG_DF
+        } else {
+            0
+        };
         wr16(&mut b[field::FLG_OFF], flags);
         b[field::TTL] = self.ttl;
         b[field::PROTOCOL] = PROTOCOL_UDP;

@@ -3,7 +3,7 @@
 //! headers of the opcodes DTA uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, DETH), the
 //! payload padded to 4 bytes, and the invariant CRC ([`icrc`], computed exactly as Linux rxe
 //! does). This is the transport the translator writes collector memory with (001 §3, §5.2-5.3;
-//! the header fields of 002 Figure 2 / Appendix), and `cm` holds the RDMA CM MADs that set up
+//! the header fields of 002 Figure 2 / Appendix), and [`cm`] holds the RDMA CM MADs that set up
 //! the queue pairs. Views follow the crate's smoltcp style (`Packet<T: AsRef<[u8]>>` with checked
 //! accessors, `Repr` with `parse`/`emit`/`buffer_len`); [`FrameRepr`] parses and emits a whole
 //! frame. Parsing never allocates and never panics; each rejection is one [`Error`] whose
@@ -13,6 +13,7 @@ pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod cm;
 pub mod deth;
 pub mod ethernet;
 mod frame;
