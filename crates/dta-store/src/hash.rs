@@ -21,7 +21,17 @@ pub const BLANK: u32 = 0xFFFF_FFFF;
 /// zlib's CRC-32 (IEEE 802.3, reflected, init and final XOR 0xFFFFFFFF).
 #[inline]
 pub fn crc32(b: &[u8]) -> u32 {
-    crc32fast::hash(b)
+    let mut h = hasher();
+    h.update(b);
+    h.finalize()
+}
+
+/// A fresh CRC-32 hasher. `crc32fast::Hasher::new` detects the CPU's features on every call,
+/// which costs more than hashing a short key; cloning a hasher made once does not.
+#[inline]
+fn hasher() -> crc32fast::Hasher {
+    static PROTOTYPE: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    PROTOTYPE.get_or_init(crc32fast::Hasher::new).clone()
 }
 
 /// 64-bit FNV-1a.
@@ -75,7 +85,7 @@ fn crc_reversed(hasher: &mut crc32fast::Hasher, key: &[u8]) {
 pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
     match scheme {
         HashScheme::Prototype => {
-            let mut h = crc32fast::Hasher::new();
+            let mut h = hasher();
             crc_reversed(&mut h, key);
             h.update(&[n]);
             h.finalize() as u64 & count.wrapping_sub(1)
@@ -95,7 +105,7 @@ pub fn native_index(h: u64, n: u8, count: u64) -> u64 {
 pub fn checksum(scheme: HashScheme, key: &[u8]) -> u32 {
     match scheme {
         HashScheme::Prototype => {
-            let mut h = crc32fast::Hasher::new();
+            let mut h = hasher();
             crc_reversed(&mut h, key);
             h.finalize()
         }

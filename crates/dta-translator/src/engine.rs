@@ -7,7 +7,6 @@
 //! per-reporter column tracking and merging. Nothing here allocates per report or takes a lock.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use crate::postcard::{Chunk, Eviction, PostcardCache, MAX_HOPS, MAX_KEY};
 use crate::sequence::{SequenceTracker, Verdict};
 use crate::sinks::{Sinks, StoreSink};
 use crate::sketch::{ColumnVerdict, Merge, ReadyColumns, SketchAggregator};
-use crate::stats::Stats;
+use crate::stats::{add, Stats};
 
 /// What the translator needs to know about one store: its header (the single source of truth for
 /// its layout) and, for Append stores, the lists' current heads.
@@ -257,8 +256,8 @@ impl<S: Sinks> Translator<S> {
 
     /// Handle one UDP payload received from `src`.
     pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
-        self.stats.datagrams.fetch_add(1, Relaxed);
-        self.stats.bytes.fetch_add(buf.len() as u64, Relaxed);
+        add(&self.stats.datagrams, 1);
+        add(&self.stats.bytes, buf.len() as u64);
         match dta_wire::parse(buf, self.format) {
             Err(e) => self.stats.wire_error(e),
             Ok(Datagram::Prototype(repr)) => {
@@ -267,10 +266,10 @@ impl<S: Sinks> Translator<S> {
                     match self.prototype_seq.check(peer, seq as u32, now) {
                         Verdict::Apply => {}
                         Verdict::Resync => {
-                            self.stats.resyncs.fetch_add(1, Relaxed);
+                            add(&self.stats.resyncs, 1);
                         }
                         Verdict::Duplicate => {
-                            self.stats.duplicates.fetch_add(1, Relaxed);
+                            add(&self.stats.duplicates, 1);
                             return;
                         }
                         Verdict::Gap { nack } => {
@@ -290,7 +289,7 @@ impl<S: Sinks> Translator<S> {
                     }
                 }
                 // The prototype carries no priority: count it as medium.
-                self.stats.by_priority[1].fetch_add(1, Relaxed);
+                add(&self.stats.by_priority[1], 1);
                 self.apply(&repr.report, 0, src, now);
             }
             Ok(Datagram::Native(d)) => {
@@ -304,10 +303,10 @@ impl<S: Sinks> Translator<S> {
                     match self.native_seq.check(h.reporter_id as u64, h.seq, now) {
                         Verdict::Apply => {}
                         Verdict::Resync => {
-                            self.stats.resyncs.fetch_add(1, Relaxed);
+                            add(&self.stats.resyncs, 1);
                         }
                         Verdict::Duplicate => {
-                            self.stats.duplicates.fetch_add(1, Relaxed);
+                            add(&self.stats.duplicates, 1);
                             return;
                         }
                         Verdict::Gap { nack } => {
@@ -319,7 +318,7 @@ impl<S: Sinks> Translator<S> {
                         }
                     }
                 }
-                self.stats.by_priority[h.priority as usize].fetch_add(1, Relaxed);
+                add(&self.stats.by_priority[h.priority as usize], 1);
                 for report in d.reports() {
                     self.apply(&report, h.reporter_id, src, now);
                 }
@@ -334,7 +333,7 @@ impl<S: Sinks> Translator<S> {
                 buf,
                 len,
             });
-            self.stats.nacks_sent.fetch_add(1, Relaxed);
+            add(&self.stats.nacks_sent, 1);
         }
     }
 
@@ -368,7 +367,7 @@ impl<S: Sinks> Translator<S> {
             | Report::SketchColumn { immediate, .. } => immediate,
         };
         if immediate {
-            stats.immediates.fetch_add(1, Relaxed);
+            add(&stats.immediates, 1);
         }
         let result: Result<(), &'static str> = match *report {
             Report::KeyWrite {
@@ -481,7 +480,7 @@ impl<S: Sinks> Translator<S> {
                     match verdict {
                         Ok(ColumnVerdict::Merged) => Ok(()),
                         Ok(ColumnVerdict::Duplicate) => {
-                            stats.duplicates.fetch_add(1, Relaxed);
+                            add(&stats.duplicates, 1);
                             Ok(())
                         }
                         Ok(ColumnVerdict::Stale) => Err("stale_epoch"),
@@ -609,9 +608,9 @@ fn write_batch<S: Sinks>(
     b: Batch<'_>,
 ) -> Result<(), ApplyError> {
     if b.full {
-        stats.append_batches.fetch_add(1, Relaxed);
+        add(&stats.append_batches, 1);
     } else {
-        stats.append_partial_batches.fetch_add(1, Relaxed);
+        add(&stats.append_partial_batches, 1);
     }
     let mut sink = StoreSink {
         sinks,
@@ -630,12 +629,12 @@ fn write_chunk<S: Sinks>(
     chunk: &Chunk,
     why: Eviction,
 ) -> Result<(), ApplyError> {
-    match why {
+    let counter = match why {
         Eviction::Complete => &stats.postcard_chunks_complete,
         Eviction::Collision => &stats.postcard_chunks_collision,
         Eviction::Timeout | Eviction::Flush => &stats.postcard_chunks_timeout,
-    }
-    .fetch_add(1, Relaxed);
+    };
+    add(counter, 1);
     let mut sink = StoreSink {
         sinks,
         store,
@@ -653,9 +652,7 @@ fn write_columns<S: Sinks>(
     immediate: bool,
     ready: ReadyColumns<'_>,
 ) -> Result<(), ApplyError> {
-    stats
-        .sketch_columns_written
-        .fetch_add(ready.count as u64, Relaxed);
+    add(&stats.sketch_columns_written, ready.count as u64);
     let mut sink = StoreSink {
         sinks,
         store,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use dta_store::{MemSink, Region, SinkError};
 
-use crate::stats::Stats;
+use crate::stats::{add, Stats};
 
 /// Executes memory operations on the translator's stores.
 pub trait Sinks {
@@ -83,18 +83,13 @@ pub(crate) struct StoreSink<'a, S: Sinks + ?Sized> {
 
 impl<S: Sinks + ?Sized> MemSink for StoreSink<'_, S> {
     fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError> {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.stats.writes.fetch_add(1, Relaxed);
-        self.stats
-            .write_bytes
-            .fetch_add(bytes.len() as u64, Relaxed);
+        add(&self.stats.writes, 1);
+        add(&self.stats.write_bytes, bytes.len() as u64);
         self.sinks.write(self.store, offset, bytes, self.immediate)
     }
 
     fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
-        self.stats
-            .fetch_adds
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::stats::add(&self.stats.fetch_adds, 1);
         self.sinks.fetch_add(self.store, offset, add)
     }
 }

@@ -1,6 +1,10 @@
 //! Counters for everything the translator sees: reports by primitive, rejected datagrams and
-//! reports by reason, translator-side events. Lock-free (`AtomicU64`, relaxed): the ingest
-//! thread increments, any other thread snapshots.
+//! reports by reason, translator-side events.
+//!
+//! Single writer, many readers: each ingest thread owns its `Stats` and bumps counters with a
+//! relaxed load and store ([`add`]) — a plain increment, no locked read-modify-write on the data
+//! path — while any other thread may read a snapshot. Several ingest threads keep one `Stats`
+//! each and their snapshots are summed.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -20,6 +24,12 @@ pub const APPLY_REASONS: [&str; 10] = [
     "unknown_reporter",
     "sink_error",
 ];
+
+/// Add `n` to a counter that only the calling thread writes.
+#[inline(always)]
+pub fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
 
 /// One counter per wire reason, per translator reason, per primitive.
 #[derive(Debug)]
@@ -82,12 +92,12 @@ pub const PRIMITIVES: [Opcode; 5] = [
 
 impl Stats {
     pub fn report(&self, op: Opcode) {
-        self.reports[op as usize - 1].fetch_add(1, Relaxed);
+        add(&self.reports[op as usize - 1], 1);
     }
 
     pub fn wire_error(&self, e: WireError) {
         let i = WireError::ALL.iter().position(|x| *x == e).unwrap_or(0);
-        self.wire_errors[i].fetch_add(1, Relaxed);
+        add(&self.wire_errors[i], 1);
     }
 
     /// Count a translator-side rejection by its reason (one of [`APPLY_REASONS`]).
@@ -96,7 +106,7 @@ impl Stats {
             .iter()
             .position(|r| *r == reason)
             .unwrap_or(APPLY_REASONS.len() - 1);
-        self.apply_errors[i].fetch_add(1, Relaxed);
+        add(&self.apply_errors[i], 1);
     }
 
     pub fn reports_of(&self, op: Opcode) -> u64 {
