@@ -70,7 +70,7 @@ fn frame_v6(proto: u8, l4: &[u8], l4_payload: &[u8]) -> Vec<u8> {
 
 /// Append `n` zero bytes to an IPv4 frame, keeping its total length consistent.
 fn grow(f: &mut Vec<u8>, n: usize) {
-    f.extend(std::iter::repeat(0).take(n));
+    f.resize(f.len() + n, 0);
     let total = u16::from_be_bytes([f[16], f[17]]) + n as u16;
     f[16..18].copy_from_slice(&total.to_be_bytes());
 }
