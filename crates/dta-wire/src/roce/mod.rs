@@ -19,11 +19,15 @@ pub mod ethernet;
 mod frame;
 pub mod immdt;
 pub mod ipv4;
+#[cfg(feature = "json")]
+mod json;
 mod opcode;
 pub mod reth;
 pub mod udp;
 
 pub use frame::{icrc, Decoded, FrameRepr, ICRC_LEN};
+#[cfg(feature = "json")]
+pub use json::{cm_to_json, frame_to_json, to_json};
 pub use opcode::{Layout, Opcode};
 
 /// UDP destination port of RoCEv2 (IANA "roce").
