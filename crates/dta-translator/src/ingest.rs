@@ -22,12 +22,39 @@ pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
-    // Best effort: the kernel caps it at net.core.rmem_max.
-    let _ = socket.set_recv_buffer_size(recv_buffer);
+    set_recv_buffer(&socket, recv_buffer);
     socket.bind(&addr.into())?;
     let socket: UdpSocket = socket.into();
     socket.set_read_timeout(Some(Duration::from_millis(2)))?;
     Ok(socket)
+}
+
+/// Ask for a `bytes` receive buffer. `SO_RCVBUF` is capped by `net.core.rmem_max` (often
+/// 208 KiB, a few hundred datagrams); with CAP_NET_ADMIN, `SO_RCVBUFFORCE` is not. Says so when
+/// the buffer ends up smaller than asked, since that is where bursts are dropped.
+fn set_recv_buffer(socket: &Socket, bytes: usize) {
+    let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and a c_int option value.
+    let forced = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&want as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    if !forced {
+        let _ = socket.set_recv_buffer_size(bytes);
+    }
+    // Linux reports double the requested size (it counts its bookkeeping).
+    let got = socket.recv_buffer_size().unwrap_or(0) / 2;
+    if got < bytes {
+        tracing::warn!(
+            "receive buffer is {got} bytes, not the configured {bytes}: raise net.core.rmem_max \
+             or run with CAP_NET_ADMIN, or bursts will be dropped by the kernel"
+        );
+    }
 }
 
 /// Preallocated `recvmmsg` state for `batch` datagrams.
