@@ -211,17 +211,46 @@ enum HeaderFormat {
     Long,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum DecodeAs {
+    /// DTA first, then an INT frame or telemetry report.
+    Auto,
+    /// A DTA datagram (UDP payload), either protocol.
+    Dta,
+    /// An Ethernet frame carrying INT (detected as the --int-* options say), or a telemetry
+    /// report (UDP payload).
+    Int,
+}
+
 #[derive(Args)]
 struct DecodeArgs {
-    /// The UDP payload, in hex (spaces and colons allowed).
+    /// The bytes, in hex (spaces and colons allowed): a DTA UDP payload, an Ethernet frame with
+    /// INT, or a telemetry report UDP payload.
     #[arg(long)]
     hex: String,
+    #[arg(long = "as", value_enum, default_value = "auto")]
+    kind: DecodeAs,
     /// The prototype base header format to assume.
     #[arg(long, value_enum, default_value = "short")]
     prototype_header: HeaderFormat,
+    /// INT over UDP: the destination port that announces the INT shim.
+    #[arg(long)]
+    int_udp_port: Option<u16>,
+    /// INT detection by DSCP value (mask 0x3f).
+    #[arg(long)]
+    int_dscp: Option<u8>,
+    /// INT detection by a 64-bit probe marker after the L4 header (hex or decimal).
+    #[arg(long)]
+    int_probe_marker: Option<String>,
 }
 
 fn main() -> ExitCode {
+    // Like other Unix filters: when the reader of our output goes away (`dta ... | head`), exit
+    // quietly instead of failing to print.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DTA_LOG")
@@ -499,17 +528,56 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
         HeaderFormat::Short => dta_wire::prototype::BaseFormat::Short,
         HeaderFormat::Long => dta_wire::prototype::BaseFormat::Long,
     };
-    match dta_wire::parse(&bytes, fmt) {
-        Ok(d) => {
-            println!("{}", serde_json::to_string_pretty(&dta_wire::to_json(&d))?);
-            Ok(ExitCode::SUCCESS)
+    let dta_err = if a.kind != DecodeAs::Int {
+        match dta_wire::parse(&bytes, fmt) {
+            Ok(d) => {
+                println!("{}", serde_json::to_string_pretty(&dta_wire::to_json(&d))?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(e) => Some(e),
         }
-        Err(e) => {
-            println!(
-                "{}",
-                serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
-            );
-            Ok(ExitCode::from(1))
+    } else {
+        None
+    };
+    if a.kind != DecodeAs::Dta {
+        let marker = match &a.int_probe_marker {
+            Some(m) => Some(
+                match m.strip_prefix("0x") {
+                    Some(h) => u64::from_str_radix(h, 16),
+                    None => m.parse(),
+                }
+                .context("--int-probe-marker: not a 64-bit integer")?,
+            ),
+            None => None,
+        };
+        let detect = dta_wire::int::IntDetect {
+            udp_port: a.int_udp_port,
+            dscp: a.int_dscp.map(|d| (d, 0x3f)),
+            probe_marker: marker,
+        };
+        match dta_wire::int::decode(&bytes, &detect) {
+            Ok(d) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&dta_wire::int::to_json(&d, &detect))?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(e) if a.kind == DecodeAs::Int => {
+                println!(
+                    "{}",
+                    serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
+                );
+                return Ok(ExitCode::from(1));
+            }
+            Err(_) => {}
         }
     }
+    // Auto: report the DTA parser's reason, the likeliest intent on the DTA port.
+    let e = dta_err.expect("DTA was tried");
+    println!(
+        "{}",
+        serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
+    );
+    Ok(ExitCode::from(1))
 }

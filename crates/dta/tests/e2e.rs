@@ -220,6 +220,35 @@ fn cli_decode_both_protocols_and_errors() {
     assert_eq!(v["protocol"], "native", "{v}");
     assert!(v.to_string().contains("0a0b0c0d"), "{v}");
 
+    // An INT-MD frame over UDP (the first INT spec vector), detected by its UDP port.
+    let vectors: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../spec/vectors/int.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let frame = vectors["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["expect"]["hops"].as_array().is_some_and(|h| h.len() >= 2))
+        .unwrap();
+    let out = dta()
+        .args(["decode", "--as", "int", "--int-udp-port", "5000", "--hex"])
+        .arg(frame["hex"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["hops"], frame["expect"]["hops"], "{v}");
+    assert_eq!(v["flow"], frame["expect"]["flow"], "{v}");
+
     // Garbage: a clear error reason and exit status 1.
     let out = dta().args(["decode", "--hex", "0901"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
