@@ -34,6 +34,7 @@ OPCODES = {
     "rc_atomic_acknowledge": 0x12,
     "rc_fetch_add": 0x14,
     "ud_send_only": 0x64,
+    "cnp": 0x81,
 }
 
 SYNDROME_TYPE = {"ack": 0, "rnr_nak": 1, "nak": 3}

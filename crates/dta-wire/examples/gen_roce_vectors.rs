@@ -307,6 +307,44 @@ fn main() {
     });
     frames.push(("ud_send_only_cm_dreq", emit(&ud_to_qp1(&dreq_mad, false))));
 
+    // A CNP captured on a ConnectX-4 Lx (published with scapy's RoCE regression tests): built
+    // here from its fields, it must come out as the NIC sent it, ICRC included.
+    let cnp = FrameRepr {
+        eth: ethernet::Repr {
+            dst: [0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2],
+            src: [0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32],
+        },
+        ip: ipv4::Repr {
+            src: [10, 0, 17, 1],
+            dst: [10, 0, 18, 1],
+            dscp_ecn: 0xc2,
+            ident: 0x718c,
+            dont_fragment: true,
+            ttl: 64,
+        },
+        udp: udp::Repr {
+            src_port: 0,
+            checksum: 0,
+        },
+        bth: bth::Repr {
+            becn: true,
+            ..bth::Repr::new(Opcode::Cnp, 0x000118, 0)
+        },
+        deth: None,
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        immdt: None,
+        payload: &[0; 16],
+    };
+    let cnp = emit(&cnp);
+    assert_eq!(
+        hex(&cnp),
+        "e41d2dab2bc27cfe90643b32080045c2003c718c4000401191610a0011010a001201000012b7002800008100ffff40000118000000000000000000000000000000000000000082fd002a"
+    );
+    frames.push(("cnp_captured_connectx4_lx", cnp));
+
     let vectors: Vec<Value> = frames
         .iter()
         .map(|(name, b)| {

@@ -332,6 +332,41 @@ mod tests {
         assert!(!d.icrc_valid);
     }
 
+    /// A CNP captured on a ConnectX-4 Lx (published with scapy's RoCE regression tests,
+    /// `test/contrib/roce.uts`): a known-good ICRC from real hardware, with ECN (ToS 0xc2) and
+    /// BECN set, both masked by the ICRC.
+    const CONNECTX4_CNP: &str = "e41d2dab2bc2 7cfe90643b32 0800 \
+        45c2003c718c400040119161 0a001101 0a001201 \
+        000012b700280000 \
+        8100ffff 40000118 00000000 \
+        00000000000000000000000000000000 \
+        82fd002a";
+
+    #[test]
+    fn icrc_of_a_frame_captured_on_connectx4() {
+        let hex: String = CONNECTX4_CNP
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let b: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(b.len(), 74);
+        let n = b.len();
+        assert_eq!(icrc(&b[14..n - 4]).to_le_bytes(), [0x82, 0xfd, 0x00, 0x2a]);
+        let f = FrameRepr::parse(&b).unwrap();
+        assert_eq!(f.bth.opcode, Opcode::Cnp);
+        assert!(f.bth.becn && !f.bth.fecn);
+        assert_eq!(f.bth.dest_qp, 0x118);
+        assert_eq!(f.ip.dscp_ecn, 0xc2);
+        assert_eq!(f.payload, &[0u8; 16]);
+        // Our emitter reproduces the NIC's frame byte for byte.
+        let mut out = [0u8; 74];
+        assert_eq!(f.emit(&mut out), Ok(74));
+        assert_eq!(&out[..], &b[..]);
+    }
+
     #[test]
     fn padding_and_lengths() {
         for plen in 0..9usize {

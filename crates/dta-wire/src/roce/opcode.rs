@@ -56,7 +56,8 @@ const fn l(
 
 macro_rules! opcodes {
     ($( $(#[$doc:meta])* $var:ident = $val:literal, $name:literal, $layout:expr; )*) => {
-        /// A BTH opcode: the transport (bits 7-5: 000 RC, 011 UD) and the operation (bits 4-0).
+        /// A BTH opcode: the transport (bits 7-5: 000 RC, 011 UD, 100 CNP) and the operation
+        /// (bits 4-0).
         #[repr(u8)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Opcode {
@@ -135,6 +136,10 @@ opcodes! {
     UdSendOnly = 0x64, "ud_send_only", l(P, N, N, N, N, N, P);
     /// UD SEND Only with Immediate.
     UdSendOnlyImm = 0x65, "ud_send_only_with_immediate", l(P, N, N, N, N, P, P);
+    /// Congestion Notification Packet (RoCEv2 Annex A17.9.3, DCQCN): BECN set, the payload is
+    /// 16 reserved bytes. Sent by a congested receiver's NIC; decoded so that a translator can
+    /// count them.
+    Cnp = 0x81, "cnp", l(N, N, N, N, N, N, P);
 }
 
 impl Opcode {
@@ -183,7 +188,8 @@ mod tests {
         assert_eq!(Opcode::RcFetchAdd as u8, 0x14);
         assert_eq!(Opcode::UdSendOnly as u8, 0x64);
         assert_eq!(Opcode::try_from(0x15), Err(Error::BadOpcode));
-        assert_eq!(Opcode::try_from(0x81), Err(Error::BadOpcode));
+        assert_eq!(Opcode::try_from(0x81), Ok(Opcode::Cnp));
+        assert_eq!(Opcode::try_from(0x80), Err(Error::BadOpcode));
         assert_eq!(Opcode::RcWriteOnlyImm.layout().ext_len(), 16 + 4);
         assert_eq!(Opcode::RcAtomicAcknowledge.layout().ext_len(), 4 + 8);
         assert_eq!(Opcode::RcFetchAdd.layout().ext_len(), 28);
