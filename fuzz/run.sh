@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
-# Fuzz dta_wire::parse for a while (default 30 s): `fuzz/run.sh [seconds]`.
-# Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). The corpus is seeded
-# with the spec vectors (spec/vectors/*.json) on every run.
+# Fuzz every network parser for a while: `fuzz/run.sh [seconds per target] [target...]`
+# (default 30 s, all targets: parse = DTA both protocols, int = INT and telemetry reports,
+# roce = RoCEv2 frames and CM MADs). Needs the nightly toolchain and cargo-fuzz
+# (`cargo install cargo-fuzz`). Each corpus is seeded with every spec vector on every run.
 set -euo pipefail
 secs="${1:-30}"
+shift || true
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "cargo-fuzz is missing: cargo install cargo-fuzz" >&2
     exit 1
 fi
-mkdir -p corpus/parse
-python3 - "$here/../spec/vectors" corpus/parse <<'PY'
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo +nightly fuzz list)
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t"
+    python3 - "$here/../spec/vectors" "corpus/$t" <<'PY'
 import json, sys, pathlib
 src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 for f in sorted(src.glob("*.json")):
     doc = json.loads(f.read_text())
-    for group in ("vectors", "nacks"):
-        for v in doc.get(group, []):
-            (dst / f"{f.stem}-{v['name']}").write_bytes(bytes.fromhex(v["hex"]))
+    if not isinstance(doc, dict):
+        continue
+    for group, items in doc.items():
+        if not isinstance(items, list):
+            continue
+        for i, v in enumerate(items):
+            if isinstance(v, dict) and isinstance(v.get("hex"), str):
+                try:
+                    (dst / f"{f.stem}-{group}-{i}").write_bytes(bytes.fromhex(v["hex"]))
+                except ValueError:
+                    pass
 PY
-exec cargo +nightly fuzz run parse -- -max_total_time="$secs" -max_len=2048
+    echo "== fuzz $t for ${secs}s" >&2
+    cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 2>&1 | grep -E "^(#[0-9]+ +DONE|Done|==[0-9]+==|SUMMARY)" || true
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz target $t failed" >&2; exit 1; }
+done

@@ -16,7 +16,7 @@ scripts/test-bindings.sh
 if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; then
     cargo fuzz --version >/dev/null 2>&1 || cargo install --quiet --locked cargo-fuzz
     echo "== fuzz (short)" >&2
-    fuzz/run.sh "${DTA_FUZZ_SECONDS:-20}"
+    fuzz/run.sh "${DTA_FUZZ_SECONDS:-15}"
 else
     echo "== fuzz skipped: no nightly toolchain (cargo-fuzz needs one); the proptest robustness tests ran" >&2
 fi
