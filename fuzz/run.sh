@@ -34,6 +34,12 @@ for f in sorted(src.glob("*.json")):
                     pass
 PY
     echo "== fuzz $t for ${secs}s" >&2
-    cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 2>&1 | grep -E "^(#[0-9]+ +DONE|Done|==[0-9]+==|SUMMARY)" || true
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz target $t failed" >&2; exit 1; }
+    log="$(mktemp)"
+    if ! cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "fuzz target $t failed (crash input saved under fuzz/artifacts/$t)" >&2
+        exit 1
+    fi
+    grep -E "^Done [0-9]+ runs" "$log" >&2 || true
+    rm -f "$log"
 done
