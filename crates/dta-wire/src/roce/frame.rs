@@ -83,6 +83,29 @@ pub struct Decoded<'a> {
 const L2L4: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
 
 impl<'a> FrameRepr<'a> {
+    /// A frame with no extension headers and no payload; set the opcode's headers and the
+    /// payload with struct update syntax.
+    pub const fn new(
+        eth: ethernet::Repr,
+        ip: ipv4::Repr,
+        udp: udp::Repr,
+        bth: bth::Repr,
+    ) -> FrameRepr<'static> {
+        FrameRepr {
+            eth,
+            ip,
+            udp,
+            bth,
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            payload: &[],
+        }
+    }
+
     /// Parse a whole frame and verify its ICRC. Checks, in order (the first failure is the
     /// reason): `truncated` (shorter than Ethernet), `not_ipv4`, `truncated`, `bad_ip_header`,
     /// `bad_ip_checksum`, `not_udp`, `bad_length` / `truncated` (IP total length), `not_roce_port`,

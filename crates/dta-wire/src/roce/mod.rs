@@ -8,6 +8,29 @@
 //! accessors, `Repr` with `parse`/`emit`/`buffer_len`); [`FrameRepr`] parses and emits a whole
 //! frame. Parsing never allocates and never panics; each rejection is one [`Error`] whose
 //! [`Error::reason`] is a counter name (`docs/rdma.md`, "Packet formats").
+//!
+//! ```
+//! use dta_wire::roce::{bth, ethernet, ipv4, reth, udp, FrameRepr, Opcode};
+//!
+//! // An RDMA WRITE Only of a 5-byte report (001 §5.3: the translator writes collector memory).
+//! let eth = ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1] };
+//! let ip = ipv4::Repr { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ..Default::default() };
+//! let udp = udp::Repr { src_port: 0xc0de, checksum: 0 };
+//! let bth = bth::Repr { ack_req: true, ..bth::Repr::new(Opcode::RcWriteOnly, 0x11, 0x100) };
+//! let write = FrameRepr {
+//!     reth: Some(reth::Repr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 }),
+//!     payload: &[10, 0, 0, 1, 0xee],
+//!     ..FrameRepr::new(eth, ip, udp, bth)
+//! };
+//! let mut buf = [0u8; 128];
+//! let n = write.emit(&mut buf).unwrap(); // pads to 8 bytes, fills lengths, checksum, ICRC
+//! assert_eq!(n, 14 + 20 + 8 + 12 + 16 + 8 + 4);
+//! let parsed = FrameRepr::parse(&buf[..n]).unwrap();
+//! assert_eq!((parsed.bth.pad_cnt, parsed.payload), (3, &[10, 0, 0, 1, 0xee][..]));
+//! buf[n - 1] ^= 1;
+//! assert_eq!(FrameRepr::parse(&buf[..n]).unwrap_err().reason(), "bad_icrc");
+//! assert!(!FrameRepr::decode(&buf[..n]).unwrap().icrc_valid);
+//! ```
 
 pub mod aeth;
 pub mod atomic_ack_eth;
