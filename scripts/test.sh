@@ -13,6 +13,8 @@ echo "== cargo test" >&2
 cargo test --workspace --quiet 2>&1 | tee target/cargo-test.log
 echo "== C and Python bindings" >&2
 scripts/test-bindings.sh
+echo "== spec cross-checks (scapy reads our RoCEv2 frames and agrees on the ICRC)" >&2
+.venv/bin/python -m pytest -q spec/tests
 if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; then
     cargo fuzz --version >/dev/null 2>&1 || cargo install --quiet --locked cargo-fuzz
     echo "== fuzz (short)" >&2

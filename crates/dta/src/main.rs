@@ -213,10 +213,12 @@ enum HeaderFormat {
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum DecodeAs {
-    /// DTA first, then an INT frame or telemetry report.
+    /// DTA first, then a RoCEv2 frame, then an INT frame or telemetry report.
     Auto,
     /// A DTA datagram (UDP payload), either protocol.
     Dta,
+    /// A RoCEv2 Ethernet frame (with its ICRC checked).
+    Roce,
     /// An Ethernet frame carrying INT (detected as the --int-* options say), or a telemetry
     /// report (UDP payload).
     Int,
@@ -528,7 +530,31 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
         HeaderFormat::Short => dta_wire::prototype::BaseFormat::Short,
         HeaderFormat::Long => dta_wire::prototype::BaseFormat::Long,
     };
-    let dta_err = if a.kind != DecodeAs::Int {
+    let print_err = |reason: &str, msg: String| {
+        println!(
+            "{}",
+            serde_json::json!({"error": reason, "message": msg, "length": bytes.len()})
+        );
+        Ok(ExitCode::from(1))
+    };
+    if matches!(a.kind, DecodeAs::Auto | DecodeAs::Roce) {
+        match dta_wire::roce::FrameRepr::decode(&bytes) {
+            Ok(d) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&dta_wire::roce::to_json(&d))?
+                );
+                return Ok(if d.icrc_valid {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
+            Err(e) if a.kind == DecodeAs::Roce => return print_err(e.reason(), e.to_string()),
+            Err(_) => {}
+        }
+    }
+    let dta_err = if matches!(a.kind, DecodeAs::Auto | DecodeAs::Dta) {
         match dta_wire::parse(&bytes, fmt) {
             Ok(d) => {
                 println!("{}", serde_json::to_string_pretty(&dta_wire::to_json(&d))?);
@@ -539,7 +565,7 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    if a.kind != DecodeAs::Dta {
+    if matches!(a.kind, DecodeAs::Auto | DecodeAs::Int) {
         let marker = match &a.int_probe_marker {
             Some(m) => Some(
                 match m.strip_prefix("0x") {
@@ -563,21 +589,11 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::SUCCESS);
             }
-            Err(e) if a.kind == DecodeAs::Int => {
-                println!(
-                    "{}",
-                    serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
-                );
-                return Ok(ExitCode::from(1));
-            }
+            Err(e) if a.kind == DecodeAs::Int => return print_err(e.reason(), e.to_string()),
             Err(_) => {}
         }
     }
     // Auto: report the DTA parser's reason, the likeliest intent on the DTA port.
     let e = dta_err.expect("DTA was tried");
-    println!(
-        "{}",
-        serde_json::json!({"error": e.reason(), "message": e.to_string(), "length": bytes.len()})
-    );
-    Ok(ExitCode::from(1))
+    print_err(e.reason(), e.to_string())
 }

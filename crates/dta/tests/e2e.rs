@@ -249,6 +249,34 @@ fn cli_decode_both_protocols_and_errors() {
     assert_eq!(v["hops"], frame["expect"]["hops"], "{v}");
     assert_eq!(v["flow"], frame["expect"]["flow"], "{v}");
 
+    // A RoCEv2 frame: fields and a valid ICRC; with one ICRC byte flipped, icrc_valid is false
+    // and the exit status 1.
+    let roce: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../spec/vectors/roce.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let hex_frame = roce["vectors"][0]["hex"].as_str().unwrap().to_owned();
+    let out = dta()
+        .args(["decode", "--hex", &hex_frame])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v = json_of(&out);
+    assert_eq!(v["icrc_valid"], true, "{v}");
+    assert_eq!(v["bth"]["opcode"], "rc_rdma_write_only", "{v}");
+    let mut bad = hex::decode(&hex_frame).unwrap();
+    *bad.last_mut().unwrap() ^= 0x01;
+    let out = dta()
+        .args(["decode", "--hex", &hex::encode(&bad)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_of(&out)["icrc_valid"], false);
+
     // Garbage: a clear error reason and exit status 1.
     let out = dta().args(["decode", "--hex", "0901"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
