@@ -16,12 +16,15 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, PostcardingSpec,
     Region, StoreSpec,
 };
-use dta_translator::{RegionSinks, Stats, StoreInfo, Translator, TranslatorConfig};
+use dta_translator::{Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
 use dta_wire::{Priority, Report};
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 struct Rng(u64);
@@ -48,23 +51,73 @@ fn main() {
     let mb = env("DTA_BENCH_MB", 256);
     let n = env("DTA_BENCH_REPORTS", 2_000_000) as usize;
     let runs = env("DTA_BENCH_RUNS", 5) as usize;
-    let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
+    let base = if Path::new("/dev/shm").is_dir() {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    };
     let dir = tempfile::tempdir_in(base).unwrap();
     let bytes = mb << 20;
     let specs = [
-        ("kw", StoreSpec::KeyWrite(KeyWriteSpec { slots: pow2_at_most(bytes / 8), key_len: 4, data_len: 4, hash: HashScheme::Native })),
-        ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: pow2_at_most(bytes / 8), key_len: 4, hash: HashScheme::Native })),
-        ("pc", StoreSpec::Postcarding(PostcardingSpec { chunks: pow2_at_most(bytes / 20), hops: 5, slot_bits: 32, redundancy: 2, key_len: 4 })),
-        ("ap", StoreSpec::Append(AppendSpec { lists: 16, capacity: pow2_at_most(bytes / 64), entry_len: 4, batch: 16 })),
+        (
+            "kw",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                slots: pow2_at_most(bytes / 8),
+                key_len: 4,
+                data_len: 4,
+                hash: HashScheme::Native,
+            }),
+        ),
+        (
+            "ki",
+            StoreSpec::KeyIncrement(KeyIncrementSpec {
+                counters: pow2_at_most(bytes / 8),
+                key_len: 4,
+                hash: HashScheme::Native,
+            }),
+        ),
+        (
+            "pc",
+            StoreSpec::Postcarding(PostcardingSpec {
+                chunks: pow2_at_most(bytes / 20),
+                hops: 5,
+                slot_bits: 32,
+                redundancy: 2,
+                key_len: 4,
+            }),
+        ),
+        (
+            "ap",
+            StoreSpec::Append(AppendSpec {
+                lists: 16,
+                capacity: pow2_at_most(bytes / 64),
+                entry_len: 4,
+                batch: 16,
+            }),
+        ),
     ];
     let regions: Vec<Arc<Region>> = specs
         .iter()
-        .map(|(name, spec)| Arc::new(Region::create(&dir.path().join(format!("{name}.region")), name, spec, true).unwrap()))
+        .map(|(name, spec)| {
+            Arc::new(
+                Region::create(&dir.path().join(format!("{name}.region")), name, spec, true)
+                    .unwrap(),
+            )
+        })
         .collect();
-    let infos: Vec<StoreInfo> = regions.iter().map(|r| StoreInfo::from_region(r).unwrap()).collect();
+    let infos: Vec<StoreInfo> = regions
+        .iter()
+        .map(|r| StoreInfo::from_region(r).unwrap())
+        .collect();
     let mut cfg = TranslatorConfig::default();
     cfg.postcard_cache_entries = 1 << 16;
-    let mut t = Translator::new(&cfg, &infos, RegionSinks::new(regions.clone()), Arc::new(Stats::default())).unwrap();
+    let mut t = Translator::new(
+        &cfg,
+        &infos,
+        RegionSinks::new(regions.clone()),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
     let src: SocketAddr = "127.0.0.1:1".parse().unwrap();
 
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -96,34 +149,105 @@ fn main() {
 
     let now = Instant::now();
     let kw: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for k in &keys {
-            t.apply(&Report::KeyWrite { key: k, data: &data, redundancy: 2, immediate: false }, 0, src, now);
-        }))
+        .map(|_| {
+            time(&mut || {
+                for k in &keys {
+                    t.apply(
+                        &Report::KeyWrite {
+                            key: k,
+                            data: &data,
+                            redundancy: 2,
+                            immediate: false,
+                        },
+                        0,
+                        src,
+                        now,
+                    );
+                }
+            })
+        })
         .collect();
-    rows.push(("Key-Write N=2", median(kw), base2, "2 random 8-byte writes/report"));
+    rows.push((
+        "Key-Write N=2",
+        median(kw),
+        base2,
+        "2 random 8-byte writes/report",
+    ));
 
     let ki: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for k in &keys {
-            t.apply(&Report::KeyIncrement { key: k, counter: 1, redundancy: 2, immediate: false }, 0, src, now);
-        }))
+        .map(|_| {
+            time(&mut || {
+                for k in &keys {
+                    t.apply(
+                        &Report::KeyIncrement {
+                            key: k,
+                            counter: 1,
+                            redundancy: 2,
+                            immediate: false,
+                        },
+                        0,
+                        src,
+                        now,
+                    );
+                }
+            })
+        })
         .collect();
-    rows.push(("Key-Increment N=2", median(ki), base2, "2 random 8-byte writes/report"));
+    rows.push((
+        "Key-Increment N=2",
+        median(ki),
+        base2,
+        "2 random 8-byte writes/report",
+    ));
 
     // Postcarding: 5-hop paths, postcards in hop order; rate counted in postcards.
     let pc: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for (i, k) in keys.iter().enumerate() {
-            let flow = if i % 5 == 0 { k } else { &keys[i / 5 * 5] };
-            t.apply(&Report::Postcard { key: flow, hop: (i % 5) as u8, path_len: 5, value: i as u32 & 0x3ffff, immediate: false }, 0, src, now);
-        }))
+        .map(|_| {
+            time(&mut || {
+                for (i, k) in keys.iter().enumerate() {
+                    let flow = if i % 5 == 0 { k } else { &keys[i / 5 * 5] };
+                    t.apply(
+                        &Report::Postcard {
+                            key: flow,
+                            hop: (i % 5) as u8,
+                            path_len: 5,
+                            value: i as u32 & 0x3ffff,
+                            immediate: false,
+                        },
+                        0,
+                        src,
+                        now,
+                    );
+                }
+            })
+        })
         .collect();
     // A 5-hop path is 5 postcards and 2 random chunk writes: the baseline is 2 random writes per
     // 5 reports.
-    rows.push(("Postcarding B=5 N=2 (per postcard)", median(pc), base2 * 5.0, "2 random writes per 5 postcards"));
+    rows.push((
+        "Postcarding B=5 N=2 (per postcard)",
+        median(pc),
+        base2 * 5.0,
+        "2 random writes per 5 postcards",
+    ));
 
     let ap: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for (i, k) in keys.iter().enumerate() {
-            t.apply(&Report::Append { list_id: (i & 15) as u32, data: k, immediate: false }, 0, src, now);
-        }))
+        .map(|_| {
+            time(&mut || {
+                for (i, k) in keys.iter().enumerate() {
+                    t.apply(
+                        &Report::Append {
+                            list_id: (i & 15) as u32,
+                            data: k,
+                            immediate: false,
+                        },
+                        0,
+                        src,
+                        now,
+                    );
+                }
+            })
+        })
         .collect();
     // Sequential baseline: the same bytes copied sequentially in 64-byte blocks.
     let seq: Vec<f64> = (0..runs)
@@ -140,7 +264,12 @@ fn main() {
             n as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
-    rows.push(("Append B=16, 16 lists", median(ap), median(seq), "sequential 64-byte writes of the same bytes"));
+    rows.push((
+        "Append B=16, 16 lists",
+        median(ap),
+        median(seq),
+        "sequential 64-byte writes of the same bytes",
+    ));
 
     // Parse + apply: native datagrams of 32 Key-Write reports.
     let mut dgrams: Vec<Vec<u8>> = vec![];
@@ -148,32 +277,65 @@ fn main() {
         let mut buf = vec![0u8; 1500];
         let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, 0).unwrap();
         for k in chunk {
-            b.push(&Report::KeyWrite { key: k, data: &data, redundancy: 2, immediate: false }).unwrap();
+            b.push(&Report::KeyWrite {
+                key: k,
+                data: &data,
+                redundancy: 2,
+                immediate: false,
+            })
+            .unwrap();
         }
         let len = b.finish();
         buf.truncate(len);
         dgrams.push(buf);
     }
     let dg: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for d in &dgrams {
-            t.handle_datagram(d, src, now);
-        }))
+        .map(|_| {
+            time(&mut || {
+                for d in &dgrams {
+                    t.handle_datagram(d, src, now);
+                }
+            })
+        })
         .collect();
-    rows.push(("Key-Write N=2, parse+apply, 32/datagram", median(dg), base2, "2 random 8-byte writes/report"));
+    rows.push((
+        "Key-Write N=2, parse+apply, 32/datagram",
+        median(dg),
+        base2,
+        "2 random 8-byte writes/report",
+    ));
 
     // Queries on the filled Key-Write store.
     let layout = KeyWriteLayout::new(regions[0].header()).unwrap();
     let q: Vec<f64> = (0..runs)
-        .map(|_| time(&mut || for k in &keys {
-            black_box(layout.query(kw_mem, k, 2, 1));
-        }))
+        .map(|_| {
+            time(&mut || {
+                for k in &keys {
+                    black_box(layout.query(kw_mem, k, 2, 1));
+                }
+            })
+        })
         .collect();
-    rows.push(("Key-Write query N=2", median(q), base2, "baseline: 2 random 8-byte writes"));
+    rows.push((
+        "Key-Write query N=2",
+        median(q),
+        base2,
+        "baseline: 2 random 8-byte writes",
+    ));
 
     println!("dta apply benchmark: region {mb} MiB per store in {base}, {n} reports per run, median of {runs} runs, one core");
-    println!("{:<42} {:>12} {:>14} {:>7}  baseline", "what", "M ops/s", "baseline M/s", "ratio");
+    println!(
+        "{:<42} {:>12} {:>14} {:>7}  baseline",
+        "what", "M ops/s", "baseline M/s", "ratio"
+    );
     for (what, rate, base, note) in rows {
-        println!("{:<42} {:>12.2} {:>14.2} {:>7.2}  {note}", what, rate / 1e6, base / 1e6, rate / base);
+        println!(
+            "{:<42} {:>12.2} {:>14.2} {:>7.2}  {note}",
+            what,
+            rate / 1e6,
+            base / 1e6,
+            rate / base
+        );
     }
     println!("translator counters: {}", t.stats().snapshot()["memory"]);
 }

@@ -134,6 +134,22 @@ fn reason(e: &ApplyError) -> &'static str {
     }
 }
 
+impl Translator<crate::sinks::RegionSinks> {
+    /// The co-located translator: it maps the collector's `regions` and writes straight into
+    /// them (shared memory).
+    pub fn colocated(
+        cfg: &TranslatorConfig,
+        regions: Vec<Arc<Region>>,
+        stats: Arc<Stats>,
+    ) -> Result<Self, BuildError> {
+        let infos = regions
+            .iter()
+            .map(|r| StoreInfo::from_region(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        Translator::new(cfg, &infos, crate::sinks::RegionSinks::new(regions), stats)
+    }
+}
+
 impl<S: Sinks> Translator<S> {
     /// Build a translator for `stores` (indexed as `sinks` indexes them).
     pub fn new(
@@ -359,14 +375,7 @@ impl<S: Sinks> Translator<S> {
     pub fn apply(&mut self, report: &Report<'_>, reporter: u32, src: SocketAddr, now: Instant) {
         let stats = &*self.stats;
         stats.report(report.opcode());
-        let immediate = match *report {
-            Report::KeyWrite { immediate, .. }
-            | Report::KeyIncrement { immediate, .. }
-            | Report::Append { immediate, .. }
-            | Report::Postcard { immediate, .. }
-            | Report::SketchColumn { immediate, .. } => immediate,
-        };
-        if immediate {
+        if report.immediate() {
             add(&stats.immediates, 1);
         }
         let result: Result<(), &'static str> = match *report {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use dta_collector::{query, Collector};
 use dta_reporter::{Protocol, Reporter, ReporterConfig};
 use dta_store::sketch::{CountMin, HyperLogLog};
-use dta_translator::{ingest, RegionSinks, Stats, StoreInfo, Translator};
+use dta_translator::{ingest, Stats, Translator};
 use dta_wire::prototype::BaseFormat;
 
 use crate::config::Config;
@@ -149,20 +149,11 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
 
     // The collector creates its regions (fresh ones: the demo starts from empty stores).
     let collector = Collector::create(&dir, &cfg.store, true)?;
-    let regions = collector.regions();
-    let infos = regions
-        .iter()
-        .map(|r| StoreInfo::from_region(r))
-        .collect::<Result<Vec<_>, _>>()?;
 
     // The translator, on its own thread, writing into the regions through shared memory.
     let stats = Arc::new(Stats::default());
-    let mut translator = Translator::new(
-        &cfg.translator,
-        &infos,
-        RegionSinks::new(regions),
-        stats.clone(),
-    )?;
+    let mut translator =
+        Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?;
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)?;
     let to: SocketAddr = socket.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));

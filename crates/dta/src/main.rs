@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use dta::config::Config;
 use dta::output;
 use dta_collector::{query, region_path, Collector};
-use dta_translator::{ingest, RegionSinks, Stats, StoreInfo, Translator};
+use dta_translator::{ingest, Stats, Translator};
 
 #[derive(Parser)]
 #[command(
@@ -349,24 +349,14 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             cfg.region_dir.display()
         );
     }
-    let regions = collector.regions();
-    let infos = regions
-        .iter()
-        .map(|r| StoreInfo::from_region(r))
-        .collect::<Result<Vec<_>, _>>()?;
     let stats = Arc::new(Stats::default());
-    let mut t = Translator::new(
-        &cfg.translator,
-        &infos,
-        RegionSinks::new(regions),
-        stats.clone(),
-    )?;
+    let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?;
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
     eprintln!(
         "translator on udp://{} -> {} stores in {}",
         socket.local_addr()?,
-        infos.len(),
+        collector.stores().len(),
         cfg.region_dir.display()
     );
     let stop = stop_on_ctrl_c()?;

@@ -10,7 +10,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, Region, SketchKind,
     SketchSpec, StoreSpec,
 };
-use dta_translator::{RegionSinks, Stats, StoreInfo, Translator, TranslatorConfig};
+use dta_translator::{RegionSinks, Stats, Translator, TranslatorConfig};
 
 pub fn specs() -> Vec<(&'static str, StoreSpec)> {
     vec![
@@ -83,14 +83,9 @@ pub fn regions(dir: &Path) -> Vec<Arc<Region>> {
 }
 
 pub fn translator(regions: &[Arc<Region>]) -> Translator<RegionSinks> {
-    let infos: Vec<StoreInfo> = regions
-        .iter()
-        .map(|r| StoreInfo::from_region(r).unwrap())
-        .collect();
-    Translator::new(
+    Translator::colocated(
         &TranslatorConfig::default(),
-        &infos,
-        RegionSinks::new(regions.to_vec()),
+        regions.to_vec(),
         Arc::new(Stats::default()),
     )
     .unwrap()
