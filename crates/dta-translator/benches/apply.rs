@@ -105,19 +105,9 @@ fn main() {
             )
         })
         .collect();
-    let infos: Vec<StoreInfo> = regions
-        .iter()
-        .map(|r| StoreInfo::from_region(r).unwrap())
-        .collect();
     let mut cfg = TranslatorConfig::default();
     cfg.postcard_cache_entries = 1 << 16;
-    let mut t = Translator::new(
-        &cfg,
-        &infos,
-        RegionSinks::new(regions.clone()),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
+    let mut t = Translator::colocated(&cfg, regions.clone(), Arc::new(Stats::default())).unwrap();
     let src: SocketAddr = "127.0.0.1:1".parse().unwrap();
 
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
