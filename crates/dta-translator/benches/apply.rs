@@ -105,8 +105,10 @@ fn main() {
             )
         })
         .collect();
-    let mut cfg = TranslatorConfig::default();
-    cfg.postcard_cache_entries = 1 << 16;
+    let cfg = TranslatorConfig {
+        postcard_cache_entries: 1 << 16,
+        ..Default::default()
+    };
     let mut t = Translator::colocated(&cfg, regions.clone(), Arc::new(Stats::default())).unwrap();
     let src: SocketAddr = "127.0.0.1:1".parse().unwrap();
 
