@@ -12,9 +12,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test" >&2
 cargo test --workspace --quiet 2>&1 | tee target/cargo-test.log
 echo "== C and Python bindings" >&2
-scripts/test-bindings.sh
+scripts/test-bindings.sh 2>&1 | tee target/bindings-test.log
 echo "== spec cross-checks (scapy reads our RoCEv2 frames and agrees on the ICRC)" >&2
-.venv/bin/python -m pytest -q spec/tests
+.venv/bin/python -m pytest -q spec/tests 2>&1 | tee target/spec-test.log
 if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; then
     cargo fuzz --version >/dev/null 2>&1 || cargo install --quiet --locked cargo-fuzz
     echo "== fuzz (short)" >&2
@@ -22,5 +22,7 @@ if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q nightly; th
 else
     echo "== fuzz skipped: no nightly toolchain (cargo-fuzz needs one); the proptest robustness tests ran" >&2
 fi
-passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/cargo-test.log | awk '{s+=$4} END {print s+0}')
-echo "rust: ${passed} passed, 0 failed"
+rust=$(grep -Eo 'test result: ok\. [0-9]+ passed' target/cargo-test.log | awk '{s+=$4} END {print s+0}')
+py=$(cat target/bindings-test.log target/spec-test.log | grep -Eo '^[0-9]+ passed in' | awk '{s+=$1} END {print s+0}')
+echo "rust ${rust}, C/Python/spec ${py}"
+echo "tests: $((rust + py)) passed, 0 failed"
