@@ -9,6 +9,8 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The Redis export's tests start a real redis-server (docs/exports.md).
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
