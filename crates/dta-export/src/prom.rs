@@ -1,0 +1,543 @@
+//! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
+//! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
+//! the INT sink's event counters, the exporters' own counters, a tiny `/metrics` HTTP server for
+//! processes without an HTTP API (`dta translator --metrics ADDR`), and a parser of the
+//! exposition text for tests and tools.
+//!
+//! Metric names (OpenMetrics text; counters get the `_total` suffix on their samples) are listed
+//! in `docs/exports.md`; `dashboards/grafana-dta.json` uses only these.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use dta_translator::stats::{APPLY_REASONS, PRIMITIVES};
+use dta_translator::Stats;
+use dta_wire::Error as WireError;
+
+/// The content type of [`encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The translator's counters, summed over the `Stats` of every ingest thread, read on each
+/// scrape.
+#[derive(Debug, Clone)]
+pub struct TranslatorMetrics {
+    stats: Vec<Arc<Stats>>,
+}
+
+impl TranslatorMetrics {
+    pub fn new(stats: Vec<Arc<Stats>>) -> Self {
+        TranslatorMetrics { stats }
+    }
+
+    /// A registry holding just these metrics.
+    pub fn registry(self) -> Registry {
+        let mut r = Registry::default();
+        r.register_collector(Box::new(self));
+        r
+    }
+
+    fn sum(&self, f: impl Fn(&Stats) -> u64) -> u64 {
+        self.stats
+            .iter()
+            .map(|s| f(s))
+            .fold(0u64, u64::wrapping_add)
+    }
+}
+
+fn counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(v);
+    let m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    c.encode(m)
+}
+
+fn labelled_counter<'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (Vec<(&'a str, &'a str)>, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in series {
+        ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for TranslatorMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let l = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed);
+        counter(
+            &mut enc,
+            "dta_translator_datagrams",
+            "UDP datagrams received",
+            self.sum(|s| l(&s.datagrams)),
+        )?;
+        counter(
+            &mut enc,
+            "dta_translator_bytes",
+            "UDP payload bytes received",
+            self.sum(|s| l(&s.bytes)),
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_translator_reports",
+            "Reports translated, by primitive (001 §4)",
+            PRIMITIVES.iter().map(|op| {
+                (
+                    vec![("primitive", op.name())],
+                    self.sum(|s| s.reports_of(*op)),
+                )
+            }),
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_translator_reports_by_priority",
+            "Native datagrams' reports by priority",
+            ["low", "medium", "high"]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.by_priority[i])))),
+        )?;
+        let wire = WireError::ALL.iter().map(|e| {
+            (
+                vec![("stage", "wire"), ("reason", e.reason())],
+                self.sum(|s| s.rejected(e.reason())),
+            )
+        });
+        let apply = APPLY_REASONS.iter().map(|r| {
+            (
+                vec![("stage", "translator"), ("reason", *r)],
+                self.sum(|s| s.rejected(r)),
+            )
+        });
+        labelled_counter(
+            &mut enc,
+            "dta_translator_dropped",
+            "Datagrams (wire) and reports (translator) dropped, by reason",
+            wire.chain(apply),
+        )?;
+        for (name, help, f) in [
+            (
+                "dta_translator_duplicates",
+                "Retransmitted datagrams already applied",
+                (|s: &Stats| s.duplicates.load(Relaxed)) as fn(&Stats) -> u64,
+            ),
+            (
+                "dta_translator_resyncs",
+                "Restarted retransmitting reporters resynchronised",
+                |s| s.resyncs.load(Relaxed),
+            ),
+            ("dta_translator_nacks", "NACKs sent to reporters", |s| {
+                s.nacks_sent.load(Relaxed)
+            }),
+            (
+                "dta_translator_immediates",
+                "Reports with the immediate flag",
+                |s| s.immediates.load(Relaxed),
+            ),
+            (
+                "dta_translator_memory_write_bytes",
+                "Bytes written into regions",
+                |s| s.write_bytes.load(Relaxed),
+            ),
+            (
+                "dta_translator_append_batches",
+                "Append batches written (001 §4.4)",
+                |s| s.append_batches.load(Relaxed),
+            ),
+            (
+                "dta_translator_append_partial_batches",
+                "Append batches flushed before they were full",
+                |s| s.append_partial_batches.load(Relaxed),
+            ),
+            (
+                "dta_translator_sketch_columns_written",
+                "Sketch-Merge columns written (000 §3.1)",
+                |s| s.sketch_columns_written.load(Relaxed),
+            ),
+        ] {
+            counter(&mut enc, name, help, self.sum(f))?;
+        }
+        labelled_counter(
+            &mut enc,
+            "dta_translator_memory_ops",
+            "Memory operations issued (RDMA WRITE / FETCH_ADD equivalents)",
+            [
+                (vec![("op", "write")], self.sum(|s| l(&s.writes))),
+                (vec![("op", "fetch_add")], self.sum(|s| l(&s.fetch_adds))),
+            ],
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_translator_postcard_chunks",
+            "Postcarding chunks emitted, by outcome (001 §4.3)",
+            [
+                (
+                    vec![("outcome", "complete")],
+                    self.sum(|s| l(&s.postcard_chunks_complete)),
+                ),
+                (
+                    vec![("outcome", "collision")],
+                    self.sum(|s| l(&s.postcard_chunks_collision)),
+                ),
+                (
+                    vec![("outcome", "timeout")],
+                    self.sum(|s| l(&s.postcard_chunks_timeout)),
+                ),
+            ],
+        )?;
+        Ok(())
+    }
+}
+
+/// Label set of the INT event counter: the event class (003 §III.C: `threshold` for T, `change`
+/// for C, or e.g. `drop`), the metric (`hop_latency`, `queue_occupancy`, `tx_util`,
+/// `e2e_latency`, ...) and the scope (`switch` or `e2e`).
+pub type EventLabels = [(&'static str, String); 3];
+
+/// Counters of the INT sink and of the exporters. Unlike the translator's counters these live
+/// in prometheus-client families (a read lock per increment): they count events and exported
+/// points, not reports.
+#[derive(Debug, Clone, Default)]
+pub struct IntMetrics {
+    events: Family<EventLabels, Counter>,
+    flow_records: Counter,
+    exported: Family<[(&'static str, String); 1], Counter>,
+    export_errors: Family<[(&'static str, String); 1], Counter>,
+}
+
+impl IntMetrics {
+    /// Register the families in `registry` (names `dta_int_events_total`,
+    /// `dta_int_flow_records_total`, `dta_export_points_total`, `dta_export_errors_total`).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "dta_int_events",
+            "INT events detected by the sink (003 §III.C), by class, metric and scope",
+            self.events.clone(),
+        );
+        registry.register(
+            "dta_int_flow_records",
+            "Flow records exported by the sink (aged out or evicted from the FlowCache)",
+            self.flow_records.clone(),
+        );
+        registry.register(
+            "dta_export_points",
+            "Points exported, by sink (redis, influx)",
+            self.exported.clone(),
+        );
+        registry.register(
+            "dta_export_errors",
+            "Points an exporter failed to write or refused, by sink",
+            self.export_errors.clone(),
+        );
+    }
+
+    /// Count one INT event.
+    pub fn event(&self, class: &str, metric: &str, scope: &str) {
+        self.events
+            .get_or_create(&[
+                ("class", class.to_owned()),
+                ("metric", metric.to_owned()),
+                ("scope", scope.to_owned()),
+            ])
+            .inc();
+    }
+
+    /// Count `n` flow records.
+    pub fn flow_records(&self, n: u64) {
+        self.flow_records.inc_by(n);
+    }
+
+    /// Count `ok` points exported and `failed` refused or lost by `sink`.
+    pub fn exported(&self, sink: &str, ok: u64, failed: u64) {
+        self.exported
+            .get_or_create(&[("sink", sink.to_owned())])
+            .inc_by(ok);
+        if failed > 0 {
+            self.export_errors
+                .get_or_create(&[("sink", sink.to_owned())])
+                .inc_by(failed);
+        }
+    }
+}
+
+/// The registry's exposition text (OpenMetrics, ends with `# EOF`).
+pub fn encode(registry: &Registry) -> String {
+    let mut s = String::new();
+    // Writing into a String cannot fail; an encoder error would be a bug in a collector.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut s, registry) {
+        tracing::error!("metrics encoding failed: {e}");
+    }
+    s
+}
+
+/// A minimal HTTP/1.1 server answering `GET /metrics` with [`encode`] (404 for anything else),
+/// one connection at a time on its own thread: enough for a Prometheus scrape every few
+/// seconds. Stops when dropped.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::local_addr`]).
+    pub fn start(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<MetricsServer> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("dta-metrics".into())
+            .spawn(move || {
+                while !s.load(Relaxed) {
+                    match listener.accept() {
+                        Ok((conn, _)) => {
+                            if let Err(e) = serve_one(conn, &registry) {
+                                tracing::debug!("metrics connection: {e}");
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) => {
+                            tracing::warn!("metrics accept: {e}");
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+            })?;
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve_one(conn: TcpStream, registry: &Registry) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Skip the headers up to the blank line.
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, ctype, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE, encode(registry)),
+        ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_owned()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n".to_owned(),
+        ),
+    };
+    let mut w = conn;
+    write!(
+        w,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    w.flush()
+}
+
+/// One sample of an exposition: `name{labels} value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+impl Sample {
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parse the samples of a Prometheus / OpenMetrics text exposition (comments skipped; label
+/// values unescaped; an optional timestamp after the value ignored). Lines that do not parse
+/// are an error naming them.
+pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || format!("bad exposition line: {line:?}");
+        let name_end = line.find(['{', ' ']).ok_or_else(bad)?;
+        let name = line[..name_end].to_owned();
+        let mut labels = Vec::new();
+        let mut rest = &line[name_end..];
+        if let Some(r) = rest.strip_prefix('{') {
+            let mut chars = r.char_indices().peekable();
+            let mut end = None;
+            loop {
+                // key
+                let mut key = String::new();
+                while let Some(&(i, c)) = chars.peek() {
+                    if c == '}' {
+                        end = Some(i);
+                        break;
+                    }
+                    chars.next();
+                    if c == '=' {
+                        break;
+                    }
+                    if c != ',' {
+                        key.push(c);
+                    }
+                }
+                if end.is_some() {
+                    break;
+                }
+                if chars.next().map(|x| x.1) != Some('"') {
+                    return Err(bad());
+                }
+                let mut val = String::new();
+                loop {
+                    match chars.next().map(|x| x.1) {
+                        Some('\\') => match chars.next().map(|x| x.1) {
+                            Some('n') => val.push('\n'),
+                            Some(c) => val.push(c),
+                            None => return Err(bad()),
+                        },
+                        Some('"') => break,
+                        Some(c) => val.push(c),
+                        None => return Err(bad()),
+                    }
+                }
+                labels.push((key, val));
+            }
+            rest = &r[end.ok_or_else(bad)? + 1..];
+        }
+        let value = rest.split_whitespace().next().ok_or_else(bad)?;
+        let value = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse::<f64>().map_err(|_| bad())?,
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// The value of the sample `name` whose labels include all of `labels` (summed if several).
+pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for s in samples.iter().filter(|s| s.name == name) {
+        if labels.iter().all(|(k, v)| s.label(k) == Some(v)) {
+            *found.get_or_insert(0.0) += s.value;
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dta_wire::Opcode;
+
+    #[test]
+    fn parses_labels_with_escapes() {
+        let s = parse_exposition(
+            "# TYPE x counter\nx_total{a=\"1\",b=\"q\\\"u,o}te\"} 5\ny 2.5 1700000000\n# EOF\n",
+        )
+        .unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "x_total");
+        assert_eq!(s[0].label("b"), Some("q\"u,o}te"));
+        assert_eq!(s[0].value, 5.0);
+        assert_eq!(s[1].value, 2.5);
+        assert!(parse_exposition("x{a=1} 3\n").is_err());
+        assert!(parse_exposition("x notanumber\n").is_err());
+    }
+
+    #[test]
+    fn translator_counters_are_summed_over_threads() {
+        let (a, b) = (Arc::new(Stats::default()), Arc::new(Stats::default()));
+        a.report(Opcode::KeyWrite);
+        b.report(Opcode::KeyWrite);
+        b.report(Opcode::Append);
+        a.wire_error(WireError::Truncated);
+        b.apply_error("no_store");
+        dta_translator::stats::add(&a.nacks_sent, 3);
+        let reg = TranslatorMetrics::new(vec![a, b]).registry();
+        let s = parse_exposition(&encode(&reg)).unwrap();
+        let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
+        assert_eq!(
+            v(
+                "dta_translator_reports_total",
+                &[("primitive", "key_write")]
+            ),
+            2.0
+        );
+        assert_eq!(
+            v("dta_translator_reports_total", &[("primitive", "append")]),
+            1.0
+        );
+        assert_eq!(
+            v(
+                "dta_translator_dropped_total",
+                &[("stage", "wire"), ("reason", "truncated")]
+            ),
+            1.0
+        );
+        assert_eq!(
+            v(
+                "dta_translator_dropped_total",
+                &[("stage", "translator"), ("reason", "no_store")]
+            ),
+            1.0
+        );
+        assert_eq!(v("dta_translator_dropped_total", &[]), 2.0);
+        assert_eq!(v("dta_translator_nacks_total", &[]), 3.0);
+    }
+}
