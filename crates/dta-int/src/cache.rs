@@ -1,0 +1,215 @@
+//! The FlowCache (003 §III, Fig. 2: "a large hash table ... 2^19 rows ... 12 buckets per row";
+//! each bucket a flow key, packet count, last-update timestamp and per-hop latest and average
+//! INT metrics). Fixed capacity, allocated once: rows of [`WAYS`] buckets, the row chosen by
+//! hashing the 13-byte flow key. A packet of a new flow takes a free bucket of its row, or evicts
+//! the row's least recently updated flow (003 "Eviction"). [`FlowCache::expire`] ages out flows
+//! idle longer than the timeout (003: the CMEs "age out the entries ... not updated over a
+//! predefined time period"). Nothing here allocates per packet.
+
+use crate::events::{EvictReason, FlowRecord, HopRecord};
+use crate::layout::{FLOW_KEY_LEN, MAX_PATH};
+
+/// Buckets per row.
+pub const WAYS: usize = 8;
+
+/// One hop's aggregate.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HopAgg {
+    pub node_id: Option<u32>,
+    pub latency: Option<u32>,
+    pub queue: Option<u32>,
+    pub util: Option<u32>,
+    pub sum_latency: u64,
+    pub n_latency: u64,
+    pub sum_queue: u64,
+    pub n_queue: u64,
+    pub sum_util: u64,
+    pub n_util: u64,
+    pub path_changes: u32,
+}
+
+impl HopAgg {
+    fn record(&self) -> HopRecord {
+        let avg = |s: u64, n: u64| (n > 0).then(|| s as f64 / n as f64);
+        HopRecord {
+            node_id: self.node_id,
+            hop_latency: self.latency,
+            avg_hop_latency: avg(self.sum_latency, self.n_latency),
+            queue_occupancy: self.queue,
+            avg_queue_occupancy: avg(self.sum_queue, self.n_queue),
+            egress_tx_util: self.util,
+            avg_egress_tx_util: avg(self.sum_util, self.n_util),
+            path_changes: self.path_changes,
+        }
+    }
+}
+
+/// One flow's entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FlowEntry {
+    pub key: [u8; FLOW_KEY_LEN],
+    pub in_use: bool,
+    pub packets: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Hops seen (the highest hop index + 1).
+    pub hops: u8,
+    pub hop: [HopAgg; MAX_PATH],
+}
+
+impl FlowEntry {
+    /// The flow record of this entry.
+    pub fn record(&self, reason: EvictReason) -> FlowRecord {
+        FlowRecord {
+            flow: self.key,
+            packets: self.packets,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            reason,
+            hops: self.hop[..self.hops as usize]
+                .iter()
+                .map(HopAgg::record)
+                .collect(),
+        }
+    }
+}
+
+/// The cache.
+pub struct FlowCache {
+    buckets: Vec<FlowEntry>,
+    row_mask: usize,
+    occupied: usize,
+}
+
+impl FlowCache {
+    /// At least `capacity` flows (rounded up to a power of two of rows of [`WAYS`]).
+    pub fn new(capacity: usize) -> FlowCache {
+        let rows = capacity.div_ceil(WAYS).max(1).next_power_of_two();
+        FlowCache {
+            buckets: vec![FlowEntry::default(); rows * WAYS],
+            row_mask: rows - 1,
+            occupied: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub fn occupied(&self) -> usize {
+        self.occupied
+    }
+
+    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> usize {
+        (dta_store::hash::fmix64(dta_store::hash::fnv1a64(key)) as usize & self.row_mask) * WAYS
+    }
+
+    /// The entry of `key`, if cached.
+    pub fn get(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<&FlowEntry> {
+        let r = self.row(key);
+        self.buckets[r..r + WAYS]
+            .iter()
+            .find(|e| e.in_use && e.key == *key)
+    }
+
+    /// The entry of `key`, created if needed (packets 0, first_ns = now). A flow evicted to make
+    /// room is passed to `evict` first.
+    pub fn entry(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        now_ns: u64,
+        evict: impl FnOnce(&FlowEntry),
+    ) -> &mut FlowEntry {
+        let r = self.row(key);
+        let row = &mut self.buckets[r..r + WAYS];
+        let i = match row.iter().position(|e| e.in_use && e.key == *key) {
+            Some(i) => i,
+            None => {
+                let i = match row.iter().position(|e| !e.in_use) {
+                    Some(i) => {
+                        self.occupied += 1;
+                        i
+                    }
+                    None => {
+                        let (i, old) = row
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, e)| e.last_ns)
+                            .expect("WAYS > 0");
+                        evict(old);
+                        i
+                    }
+                };
+                row[i] = FlowEntry {
+                    key: *key,
+                    in_use: true,
+                    first_ns: now_ns,
+                    last_ns: now_ns,
+                    ..FlowEntry::default()
+                };
+                i
+            }
+        };
+        &mut row[i]
+    }
+
+    /// Evict every flow not updated for more than `idle_ns` (every flow when `None`).
+    pub fn expire(&mut self, now_ns: u64, idle_ns: Option<u64>, mut evict: impl FnMut(&FlowEntry)) {
+        if self.occupied == 0 {
+            return;
+        }
+        for e in self.buckets.iter_mut().filter(|e| e.in_use) {
+            if idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
+                evict(e);
+                e.in_use = false;
+                self.occupied -= 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> [u8; 13] {
+        let mut k = [0u8; 13];
+        k[..4].copy_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    #[test]
+    fn entries_persist_and_age_out() {
+        let mut c = FlowCache::new(64);
+        c.entry(&key(1), 10, |_| panic!()).packets += 1;
+        c.entry(&key(1), 20, |_| panic!()).packets += 1;
+        c.entry(&key(2), 30, |_| panic!()).packets += 1;
+        assert_eq!(c.get(&key(1)).unwrap().packets, 2);
+        assert_eq!(c.get(&key(1)).unwrap().first_ns, 10);
+        assert_eq!(c.occupied(), 2);
+        c.entry(&key(1), 100, |_| panic!()).last_ns = 100;
+        let mut gone = vec![];
+        c.expire(140, Some(50), |e| gone.push(e.key));
+        assert_eq!(gone, vec![key(2)]);
+        assert!(c.get(&key(2)).is_none());
+        assert_eq!(c.occupied(), 1);
+        c.expire(140, None, |e| gone.push(e.key));
+        assert_eq!(c.occupied(), 0);
+    }
+
+    #[test]
+    fn full_row_evicts_least_recent() {
+        let mut c = FlowCache::new(WAYS); // one row
+        for i in 0..WAYS as u32 {
+            let e = c.entry(&key(i), 100 + i as u64, |_| panic!("room left"));
+            e.last_ns = 100 + i as u64;
+        }
+        c.entry(&key(0), 500, |_| panic!()).last_ns = 500;
+        let mut evicted = None;
+        c.entry(&key(99), 600, |e| evicted = Some(e.key));
+        assert_eq!(evicted, Some(key(1)));
+        assert!(c.get(&key(99)).is_some());
+        assert!(c.get(&key(0)).is_some());
+        assert_eq!(c.occupied(), WAYS);
+    }
+}

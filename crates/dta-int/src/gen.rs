@@ -1,0 +1,297 @@
+//! A deterministic INT traffic generator (003 §IV: 5 INT transit hops, exponentially distributed
+//! metrics; flow sizes from a heavy-tailed (Pareto) distribution). It keeps the ground truth of
+//! every packet and builds the bytes a sink receives: INT-MD frames (Ethernet/IPv4/UDP, INT over
+//! UDP with NPT 1, `emit_md`), stacked telemetry reports of those frames, and per-hop postcards
+//! (telemetry report v2.0 with the hop's metadata and the inner IPv4 packet, TTL =
+//! `initial_ttl - hop`), all with `dta_wire::int` emitters. The pcap writer reuses it.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp, Pareto};
+
+use dta_wire::int::{
+    emit_md, instr, GroupHeader, HopMetadata, IndividualReport, IntReportMain, MdHeader,
+    ReportBuilder, ReportMetadata,
+};
+
+use crate::layout::FLOW_KEY_LEN;
+
+/// Generator parameters.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    pub seed: u64,
+    pub flows: usize,
+    /// Hops per path (1..=5 for the sink's full path record).
+    pub hops: usize,
+    /// Pareto shape of flow sizes (packets); smaller is heavier-tailed.
+    pub pareto_shape: f64,
+    /// Largest flow, packets.
+    pub max_flow_packets: usize,
+    pub mean_latency_ns: f64,
+    pub mean_queue: f64,
+    pub mean_util: f64,
+    /// Switches per hop layer: the node at hop i is `(i + 1) * 100 + j`, j < this.
+    pub switches_per_hop: u32,
+    /// Per packet, the probability that the flow is re-routed at hop 2 (a path change).
+    pub reroute_prob: f64,
+    /// INT over UDP destination port.
+    pub int_udp_port: u16,
+    /// Time between packets, ns.
+    pub gap_ns: u64,
+    pub start_ns: u64,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            seed: 1,
+            flows: 200,
+            hops: 5,
+            pareto_shape: 1.2,
+            max_flow_packets: 200,
+            mean_latency_ns: 2_000.0,
+            mean_queue: 40.0,
+            mean_util: 500.0,
+            switches_per_hop: 4,
+            reroute_prob: 0.01,
+            int_udp_port: 5000,
+            gap_ns: 1_000,
+            start_ns: 1_000_000,
+        }
+    }
+}
+
+/// One hop's true values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopTruth {
+    pub node_id: u32,
+    pub latency: u32,
+    pub queue: u32,
+    pub util: u32,
+}
+
+/// One generated packet and its ground truth.
+#[derive(Debug, Clone)]
+pub struct GenPacket {
+    pub time_ns: u64,
+    pub flow: [u8; FLOW_KEY_LEN],
+    /// Hop 0 (the INT source) first.
+    pub hops: Vec<HopTruth>,
+}
+
+/// Generate the packets, in time order.
+pub fn generate(cfg: &GenConfig) -> Vec<GenPacket> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let sizes = Pareto::new(1.0, cfg.pareto_shape).expect("shape > 0");
+    let lat = Exp::new(1.0 / cfg.mean_latency_ns).expect("mean > 0");
+    let q = Exp::new(1.0 / cfg.mean_queue).expect("mean > 0");
+    let u = Exp::new(1.0 / cfg.mean_util).expect("mean > 0");
+    let mut flows = Vec::with_capacity(cfg.flows);
+    let mut order = Vec::new();
+    for f in 0..cfg.flows {
+        let mut k = [0u8; FLOW_KEY_LEN];
+        k[0..4].copy_from_slice(&[10, 0, (f >> 8) as u8, f as u8]);
+        k[4..8].copy_from_slice(&[10, 1, rng.gen(), rng.gen()]);
+        k[8..10].copy_from_slice(&rng.gen_range(1024u16..65535).to_be_bytes());
+        k[10..12].copy_from_slice(&[0, 80]);
+        k[12] = 17;
+        let path: Vec<u32> = (0..cfg.hops)
+            .map(|i| (i as u32 + 1) * 100 + rng.gen_range(0..cfg.switches_per_hop))
+            .collect();
+        flows.push((k, path));
+        let n = (sizes.sample(&mut rng) as usize).clamp(1, cfg.max_flow_packets);
+        order.extend(std::iter::repeat_n(f, n));
+    }
+    order.shuffle(&mut rng);
+    let mut out = Vec::with_capacity(order.len());
+    for (i, f) in order.into_iter().enumerate() {
+        let (key, path) = &mut flows[f];
+        if cfg.hops > 2 && rng.gen_bool(cfg.reroute_prob) {
+            path[2] = 300 + (path[2] - 300 + 1) % cfg.switches_per_hop;
+        }
+        let hops = path
+            .iter()
+            .map(|&node_id| HopTruth {
+                node_id,
+                latency: lat.sample(&mut rng) as u32,
+                queue: (q.sample(&mut rng) as u32).min(0xFF_FFFE),
+                util: u.sample(&mut rng) as u32,
+            })
+            .collect();
+        out.push(GenPacket {
+            time_ns: cfg.start_ns + i as u64 * cfg.gap_ns,
+            flow: *key,
+            hops,
+        });
+    }
+    out
+}
+
+/// The instruction bitmap of generated INT-MD frames.
+pub const INSTRUCTIONS: u16 = instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL;
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// IPv4 (20 bytes) + UDP (8) + `payload`, addresses and source port from `flow`.
+pub fn ipv4_udp(flow: &[u8; FLOW_KEY_LEN], ttl: u8, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let total = 28 + payload.len();
+    let mut p = vec![0u8; total];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[8] = ttl;
+    p[9] = 17;
+    p[12..20].copy_from_slice(&flow[0..8]);
+    let c = ipv4_checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&flow[8..10]);
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    p
+}
+
+fn ethernet(ip: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(ip);
+    f
+}
+
+/// The INT-MD frame of `p` as the INT sink receives it: INT over UDP to `int_udp_port`, NPT 1
+/// (the original destination port in the shim), the stack newest hop first, 16 payload bytes.
+pub fn md_frame(p: &GenPacket, int_udp_port: u16) -> Vec<u8> {
+    let header = MdHeader {
+        discard: false,
+        hop_count_exceeded: false,
+        mtu_exceeded: false,
+        hop_ml: 4,
+        remaining_hop_count: 8u8.saturating_sub(p.hops.len() as u8),
+        instructions: INSTRUCTIONS,
+        domain_id: 0,
+        ds_instructions: 0,
+        ds_flags: 0,
+    };
+    let hops: Vec<HopMetadata<'_>> = p
+        .hops
+        .iter()
+        .rev()
+        .map(|h| HopMetadata {
+            node_id: Some(h.node_id),
+            hop_latency: Some(h.latency),
+            queue_id: Some(0),
+            queue_occupancy: Some(h.queue),
+            egress_tx_util: Some(h.util),
+            ..HopMetadata::default()
+        })
+        .collect();
+    let mut int = vec![0u8; 16 + 16 * hops.len() + 16];
+    let dport = u16::from_be_bytes([p.flow[10], p.flow[11]]);
+    let n = emit_md(1, dport, &header, &hops, &mut int).expect("valid INT-MD");
+    int.truncate(n);
+    int.extend_from_slice(&[0xab; 16]);
+    let ttl = 64 - p.hops.len() as u8;
+    ethernet(&ipv4_udp(&p.flow, ttl, int_udp_port, &int))
+}
+
+/// A telemetry report v2.0 from sink switch `node_id` carrying `frame` (InType 3, RepType 0).
+pub fn stacked_report(node_id: u32, seq: u32, frame: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; 64 + frame.len()];
+    let mut b = ReportBuilder::new(
+        &mut buf,
+        &GroupHeader {
+            hw_id: 0,
+            sequence: seq & 0x3f_ffff,
+            node_id,
+        },
+    )
+    .expect("room");
+    b.push(&IndividualReport {
+        rep_type: 0,
+        in_type: 3,
+        report_length: 0xFF,
+        md_length: 0,
+        dropped: false,
+        congested_queue: false,
+        tracked_flow: true,
+        intermediate: false,
+        main: None,
+        inner: frame,
+    })
+    .expect("valid report");
+    let n = b.finish().expect("one report");
+    buf.truncate(n);
+    buf
+}
+
+/// The postcard of hop `hop` of `p` (INT-XD/MX: each hop reports its own metadata): a telemetry
+/// report v2.0 from that hop's node, RepType 1 with hop latency, queue and egress utilisation,
+/// the inner IPv4 packet with TTL `initial_ttl - hop`. With `dropped`, a drop report instead
+/// (D flag, RepMdBits bit 15, `drop_reason`).
+pub fn postcard_report(
+    p: &GenPacket,
+    hop: usize,
+    seq: u32,
+    initial_ttl: u8,
+    drop_reason: Option<u8>,
+) -> Vec<u8> {
+    let h = p.hops[hop];
+    let dport = u16::from_be_bytes([p.flow[10], p.flow[11]]);
+    let inner = ipv4_udp(&p.flow, initial_ttl - hop as u8, dport, &[0xcd; 8]);
+    let mut bits = instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL;
+    if drop_reason.is_some() {
+        bits |= 0x0001;
+    }
+    let metadata = ReportMetadata {
+        hop_latency: Some(h.latency),
+        queue_id: Some(0),
+        queue_occupancy: Some(h.queue),
+        egress_tx_util: Some(h.util),
+        drop_queue_id: drop_reason.map(|_| 0),
+        drop_reason,
+        ..ReportMetadata::default()
+    };
+    let mut buf = vec![0u8; 128 + inner.len()];
+    let mut b = ReportBuilder::new(
+        &mut buf,
+        &GroupHeader {
+            hw_id: 0,
+            sequence: seq & 0x3f_ffff,
+            node_id: h.node_id,
+        },
+    )
+    .expect("room");
+    b.push(&IndividualReport {
+        rep_type: 1,
+        in_type: 4,
+        report_length: 0xFF,
+        md_length: 0,
+        dropped: drop_reason.is_some(),
+        congested_queue: false,
+        tracked_flow: false,
+        intermediate: hop + 1 < p.hops.len(),
+        main: Some(IntReportMain {
+            rep_md_bits: bits,
+            domain_id: 0,
+            ds_md_bits: 0,
+            ds_md_status: 0,
+            metadata,
+            ds_metadata: &[],
+        }),
+        inner: &inner,
+    })
+    .expect("valid report");
+    let n = b.finish().expect("one report");
+    buf.truncate(n);
+    buf
+}

@@ -1,0 +1,212 @@
+//! Queries over the stores the sink writes (the CLI's `dta query int ...` and the HTTP API
+//! call these): the path of a flow (Key-Write), a hop's latency (Postcarding), the latest events
+//! of a kind (Append), a switch's histogram of a metric (Key-Increment, every bucket read).
+
+use serde::Serialize;
+
+use dta_store::{
+    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
+    PostcardAnswer, PostcardingLayout, Region, StoreKind, ValueTable,
+};
+
+use crate::events::{flow_string, Event, EventKind};
+use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum QueryError {
+    #[error("store {0:?} is not a {1} store")]
+    WrongKind(String, &'static str),
+    #[error("store {0:?}: {1}")]
+    Store(String, String),
+    #[error("bad flow {0:?}: expected SRC:SPORT-DST:DPORT/PROTO")]
+    BadFlow(String),
+}
+
+fn layout_err(r: &Region, e: impl std::fmt::Display) -> QueryError {
+    QueryError::Store(r.header().name.clone(), e.to_string())
+}
+
+fn expect(r: &Region, kind: StoreKind, name: &'static str) -> Result<(), QueryError> {
+    if r.header().kind != kind {
+        return Err(QueryError::WrongKind(r.header().name.clone(), name));
+    }
+    Ok(())
+}
+
+/// `10.0.0.1:1234-10.0.0.2:80/6` → the 13-byte flow key.
+pub fn parse_flow(s: &str) -> Result<[u8; FLOW_KEY_LEN], QueryError> {
+    let bad = || QueryError::BadFlow(s.to_owned());
+    let (addrs, proto) = s.trim().split_once('/').ok_or_else(bad)?;
+    let (src, dst) = addrs.split_once('-').ok_or_else(bad)?;
+    let (sip, sport) = src.split_once(':').ok_or_else(bad)?;
+    let (dip, dport) = dst.split_once(':').ok_or_else(bad)?;
+    let ip = |x: &str| x.parse::<std::net::Ipv4Addr>().map_err(|_| bad());
+    let port = |x: &str| x.parse::<u16>().map_err(|_| bad());
+    let mut k = [0u8; FLOW_KEY_LEN];
+    k[0..4].copy_from_slice(&ip(sip)?.octets());
+    k[4..8].copy_from_slice(&ip(dip)?.octets());
+    k[8..10].copy_from_slice(&port(sport)?.to_be_bytes());
+    k[10..12].copy_from_slice(&port(dport)?.to_be_bytes());
+    k[12] = proto.parse::<u8>().map_err(|_| bad())?;
+    Ok(k)
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathResult {
+    pub flow: String,
+    /// "found", "empty" or "ambiguous".
+    pub status: &'static str,
+    /// Node ids from the INT source (hop 0) to the last hop.
+    pub path: Vec<u32>,
+}
+
+/// "Path of flow X": the Key-Write path record (001 Appendix A.1 query, plurality vote).
+pub fn path(
+    region: &Region,
+    flow: &[u8; FLOW_KEY_LEN],
+    redundancy: u8,
+) -> Result<PathResult, QueryError> {
+    expect(region, StoreKind::KeyWrite, "key-write")?;
+    let l = KeyWriteLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let (status, path) = match l.query(region.mem(), flow, redundancy, 1) {
+        KeyWriteAnswer::Found { data, .. } => match decode_path(&data) {
+            Some(p) => ("found", p),
+            None => ("ambiguous", vec![]),
+        },
+        KeyWriteAnswer::Empty => ("empty", vec![]),
+        KeyWriteAnswer::Ambiguous { .. } => ("ambiguous", vec![]),
+    };
+    Ok(PathResult {
+        flow: flow_string(flow),
+        status,
+        path,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HopLatencyResult {
+    pub flow: String,
+    pub hop: u8,
+    /// "found", "empty" (no path, or no postcard for this hop) or "ambiguous".
+    pub status: &'static str,
+    /// The stored value (latency / divisor, capped at values - 1).
+    pub value: Option<u32>,
+    /// `value * divisor`: the latency to the store's resolution.
+    pub latency: Option<u64>,
+}
+
+/// "Hop latency of flow X at hop i": decode the flow's Postcarding chunk (001 §4 Postcarding,
+/// Appendix A.2) with the value set V = 0..`values`.
+pub fn hop_latency(
+    region: &Region,
+    flow: &[u8; FLOW_KEY_LEN],
+    hop: u8,
+    values: u32,
+    divisor: u32,
+) -> Result<HopLatencyResult, QueryError> {
+    expect(region, StoreKind::Postcarding, "postcarding")?;
+    let l = PostcardingLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let table = ValueTable::range(&l, values);
+    hop_latency_with(region, &l, &table, flow, hop, divisor)
+}
+
+/// As [`hop_latency`] with a prebuilt table (for many queries).
+pub fn hop_latency_with(
+    region: &Region,
+    layout: &PostcardingLayout,
+    table: &ValueTable,
+    flow: &[u8; FLOW_KEY_LEN],
+    hop: u8,
+    divisor: u32,
+) -> Result<HopLatencyResult, QueryError> {
+    let (status, value) = match layout.query(region.mem(), flow, table) {
+        PostcardAnswer::Found(p) => match p.get(hop as usize) {
+            Some(&v) if v != u32::MAX => ("found", Some(v)),
+            _ => ("empty", None),
+        },
+        PostcardAnswer::Empty => ("empty", None),
+        PostcardAnswer::Ambiguous => ("ambiguous", None),
+    };
+    Ok(HopLatencyResult {
+        flow: flow_string(flow),
+        hop,
+        status,
+        value,
+        latency: value.map(|v| v as u64 * divisor as u64),
+    })
+}
+
+/// "Latest events of a kind": up to `max` newest records of the kind's Append list (001
+/// Appendix A.3), oldest first; `seq` is the entry's index in its list.
+pub fn events(
+    region: &Region,
+    list_base: u32,
+    kind: EventKind,
+    max: usize,
+) -> Result<Vec<Event>, QueryError> {
+    expect(region, StoreKind::Append, "append")?;
+    let l = AppendLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let list = list_base + kind as u32 - 1;
+    let head = region
+        .mem()
+        .load_u64(l.head_offset(list))
+        .map_err(|e| layout_err(region, e))?;
+    let start = head.saturating_sub(max as u64);
+    let mut reader = ListReader::new(l.clone(), list, 0, 1)
+        .map_err(|e| layout_err(region, e))?
+        .with_tail(start);
+    let first = reader.tail();
+    let mut buf = Vec::new();
+    let polled = reader.poll(region.mem(), max, &mut buf);
+    let first = first + polled.missed;
+    Ok(buf
+        .chunks(l.entry_len())
+        .enumerate()
+        .filter_map(|(i, r)| Event::decode(r, first + i as u64))
+        .collect())
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bucket {
+    pub lo: u64,
+    /// Exclusive; `None` = unbounded.
+    pub hi: Option<u64>,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HistogramResult {
+    pub node_id: u32,
+    pub metric: Metric,
+    pub buckets: Vec<Bucket>,
+    pub total: u64,
+}
+
+/// "Histogram of a metric at switch S": every bucket's Key-Increment counter (001 Appendix A.4,
+/// Count-Min: never below the true count; exact when no key collides on all its counters).
+pub fn histogram(
+    region: &Region,
+    node_id: u32,
+    metric: Metric,
+    buckets: &Buckets,
+    redundancy: u8,
+) -> Result<HistogramResult, QueryError> {
+    expect(region, StoreKind::KeyIncrement, "key-increment")?;
+    let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let mut out = Vec::with_capacity(buckets.count());
+    for b in 0..buckets.count() {
+        let (lo, hi) = buckets.range(b);
+        let count = l.query(
+            region.mem(),
+            &hist_key(node_id, metric, b as u8),
+            redundancy,
+        );
+        out.push(Bucket { lo, hi, count });
+    }
+    Ok(HistogramResult {
+        node_id,
+        metric,
+        total: out.iter().map(|b| b.count).sum(),
+        buckets: out,
+    })
+}

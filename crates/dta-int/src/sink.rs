@@ -1,0 +1,712 @@
+//! The INT sink (003 §III) on top of DTA's translator (001 Table 2). Every INT packet or
+//! telemetry report updates the FlowCache, raises events, and becomes DTA reports fed to an
+//! in-process [`Translator`] through [`Translator::apply`], so the stores it writes are the same
+//! stores any DTA reporter writes:
+//!
+//! | INT data | DTA report |
+//! | --- | --- |
+//! | INT-MD path trace | Key-Write, key = 13-byte flow, data = path record (`layout`) |
+//! | per-hop latency (INT-MD hops, INT-MX/XD postcards) | Postcarding, key = flow, hop index |
+//! | threshold / change events, drop reports | Append, one list per event kind |
+//! | per-switch per-metric histograms | Key-Increment, key = node ‖ metric ‖ bucket, +1 |
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use dta_translator::{Sinks, Translator};
+use dta_wire::int::{
+    self, find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
+    LegacySubHeader, TelemetryReport,
+};
+use dta_wire::Report;
+
+use crate::cache::{FlowCache, FlowEntry};
+use crate::events::{
+    Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
+    ThresholdConfig, Thresholds, HOP_NONE,
+};
+use crate::layout::{encode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH};
+
+/// The `[int_sink]` configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IntSinkConfig {
+    /// INT detection inside frames (INT v2.1 §5.7.3): UDP destination port of INT over UDP.
+    pub int_udp_port: Option<u16>,
+    /// INT detection by DSCP value (mask 0x3F).
+    pub int_dscp: Option<u8>,
+    /// INT detection by a 64-bit probe marker.
+    pub probe_marker: Option<u64>,
+    /// Flows the FlowCache holds (rounded up).
+    pub flow_capacity: usize,
+    /// A flow not updated for this long is evicted and its record emitted (aging).
+    pub idle_timeout_ms: u64,
+    /// Copies of each Key-Write path record and Key-Increment counter (001 Appendix A.5).
+    pub redundancy: u8,
+    /// Append list of the first event kind; kind k goes to `event_list_base + k - 1`.
+    pub event_list_base: u32,
+    /// Write events to the Append store (they always go to subscribers).
+    pub events_to_store: bool,
+    /// Histogram bucketing.
+    pub histogram: Buckets,
+    /// Postcarding value of a hop latency: `min(latency / postcard_divisor, postcard_values - 1)`.
+    pub postcard_divisor: u32,
+    /// Size of the Postcarding value set V = 0..postcard_values (the store's `values`).
+    pub postcard_values: u32,
+    /// Also send INT-MD hops' latencies as postcards (so hop latency queries work for MD too).
+    pub md_postcards: bool,
+    /// Hop index of an INT-MX/XD postcard = `initial_ttl - TTL` of its inner packet.
+    pub initial_ttl: u8,
+    pub thresholds: ThresholdConfig,
+}
+
+impl Default for IntSinkConfig {
+    fn default() -> Self {
+        IntSinkConfig {
+            int_udp_port: Some(5000),
+            int_dscp: None,
+            probe_marker: None,
+            flow_capacity: 1 << 16,
+            idle_timeout_ms: 1000,
+            redundancy: 2,
+            event_list_base: 0,
+            events_to_store: true,
+            histogram: Buckets::Log2,
+            postcard_divisor: 1,
+            postcard_values: 1 << 16,
+            md_postcards: true,
+            initial_ttl: 64,
+            thresholds: ThresholdConfig::default(),
+        }
+    }
+}
+
+impl IntSinkConfig {
+    pub fn detect(&self) -> IntDetect {
+        IntDetect {
+            udp_port: self.int_udp_port,
+            dscp: self.int_dscp.map(|d| (d, 0x3f)),
+            probe_marker: self.probe_marker,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.histogram.validate()?;
+        if !(1..=4).contains(&self.redundancy) {
+            return Err("redundancy must be 1..=4".into());
+        }
+        if self.postcard_divisor == 0 || self.postcard_values == 0 {
+            return Err("postcard_divisor and postcard_values must be > 0".into());
+        }
+        Ok(())
+    }
+
+    /// The Postcarding value of a hop latency.
+    pub fn postcard_value(&self, latency: u32) -> u32 {
+        (latency / self.postcard_divisor).min(self.postcard_values - 1)
+    }
+}
+
+/// The sink's counters (single writer: the sink's thread; readable anywhere).
+#[derive(Debug, Default)]
+pub struct IntStats {
+    pub frames: AtomicU64,
+    pub not_int: AtomicU64,
+    pub reports: AtomicU64,
+    pub individual_reports: AtomicU64,
+    pub md_packets: AtomicU64,
+    pub postcards: AtomicU64,
+    pub drop_reports: AtomicU64,
+    pub ignored_reports: AtomicU64,
+    pub ipv6_flows: AtomicU64,
+    pub truncated_paths: AtomicU64,
+    pub events: [AtomicU64; 8],
+    pub flows_idle: AtomicU64,
+    pub flows_capacity: AtomicU64,
+    pub flows_flushed: AtomicU64,
+    pub errors: [AtomicU64; int::Error::ALL.len()],
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// A plain copy of [`IntStats`] (for exporters: JSON, Prometheus).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntStatsSnapshot {
+    pub frames: u64,
+    pub not_int: u64,
+    pub reports: u64,
+    pub individual_reports: u64,
+    pub md_packets: u64,
+    pub postcards: u64,
+    pub drop_reports: u64,
+    pub ignored_reports: u64,
+    pub ipv6_flows: u64,
+    pub truncated_paths: u64,
+    /// By event kind name.
+    pub events: Vec<(&'static str, u64)>,
+    pub flows_idle: u64,
+    pub flows_capacity: u64,
+    pub flows_flushed: u64,
+    /// By `int::Error::reason`, non-zero only.
+    pub errors: Vec<(&'static str, u64)>,
+    /// Notifications subscribers lost.
+    pub notifications_dropped: u64,
+}
+
+impl IntStats {
+    pub fn error(&self, e: int::Error) {
+        if let Some(i) = int::Error::ALL.iter().position(|x| *x == e) {
+            add(&self.errors[i], 1);
+        }
+    }
+
+    pub fn errors_of(&self, e: int::Error) -> u64 {
+        int::Error::ALL
+            .iter()
+            .position(|x| *x == e)
+            .map_or(0, |i| self.errors[i].load(Relaxed))
+    }
+
+    pub fn events_of(&self, k: EventKind) -> u64 {
+        self.events[k as usize - 1].load(Relaxed)
+    }
+
+    pub fn snapshot(&self, notifications_dropped: u64) -> IntStatsSnapshot {
+        let l = |c: &AtomicU64| c.load(Relaxed);
+        IntStatsSnapshot {
+            frames: l(&self.frames),
+            not_int: l(&self.not_int),
+            reports: l(&self.reports),
+            individual_reports: l(&self.individual_reports),
+            md_packets: l(&self.md_packets),
+            postcards: l(&self.postcards),
+            drop_reports: l(&self.drop_reports),
+            ignored_reports: l(&self.ignored_reports),
+            ipv6_flows: l(&self.ipv6_flows),
+            truncated_paths: l(&self.truncated_paths),
+            events: EventKind::ALL
+                .iter()
+                .map(|k| (k.name(), self.events_of(*k)))
+                .collect(),
+            flows_idle: l(&self.flows_idle),
+            flows_capacity: l(&self.flows_capacity),
+            flows_flushed: l(&self.flows_flushed),
+            errors: int::Error::ALL
+                .iter()
+                .zip(&self.errors)
+                .filter(|(_, c)| l(c) > 0)
+                .map(|(e, c)| (e.reason(), l(c)))
+                .collect(),
+            notifications_dropped,
+        }
+    }
+}
+
+/// One hop's sample.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    node_id: Option<u32>,
+    latency: Option<u32>,
+    queue: Option<u32>,
+    util: Option<u32>,
+}
+
+/// Events of one packet: at most 4 per hop plus the end-to-end one, held on the stack.
+const MAX_PACKET_EVENTS: usize = 4 * MAX_PATH + 1;
+struct EventBuf {
+    ev: [(EventKind, u8, u32, u32); MAX_PACKET_EVENTS],
+    n: usize,
+}
+impl EventBuf {
+    fn new() -> Self {
+        EventBuf {
+            ev: [(EventKind::Drop, 0, 0, 0); MAX_PACKET_EVENTS],
+            n: 0,
+        }
+    }
+    fn push(&mut self, kind: EventKind, hop: u8, node: u32, value: u32) {
+        if self.n < MAX_PACKET_EVENTS {
+            self.ev[self.n] = (kind, hop, node, value);
+            self.n += 1;
+        }
+    }
+}
+
+/// The sink.
+pub struct IntSink<S: Sinks> {
+    cfg: IntSinkConfig,
+    detect: IntDetect,
+    translator: Translator<S>,
+    cache: FlowCache,
+    thresholds: Arc<Thresholds>,
+    bus: EventBus,
+    stats: Arc<IntStats>,
+    base: Instant,
+    first_ns: Option<u64>,
+    next_seq: u64,
+    last_expire_ns: u64,
+    src: SocketAddr,
+}
+
+fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason) {
+    add(
+        match why {
+            EvictReason::Idle => &stats.flows_idle,
+            EvictReason::Capacity => &stats.flows_capacity,
+            EvictReason::Flush => &stats.flows_flushed,
+        },
+        1,
+    );
+    if bus.active() {
+        bus.publish(&Notification::Flow(e.record(why)));
+    }
+}
+
+impl<S: Sinks> IntSink<S> {
+    /// A sink writing through `translator` (built over the collector's stores).
+    pub fn new(cfg: &IntSinkConfig, translator: Translator<S>) -> Result<Self, String> {
+        cfg.validate()?;
+        Ok(IntSink {
+            detect: cfg.detect(),
+            cache: FlowCache::new(cfg.flow_capacity),
+            thresholds: Arc::new(Thresholds::new(&cfg.thresholds)),
+            cfg: cfg.clone(),
+            translator,
+            bus: EventBus::default(),
+            stats: Arc::new(IntStats::default()),
+            base: Instant::now(),
+            first_ns: None,
+            next_seq: 0,
+            last_expire_ns: 0,
+            src: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+        })
+    }
+
+    pub fn config(&self) -> &IntSinkConfig {
+        &self.cfg
+    }
+
+    /// The run-time thresholds: store into them from any thread.
+    pub fn thresholds(&self) -> &Arc<Thresholds> {
+        &self.thresholds
+    }
+
+    pub fn stats(&self) -> &Arc<IntStats> {
+        &self.stats
+    }
+
+    pub fn stats_snapshot(&self) -> IntStatsSnapshot {
+        self.stats.snapshot(self.bus.dropped())
+    }
+
+    pub fn translator(&self) -> &Translator<S> {
+        &self.translator
+    }
+
+    pub fn flow_cache(&self) -> &FlowCache {
+        &self.cache
+    }
+
+    /// The live record of a cached flow.
+    pub fn flow(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<FlowRecord> {
+        self.cache.get(key).map(|e| e.record(EvictReason::Flush))
+    }
+
+    /// Subscribe to events and flow records (a bounded channel of `capacity`).
+    pub fn subscribe(&mut self, capacity: usize) -> Subscription {
+        self.bus.subscribe(capacity)
+    }
+
+    fn instant(&mut self, now_ns: u64) -> Instant {
+        let first = *self.first_ns.get_or_insert(now_ns);
+        self.base + Duration::from_nanos(now_ns.saturating_sub(first))
+    }
+
+    fn apply(&mut self, r: &Report<'_>, now_ns: u64) {
+        let now = self.instant(now_ns);
+        self.translator.apply(r, 0, self.src, now);
+    }
+
+    /// An Ethernet frame that may carry INT-MD (the sink sees the packet itself).
+    pub fn handle_frame(&mut self, frame: &[u8], now_ns: u64) {
+        add(&self.stats.frames, 1);
+        match find_int(frame, &self.detect) {
+            Err(e) => self.stats.error(e),
+            Ok(None) => add(&self.stats.not_int, 1),
+            Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+        }
+    }
+
+    fn handle_int(&mut self, repr: &int::IntRepr<'_>, now_ns: u64) {
+        let key = match repr.flow.as_ref().map(|f| f.key13()) {
+            Some(Some(k)) => k,
+            Some(None) => {
+                add(&self.stats.ipv6_flows, 1);
+                return;
+            }
+            None => {
+                add(&self.stats.not_int, 1);
+                return;
+            }
+        };
+        match repr.stack() {
+            Some(stack) => self.handle_md(&key, &stack, now_ns),
+            // INT-MX / INT-Destination carry no stack: their hops report separately.
+            None => add(&self.stats.ignored_reports, 1),
+        }
+    }
+
+    /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.
+    pub fn handle_report(&mut self, buf: &[u8], now_ns: u64) {
+        add(&self.stats.reports, 1);
+        match parse_report(buf) {
+            Err(e) => self.stats.error(e),
+            Ok(TelemetryReport::V2(r)) => {
+                for ir in r.iter() {
+                    add(&self.stats.individual_reports, 1);
+                    self.handle_individual(r.group.node_id, &ir, now_ns);
+                }
+            }
+            Ok(TelemetryReport::Legacy(l)) => {
+                if let LegacySubHeader::Drop {
+                    switch_id,
+                    drop_reason,
+                    ..
+                } = l.sub
+                {
+                    let (key, hop) = self.inner_flow(int::report::IN_TYPE_ETHERNET, l.inner);
+                    self.drop_event(key, hop, switch_id, drop_reason as u32, now_ns);
+                } else {
+                    match l.inner_int(&self.detect) {
+                        Err(e) => self.stats.error(e),
+                        Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+                        Ok(None) => add(&self.stats.ignored_reports, 1),
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_individual(&mut self, node_id: u32, ir: &IndividualReport<'_>, now_ns: u64) {
+        let md = ir.main.as_ref().map(|m| m.metadata);
+        let drop_reason = md.and_then(|m| m.drop_reason);
+        if ir.dropped || drop_reason.is_some() {
+            let (key, hop) = match ir.inner_packet() {
+                Some((t, p)) => self.inner_flow(t, p),
+                None => ([0; FLOW_KEY_LEN], HOP_NONE),
+            };
+            self.drop_event(key, hop, node_id, drop_reason.unwrap_or(0) as u32, now_ns);
+            return;
+        }
+        // A stacked INT-MD report from a sink switch.
+        match ir.inner_int(&self.detect) {
+            Err(e) => {
+                self.stats.error(e);
+                return;
+            }
+            Ok(Some(repr)) if repr.stack().is_some() => {
+                self.handle_int(&repr, now_ns);
+                return;
+            }
+            Ok(_) => {}
+        }
+        // A per-hop postcard (INT-MX or INT-XD): this node's metadata about the inner packet.
+        let (Some(m), Some((t, p))) = (md, ir.inner_packet()) else {
+            add(&self.stats.ignored_reports, 1);
+            return;
+        };
+        let (key, hop) = self.inner_flow(t, p);
+        if hop == HOP_NONE || hop as usize >= MAX_PATH || key == [0; FLOW_KEY_LEN] {
+            add(&self.stats.ignored_reports, 1);
+            return;
+        }
+        add(&self.stats.postcards, 1);
+        let s = Sample {
+            node_id: Some(node_id),
+            latency: m.hop_latency,
+            queue: m.queue_occupancy,
+            util: m.egress_tx_util,
+        };
+        self.handle_hops(&key, &[s], hop, 0, now_ns);
+    }
+
+    /// The flow key and hop index (`initial_ttl - TTL`) of a report's inner packet (InType 3
+    /// Ethernet, 4 IPv4). `(zeros, HOP_NONE)` when it cannot be told.
+    fn inner_flow(&self, in_type: u8, p: &[u8]) -> ([u8; FLOW_KEY_LEN], u8) {
+        let none = ([0; FLOW_KEY_LEN], HOP_NONE);
+        let ip = match in_type {
+            int::report::IN_TYPE_ETHERNET => match net::EthernetFrame::new_checked(p) {
+                Ok(f) if f.ethertype() == net::ETHERTYPE_IPV4 => &p[f.header_len()..],
+                _ => return none,
+            },
+            int::report::IN_TYPE_IPV4 => p,
+            _ => return none,
+        };
+        let Ok(v4) = net::Ipv4Packet::new_checked(ip) else {
+            return none;
+        };
+        let ttl = ip[8];
+        let hop = self.cfg.initial_ttl.checked_sub(ttl).unwrap_or(HOP_NONE);
+        // An INT-MX packet: the original 5-tuple comes from the INT block (NPT 1/2).
+        if let Ok(Some(repr)) = find_int_ip(ip, &self.detect) {
+            if let Some(k) = repr.flow.and_then(|f| f.key13()) {
+                return (k, hop);
+            }
+        }
+        let l4 = net::Ipv4Packet::new_unchecked(ip).into_payload();
+        let ports = match v4.protocol() {
+            net::IPPROTO_UDP | net::IPPROTO_TCP if l4.len() >= 4 => [l4[0], l4[1], l4[2], l4[3]],
+            _ => [0; 4],
+        };
+        let mut k = [0u8; FLOW_KEY_LEN];
+        k[0..4].copy_from_slice(&v4.src().to_be_bytes());
+        k[4..8].copy_from_slice(&v4.dst().to_be_bytes());
+        k[8..12].copy_from_slice(&ports);
+        k[12] = v4.protocol();
+        (k, hop)
+    }
+
+    fn drop_event(
+        &mut self,
+        key: [u8; FLOW_KEY_LEN],
+        hop: u8,
+        node_id: u32,
+        reason: u32,
+        now_ns: u64,
+    ) {
+        add(&self.stats.drop_reports, 1);
+        self.emit_event(EventKind::Drop, key, hop, node_id, reason, now_ns);
+    }
+
+    /// An INT-MD stack (newest hop first) of flow `key` (003 §III, per packet).
+    pub fn handle_md(&mut self, key: &[u8; FLOW_KEY_LEN], stack: &HopStack<'_>, now_ns: u64) {
+        add(&self.stats.md_packets, 1);
+        let len = stack.len();
+        if len > MAX_PATH {
+            add(&self.stats.truncated_paths, 1);
+        }
+        let n = len.min(MAX_PATH);
+        // Hop index i (0 = the INT source) is stack entry len-1-i.
+        let mut hops = [Sample::default(); MAX_PATH];
+        for (i, h) in hops.iter_mut().enumerate().take(n) {
+            if let Some(m) = stack.get(len - 1 - i) {
+                *h = Sample {
+                    node_id: m.node_id,
+                    latency: m.hop_latency,
+                    queue: m.queue_occupancy,
+                    util: m.egress_tx_util,
+                };
+            }
+        }
+        // 001 Table 2: the path trace → Key-Write (13-byte key, path record).
+        let mut ids = [0u32; MAX_PATH];
+        for i in 0..n {
+            ids[i] = hops[n - 1 - i].node_id.unwrap_or(u32::MAX);
+        }
+        let data = encode_path(&ids[..n]);
+        self.apply(
+            &Report::KeyWrite {
+                key,
+                data: &data,
+                redundancy: self.cfg.redundancy,
+                immediate: false,
+            },
+            now_ns,
+        );
+        self.handle_hops(key, &hops[..n], 0, n as u8, now_ns);
+    }
+
+    /// Hops `first_hop..first_hop + samples.len()` of one packet of `key`; `path_len` 0 if
+    /// unknown (a single postcard).
+    fn handle_hops(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        samples: &[Sample],
+        first_hop: u8,
+        path_len: u8,
+        now_ns: u64,
+    ) {
+        let th = self.thresholds.get();
+        let mut evs = EventBuf::new();
+        {
+            let (cache, bus, stats) = (&mut self.cache, &mut self.bus, &*self.stats);
+            let e = cache.entry(key, now_ns, |old| {
+                evicted(bus, stats, old, EvictReason::Capacity)
+            });
+            if first_hop == 0 {
+                e.packets += 1;
+            }
+            e.last_ns = now_ns;
+            let mut path_latency: u64 = 0;
+            for (j, s) in samples.iter().enumerate() {
+                let hop = first_hop + j as u8;
+                e.hops = e.hops.max(hop + 1);
+                let a = &mut e.hop[hop as usize];
+                let node = s.node_id.unwrap_or(u32::MAX);
+                // 003 §III 𝒞 events: per switch, previous vs current.
+                if let Some(id) = s.node_id {
+                    if let Some(prev) = a.node_id {
+                        if prev != id {
+                            a.path_changes += 1;
+                            if th.path_change {
+                                evs.push(EventKind::PathChange, hop, id, prev);
+                            }
+                        }
+                    }
+                    a.node_id = Some(id);
+                }
+                if let Some(v) = s.latency {
+                    if let Some(p) = a.latency {
+                        if p.abs_diff(v) > th.latency_change {
+                            evs.push(EventKind::LatencyChange, hop, node, v);
+                        }
+                    }
+                    // 003 §III 𝒯 events: the current value above the threshold.
+                    if v > th.hop_latency {
+                        evs.push(EventKind::HopLatency, hop, node, v);
+                    }
+                    a.latency = Some(v);
+                    a.sum_latency += v as u64;
+                    a.n_latency += 1;
+                    path_latency += v as u64;
+                }
+                if let Some(v) = s.queue {
+                    if let Some(p) = a.queue {
+                        if p.abs_diff(v) > th.queue_change {
+                            evs.push(EventKind::QueueChange, hop, node, v);
+                        }
+                    }
+                    if v > th.queue_occupancy {
+                        evs.push(EventKind::QueueOccupancy, hop, node, v);
+                    }
+                    a.queue = Some(v);
+                    a.sum_queue += v as u64;
+                    a.n_queue += 1;
+                }
+                if let Some(v) = s.util {
+                    if v > th.egress_tx_util {
+                        evs.push(EventKind::EgressTxUtil, hop, node, v);
+                    }
+                    a.util = Some(v);
+                    a.sum_util += v as u64;
+                    a.n_util += 1;
+                }
+            }
+            // 003 §III end-to-end: the aggregate hop latency of a whole path.
+            if path_len > 0 && path_latency > th.path_latency as u64 {
+                let last = samples.last().and_then(|s| s.node_id).unwrap_or(u32::MAX);
+                evs.push(
+                    EventKind::PathLatency,
+                    HOP_NONE,
+                    last,
+                    path_latency.min(u32::MAX as u64) as u32,
+                );
+            }
+        }
+        for &(kind, hop, node, value) in &evs.ev[..evs.n] {
+            self.emit_event(kind, *key, hop, node, value, now_ns);
+        }
+        // 001 Table 2: postcards (hop latency) → Postcarding; histograms → Key-Increment.
+        for (j, s) in samples.iter().enumerate() {
+            let hop = first_hop + j as u8;
+            if let Some(v) = s.latency {
+                if path_len == 0 || self.cfg.md_postcards {
+                    let value = self.cfg.postcard_value(v);
+                    self.apply(
+                        &Report::Postcard {
+                            key,
+                            hop,
+                            path_len,
+                            value,
+                            immediate: false,
+                        },
+                        now_ns,
+                    );
+                }
+            }
+            let Some(node) = s.node_id else { continue };
+            for (m, v) in [
+                (Metric::HopLatency, s.latency),
+                (Metric::QueueOccupancy, s.queue),
+                (Metric::EgressTxUtil, s.util),
+            ] {
+                if let Some(v) = v {
+                    let k = hist_key(node, m, self.cfg.histogram.bucket(v));
+                    self.apply(
+                        &Report::KeyIncrement {
+                            key: &k,
+                            counter: 1,
+                            redundancy: self.cfg.redundancy,
+                            immediate: false,
+                        },
+                        now_ns,
+                    );
+                }
+            }
+        }
+    }
+
+    fn emit_event(
+        &mut self,
+        kind: EventKind,
+        flow: [u8; FLOW_KEY_LEN],
+        hop: u8,
+        node_id: u32,
+        value: u32,
+        now_ns: u64,
+    ) {
+        let ev = Event {
+            seq: self.next_seq,
+            time_ns: now_ns,
+            kind,
+            flow,
+            hop,
+            node_id,
+            value,
+        };
+        self.next_seq += 1;
+        add(&self.stats.events[kind as usize - 1], 1);
+        if self.cfg.events_to_store {
+            let rec = ev.encode();
+            self.apply(
+                &Report::Append {
+                    list_id: self.cfg.event_list_base + kind as u32 - 1,
+                    data: &rec,
+                    immediate: false,
+                },
+                now_ns,
+            );
+        }
+        if self.bus.active() {
+            self.bus.publish(&Notification::Event(ev));
+        }
+    }
+
+    /// Run the timers: age out idle flows (at most every idle_timeout/4) and the translator's.
+    pub fn tick(&mut self, now_ns: u64) {
+        let idle = self.cfg.idle_timeout_ms.saturating_mul(1_000_000);
+        if now_ns.saturating_sub(self.last_expire_ns) >= idle / 4 {
+            self.last_expire_ns = now_ns;
+            let (bus, stats) = (&mut self.bus, &*self.stats);
+            self.cache.expire(now_ns, Some(idle), |e| {
+                evicted(bus, stats, e, EvictReason::Idle)
+            });
+        }
+        let now = self.instant(now_ns);
+        self.translator.tick(now);
+    }
+
+    /// Evict every flow (emitting their records) and write out everything the translator holds.
+    pub fn flush(&mut self, now_ns: u64) {
+        let (bus, stats) = (&mut self.bus, &*self.stats);
+        self.cache
+            .expire(now_ns, None, |e| evicted(bus, stats, e, EvictReason::Flush));
+        self.translator.flush_all();
+    }
+}
