@@ -9,5 +9,6 @@
 pub mod influx;
 pub mod prom;
 pub mod record;
+pub mod redis_ts;
 
 pub use record::{FieldValue, Point, Record};
