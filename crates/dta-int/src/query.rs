@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use dta_store::{
-    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
-    PostcardAnswer, PostcardingLayout, Region, StoreKind, ValueTable,
+    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader, PostcardAnswer,
+    PostcardingLayout, Region, StoreKind, ValueTable,
 };
 
 use crate::events::{flow_string, Event, EventKind};

@@ -1,0 +1,411 @@
+//! End to end: generated INT traffic through the sink into real region files; every query
+//! answers against the generator's ground truth.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use dta_collector::{Collector, StoreConfig};
+use dta_int::gen::{generate, md_frame, postcard_report, stacked_report, GenConfig, GenPacket};
+use dta_int::layout::MAX_PATH;
+use dta_int::{
+    query, Buckets, EventKind, EvictReason, IntSink, IntSinkConfig, Metric, Notification,
+};
+use dta_translator::{RegionSinks, Stats, Translator, TranslatorConfig};
+
+fn store(name: &str, kind: &str) -> StoreConfig {
+    let mut s: StoreConfig = toml_like(name, kind);
+    match kind {
+        "key-write" => {
+            s.slots = Some(1 << 16);
+            s.key_len = Some(13);
+            s.data_len = Some(24);
+        }
+        "postcarding" => {
+            s.chunks = Some(1 << 16);
+            s.hops = Some(5);
+            s.key_len = Some(13);
+        }
+        "append" => {
+            s.lists = Some(8);
+            s.capacity = Some(1 << 14);
+            s.entry_len = Some(32);
+            s.batch = Some(16);
+        }
+        _ => {
+            s.counters = Some(1 << 18);
+            s.key_len = Some(6);
+        }
+    }
+    s
+}
+
+fn toml_like(name: &str, kind: &str) -> StoreConfig {
+    serde_json::from_value(serde_json::json!({"name": name, "kind": kind})).unwrap()
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    collector: Collector,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let stores = [
+            store("paths", "key-write"),
+            store("latency", "postcarding"),
+            store("events", "append"),
+            store("hist", "key-increment"),
+        ];
+        let collector = Collector::create(dir.path(), &stores, false).unwrap();
+        Env {
+            _dir: dir,
+            collector,
+        }
+    }
+    fn sink(&self, cfg: &IntSinkConfig) -> IntSink<RegionSinks> {
+        let t = Translator::colocated(
+            &TranslatorConfig::default(),
+            self.collector.regions(),
+            Arc::new(Stats::default()),
+        )
+        .unwrap();
+        IntSink::new(cfg, t).unwrap()
+    }
+    fn region(&self, name: &str) -> &dta_store::Region {
+        &self.collector.store(name).unwrap().region
+    }
+}
+
+fn last_per_flow(pkts: &[GenPacket]) -> HashMap<[u8; 13], &GenPacket> {
+    pkts.iter().map(|p| (p.flow, p)).collect()
+}
+
+#[test]
+fn md_traffic_paths_latencies_histograms_events() {
+    let env = Env::new();
+    let cfg = IntSinkConfig {
+        thresholds: dta_int::ThresholdConfig {
+            queue_occupancy: 150,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut sink = env.sink(&cfg);
+    let sub = sink.subscribe(1 << 16);
+    let gen = GenConfig::default();
+    let pkts = generate(&gen);
+    assert!(pkts.len() > 500, "{}", pkts.len());
+    for (i, p) in pkts.iter().enumerate() {
+        let frame = md_frame(p, gen.int_udp_port);
+        if i % 3 == 0 {
+            // As a sink switch's stacked telemetry report.
+            sink.handle_report(&stacked_report(999, i as u32, &frame), p.time_ns);
+        } else {
+            sink.handle_frame(&frame, p.time_ns);
+        }
+    }
+    let end = pkts.last().unwrap().time_ns;
+    sink.flush(end);
+    let st = sink.stats_snapshot();
+    assert_eq!(st.md_packets, pkts.len() as u64);
+    assert!(st.errors.is_empty(), "{:?}", st.errors);
+    assert_eq!(sink.translator().stats().total_rejected(), 0);
+
+    // Path of flow X, hop latency of flow X at hop i: the flow's last packet.
+    let pc = env.region("latency");
+    let layout = dta_store::PostcardingLayout::new(pc.header()).unwrap();
+    let table = dta_store::ValueTable::range(&layout, cfg.postcard_values);
+    for (flow, p) in last_per_flow(&pkts) {
+        let r = query::path(env.region("paths"), &flow, cfg.redundancy).unwrap();
+        assert_eq!(r.status, "found");
+        let truth: Vec<u32> = p.hops.iter().map(|h| h.node_id).collect();
+        assert_eq!(r.path, truth);
+        for (i, h) in p.hops.iter().enumerate() {
+            let r = query::hop_latency_with(pc, &layout, &table, &flow, i as u8, 1).unwrap();
+            assert_eq!(r.status, "found");
+            assert_eq!(r.value, Some(cfg.postcard_value(h.latency)), "hop {i}");
+        }
+    }
+    let flow = pkts[0].flow;
+    let r = query::hop_latency(pc, &flow, 4, cfg.postcard_values, 1).unwrap();
+    assert_eq!(
+        r.latency,
+        Some(last_per_flow(&pkts)[&flow].hops[4].latency as u64)
+    );
+
+    // Histograms: exact counts per switch, metric, bucket.
+    let mut truth: HashMap<(u32, Metric, u8), u64> = HashMap::new();
+    for p in &pkts {
+        for h in &p.hops {
+            for (m, v) in [
+                (Metric::HopLatency, h.latency),
+                (Metric::QueueOccupancy, h.queue),
+                (Metric::EgressTxUtil, h.util),
+            ] {
+                *truth
+                    .entry((h.node_id, m, Buckets::Log2.bucket(v)))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let nodes: std::collections::BTreeSet<u32> = truth.keys().map(|k| k.0).collect();
+    assert!(nodes.len() >= 15);
+    for &node in &nodes {
+        for m in Metric::ALL {
+            let h = query::histogram(env.region("hist"), node, m, &Buckets::Log2, 2).unwrap();
+            for (b, bucket) in h.buckets.iter().enumerate() {
+                let want = truth.get(&(node, m, b as u8)).copied().unwrap_or(0);
+                assert_eq!(bucket.count, want, "node {node} {m:?} bucket {b}");
+            }
+        }
+    }
+    // An unknown switch has an empty histogram.
+    let h = query::histogram(env.region("hist"), 7, Metric::HopLatency, &Buckets::Log2, 2);
+    assert_eq!(h.unwrap().total, 0);
+
+    // Events: queue-occupancy threshold crossings and path changes, in order.
+    let mut want = vec![];
+    let mut prev: HashMap<[u8; 13], Vec<u32>> = HashMap::new();
+    for p in &pkts {
+        let ids: Vec<u32> = p.hops.iter().map(|h| h.node_id).collect();
+        for (i, h) in p.hops.iter().enumerate() {
+            if let Some(old) = prev.get(&p.flow) {
+                if old[i] != h.node_id {
+                    want.push((EventKind::PathChange, p.flow, i as u8, h.node_id, old[i]));
+                }
+            }
+            if h.queue > 150 {
+                want.push((
+                    EventKind::QueueOccupancy,
+                    p.flow,
+                    i as u8,
+                    h.node_id,
+                    h.queue,
+                ));
+            }
+        }
+        prev.insert(p.flow, ids);
+    }
+    let got: Vec<_> = sub
+        .rx
+        .try_iter()
+        .filter_map(|n| match n {
+            Notification::Event(e) => Some(e),
+            Notification::Flow(_) => None,
+        })
+        .collect();
+    assert!(got.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+    let got_t: Vec<_> = got
+        .iter()
+        .map(|e| (e.kind, e.flow, e.hop, e.node_id, e.value))
+        .collect();
+    assert_eq!(got_t, want);
+    let n_changes = want.iter().filter(|w| w.0 == EventKind::PathChange).count();
+    assert!(
+        n_changes > 0 && want.len() > n_changes + 10,
+        "{}",
+        want.len()
+    );
+    assert_eq!(sub.dropped.load(Relaxed), 0);
+
+    // Latest congestion events from the Append list.
+    let q: Vec<_> = want
+        .iter()
+        .filter(|w| w.0 == EventKind::QueueOccupancy)
+        .collect();
+    let latest = query::events(env.region("events"), 0, EventKind::QueueOccupancy, 10).unwrap();
+    assert_eq!(latest.len(), 10);
+    for (e, w) in latest.iter().zip(&q[q.len() - 10..]) {
+        assert_eq!((e.kind, e.flow, e.hop, e.node_id, e.value), **w);
+    }
+    assert_eq!(latest.last().unwrap().seq, q.len() as u64 - 1);
+}
+
+#[test]
+fn thresholds_change_at_run_time() {
+    let env = Env::new();
+    let mut sink = env.sink(&IntSinkConfig {
+        events_to_store: false,
+        ..Default::default()
+    });
+    let sub = sink.subscribe(1 << 16);
+    let th = sink.thresholds().clone();
+    let gen = GenConfig {
+        reroute_prob: 0.0,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    let half = pkts.len() / 2;
+    for p in &pkts[..half] {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    assert_eq!(sub.rx.try_iter().count(), 0, "all thresholds disabled");
+    // Retune from another thread while the sink is idle.
+    std::thread::spawn(move || th.hop_latency.store(6_000, Relaxed))
+        .join()
+        .unwrap();
+    for p in &pkts[half..] {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    let want: Vec<(u64, u8, u32)> = pkts[half..]
+        .iter()
+        .flat_map(|p| {
+            p.hops
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.latency > 6_000)
+                .map(|(i, h)| (p.time_ns, i as u8, h.latency))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let got: Vec<_> = sub
+        .rx
+        .try_iter()
+        .map(|n| match n {
+            Notification::Event(e) => {
+                assert_eq!(e.kind, EventKind::HopLatency);
+                (e.time_ns, e.hop, e.value)
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    assert_eq!(
+        sink.stats().events_of(EventKind::HopLatency),
+        want.len() as u64
+    );
+}
+
+#[test]
+fn aging_emits_flow_records() {
+    let env = Env::new();
+    let mut sink = env.sink(&IntSinkConfig {
+        idle_timeout_ms: 10,
+        ..Default::default()
+    });
+    let sub = sink.subscribe(1 << 16);
+    let gen = GenConfig {
+        flows: 50,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    for p in &pkts {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    let last = pkts.last().unwrap().time_ns;
+    let flows = last_per_flow(&pkts);
+    assert_eq!(sink.flow_cache().occupied(), flows.len());
+    // Not idle yet.
+    sink.tick(last + 5_000_000);
+    assert_eq!(sink.flow_cache().occupied(), flows.len());
+    sink.tick(last + 20_000_000);
+    assert_eq!(sink.flow_cache().occupied(), 0);
+    let recs: Vec<_> = sub
+        .rx
+        .try_iter()
+        .filter_map(|n| match n {
+            Notification::Flow(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recs.len(), flows.len());
+    for r in recs {
+        assert_eq!(r.reason, EvictReason::Idle);
+        let of_flow: Vec<_> = pkts.iter().filter(|p| p.flow == r.flow).collect();
+        assert_eq!(r.packets, of_flow.len() as u64);
+        assert_eq!(r.first_ns, of_flow[0].time_ns);
+        assert_eq!(r.last_ns, of_flow.last().unwrap().time_ns);
+        assert_eq!(r.hops.len(), MAX_PATH);
+        let lastp = of_flow.last().unwrap();
+        for (i, h) in r.hops.iter().enumerate() {
+            assert_eq!(h.node_id, Some(lastp.hops[i].node_id));
+            assert_eq!(h.queue_occupancy, Some(lastp.hops[i].queue));
+            let avg = of_flow
+                .iter()
+                .map(|p| p.hops[i].latency as f64)
+                .sum::<f64>()
+                / of_flow.len() as f64;
+            assert!((h.avg_hop_latency.unwrap() - avg).abs() < 1e-6);
+        }
+    }
+    assert_eq!(sink.stats_snapshot().flows_idle, flows.len() as u64);
+}
+
+#[test]
+fn postcards_and_drop_reports() {
+    let env = Env::new();
+    let cfg = IntSinkConfig {
+        postcard_divisor: 16,
+        postcard_values: 4096,
+        ..Default::default()
+    };
+    let mut sink = env.sink(&cfg);
+    let sub = sink.subscribe(1024);
+    let gen = GenConfig {
+        flows: 40,
+        reroute_prob: 0.0,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    let mut seq = 0;
+    for p in &pkts {
+        for hop in 0..p.hops.len() {
+            seq += 1;
+            sink.handle_report(&postcard_report(p, hop, seq, 64, None), p.time_ns);
+        }
+    }
+    // One drop report at hop 3 of the first packet, reason 42.
+    sink.handle_report(
+        &postcard_report(&pkts[0], 3, 0, 64, Some(42)),
+        pkts[0].time_ns,
+    );
+    sink.flush(pkts.last().unwrap().time_ns);
+    let st = sink.stats_snapshot();
+    assert_eq!(st.postcards, pkts.len() as u64 * 5);
+    assert_eq!(st.drop_reports, 1);
+    let pc = env.region("latency");
+    for (flow, p) in last_per_flow(&pkts) {
+        for (i, h) in p.hops.iter().enumerate() {
+            let r = query::hop_latency(pc, &flow, i as u8, 4096, 16).unwrap();
+            assert_eq!(r.value, Some((h.latency / 16).min(4095)), "hop {i}");
+        }
+        let rec = sink.flow(&flow);
+        assert!(rec.is_none(), "flushed");
+    }
+    let drops = query::events(env.region("events"), 0, EventKind::Drop, 10).unwrap();
+    assert_eq!(drops.len(), 1);
+    assert_eq!(drops[0].flow, pkts[0].flow);
+    assert_eq!(drops[0].hop, 3);
+    assert_eq!(drops[0].node_id, pkts[0].hops[3].node_id);
+    assert_eq!(drops[0].value, 42);
+    let drop_ev = sub.rx.try_iter().find_map(|n| match n {
+        Notification::Event(e) if e.kind == EventKind::Drop => Some(e),
+        _ => None,
+    });
+    assert_eq!(drop_ev.map(|e| e.value), Some(42));
+}
+
+#[test]
+fn garbage_is_counted_not_fatal() {
+    let env = Env::new();
+    let mut sink = env.sink(&IntSinkConfig::default());
+    sink.handle_report(&[], 0);
+    sink.handle_report(&[0x70, 1, 2], 0);
+    sink.handle_frame(&[0u8; 10], 0);
+    let gen = GenConfig::default();
+    let pkts = generate(&gen);
+    let mut f = md_frame(&pkts[0], gen.int_udp_port);
+    f[42 + 4] = 0x30; // INT-MD version 3
+    sink.handle_frame(&f, 0);
+    let f = md_frame(&pkts[0], gen.int_udp_port + 1); // not the INT port
+    sink.handle_frame(&f, 0);
+    let s = sink.stats();
+    assert_eq!(s.errors_of(dta_wire::int::Error::Truncated), 2);
+    assert_eq!(s.errors_of(dta_wire::int::Error::UnknownReportVersion), 1);
+    assert_eq!(s.errors_of(dta_wire::int::Error::BadIntVersion), 1);
+    assert_eq!(s.not_int.load(Relaxed), 1);
+    assert_eq!(s.md_packets.load(Relaxed), 0);
+}
