@@ -1,0 +1,897 @@
+//! The software RoCE responder: the collector side for hosts without an RDMA NIC (issue 3,
+//! "Collector side"). It plays what an RNIC does for DTA (001 §3, §5.3): the passive side of
+//! RDMA CM on QP1, one registered memory region per store (its whole region file: the header
+//! page, read-only to peers, and the data area), and Reliable Connection responder semantics.
+//!
+//! Each request packet goes through the states of the IBA responder (vol. 1 §9.7.5, §9.9), named
+//! as in Linux `drivers/infiniband/sw/rxe/rxe_resp.c` ([`RespState`]): check the PSN (an expected
+//! packet executes; a duplicate is re-acknowledged and never re-executed, a duplicate FETCH_ADD
+//! replays its saved original value; a packet ahead of the expected PSN is NAKed "PSN sequence
+//! error" once per gap), check the opcode sequence (WRITE First/Middle/Last), check the R_Key
+//! and bounds (a NAK "remote access error" and no byte changed), execute, complete (an
+//! immediate is delivered to subscribers), acknowledge (coalesced: when AckReq is set or every
+//! `ack_every` packets; atomics are always acknowledged with their original value).
+//!
+//! Deviation, documented in `docs/rdma.md`: after a remote access error or invalid request
+//! NAK a real RNIC moves the QP to the error state; this responder consumes the PSN and stays
+//! in RTS, so one bad write does not tear down the translator's connection.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::Region;
+use dta_translator::StoreInfo;
+use dta_wire::roce::aeth::{NakCode, Syndrome};
+use dta_wire::roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
+use dta_wire::roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
+
+use crate::adv::{emit_native, AdvertisedStore, ProtoAdv};
+use crate::common::{
+    addc, counters, inc, psn_add, psn_diff, send_opcode, Endpoint, PathTemplate, DEFAULT_CM_PORT,
+    MAX_FRAME,
+};
+use crate::link::{Link, SplitMix};
+
+/// REJ reason "invalid service ID" (IBA Table 109).
+pub const REJ_INVALID_SERVICE_ID: u16 = 8;
+
+/// Configuration of the software responder.
+#[derive(Debug, Clone)]
+pub struct ResponderConfig {
+    /// Our MAC and IPv4 address.
+    pub local: Endpoint,
+    /// The RDMA CM port we listen on (TCP port space).
+    pub port: u16,
+    /// Acknowledge at least every this many in-order packets (and whenever AckReq is set).
+    pub ack_every: u32,
+    /// Path MTU for the advertisement SENDs (payload bytes per packet).
+    pub mtu: usize,
+    /// Atomic results kept for duplicate FETCH_ADDs (responder resources).
+    pub atomic_history: usize,
+    /// Retransmission timeout of our REP and advertisement SENDs.
+    pub rto: Duration,
+    /// Seed of starting PSNs, QP numbers and R_Keys.
+    pub seed: u64,
+}
+
+impl ResponderConfig {
+    pub fn new(local: Endpoint) -> Self {
+        ResponderConfig {
+            local,
+            port: DEFAULT_CM_PORT,
+            ack_every: 16,
+            mtu: 1024,
+            atomic_history: 1024,
+            rto: Duration::from_millis(50),
+            seed: 0x5eed,
+        }
+    }
+}
+
+counters!(
+    /// What the responder did, by event.
+    ResponderStats {
+        frames,
+        bad_frames,
+        not_for_us,
+        cm_req,
+        cm_rep_sent,
+        cm_rej_sent,
+        cm_rtu,
+        cm_dreq,
+        connections,
+        writes,
+        write_packets,
+        write_bytes,
+        fetch_adds,
+        immediates,
+        duplicates,
+        duplicate_atomics_replayed,
+        acks_sent,
+        naks_psn_sequence,
+        naks_invalid_request,
+        naks_remote_access,
+        out_of_sequence_dropped,
+        adv_packets_sent,
+        adv_retransmits,
+    }
+);
+
+/// A WRITE WITH IMMEDIATE arrived: where it wrote and its immediate data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notification {
+    pub store: usize,
+    pub offset: u64,
+    pub len: u64,
+    pub imm: u32,
+}
+
+/// The steps of the responder, named as in Linux rxe (`enum resp_states`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RespState {
+    GetReq,
+    ChkPsn,
+    ChkOpSeq,
+    ChkOpValid,
+    ChkRkey,
+    Execute,
+    Complete,
+    Acknowledge,
+    Duplicate,
+    ErrPsnOutOfSeq,
+    ErrInvalidRequest,
+    ErrRkeyViolation,
+    Done,
+}
+
+/// One registered memory region (a store's region file).
+struct Mr {
+    region: Arc<Region>,
+    va: u64,
+    len: u64,
+    data_offset: u64,
+    rkey: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QpState {
+    /// REP sent, waiting for RTU (an RTR QP already receives).
+    Rtr,
+    /// RTU received; advertisement sent.
+    Rts,
+}
+
+struct WriteCtx {
+    store: usize,
+    /// Next data-area offset to write.
+    offset: u64,
+    start: u64,
+    remaining: u64,
+    /// An access error was NAKed at First: consume the rest silently.
+    discard: bool,
+}
+
+struct Qp {
+    qpn: u32,
+    remote_qpn: u32,
+    path: PathTemplate,
+    state: QpState,
+    local_comm_id: u32,
+    remote_comm_id: u32,
+    rep: Vec<u8>,
+    rep_sent: Instant,
+    rep_tries: u32,
+    epsn: u32,
+    msn: u32,
+    unacked: u32,
+    nak_sent: bool,
+    write: Option<WriteCtx>,
+    atomics: Vec<(u32, u64)>,
+    atomic_next: usize,
+    // Our SENDs (the advertisement): reliable, go-back-N on timeout.
+    spsn: u32,
+    send_q: VecDeque<(u32, Vec<u8>)>,
+    send_at: Instant,
+}
+
+/// The software responder over a [`Link`].
+pub struct Responder<L: Link> {
+    link: L,
+    cfg: ResponderConfig,
+    mrs: Vec<Mr>,
+    qps: Vec<Qp>,
+    rng: SplitMix,
+    next_qpn: u32,
+    stats: Arc<ResponderStats>,
+    subscribers: Vec<mpsc::Sender<Notification>>,
+    rx: Vec<u8>,
+    tx: Box<[u8; MAX_FRAME]>,
+}
+
+/// Base virtual address of store `i`'s region: stores are 2^40 bytes apart, so no address is
+/// ever in two regions.
+fn region_va(i: usize) -> u64 {
+    (i as u64 + 1) << 40
+}
+
+impl<L: Link> Responder<L> {
+    /// Register `regions` (store `i` is `regions[i]`) and listen on `link`.
+    pub fn new(link: L, cfg: ResponderConfig, regions: Vec<Arc<Region>>) -> Self {
+        let mut rng = SplitMix(cfg.seed);
+        let mrs = regions
+            .into_iter()
+            .enumerate()
+            .map(|(i, region)| {
+                let h = region.header();
+                // An R_Key: random high bits, the store number in the low byte.
+                let rkey = ((rng.next_u64() as u32) & 0xffff_ff00) | (i as u32 & 0xff);
+                Mr {
+                    va: region_va(i),
+                    len: h.data_offset + h.data_len,
+                    data_offset: h.data_offset,
+                    rkey,
+                    region,
+                }
+            })
+            .collect();
+        Responder {
+            link,
+            cfg,
+            mrs,
+            qps: vec![],
+            rng,
+            next_qpn: 0x11,
+            stats: Arc::default(),
+            subscribers: vec![],
+            rx: vec![0; MAX_FRAME],
+            tx: Box::new([0; MAX_FRAME]),
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<ResponderStats> {
+        &self.stats
+    }
+
+    /// Receive a [`Notification`] for every WRITE WITH IMMEDIATE.
+    pub fn subscribe(&mut self) -> mpsc::Receiver<Notification> {
+        let (tx, rx) = mpsc::channel();
+        self.subscribers.push(tx);
+        rx
+    }
+
+    /// Store `i`'s registration: (address of the data area, its length, R_Key).
+    pub fn registration(&self, store: usize) -> Option<(u64, u64, u32)> {
+        self.mrs
+            .get(store)
+            .map(|m| (m.va + m.data_offset, m.len - m.data_offset, m.rkey))
+    }
+
+    /// Connected queue pairs (RTS).
+    pub fn connections(&self) -> usize {
+        self.qps.iter().filter(|q| q.state == QpState::Rts).count()
+    }
+
+    /// Advertisements not yet acknowledged by their peers.
+    pub fn advertising(&self) -> bool {
+        self.qps.iter().any(|q| !q.send_q.is_empty())
+    }
+
+    /// Serve until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            self.poll(Duration::from_millis(5))?;
+        }
+        Ok(())
+    }
+
+    /// Handle every frame that arrives within `timeout` (at least one wait), then run timers.
+    pub fn poll(&mut self, timeout: Duration) -> io::Result<()> {
+        let mut wait = timeout;
+        while let Some(n) = self.link.recv(&mut self.rx[..], wait)? {
+            let rx = std::mem::take(&mut self.rx);
+            let r = self.handle_frame(&rx[..n]);
+            self.rx = rx;
+            r?;
+            wait = Duration::ZERO;
+        }
+        self.timers()
+    }
+
+    fn timers(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        let rto = self.cfg.rto;
+        for q in &mut self.qps {
+            if q.state == QpState::Rtr
+                && now.duration_since(q.rep_sent) >= rto * 4
+                && q.rep_tries < 15
+            {
+                q.rep_tries += 1;
+                q.rep_sent = now;
+                self.link.send(&q.rep)?;
+                inc(&self.stats.cm_rep_sent);
+            }
+            if !q.send_q.is_empty() && now.duration_since(q.send_at) >= rto {
+                q.send_at = now;
+                for (_, f) in &q.send_q {
+                    self.link.send(f)?;
+                    inc(&self.stats.adv_retransmits);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn handle_frame(&mut self, buf: &[u8]) -> io::Result<()> {
+        inc(&self.stats.frames);
+        let f = match FrameRepr::parse(buf) {
+            Ok(f) => f,
+            Err(_) => {
+                inc(&self.stats.bad_frames);
+                return Ok(());
+            }
+        };
+        if f.ip.dst != self.cfg.local.ip {
+            inc(&self.stats.not_for_us);
+            return Ok(());
+        }
+        if f.bth.dest_qp == QP1 && f.bth.opcode == Opcode::UdSendOnly {
+            return self.handle_cm(&f);
+        }
+        let Some(qi) = self.qps.iter().position(|q| q.qpn == f.bth.dest_qp) else {
+            inc(&self.stats.not_for_us);
+            return Ok(());
+        };
+        match f.bth.opcode {
+            Opcode::RcAcknowledge => {
+                self.send_side_ack(qi, &f);
+                Ok(())
+            }
+            _ => self.request(qi, &f),
+        }
+    }
+
+    // ---- RDMA CM, passive side (IBA §12.6, Linux cm.c / cma.c) ----
+
+    fn handle_cm(&mut self, f: &FrameRepr<'_>) -> io::Result<()> {
+        let Ok(mad) = MadRepr::parse(f.payload) else {
+            inc(&self.stats.bad_frames);
+            return Ok(());
+        };
+        let peer = Endpoint {
+            mac: f.eth.src,
+            ip: f.ip.src,
+        };
+        match mad.message {
+            Message::Req(req) => {
+                inc(&self.stats.cm_req);
+                // A retransmitted REQ: answer with the same REP.
+                if let Some(q) = self
+                    .qps
+                    .iter()
+                    .find(|q| q.remote_comm_id == req.local_comm_id && q.path.remote.ip == peer.ip)
+                {
+                    let rep = q.rep.clone();
+                    inc(&self.stats.cm_rep_sent);
+                    return self.link.send(&rep);
+                }
+                if cm::rdma_cm_port(req.service_id) != Some(self.cfg.port) {
+                    let rej = RejRepr {
+                        local_comm_id: 0,
+                        remote_comm_id: req.local_comm_id,
+                        message_rejected: 0,
+                        reject_info_length: 0,
+                        reason: REJ_INVALID_SERVICE_ID,
+                        ari: &[],
+                        private_data: &[],
+                    };
+                    inc(&self.stats.cm_rej_sent);
+                    return self.send_mad(peer, mad.transaction_id, Message::Rej(rej));
+                }
+                let qpn = self.next_qpn;
+                self.next_qpn += 1;
+                let spsn = self.rng.next_u64() as u32 & 0x00ff_ffff;
+                let local_comm_id = self.rng.next_u64() as u32;
+                let rep = RepRepr {
+                    local_comm_id,
+                    remote_comm_id: req.local_comm_id,
+                    local_qkey: 0,
+                    local_qpn: qpn,
+                    local_eecn: 0,
+                    starting_psn: spsn,
+                    responder_resources: req.initiator_depth,
+                    initiator_depth: req.responder_resources,
+                    target_ack_delay: 15,
+                    failover_accepted: 0,
+                    end_to_end_flow_control: false,
+                    rnr_retry_count: 7,
+                    srq: false,
+                    vendor_id: 0,
+                    local_ca_guid: 0x0200_0000_0000_0001,
+                    private_data: &[],
+                };
+                let path = PathTemplate {
+                    local: self.cfg.local,
+                    remote: peer,
+                    udp_src: 0xc000 | (qpn as u16 & 0x3fff),
+                };
+                let mut mad_buf = [0u8; MAD_LEN];
+                let _ = (MadRepr {
+                    transaction_id: mad.transaction_id,
+                    message: Message::Rep(rep),
+                })
+                .emit(&mut mad_buf);
+                let rep_frame = self.ud_frame(&path, &mad_buf);
+                self.qps.push(Qp {
+                    qpn,
+                    remote_qpn: req.local_qpn,
+                    path,
+                    state: QpState::Rtr,
+                    local_comm_id,
+                    remote_comm_id: req.local_comm_id,
+                    rep: rep_frame.clone(),
+                    rep_sent: Instant::now(),
+                    rep_tries: 0,
+                    epsn: req.starting_psn,
+                    msn: 0,
+                    unacked: 0,
+                    nak_sent: false,
+                    write: None,
+                    atomics: vec![(u32::MAX, 0); self.cfg.atomic_history.max(1)],
+                    atomic_next: 0,
+                    spsn,
+                    send_q: VecDeque::new(),
+                    send_at: Instant::now(),
+                });
+                inc(&self.stats.cm_rep_sent);
+                self.link.send(&rep_frame)
+            }
+            Message::Rtu(rtu) => {
+                let Some(qi) = self.qps.iter().position(|q| {
+                    q.local_comm_id == rtu.remote_comm_id && q.remote_comm_id == rtu.local_comm_id
+                }) else {
+                    return Ok(());
+                };
+                inc(&self.stats.cm_rtu);
+                if self.qps[qi].state == QpState::Rtr {
+                    self.qps[qi].state = QpState::Rts;
+                    inc(&self.stats.connections);
+                    self.advertise(qi)?;
+                }
+                Ok(())
+            }
+            Message::Dreq(dreq) => {
+                inc(&self.stats.cm_dreq);
+                let drep = IdsRepr {
+                    local_comm_id: dreq.remote_comm_id,
+                    remote_comm_id: dreq.local_comm_id,
+                    private_data: &[],
+                };
+                if let Some(qi) = self.qps.iter().position(|q| {
+                    q.local_comm_id == dreq.remote_comm_id && q.remote_comm_id == dreq.local_comm_id
+                }) {
+                    self.qps.remove(qi);
+                }
+                // Answer even an unknown (already closed) connection: the DREP may have been lost.
+                self.send_mad(peer, mad.transaction_id, Message::Drep(drep))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn ud_frame(&self, path: &PathTemplate, mad: &[u8]) -> Vec<u8> {
+        let f = FrameRepr {
+            deth: Some(deth::Repr {
+                qkey: QP1_QKEY,
+                src_qp: QP1,
+            }),
+            payload: mad,
+            ..path.frame(bth::Repr::new(Opcode::UdSendOnly, QP1, 0))
+        };
+        let mut b = vec![0u8; f.buffer_len()];
+        let _ = f.emit(&mut b);
+        b
+    }
+
+    fn send_mad(&mut self, peer: Endpoint, tid: u64, m: Message<'_>) -> io::Result<()> {
+        let mut mad = [0u8; MAD_LEN];
+        if (MadRepr {
+            transaction_id: tid,
+            message: m,
+        })
+        .emit(&mut mad)
+        .is_err()
+        {
+            return Ok(());
+        }
+        let path = PathTemplate {
+            local: self.cfg.local,
+            remote: peer,
+            udp_src: 0xc000,
+        };
+        let f = self.ud_frame(&path, &mad);
+        self.link.send(&f)
+    }
+
+    /// Queue and send the two advertisement messages (`adv` module).
+    fn advertise(&mut self, qi: usize) -> io::Result<()> {
+        let stores: Vec<AdvertisedStore> = self
+            .mrs
+            .iter()
+            .map(|m| {
+                let append_heads = StoreInfo::from_region(&m.region)
+                    .map(|s| s.append_heads)
+                    .unwrap_or_default();
+                AdvertisedStore {
+                    region_va: m.va,
+                    region_len: m.len,
+                    rkey: m.rkey,
+                    header: m.region.header().clone(),
+                    append_heads,
+                }
+            })
+            .collect();
+        let proto = stores
+            .first()
+            .map(|s| ProtoAdv {
+                addr: s.data_va(),
+                length: s.header.data_len.min(u32::MAX as u64) as u32,
+                rkey: s.rkey,
+            })
+            .unwrap_or(ProtoAdv {
+                addr: 0,
+                length: 0,
+                rkey: 0,
+            });
+        let native = emit_native(&stores);
+        let mtu = self.cfg.mtu;
+        let q = &mut self.qps[qi];
+        for msg in [&proto.emit()[..], &native[..]] {
+            let n = msg.len().div_ceil(mtu).max(1);
+            for (i, chunk) in msg.chunks(mtu).enumerate() {
+                let mut b = bth::Repr::new(send_opcode(i, n), q.remote_qpn, q.spsn);
+                b.ack_req = i + 1 == n || i % 8 == 7;
+                let f = FrameRepr {
+                    payload: chunk,
+                    ..q.path.frame(b)
+                };
+                let mut buf = vec![0u8; f.buffer_len()];
+                let _ = f.emit(&mut buf);
+                q.send_q.push_back((q.spsn, buf));
+                q.spsn = psn_add(q.spsn, 1);
+            }
+        }
+        q.send_at = Instant::now();
+        for (_, f) in &q.send_q {
+            self.link.send(f)?;
+            inc(&self.stats.adv_packets_sent);
+        }
+        Ok(())
+    }
+
+    /// An ACK for our SENDs.
+    fn send_side_ack(&mut self, qi: usize, f: &FrameRepr<'_>) {
+        let q = &mut self.qps[qi];
+        let Some(a) = f.aeth else { return };
+        let upto = match a.syndrome {
+            Syndrome::Ack { .. } => f.bth.psn,
+            _ => psn_add(f.bth.psn, 0x00ff_ffff), // psn - 1: resend from psn on the timer
+        };
+        while let Some((p, _)) = q.send_q.front() {
+            if psn_diff(*p, upto) <= 0 {
+                q.send_q.pop_front();
+                q.send_at = Instant::now();
+            } else {
+                break;
+            }
+        }
+        if !matches!(a.syndrome, Syndrome::Ack { .. }) {
+            q.send_at = Instant::now() - self.cfg.rto; // resend now
+        }
+    }
+
+    // ---- RC responder (IBA §9.7.5; rxe_resp.c) ----
+
+    fn request(&mut self, qi: usize, f: &FrameRepr<'_>) -> io::Result<()> {
+        let mut state = RespState::GetReq;
+        let op = f.bth.opcode;
+        let mut nak = NakCode::InvalidRequest;
+        let mut orig = 0u64;
+        loop {
+            state = match state {
+                RespState::GetReq => {
+                    if !op.is_rc() {
+                        RespState::ErrInvalidRequest
+                    } else {
+                        RespState::ChkPsn
+                    }
+                }
+                RespState::ChkPsn => {
+                    let q = &self.qps[qi];
+                    let d = psn_diff(f.bth.psn, q.epsn);
+                    if d == 0 {
+                        RespState::ChkOpSeq
+                    } else if d < 0 {
+                        RespState::Duplicate
+                    } else {
+                        RespState::ErrPsnOutOfSeq
+                    }
+                }
+                RespState::ChkOpSeq => {
+                    let in_write = self.qps[qi].write.is_some();
+                    let continues = matches!(
+                        op,
+                        Opcode::RcWriteMiddle | Opcode::RcWriteLast | Opcode::RcWriteLastImm
+                    );
+                    if in_write != continues {
+                        RespState::ErrInvalidRequest
+                    } else {
+                        RespState::ChkOpValid
+                    }
+                }
+                RespState::ChkOpValid => match op {
+                    Opcode::RcWriteFirst
+                    | Opcode::RcWriteMiddle
+                    | Opcode::RcWriteLast
+                    | Opcode::RcWriteLastImm
+                    | Opcode::RcWriteOnly
+                    | Opcode::RcWriteOnlyImm
+                    | Opcode::RcFetchAdd => RespState::ChkRkey,
+                    _ => RespState::ErrInvalidRequest,
+                },
+                RespState::ChkRkey => match self.check_access(qi, f) {
+                    Ok(()) => RespState::Execute,
+                    Err(code) => {
+                        nak = code;
+                        if code == NakCode::RemoteAccessError {
+                            RespState::ErrRkeyViolation
+                        } else {
+                            RespState::ErrInvalidRequest
+                        }
+                    }
+                },
+                RespState::Execute => match self.execute(qi, f) {
+                    Ok(o) => {
+                        orig = o;
+                        RespState::Complete
+                    }
+                    Err(code) => {
+                        nak = code;
+                        RespState::ErrRkeyViolation
+                    }
+                },
+                RespState::Complete => {
+                    let q = &mut self.qps[qi];
+                    q.epsn = psn_add(q.epsn, 1);
+                    q.nak_sent = false;
+                    q.unacked += 1;
+                    if matches!(
+                        op,
+                        Opcode::RcWriteOnly
+                            | Opcode::RcWriteOnlyImm
+                            | Opcode::RcWriteLast
+                            | Opcode::RcWriteLastImm
+                            | Opcode::RcFetchAdd
+                    ) {
+                        q.msn = psn_add(q.msn, 1);
+                    }
+                    RespState::Acknowledge
+                }
+                RespState::Acknowledge => {
+                    let q = &mut self.qps[qi];
+                    if op == Opcode::RcFetchAdd {
+                        q.atomics[q.atomic_next] = (f.bth.psn, orig);
+                        q.atomic_next = (q.atomic_next + 1) % q.atomics.len();
+                        q.unacked = 0;
+                        self.send_atomic_ack(qi, f.bth.psn, orig)?;
+                    } else if f.bth.ack_req || q.unacked >= self.cfg.ack_every {
+                        q.unacked = 0;
+                        self.send_ack(qi, Syndrome::Ack { credits: 31 }, f.bth.psn)?;
+                    }
+                    RespState::Done
+                }
+                RespState::Duplicate => {
+                    inc(&self.stats.duplicates);
+                    let q = &self.qps[qi];
+                    if op == Opcode::RcFetchAdd {
+                        // Replay the saved result: never add twice (IBA §9.7.5.1.5 / rxe).
+                        if let Some(&(_, o)) = q.atomics.iter().find(|(p, _)| *p == f.bth.psn) {
+                            inc(&self.stats.duplicate_atomics_replayed);
+                            self.send_atomic_ack(qi, f.bth.psn, o)?;
+                        }
+                    } else {
+                        let prev = psn_add(q.epsn, 0x00ff_ffff);
+                        self.send_ack(qi, Syndrome::Ack { credits: 31 }, prev)?;
+                    }
+                    RespState::Done
+                }
+                RespState::ErrPsnOutOfSeq => {
+                    inc(&self.stats.out_of_sequence_dropped);
+                    if !self.qps[qi].nak_sent {
+                        self.qps[qi].nak_sent = true;
+                        inc(&self.stats.naks_psn_sequence);
+                        let e = self.qps[qi].epsn;
+                        self.send_ack(qi, Syndrome::Nak(NakCode::PsnSequenceError), e)?;
+                    }
+                    RespState::Done
+                }
+                RespState::ErrInvalidRequest | RespState::ErrRkeyViolation => {
+                    if state == RespState::ErrRkeyViolation {
+                        inc(&self.stats.naks_remote_access);
+                        nak = NakCode::RemoteAccessError;
+                    } else {
+                        inc(&self.stats.naks_invalid_request);
+                    }
+                    // Consume the PSN (see the module doc), drop a broken write sequence.
+                    let q = &mut self.qps[qi];
+                    if matches!(op, Opcode::RcWriteFirst) {
+                        q.write = Some(WriteCtx {
+                            store: 0,
+                            offset: 0,
+                            start: 0,
+                            remaining: 0,
+                            discard: true,
+                        });
+                    } else if !matches!(op, Opcode::RcWriteMiddle) {
+                        q.write = None;
+                    }
+                    q.epsn = psn_add(q.epsn, 1);
+                    q.nak_sent = false;
+                    q.unacked = 0;
+                    self.send_ack(qi, Syndrome::Nak(nak), f.bth.psn)?;
+                    RespState::Done
+                }
+                RespState::Done => return Ok(()),
+            }
+        }
+    }
+
+    /// R_Key and bounds (IBA §9.7.5.1.3, C9-88 ff.). Only the data area is writable.
+    fn check_access(&self, qi: usize, f: &FrameRepr<'_>) -> Result<(), NakCode> {
+        let (va, rkey, len, atomic) = match (f.reth, f.atomic_eth) {
+            (Some(r), _) => (r.va, r.rkey, u64::from(r.dma_len), false),
+            (None, Some(a)) => (a.va, a.rkey, 8, true),
+            (None, None) => {
+                // Middle / Last: continue the write in progress.
+                let w = self.qps[qi].write.as_ref().ok_or(NakCode::InvalidRequest)?;
+                if w.discard {
+                    return Ok(());
+                }
+                let last = matches!(f.bth.opcode, Opcode::RcWriteLast | Opcode::RcWriteLastImm);
+                let n = f.payload.len() as u64;
+                if n > w.remaining || (last && n != w.remaining) || (!last && n == 0) {
+                    return Err(NakCode::InvalidRequest);
+                }
+                return Ok(());
+            }
+        };
+        let mr = self
+            .mrs
+            .iter()
+            .find(|m| m.rkey == rkey)
+            .ok_or(NakCode::RemoteAccessError)?;
+        let data_va = mr.va + mr.data_offset;
+        let end = va.checked_add(len).ok_or(NakCode::RemoteAccessError)?;
+        if va < data_va || end > mr.va + mr.len {
+            return Err(NakCode::RemoteAccessError);
+        }
+        if atomic && (va - data_va) % 8 != 0 {
+            return Err(NakCode::InvalidRequest);
+        }
+        let only = matches!(f.bth.opcode, Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm);
+        if only && f.payload.len() as u64 != len {
+            return Err(NakCode::InvalidRequest);
+        }
+        if f.bth.opcode == Opcode::RcWriteFirst
+            && (f.payload.len() as u64 >= len || f.payload.is_empty())
+        {
+            return Err(NakCode::InvalidRequest);
+        }
+        Ok(())
+    }
+
+    fn execute(&mut self, qi: usize, f: &FrameRepr<'_>) -> Result<u64, NakCode> {
+        let op = f.bth.opcode;
+        let locate = |mrs: &[Mr], rkey: u32, va: u64| -> (usize, u64) {
+            let s = mrs.iter().position(|m| m.rkey == rkey).unwrap_or(0);
+            (s, va - (mrs[s].va + mrs[s].data_offset))
+        };
+        match op {
+            Opcode::RcFetchAdd => {
+                let a = f.atomic_eth.ok_or(NakCode::InvalidRequest)?;
+                let (s, off) = locate(&self.mrs, a.rkey, a.va);
+                let o = self.mrs[s]
+                    .region
+                    .mem()
+                    .fetch_add_u64(off, a.swap_add)
+                    .map_err(|_| NakCode::RemoteAccessError)?;
+                inc(&self.stats.fetch_adds);
+                Ok(o)
+            }
+            Opcode::RcWriteOnly | Opcode::RcWriteOnlyImm | Opcode::RcWriteFirst => {
+                let r = f.reth.ok_or(NakCode::InvalidRequest)?;
+                let (s, off) = locate(&self.mrs, r.rkey, r.va);
+                self.mrs[s]
+                    .region
+                    .mem()
+                    .write(off, f.payload)
+                    .map_err(|_| NakCode::RemoteAccessError)?;
+                inc(&self.stats.write_packets);
+                addc(&self.stats.write_bytes, f.payload.len() as u64);
+                if op == Opcode::RcWriteFirst {
+                    self.qps[qi].write = Some(WriteCtx {
+                        store: s,
+                        offset: off + f.payload.len() as u64,
+                        start: off,
+                        remaining: u64::from(r.dma_len) - f.payload.len() as u64,
+                        discard: false,
+                    });
+                } else {
+                    inc(&self.stats.writes);
+                    if let Some(imm) = f.immdt {
+                        self.notify(s, off, f.payload.len() as u64, imm);
+                    }
+                }
+                Ok(0)
+            }
+            Opcode::RcWriteMiddle | Opcode::RcWriteLast | Opcode::RcWriteLastImm => {
+                let w = self.qps[qi].write.as_mut().ok_or(NakCode::InvalidRequest)?;
+                let last = op != Opcode::RcWriteMiddle;
+                if !w.discard {
+                    self.mrs[w.store]
+                        .region
+                        .mem()
+                        .write(w.offset, f.payload)
+                        .map_err(|_| NakCode::RemoteAccessError)?;
+                    w.offset += f.payload.len() as u64;
+                    w.remaining -= f.payload.len() as u64;
+                    inc(&self.stats.write_packets);
+                    addc(&self.stats.write_bytes, f.payload.len() as u64);
+                }
+                if last {
+                    let w = self.qps[qi].write.take().unwrap();
+                    if !w.discard {
+                        inc(&self.stats.writes);
+                        if let Some(imm) = f.immdt {
+                            self.notify(w.store, w.start, w.offset - w.start, imm);
+                        }
+                    }
+                }
+                Ok(0)
+            }
+            _ => Err(NakCode::InvalidRequest),
+        }
+    }
+
+    fn notify(&mut self, store: usize, offset: u64, len: u64, imm: u32) {
+        inc(&self.stats.immediates);
+        let n = Notification {
+            store,
+            offset,
+            len,
+            imm,
+        };
+        self.subscribers.retain(|s| s.send(n).is_ok());
+    }
+
+    fn send_ack(&mut self, qi: usize, syndrome: Syndrome, psn: u32) -> io::Result<()> {
+        let q = &self.qps[qi];
+        let f = FrameRepr {
+            aeth: Some(aeth::Repr {
+                syndrome,
+                msn: q.msn,
+            }),
+            ..q.path
+                .frame(bth::Repr::new(Opcode::RcAcknowledge, q.remote_qpn, psn))
+        };
+        if let Ok(n) = f.emit(&mut self.tx[..]) {
+            inc(&self.stats.acks_sent);
+            self.link.send(&self.tx[..n])?;
+        }
+        Ok(())
+    }
+
+    fn send_atomic_ack(&mut self, qi: usize, psn: u32, original: u64) -> io::Result<()> {
+        let q = &self.qps[qi];
+        let f = FrameRepr {
+            aeth: Some(aeth::Repr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: q.msn,
+            }),
+            atomic_ack_eth: Some(atomic_ack_eth::Repr { original }),
+            ..q.path.frame(bth::Repr::new(
+                Opcode::RcAtomicAcknowledge,
+                q.remote_qpn,
+                psn,
+            ))
+        };
+        if let Ok(n) = f.emit(&mut self.tx[..]) {
+            inc(&self.stats.acks_sent);
+            self.link.send(&self.tx[..n])?;
+        }
+        Ok(())
+    }
+}
