@@ -483,7 +483,11 @@ mod tests {
             }
             let mut got = vec![];
             let mut buf = [0u8; 4];
-            while b.recv(&mut buf, Duration::from_millis(20)).unwrap().is_some() {
+            while b
+                .recv(&mut buf, Duration::from_millis(20))
+                .unwrap()
+                .is_some()
+            {
                 got.push(u32::from_be_bytes(buf));
             }
             (got, a.stats())
