@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod int_cmd;
+
 use dta::config::Config;
 use dta::output;
 use dta_collector::{query, region_path, Collector};
@@ -44,6 +46,8 @@ enum Command {
     Inspect(InspectArgs),
     /// Decode a DTA datagram (either protocol) given as hex and print its fields as JSON.
     Decode(DecodeArgs),
+    /// Receive INT telemetry reports on UDP, run the INT sink, write the DTA stores.
+    IntSink(int_cmd::IntSinkArgs),
 }
 
 #[derive(Args, Clone)]
@@ -140,6 +144,9 @@ impl StoreSel {
 
 #[derive(Subcommand)]
 enum QueryWhat {
+    /// INT sink queries: path, hop-latency, events, histogram.
+    #[command(subcommand)]
+    Int(int_cmd::IntQuery),
     /// Key-Write: the value stored for a key (plurality vote over N slots).
     Kw {
         #[command(flatten)]
@@ -290,6 +297,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Query(q) => query_cmd(q),
         Command::Inspect(a) => inspect(a),
         Command::Decode(a) => decode(a),
+        Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
     }
 }
 
@@ -416,6 +424,7 @@ fn key_len_of(region: &dta_store::Region) -> Option<usize> {
 fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match q.what {
+        QueryWhat::Int(iq) => int_cmd::query_int(iq),
         QueryWhat::Kw {
             sel,
             key,

@@ -1,0 +1,257 @@
+//! `dta int-sink` (receive telemetry reports on UDP, run the INT sink, write the DTA stores) and
+//! `dta query int ...` (path, hop latency, events, histogram). The sink itself is `dta-int`.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+
+use dta_collector::{Collector, StoreConfig};
+use dta_int::{query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification};
+use dta_translator::{Stats, Translator, TranslatorConfig};
+
+/// The INT sink's configuration file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntFile {
+    region_dir: PathBuf,
+    /// Where telemetry reports arrive.
+    #[serde(default = "default_listen")]
+    listen: SocketAddr,
+    #[serde(default)]
+    sink: IntSinkConfig,
+    #[serde(default)]
+    translator: TranslatorConfig,
+    /// Stores to create (or reopen) in `region_dir`; empty: use the regions already there.
+    #[serde(default)]
+    store: Vec<StoreConfig>,
+}
+
+fn default_listen() -> SocketAddr {
+    "0.0.0.0:32766".parse().unwrap()
+}
+
+#[derive(Args)]
+pub struct IntSinkArgs {
+    /// Configuration (TOML): region_dir, listen, [sink], [translator], [[store]].
+    #[arg(short, long)]
+    config: PathBuf,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print events and flow records as JSON lines on stdout.
+    #[arg(long)]
+    events: bool,
+}
+
+pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.config)
+        .with_context(|| format!("reading {}", a.config.display()))?;
+    let mut f: IntFile =
+        toml::from_str(&text).with_context(|| format!("in {}", a.config.display()))?;
+    if f.region_dir.is_relative() {
+        if let Some(p) = a.config.parent() {
+            f.region_dir = p.join(&f.region_dir);
+        }
+    }
+    let collector = if f.store.is_empty() {
+        Collector::open_dir(&f.region_dir, true)?
+    } else {
+        Collector::create(&f.region_dir, &f.store, false)?
+    };
+    let t = Translator::colocated(
+        &f.translator,
+        collector.regions(),
+        Arc::new(Stats::default()),
+    )?;
+    let mut sink = IntSink::new(&f.sink, t).map_err(anyhow::Error::msg)?;
+    let socket = UdpSocket::bind(f.listen).with_context(|| format!("binding {}", f.listen))?;
+    socket.set_read_timeout(Some(Duration::from_millis(10)))?;
+    eprintln!(
+        "int-sink on udp://{} -> {} stores in {}",
+        socket.local_addr()?,
+        collector.stores().len(),
+        f.region_dir.display()
+    );
+    let printer = a.events.then(|| {
+        let sub = sink.subscribe(1 << 16);
+        std::thread::spawn(move || {
+            for n in sub.rx {
+                if let Ok(s) = serde_json::to_string(&n) {
+                    println!("{s}");
+                }
+            }
+        })
+    });
+    let start = Instant::now();
+    let now_ns = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed)
+        && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d)
+    {
+        match socket.recv(&mut buf) {
+            Ok(n) => sink.handle_report(&buf[..n], now_ns()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+        sink.tick(now_ns());
+    }
+    sink.flush(now_ns());
+    for r in collector.regions() {
+        r.flush()?;
+    }
+    eprintln!("{}", serde_json::to_string_pretty(&sink.stats_snapshot())?);
+    drop(sink);
+    if let Some(p) = printer {
+        let _ = p.join();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct IntStoreArgs {
+    /// Region directory.
+    #[arg(long, default_value = "dta-regions")]
+    region_dir: PathBuf,
+    /// Store name.
+    #[arg(long)]
+    store: String,
+}
+
+impl IntStoreArgs {
+    fn region(&self) -> anyhow::Result<Arc<dta_store::Region>> {
+        let c = Collector::open_dir(&self.region_dir, false)?;
+        Ok(c.store(&self.store)?.region.clone())
+    }
+}
+
+#[derive(Subcommand)]
+pub enum IntQuery {
+    /// Path of a flow (Key-Write store of 13-byte keys, 24-byte path records).
+    Path {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        /// SRC:SPORT-DST:DPORT/PROTO
+        #[arg(long)]
+        flow: String,
+        #[arg(long, default_value_t = 2)]
+        redundancy: u8,
+    },
+    /// Hop latency of a flow at a hop (Postcarding store).
+    HopLatency {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        #[arg(long)]
+        flow: String,
+        #[arg(long)]
+        hop: u8,
+        /// The sink's postcard_values.
+        #[arg(long, default_value_t = 65536)]
+        values: u32,
+        /// The sink's postcard_divisor.
+        #[arg(long, default_value_t = 1)]
+        divisor: u32,
+    },
+    /// Latest events of a kind (Append store): hop_latency, queue_occupancy, path_change, drop, ...
+    Events {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        #[arg(long, default_value = "queue_occupancy")]
+        kind: String,
+        #[arg(long, default_value_t = 20)]
+        max: usize,
+        #[arg(long, default_value_t = 0)]
+        list_base: u32,
+    },
+    /// Histogram of a metric at a switch (Key-Increment store).
+    Histogram {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        #[arg(long)]
+        node: u32,
+        /// hop_latency, queue_occupancy or egress_tx_util.
+        #[arg(long, default_value = "queue_occupancy")]
+        metric: String,
+        /// Bucket edges (comma separated) if the sink was configured with edges; else log2.
+        #[arg(long, value_delimiter = ',')]
+        edges: Vec<u32>,
+        #[arg(long, default_value_t = 2)]
+        redundancy: u8,
+    },
+}
+
+pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
+    let v = match q {
+        IntQuery::Path {
+            sel,
+            flow,
+            redundancy,
+        } => serde_json::to_value(query::path(
+            &*sel.region()?,
+            &query::parse_flow(&flow)?,
+            redundancy,
+        )?)?,
+        IntQuery::HopLatency {
+            sel,
+            flow,
+            hop,
+            values,
+            divisor,
+        } => serde_json::to_value(query::hop_latency(
+            &*sel.region()?,
+            &query::parse_flow(&flow)?,
+            hop,
+            values,
+            divisor,
+        )?)?,
+        IntQuery::Events {
+            sel,
+            kind,
+            max,
+            list_base,
+        } => {
+            let Some(k) = EventKind::from_name(&kind) else {
+                bail!("unknown event kind {kind:?}");
+            };
+            let evs: Vec<_> = query::events(&*sel.region()?, list_base, k, max)?
+                .into_iter()
+                .map(Notification::Event)
+                .collect();
+            serde_json::to_value(evs)?
+        }
+        IntQuery::Histogram {
+            sel,
+            node,
+            metric,
+            edges,
+            redundancy,
+        } => {
+            let Some(m) = Metric::from_name(&metric) else {
+                bail!("unknown metric {metric:?}");
+            };
+            let b = if edges.is_empty() {
+                Buckets::Log2
+            } else {
+                Buckets::Edges(edges)
+            };
+            b.validate().map_err(anyhow::Error::msg)?;
+            serde_json::to_value(query::histogram(&*sel.region()?, node, m, &b, redundancy)?)?
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(ExitCode::SUCCESS)
+}
