@@ -7,6 +7,7 @@
 //! `docs/exports.md`.
 
 pub mod influx;
+pub mod int_records;
 pub mod prom;
 pub mod record;
 pub mod redis_ts;

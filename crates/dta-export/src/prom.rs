@@ -1,6 +1,6 @@
 //! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
 //! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
-//! the INT sink's event counters, the exporters' own counters, a tiny `/metrics` HTTP server for
+//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a tiny `/metrics` HTTP server for
 //! processes without an HTTP API (`dta translator --metrics ADDR`), and a parser of the
 //! exposition text for tests and tools.
 //!
@@ -21,6 +21,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use dta_int::{EventKind, IntStats};
 use dta_translator::stats::{APPLY_REASONS, PRIMITIVES};
 use dta_translator::Stats;
 use dta_wire::Error as WireError;
@@ -206,36 +207,117 @@ impl Collector for TranslatorMetrics {
     }
 }
 
-/// Label set of the INT event counter: the event class (003 §III.C: `threshold` for T, `change`
-/// for C, or e.g. `drop`), the metric (`hop_latency`, `queue_occupancy`, `tx_util`,
-/// `e2e_latency`, ...) and the scope (`switch` or `e2e`).
-pub type EventLabels = [(&'static str, String); 3];
-
-/// Counters of the INT sink and of the exporters. Unlike the translator's counters these live
-/// in prometheus-client families (a read lock per increment): they count events and exported
-/// points, not reports.
-#[derive(Debug, Clone, Default)]
-pub struct IntMetrics {
-    events: Family<EventLabels, Counter>,
-    flow_records: Counter,
-    exported: Family<[(&'static str, String); 1], Counter>,
-    export_errors: Family<[(&'static str, String); 1], Counter>,
+/// The INT sink's counters ([`dta_int::IntStats`], single-writer atomics like the
+/// translator's), read on each scrape: frames and reports received, events by kind (003
+/// §III.C), flows leaving the FlowCache by reason, parse errors by reason.
+#[derive(Debug, Clone)]
+pub struct IntSinkMetrics {
+    stats: Vec<Arc<IntStats>>,
 }
 
-impl IntMetrics {
-    /// Register the families in `registry` (names `dta_int_events_total`,
-    /// `dta_int_flow_records_total`, `dta_export_points_total`, `dta_export_errors_total`).
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
+impl IntSinkMetrics {
+    pub fn new(stats: Vec<Arc<IntStats>>) -> Self {
+        IntSinkMetrics { stats }
+    }
+
+    fn sum(&self, f: impl Fn(&IntStats) -> u64) -> u64 {
+        self.stats
+            .iter()
+            .map(|s| f(s))
+            .fold(0u64, u64::wrapping_add)
+    }
+}
+
+/// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind (003 §III.C).
+pub fn event_class(k: EventKind) -> &'static str {
+    match k {
+        EventKind::HopLatency
+        | EventKind::QueueOccupancy
+        | EventKind::EgressTxUtil
+        | EventKind::PathLatency => "threshold",
+        EventKind::PathChange | EventKind::LatencyChange | EventKind::QueueChange => "change",
+        EventKind::Drop => "drop",
+    }
+}
+
+impl Collector for IntSinkMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let l = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed);
+        for (name, help, f) in [
+            (
+                "dta_int_frames",
+                "Frames given to the INT sink",
+                (|s: &IntStats| s.frames.load(Relaxed)) as fn(&IntStats) -> u64,
+            ),
+            (
+                "dta_int_md_packets",
+                "INT-MD packets (sink frames or stacked reports) processed",
+                |s| s.md_packets.load(Relaxed),
+            ),
+            (
+                "dta_int_telemetry_reports",
+                "Telemetry reports received",
+                |s| s.reports.load(Relaxed),
+            ),
+            ("dta_int_postcards", "INT-XD/MX postcards processed", |s| {
+                s.postcards.load(Relaxed)
+            }),
+            ("dta_int_drop_reports", "Drop reports received", |s| {
+                s.drop_reports.load(Relaxed)
+            }),
+        ] {
+            counter(&mut enc, name, help, self.sum(f))?;
+        }
+        labelled_counter(
+            &mut enc,
             "dta_int_events",
-            "INT events detected by the sink (003 §III.C), by class, metric and scope",
-            self.events.clone(),
-        );
-        registry.register(
-            "dta_int_flow_records",
-            "Flow records exported by the sink (aged out or evicted from the FlowCache)",
-            self.flow_records.clone(),
-        );
+            "INT events detected by the sink (003 §III.C), by kind and class",
+            EventKind::ALL.iter().map(|k| {
+                (
+                    vec![("kind", k.name()), ("class", event_class(*k))],
+                    self.sum(|s| s.events_of(*k)),
+                )
+            }),
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_int_flows_evicted",
+            "Flows leaving the FlowCache, by reason (aging, capacity, flush)",
+            [
+                (vec![("reason", "idle")], self.sum(|s| l(&s.flows_idle))),
+                (
+                    vec![("reason", "capacity")],
+                    self.sum(|s| l(&s.flows_capacity)),
+                ),
+                (vec![("reason", "flush")], self.sum(|s| l(&s.flows_flushed))),
+            ],
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_int_errors",
+            "INT frames and telemetry reports rejected, by reason",
+            dta_wire::int::Error::ALL
+                .iter()
+                .map(|e| (vec![("reason", e.reason())], self.sum(|s| s.errors_of(*e)))),
+        )?;
+        Ok(())
+    }
+}
+
+type SinkLabel = [(&'static str, String); 1];
+
+/// The exporters' own counters (prometheus-client families: a read lock per increment; they
+/// count exported points, not reports).
+#[derive(Debug, Clone, Default)]
+pub struct ExportMetrics {
+    exported: Family<SinkLabel, Counter>,
+    export_errors: Family<SinkLabel, Counter>,
+}
+
+impl ExportMetrics {
+    /// Register the families in `registry` (`dta_export_points_total`,
+    /// `dta_export_errors_total`, label `sink`).
+    pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "dta_export_points",
             "Points exported, by sink (redis, influx)",
@@ -246,22 +328,6 @@ impl IntMetrics {
             "Points an exporter failed to write or refused, by sink",
             self.export_errors.clone(),
         );
-    }
-
-    /// Count one INT event.
-    pub fn event(&self, class: &str, metric: &str, scope: &str) {
-        self.events
-            .get_or_create(&[
-                ("class", class.to_owned()),
-                ("metric", metric.to_owned()),
-                ("scope", scope.to_owned()),
-            ])
-            .inc();
-    }
-
-    /// Count `n` flow records.
-    pub fn flow_records(&self, n: u64) {
-        self.flow_records.inc_by(n);
     }
 
     /// Count `ok` points exported and `failed` refused or lost by `sink`.
