@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod int_cmd;
+mod rdma_cmd;
 
 use dta::config::Config;
 use dta::output;
@@ -48,6 +49,8 @@ enum Command {
     Decode(DecodeArgs),
     /// Receive INT telemetry reports on UDP, run the INT sink, write the DTA stores.
     IntSink(int_cmd::IntSinkArgs),
+    /// Serve the collector's regions over RoCEv2 with the software responder (no RDMA NIC needed).
+    Responder(rdma_cmd::ResponderArgs),
 }
 
 #[derive(Args, Clone)]
@@ -102,6 +105,8 @@ struct TranslatorArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    rdma: rdma_cmd::RdmaArgs,
 }
 
 #[derive(Args)]
@@ -298,6 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(a) => inspect(a),
         Command::Decode(a) => decode(a),
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
+        Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
     }
 }
 
@@ -348,6 +354,9 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = a.config.load()?;
     if let Some(l) = a.listen {
         cfg.translator.listen = l;
+    }
+    if a.rdma.rdma.is_some() {
+        return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
     }
     let collector = Collector::open_dir(&cfg.region_dir, true)
         .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
