@@ -127,6 +127,23 @@ impl RnicConfig {
         }
     }
 
+    /// `responder_resources` and `initiator_depth` for `rdma_accept`: the configured values
+    /// capped by the device (`max_qp_rd_atom`, `max_qp_init_rd_atom`) and, for the initiator
+    /// depth, by the requester's responder resources (from its connect request).
+    pub fn accept_depths(
+        &self,
+        max_qp_rd_atom: u8,
+        max_qp_init_rd_atom: u8,
+        requester_responder_resources: u8,
+    ) -> (u8, u8) {
+        (
+            self.responder_resources.min(max_qp_rd_atom),
+            self.initiator_depth
+                .min(max_qp_init_rd_atom)
+                .min(requester_responder_resources),
+        )
+    }
+
     /// Send-queue slots one connection needs for its advertisements.
     pub fn sends_per_connection(&self, stores: usize) -> u32 {
         self.advertise_prototype as u32
@@ -195,6 +212,18 @@ mod tests {
         let e = c.prototype_index(&names).unwrap_err();
         assert!(e.0.contains("kw, ki, pc"), "{e}");
         assert!(RnicConfig::default().prototype_index(&[]).is_err());
+    }
+
+    #[test]
+    fn accept_depths_are_capped_by_the_device_and_the_requester() {
+        let mut c = RnicConfig::default();
+        // ConnectX-5 reports max_qp_rd_atom 16, max_qp_init_rd_atom 16.
+        assert_eq!(c.accept_depths(16, 16, 0), (16, 0));
+        assert_eq!(c.accept_depths(4, 16, 0), (4, 0));
+        c.initiator_depth = 8;
+        assert_eq!(c.accept_depths(16, 16, 2), (16, 2));
+        assert_eq!(c.accept_depths(16, 1, 16), (16, 1));
+        assert_eq!(c.accept_depths(16, 16, 16), (16, 8));
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! store, [`advert`]). After that the collector's CPU does nothing per report: the NIC executes
 //! the translator's WRITEs and FETCH_ADDs. Everything that needs no device (advertisement bytes,
 //! access flags, registrations, configuration) builds and is tested by default; the part that
-//! calls libibverbs / librdmacm (the `rnic` module) exists only with the `rdma-core` cargo feature, which
+//! calls libibverbs / librdmacm (module `rnic`) exists only with the `rdma-core` cargo feature, which
 //! needs Debian's `libibverbs-dev librdmacm-dev libclang-dev pkg-config`.
 
 pub mod advert;
 pub mod config;
 pub mod plan;
+#[cfg(feature = "rdma-core")]
+pub mod rnic;
 
 pub use config::{parse_listen, RnicConfig, RnicConfigError, DEFAULT_PORT};
 pub use plan::{adverts, Adverts, MappedRegion, PlanError, Registration, REGION_ACCESS};

@@ -225,6 +225,21 @@ pub struct Adverts {
     pub native: Vec<[u8; native::LEN]>,
 }
 
+impl Adverts {
+    /// The SEND messages to post, in order, as `cfg` selects: the prototype one first (a
+    /// prototype translator reads only the first message), then the native ones.
+    pub fn messages(&self, cfg: &crate::RnicConfig) -> Vec<&[u8]> {
+        let mut m: Vec<&[u8]> = Vec::new();
+        if cfg.advertise_prototype {
+            m.push(&self.prototype);
+        }
+        if cfg.advertise_native {
+            m.extend(self.native.iter().map(|n| &n[..]));
+        }
+        m
+    }
+}
+
 /// Build the advertisements from the registrations and the rkeys `ibv_reg_mr` returned for them
 /// (same order).
 pub fn adverts(
