@@ -8,6 +8,8 @@
 
 pub mod influx;
 pub mod int_records;
+pub mod intgen;
+pub mod pcap;
 pub mod prom;
 pub mod record;
 pub mod redis_ts;

@@ -1,0 +1,455 @@
+//! Realistic INT traffic (003 §IV.A.3: "5 INT transit nodes and 4 instructions on each node,
+//! the values ... randomly generated according to exponential distributed probabilities across
+//! all possible values for each measurement (i.e., hop latency, queue occupancy, link
+//! utilization) ... the queue occupancy takes values from 0 to 300 with exponential decreasing
+//! probabilities"), with flow sizes drawn from a measured data-center flow-size CDF
+//! (`shared/workloads/*.txt`: FB Hadoop, web search), heavy-tailed. The frames are built by
+//! `dta_int::gen` (INT-MD over UDP, NPT 1, instructions node id, hop latency, queue, egress
+//! utilisation); this module decides what is sent when, and keeps the ground truth.
+//!
+//! Timing: flows start as a Poisson process (`flow_arrival_ns` mean gap); a flow sends its
+//! packets `packet_gap_ns` apart; all packets are merged in time order. Paths are fixed per flow
+//! (ECMP): hop i's node is `(i + 1) * 100 + j`, `j < switches_per_hop`, as in `dta_int::gen`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp};
+use serde::{Deserialize, Serialize};
+
+use dta_int::gen::{GenPacket, HopTruth};
+
+/// A flow-size distribution: a piecewise-linear CDF over bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSizeCdf {
+    /// `(size in bytes, cumulative fraction 0..=1)`, both non-decreasing, ending at 1.
+    pub points: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CdfError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("line {0}: expected `<size bytes> <cumulative percent>`")]
+    Syntax(usize),
+    #[error("the CDF must be non-decreasing, start at or above 0 and end at 100%")]
+    Shape,
+}
+
+impl FlowSizeCdf {
+    /// Parse the `shared/workloads` format: one `<size bytes> <cumulative percent>` per line
+    /// (`#` comments and blank lines skipped).
+    pub fn parse(text: &str) -> Result<FlowSizeCdf, CdfError> {
+        let mut points = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut it = line.split_whitespace();
+            let (Some(s), Some(p), None) = (it.next(), it.next(), it.next()) else {
+                return Err(CdfError::Syntax(i + 1));
+            };
+            let (s, p): (f64, f64) = match (s.parse(), p.parse()) {
+                (Ok(s), Ok(p)) => (s, p),
+                _ => return Err(CdfError::Syntax(i + 1)),
+            };
+            points.push((s, p / 100.0));
+        }
+        let ok = !points.is_empty()
+            && points
+                .windows(2)
+                .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+            && points[0].0 >= 0.0
+            && points[0].1 >= 0.0
+            && (points.last().unwrap().1 - 1.0).abs() < 1e-9;
+        if !ok {
+            return Err(CdfError::Shape);
+        }
+        Ok(FlowSizeCdf { points })
+    }
+
+    pub fn load(path: &Path) -> Result<FlowSizeCdf, CdfError> {
+        FlowSizeCdf::parse(&std::fs::read_to_string(path)?)
+    }
+
+    /// The size at cumulative fraction `u` (inverse CDF, linear between points).
+    pub fn quantile(&self, u: f64) -> f64 {
+        let p = &self.points;
+        if u <= p[0].1 {
+            return p[0].0;
+        }
+        for w in p.windows(2) {
+            let ((s0, c0), (s1, c1)) = (w[0], w[1]);
+            if u <= c1 {
+                if c1 <= c0 {
+                    return s1;
+                }
+                return s0 + (s1 - s0) * (u - c0) / (c1 - c0);
+            }
+        }
+        p.last().unwrap().0
+    }
+
+    /// Draw a flow size in bytes (at least 1).
+    pub fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
+        (self.quantile(rng.gen::<f64>()).round() as u64).max(1)
+    }
+}
+
+/// An exponential distribution of integers truncated to `0..=max` by rejection ("exponential
+/// decreasing probabilities across all possible values", 003 §IV.A.3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ExpMetric {
+    pub mean: f64,
+    pub max: u32,
+}
+
+impl ExpMetric {
+    fn sample<R: Rng>(&self, exp: &Exp<f64>, rng: &mut R) -> u32 {
+        loop {
+            let v = exp.sample(rng).floor();
+            if v <= f64::from(self.max) {
+                return v as u32;
+            }
+        }
+    }
+}
+
+/// Generator parameters (recorded in the ground truth).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrafficConfig {
+    pub seed: u64,
+    pub flows: usize,
+    /// INT transit hops per packet (003 §IV: 5).
+    pub hops: usize,
+    pub switches_per_hop: u32,
+    /// Bytes of a flow carried per packet (its size / this, rounded up, is its packet count).
+    pub mss: u64,
+    /// At most this many packets per flow (the CDFs reach 10-30 MB).
+    pub max_packets_per_flow: u64,
+    pub hop_latency_ns: ExpMetric,
+    pub queue_occupancy: ExpMetric,
+    pub egress_tx_util: ExpMetric,
+    /// Mean gap between flow starts, ns (Poisson arrivals).
+    pub flow_arrival_ns: f64,
+    /// Gap between a flow's packets, ns.
+    pub packet_gap_ns: u64,
+    /// Time of the first flow start, ns since the epoch.
+    pub start_ns: u64,
+    /// INT over UDP destination port.
+    pub int_udp_port: u16,
+}
+
+impl Default for TrafficConfig {
+    fn default() -> Self {
+        TrafficConfig {
+            seed: 1,
+            flows: 100,
+            hops: 5,
+            switches_per_hop: 4,
+            mss: 1460,
+            max_packets_per_flow: 1000,
+            hop_latency_ns: ExpMetric {
+                mean: 2_000.0,
+                max: 100_000,
+            },
+            queue_occupancy: ExpMetric {
+                mean: 40.0,
+                max: 300,
+            },
+            egress_tx_util: ExpMetric {
+                mean: 300.0,
+                max: 1000,
+            },
+            flow_arrival_ns: 20_000.0,
+            packet_gap_ns: 1_200,
+            start_ns: 1_700_000_000_000_000_000,
+            int_udp_port: 5000,
+        }
+    }
+}
+
+/// One flow of the ground truth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowTruth {
+    /// `SRC:SPORT-DST:DPORT/PROTO`.
+    pub flow: String,
+    /// `FlowKey::key13()` in hex.
+    pub key13: String,
+    /// Drawn from the CDF.
+    pub size_bytes: u64,
+    /// Packets sent (size / mss rounded up, capped).
+    pub packets: u64,
+    /// Node ids, hop 0 (the INT source) first.
+    pub path: Vec<u32>,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// One frame of the ground truth, in pcap order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameTruth {
+    pub time_ns: u64,
+    /// Index into `flows`.
+    pub flow: usize,
+    /// `[node_id, hop_latency, queue_occupancy, egress_tx_util]` per hop, hop 0 first (the wire
+    /// stack holds them newest first).
+    pub hops: Vec<[u32; 4]>,
+}
+
+/// Count, sum, min and max of one metric at one switch: what a histogram of the trace must add
+/// up to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MetricSummary {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl MetricSummary {
+    fn add(&mut self, v: u32) {
+        if self.count == 0 {
+            self.min = v;
+            self.max = v;
+        }
+        self.count += 1;
+        self.sum += u64::from(v);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+}
+
+/// Per switch: its metrics over the whole trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SwitchTruth {
+    pub hop_latency: MetricSummary,
+    pub queue_occupancy: MetricSummary,
+    pub egress_tx_util: MetricSummary,
+}
+
+/// Everything the generator knows: written beside the pcap as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroundTruth {
+    pub config: TrafficConfig,
+    /// The CDF the sizes came from.
+    pub cdf: FlowSizeCdf,
+    pub flows: Vec<FlowTruth>,
+    pub frames: Vec<FrameTruth>,
+    /// By node id.
+    pub switches: BTreeMap<u32, SwitchTruth>,
+}
+
+impl GroundTruth {
+    /// Write as JSON.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        serde_json::to_writer(f, self).map_err(std::io::Error::other)
+    }
+
+    /// Read what [`GroundTruth::save`] wrote.
+    pub fn load(path: &Path) -> std::io::Result<GroundTruth> {
+        let f = std::io::BufReader::new(std::fs::File::open(path)?);
+        serde_json::from_reader(f).map_err(std::io::Error::other)
+    }
+}
+
+/// The generated trace: packets (for `dta_int::gen`'s frame builders) and the ground truth.
+pub struct Traffic {
+    pub packets: Vec<GenPacket>,
+    pub truth: GroundTruth,
+}
+
+fn flow_key(i: usize, rng: &mut impl Rng) -> [u8; 13] {
+    let mut k = [0u8; 13];
+    k[0..4].copy_from_slice(&[10, 0, (i >> 8) as u8, i as u8]);
+    k[4..8].copy_from_slice(&[10, 1, rng.gen(), rng.gen()]);
+    k[8..10].copy_from_slice(&rng.gen_range(1024u16..65535).to_be_bytes());
+    let dport: u16 = [80, 443, 8080, 9000][rng.gen_range(0..4)];
+    k[10..12].copy_from_slice(&dport.to_be_bytes());
+    k[12] = 17;
+    k
+}
+
+/// Generate the trace (deterministic for a seed).
+pub fn generate(cfg: &TrafficConfig, cdf: &FlowSizeCdf) -> Traffic {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let arrivals = Exp::new(1.0 / cfg.flow_arrival_ns.max(1.0)).expect("positive rate");
+    let lat = Exp::new(1.0 / cfg.hop_latency_ns.mean.max(1e-9)).expect("positive mean");
+    let q = Exp::new(1.0 / cfg.queue_occupancy.mean.max(1e-9)).expect("positive mean");
+    let u = Exp::new(1.0 / cfg.egress_tx_util.mean.max(1e-9)).expect("positive mean");
+    let mut flows = Vec::with_capacity(cfg.flows);
+    let mut keys = Vec::with_capacity(cfg.flows);
+    // (time, flow, packet index): every packet of every flow, then sorted by time.
+    let mut schedule: Vec<(u64, usize)> = Vec::new();
+    let mut t = cfg.start_ns as f64;
+    for f in 0..cfg.flows {
+        let key = flow_key(f, &mut rng);
+        let path: Vec<u32> = (0..cfg.hops)
+            .map(|i| (i as u32 + 1) * 100 + rng.gen_range(0..cfg.switches_per_hop.max(1)))
+            .collect();
+        let size = cdf.sample(&mut rng);
+        let packets = size
+            .div_ceil(cfg.mss.max(1))
+            .clamp(1, cfg.max_packets_per_flow.max(1));
+        let start = t as u64;
+        for p in 0..packets {
+            schedule.push((start + p * cfg.packet_gap_ns, f));
+        }
+        flows.push(FlowTruth {
+            flow: dta_int::flow_string(&key),
+            key13: key.iter().map(|b| format!("{b:02x}")).collect(),
+            size_bytes: size,
+            packets,
+            path,
+            first_ns: start,
+            last_ns: start + (packets - 1) * cfg.packet_gap_ns,
+        });
+        keys.push(key);
+        t += arrivals.sample(&mut rng);
+    }
+    schedule.sort_unstable();
+    let mut packets = Vec::with_capacity(schedule.len());
+    let mut frames = Vec::with_capacity(schedule.len());
+    let mut switches: BTreeMap<u32, SwitchTruth> = BTreeMap::new();
+    for (time_ns, f) in schedule {
+        let hops: Vec<HopTruth> = flows[f]
+            .path
+            .iter()
+            .map(|&node_id| HopTruth {
+                node_id,
+                latency: cfg.hop_latency_ns.sample(&lat, &mut rng),
+                queue: cfg.queue_occupancy.sample(&q, &mut rng),
+                util: cfg.egress_tx_util.sample(&u, &mut rng),
+            })
+            .collect();
+        for h in &hops {
+            let s = switches.entry(h.node_id).or_default();
+            s.hop_latency.add(h.latency);
+            s.queue_occupancy.add(h.queue);
+            s.egress_tx_util.add(h.util);
+        }
+        frames.push(FrameTruth {
+            time_ns,
+            flow: f,
+            hops: hops
+                .iter()
+                .map(|h| [h.node_id, h.latency, h.queue, h.util])
+                .collect(),
+        });
+        packets.push(GenPacket {
+            time_ns,
+            flow: keys[f],
+            hops,
+        });
+    }
+    Traffic {
+        packets,
+        truth: GroundTruth {
+            config: cfg.clone(),
+            cdf: cdf.clone(),
+            flows,
+            frames,
+            switches,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FB: &str = "0 0\n100 1\n200 2\n300 5\n350 15\n400 20\n500 30\n600 40\n700 50\n1000 60\n2000 67\n7000 70\n30000 72\n50000 82\n80000 87\n120000 90\n300000 95\n1000000 97.5\n2000000 99\n10000000 100\n";
+
+    #[test]
+    fn cdf_parse_and_quantiles() {
+        let c = FlowSizeCdf::parse(FB).unwrap();
+        assert_eq!(c.points.len(), 20);
+        assert_eq!(c.quantile(0.0), 0.0);
+        assert_eq!(c.quantile(0.5), 700.0);
+        assert_eq!(c.quantile(0.65), 1000.0 + 1000.0 * 5.0 / 7.0);
+        assert_eq!(c.quantile(1.0), 10_000_000.0);
+        assert!(matches!(
+            FlowSizeCdf::parse("1 50\n2 40\n"),
+            Err(CdfError::Shape)
+        ));
+        assert!(matches!(
+            FlowSizeCdf::parse("1 50\n2 90\n"),
+            Err(CdfError::Shape)
+        ));
+        assert!(matches!(
+            FlowSizeCdf::parse("1 50 3\n"),
+            Err(CdfError::Syntax(1))
+        ));
+    }
+
+    #[test]
+    fn sizes_follow_the_cdf() {
+        // The empirical median and 90th percentile of 20 000 draws sit at the CDF's.
+        let c = FlowSizeCdf::parse(FB).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut v: Vec<u64> = (0..20_000).map(|_| c.sample(&mut rng)).collect();
+        v.sort_unstable();
+        let med = v[10_000] as f64;
+        let p90 = v[18_000] as f64;
+        assert!((650.0..760.0).contains(&med), "median {med}");
+        assert!((100_000.0..140_000.0).contains(&p90), "p90 {p90}");
+    }
+
+    #[test]
+    fn metrics_are_truncated_exponentials_and_truth_adds_up() {
+        let c = FlowSizeCdf::parse(FB).unwrap();
+        let cfg = TrafficConfig {
+            flows: 300,
+            max_packets_per_flow: 50,
+            ..TrafficConfig::default()
+        };
+        let t = generate(&cfg, &c);
+        let n: u64 = t.truth.flows.iter().map(|f| f.packets).sum();
+        assert_eq!(t.packets.len() as u64, n);
+        assert_eq!(t.truth.frames.len() as u64, n);
+        assert!(t.packets.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+        let mut queues = Vec::new();
+        for p in &t.packets {
+            assert_eq!(p.hops.len(), 5);
+            for (i, h) in p.hops.iter().enumerate() {
+                assert_eq!(h.node_id / 100, i as u32 + 1);
+                assert!(h.queue <= 300 && h.util <= 1000 && h.latency <= 100_000);
+                queues.push(h.queue);
+            }
+        }
+        // Exponential with mean 40 truncated at 300: mean within a few percent of 40, and about
+        // e^-1 of the values at or above the mean.
+        let mean = queues.iter().map(|&q| f64::from(q)).sum::<f64>() / queues.len() as f64;
+        assert!((36.0..44.0).contains(&mean), "mean queue {mean}");
+        let above = queues.iter().filter(|&&q| q >= 40).count() as f64 / queues.len() as f64;
+        assert!((0.31..0.43).contains(&above), "P(q >= mean) {above}");
+        // The per-switch summaries count every hop of every frame exactly.
+        let total: u64 = t
+            .truth
+            .switches
+            .values()
+            .map(|s| s.queue_occupancy.count)
+            .sum();
+        assert_eq!(total, n * 5);
+        let lat_sum: u64 = t
+            .packets
+            .iter()
+            .flat_map(|p| &p.hops)
+            .map(|h| u64::from(h.latency))
+            .sum();
+        assert_eq!(
+            lat_sum,
+            t.truth
+                .switches
+                .values()
+                .map(|s| s.hop_latency.sum)
+                .sum::<u64>()
+        );
+        // Deterministic.
+        let again = generate(&cfg, &c);
+        assert_eq!(again.truth, t.truth);
+    }
+}

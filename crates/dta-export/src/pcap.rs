@@ -1,0 +1,264 @@
+//! The generated INT trace as pcap (nanosecond timestamps, Ethernet link type), and its replay
+//! into a translator over UDP.
+//!
+//! Two ways to write a trace ([`PcapFormat`]):
+//! - `frames`: each record is the INT-MD frame as the INT sink switch sees it (Ethernet / IPv4 /
+//!   UDP to the INT port, shim, INT-MD header, 5-hop stack, payload): what a capture at the sink
+//!   holds, and what `tcpdump`/Wireshark show as INT.
+//! - `reports`: each record is the telemetry report v2.0 that sink sends to the collector
+//!   (Ethernet / IPv4 / UDP to the report port, then a group header from the sink switch and one
+//!   individual report, RepType 0, InType 3, Report Length 0xFF, carrying the whole frame).
+//!
+//! Replay sends one UDP datagram per record. A translator receives datagrams, not frames, so an
+//! INT frame cannot be sent as it is: replay **wraps INT frames in telemetry reports v2.0**
+//! exactly as the `reports` format stores them (the sink's node id is the newest hop's, the
+//! sequence number counts frames), and sends **the UDP payload** of any other UDP frame (a
+//! captured telemetry report, a DTA datagram). So both formats replay to the same datagrams.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::{DataLink, TsResolution};
+
+use dta_int::gen::{ipv4_udp, md_frame, stacked_report};
+use dta_wire::int::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+use dta_wire::int::{find_int, IntDetect};
+
+use crate::intgen::Traffic;
+
+/// UDP port telemetry reports are sent to in `reports` traces (the port ONOS and most INT
+/// collectors listen on; `dta pcap replay` does not care: it sends to `--to`).
+pub const DEFAULT_REPORT_PORT: u16 = 32766;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PcapFormat {
+    /// INT-MD frames as captured at the sink.
+    Frames,
+    /// Telemetry reports v2.0 (stacked: the frame inside) from the sink to the collector.
+    Reports,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PcapError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("pcap: {0}")]
+    Pcap(#[from] pcap_file::PcapError),
+    #[error("pcap link type {0:?}: only Ethernet captures can be replayed")]
+    LinkType(DataLink),
+}
+
+fn ethernet(ip: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + ip.len());
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0xfe, 2, 0, 0, 0, 0, 0xfd, 0x08, 0x00]);
+    f.extend_from_slice(ip);
+    f
+}
+
+/// The frame of a `reports` trace carrying `report` from switch `node_id` (IPv4 source
+/// 192.0.2.x, documentation addresses) to the collector on `report_port`.
+pub fn report_frame(node_id: u32, report_port: u16, report: &[u8]) -> Vec<u8> {
+    let mut k = [0u8; 13];
+    k[0..4].copy_from_slice(&[192, 0, 2, (node_id % 250) as u8 + 1]);
+    k[4..8].copy_from_slice(&[192, 0, 2, 254]);
+    k[8..10].copy_from_slice(&40000u16.to_be_bytes());
+    k[10..12].copy_from_slice(&report_port.to_be_bytes());
+    k[12] = 17;
+    ethernet(&ipv4_udp(&k, 64, report_port, report))
+}
+
+/// Write `traffic` as a pcap; returns the records written.
+pub fn write_pcap(
+    path: &Path,
+    traffic: &Traffic,
+    format: PcapFormat,
+    report_port: u16,
+) -> Result<usize, PcapError> {
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::NanoSecond,
+        snaplen: 65535,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(BufWriter::new(File::create(path)?), header)?;
+    let port = traffic.truth.config.int_udp_port;
+    for (seq, p) in traffic.packets.iter().enumerate() {
+        let frame = md_frame(p, port);
+        let data = match format {
+            PcapFormat::Frames => frame,
+            PcapFormat::Reports => {
+                let sink = p.hops.last().map_or(0, |h| h.node_id);
+                report_frame(sink, report_port, &stacked_report(sink, seq as u32, &frame))
+            }
+        };
+        w.write_packet(&PcapPacket::new(
+            Duration::from_nanos(p.time_ns),
+            data.len() as u32,
+            &data,
+        ))?;
+    }
+    use std::io::Write;
+    w.into_writer().flush()?;
+    Ok(traffic.packets.len())
+}
+
+/// Read every record of an Ethernet pcap: `(timestamp, frame)`.
+pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, PcapError> {
+    let mut r = PcapReader::new(BufReader::new(File::open(path)?))?;
+    if r.header().datalink != DataLink::ETHERNET {
+        return Err(PcapError::LinkType(r.header().datalink));
+    }
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p?;
+        out.push((p.timestamp, p.data.into_owned()));
+    }
+    Ok(out)
+}
+
+/// The UDP payload of an Ethernet frame (IPv4 or IPv6, VLAN tags allowed), if it is UDP.
+pub fn udp_payload(frame: &[u8]) -> Option<&[u8]> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let l3 = &frame[eth.header_len()..];
+    let l4 = match eth.ethertype() {
+        0x0800 => {
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
+            if ip.protocol() != 17 || ip.frag_offset() != 0 {
+                return None;
+            }
+            Ipv4Packet::new_unchecked(l3).into_payload()
+        }
+        0x86DD => {
+            let ip = Ipv6Packet::new_checked(l3).ok()?;
+            if ip.next_header() != 17 {
+                return None;
+            }
+            Ipv6Packet::new_unchecked(l3).into_payload()
+        }
+        _ => return None,
+    };
+    UdpPacket::new_checked(l4).ok()?;
+    Some(UdpPacket::new_unchecked(l4).into_payload())
+}
+
+/// What replay sends for each record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayMode {
+    /// INT frames (detected by the INT UDP port) wrapped in a telemetry report; other UDP frames'
+    /// payload.
+    Auto,
+    /// The UDP payload of every UDP frame.
+    Payload,
+    /// Every INT frame wrapped in a telemetry report; anything else skipped.
+    Wrap,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub to: SocketAddr,
+    /// Datagrams per second; `None`: as fast as the socket takes them.
+    pub rate: Option<f64>,
+    pub mode: ReplayMode,
+    /// The UDP destination port that announces INT in the frames.
+    pub int_udp_port: u16,
+    /// Stop after this many datagrams.
+    pub limit: Option<u64>,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ReplayStats {
+    pub records: u64,
+    pub sent: u64,
+    pub wrapped: u64,
+    pub bytes: u64,
+    /// Records with nothing to send (not UDP, or not INT in `wrap` mode).
+    pub skipped: u64,
+    pub send_errors: u64,
+    pub seconds: f64,
+}
+
+/// The datagram replay sends for `frame` (`seq` numbers the wrapped reports), or `None`.
+pub fn datagram_for(frame: &[u8], opts: &ReplayOptions, seq: u32) -> Option<(Vec<u8>, bool)> {
+    let detect = IntDetect::udp_port(opts.int_udp_port);
+    let wrap = |frame: &[u8]| -> Option<Vec<u8>> {
+        let int = find_int(frame, &detect).ok()??;
+        let sink = int
+            .stack()
+            .and_then(|s| s.get(0))
+            .and_then(|h| h.node_id)
+            .unwrap_or(0);
+        Some(stacked_report(sink, seq, frame))
+    };
+    match opts.mode {
+        ReplayMode::Payload => udp_payload(frame).map(|p| (p.to_vec(), false)),
+        ReplayMode::Wrap => wrap(frame).map(|d| (d, true)),
+        ReplayMode::Auto => wrap(frame)
+            .map(|d| (d, true))
+            .or_else(|| udp_payload(frame).map(|p| (p.to_vec(), false))),
+    }
+}
+
+/// Send the records of `path` to `opts.to`.
+pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapError> {
+    let records = read_pcap(path)?;
+    let bind: SocketAddr = if opts.to.is_ipv4() {
+        "0.0.0.0:0".parse().unwrap()
+    } else {
+        "[::]:0".parse().unwrap()
+    };
+    let socket = UdpSocket::bind(bind)?;
+    let mut st = ReplayStats::default();
+    let start = Instant::now();
+    let mut wrapped_seq = 0u32;
+    for (_, frame) in &records {
+        if opts.limit.is_some_and(|l| st.sent >= l) {
+            break;
+        }
+        st.records += 1;
+        let Some((dgram, wrapped)) = datagram_for(frame, opts, wrapped_seq) else {
+            st.skipped += 1;
+            continue;
+        };
+        if wrapped {
+            wrapped_seq = wrapped_seq.wrapping_add(1);
+            st.wrapped += 1;
+        }
+        if let Some(rate) = opts.rate.filter(|r| *r > 0.0) {
+            let due = start + Duration::from_secs_f64(st.sent as f64 / rate);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        // A full socket buffer (ENOBUFS/EAGAIN) is retried briefly, then counted.
+        let mut tries = 0;
+        loop {
+            match socket.send_to(&dgram, opts.to) {
+                Ok(n) => {
+                    st.sent += 1;
+                    st.bytes += n as u64;
+                    break;
+                }
+                Err(e) if tries < 100 && e.raw_os_error() == Some(ENOBUFS) => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) => {
+                    tracing::debug!("replay send: {e}");
+                    st.send_errors += 1;
+                    break;
+                }
+            }
+        }
+    }
+    st.seconds = start.elapsed().as_secs_f64();
+    Ok(st)
+}
+
+/// ENOBUFS on Linux: sendto on a UDP socket reports a full device queue with it.
+const ENOBUFS: i32 = 105;
