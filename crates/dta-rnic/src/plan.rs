@@ -1,18 +1,21 @@
 //! What the RNIC collector registers and advertises, computed without a device: each store's
 //! region file mapped whole (header page + data area) as one memory region, the access flags it
-//! is registered with, and the advertisements built from the registrations and their rkeys.
+//! is registered with, and the advertisements built from the registrations and their rkeys
+//! (with `dta_rdma::adv`, the software responder's encoder).
 //!
 //! 001 §3 / §5.3: the collector's CPU does no work per report; it registers the per-primitive
 //! memory once and the NIC executes the translator's WRITEs and FETCH_ADDs into it.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use dta_rdma::adv::{emit_native, AdvertisedStore, ProtoAdv, PROTO_LEN};
 use dta_store::header::{Header, HEADER_LEN};
-
-use crate::advert::{native, prototype, AdvertError};
+use dta_store::Region;
+use dta_translator::StoreInfo;
 
 /// `IBV_ACCESS_LOCAL_WRITE` (`<infiniband/verbs.h>`, enum ibv_access_flags).
 pub const ACCESS_LOCAL_WRITE: u32 = 1;
@@ -51,111 +54,98 @@ pub enum PlanError {
     Region { path: PathBuf, msg: String },
     #[error("access flags {0:#x}: remote write or atomic without local write")]
     Access(u32),
-    #[error("{0} stores: an advertisement counts at most 65535")]
+    #[error("{0} stores: an advertisement counts at most 2^32-1")]
     TooManyStores(usize),
     #[error("no stores to register")]
     NoStores,
-    #[error("{count} registrations but {rkeys} rkeys")]
-    RkeyCount { count: usize, rkeys: usize },
     #[error("store {index} is the prototype store but there are {count} stores")]
     PrototypeIndex { index: usize, count: usize },
-    #[error("store {name:?}: {source}")]
-    Advert { name: String, source: AdvertError },
 }
 
 /// One region file mapped whole, shared, read-write: the memory an RNIC registers. The mapping
 /// is `MAP_SHARED` on the same file the collector, the translator and queries map, so what the
-/// NIC writes is what they read.
+/// NIC writes is what they read. (`dta_store::Region` maps the same file but exposes only its
+/// data area; registering needs the whole mapping's address.)
 pub struct MappedRegion {
-    name: String,
-    path: PathBuf,
-    header: Header,
-    header_bytes: [u8; native::HEADER_BYTES],
+    region: Arc<Region>,
     map: MmapRaw,
 }
 
 impl std::fmt::Debug for MappedRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MappedRegion")
-            .field("name", &self.name)
-            .field("path", &self.path)
+            .field("name", &self.region.header().name)
+            .field("path", &self.region.path())
             .field("len", &self.map.len())
             .finish()
     }
 }
 
 impl MappedRegion {
-    /// Map the region file at `path` (created by `dta_collector::Collector::create`), checking
-    /// its header.
-    pub fn open(path: &Path) -> Result<MappedRegion, PlanError> {
-        let io = |source| PlanError::Io {
-            path: path.to_owned(),
-            source,
+    /// Map the file of `region` (opened read-write, e.g. by `dta_collector::Collector::create`)
+    /// whole, checking that the file's header is the region's.
+    pub fn open(region: Arc<Region>) -> Result<MappedRegion, PlanError> {
+        let path = region.path().to_owned();
+        let err = |msg: String| PlanError::Region {
+            path: path.clone(),
+            msg,
         };
+        if !region.is_writable() {
+            return Err(err("opened read-only: the NIC could not write it".into()));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .open(path)
-            .map_err(io)?;
-        let map = MmapOptions::new().map_raw(&file).map_err(io)?;
+            .open(&path)
+            .map_err(|source| PlanError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let map = MmapOptions::new()
+            .map_raw(&file)
+            .map_err(|source| PlanError::Io {
+                path: path.clone(),
+                source,
+            })?;
         if map.len() < HEADER_LEN {
-            return Err(PlanError::Region {
-                path: path.to_owned(),
-                msg: format!("{} bytes, shorter than the header page", map.len()),
-            });
+            return Err(err(format!(
+                "{} bytes, shorter than the header page",
+                map.len()
+            )));
         }
         let mut page = vec![0u8; HEADER_LEN];
         // SAFETY: the mapping is at least HEADER_LEN bytes (checked above).
         unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), page.as_mut_ptr(), HEADER_LEN) };
-        let header = Header::parse(&page).map_err(|e| PlanError::Region {
-            path: path.to_owned(),
-            msg: e.to_string(),
-        })?;
-        if page[native::HEADER_BYTES..].iter().any(|&b| b != 0) {
-            // The native advertisement carries only the first 128 bytes; a header that uses more
-            // would be advertised wrongly. Refuse rather than advertise a different layout.
-            return Err(PlanError::Region {
-                path: path.to_owned(),
-                msg: format!(
-                    "header has non-zero bytes past {}: not advertisable",
-                    native::HEADER_BYTES
-                ),
-            });
+        let header = Header::parse(&page).map_err(|e| err(e.to_string()))?;
+        if header != *region.header() {
+            return Err(err("the file's header changed since it was opened".into()));
         }
         let end = header.data_offset.checked_add(header.data_len);
         if end.is_none_or(|e| e > map.len() as u64) {
-            return Err(PlanError::Region {
-                path: path.to_owned(),
-                msg: "data area runs past the end of the file".into(),
-            });
+            return Err(err("data area runs past the end of the file".into()));
         }
-        let mut header_bytes = [0u8; native::HEADER_BYTES];
-        header_bytes.copy_from_slice(&page[..native::HEADER_BYTES]);
-        Ok(MappedRegion {
-            name: header.name.clone(),
-            path: path.to_owned(),
-            header,
-            header_bytes,
-            map,
-        })
+        Ok(MappedRegion { region, map })
     }
 
     /// Map every store of a collector, in its store order.
     pub fn from_collector(c: &dta_collector::Collector) -> Result<Vec<MappedRegion>, PlanError> {
         c.stores()
             .iter()
-            .map(|s| MappedRegion::open(s.region.path()))
+            .map(|s| MappedRegion::open(s.region.clone()))
             .collect()
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.region.header().name
     }
     pub fn path(&self) -> &Path {
-        &self.path
+        self.region.path()
     }
     pub fn header(&self) -> &Header {
-        &self.header
+        self.region.header()
+    }
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
     }
     /// Start of the mapping (the header page).
     pub fn as_mut_ptr(&self) -> *mut u8 {
@@ -174,9 +164,25 @@ impl MappedRegion {
         Registration::new(
             self.map.as_ptr() as u64,
             self.map.len() as u64,
-            &self.header,
-            self.header_bytes,
+            self.header(),
         )
+    }
+
+    /// This store as the native advertisement describes it, registered with `rkey`: the
+    /// registration, the header and the current Append heads (read now, so a translator that
+    /// reconnects continues each list where it was).
+    pub fn advertised(&self, rkey: u32) -> Result<AdvertisedStore, PlanError> {
+        let info = StoreInfo::from_region(&self.region).map_err(|e| PlanError::Region {
+            path: self.path().to_owned(),
+            msg: format!("reading Append heads: {e}"),
+        })?;
+        Ok(AdvertisedStore {
+            region_va: self.map.as_ptr() as u64,
+            region_len: self.map.len() as u64,
+            rkey,
+            header: info.header,
+            append_heads: info.append_heads,
+        })
     }
 }
 
@@ -194,17 +200,11 @@ pub struct Registration {
     pub data_len: u64,
     /// Access flags for `ibv_reg_mr`.
     pub access: u32,
-    pub header_bytes: [u8; native::HEADER_BYTES],
 }
 
 impl Registration {
     /// The registration of a region mapped at `addr` for `length` bytes with header `header`.
-    pub fn new(
-        addr: u64,
-        length: u64,
-        header: &Header,
-        header_bytes: [u8; native::HEADER_BYTES],
-    ) -> Registration {
+    pub fn new(addr: u64, length: u64, header: &Header) -> Registration {
         Registration {
             name: header.name.clone(),
             addr,
@@ -212,100 +212,62 @@ impl Registration {
             data_addr: addr + header.data_offset,
             data_len: header.data_len,
             access: REGION_ACCESS,
-            header_bytes,
         }
     }
 }
 
-/// The advertisements posted after a connection is established: the prototype 16-byte one
-/// (for the store at `prototype_index`) and one native message per store.
+/// The two advertisement messages posted after a connection is established, encoded by
+/// `dta_rdma::adv` exactly as the software responder encodes them (`docs/rdma.md`, "Memory
+/// advertisement").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Adverts {
-    pub prototype: [u8; prototype::LEN],
-    pub native: Vec<[u8; native::LEN]>,
+    /// The prototype's 16 bytes: the data area of the store at `prototype_index`.
+    pub prototype: [u8; PROTO_LEN],
+    /// The native message: every store, its header page and Append heads.
+    pub native: Vec<u8>,
 }
 
 impl Adverts {
     /// The SEND messages to post, in order, as `cfg` selects: the prototype one first (a
-    /// prototype translator reads only the first message), then the native ones.
+    /// prototype translator reads only the first message), then the native one.
     pub fn messages(&self, cfg: &crate::RnicConfig) -> Vec<&[u8]> {
         let mut m: Vec<&[u8]> = Vec::new();
         if cfg.advertise_prototype {
             m.push(&self.prototype);
         }
         if cfg.advertise_native {
-            m.extend(self.native.iter().map(|n| &n[..]));
+            m.push(&self.native);
         }
         m
     }
 }
 
-/// Build the advertisements from the registrations and the rkeys `ibv_reg_mr` returned for them
-/// (same order).
-pub fn adverts(
-    regs: &[Registration],
-    rkeys: &[u32],
-    prototype_index: usize,
-) -> Result<Adverts, PlanError> {
-    if regs.is_empty() {
+/// Build the advertisements of `stores` (in store order). The prototype message describes the
+/// data area of store `prototype_index`, its length capped at 2^32-1 as the software responder
+/// caps it (the prototype's field is 32 bits).
+pub fn adverts(stores: &[AdvertisedStore], prototype_index: usize) -> Result<Adverts, PlanError> {
+    if stores.is_empty() {
         return Err(PlanError::NoStores);
     }
-    if regs.len() != rkeys.len() {
-        return Err(PlanError::RkeyCount {
-            count: regs.len(),
-            rkeys: rkeys.len(),
-        });
+    if u32::try_from(stores.len()).is_err() {
+        return Err(PlanError::TooManyStores(stores.len()));
     }
-    let count = u16::try_from(regs.len()).map_err(|_| PlanError::TooManyStores(regs.len()))?;
-    let p = regs.get(prototype_index).ok_or(PlanError::PrototypeIndex {
-        index: prototype_index,
-        count: regs.len(),
-    })?;
-    let err = |r: &Registration| {
-        let name = r.name.clone();
-        move |source| PlanError::Advert { name, source }
-    };
-    let proto = prototype::Repr::new(p.data_addr, p.data_len, rkeys[prototype_index])
-        .map_err(err(p))?
-        .to_bytes();
-    let mut native_msgs = Vec::with_capacity(regs.len());
-    for (i, (r, &rkey)) in regs.iter().zip(rkeys).enumerate() {
-        let repr = native::Repr {
-            index: i as u16,
-            count,
-            rkey,
-            addr: r.addr,
-            length: r.length,
-            data_addr: r.data_addr,
-            data_len: r.data_len,
-            header: r.header_bytes,
-            header_len: native::HEADER_BYTES as u16,
-        };
-        let mut buf = [0u8; native::LEN];
-        repr.emit(&mut native::Packet::new_unchecked(&mut buf[..]))
-            .map_err(err(r))?;
-        native_msgs.push(buf);
+    let p = stores
+        .get(prototype_index)
+        .ok_or(PlanError::PrototypeIndex {
+            index: prototype_index,
+            count: stores.len(),
+        })?;
+    let prototype = ProtoAdv {
+        addr: p.data_va(),
+        length: p.header.data_len.min(u32::MAX as u64) as u32,
+        rkey: p.rkey,
     }
+    .emit();
     Ok(Adverts {
-        prototype: proto,
-        native: native_msgs,
+        prototype,
+        native: emit_native(stores),
     })
-}
-
-/// Decode what a translator received back into (store name, header, registration): the inverse
-/// of [`adverts`], used by tests and by `dta decode`-style tooling.
-pub fn decode_native(msg: &[u8]) -> Result<(Header, native::Repr), PlanError> {
-    let repr = native::Repr::parse(&native::Packet::new_unchecked(msg)).map_err(|source| {
-        PlanError::Advert {
-            name: String::new(),
-            source,
-        }
-    })?;
-    let header = Header::parse(&repr.header_page()).map_err(|e| PlanError::Region {
-        path: PathBuf::new(),
-        msg: format!("advertised header: {e}"),
-    })?;
-    Ok((header, repr))
 }
 
 #[cfg(test)]

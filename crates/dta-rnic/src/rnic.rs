@@ -252,7 +252,11 @@ impl RnicCollector {
         plan::check_access(plan::REGION_ACCESS)?;
         let regs: Vec<Registration> = regions.iter().map(|r| r.registration()).collect();
         // Fail now, not at the first connection, if the adverts cannot be built.
-        plan::adverts(&regs, &vec![0; regs.len()], prototype_index)?;
+        let probe: Vec<_> = regions
+            .iter()
+            .map(|r| r.advertised(0))
+            .collect::<Result<_, _>>()?;
+        plan::adverts(&probe, prototype_index)?;
 
         let mut me = RnicCollector {
             cfg,
@@ -578,7 +582,13 @@ impl RnicCollector {
     /// Post the advertisement SENDs on connection `ci` (prototype first, then native).
     fn advertise(&mut self, ci: usize) -> Result<(), RnicError> {
         let di = self.conns[ci].device;
-        let adverts = plan::adverts(&self.regs, &self.devices[di].rkeys, self.prototype_index)?;
+        let stores: Vec<_> = self
+            .regions
+            .iter()
+            .zip(&self.devices[di].rkeys)
+            .map(|(r, &rkey)| r.advertised(rkey))
+            .collect::<Result<_, _>>()?;
+        let adverts = plan::adverts(&stores, self.prototype_index)?;
         let msgs = adverts.messages(&self.cfg);
         let conn = &mut self.conns[ci];
         conn.send_buf = msgs.concat();

@@ -1,19 +1,20 @@
 //! The registrations and advertisements of a real collector's regions, without a device.
 
 use dta_collector::{Collector, StoreConfig};
-use dta_rnic::advert::{native, prototype};
-use dta_rnic::plan::{adverts, decode_native, MappedRegion};
+use dta_rdma::adv::{parse_native, ProtoAdv};
+use dta_rnic::plan::{adverts, MappedRegion};
+use dta_rnic::RnicConfig;
 use dta_store::header::HEADER_LEN;
 
 fn stores() -> Vec<StoreConfig> {
-    let kw: StoreConfig = toml::from_str(
+    [
         "name = 'kw'\nkind = 'key-write'\nslots = 1024\nkey_len = 4\ndata_len = 4\n",
-    )
-    .unwrap();
-    let ki: StoreConfig =
-        toml::from_str("name = 'counters'\nkind = 'key-increment'\ncounters = 512\nkey_len = 4\n")
-            .unwrap();
-    vec![kw, ki]
+        "name = 'counters'\nkind = 'key-increment'\ncounters = 512\nkey_len = 4\n",
+        "name = 'ev'\nkind = 'append'\nlists = 4\ncapacity = 64\nentry_len = 4\nbatch = 4\n",
+    ]
+    .iter()
+    .map(|t| toml::from_str(t).unwrap())
+    .collect()
 }
 
 #[test]
@@ -21,7 +22,7 @@ fn registrations_cover_each_whole_region_file() {
     let dir = tempfile::tempdir().unwrap();
     let c = Collector::create(dir.path(), &stores(), false).unwrap();
     let maps = MappedRegion::from_collector(&c).unwrap();
-    assert_eq!(maps.len(), 2);
+    assert_eq!(maps.len(), 3);
     for (m, s) in maps.iter().zip(c.stores()) {
         let file_len = std::fs::metadata(s.region.path()).unwrap().len();
         let r = m.registration();
@@ -54,7 +55,6 @@ fn the_registered_mapping_is_the_collectors_memory() {
     };
     let v = c.stores()[1].region.mem().load_u64(at).unwrap();
     assert_eq!(v.to_le_bytes(), *b"ABCDEFGH");
-    // And the other way round.
     c.stores()[1].region.mem().store_u64(0, 42).unwrap();
     // SAFETY: offset 0 of the data area is inside the mapping.
     assert_eq!(
@@ -64,38 +64,51 @@ fn the_registered_mapping_is_the_collectors_memory() {
 }
 
 #[test]
-fn adverts_describe_every_store_and_decode_back() {
+fn adverts_are_the_software_responders_format_and_decode_back() {
     let dir = tempfile::tempdir().unwrap();
     let c = Collector::create(dir.path(), &stores(), false).unwrap();
+    // An Append list that already advanced: the advertisement must carry its head.
+    let ev = &c.stores()[2].region;
+    let layout = dta_store::AppendLayout::new(ev.header()).unwrap();
+    ev.mem().store_u64(layout.head_offset(2), 12).unwrap();
+
     let maps = MappedRegion::from_collector(&c).unwrap();
-    let regs: Vec<_> = maps.iter().map(|m| m.registration()).collect();
-    let rkeys = [0x1111_2222, 0x3333_4444];
-    let a = adverts(&regs, &rkeys, 1).unwrap();
+    let rkeys = [0x1111_2222, 0x3333_4444, 0x5555_6666];
+    let stores: Vec<_> = maps
+        .iter()
+        .zip(rkeys)
+        .map(|(m, k)| m.advertised(k).unwrap())
+        .collect();
+    let a = adverts(&stores, 1).unwrap();
 
     // Prototype: the data area of store 1, so a prototype translator's offsets land where ours do.
-    let p =
-        prototype::Repr::parse(&prototype::Packet::new_checked(&a.prototype[..]).unwrap()).unwrap();
+    let p = ProtoAdv::parse(&a.prototype).unwrap();
+    let regs: Vec<_> = maps.iter().map(|m| m.registration()).collect();
     assert_eq!(p.addr, regs[1].data_addr);
     assert_eq!(p.length as u64, regs[1].data_len);
     assert_eq!(p.rkey, 0x3333_4444);
 
-    assert_eq!(a.native.len(), 2);
-    for (i, msg) in a.native.iter().enumerate() {
-        let (header, repr) = decode_native(msg).unwrap();
+    let back = parse_native(&a.native).unwrap();
+    assert_eq!(back.len(), 3);
+    for (i, s) in back.iter().enumerate() {
         assert_eq!(
-            &header,
+            &s.header,
             c.stores()[i].region.header(),
             "layout header survives"
         );
-        assert_eq!(repr.index as usize, i);
-        assert_eq!(repr.count, 2);
-        assert_eq!(repr.rkey, rkeys[i]);
-        assert_eq!(repr.addr, regs[i].addr);
-        assert_eq!(repr.length, regs[i].length);
-        assert_eq!(repr.data_addr, regs[i].data_addr);
-        assert_eq!(repr.data_len, regs[i].data_len);
-        assert_eq!(msg.len(), native::LEN);
+        assert_eq!(s.rkey, rkeys[i]);
+        assert_eq!(s.region_va, regs[i].addr);
+        assert_eq!(s.region_len, regs[i].length);
+        assert_eq!(s.data_va(), regs[i].data_addr);
     }
+    assert!(back[0].append_heads.is_empty());
+    assert_eq!(back[2].append_heads, vec![0, 0, 12, 0]);
+
+    // Both messages by default, prototype first; each can be turned off.
+    let mut cfg = RnicConfig::default();
+    assert_eq!(a.messages(&cfg), vec![&a.prototype[..], &a.native[..]]);
+    cfg.advertise_prototype = false;
+    assert_eq!(a.messages(&cfg), vec![&a.native[..]]);
 }
 
 #[test]
@@ -103,33 +116,31 @@ fn adverts_refuse_inconsistent_input() {
     let dir = tempfile::tempdir().unwrap();
     let c = Collector::create(dir.path(), &stores(), false).unwrap();
     let maps = MappedRegion::from_collector(&c).unwrap();
-    let regs: Vec<_> = maps.iter().map(|m| m.registration()).collect();
-    assert!(adverts(&regs, &[1], 0).is_err(), "one rkey for two regions");
-    assert!(adverts(&regs, &[1, 2], 2).is_err(), "no store 2");
-    assert!(adverts(&[], &[], 0).is_err(), "nothing to advertise");
-    let mut big = regs.clone();
-    big[0].data_len = 1 << 33;
-    big[0].length = 1 << 34;
-    let e = adverts(&big, &[1, 2], 0).unwrap_err();
-    assert!(e.to_string().contains("32-bit"), "{e}");
+    let stores: Vec<_> = maps.iter().map(|m| m.advertised(1).unwrap()).collect();
+    let e = adverts(&stores, 3).unwrap_err();
+    assert!(e.to_string().contains("prototype store"), "{e}");
+    assert!(adverts(&[], 0).is_err(), "nothing to advertise");
+    // A data area beyond 4 GiB is capped in the prototype message, as the responder does.
+    let mut big = stores.clone();
+    big[0].header.data_len = 1 << 33;
+    big[0].region_len = (1 << 33) + 4096;
+    let a = adverts(&big, 0).unwrap();
+    assert_eq!(ProtoAdv::parse(&a.prototype).unwrap().length, u32::MAX);
 }
 
 #[test]
-fn a_corrupt_region_file_is_refused_with_its_path() {
+fn read_only_or_changed_regions_are_refused_with_their_path() {
     let dir = tempfile::tempdir().unwrap();
-    let c = Collector::create(dir.path(), &stores(), false).unwrap();
+    drop(Collector::create(dir.path(), &stores(), false).unwrap());
+    let ro = Collector::open_dir(dir.path(), false).unwrap();
+    let e = MappedRegion::from_collector(&ro).unwrap_err();
+    assert!(e.to_string().contains("read-only"), "{e}");
+
+    let c = Collector::open_dir(dir.path(), true).unwrap();
     let path = c.stores()[0].region.path().to_owned();
-    drop(c);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[60] ^= 0xff; // inside the name: the header CRC no longer matches
     std::fs::write(&path, &bytes).unwrap();
-    let e = MappedRegion::open(&path).unwrap_err();
+    let e = MappedRegion::from_collector(&c).unwrap_err();
     assert!(e.to_string().contains(&path.display().to_string()), "{e}");
-    let short = dir.path().join("short.region");
-    std::fs::write(&short, [0u8; 100]).unwrap();
-    let e = MappedRegion::open(&short).unwrap_err();
-    assert!(
-        e.to_string().contains("shorter than the header page"),
-        "{e}"
-    );
 }
