@@ -9,6 +9,7 @@
 //! | `GET /query/postcard/{name}?key=K&values=N` | [`PostcardResult`](crate::query::PostcardResult) |
 //! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
+//! | `GET /metrics` | Prometheus exposition of the stores ([`crate::metrics`]) |
 //!
 //! Errors are `{"error": "..."}` with status 400 (bad request) or 404 (no such store).
 
@@ -187,6 +188,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/query/postcard/:name", get(postcard))
         .route("/query/list/:name", get(list))
         .route("/query/sketch/:name", get(sketch))
+        .route("/metrics", get(crate::metrics::handler))
         .with_state(collector)
 }
 

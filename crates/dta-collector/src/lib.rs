@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod config;
 pub mod http;
+pub mod metrics;
 pub mod query;
 
 pub use collector::{region_path, Collector, CollectorError, Store};
