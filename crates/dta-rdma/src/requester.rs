@@ -417,6 +417,15 @@ impl<L: Link> Sinks for RoceSinks<L> {
             .map_err(sink_err)
     }
 
+    /// Read acknowledgements and retransmit what timed out, without waiting (the translator's
+    /// idle timer calls it, so a lost packet is resent even when no reports arrive).
+    fn poll(&mut self) -> Result<(), SinkError> {
+        self.inner
+            .get_mut()
+            .poll_once(Duration::ZERO)
+            .map_err(sink_err)
+    }
+
     /// Wait until every packet sent is acknowledged; the first NAKed error since the last
     /// flush is returned.
     fn flush(&mut self) -> Result<(), SinkError> {

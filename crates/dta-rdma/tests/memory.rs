@@ -67,8 +67,8 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
     let sums = feed(&mut t, flows, start);
     feed(&mut reference_t, flows, start);
     assert_eq!(
-        t.stats().snapshot()["apply_errors"],
-        reference_t.stats().snapshot()["apply_errors"]
+        t.stats().snapshot()["rejected"],
+        reference_t.stats().snapshot()["rejected"]
     );
     assert_eq!(t.sinks().in_flight(), 0, "flush waited for every ACK");
     assert_same_regions(&remote, &reference);

@@ -516,9 +516,13 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Run the timers: write partial Append batches and expired Postcarding paths. Call it
-    /// whenever the ingest loop is idle, and at least every few milliseconds.
+    /// Run the timers: write partial Append batches and expired Postcarding paths, NACK stalled
+    /// Sketch-Merge reporters, and let the sink do its housekeeping (RDMA retransmission). Call
+    /// it whenever the ingest loop is idle, and at least every few milliseconds.
     pub fn tick(&mut self, now: Instant) {
+        if self.sinks.poll().is_err() {
+            self.stats.apply_error("sink_error");
+        }
         if now.duration_since(self.last_append_flush) >= self.append_flush {
             self.last_append_flush = now;
             self.flush_appends();

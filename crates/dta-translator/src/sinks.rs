@@ -29,6 +29,11 @@ pub trait Sinks {
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Housekeeping without waiting, called by the translator's timer even when no reports
+    /// arrive: a reliable sink reads its acknowledgements and retransmits what timed out.
+    fn poll(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// The co-located sink: writes straight into mapped region files shared with the collector.
