@@ -20,6 +20,12 @@ use serde::{Deserialize, Serialize};
 
 use dta_int::gen::{GenPacket, HopTruth};
 
+const FB_HADOOP: &str = include_str!("../workloads/fb_hadoop_flow_size_cdf.txt");
+const WEBSEARCH: &str = include_str!("../workloads/websearch_flow_size_cdf.txt");
+
+/// The names [`FlowSizeCdf::builtin`] knows.
+pub const BUILTIN_WORKLOADS: [&str; 2] = ["fb_hadoop", "websearch"];
+
 /// A flow-size distribution: a piecewise-linear CDF over bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowSizeCdf {
@@ -72,6 +78,26 @@ impl FlowSizeCdf {
 
     pub fn load(path: &Path) -> Result<FlowSizeCdf, CdfError> {
         FlowSizeCdf::parse(&std::fs::read_to_string(path)?)
+    }
+
+    /// A built-in workload by name: `fb_hadoop` (Roy et al., SIGCOMM 2015, the FB_Hadoop
+    /// workload of paper 004) or `websearch` (Alizadeh et al., DCTCP, SIGCOMM 2010); copies of
+    /// `shared/workloads/*_flow_size_cdf.txt`.
+    pub fn builtin(name: &str) -> Option<FlowSizeCdf> {
+        let text = match name {
+            "fb_hadoop" => FB_HADOOP,
+            "websearch" => WEBSEARCH,
+            _ => return None,
+        };
+        Some(FlowSizeCdf::parse(text).expect("built-in CDFs are valid"))
+    }
+
+    /// `name` as a built-in workload, else as a file in the `shared/workloads` format.
+    pub fn by_name_or_path(name: &str) -> Result<FlowSizeCdf, CdfError> {
+        match FlowSizeCdf::builtin(name) {
+            Some(c) => Ok(c),
+            None => FlowSizeCdf::load(Path::new(name)),
+        }
     }
 
     /// The size at cumulative fraction `u` (inverse CDF, linear between points).
@@ -366,6 +392,10 @@ mod tests {
     #[test]
     fn cdf_parse_and_quantiles() {
         let c = FlowSizeCdf::parse(FB).unwrap();
+        assert_eq!(FlowSizeCdf::builtin("fb_hadoop").unwrap(), c);
+        let ws = FlowSizeCdf::by_name_or_path("websearch").unwrap();
+        assert_eq!(ws.quantile(0.5), 50_000.0 + 30_000.0 * 10.0 / 13.0);
+        assert!(FlowSizeCdf::by_name_or_path("/nonexistent/cdf.txt").is_err());
         assert_eq!(c.points.len(), 20);
         assert_eq!(c.quantile(0.0), 0.0);
         assert_eq!(c.quantile(0.5), 700.0);

@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod int_cmd;
+mod pcap_cmd;
 mod rdma_cmd;
 
 use dta::config::Config;
@@ -49,6 +50,8 @@ enum Command {
     Decode(DecodeArgs),
     /// Receive INT telemetry reports on UDP, run the INT sink, write the DTA stores.
     IntSink(int_cmd::IntSinkArgs),
+    /// Generate an INT trace as pcap (with ground truth), or replay a pcap over UDP.
+    Pcap(pcap_cmd::PcapArgs),
     /// Serve the collector's regions over RoCEv2 with the software responder (no RDMA NIC needed).
     Responder(rdma_cmd::ResponderArgs),
 }
@@ -105,6 +108,9 @@ struct TranslatorArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
     #[command(flatten)]
     rdma: rdma_cmd::RdmaArgs,
 }
@@ -303,6 +309,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(a) => inspect(a),
         Command::Decode(a) => decode(a),
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
+        Command::Pcap(a) => pcap_cmd::run(a),
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
     }
 }
@@ -367,6 +374,16 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let stats = Arc::new(Stats::default());
+    let _metrics = match a.metrics {
+        Some(addr) => {
+            let reg = dta_export::prom::TranslatorMetrics::new(vec![stats.clone()]).registry();
+            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
+                .with_context(|| format!("metrics server on {addr}"))?;
+            eprintln!("metrics on http://{}/metrics", m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
     let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?;
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
