@@ -9,6 +9,13 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# rdma-core headers for `--features rdma-core` (dta-rnic, `dta rnic-collector`; docs/rdma.md).
+# Small, so installed by default; DTA_RDMA_CORE=0 skips them (the default build never needs them).
+if [ "${DTA_RDMA_CORE:-1}" != 0 ]; then
+    pkg-config --exists libibverbs librdmacm 2>/dev/null || need_apt+=(libibverbs-dev librdmacm-dev)
+    dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+    command -v ibv_devices >/dev/null 2>&1 || need_apt+=(ibverbs-utils)
+fi
 # The Redis export's tests start a real redis-server (docs/exports.md).
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then

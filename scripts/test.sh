@@ -11,6 +11,13 @@ echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test" >&2
 cargo test --workspace --quiet 2>&1 | tee target/cargo-test.log
+if pkg-config --exists libibverbs librdmacm 2>/dev/null; then
+    echo "== rdma-core collector (dta-rnic --features rdma-core: build, clippy, tests; no RDMA device needed)" >&2
+    cargo clippy -p dta-rnic -p dta --features rdma-core --all-targets --quiet -- -D warnings
+    cargo test -p dta-rnic --features rdma-core --quiet 2>&1 | tee target/rnic-test.log
+else
+    echo "== rdma-core collector skipped: libibverbs-dev / librdmacm-dev missing (DTA_RDMA_CORE=0?)" >&2
+fi
 echo "== C and Python bindings" >&2
 scripts/test-bindings.sh 2>&1 | tee target/bindings-test.log
 echo "== spec cross-checks (scapy reads our RoCEv2 frames and agrees on the ICRC)" >&2

@@ -26,10 +26,11 @@ use crate::plan::{self, MappedRegion, PlanError, Registration};
 /// What went wrong, with the call that failed and the OS error.
 #[derive(Debug, thiserror::Error)]
 pub enum RnicError {
-    #[error("{call}: {source}{hint}")]
+    /// `err` is part of the message, deliberately not a `#[source]` (printed once).
+    #[error("{call}: {err}{hint}")]
     Verbs {
         call: &'static str,
-        source: io::Error,
+        err: io::Error,
         hint: &'static str,
     },
     #[error(transparent)]
@@ -51,7 +52,7 @@ rdma_cm and ib_uverbs modules)";
 fn last_err(call: &'static str) -> RnicError {
     RnicError::Verbs {
         call,
-        source: io::Error::last_os_error(),
+        err: io::Error::last_os_error(),
         hint: "",
     }
 }
@@ -65,16 +66,16 @@ fn rc_err(call: &'static str, rc: i32) -> RnicError {
     };
     RnicError::Verbs {
         call,
-        source,
+        err: source,
         hint: "",
     }
 }
 
 fn with_hint(e: RnicError) -> RnicError {
     match e {
-        RnicError::Verbs { call, source, .. } => RnicError::Verbs {
+        RnicError::Verbs { call, err, .. } => RnicError::Verbs {
             call,
-            source,
+            err,
             hint: NO_DEVICE_HINT,
         },
         e => e,
@@ -94,7 +95,7 @@ pub fn device_names() -> Result<Vec<String>, RnicError> {
         }
         return Err(RnicError::Verbs {
             call: "ibv_get_device_list",
-            source: e,
+            err: e,
             hint: NO_DEVICE_HINT,
         });
     }
@@ -340,7 +341,7 @@ impl RnicCollector {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(RnicError::Verbs {
                     call: "poll",
-                    source: e,
+                    err: e,
                     hint: "",
                 });
             }
@@ -355,7 +356,7 @@ impl RnicCollector {
                 }
                 return Err(RnicError::Verbs {
                     call: "rdma_get_cm_event",
-                    source: e,
+                    err: e,
                     hint: "",
                 });
             }
@@ -485,7 +486,7 @@ impl RnicCollector {
                     Self::release_device(&dev);
                     return Err(RnicError::Verbs {
                         call: "ibv_reg_mr",
-                        source: io::Error::new(
+                        err: io::Error::new(
                             e.kind(),
                             format!(
                                 "store {:?} ({} bytes): {e} (raise `ulimit -l` for locked memory)",

@@ -15,6 +15,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod int_cmd;
 mod pcap_cmd;
 mod rdma_cmd;
+#[cfg(feature = "rdma-core")]
+mod rnic_cmd;
 
 use dta::config::Config;
 use dta::output;
@@ -54,6 +56,9 @@ enum Command {
     Pcap(pcap_cmd::PcapArgs),
     /// Serve the collector's regions over RoCEv2 with the software responder (no RDMA NIC needed).
     Responder(rdma_cmd::ResponderArgs),
+    /// Serve the collector's regions through a real RDMA NIC (rdma-core; built with feature rdma-core).
+    #[cfg(feature = "rdma-core")]
+    RnicCollector(rnic_cmd::RnicArgs),
 }
 
 #[derive(Args, Clone)]
@@ -311,6 +316,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
         Command::Pcap(a) => pcap_cmd::run(a),
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
+        #[cfg(feature = "rdma-core")]
+        Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
     }
 }
 
