@@ -144,14 +144,10 @@ impl RnicConfig {
         )
     }
 
-    /// Send-queue slots one connection needs for its advertisements.
-    pub fn sends_per_connection(&self, stores: usize) -> u32 {
-        self.advertise_prototype as u32
-            + if self.advertise_native {
-                stores as u32
-            } else {
-                0
-            }
+    /// Send-queue slots one connection needs for its advertisements: the prototype message and
+    /// the native one (which covers every store in one SEND).
+    pub fn sends_per_connection(&self) -> u32 {
+        self.advertise_prototype as u32 + self.advertise_native as u32
     }
 }
 
@@ -229,11 +225,11 @@ mod tests {
     #[test]
     fn sends_per_connection_counts_the_adverts() {
         let mut c = RnicConfig::default();
-        assert_eq!(c.sends_per_connection(5), 6);
+        assert_eq!(c.sends_per_connection(), 2);
         c.advertise_native = false;
-        assert_eq!(c.sends_per_connection(5), 1);
+        assert_eq!(c.sends_per_connection(), 1);
         c.advertise_prototype = false;
         c.advertise_native = true;
-        assert_eq!(c.sends_per_connection(5), 5);
+        assert_eq!(c.sends_per_connection(), 1);
     }
 }

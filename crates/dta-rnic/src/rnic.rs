@@ -242,7 +242,7 @@ impl RnicCollector {
         let regions = MappedRegion::from_collector(collector)?;
         let names: Vec<&str> = regions.iter().map(|r| r.name()).collect();
         let prototype_index = cfg.prototype_index(&names)?;
-        let need = cfg.sends_per_connection(regions.len());
+        let need = cfg.sends_per_connection();
         if need > cfg.send_queue {
             return Err(crate::config::RnicConfigError(format!(
                 "send_queue {} is smaller than the {need} advertisement SENDs per connection",
