@@ -232,8 +232,9 @@ fn event_name(ev: rdma_cm_event_type::Type) -> String {
 }
 
 impl RnicCollector {
-    /// Map `collector`'s regions and listen with RDMA CM on `cfg.listen`. Registration happens
-    /// on the first connection request from each device (only then is the device known).
+    /// Map `collector`'s regions and listen with RDMA CM on `cfg.listen`. The regions are
+    /// registered with the listen address's device at once, or, when listening on the wildcard
+    /// address, on the first connection request from each device.
     pub fn new(
         cfg: RnicConfig,
         collector: &dta_collector::Collector,
@@ -299,6 +300,13 @@ impl RnicCollector {
             }
             if rdma_listen(id, me.cfg.backlog.min(i32::MAX as u32) as i32) != 0 {
                 return Err(with_hint(last_err("rdma_listen")));
+            }
+            // Bound to a specific address, the id already has its device: register now, so
+            // that a registration failure (locked-memory limit) shows at start, not at the
+            // first connection. Bound to the wildcard address, registration waits for it.
+            let ctx = (*id).verbs;
+            if !ctx.is_null() {
+                me.device(ctx)?;
             }
         }
         Ok(me)

@@ -1,11 +1,12 @@
 //! `dta rnic-collector` (only with the `rdma-core` feature): create the configured regions like
 //! `dta collector`, then serve them to a translator through a real RDMA NIC with rdma-core
-//! (`dta_rnic`). See `docs/rdma.md`, "With a ConnectX NIC (rdma-core)".
+//! (`dta_rnic`), and answer queries over HTTP like `dta collector`. See `docs/rdma.md`, "With a ConnectX NIC (rdma-core)".
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -77,11 +78,41 @@ pub fn run(a: RnicArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     }
     let listen = rcfg.listen;
     let mut rnic = RnicCollector::new(rcfg, &c).context("starting the RNIC collector")?;
-    eprintln!(
-        "rnic-collector listening with RDMA CM on {listen}: regions are registered at the first \
-         connection; Ctrl-C to stop"
-    );
-    rnic.run(&stop)?;
+    for r in rnic.registrations() {
+        tracing::debug!(store = %r.name, length = r.length, "mapped for registration");
+    }
+    eprintln!("rnic-collector listening with RDMA CM on {listen}; Ctrl-C to stop");
+    let c = Arc::new(c);
+    // The HTTP query API of `dta collector`, on its own thread: the RNIC loop stays on this one
+    // (its verbs objects are not shared across threads).
+    let http = if cfg.collector.http.is_empty() {
+        None
+    } else {
+        let (c, stop, addr) = (c.clone(), stop.clone(), cfg.collector.http.clone());
+        eprintln!("HTTP queries on http://{addr}");
+        Some(std::thread::spawn(move || -> anyhow::Result<()> {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let shutdown = async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                };
+                dta_collector::http::serve(c, &addr, shutdown).await
+            })?;
+            Ok(())
+        }))
+    };
+    let served = rnic.run(&stop);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(h) = http {
+        h.join()
+            .map_err(|_| anyhow::anyhow!("the HTTP thread panicked"))??;
+    }
+    served?;
     for r in c.regions() {
         r.flush()?;
     }
