@@ -48,6 +48,32 @@ impl KeyIncrementLayout {
         hash::index(self.hash, key, n, self.counters) * 8
     }
 
+    /// The byte offsets of the `redundancy` counters of `key` into `out[..redundancy]` (001 A.4
+    /// Algorithm 5), hashing the key once: the batch API (compute, prefetch, then FETCH_ADD).
+    /// Redundancy is capped at [`MAX_REDUNDANCY`].
+    #[inline]
+    pub fn counter_offsets(
+        &self,
+        key: &[u8],
+        redundancy: u8,
+        out: &mut [u64; MAX_REDUNDANCY as usize],
+    ) {
+        let n = redundancy.min(MAX_REDUNDANCY);
+        match self.hash {
+            HashScheme::Native => {
+                let h = hash::fnv1a64(key);
+                for i in 0..n {
+                    out[i as usize] = hash::native_index(h, i, self.counters) * 8;
+                }
+            }
+            HashScheme::Prototype => {
+                for i in 0..n {
+                    out[i as usize] = self.counter_offset(key, i);
+                }
+            }
+        }
+    }
+
     fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
         if key.len() != self.key_len {
             return Err(ApplyError::BadKeyLen);
