@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::{DataLink, TsResolution};
+use pcap_file::{DataLink, Endianness, TsResolution};
 
 use dta_int::gen::{ipv4_udp, md_frame, stacked_report};
 use dta_wire::int::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
@@ -82,6 +82,7 @@ pub fn write_pcap(
         datalink: DataLink::ETHERNET,
         ts_resolution: TsResolution::NanoSecond,
         snaplen: 65535,
+        endianness: Endianness::Little,
         ..PcapHeader::default()
     };
     let mut w = PcapWriter::with_header(BufWriter::new(File::create(path)?), header)?;
