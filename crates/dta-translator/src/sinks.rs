@@ -34,6 +34,10 @@ pub trait Sinks {
     fn poll(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Hint that `offset` of store `store` is about to be written: the co-located sink
+    /// prefetches the cache line (issue 4's batched apply); remote sinks ignore it.
+    #[inline(always)]
+    fn prefetch(&self, _store: usize, _offset: u64) {}
 }
 
 /// The co-located sink: writes straight into mapped region files shared with the collector.
@@ -74,6 +78,13 @@ impl Sinks for RegionSinks {
 
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, store: usize, offset: u64) {
+        if let Some(r) = self.regions.get(store) {
+            r.mem().prefetch(offset);
+        }
     }
 }
 

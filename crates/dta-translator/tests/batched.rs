@@ -1,0 +1,255 @@
+//! The batched apply path (issue 4): a native datagram's Key-Write and Key-Increment reports are
+//! routed, hashed and prefetched first, then written. It must leave exactly the memory image the
+//! store layouts give report by report (001 A.1 Algorithm 1, A.4 Algorithm 5), in report order
+//! (a key written twice in one datagram keeps its last value), interleaved correctly with the
+//! stateful primitives, with the same counters.
+
+mod common;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use dta_store::{KeyIncrementLayout, KeyWriteLayout, VecSink};
+use dta_wire::native::DatagramBuilder;
+use dta_wire::{Opcode, Priority, Report};
+use rand::{Rng, SeedableRng};
+
+#[derive(Clone)]
+enum Gen {
+    Kw4([u8; 4], [u8; 4], u8, bool),
+    Kw13([u8; 13], [u8; 8], u8),
+    Ki([u8; 4], u64, u8),
+    Ap(u32, [u8; 4]),
+    NoStore([u8; 5], [u8; 4]),
+}
+
+impl Gen {
+    fn report(&self) -> Report<'_> {
+        match self {
+            Gen::Kw4(k, d, n, i) => Report::KeyWrite {
+                key: k,
+                data: d,
+                redundancy: *n,
+                immediate: *i,
+            },
+            Gen::Kw13(k, d, n) => Report::KeyWrite {
+                key: k,
+                data: d,
+                redundancy: *n,
+                immediate: false,
+            },
+            Gen::Ki(k, c, n) => Report::KeyIncrement {
+                key: k,
+                counter: *c,
+                redundancy: *n,
+                immediate: false,
+            },
+            Gen::Ap(l, d) => Report::Append {
+                list_id: *l,
+                data: d,
+                immediate: false,
+            },
+            Gen::NoStore(k, d) => Report::KeyWrite {
+                key: k,
+                data: d,
+                redundancy: 1,
+                immediate: false,
+            },
+        }
+    }
+}
+
+fn random_report(rng: &mut impl Rng) -> Gen {
+    // A small key space, so keys repeat inside one datagram and slots are overwritten.
+    let k = rng.gen_range(0u32..40).to_be_bytes();
+    let n = rng.gen_range(1..=4);
+    match rng.gen_range(0..10) {
+        0..=3 => Gen::Kw4(k, rng.gen(), n, rng.gen_bool(0.2)),
+        4 | 5 => {
+            let mut k13 = [0u8; 13];
+            k13[..4].copy_from_slice(&k);
+            Gen::Kw13(k13, rng.gen(), n)
+        }
+        6 | 7 => Gen::Ki(k, rng.gen_range(1..1000), n),
+        8 => Gen::Ap(rng.gen_range(0..4), rng.gen()),
+        _ => Gen::NoStore([1, 2, 3, 4, 5], [9; 4]),
+    }
+}
+
+#[test]
+fn batched_datagrams_equal_per_report_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let mut t = common::translator(&regions);
+    // The reference for the stateful Append store: a second translator fed report by report.
+    let dir2 = tempfile::tempdir().unwrap();
+    let regions2 = common::regions(dir2.path());
+    let mut t2 = common::translator(&regions2);
+
+    let kw = KeyWriteLayout::new(regions[0].header()).unwrap();
+    let flows = KeyWriteLayout::new(regions[1].header()).unwrap();
+    let ki = KeyIncrementLayout::new(regions[2].header()).unwrap();
+    let mut img_kw = VecSink::new(regions[0].mem().len() as usize);
+    let mut img_flows = VecSink::new(regions[1].mem().len() as usize);
+    let mut img_ki = VecSink::new(regions[2].mem().len() as usize);
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xBA7C);
+    let (mut n_kw, mut n_ki, mut writes, mut fetch_adds, mut no_store, mut imm) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let now = Instant::now();
+    for seq in 0..400u32 {
+        let count = rng.gen_range(1..=70); // more than one stage of 32
+        let gens: Vec<Gen> = (0..count).map(|_| random_report(&mut rng)).collect();
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, seq).unwrap();
+        for g in &gens {
+            b.push(&g.report()).unwrap();
+        }
+        let len = b.finish();
+        t.handle_datagram(&buf[..len], common::src(), now);
+        for g in &gens {
+            t2.apply(&g.report(), 7, common::src(), now);
+            match g {
+                Gen::Kw4(k, d, n, i) => {
+                    kw.apply(k, d, *n, &mut img_kw).unwrap();
+                    n_kw += 1;
+                    writes += *n as u64;
+                    imm += *i as u64;
+                }
+                Gen::Kw13(k, d, n) => {
+                    flows.apply(k, d, *n, &mut img_flows).unwrap();
+                    n_kw += 1;
+                    writes += *n as u64;
+                }
+                Gen::Ki(k, c, n) => {
+                    ki.apply(k, *c, *n, &mut img_ki).unwrap();
+                    n_ki += 1;
+                    fetch_adds += *n as u64;
+                }
+                Gen::Ap(..) => {}
+                Gen::NoStore(..) => {
+                    n_kw += 1;
+                    no_store += 1;
+                }
+            }
+        }
+    }
+    t.flush_all();
+    t2.flush_all();
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    assert_eq!(
+        image(&regions[0]),
+        img_kw.bytes,
+        "prototype Key-Write store"
+    );
+    assert_eq!(
+        image(&regions[1]),
+        img_flows.bytes,
+        "native Key-Write store"
+    );
+    assert_eq!(image(&regions[2]), img_ki.bytes, "Key-Increment store");
+    assert_eq!(image(&regions[4]), image(&regions2[4]), "Append store");
+    assert!(img_ki.bytes.iter().any(|&b| b != 0));
+
+    let s = t.stats();
+    assert_eq!(s.reports_of(Opcode::KeyWrite), n_kw);
+    assert_eq!(s.reports_of(Opcode::KeyIncrement), n_ki);
+    assert_eq!(s.rejected("no_store"), no_store);
+    assert_eq!(s.immediates.load(Relaxed), imm);
+    assert_eq!(s.fetch_adds.load(Relaxed), fetch_adds);
+    // Append batch writes are counted too: the batched path adds exactly the Key-Write ones.
+    let s2 = t2.stats();
+    assert_eq!(s.writes.load(Relaxed), s2.writes.load(Relaxed));
+    assert_eq!(s.write_bytes.load(Relaxed), s2.write_bytes.load(Relaxed));
+    assert!(s.writes.load(Relaxed) >= writes);
+    assert_eq!(s.reports_of(Opcode::Append), s2.reports_of(Opcode::Append));
+}
+
+#[test]
+fn last_write_in_a_datagram_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let mut t = common::translator(&regions);
+    let key = [10, 0, 0, 1];
+    let mut buf = vec![0u8; 2000];
+    let mut b = DatagramBuilder::new(&mut buf, Priority::High, false, 1, 0).unwrap();
+    for v in 0u8..50 {
+        b.push(&Report::KeyWrite {
+            key: &key,
+            data: &[v, v, v, v],
+            redundancy: 3,
+            immediate: false,
+        })
+        .unwrap();
+    }
+    let len = b.finish();
+    t.handle_datagram(&buf[..len], common::src(), Instant::now());
+    let l = KeyWriteLayout::new(regions[0].header()).unwrap();
+    let mut out = [0u8; 4];
+    assert_eq!(
+        l.lookup(regions[0].mem(), &key, 3, 1, &mut out),
+        dta_store::Lookup::Found { votes: 3 }
+    );
+    assert_eq!(out, [49; 4]);
+    assert_eq!(t.stats().writes.load(Relaxed), 150);
+}
+
+/// A sink that fails every operation: each failing report is counted once as `sink_error` and
+/// nothing panics.
+#[test]
+fn sink_errors_are_counted_per_report() {
+    struct Failing;
+    impl dta_translator::Sinks for Failing {
+        fn write(
+            &mut self,
+            _: usize,
+            _: u64,
+            _: &[u8],
+            _: bool,
+        ) -> Result<(), dta_store::SinkError> {
+            Err(dta_store::SinkError::ReadOnly)
+        }
+        fn fetch_add(&mut self, _: usize, _: u64, _: u64) -> Result<(), dta_store::SinkError> {
+            Err(dta_store::SinkError::ReadOnly)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let infos: Vec<_> = regions
+        .iter()
+        .map(|r| dta_translator::StoreInfo::from_region(r).unwrap())
+        .collect();
+    let stats = std::sync::Arc::new(dta_translator::Stats::default());
+    let mut t = dta_translator::Translator::new(
+        &dta_translator::TranslatorConfig::default(),
+        &infos,
+        Failing,
+        stats.clone(),
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 2000];
+    let mut b = DatagramBuilder::new(&mut buf, Priority::Low, false, 1, 0).unwrap();
+    for i in 0u32..5 {
+        b.push(&Report::KeyWrite {
+            key: &i.to_be_bytes(),
+            data: &[0; 4],
+            redundancy: 2,
+            immediate: false,
+        })
+        .unwrap();
+        b.push(&Report::KeyIncrement {
+            key: &i.to_be_bytes(),
+            counter: 1,
+            redundancy: 2,
+            immediate: false,
+        })
+        .unwrap();
+    }
+    let len = b.finish();
+    t.handle_datagram(&buf[..len], common::src(), Instant::now());
+    assert_eq!(stats.rejected("sink_error"), 10);
+}
