@@ -192,3 +192,103 @@ fn same_millisecond_points_stay_distinct_and_retention_trims() {
     assert!(keys.iter().all(|k| k.starts_with("t:")));
     assert!(keys.contains(&"t:ts:int_flow:flow=f:packets".to_string()));
 }
+
+#[test]
+fn export_thread_drains_sink_notifications_to_redis_and_line_protocol() {
+    use dta_export::pipeline::{spawn, ExportOptions, Target};
+    use dta_export::prom::{encode, parse_exposition, value, ExportMetrics};
+    use dta_int::{Event, EventKind, EvictReason, FlowRecord, HopRecord, Notification};
+
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lines_path = dir.path().join("events.lp");
+    let file: Box<dyn std::io::Write + Send> =
+        Box::new(std::fs::File::create(&lines_path).unwrap());
+    let targets = vec![
+        Target::Redis(RedisExporter::connect(&server.url(), RedisOptions::default()).unwrap()),
+        Target::Lines(dta_export::influx::LineWriter::new(file)),
+    ];
+    let metrics = ExportMetrics::default();
+    let mut reg = prometheus_client::registry::Registry::default();
+    metrics.register(&mut reg);
+    let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+    let h = spawn(
+        rx,
+        targets,
+        metrics.clone(),
+        ExportOptions {
+            batch: 7,
+            max_delay: Duration::from_secs(30),
+        },
+    )
+    .unwrap();
+    let flow = [10, 0, 0, 1, 10, 1, 0, 2, 0x13, 0x88, 0, 80, 17];
+    for i in 0..20u64 {
+        tx.send(Notification::Event(Event {
+            seq: i,
+            time_ns: 1_000_000_000 + i * 1_000_000,
+            kind: EventKind::QueueOccupancy,
+            flow,
+            hop: 1,
+            node_id: 201,
+            value: 150 + i as u32,
+        }))
+        .unwrap();
+    }
+    tx.send(Notification::Flow(FlowRecord {
+        flow,
+        packets: 20,
+        first_ns: 1_000_000_000,
+        last_ns: 1_019_000_000,
+        reason: EvictReason::Idle,
+        hops: vec![HopRecord {
+            node_id: Some(101),
+            hop_latency: Some(900),
+            avg_hop_latency: Some(1000.5),
+            ..HopRecord::default()
+        }],
+    }))
+    .unwrap();
+    drop(tx);
+    let sum = h.join().unwrap();
+    assert_eq!(sum.notifications, 21);
+    assert_eq!(sum.batches, 3, "7 + 7 + 7");
+    assert_eq!(
+        sum.targets,
+        vec![("redis".to_string(), 21, 0), ("influx".to_string(), 21, 0)]
+    );
+
+    let mut x = RedisExporter::connect(&server.url(), RedisOptions::default()).unwrap();
+    let series = "class=threshold,hop=1,kind=queue_occupancy,node=201";
+    let v = x
+        .range("int_event", series, "value", 0, u64::MAX / 2)
+        .unwrap();
+    assert_eq!(v.len(), 20);
+    assert_eq!(v[19], (1_019_000_000, 169.0));
+    let flow_latest = x
+        .latest("int_flow", "flow=10.0.0.1:5000-10.1.0.2:80/17,reason=idle")
+        .unwrap();
+    assert!(flow_latest.contains(&("hop0_avg_latency".to_string(), "1000.5".to_string())));
+
+    let text = std::fs::read_to_string(&lines_path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 21);
+    assert_eq!(
+        lines[0],
+        "int_event,class=threshold,hop=1,kind=queue_occupancy,node=201 value=150u,flow=\"10.0.0.1:5000-10.1.0.2:80/17\",seq=0u 1000000000"
+    );
+    assert!(lines[20]
+        .starts_with("int_flow,flow=10.0.0.1:5000-10.1.0.2:80/17,reason=idle packets=20u,"));
+
+    let s = parse_exposition(&encode(&reg)).unwrap();
+    assert_eq!(
+        value(&s, "dta_export_points_total", &[("sink", "redis")]),
+        Some(21.0)
+    );
+    assert_eq!(
+        value(&s, "dta_export_points_total", &[("sink", "influx")]),
+        Some(21.0)
+    );
+}
