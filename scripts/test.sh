@@ -18,6 +18,8 @@ if pkg-config --exists libibverbs librdmacm 2>/dev/null; then
 else
     echo "== rdma-core collector skipped: libibverbs-dev / librdmacm-dev missing (DTA_RDMA_CORE=0?)" >&2
 fi
+echo "== benchmarks, smoke mode (each runs a moment; no timing is checked)" >&2
+scripts/bench.sh --smoke >target/bench-smoke.log
 echo "== C and Python bindings" >&2
 scripts/test-bindings.sh 2>&1 | tee target/bindings-test.log
 echo "== spec cross-checks (scapy reads our RoCEv2 frames and agrees on the ICRC)" >&2

@@ -1,0 +1,709 @@
+//! The benchmark suite of issue 4: every benchmark prints a table and compares, in the same run,
+//! against its own baseline; figures are medians of `--runs` runs.
+//!
+//! 1. `apply`: apply rate per primitive, one core, native datagrams of 32 reports through the
+//!    batched path, against a plain loop doing the same number of random 8-byte writes (or
+//!    sequential bytes for Append) on the same region.
+//! 2. `cuckoo`: the same Key-Write datagrams into a conventional CPU collector that parses each
+//!    report and inserts it into a hashbrown `HashMap` keyed by flow (001 §6's "Cuckoo"
+//!    collector).
+//! 3. `query`: Key-Write queries at N = 2 on the filled store, allocation-free `lookup` against
+//!    the allocating `query`.
+//! 4. `e2e`: over loopback UDP (userspace half): a sender thread and the translator's
+//!    `recvmmsg` loop, 32 reports per datagram; baseline: the same datagrams received and
+//!    dropped.
+//! 5. `refs`: memory references per report under `valgrind --tool=cachegrind` for each primitive
+//!    and the baseline of 2 (the difference of two runs of N and 2N reports, so set-up cancels).
+//! 6. `scaling`: Key-Write datagrams on 1 and on 2 threads, each with its own translator and
+//!    `Stats`, into the same region.
+//!
+//! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
+//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling]`; `scripts/bench.sh` runs it.
+
+use std::hint::black_box;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::{
+    AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
+    PostcardingSpec, Region, StoreSpec,
+};
+use dta_translator::{ingest, RegionSinks, Stats, Translator, TranslatorConfig};
+use dta_wire::native::DatagramBuilder;
+use dta_wire::{Datagram, Priority, Report};
+
+struct Args {
+    smoke: bool,
+    bytes: u64,
+    reports: usize,
+    runs: usize,
+    only: Vec<String>,
+    refs: Option<(String, usize)>,
+}
+
+fn parse_args() -> Args {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let smoke = argv.iter().any(|a| a == "--smoke");
+    let mut a = Args {
+        smoke,
+        bytes: if smoke { 8 << 20 } else { 256 << 20 },
+        reports: if smoke { 20_000 } else { 2_000_000 },
+        runs: if smoke { 1 } else { 5 },
+        only: vec![],
+        refs: None,
+    };
+    let mut i = 0;
+    let val = |i: usize| -> String { argv.get(i + 1).cloned().unwrap_or_default() };
+    while i < argv.len() {
+        match argv[i].as_str() {
+            "--mib" => a.bytes = val(i).parse::<u64>().expect("--mib N") << 20,
+            "--gib" => a.bytes = val(i).parse::<u64>().expect("--gib N") << 30,
+            "--reports" => a.reports = val(i).parse().expect("--reports N"),
+            "--runs" => a.runs = val(i).parse().expect("--runs N"),
+            "--only" => a.only = val(i).split(',').map(str::to_string).collect(),
+            "--refs" => {
+                a.refs = Some((val(i), argv[i + 2].parse().expect("--refs PRIM N")));
+                i += 1;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn pow2_at_most(x: u64) -> u64 {
+    1u64 << (63 - x.max(1).leading_zeros())
+}
+
+const SRC: &str = "127.0.0.1:1";
+
+/// The stores: Key-Write 4/4 N=2, Key-Increment, Postcarding B=5 N=2, Append B=16 (16 lists).
+/// Key-Write and Key-Increment get `bytes` each; Postcarding and Append at most 1 GiB.
+fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
+    let small = bytes.min(1 << 30);
+    let specs = [
+        (
+            "kw",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                slots: pow2_at_most(bytes / 8),
+                key_len: 4,
+                data_len: 4,
+                hash: HashScheme::Native,
+            }),
+        ),
+        (
+            "ki",
+            StoreSpec::KeyIncrement(KeyIncrementSpec {
+                counters: pow2_at_most(bytes / 8),
+                key_len: 4,
+                hash: HashScheme::Native,
+            }),
+        ),
+        (
+            "pc",
+            StoreSpec::Postcarding(PostcardingSpec {
+                chunks: pow2_at_most(small / 20),
+                hops: 5,
+                slot_bits: 32,
+                redundancy: 2,
+                key_len: 4,
+            }),
+        ),
+        (
+            "ap",
+            StoreSpec::Append(AppendSpec {
+                lists: 16,
+                capacity: pow2_at_most(small / 64),
+                entry_len: 4,
+                batch: 16,
+            }),
+        ),
+    ];
+    specs
+        .iter()
+        .map(|(name, spec)| {
+            Arc::new(Region::create(&dir.join(format!("{name}.region")), name, spec, true).unwrap())
+        })
+        .collect()
+}
+
+fn translator(regions: &[Arc<Region>]) -> Translator<RegionSinks> {
+    let cfg = TranslatorConfig {
+        postcard_cache_entries: 1 << 16,
+        ..Default::default()
+    };
+    Translator::colocated(&cfg, regions.to_vec(), Arc::new(Stats::default())).unwrap()
+}
+
+/// Native datagrams of 32 reports of primitive `prim` over `n` random 4-byte keys.
+fn datagrams(prim: &str, n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Rng(seed | 1);
+    let keys: Vec<[u8; 4]> = (0..n).map(|_| (rng.next() as u32).to_be_bytes()).collect();
+    let data = [1u8, 2, 3, 4];
+    let mut out = vec![];
+    for (c, chunk) in keys.chunks(32).enumerate() {
+        let mut buf = vec![0u8; 1500];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, c as u32).unwrap();
+        for (j, k) in chunk.iter().enumerate() {
+            let i = c * 32 + j;
+            let flow = &keys[i / 5 * 5];
+            let r = match prim {
+                "kw" => Report::KeyWrite {
+                    key: k,
+                    data: &data,
+                    redundancy: 2,
+                    immediate: false,
+                },
+                "ki" => Report::KeyIncrement {
+                    key: k,
+                    counter: 1,
+                    redundancy: 2,
+                    immediate: false,
+                },
+                // 5-hop paths, postcards in hop order.
+                "pc" => Report::Postcard {
+                    key: flow,
+                    hop: (i % 5) as u8,
+                    path_len: 5,
+                    value: i as u32 & 0x3ffff,
+                    immediate: false,
+                },
+                "ap" => Report::Append {
+                    list_id: (i & 15) as u32,
+                    data: k,
+                    immediate: false,
+                },
+                other => panic!("unknown primitive {other}"),
+            };
+            b.push(&r).unwrap();
+        }
+        let len = b.finish();
+        buf.truncate(len);
+        out.push(buf);
+    }
+    out
+}
+
+fn reports_in(d: &[Vec<u8>]) -> usize {
+    d.iter().map(|x| x[2] as usize).sum()
+}
+
+/// Reports per second of `f` over `n` reports.
+fn rate(n: usize, f: impl FnOnce()) -> f64 {
+    let t0 = Instant::now();
+    f();
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Random 8-byte writes, `per` per report, into `region`: the memory baseline.
+fn random_writes(region: &Region, n: usize, per: usize, seed: u64) -> f64 {
+    let mem = region.mem();
+    let words = mem.len() / 8;
+    let mut r = Rng(seed | 1);
+    rate(n, || {
+        for i in 0..n * per {
+            let w = r.next() & (pow2_at_most(words) - 1);
+            mem.write(w * 8, &(i as u64).to_le_bytes()).unwrap();
+        }
+    })
+}
+
+/// The same entry bytes copied sequentially in 64-byte blocks: the Append baseline.
+fn sequential(region: &Region, n: usize, entry: usize) -> f64 {
+    let mem = region.mem();
+    let block = [7u8; 64];
+    let len = mem.len() - 64;
+    let total = (n * entry) as u64;
+    rate(n, || {
+        let mut off = 0;
+        while off < total {
+            mem.write(off % len, &block).unwrap();
+            off += 64;
+        }
+    })
+}
+
+struct Table {
+    title: String,
+    rows: Vec<[String; 5]>,
+}
+
+impl Table {
+    fn new(title: impl Into<String>) -> Self {
+        Table {
+            title: title.into(),
+            rows: vec![],
+        }
+    }
+    fn row(&mut self, what: &str, v: f64, base: f64, base_what: &str, unit: f64) {
+        self.rows.push([
+            what.into(),
+            format!("{:.2}", v / unit),
+            format!("{:.2}", base / unit),
+            format!("{:.2}", v / base),
+            base_what.into(),
+        ]);
+    }
+    fn print(&self, head: [&str; 5]) {
+        println!("\n## {}", self.title);
+        println!(
+            "| {:<44} | {:>10} | {:>12} | {:>6} | {} |",
+            head[0], head[1], head[2], head[3], head[4]
+        );
+        println!("| --- | ---: | ---: | ---: | --- |");
+        for r in &self.rows {
+            println!(
+                "| {:<44} | {:>10} | {:>12} | {:>6} | {} |",
+                r[0], r[1], r[2], r[3], r[4]
+            );
+        }
+    }
+}
+
+const HEAD: [&str; 5] = ["what", "M/s", "baseline M/s", "ratio", "baseline"];
+
+fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
+    let mut t = translator(regions);
+    let src: SocketAddr = SRC.parse().unwrap();
+    let now = Instant::now();
+    let n = a.reports;
+    let mut table = Table::new(format!(
+        "1. apply rate per primitive, one core, native datagrams of 32 ({} MiB Key-Write region, huge pages: {})",
+        regions[0].mem().len() >> 20,
+        regions[0].huge_pages()
+    ));
+    // Warm the pages of every store once (first-touch page faults are not the data path).
+    for (i, p) in ["kw", "ki", "pc", "ap"].iter().enumerate() {
+        let d = datagrams(p, n, 99 + i as u64);
+        for x in &d {
+            t.handle_datagram(x, src, now);
+        }
+    }
+    random_writes(&regions[0], n, 2, 5);
+    let mut kw_rate = 0.0;
+    for (p, what, per, base_what) in [
+        (
+            "kw",
+            "Key-Write N=2",
+            2.0,
+            "2 random 8-byte writes per report",
+        ),
+        (
+            "ki",
+            "Key-Increment N=2 (FETCH_ADD)",
+            2.0,
+            "2 random 8-byte writes per report",
+        ),
+        (
+            "pc",
+            "Postcarding B=5 N=2, per postcard",
+            0.4,
+            "2 random writes per 5 postcards",
+        ),
+        (
+            "ap",
+            "Append B=16, 16 lists, per entry",
+            0.0,
+            "sequential 64-byte writes, same bytes",
+        ),
+    ] {
+        let d = datagrams(p, n, 1);
+        let m = reports_in(&d);
+        let mut v = vec![];
+        let mut b = vec![];
+        for run in 0..a.runs {
+            v.push(rate(m, || {
+                for x in &d {
+                    t.handle_datagram(x, src, now);
+                }
+            }));
+            b.push(if per == 0.0 {
+                sequential(&regions[0], m, 4)
+            } else {
+                // The baseline does `per` writes per report: 2 per report, or 2 per 5 postcards.
+                let k = (m as f64 * per / 2.0) as usize;
+                random_writes(&regions[0], k, 2, run as u64 + 11) * m as f64 / k as f64
+            });
+        }
+        let (v, b) = (median(v), median(b));
+        if p == "kw" {
+            kw_rate = v;
+        }
+        table.row(what, v, b, base_what, 1e6);
+    }
+    t.flush_all();
+    table.print(HEAD);
+    kw_rate
+}
+
+fn run_cuckoo(a: &Args, regions: &[Arc<Region>], kw_rate: f64) {
+    let d = datagrams("kw", a.reports, 1);
+    let m = reports_in(&d);
+    let mut v = vec![];
+    for _ in 0..a.runs {
+        let mut map: hashbrown::HashMap<[u8; 4], [u8; 4]> = hashbrown::HashMap::new();
+        v.push(rate(m, || cuckoo_collect(&d, &mut map)));
+        black_box(map.len());
+    }
+    let kw_rate = if kw_rate > 0.0 {
+        kw_rate
+    } else {
+        let mut t = translator(regions);
+        let src: SocketAddr = SRC.parse().unwrap();
+        let now = Instant::now();
+        median(
+            (0..a.runs)
+                .map(|_| {
+                    rate(m, || {
+                        for x in &d {
+                            t.handle_datagram(x, src, now);
+                        }
+                    })
+                })
+                .collect(),
+        )
+    };
+    let mut table = Table::new(
+        "2. Key-Write vs a conventional CPU collector (parse + hashbrown insert keyed by flow)",
+    );
+    table.row(
+        "Key-Write N=2 (DTA translator)",
+        kw_rate,
+        median(v),
+        "parse each report, HashMap insert",
+        1e6,
+    );
+    table.print(HEAD);
+}
+
+/// The conventional collector of 001 §6 ("Cuckoo"): parse every report, insert it keyed by
+/// flow.
+fn cuckoo_collect(d: &[Vec<u8>], map: &mut hashbrown::HashMap<[u8; 4], [u8; 4]>) {
+    for x in d {
+        if let Ok(Datagram::Native(dg)) = dta_wire::parse(x, dta_wire::prototype::BaseFormat::Short)
+        {
+            for r in dg.reports() {
+                if let Report::KeyWrite { key, data, .. } = r {
+                    if let (Ok(k), Ok(v)) = (key.try_into(), data.try_into()) {
+                        map.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn run_query(a: &Args, regions: &[Arc<Region>]) {
+    // Fill the store with the keys we query.
+    let mut t = translator(regions);
+    let src: SocketAddr = SRC.parse().unwrap();
+    let d = datagrams("kw", a.reports, 3);
+    for x in &d {
+        t.handle_datagram(x, src, Instant::now());
+    }
+    let mut rng = Rng(3);
+    let keys: Vec<[u8; 4]> = (0..a.reports)
+        .map(|_| (rng.next() as u32).to_be_bytes())
+        .collect();
+    let layout = KeyWriteLayout::new(regions[0].header()).unwrap();
+    let mem = regions[0].mem();
+    let mut found = 0;
+    let mut out = [0u8; 4];
+    let l = median(
+        (0..a.runs)
+            .map(|_| {
+                rate(keys.len(), || {
+                    for k in &keys {
+                        found +=
+                            matches!(layout.lookup(mem, k, 2, 1, &mut out), Lookup::Found { .. })
+                                as usize;
+                    }
+                })
+            })
+            .collect(),
+    );
+    let q = median(
+        (0..a.runs)
+            .map(|_| {
+                rate(keys.len(), || {
+                    for k in &keys {
+                        black_box(layout.query(mem, k, 2, 1));
+                    }
+                })
+            })
+            .collect(),
+    );
+    let mut table = Table::new(format!(
+        "3. Key-Write queries N=2 on a filled store ({} MiB, {:.1}% found), goal >= 10 M/s",
+        mem.len() >> 20,
+        100.0 * found as f64 / (keys.len() * a.runs) as f64
+    ));
+    table.row(
+        "lookup (allocation-free)",
+        l,
+        q,
+        "query (allocating answer)",
+        1e6,
+    );
+    table.print(HEAD);
+}
+
+fn run_scaling(a: &Args, regions: &[Arc<Region>]) {
+    let d = datagrams("kw", a.reports, 1);
+    let m = reports_in(&d);
+    let src: SocketAddr = SRC.parse().unwrap();
+    // Translators are built before the clock starts; only handle_datagram is timed.
+    let timed = |threads: usize| -> f64 {
+        let mut ts: Vec<_> = (0..threads).map(|_| translator(regions)).collect();
+        let parts: Vec<&[Vec<u8>]> = d.chunks(d.len().div_ceil(threads)).collect();
+        let barrier = std::sync::Barrier::new(threads);
+        let now = Instant::now();
+        let secs: Vec<f64> = std::thread::scope(|s| {
+            let hs: Vec<_> = ts
+                .iter_mut()
+                .zip(&parts)
+                .map(|(t, part)| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let t0 = Instant::now();
+                        for x in part.iter() {
+                            t.handle_datagram(x, src, now);
+                        }
+                        t0.elapsed().as_secs_f64()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // Stats are per thread and summed; the wall time is the slowest thread's.
+        let total: u64 = ts.iter().map(|t| t.stats().reports[0].load(Relaxed)).sum();
+        assert_eq!(total as usize, m);
+        m as f64 / secs.iter().cloned().fold(0.0, f64::max)
+    };
+    timed(1); // warm the pages
+    let r1 = median((0..a.runs).map(|_| timed(1)).collect());
+    let r2 = median((0..a.runs).map(|_| timed(2)).collect());
+    let mut table = Table::new("6. scaling, Key-Write N=2 datagrams of 32, in memory, same region");
+    table.row(
+        "2 threads (one translator + Stats each)",
+        r2,
+        r1,
+        "1 thread",
+        1e6,
+    );
+    table.print(HEAD);
+}
+
+/// Loopback UDP: a sender thread sends prebuilt datagrams as fast as it can for `dur`; the
+/// receiver is either the translator's ingest loop or a `recvmmsg`-and-drop loop (baseline).
+fn run_e2e(a: &Args, regions: &[Arc<Region>]) {
+    let dur = if a.smoke {
+        Duration::from_millis(300)
+    } else {
+        Duration::from_secs(3)
+    };
+    let d = datagrams("kw", 32 * 4096, 1);
+    let measure = |translate: bool| -> (f64, u64, u64) {
+        let sock = ingest::bind("127.0.0.1:0".parse().unwrap(), 8 << 20).unwrap();
+        let to = sock.local_addr().unwrap();
+        let stats = Arc::new(Stats::default());
+        let cfg = TranslatorConfig::default();
+        let mut t = if translate {
+            Translator::colocated(&cfg, regions.to_vec(), stats.clone()).unwrap()
+        } else {
+            // No stores: every report is parsed and counted as no_store (receive + parse only).
+            Translator::new(&cfg, &[], RegionSinks::new(vec![]), stats.clone()).unwrap()
+        };
+        let sent = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+                let t0 = Instant::now();
+                let mut sent = 0u64;
+                while t0.elapsed() < dur {
+                    for x in d.iter().take(256) {
+                        if tx.send_to(x, to).is_ok() {
+                            sent += 32;
+                        }
+                    }
+                }
+                sent
+            });
+            ingest::run_for(&mut t, &sock, 256, dur + Duration::from_millis(100)).unwrap();
+            h.join().unwrap()
+        });
+        let got = stats.reports[0].load(Relaxed);
+        (got as f64 / dur.as_secs_f64(), got, sent)
+    };
+    let (r, got, sent) = measure(true);
+    let (b, bgot, bsent) = measure(false);
+    let mut table = Table::new(format!(
+        "4. end to end over loopback UDP, 32 Key-Write reports per datagram, reporter and translator on 2 cores ({:.1}s; translated {got} of {sent} sent, baseline received {bgot} of {bsent})",
+        dur.as_secs_f64()
+    ));
+    table.row(
+        "userspace translator (recvmmsg, batched apply)",
+        r,
+        b,
+        "recvmmsg + parse, no stores",
+        1e6,
+    );
+    table.print(HEAD);
+}
+
+/// The internal mode for cachegrind: apply `n` reports of `prim` (or the cuckoo baseline).
+fn refs_mode(prim: &str, n: usize) {
+    let dir = tempfile::tempdir_in(shm()).unwrap();
+    let regions = make_regions(dir.path(), 8 << 20);
+    // "gen-PRIM" only builds the datagrams: its counts are subtracted from PRIM's.
+    let (gen_only, prim) = match prim.strip_prefix("gen-") {
+        Some(p) => (true, p),
+        None => (false, prim),
+    };
+    let d = datagrams(if prim == "cuckoo" { "kw" } else { prim }, n, 1);
+    // Both runs build the translator and the map, so only the per-report work differs.
+    let mut t = translator(&regions);
+    let mut map = hashbrown::HashMap::new();
+    if gen_only {
+        black_box(&d);
+    } else if prim == "cuckoo" {
+        cuckoo_collect(&d, &mut map);
+    } else {
+        let src: SocketAddr = SRC.parse().unwrap();
+        let now = Instant::now();
+        for x in &d {
+            t.handle_datagram(x, src, now);
+        }
+    }
+    black_box(map.len());
+    black_box(t.stats().reports[0].load(Relaxed));
+}
+
+fn cachegrind(exe: &Path, prim: &str, n: usize) -> Option<(u64, u64)> {
+    let out = std::process::Command::new("valgrind")
+        .args([
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--cachegrind-out-file=/dev/null",
+        ])
+        .arg(exe)
+        .args(["--refs", prim, &n.to_string()])
+        .output()
+        .ok()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Lines look like "==123== I   refs:      4,982,374".
+    let grab = |label: &str| -> Option<u64> {
+        err.lines().find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() > 3 && w[1] == label && w[2] == "refs:")
+                .then(|| w[3].replace(',', "").parse().ok())
+                .flatten()
+        })
+    };
+    Some((grab("I")?, grab("D")?))
+}
+
+fn run_refs(a: &Args) {
+    let exe: PathBuf = std::env::current_exe().unwrap();
+    if std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("\n## 5. memory references per report: valgrind not found, skipped");
+        return;
+    }
+    let n1 = if a.smoke { 3_200 } else { 32_000 };
+    println!(
+        "\n## 5. memory references per report (cachegrind, {n1} reports, minus a run that only builds them)"
+    );
+    println!("| what | instructions | data refs (loads + stores) |");
+    println!("| --- | ---: | ---: |");
+    for (p, what) in [
+        ("kw", "Key-Write N=2"),
+        ("ki", "Key-Increment N=2"),
+        ("pc", "Postcarding B=5 N=2 (per postcard)"),
+        ("ap", "Append B=16 (per entry)"),
+        ("cuckoo", "baseline of 2: parse + hashbrown insert"),
+    ] {
+        match (
+            cachegrind(&exe, &format!("gen-{p}"), n1),
+            cachegrind(&exe, p, n1),
+        ) {
+            (Some((i1, d1)), Some((i2, d2))) => println!(
+                "| {what} | {:.1} | {:.1} |",
+                (i2 as f64 - i1 as f64) / n1 as f64,
+                (d2 as f64 - d1 as f64) / n1 as f64
+            ),
+            _ => println!("| {what} | failed | failed |"),
+        }
+    }
+}
+
+fn shm() -> &'static str {
+    if Path::new("/dev/shm").is_dir() {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    }
+}
+
+fn main() {
+    let a = parse_args();
+    if let Some((prim, n)) = &a.refs {
+        refs_mode(prim, *n);
+        return;
+    }
+    let want = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
+    let dir = tempfile::tempdir_in(shm()).unwrap();
+    let regions = make_regions(dir.path(), a.bytes);
+    println!(
+        "# dta benchmark suite: {} reports per run, median of {} runs, regions in {}{}",
+        a.reports,
+        a.runs,
+        shm(),
+        if a.smoke { " (smoke)" } else { "" }
+    );
+    let mut kw = 0.0;
+    if want("apply") {
+        kw = run_apply(&a, &regions);
+    }
+    if want("cuckoo") {
+        run_cuckoo(&a, &regions, kw);
+    }
+    if want("query") {
+        run_query(&a, &regions);
+    }
+    if want("e2e") {
+        run_e2e(&a, &regions);
+    }
+    if want("refs") {
+        run_refs(&a);
+    }
+    if want("scaling") {
+        run_scaling(&a, &regions);
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Run every benchmark of issue 4 once with a short default duration and print their tables
+# (docs/benchmarks.md records the figures). Each benchmark measures its own baseline in the same
+# run; figures are medians.
+#
+#   scripts/bench.sh                 # default: 256 MiB stores, 2 M reports per run, 5 runs
+#   scripts/bench.sh --smoke         # a moment each (CI: checks they still work)
+#   scripts/bench.sh --gib 4         # the >= 4 GiB Key-Write / Key-Increment regions
+#   scripts/bench.sh --only apply,query --runs 3
+#
+# Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
+# 6 scaling. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo bench -q -p dta-translator --bench suite -- "$@"
