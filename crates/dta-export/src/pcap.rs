@@ -204,9 +204,12 @@ pub fn datagram_for(frame: &[u8], opts: &ReplayOptions, seq: u32) -> Option<(Vec
     }
 }
 
-/// Send the records of `path` to `opts.to`.
+/// Send the records of `path` to `opts.to`, streaming the file (a trace of any size).
 pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapError> {
-    let records = read_pcap(path)?;
+    let mut reader = PcapReader::new(BufReader::new(File::open(path)?))?;
+    if reader.header().datalink != DataLink::ETHERNET {
+        return Err(PcapError::LinkType(reader.header().datalink));
+    }
     let bind: SocketAddr = if opts.to.is_ipv4() {
         "0.0.0.0:0".parse().unwrap()
     } else {
@@ -216,12 +219,13 @@ pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapErro
     let mut st = ReplayStats::default();
     let start = Instant::now();
     let mut wrapped_seq = 0u32;
-    for (_, frame) in &records {
+    while let Some(rec) = reader.next_packet() {
         if opts.limit.is_some_and(|l| st.sent >= l) {
             break;
         }
+        let rec = rec?;
         st.records += 1;
-        let Some((dgram, wrapped)) = datagram_for(frame, opts, wrapped_seq) else {
+        let Some((dgram, wrapped)) = datagram_for(&rec.data, opts, wrapped_seq) else {
             st.skipped += 1;
             continue;
         };
@@ -236,7 +240,7 @@ pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapErro
                 std::thread::sleep(due - now);
             }
         }
-        // A full socket buffer (ENOBUFS/EAGAIN) is retried briefly, then counted.
+        // A full socket buffer (ENOBUFS) is retried briefly, then counted.
         let mut tries = 0;
         loop {
             match socket.send_to(&dgram, opts.to) {
