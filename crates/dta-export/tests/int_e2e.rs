@@ -14,6 +14,12 @@ use dta_export::pcap::{replay, write_pcap, PcapFormat, ReplayMode, ReplayOptions
 use dta_int::{query, Buckets, IntSink, IntSinkConfig, Metric};
 use dta_translator::{Stats, Translator, TranslatorConfig};
 
+/// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver
+/// does not lose datagrams.
+fn rx_socket() -> UdpSocket {
+    dta_translator::ingest::bind("127.0.0.1:0".parse().unwrap(), 16 << 20).unwrap()
+}
+
 fn stores() -> Vec<StoreConfig> {
     [
         "name = 'paths'\nkind = 'key-write'\nslots = 65536\nkey_len = 13\ndata_len = 24",
@@ -46,7 +52,7 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
     write_pcap(&pcap, &t, PcapFormat::Frames, 32766).unwrap();
 
     // Receive everything first (loopback keeps the order), then feed the sink.
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx = rx_socket();
     rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let to = rx.local_addr().unwrap();
     let h = std::thread::spawn(move || {

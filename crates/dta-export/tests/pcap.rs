@@ -12,6 +12,12 @@ use dta_export::pcap::{
 };
 use dta_wire::int::{find_int, parse_report, IntDetect, TelemetryReport};
 
+/// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver
+/// does not lose datagrams.
+fn rx_socket() -> UdpSocket {
+    dta_translator::ingest::bind("127.0.0.1:0".parse().unwrap(), 16 << 20).unwrap()
+}
+
 fn cdf() -> FlowSizeCdf {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/workloads/fb_hadoop_flow_size_cdf.txt");
@@ -131,7 +137,7 @@ fn replay_delivers_every_datagram() {
 
     let mut results = Vec::new();
     for path in [&frames, &reports] {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = rx_socket();
         let to = rx.local_addr().unwrap();
         let h = receive(rx, n);
         let opts = ReplayOptions {
@@ -163,7 +169,7 @@ fn replay_delivers_every_datagram() {
 
     // Payload mode on INT frames sends the INT-over-UDP payload (shim first: type 1 = INT-MD);
     // limit stops early.
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx = rx_socket();
     let to = rx.local_addr().unwrap();
     let h = receive(rx, 10);
     let st = replay(
@@ -182,7 +188,7 @@ fn replay_delivers_every_datagram() {
     assert_eq!(got.len(), 10);
     assert!(got.iter().all(|d| d[0] >> 4 == 1));
     // Wrap mode skips what is not INT (the reports trace's frames are reports, not INT).
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx = rx_socket();
     let st = replay(
         &reports,
         &ReplayOptions {

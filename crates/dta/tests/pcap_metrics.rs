@@ -10,6 +10,12 @@ use dta_export::intgen::GroundTruth;
 use dta_export::pcap::read_pcap;
 use dta_export::prom::{parse_exposition, value};
 
+/// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver
+/// does not lose datagrams.
+fn rx_socket() -> UdpSocket {
+    dta_translator::ingest::bind("127.0.0.1:0".parse().unwrap(), 16 << 20).unwrap()
+}
+
 fn dta() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dta"))
 }
@@ -44,7 +50,7 @@ fn pcap_gen_then_replay_delivers_every_frame() {
     assert_eq!(truth.flows.len(), 30);
     assert!(truth.flows.iter().all(|f| f.path.len() == 5));
 
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rx = rx_socket();
     rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let to = rx.local_addr().unwrap();
     let h = std::thread::spawn(move || {
