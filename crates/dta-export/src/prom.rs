@@ -606,4 +606,79 @@ mod tests {
         assert_eq!(v("dta_translator_dropped_total", &[]), 2.0);
         assert_eq!(v("dta_translator_nacks_total", &[]), 3.0);
     }
+
+    #[test]
+    fn int_sink_counters_by_kind_class_and_reason() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (a, b) = (Arc::new(IntStats::default()), Arc::new(IntStats::default()));
+        a.events[EventKind::QueueOccupancy as usize - 1].store(2, Relaxed);
+        b.events[EventKind::QueueOccupancy as usize - 1].store(3, Relaxed);
+        b.events[EventKind::PathChange as usize - 1].store(1, Relaxed);
+        a.flows_idle.store(4, Relaxed);
+        b.error(dta_wire::int::Error::BadHopMl);
+        a.md_packets.store(10, Relaxed);
+        let mut reg = Registry::default();
+        reg.register_collector(Box::new(IntSinkMetrics::new(vec![a, b])));
+        let s = parse_exposition(&encode(&reg)).unwrap();
+        let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
+        assert_eq!(
+            v(
+                "dta_int_events_total",
+                &[("kind", "queue_occupancy"), ("class", "threshold")]
+            ),
+            5.0
+        );
+        assert_eq!(
+            v(
+                "dta_int_events_total",
+                &[("kind", "path_change"), ("class", "change")]
+            ),
+            1.0
+        );
+        assert_eq!(v("dta_int_events_total", &[("class", "drop")]), 0.0);
+        assert_eq!(v("dta_int_flows_evicted_total", &[("reason", "idle")]), 4.0);
+        assert_eq!(v("dta_int_errors_total", &[("reason", "bad_hop_ml")]), 1.0);
+        assert_eq!(v("dta_int_md_packets_total", &[]), 10.0);
+        // Every event kind has a series.
+        assert_eq!(
+            s.iter()
+                .filter(|x| x.name == "dta_int_events_total")
+                .count(),
+            EventKind::ALL.len()
+        );
+    }
+
+    #[test]
+    fn server_answers_metrics_404_and_405_then_stops() {
+        use std::io::Read;
+        let stats = Arc::new(Stats::default());
+        let reg = Arc::new(TranslatorMetrics::new(vec![stats.clone()]).registry());
+        let srv = MetricsServer::start("127.0.0.1:0".parse().unwrap(), reg).unwrap();
+        let addr = srv.local_addr();
+        let req = |r: &str| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(r.as_bytes()).unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        stats.report(dta_wire::Opcode::Append);
+        let ok = req("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains(CONTENT_TYPE));
+        let body = ok.split_once("\r\n\r\n").unwrap().1;
+        let s = parse_exposition(body).unwrap();
+        assert_eq!(
+            value(
+                &s,
+                "dta_translator_reports_total",
+                &[("primitive", "append")]
+            ),
+            Some(1.0)
+        );
+        assert!(req("GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(req("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        drop(srv);
+        assert!(TcpStream::connect(addr).is_err(), "stopped when dropped");
+    }
 }
