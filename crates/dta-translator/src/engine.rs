@@ -334,6 +334,10 @@ impl<S: Sinks> Translator<S> {
         &self.sinks
     }
 
+    pub fn sinks_mut(&mut self) -> &mut S {
+        &mut self.sinks
+    }
+
     /// NACKs produced since the last call, for the ingest loop to send.
     pub fn drain_nacks(&mut self) -> std::vec::Drain<'_, PendingNack> {
         self.nacks.drain(..)
