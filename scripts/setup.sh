@@ -16,6 +16,12 @@ if [ "${DTA_RDMA_CORE:-1}" != 0 ]; then
     dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
     command -v ibv_devices >/dev/null 2>&1 || need_apt+=(ibverbs-utils)
 fi
+# The XDP translator (crates/dta-xdp, docs/xdp.md): clang compiles bpf/dta_xdp.bpf.c against
+# libbpf's headers (bpf/bpf_helpers.h) and the kernel UAPI headers.
+command -v clang >/dev/null 2>&1 || need_apt+=(clang llvm)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
+[ -f /usr/include/linux/bpf.h ] || need_apt+=(linux-libc-dev)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # The Redis export's tests start a real redis-server (docs/exports.md).
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then

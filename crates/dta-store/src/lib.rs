@@ -9,6 +9,7 @@
 //! store. It knows nothing of the network.
 
 pub mod append;
+mod bpffs;
 pub mod error;
 pub mod hash;
 pub mod header;

@@ -43,6 +43,8 @@ pub struct Region {
     path: PathBuf,
     huge: bool,
     map: MmapRaw,
+    /// False for a mapping with no file to msync (a BPF map, [`Region::from_fd`]).
+    syncable: bool,
     _file: File,
 }
 
@@ -145,22 +147,54 @@ impl Region {
     }
 
     fn open_inner(path: &Path, writable: bool) -> Result<Region, StoreError> {
+        if crate::bpffs::is_bpffs(path) {
+            // A BPF array map pinned in bpffs (the XDP translator's stores, docs/xdp.md).
+            let (fd, len) =
+                crate::bpffs::open_pinned(path, writable).map_err(|e| StoreError::io(path, e))?;
+            return Region::from_fd(fd, len, path, writable);
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
             .open(path)
             .map_err(|e| StoreError::io(path, e))?;
         let file_len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        Region::map_file(file, file_len, path, writable)
+    }
+
+    /// A region over the first `len` bytes of a shared, mappable descriptor that already holds a
+    /// header page and data area, e.g. a `BPF_F_MMAPABLE` array map (dta-xdp). `path` only names
+    /// it in messages. The header is validated as [`Region::open`] does; [`Region::flush`] is a
+    /// no-op (there is no file to sync).
+    pub fn from_fd(
+        fd: std::os::fd::OwnedFd,
+        len: u64,
+        path: &Path,
+        writable: bool,
+    ) -> Result<Region, StoreError> {
+        let mut r = Region::map_file(File::from(fd), len, path, writable)?;
+        r.syncable = false;
+        Ok(r)
+    }
+
+    fn map_file(
+        file: File,
+        file_len: u64,
+        path: &Path,
+        writable: bool,
+    ) -> Result<Region, StoreError> {
         if file_len < HEADER_LEN as u64 {
             return Err(StoreError::Truncated {
                 file_len,
                 needed: HEADER_LEN as u64,
             });
         }
+        let len = usize::try_from(file_len)
+            .map_err(|_| StoreError::BadGeometry("region larger than the address space".into()))?;
         let map = if writable {
-            MmapOptions::new().map_raw(&file)
+            MmapOptions::new().len(len).map_raw(&file)
         } else {
-            MmapOptions::new().map_raw_read_only(&file)
+            MmapOptions::new().len(len).map_raw_read_only(&file)
         }
         .map_err(|e| StoreError::io(path, e))?;
         if (map.len() as u64) < file_len {
@@ -203,6 +237,7 @@ impl Region {
             path: path.to_path_buf(),
             huge,
             map,
+            syncable: true,
             _file: file,
         })
     }
@@ -233,7 +268,7 @@ impl Region {
 
     /// msync the mapping to its file.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if !self.mem.writable {
+        if !self.mem.writable || !self.syncable {
             return Ok(());
         }
         self.map.flush().map_err(|e| StoreError::io(&self.path, e))

@@ -1,0 +1,660 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DTA XDP translator (issue 4; paper 001 §4, §5.2): parses DTA reports in the driver and
+// applies Key-Write, Key-Increment and Append straight into BPF_F_MMAPABLE array maps that ARE
+// the stores (docs/regions.md: a 4096-byte header page, then the data area; one u64 per array
+// element, so data-area byte offset o is element (4096 + o) / 8). Anything it cannot handle is
+// passed up the stack (XDP_PASS) to the userspace translator, which counts every error exactly.
+// docs/xdp.md describes the design; crates/dta-xdp loads this program.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define NSTORES 6          // store slots st0..st5 (Key-Write / Key-Increment / Append)
+#define MAX_PAYLOAD 1024   // larger UDP payloads go to userspace
+#define BUF_MASK 2047      // scratch buffer index mask (buffer is 2048 + slack)
+#define MAX_NATIVE 8       // reports per native datagram handled here; more -> XDP_PASS
+#define HEADER_WORDS 512   // 4096-byte header page / 8
+
+#define KIND_KW 1
+#define KIND_AP 2
+#define KIND_KI 3
+
+// Stats counters (per CPU); crates/dta-xdp/src/lib.rs `Counter` mirrors this list.
+enum {
+    C_PACKETS = 0,     // frames seen
+    C_DATAGRAMS,       // DTA datagrams applied here and dropped (consumed)
+    C_KEY_WRITE,       // reports applied, by primitive
+    C_APPEND,
+    C_KEY_INCREMENT,
+    C_IMMEDIATE,       // applied reports with the immediate flag
+    C_PASS_OTHER,      // not UDP to the DTA port (or not IPv4/IPv6, or a fragment)
+    C_PASS_RETRANS,    // retransmittable datagrams: sequence tracking is userspace's job
+    C_PASS_UNHANDLED,  // a primitive / shape without an XDP store (Postcarding, Sketch-Merge, no_store, bad list)
+    C_PASS_MALFORMED,  // fails validation: userspace counts the exact reason
+    C_PASS_TOO_BIG,    // payload > MAX_PAYLOAD or more than MAX_NATIVE reports
+    C_DROP_MAP_ERROR,  // a store word out of the map's bounds (a configuration bug); dropped
+    C_WORD_WRITES,     // 8-byte stores and fetch-adds performed
+    C_COUNT
+};
+
+struct store_cfg {
+    __u32 kind;         // 0 unused, 1 Key-Write, 2 Append, 3 Key-Increment
+    __u32 hash;         // 0 prototype (CRC-32), 1 native (FNV-1a64 + fmix64)
+    __u32 key_len;      // Key-Write / Key-Increment
+    __u32 data_len;     // Key-Write data_len; Append entry_len
+    __u32 slot_len;     // Key-Write slot_len
+    __u32 lists;        // Append
+    __u64 count;        // Key-Write slots, Key-Increment counters, Append capacity (powers of two)
+    __u64 rings_offset; // Append
+    __u64 words;        // elements of the store's map (bounds)
+};
+
+struct global_cfg {
+    __u32 enabled;
+    __u32 proto_hdr_len; // prototype base header: 2 (short) or 3 (long)
+    __u32 port;          // UDP destination port (40040)
+    __u32 pad;
+};
+
+// A parsed report this program can apply.
+struct job {
+    __u32 store;
+    __u32 kind;
+    __u32 koff;  // key offset in the payload
+    __u32 doff;  // data offset
+    __u32 red;
+    __u32 list;
+    __u64 add;
+    __u32 imm;
+};
+
+struct scratch {
+    struct job jobs[MAX_NATIVE];
+    __u8 buf[BUF_MASK + 1 + 128];
+    __u8 slot[128];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, NSTORES);
+    __type(key, __u32);
+    __type(value, struct store_cfg);
+} dta_cfg SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct global_cfg);
+} dta_global SEC(".maps");
+
+// zlib's CRC-32 table, filled by the loader (a table keeps the verifier's state count low).
+struct crc_table {
+    __u32 t[256];
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct crc_table);
+} dta_crc SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, C_COUNT);
+    __type(key, __u32);
+    __type(value, __u64);
+} dta_stats SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct scratch);
+} dta_scratch SEC(".maps");
+
+// The stores: max_entries is set by the loader to the region's words (header page + data area).
+#define STORE_MAP(name)                                                                            \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_ARRAY);                                                          \
+        __uint(max_entries, 1);                                                                    \
+        __uint(map_flags, BPF_F_MMAPABLE);                                                         \
+        __type(key, __u32);                                                                        \
+        __type(value, __u64);                                                                      \
+    } name SEC(".maps")
+STORE_MAP(dta_st0);
+STORE_MAP(dta_st1);
+STORE_MAP(dta_st2);
+STORE_MAP(dta_st3);
+STORE_MAP(dta_st4);
+STORE_MAP(dta_st5);
+
+static __always_inline void count(__u32 c, __u64 n)
+{
+    __u64 *v = bpf_map_lookup_elem(&dta_stats, &c);
+    if (v)
+        *v += n;
+}
+
+// The u64 at data-area byte offset `off` (8-aligned) of the store in map `m`, or NULL out of
+// bounds. `m` is a constant at every call site (one global function per store slot).
+static __always_inline __u64 *store_word(void *m, __u64 off)
+{
+    __u64 e = (off >> 3) + HEADER_WORDS;
+    if (e > 0xffffffffULL)
+        return 0;
+    __u32 k = (__u32)e;
+    return bpf_map_lookup_elem(m, &k);
+}
+
+static __always_inline __u8 B(struct scratch *sc, __u32 i)
+{
+    return sc->buf[i & BUF_MASK];
+}
+
+// zlib's CRC-32, one table step per byte (architecture.md "Hashing"; the prototype's scheme).
+static __always_inline __u32 crc_byte(struct crc_table *t, __u32 crc, __u8 b)
+{
+    return t->t[(crc ^ b) & 0xff] ^ (crc >> 8);
+}
+
+static __always_inline __u64 fmix64(__u64 k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+// A key's hashes (architecture.md "Hashing"): the CRC state after key_le (prototype) or the
+// FNV-1a64 of the key (native), and the key checksum.
+struct keyhash {
+    struct crc_table *t;
+    __u32 crc_state; // prototype: CRC register after key_le, before the copy byte n
+    __u32 checksum;
+    __u64 h;         // native: fnv1a64(key)
+};
+
+static __always_inline void hash_key(struct scratch *sc, __u32 koff, __u32 klen, __u32 scheme,
+                                     struct keyhash *kh)
+{
+    struct crc_table *t = kh->t;
+    if (scheme == 0) {
+        // prototype: key_le = the 4 wire bytes reversed; slot(key, n) = crc32(key_le ‖ n).
+        __u32 c = 0xffffffffU;
+        c = crc_byte(t, c, B(sc, koff + 3));
+        c = crc_byte(t, c, B(sc, koff + 2));
+        c = crc_byte(t, c, B(sc, koff + 1));
+        c = crc_byte(t, c, B(sc, koff + 0));
+        kh->crc_state = c;
+        kh->checksum = ~c;
+        kh->h = 0;
+    } else {
+        __u64 h = 0xcbf29ce484222325ULL;
+        __u32 c = 0xffffffffU;
+        for (__u32 i = 0; i < 16; i++) {
+            if (i >= klen)
+                break;
+            __u8 b = B(sc, koff + i);
+            h = (h ^ b) * 0x100000001b3ULL;
+            c = crc_byte(t, c, b);
+        }
+        kh->h = h;
+        kh->checksum = ~c;
+        kh->crc_state = 0;
+    }
+}
+
+// index(scheme, key, n, count) — 001 Appendix A.1 Algorithm 1, h0(n, K) mod Buflen.
+static __always_inline __u64 key_index(struct keyhash *kh, __u32 scheme, __u32 n, __u64 count)
+{
+    if (scheme == 0)
+        return (__u64)(~crc_byte(kh->t, kh->crc_state, (__u8)n)) & (count - 1);
+    return fmix64(kh->h ^ (0x9E3779B97F4A7C15ULL * (__u64)(n + 1))) & (count - 1);
+}
+
+// Key-Write: N slot writes of [checksum LE][data][zero pad] (001 §4, Appendix A.1 Algorithm 1,
+// CraftWrite; regions.md §2.1). Each 8-byte word is one store, as the userspace sink does.
+static __always_inline int apply_key_write(struct scratch *sc, struct store_cfg *c, void *s,
+                                           __u32 koff, __u32 doff, __u32 red)
+{
+    struct keyhash kh;
+    __u32 zero = 0;
+    kh.t = bpf_map_lookup_elem(&dta_crc, &zero);
+    if (!kh.t)
+        return -1;
+#pragma clang loop unroll(disable)
+    for (__u32 i = 0; i < 64; i++)
+        sc->slot[4 + i] = B(sc, doff + i);
+    __u32 dlen = c->data_len;
+    __u32 slen = *(volatile __u32 *)&c->slot_len;
+    hash_key(sc, koff, c->key_len, c->hash, &kh);
+    *(__u32 *)&sc->slot[0] = kh.checksum; // little-endian host (x86-64, arm64)
+    // Zero the pad after the data (at most 7 bytes up to slot_len).
+    for (__u32 i = 0; i < 8; i++)
+        sc->slot[(4 + dlen + i) & 127] = 0;
+    for (__u32 n = 0; n < 4; n++) {
+        if (n >= red)
+            break;
+        __u64 base = key_index(&kh, c->hash, n, c->count) * slen;
+#pragma clang loop unroll(disable)
+        for (__u32 w = 0; w < 9; w++) {
+            // Re-read the bound: a fresh scalar, so the verifier's paths out of this loop merge
+            // instead of multiplying (one per exit point per copy).
+            if (w * 8 >= *(volatile __u32 *)&c->slot_len)
+                break;
+            __u64 *p = store_word(s, base + w * 8);
+            if (!p)
+                return -1;
+            *p = *(__u64 *)&sc->slot[w * 8];
+            count(C_WORD_WRITES, 1);
+        }
+    }
+    return 0;
+}
+
+// Key-Increment: N FETCH_ADDs of the counter (001 Appendix A.4 Algorithm 5).
+static __always_inline int apply_key_increment(struct scratch *sc, struct store_cfg *c, void *s,
+                                               __u32 koff, __u64 add, __u32 red)
+{
+    struct keyhash kh;
+    __u32 zero = 0;
+    kh.t = bpf_map_lookup_elem(&dta_crc, &zero);
+    if (!kh.t)
+        return -1;
+    hash_key(sc, koff, c->key_len, c->hash, &kh);
+    for (__u32 n = 0; n < 4; n++) {
+        if (n >= red)
+            break;
+        __u64 *p = store_word(s, key_index(&kh, c->hash, n, c->count) * 8);
+        if (!p)
+            return -1;
+        __sync_fetch_and_add(p, add);
+        count(C_WORD_WRITES, 1);
+    }
+    return 0;
+}
+
+// Append, one entry at a time (001 Appendix A.3; regions.md §2.4): reserve entry i with a
+// FETCH_ADD on the list's head, then write the entry at i mod capacity. The XDP path does not
+// batch: see docs/xdp.md for what readers see while an entry is in flight.
+static __always_inline int apply_append(struct scratch *sc, struct store_cfg *c, void *s,
+                                        __u32 list, __u32 doff)
+{
+    __u64 *head = store_word(s, (__u64)list * 8);
+    if (!head)
+        return -1;
+    __u64 i = __sync_fetch_and_add(head, 1);
+    __u32 e = c->data_len;
+    __u64 off = c->rings_offset + ((__u64)list * c->count + (i & (c->count - 1))) * e;
+    count(C_WORD_WRITES, 1);
+    if ((e & 7) == 0 && (off & 7) == 0) {
+#pragma clang loop unroll(disable)
+        for (__u32 w = 0; w < 8; w++) {
+            if (w * 8 >= *(volatile __u32 *)&c->data_len)
+                break;
+            __u64 *p = store_word(s, off + w * 8);
+            if (!p)
+                return -1;
+            __u64 v = 0;
+#pragma unroll
+            for (__u32 j = 0; j < 8; j++)
+                v |= (__u64)B(sc, doff + w * 8 + j) << (8 * j);
+            *p = v;
+            count(C_WORD_WRITES, 1);
+        }
+        return 0;
+    }
+    // Unaligned entries (E not a multiple of 8): byte stores into the words they fall in.
+    for (__u32 j = 0; j < 64; j++) {
+        if (j >= *(volatile __u32 *)&c->data_len)
+            break;
+        __u64 o = off + j;
+        __u64 *p = store_word(s, o & ~7ULL);
+        if (!p)
+            return -1;
+        ((__u8 *)p)[o & 7] = B(sc, doff + j);
+    }
+    return 0;
+}
+
+// The first store slot of `kind` matching the shape (the engine's routing: first store in order).
+static __always_inline int route(__u32 kind, __u32 klen, __u32 dlen, struct store_cfg **out)
+{
+#pragma unroll
+    for (__u32 s = 0; s < NSTORES; s++) {
+        __u32 k = s;
+        struct store_cfg *c = bpf_map_lookup_elem(&dta_cfg, &k);
+        if (!c || c->kind != kind)
+            continue;
+        if (kind == KIND_KW && (c->key_len != klen || c->data_len != dlen))
+            continue;
+        if (kind == KIND_KI && c->key_len != klen)
+            continue;
+        if (kind == KIND_AP && c->data_len != dlen)
+            continue; // the engine counts bad_data_len: let userspace do it
+        *out = c;
+        return (int)s;
+    }
+    return -1;
+}
+
+static __always_inline __u32 be32(struct scratch *sc, __u32 o)
+{
+    return ((__u32)B(sc, o) << 24) | ((__u32)B(sc, o + 1) << 16) | ((__u32)B(sc, o + 2) << 8) |
+           (__u32)B(sc, o + 3);
+}
+
+static __always_inline __u64 be64(struct scratch *sc, __u32 o)
+{
+    return ((__u64)be32(sc, o) << 32) | (__u64)be32(sc, o + 4);
+}
+
+
+
+// Returns 1 and fills `j` if the report is one we apply, 0 if it must go to userspace.
+// A global (separately verified) function: `opf` = opcode | redundancy << 8 | immediate << 16.
+__noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct job *j)
+{
+    struct store_cfg *c = 0;
+    int s;
+    __u32 zero = 0;
+    __u32 op = opf & 0xff, red = (opf >> 8) & 0xff, imm = (opf >> 16) & 1;
+    struct scratch *sc = bpf_map_lookup_elem(&dta_scratch, &zero);
+    if (!sc || !j)
+        return 0;
+    j->imm = imm;
+    j->red = red;
+    j->koff = koff;
+    j->kind = op;
+    if (op == KIND_KW) {
+        s = route(KIND_KW, klen, dlen, &c);
+        if (s < 0 || !c)
+            return 0;
+        j->doff = koff + klen;
+    } else if (op == KIND_KI) {
+        s = route(KIND_KI, klen, 8, &c);
+        if (s < 0 || !c)
+            return 0;
+        j->add = be64(sc, koff + klen);
+    } else if (op == KIND_AP) {
+        s = route(KIND_AP, 0, dlen, &c);
+        if (s < 0 || !c)
+            return 0;
+        j->list = be32(sc, koff);
+        if (j->list >= c->lists)
+            return 0; // bad_list_id: counted by userspace
+        j->doff = koff + 4;
+    } else {
+        return 0;
+    }
+    j->store = (__u32)s;
+    return 1;
+}
+
+// Global (separately verified) functions, one per primitive and store slot, each with its
+// store map a constant: apply one planned report.
+#define APPLY_FN(fname, map, body)                                                                 \
+    __noinline int fname(struct job *j)                                                            \
+    {                                                                                              \
+        __u32 zero = 0;                                                                            \
+        struct scratch *sc = bpf_map_lookup_elem(&dta_scratch, &zero);                             \
+        if (!sc || !j)                                                                             \
+            return -1;                                                                             \
+        __u32 k = j->store;                                                                        \
+        struct store_cfg *c = bpf_map_lookup_elem(&dta_cfg, &k);                                   \
+        if (!c)                                                                                    \
+            return -1;                                                                             \
+        if (j->imm)                                                                                \
+            count(C_IMMEDIATE, 1);                                                                 \
+        void *m = &map;                                                                            \
+        body;                                                                                      \
+    }
+#define APPLY_SLOT(n)                                                                              \
+    APPLY_FN(dta_kw##n, dta_st##n, count(C_KEY_WRITE, 1);                                          \
+             return apply_key_write(sc, c, m, j->koff, j->doff, j->red))                          \
+    APPLY_FN(dta_ki##n, dta_st##n, count(C_KEY_INCREMENT, 1);                                      \
+             return apply_key_increment(sc, c, m, j->koff, j->add, j->red))                       \
+    APPLY_FN(dta_ap##n, dta_st##n, count(C_APPEND, 1);                                             \
+             return apply_append(sc, c, m, j->list, j->doff))
+APPLY_SLOT(0)
+APPLY_SLOT(1)
+APPLY_SLOT(2)
+APPLY_SLOT(3)
+APPLY_SLOT(4)
+APPLY_SLOT(5)
+
+#define DISPATCH(n)                                                                                \
+    case n:                                                                                        \
+        if (j->kind == KIND_KW)                                                                    \
+            return dta_kw##n(j);                                                                   \
+        if (j->kind == KIND_KI)                                                                    \
+            return dta_ki##n(j);                                                                   \
+        return dta_ap##n(j);
+
+static __always_inline int dta_run(struct job *j)
+{
+    switch (j->store) {
+        DISPATCH(0)
+        DISPATCH(1)
+        DISPATCH(2)
+        DISPATCH(3)
+        DISPATCH(4)
+        DISPATCH(5)
+    }
+    return -1;
+}
+
+// Prototype datagram (docs/protocol.md "Prototype protocol"): exactly one report.
+static __always_inline int handle_prototype(struct scratch *sc, __u32 plen, __u32 hl)
+{
+    __u32 op = B(sc, 0);
+    if (plen < hl) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    __u32 flags = B(sc, hl - 1);
+    if (hl == 3 && (flags & 0x40)) {
+        count(C_PASS_RETRANS, 1);
+        return XDP_PASS;
+    }
+    __u32 imm = (flags & 0x80) ? 1 : 0;
+    __u32 sub = plen - hl;
+    struct job *j = &sc->jobs[0];
+    int ok = 0;
+    if (op == KIND_KW) {
+        if (sub != 9 && sub != 17 && sub != 33)
+            goto malformed;
+        __u32 red = B(sc, hl);
+        if (red < 1 || red > 4)
+            goto malformed;
+        ok = dta_plan(KIND_KW | red << 8 | imm << 16, 4, sub - 5, hl + 1, j);
+    } else if (op == KIND_KI) {
+        if (sub != 13)
+            goto malformed;
+        __u32 red = B(sc, hl);
+        if (red < 1 || red > 4)
+            goto malformed;
+        ok = dta_plan(KIND_KI | red << 8 | imm << 16, 4, 8, hl + 1, j);
+    } else if (op == KIND_AP) {
+        if (sub != 8)
+            goto malformed;
+        ok = dta_plan(KIND_AP | imm << 16, 0, 4, hl, j);
+    }
+    if (!ok) {
+        count(C_PASS_UNHANDLED, 1);
+        return XDP_PASS;
+    }
+    if (dta_run(j) < 0) {
+        count(C_DROP_MAP_ERROR, 1);
+        return XDP_DROP;
+    }
+    count(C_DATAGRAMS, 1);
+    return XDP_DROP;
+malformed:
+    count(C_PASS_MALFORMED, 1);
+    return XDP_PASS;
+}
+
+// Native datagram (docs/protocol.md "Native protocol"): validated whole before any report is
+// applied, as native::Datagram::parse does; applied only if every report is one we handle.
+static __always_inline int handle_native(struct scratch *sc, __u32 plen)
+{
+    if (plen < 12 || B(sc, 0) != 0x10) {
+        count(C_PASS_MALFORMED, 1); // NACKs, other kinds, truncated: userspace counts them
+        return XDP_PASS;
+    }
+    __u32 b1 = B(sc, 1);
+    if ((b1 >> 6) == 3) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    if (b1 & 0x20) {
+        count(C_PASS_RETRANS, 1);
+        return XDP_PASS;
+    }
+    __u32 n = B(sc, 2);
+    if (n == 0) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    if (n > MAX_NATIVE) {
+        count(C_PASS_TOO_BIG, 1);
+        return XDP_PASS;
+    }
+    __u32 pos = 12;
+    int unhandled = 0;
+    for (__u32 i = 0; i < MAX_NATIVE; i++) {
+        if (i >= n)
+            break;
+        if (pos + 4 > plen)
+            goto malformed;
+        __u32 op = B(sc, pos);
+        __u32 f = B(sc, pos + 1);
+        __u32 klen = B(sc, pos + 2);
+        __u32 dlen = B(sc, pos + 3);
+        __u32 body;
+        if (op < 1 || op > 5)
+            goto malformed;
+        if (op == 2 || op == 5) {
+            if (klen != 0)
+                goto malformed;
+        } else if (klen < 1 || klen > 16) {
+            goto malformed;
+        }
+        if (dlen < 4 || dlen > 64 || (op == 3 && dlen != 8) || (op == 4 && dlen != 4))
+            goto malformed;
+        if (op == 1 || op == 3)
+            body = klen + dlen;
+        else if (op == 2)
+            body = 4 + dlen;
+        else if (op == 4)
+            body = klen + 6;
+        else
+            body = 8 + dlen;
+        if (pos + 4 + body > plen)
+            goto malformed;
+        if (!dta_plan(op | ((f & 3) + 1) << 8 | ((f & 0x80) ? 1 : 0) << 16, klen, dlen, pos + 4,
+                      &sc->jobs[i & (MAX_NATIVE - 1)]))
+            unhandled = 1;
+        pos += 4 + body;
+    }
+    if (pos != plen)
+        goto malformed;
+    if (unhandled) {
+        count(C_PASS_UNHANDLED, 1);
+        return XDP_PASS;
+    }
+    for (__u32 i = 0; i < MAX_NATIVE; i++) {
+        if (i >= n)
+            break;
+        if (dta_run(&sc->jobs[i & (MAX_NATIVE - 1)]) < 0) {
+            count(C_DROP_MAP_ERROR, 1);
+            return XDP_DROP;
+        }
+    }
+    count(C_DATAGRAMS, 1);
+    return XDP_DROP;
+malformed:
+    count(C_PASS_MALFORMED, 1);
+    return XDP_PASS;
+}
+
+SEC("xdp")
+int dta_xdp(struct xdp_md *ctx)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 zero = 0;
+    count(C_PACKETS, 1);
+    struct global_cfg *g = bpf_map_lookup_elem(&dta_global, &zero);
+    if (!g || !g->enabled)
+        return XDP_PASS;
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end)
+        goto other;
+    __u32 off = sizeof(*eth);
+    struct udphdr *udp;
+    if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+        struct iphdr *ip = data + off;
+        if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
+            goto other;
+        if (ip->frag_off & bpf_htons(0x3fff))
+            goto other; // fragments: the stack reassembles them
+        off += ip->ihl * 4;
+    } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+        struct ipv6hdr *ip6 = data + off;
+        if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+            goto other;
+        off += sizeof(*ip6);
+    } else {
+        goto other;
+    }
+    udp = data + off;
+    if ((void *)(udp + 1) > end || udp->dest != bpf_htons((__u16)g->port))
+        goto other;
+    off += sizeof(*udp);
+    __u32 ulen = bpf_ntohs(udp->len);
+    if (ulen < 8 || off + (ulen - 8) > (__u32)(end - data)) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    __u32 plen = ulen - 8;
+    if (plen == 0) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    if (plen > MAX_PAYLOAD) {
+        count(C_PASS_TOO_BIG, 1);
+        return XDP_PASS;
+    }
+    struct scratch *sc = bpf_map_lookup_elem(&dta_scratch, &zero);
+    if (!sc)
+        return XDP_PASS;
+    if (bpf_xdp_load_bytes(ctx, off, sc->buf, plen) < 0) {
+        count(C_PASS_MALFORMED, 1);
+        return XDP_PASS;
+    }
+    __u8 first = sc->buf[0];
+    if (first >= 1 && first <= 3)
+        return handle_prototype(sc, plen, g->proto_hdr_len == 3 ? 3 : 2);
+    if (first == 4) {
+        count(C_PASS_UNHANDLED, 1); // prototype Postcarding: the translator's cache
+        return XDP_PASS;
+    }
+    return handle_native(sc, plen);
+other:
+    count(C_PASS_OTHER, 1);
+    return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,362 @@
+//! The XDP translator end to end, in network namespaces over a veth pair the test creates:
+//! reports sent from one namespace reach the XDP program on the other end, which applies them
+//! into map-backed stores; the stores must be byte-identical to what the userspace translator
+//! writes for the same reports into file-backed regions, readable through bpffs pins, and what
+//! the program cannot handle must reach a userspace socket. Needs root: skipped otherwise.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::{
+    AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region, StoreSpec,
+};
+use dta_translator::{Stats, Translator, TranslatorConfig};
+use dta_xdp::{XdpConfig, XdpTranslator};
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: the XDP tests need root (network namespaces, BPF)");
+        return false;
+    }
+    true
+}
+
+fn sh(args: &[&str]) {
+    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
+    assert!(st.success(), "{args:?} failed");
+}
+
+/// Two namespaces joined by a veth pair: `a` (10.99.P.1, the translator) and `b` (10.99.P.2).
+struct Net {
+    a: String,
+    b: String,
+}
+
+impl Net {
+    fn new(tag: &str) -> Net {
+        let id = std::process::id() % 200 + if tag == "x" { 0 } else { 1 };
+        let (a, b) = (format!("dtaxa{id}{tag}"), format!("dtaxb{id}{tag}"));
+        let _ = Command::new("ip").args(["netns", "del", &a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &b]).status();
+        sh(&["ip", "netns", "add", &a]);
+        sh(&["ip", "netns", "add", &b]);
+        sh(&[
+            "ip", "link", "add", "veth0", "netns", &a, "type", "veth", "peer", "name", "veth1",
+            "netns", &b,
+        ]);
+        let ipa = format!("10.99.{id}.1/24");
+        let ipb = format!("10.99.{id}.2/24");
+        sh(&["ip", "-n", &a, "addr", "add", &ipa, "dev", "veth0"]);
+        sh(&["ip", "-n", &b, "addr", "add", &ipb, "dev", "veth1"]);
+        sh(&["ip", "-n", &a, "link", "set", "veth0", "up"]);
+        sh(&["ip", "-n", &b, "link", "set", "veth1", "up"]);
+        sh(&["ip", "-n", &a, "link", "set", "lo", "up"]);
+        // The peer must have an XDP program (or GRO) for native XDP on veth to see frames.
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &b, "ethtool", "-K", "veth1", "gro", "on"])
+            .status();
+        Net { a, b }
+    }
+
+    fn addr_a(&self) -> SocketAddr {
+        let id: String = self
+            .a
+            .trim_start_matches("dtaxa")
+            .chars()
+            .filter(|c| c.is_ascii_digit())
+            .collect();
+        format!("10.99.{id}.1:40040").parse().unwrap()
+    }
+
+    /// Run `f` on a thread inside namespace `ns`.
+    fn run_in<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{ns}");
+        std::thread::spawn(move || {
+            let f2 = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on a namespace fd we opened; affects this thread only.
+            let r = unsafe { libc::setns(f2.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns {path}");
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+fn headers() -> Vec<Header> {
+    let specs = [
+        ("kwp", StoreSpec::KeyWrite(KeyWriteSpec::new(1024, 4, 4))),
+        ("kwn", StoreSpec::KeyWrite(KeyWriteSpec::new(512, 13, 20))),
+        (
+            "kip",
+            StoreSpec::KeyIncrement(KeyIncrementSpec {
+                counters: 1024,
+                key_len: 4,
+                hash: HashScheme::Prototype,
+            }),
+        ),
+        (
+            "kin",
+            StoreSpec::KeyIncrement(KeyIncrementSpec {
+                counters: 256,
+                key_len: 13,
+                hash: HashScheme::Native,
+            }),
+        ),
+        (
+            "app",
+            StoreSpec::Append(AppendSpec {
+                lists: 16,
+                capacity: 8,
+                entry_len: 4,
+                batch: 4,
+            }),
+        ),
+    ];
+    specs
+        .iter()
+        .map(|(n, s)| Header::new(n, s).unwrap())
+        .collect()
+}
+
+fn proto_kw(key: u32, red: u8, data: [u8; 4]) -> Vec<u8> {
+    let mut v = vec![0x01, 0x00, red];
+    v.extend(key.to_be_bytes());
+    v.extend(data);
+    v
+}
+fn proto_ki(key: u32, red: u8, add: u64) -> Vec<u8> {
+    let mut v = vec![0x03, 0x80, red];
+    v.extend(key.to_be_bytes());
+    v.extend(add.to_be_bytes());
+    v
+}
+fn proto_ap(list: u32, data: [u8; 4]) -> Vec<u8> {
+    let mut v = vec![0x02, 0x00];
+    v.extend(list.to_be_bytes());
+    v.extend(data);
+    v
+}
+/// A native datagram of `reports` (each: opcode, flags, key, data), not retransmittable.
+fn native(reports: &[(u8, u8, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut v = vec![0x10, 0x40, reports.len() as u8, 0, 0, 0, 0, 7, 0, 0, 0, 1];
+    for (op, f, key, data) in reports {
+        let (kl, dl) = if *op == 2 {
+            (0, data.len() - 4)
+        } else {
+            (key.len(), data.len())
+        };
+        v.extend([*op, *f, kl as u8, dl as u8]);
+        v.extend(key);
+        v.extend(data);
+    }
+    v
+}
+fn tuple(i: u8) -> Vec<u8> {
+    vec![10, 0, 0, i, 10, 0, 1, i, 0x04, 0xd2, 0, 80, 6]
+}
+
+/// The workload: every datagram the XDP program must apply itself.
+fn workload() -> Vec<Vec<u8>> {
+    let mut d = vec![];
+    for i in 0..40u32 {
+        d.push(proto_kw(
+            0x0a00_0000 + i,
+            (i % 4 + 1) as u8,
+            (i * 7).to_be_bytes(),
+        ));
+        d.push(proto_ki(i % 9, (i % 3 + 1) as u8, i as u64 + 1));
+        d.push(proto_ap(i % 5, [i as u8, 1, 2, 3]));
+    }
+    for i in 0..20u8 {
+        let data: Vec<u8> = (0..20).map(|j| i.wrapping_mul(3) ^ j).collect();
+        let mut add = vec![0u8; 8];
+        add[7] = i + 1;
+        let mut ap = (i as u32 % 3 + 10).to_be_bytes().to_vec();
+        ap.extend([i, i, 0xee, 0xff]);
+        d.push(native(&[
+            (1, 0x80 | (i % 4), tuple(i), data),
+            (3, 0x01, tuple(i % 4), add),
+            (2, 0, vec![], ap),
+        ]));
+    }
+    d
+}
+
+fn send_all(ns: &str, to: SocketAddr, dgrams: Vec<Vec<u8>>) {
+    Net::run_in(ns, move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for d in &dgrams {
+            s.send_to(d, to).unwrap();
+            // Stay well under the veth queue: the test checks exact contents, not speed.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+}
+
+fn wait_for(mut ok: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn data_of(r: &Region) -> Vec<u8> {
+    let mut v = vec![0u8; r.mem().len() as usize];
+    r.mem().read(0, &mut v).unwrap();
+    v
+}
+
+#[test]
+fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
+    if !root() {
+        return;
+    }
+    let net = Net::new("x");
+    let hs = headers();
+    let hs2 = hs.clone();
+    let x = Net::run_in(&net.a, move || {
+        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
+        let mode = x.attach("veth0", false).expect("attach");
+        eprintln!("attached in {mode:?} mode");
+        x
+    });
+    assert_eq!(x.stores().len(), 5);
+    // A userspace socket in namespace a for what the program passes.
+    let to = net.addr_a();
+    let sock = Net::run_in(&net.a, move || {
+        let s = UdpSocket::bind(to).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s
+    });
+
+    let work = workload();
+    let n = work.len() as u64;
+    send_all(&net.b, to, work.clone());
+    assert!(
+        wait_for(|| x.stats().unwrap().datagrams >= n),
+        "XDP applied {:?}",
+        x.stats()
+    );
+    let st = x.stats().unwrap();
+    assert_eq!(st.key_write, 40 + 20);
+    assert_eq!(st.key_increment, 40 + 20);
+    assert_eq!(st.append, 40 + 20);
+    assert_eq!(st.immediate, 40 + 20);
+    assert_eq!(st.drop_map_error, 0);
+
+    // The same datagrams through the userspace translator into file-backed regions.
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<Arc<Region>> = hs
+        .iter()
+        .map(|h| {
+            Arc::new(Region::create(&dir.path().join(&h.name), &h.name, &h.spec, false).unwrap())
+        })
+        .collect();
+    let mut t = Translator::colocated(
+        &TranslatorConfig::default(),
+        files.clone(),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    let src: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+    for d in &work {
+        t.handle_datagram(d, src, Instant::now());
+    }
+    t.flush_all();
+    for (h, f) in hs.iter().zip(&files) {
+        let m = x.region(&h.name).unwrap();
+        assert_eq!(m.header().spec, f.header().spec, "{}: header", h.name);
+        assert_eq!(
+            m.header().data_len,
+            f.header().data_len,
+            "{}: header",
+            h.name
+        );
+        let (a, b) = (data_of(m), data_of(f));
+        assert!(a.iter().any(|&b| b != 0), "{}: XDP store is empty", h.name);
+        assert!(
+            a == b,
+            "{}: XDP store differs from the userspace translator's",
+            h.name
+        );
+    }
+
+    // Queries through a bpffs pin, exactly as `dta query --region` opens it.
+    let pins = x.pin(std::path::Path::new(&format!(
+        "/sys/fs/bpf/dta-test-{}",
+        std::process::id()
+    )));
+    if let Ok(pins) = pins {
+        let r = Region::open_read_only(&pins[0]).expect("open pinned map as a region");
+        let kw = dta_store::KeyWriteLayout::new(r.header()).unwrap();
+        let key = 0x0a00_0003u32.to_be_bytes();
+        match kw.query(r.mem(), &key, 4, 1) {
+            dta_store::KeyWriteAnswer::Found { data, .. } => {
+                assert_eq!(data, (3u32 * 7).to_be_bytes())
+            }
+            other => panic!("query through the pin: {other:?}"),
+        }
+        let ki = dta_store::KeyIncrementLayout::new(x.stores()[2].region.header()).unwrap();
+        // key 2 got i = 2, 11, 20, 29, 38: adds 3 + 12 + 21 + 30 + 39.
+        assert!(ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), 1) >= 105);
+        for p in &pins {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_dir(pins[0].parent().unwrap());
+    } else {
+        eprintln!("bpffs not mounted: pin check skipped ({pins:?})");
+    }
+
+    // What the program cannot handle reaches userspace, and leaves the stores untouched.
+    let before: Vec<Vec<u8>> = x.stores().iter().map(|s| data_of(&s.region)).collect();
+    let mut postcard = vec![0x04, 0x00];
+    postcard.extend([10, 0, 0, 1, 2, 0, 0, 0, 42]);
+    let mut retrans = native(&[(1, 0, tuple(1), vec![1; 20])]);
+    retrans[1] |= 0x20;
+    let passed = vec![
+        postcard,                                               // Postcarding: the userspace cache
+        retrans,                                                // retransmittable: sequence numbers
+        native(&[(1, 0, tuple(1), vec![1; 12])]),               // no Key-Write store of that shape
+        proto_kw(1, 9, [1, 2, 3, 4]),                           // bad redundancy
+        vec![0x01, 0x00, 0x01, 0x0a],                           // truncated
+        native(&[(3, 0, tuple(2), vec![0; 8])])[..30].to_vec(), // native, truncated
+        vec![0x77; 40],                                         // unknown version
+        proto_ap(99, [1, 1, 1, 1]),                             // list id beyond the store
+    ];
+    let k = passed.len();
+    let stb = x.stats().unwrap();
+    send_all(&net.b, to, passed.clone());
+    let mut got = vec![];
+    let mut buf = [0u8; 2048];
+    while got.len() < k {
+        match sock.recv_from(&mut buf) {
+            Ok((len, _)) => got.push(buf[..len].to_vec()),
+            Err(e) => panic!("only {} of {k} passed datagrams arrived: {e}", got.len()),
+        }
+    }
+    assert_eq!(got, passed);
+    let sta = x.stats().unwrap();
+    assert_eq!(sta.datagrams, stb.datagrams);
+    assert_eq!(sta.pass_retransmittable - stb.pass_retransmittable, 1);
+    assert_eq!(sta.pass_unhandled - stb.pass_unhandled, 3);
+    assert_eq!(sta.pass_malformed - stb.pass_malformed, 4);
+    let after: Vec<Vec<u8>> = x.stores().iter().map(|s| data_of(&s.region)).collect();
+    assert!(before == after, "passed datagrams changed a store");
+    drop(x);
+}
