@@ -5,8 +5,8 @@
 //! u64 per element), so this crate mmaps it as a [`dta_store::Region`] and `dta query` reads it
 //! (pinned in bpffs) exactly as it reads a file-backed region. Reports the program cannot handle
 //! (Postcarding, Sketch-Merge, retransmittable datagrams, malformed input, shapes without a store)
-//! are passed up the stack (`XDP_PASS`) to the userspace translator, which [`XdpTranslator::fallback`]
-//! builds over the same regions. `docs/xdp.md` describes the design and its limits.
+//! are passed up the stack (`XDP_PASS`) to the userspace translator, which one
+//! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
