@@ -13,7 +13,11 @@ fn store(toml_text: &str) -> StoreConfig {
 
 fn get(addr: std::net::SocketAddr, path: &str) -> (u16, serde_json::Value) {
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     let status: u16 = resp[9..12].parse().unwrap();
@@ -37,7 +41,12 @@ fn http_api_answers_queries_and_reports_errors() {
     let kw = &c.store("kw").unwrap().region;
     KeyWriteLayout::new(kw.header())
         .unwrap()
-        .apply(&42u32.to_be_bytes(), &[0xde, 0xad, 0xbe, 0xef], 2, &mut kw.mem().sink())
+        .apply(
+            &42u32.to_be_bytes(),
+            &[0xde, 0xad, 0xbe, 0xef],
+            2,
+            &mut kw.mem().sink(),
+        )
         .unwrap();
     let ki = &c.store("ki").unwrap().region;
     KeyIncrementLayout::new(ki.header())
@@ -87,7 +96,13 @@ fn http_api_answers_queries_and_reports_errors() {
     assert!(v["error"].as_str().unwrap().contains("no store named"));
     let (s, v) = get(addr, "/query/kw/ki?key=1");
     assert_eq!(s, 400);
-    assert!(v["error"].as_str().unwrap().contains("not a KeyWrite store"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a KeyWrite store"),
+        "{v}"
+    );
     let (s, v) = get(addr, "/query/kw/kw?key=0x01");
     assert_eq!(s, 400);
     assert!(v["error"].as_str().unwrap().contains("4 bytes"), "{v}");
@@ -103,16 +118,24 @@ fn http_api_answers_queries_and_reports_errors() {
 
 #[test]
 fn config_errors_name_the_store_and_the_problem() {
-    let e = store("name = 'x'\nkind = 'append'\nslots = 4").spec().unwrap_err();
+    let e = store("name = 'x'\nkind = 'append'\nslots = 4")
+        .spec()
+        .unwrap_err();
     assert!(e.to_string().contains("`slots` does not apply"), "{e}");
-    let e = store("name = 'bad name'\nkind = 'append'").spec().unwrap_err();
+    let e = store("name = 'bad name'\nkind = 'append'")
+        .spec()
+        .unwrap_err();
     assert!(e.to_string().contains("name must be"), "{e}");
     let e = store("name = 'x'").spec().unwrap_err();
     assert!(e.to_string().contains("missing `kind`"), "{e}");
     let e = store("name = 'x'\nkind = 'key-write'\nhash = 'md5'")
         .spec()
         .unwrap_err();
-    assert!(e.to_string().contains("expected \"prototype\" or \"native\""), "{e}");
+    assert!(
+        e.to_string()
+            .contains("expected \"prototype\" or \"native\""),
+        "{e}"
+    );
     // Invalid geometry is refused when the region is created, with the store's name.
     let dir = tempfile::tempdir().unwrap();
     let bad = store("name = 'odd'\nkind = 'key-write'\nslots = 1000");
@@ -120,7 +143,9 @@ fn config_errors_name_the_store_and_the_problem() {
     assert!(e.to_string().contains("odd"), "{e}");
     // Two stores with one name.
     let a = store("name = 'a'\nkind = 'key-write'\nslots = 64");
-    let e = Collector::create(dir.path(), &[a.clone(), a], false).err().unwrap();
+    let e = Collector::create(dir.path(), &[a.clone(), a], false)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("two stores"), "{e}");
 }
 
@@ -128,7 +153,10 @@ fn config_errors_name_the_store_and_the_problem() {
 fn parse_key_forms() {
     assert_eq!(query::parse_key("42", Some(4)).unwrap(), vec![0, 0, 0, 42]);
     assert_eq!(query::parse_key("0x0a0b", Some(2)).unwrap(), vec![10, 11]);
-    assert_eq!(query::parse_key("10.1.2.3", Some(4)).unwrap(), vec![10, 1, 2, 3]);
+    assert_eq!(
+        query::parse_key("10.1.2.3", Some(4)).unwrap(),
+        vec![10, 1, 2, 3]
+    );
     let k = query::parse_key("10.0.0.1:1234-10.0.0.2:80/6", Some(13)).unwrap();
     assert_eq!(k, vec![10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0xd2, 0, 80, 6]);
     assert!(query::parse_key("300", Some(1)).is_err());
