@@ -48,6 +48,16 @@ pub struct IntSinkArgs {
     /// Print events and flow records as JSON lines on stdout.
     #[arg(long)]
     events: bool,
+    /// Serve Prometheus metrics (translator, INT sink, exports) at http://ADDR/metrics.
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Export events and flow records to Redis (e.g. redis://127.0.0.1:6379).
+    #[arg(long)]
+    redis: Option<String>,
+    /// Export events and flow records as InfluxDB line protocol: a file path, `-` for stdout,
+    /// or udp://HOST:PORT.
+    #[arg(long)]
+    influx: Option<String>,
 }
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
@@ -65,12 +75,59 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     } else {
         Collector::create(&f.region_dir, &f.store, false)?
     };
-    let t = Translator::colocated(
-        &f.translator,
-        collector.regions(),
-        Arc::new(Stats::default()),
-    )?;
+    let stats = Arc::new(Stats::default());
+    let t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
     let mut sink = IntSink::new(&f.sink, t).map_err(anyhow::Error::msg)?;
+    let export_metrics = dta_export::prom::ExportMetrics::default();
+    let _metrics = match a.metrics {
+        Some(addr) => {
+            let mut reg = dta_export::prom::TranslatorMetrics::new(vec![stats]).registry();
+            reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(vec![sink
+                .stats()
+                .clone()])));
+            export_metrics.register(&mut reg);
+            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
+                .with_context(|| format!("metrics server on {addr}"))?;
+            eprintln!("metrics on http://{}/metrics", m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
+    let mut targets = vec![];
+    if let Some(url) = &a.redis {
+        targets.push(dta_export::pipeline::Target::Redis(
+            dta_export::redis_ts::RedisExporter::connect(url, Default::default())
+                .with_context(|| format!("connecting to {url}"))?,
+        ));
+    }
+    if let Some(to) = &a.influx {
+        targets.push(if let Some(addr) = to.strip_prefix("udp://") {
+            let addr: std::net::SocketAddr = addr
+                .parse()
+                .with_context(|| format!("--influx {to}: expected udp://HOST:PORT"))?;
+            dta_export::pipeline::Target::LinesUdp(dta_export::influx::UdpLineSink::new(
+                addr, 1400,
+            )?)
+        } else {
+            let out: Box<dyn std::io::Write + Send> = if to == "-" {
+                Box::new(std::io::stdout())
+            } else {
+                Box::new(std::fs::File::create(to).with_context(|| format!("creating {to}"))?)
+            };
+            dta_export::pipeline::Target::Lines(dta_export::influx::LineWriter::new(out))
+        });
+    }
+    let exporter = if targets.is_empty() {
+        None
+    } else {
+        let sub = sink.subscribe(1 << 16);
+        Some(dta_export::pipeline::spawn(
+            sub.rx,
+            targets,
+            export_metrics.clone(),
+            Default::default(),
+        )?)
+    };
     let socket = UdpSocket::bind(f.listen).with_context(|| format!("binding {}", f.listen))?;
     socket.set_read_timeout(Some(Duration::from_millis(10)))?;
     eprintln!(
@@ -118,6 +175,12 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     drop(sink);
     if let Some(p) = printer {
         let _ = p.join();
+    }
+    if let Some(e) = exporter {
+        match e.join() {
+            Ok(summary) => eprintln!("exported: {summary:?}"),
+            Err(_) => eprintln!("the export thread panicked"),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,186 @@
+//! INT end to end through the real commands: `dta pcap gen` writes a trace and its ground truth,
+//! `dta int-sink` (with line-protocol export and Prometheus metrics) receives `dta pcap replay`,
+//! and `dta query int path` answers every flow as the ground truth says.
+
+use std::net::{TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn dta() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dta"))
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+#[test]
+fn pcap_replay_into_int_sink_then_query_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pcap = d.join("trace.pcap");
+    let out = dta()
+        .args([
+            "pcap",
+            "gen",
+            "--flows",
+            "40",
+            "--max-packets",
+            "20",
+            "--seed",
+            "3",
+            "--out",
+        ])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("trace.json")).unwrap()).unwrap();
+
+    let port = free_udp_port();
+    let mport = free_tcp_port();
+    std::fs::write(
+        d.join("int.toml"),
+        format!(
+            r#"region_dir = "regions"
+listen = "127.0.0.1:{port}"
+[sink]
+int_udp_port = 5000
+[[store]]
+name = "paths"
+kind = "key-write"
+slots = 65536
+key_len = 13
+data_len = 24
+[[store]]
+name = "latency"
+kind = "postcarding"
+chunks = 65536
+hops = 5
+key_len = 13
+[[store]]
+name = "events"
+kind = "append"
+lists = 8
+capacity = 16384
+entry_len = 32
+batch = 16
+[[store]]
+name = "hist"
+kind = "key-increment"
+counters = 262144
+key_len = 6
+"#
+        ),
+    )
+    .unwrap();
+    let lp = d.join("export.lp");
+    let mut sink = dta()
+        .args([
+            "int-sink",
+            "--duration",
+            "5",
+            "--metrics",
+            &format!("127.0.0.1:{mport}"),
+        ])
+        .arg("--config")
+        .arg(d.join("int.toml"))
+        .arg("--influx")
+        .arg(&lp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for its metrics endpoint: then its UDP socket is bound too.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while http_get(mport, "/metrics").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = dta()
+        .args([
+            "pcap",
+            "replay",
+            "--rate",
+            "5000",
+            "--to",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let metrics = http_get(mport, "/metrics").expect("metrics endpoint");
+    assert!(metrics.contains("dta_int"), "{metrics}");
+    let status = sink.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(sink.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+
+    // Flow records were exported as line protocol when the sink flushed its FlowCache.
+    let lines = std::fs::read_to_string(&lp).unwrap();
+    assert!(lines.lines().any(|l| l.starts_with("int_flow")), "{lines}");
+
+    // Every flow's path, through the CLI.
+    let flows = truth["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 40);
+    for f in flows {
+        let flow = f["flow"].as_str().unwrap();
+        let out = dta()
+            .args([
+                "query",
+                "int",
+                "path",
+                "--store",
+                "paths",
+                "--flow",
+                flow,
+                "--region-dir",
+            ])
+            .arg(d.join("regions"))
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{flow}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert_eq!(v["status"], "found", "{flow}: {v}");
+        assert_eq!(v["path"], f["path"], "{flow}: {v}");
+    }
+}
