@@ -17,6 +17,7 @@ mod pcap_cmd;
 mod rdma_cmd;
 #[cfg(feature = "rdma-core")]
 mod rnic_cmd;
+mod xdp_cmd;
 
 use dta::config::Config;
 use dta::output;
@@ -118,6 +119,8 @@ struct TranslatorArgs {
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     rdma: rdma_cmd::RdmaArgs,
+    #[command(flatten)]
+    xdp: xdp_cmd::XdpArgs,
 }
 
 #[derive(Args)]
@@ -371,6 +374,9 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     }
     if a.rdma.rdma.is_some() {
         return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
+    }
+    if a.xdp.xdp.is_some() {
+        return xdp_cmd::translator(&cfg, &a.xdp, stop_on_ctrl_c()?, a.duration, a.json);
     }
     let collector = Collector::open_dir(&cfg.region_dir, true)
         .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
