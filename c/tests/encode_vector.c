@@ -136,7 +136,7 @@ static int cmd_native(int argc, char **argv)
     static uint8_t buf[MAX_BUF];
     uint8_t key[64], data[256];
     struct dta_native_builder b;
-    enum dta_priority pri;
+    enum dta_priority pri = DTA_PRIORITY_LOW; /* usage() exits; clang cannot know */
     int i, rc;
     need(argc, 2, 4);
     if (strcmp(argv[2], "low") == 0) pri = DTA_PRIORITY_LOW;
