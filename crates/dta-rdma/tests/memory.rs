@@ -10,18 +10,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use dta_collector::query;
 use dta_rdma::{
-    connect, mem_pair, Endpoint, Impaired, Impairment, MemLink, RequesterConfig, ResponderConfig,
+    connect, mem_pair, Impaired, Impairment, MemLink, RequesterConfig, ResponderConfig,
 };
 use dta_translator::{Sinks, Translator};
-
-const T: Endpoint = Endpoint {
-    mac: [2, 0, 0, 0, 0, 1],
-    ip: [10, 0, 0, 1],
-};
-const C: Endpoint = Endpoint {
-    mac: [2, 0, 0, 0, 0, 2],
-    ip: [10, 0, 0, 2],
-};
 
 fn rcfg() -> RequesterConfig {
     RequesterConfig::new(T, C.ip)

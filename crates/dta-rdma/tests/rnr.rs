@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::{connect, mem_pair, Endpoint, Link, RequesterConfig, ResponderConfig};
+use dta_rdma::{connect, mem_pair, Link, RequesterConfig, ResponderConfig};
 use dta_translator::{Sinks, Translator};
 use dta_wire::roce::{aeth, FrameRepr, Opcode};
 use dta_wire::Report;
@@ -78,14 +78,7 @@ impl<L: Link> Link for RnrInjector<L> {
 
 #[test]
 fn rnr_nak_backs_off_then_resends_and_everything_lands_once() {
-    let t_ep = Endpoint {
-        mac: [2, 0, 0, 0, 0, 1],
-        ip: [10, 0, 0, 1],
-    };
-    let c_ep = Endpoint {
-        mac: [2, 0, 0, 0, 0, 2],
-        ip: [10, 0, 0, 2],
-    };
+    let (t_ep, c_ep) = (T, C);
     let (tcfg, stores) = embedded();
     let dir = tempfile::tempdir().unwrap();
     let remote = collector(dir.path(), &stores);

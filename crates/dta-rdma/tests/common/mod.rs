@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dta_collector::{Collector, StoreConfig};
-use dta_rdma::{Link, Responder, ResponderConfig, ResponderStats};
+use dta_rdma::{Endpoint, Link, Responder, ResponderConfig, ResponderStats};
 use dta_translator::{Sinks, Stats, Translator, TranslatorConfig};
 use dta_wire::Report;
 
@@ -35,6 +35,18 @@ pub fn embedded() -> (TranslatorConfig, Vec<StoreConfig>) {
     let c: Cfg = toml::Value::Table(t).try_into().unwrap();
     (c.translator, c.store)
 }
+
+/// The translator's end of the in-memory link.
+pub const T: Endpoint = Endpoint {
+    mac: [2, 0, 0, 0, 0, 1],
+    ip: [10, 0, 0, 1],
+};
+
+/// The collector's end of the in-memory link.
+pub const C: Endpoint = Endpoint {
+    mac: [2, 0, 0, 0, 0, 2],
+    ip: [10, 0, 0, 2],
+};
 
 pub struct Running {
     pub stop: Arc<AtomicBool>,
