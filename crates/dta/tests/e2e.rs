@@ -1,7 +1,9 @@
 //! End to end over loopback: reporters → UDP → translator → regions → queries, for every
 //! primitive, in both wire protocols; and the `dta` binary's commands on the result.
 
-use std::process::Command;
+mod common;
+
+use common::dta;
 
 use dta::demo::{self, DemoOptions};
 
@@ -43,10 +45,6 @@ fn every_primitive_round_trips_in_both_protocols() {
         .map(|v| v.as_u64().unwrap())
         .sum();
     assert_eq!(rejected, 0, "{}", report.translator);
-}
-
-fn dta() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dta"))
 }
 
 fn json_of(out: &std::process::Output) -> serde_json::Value {

@@ -2,42 +2,12 @@
 //! `dta int-sink` (with line-protocol export and Prometheus metrics) receives `dta pcap replay`,
 //! and `dta query int path` answers every flow as the ground truth says.
 
-use std::net::{TcpStream, UdpSocket};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn dta() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dta"))
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
-}
+use common::{dta, free_tcp_port, free_udp_port, scrape};
 
 #[test]
 fn pcap_replay_into_int_sink_then_query_paths() {
@@ -123,7 +93,7 @@ key_len = 6
         .unwrap();
     // Wait for its metrics endpoint: then its UDP socket is bound too.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while http_get(mport, "/metrics").is_none() && Instant::now() < deadline {
+    while scrape(mport).is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = dta()
@@ -144,7 +114,7 @@ key_len = 6
         String::from_utf8_lossy(&out.stderr)
     );
     std::thread::sleep(Duration::from_millis(300));
-    let metrics = http_get(mport, "/metrics").expect("metrics endpoint");
+    let metrics = scrape(mport).expect("metrics endpoint");
     assert!(metrics.contains("dta_int"), "{metrics}");
     let status = sink.wait().unwrap();
     let mut err = String::new();

@@ -1,11 +1,13 @@
 //! The CLI end to end on loopback: `dta pcap gen` + `dta pcap replay` deliver every frame of the
 //! trace, and `dta translator --metrics` serves counters that move as reports arrive.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::{Command, Stdio};
+use std::net::UdpSocket;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{dta, free_tcp_port, scrape};
 use dta_export::intgen::GroundTruth;
 use dta_export::pcap::read_pcap;
 use dta_export::prom::{parse_exposition, value};
@@ -14,10 +16,6 @@ use dta_export::prom::{parse_exposition, value};
 /// does not lose datagrams.
 fn rx_socket() -> UdpSocket {
     dta_translator::ingest::bind("127.0.0.1:0".parse().unwrap(), 16 << 20).unwrap()
-}
-
-fn dta() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dta"))
 }
 
 #[test]
@@ -77,23 +75,6 @@ fn pcap_gen_then_replay_delivers_every_frame() {
     assert_eq!(h.join().unwrap(), n);
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let (head, body) = resp.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
-}
-
 /// A native datagram (docs/protocol.md): one Key-Increment report of `key` by 1, redundancy 1.
 fn key_increment(seq: u32, key: u32) -> Vec<u8> {
     let mut d = vec![0x10, 0x00, 1, 0];
@@ -124,7 +105,7 @@ fn translator_metrics_move_with_reports() {
     let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 
-    let mport = free_port();
+    let mport = free_tcp_port();
     let mut child = dta()
         .args(["translator", "--stats-interval", "0", "--duration", "20"])
         .arg("--config")
