@@ -5,9 +5,15 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
+    // The drop-only baseline of benchmark 4 (crates/dta-xdp/src/drop.rs).
+    compile("xdp_drop");
+    compile("dta_xdp");
+}
+
+fn compile(name: &str) {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let src = manifest.join("../../bpf/dta_xdp.bpf.c");
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("dta_xdp.o");
+    let src = manifest.join(format!("../../bpf/{name}.bpf.c"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join(format!("{name}.o"));
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
     let clang = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());

@@ -8,6 +8,11 @@
 //! are passed up the stack (`XDP_PASS`) to the userspace translator, which one
 //! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
 
+mod drop;
+pub mod sender;
+
+pub use drop::DropProgram;
+
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,360 @@
+//! Issue 4, benchmark 4: end to end in network namespaces over a veth pair (001 §5.2, §6). In one
+//! run, for `--secs` each (default 3), `--runs` times (default 3, medians reported):
+//! (a) the drop-only XDP program (`DropProgram`): packets/s it counts;
+//! (b) the XDP translator (`XdpTranslator`): prototype Key-Write frames, and native datagrams of
+//!     8 Key-Write reports: packets/s and reports/s applied in the driver;
+//! (c) the userspace translator (`ingest::run`, no XDP attached) on native datagrams of 32
+//!     Key-Write reports: reports/s applied by its one thread.
+//! Frames are sent by `sender::RawSender` (AF_PACKET, sendmmsg) from the peer namespace.
+//! Needs root (namespaces, BPF); prints a message and exits otherwise.
+//! `cargo bench -p dta-xdp --bench netns -- [--secs N] [--runs N]`
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::{Header, KeyWriteSpec, Region, StoreSpec};
+use dta_translator::{ingest, Stats, Translator, TranslatorConfig};
+use dta_xdp::sender::{udp_frame, RawSender};
+use dta_xdp::{DropProgram, XdpConfig, XdpTranslator};
+
+const MAC_A: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 1];
+const MAC_B: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 2];
+
+fn sh(args: &[&str]) {
+    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
+    assert!(st.success(), "{args:?} failed");
+}
+
+struct Net {
+    a: String,
+    b: String,
+    ip_a: SocketAddrV4,
+    ip_b: SocketAddrV4,
+}
+
+impl Net {
+    fn new() -> Net {
+        let id = std::process::id() % 200 + 20;
+        let (a, b) = (format!("dtanba{id}"), format!("dtanbb{id}"));
+        let _ = Command::new("ip").args(["netns", "del", &a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &b]).status();
+        sh(&["ip", "netns", "add", &a]);
+        sh(&["ip", "netns", "add", &b]);
+        sh(&[
+            "ip", "link", "add", "veth0", "netns", &a, "type", "veth", "peer", "name", "veth1",
+            "netns", &b,
+        ]);
+        let mac = |m: [u8; 6]| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        sh(&[
+            "ip",
+            "-n",
+            &a,
+            "link",
+            "set",
+            "veth0",
+            "address",
+            &mac(MAC_A),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &b,
+            "link",
+            "set",
+            "veth1",
+            "address",
+            &mac(MAC_B),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &a,
+            "addr",
+            "add",
+            &format!("10.98.{id}.1/24"),
+            "dev",
+            "veth0",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &b,
+            "addr",
+            "add",
+            &format!("10.98.{id}.2/24"),
+            "dev",
+            "veth1",
+        ]);
+        sh(&["ip", "-n", &a, "link", "set", "veth0", "up"]);
+        sh(&["ip", "-n", &b, "link", "set", "veth1", "up"]);
+        sh(&["ip", "-n", &a, "link", "set", "lo", "up"]);
+        // Native XDP on veth sees frames only if the peer has GRO on (or an XDP program).
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &b, "ethtool", "-K", "veth1", "gro", "on"])
+            .status();
+        Net {
+            ip_a: format!("10.98.{id}.1:40040").parse().unwrap(),
+            ip_b: format!("10.98.{id}.2:5000").parse().unwrap(),
+            a,
+            b,
+        }
+    }
+
+    /// Spawn `f` on a thread inside namespace `ns`.
+    fn spawn_in<T: Send + 'static>(
+        ns: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/var/run/netns/{ns}");
+        std::thread::spawn(move || {
+            let f2 = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on a namespace fd we opened; affects this thread only.
+            let r = unsafe { libc::setns(f2.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns {path}");
+            f()
+        })
+    }
+
+    fn run_in<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        Net::spawn_in(ns, f).join().unwrap()
+    }
+
+    /// Blast `payloads` from namespace b to a's port 40040 for `secs`; returns frames sent.
+    fn blast(&self, payloads: &[Vec<u8>], secs: f64) -> u64 {
+        let frames: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| udp_frame(MAC_B, MAC_A, self.ip_b, self.ip_a, p))
+            .collect();
+        Net::run_in(&self.b, move || {
+            let s = RawSender::open("veth1").expect("AF_PACKET socket");
+            let end = Instant::now() + Duration::from_secs_f64(secs);
+            s.blast(&frames, 64, || Instant::now() >= end)
+                .expect("sendmmsg")
+        })
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+fn headers() -> Vec<Header> {
+    [
+        ("kwp", KeyWriteSpec::new(1 << 16, 4, 4)),
+        ("kwn", KeyWriteSpec::new(1 << 16, 13, 4)),
+    ]
+    .iter()
+    .map(|(n, s)| Header::new(n, &StoreSpec::KeyWrite(s.clone())).unwrap())
+    .collect()
+}
+
+/// Prototype Key-Write (short base header, redundancy 1, 4 bytes of data).
+fn proto_kw(key: u32) -> Vec<u8> {
+    let mut v = vec![0x01, 0x00, 1];
+    v.extend(key.to_be_bytes());
+    v.extend(key.wrapping_mul(7).to_be_bytes());
+    v
+}
+
+/// A native, non-retransmittable datagram of `n` Key-Write reports (13-byte keys, 4-byte data,
+/// not immediate, redundancy 1, medium priority), keys starting at `first`.
+fn native_kw(first: u32, n: u8) -> Vec<u8> {
+    let mut v = vec![0x10, 0x40, n, 0, 0, 0, 0, 7, 0, 0, 0, 1];
+    for i in 0..n as u32 {
+        let k = first + i;
+        v.extend([1, 0x00, 13, 4]);
+        v.extend(k.to_be_bytes());
+        v.extend([10, 0, 1, 2, 3, 4, 5, 6, 7]);
+        v.extend(k.wrapping_mul(7).to_be_bytes());
+    }
+    v
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+struct Row {
+    name: &'static str,
+    pps: Vec<f64>,
+    rps: Vec<f64>,
+    sent: Vec<f64>,
+}
+
+fn main() {
+    let mut secs = 3.0f64;
+    let mut runs = 3usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--secs" => secs = args.next().and_then(|s| s.parse().ok()).expect("--secs N"),
+            "--runs" => runs = args.next().and_then(|s| s.parse().ok()).expect("--runs N"),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("netns: SKIPPED (needs root: network namespaces and BPF)");
+        return;
+    }
+    let net = Net::new();
+    let proto: Vec<Vec<u8>> = (0..4096u32).map(|i| proto_kw(0x0a00_0000 + i)).collect();
+    let nat8: Vec<Vec<u8>> = (0..512u32).map(|i| native_kw(i * 8, 8)).collect();
+    let nat32: Vec<Vec<u8>> = (0..128u32).map(|i| native_kw(i * 32, 32)).collect();
+
+    let mut rows = vec![
+        Row {
+            name: "(a) XDP drop only, prototype KW frames",
+            pps: vec![],
+            rps: vec![],
+            sent: vec![],
+        },
+        Row {
+            name: "(b) XDP translator, prototype Key-Write",
+            pps: vec![],
+            rps: vec![],
+            sent: vec![],
+        },
+        Row {
+            name: "(b') XDP translator, native 8 KW/datagram",
+            pps: vec![],
+            rps: vec![],
+            sent: vec![],
+        },
+        Row {
+            name: "(c) userspace translator, native 32 KW/dgram",
+            pps: vec![],
+            rps: vec![],
+            sent: vec![],
+        },
+    ];
+    for run in 0..runs {
+        eprintln!("netns: run {}/{runs}", run + 1);
+        // (a) drop only.
+        let d = Net::run_in(&net.a, || {
+            DropProgram::load_attach("veth0").expect("drop program")
+        });
+        eprintln!("  drop program attached in {:?} mode", d.mode());
+        let p0 = d.packets().unwrap();
+        let t0 = Instant::now();
+        let sent = net.blast(&proto, secs);
+        let el = t0.elapsed().as_secs_f64();
+        let p = (d.packets().unwrap() - p0) as f64 / el;
+        rows[0].pps.push(p);
+        rows[0].rps.push(p);
+        rows[0].sent.push(sent as f64 / el);
+        drop(d);
+
+        // (b) XDP translator.
+        let hs = headers();
+        let x = Net::run_in(&net.a, move || {
+            let mut x = XdpTranslator::load(&XdpConfig::default(), &hs).expect("load XDP");
+            let m = x.attach("veth0", false).expect("attach");
+            eprintln!("  XDP translator attached in {m:?} mode");
+            x
+        });
+        for (row, work) in [(1usize, &proto), (2, &nat8)] {
+            let s0 = x.stats().unwrap();
+            let t0 = Instant::now();
+            let sent = net.blast(work, secs);
+            let el = t0.elapsed().as_secs_f64();
+            let s1 = x.stats().unwrap();
+            if s1.passed() > s0.passed() {
+                eprintln!(
+                    "  WARNING: {} datagrams passed to userspace",
+                    s1.passed() - s0.passed()
+                );
+            }
+            rows[row]
+                .pps
+                .push((s1.datagrams - s0.datagrams) as f64 / el);
+            rows[row]
+                .rps
+                .push((s1.reports() - s0.reports()) as f64 / el);
+            rows[row].sent.push(sent as f64 / el);
+        }
+        drop(x);
+
+        // (c) userspace translator, no XDP attached.
+        let dir = tempfile::tempdir().unwrap();
+        let regions: Vec<Arc<Region>> = headers()
+            .iter()
+            .map(|h| {
+                Arc::new(
+                    Region::create(&dir.path().join(&h.name), &h.name, &h.spec, false).unwrap(),
+                )
+            })
+            .collect();
+        let stats = Arc::new(Stats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st2, stop2, addr) = (stats.clone(), stop.clone(), SocketAddr::V4(net.ip_a));
+        let h = Net::spawn_in(&net.a, move || {
+            let mut t = Translator::colocated(&TranslatorConfig::default(), regions, st2).unwrap();
+            let sock = ingest::bind(addr, 64 << 20).unwrap();
+            ingest::run(&mut t, &sock, 64, &stop2).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let reports =
+            |s: &Stats| -> u64 { s.reports.iter().map(|r| r.load(Ordering::Relaxed)).sum() };
+        let (r0, d0) = (reports(&stats), stats.datagrams.load(Ordering::Relaxed));
+        let t0 = Instant::now();
+        let sent = net.blast(&nat32, secs);
+        // Let the translator drain its socket buffer, counted in the elapsed time.
+        std::thread::sleep(Duration::from_millis(100));
+        let el = t0.elapsed().as_secs_f64();
+        let (r1, d1) = (reports(&stats), stats.datagrams.load(Ordering::Relaxed));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        rows[3].pps.push((d1 - d0) as f64 / el);
+        rows[3].rps.push((r1 - r0) as f64 / el);
+        rows[3].sent.push(sent as f64 / el);
+    }
+
+    println!("netns benchmark: {secs} s per case, median of {runs} runs, veth pair across two namespaces");
+    println!(
+        "{:<46} {:>12} {:>12} {:>14}",
+        "case", "sent pkt/s", "pkt/s", "reports/s"
+    );
+    for r in &rows {
+        println!(
+            "{:<46} {:>12.0} {:>12.0} {:>14.0}",
+            r.name,
+            median(r.sent.clone()),
+            median(r.pps.clone()),
+            median(r.rps.clone())
+        );
+    }
+    let a = median(rows[0].pps.clone());
+    let b = median(rows[1].pps.clone());
+    let ratios: Vec<f64> = rows[1]
+        .pps
+        .iter()
+        .zip(&rows[0].pps)
+        .map(|(b, a)| b / a)
+        .collect();
+    println!(
+        "ratio (b)/(a) = {:.3} (medians; per run {:?}); goal >= 0.80: {}",
+        b / a,
+        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>(),
+        if b / a >= 0.8 { "met" } else { "NOT met" }
+    );
+    let c = median(rows[3].rps.clone());
+    println!(
+        "(c) userspace translator, one thread: {:.2} M reports/s; goal >= 15 M/s per core: {}",
+        c / 1e6,
+        if c >= 15e6 { "met" } else { "NOT met" }
+    );
+}
