@@ -182,6 +182,17 @@ fn native_kw(first: u32, n: u8) -> Vec<u8> {
     v
 }
 
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -241,6 +252,7 @@ fn main() {
             sent: vec![],
         },
     ];
+    let mut cpu_rate = vec![];
     for run in 0..runs {
         eprintln!("netns: run {}/{runs}", run + 1);
         // (a) drop only.
@@ -304,7 +316,9 @@ fn main() {
         let h = Net::spawn_in(&net.a, move || {
             let mut t = Translator::colocated(&TranslatorConfig::default(), regions, st2).unwrap();
             let sock = ingest::bind(addr, 64 << 20).unwrap();
+            let c0 = thread_cpu_secs();
             ingest::run(&mut t, &sock, 64, &stop2).unwrap();
+            thread_cpu_secs() - c0
         });
         std::thread::sleep(Duration::from_millis(200));
         let reports =
@@ -317,7 +331,9 @@ fn main() {
         let el = t0.elapsed().as_secs_f64();
         let (r1, d1) = (reports(&stats), stats.datagrams.load(Ordering::Relaxed));
         stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
+        let cpu = h.join().unwrap();
+        // Every report this translator applied, per second of its thread's CPU time.
+        cpu_rate.push(reports(&stats) as f64 / cpu);
         rows[3].pps.push((d1 - d0) as f64 / el);
         rows[3].rps.push((r1 - r0) as f64 / el);
         rows[3].sent.push(sent as f64 / el);
@@ -356,5 +372,11 @@ fn main() {
         "(c) userspace translator, one thread: {:.2} M reports/s; goal >= 15 M/s per core: {}",
         c / 1e6,
         if c >= 15e6 { "met" } else { "NOT met" }
+    );
+    let cc = median(cpu_rate);
+    println!(
+        "(c) per second of the translator thread's CPU time: {:.2} M reports/s per core: {}",
+        cc / 1e6,
+        if cc >= 15e6 { "met" } else { "NOT met" }
     );
 }
