@@ -7,9 +7,16 @@
 #   scripts/bench.sh --smoke         # a moment each (CI: checks they still work)
 #   scripts/bench.sh --gib 4         # the >= 4 GiB Key-Write / Key-Increment regions
 #   scripts/bench.sh --only apply,query --runs 3
+#   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `--only netns` (alone): end to end over a veth pair across two namespaces, XDP translator
+# against a drop-only XDP program and the userspace translator (root; docs/benchmarks.md §4).
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "netns" ]; then
+    shift 2
+    exec cargo bench -q -p dta-xdp --bench netns -- "$@"
+fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"
