@@ -19,11 +19,73 @@ pub const POSTCARD_SALT: u64 = 0xC2B2_AE3D_27D4_EB4F;
 pub const BLANK: u32 = 0xFFFF_FFFF;
 
 /// zlib's CRC-32 (IEEE 802.3, reflected, init and final XOR 0xFFFFFFFF).
+///
+/// Keys (at most [`SHORT`] bytes) take a slice-by-4 table loop inlined into the caller: for a
+/// 4-byte key that is four independent table loads, where `crc32fast` (whose SIMD kernel only
+/// pays off from 64 bytes) spends more on its call and dispatch than on the bytes. Longer input
+/// goes to `crc32fast`. Both give zlib's CRC (tested against each other below).
 #[inline]
 pub fn crc32(b: &[u8]) -> u32 {
+    if b.len() <= SHORT {
+        return !crc32_update(!0, b);
+    }
     let mut h = hasher();
     h.update(b);
     h.finalize()
+}
+
+/// Longest input [`crc32`] hashes with its own table loop.
+pub const SHORT: usize = 32;
+
+/// The reflected CRC-32 polynomial.
+const POLY: u32 = 0xEDB8_8320;
+
+/// Slice-by-4 tables: `CRC_TABLES[0]` is the classic byte table, `CRC_TABLES[k][i]` the CRC of
+/// byte `i` followed by `k` zero bytes.
+static CRC_TABLES: [[u32; 256]; 4] = crc_tables();
+
+const fn crc_tables() -> [[u32; 256]; 4] {
+    let mut t = [[0u32; 256]; 4];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut k = 1;
+        while k < 4 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+}
+
+/// Run the (pre- and post-inverted by the caller) CRC register `crc` over `b`.
+#[inline(always)]
+fn crc32_update(mut crc: u32, b: &[u8]) -> u32 {
+    let t = &CRC_TABLES;
+    let mut chunks = b.chunks_exact(4);
+    for c in &mut chunks {
+        let x = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        crc = t[3][(x & 0xff) as usize]
+            ^ t[2][((x >> 8) & 0xff) as usize]
+            ^ t[1][((x >> 16) & 0xff) as usize]
+            ^ t[0][(x >> 24) as usize];
+    }
+    for &x in chunks.remainder() {
+        crc = (crc >> 8) ^ t[0][((crc ^ x as u32) & 0xff) as usize];
+    }
+    crc
 }
 
 /// A fresh CRC-32 hasher. `crc32fast::Hasher::new` detects the CPU's features on every call,
@@ -67,16 +129,16 @@ pub fn fmix32(mut h: u32) -> u32 {
     h
 }
 
-/// The key with its bytes reversed, fed to a CRC hasher (the prototype's `key_le`). Keys longer
-/// than 16 bytes are cut to 16 (no store accepts them).
+/// The CRC register after the key with its bytes reversed (the prototype's `key_le`). Keys
+/// longer than 16 bytes are cut to 16 (no store accepts them).
 #[inline]
-fn crc_reversed(hasher: &mut crc32fast::Hasher, key: &[u8]) {
+fn crc_reversed(key: &[u8]) -> u32 {
     let mut le = [0u8; 16];
     let n = key.len().min(16);
     for (d, s) in le[..n].iter_mut().zip(key[..n].iter().rev()) {
         *d = *s;
     }
-    hasher.update(&le[..n]);
+    crc32_update(!0, &le[..n])
 }
 
 /// Index `n` (0-based copy / row number) of `key` among `count` (a power of two) cells.
@@ -85,10 +147,7 @@ fn crc_reversed(hasher: &mut crc32fast::Hasher, key: &[u8]) {
 pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
     match scheme {
         HashScheme::Prototype => {
-            let mut h = hasher();
-            crc_reversed(&mut h, key);
-            h.update(&[n]);
-            h.finalize() as u64 & count.wrapping_sub(1)
+            !crc32_update(crc_reversed(key), &[n]) as u64 & count.wrapping_sub(1)
         }
         HashScheme::Native => native_index(fnv1a64(key), n, count),
     }
@@ -104,11 +163,7 @@ pub fn native_index(h: u64, n: u8, count: u64) -> u64 {
 #[inline]
 pub fn checksum(scheme: HashScheme, key: &[u8]) -> u32 {
     match scheme {
-        HashScheme::Prototype => {
-            let mut h = hasher();
-            crc_reversed(&mut h, key);
-            h.finalize()
-        }
+        HashScheme::Prototype => !crc_reversed(key),
         HashScheme::Native => crc32(key),
     }
 }
@@ -154,6 +209,26 @@ mod tests {
         assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
         assert_eq!(fmix64(0), 0);
         assert_eq!(fmix32(0), 0);
+    }
+
+    #[test]
+    fn short_crc_matches_crc32fast() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut buf = [0u8; 80];
+        for len in 0..buf.len() {
+            for _ in 0..50 {
+                for b in buf.iter_mut() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b = x as u8;
+                }
+                let mut h = crc32fast::Hasher::new();
+                h.update(&buf[..len]);
+                assert_eq!(crc32(&buf[..len]), h.finalize(), "length {len}");
+                assert_eq!(!crc32_update(!0, &buf[..len]), crc32(&buf[..len]));
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //!    `Stats`, into the same region.
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
-//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling]`; `scripts/bench.sh` runs it.
+//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling] [--prims kw,ki,pc,ap]`; `scripts/bench.sh` runs it.
 
 use std::hint::black_box;
 use std::net::{SocketAddr, UdpSocket};
@@ -41,6 +41,7 @@ struct Args {
     reports: usize,
     runs: usize,
     only: Vec<String>,
+    prims: Vec<String>,
     refs: Option<(String, usize)>,
 }
 
@@ -53,6 +54,7 @@ fn parse_args() -> Args {
         reports: if smoke { 20_000 } else { 2_000_000 },
         runs: if smoke { 1 } else { 5 },
         only: vec![],
+        prims: vec![],
         refs: None,
     };
     let mut i = 0;
@@ -64,6 +66,7 @@ fn parse_args() -> Args {
             "--reports" => a.reports = val(i).parse().expect("--reports N"),
             "--runs" => a.runs = val(i).parse().expect("--runs N"),
             "--only" => a.only = val(i).split(',').map(str::to_string).collect(),
+            "--prims" => a.prims = val(i).split(',').map(str::to_string).collect(),
             "--refs" => {
                 a.refs = Some((val(i), argv[i + 2].parse().expect("--refs PRIM N")));
                 i += 1;
@@ -164,8 +167,10 @@ fn datagrams(prim: &str, n: usize, seed: u64) -> Vec<Vec<u8>> {
     let keys: Vec<[u8; 4]> = (0..n).map(|_| (rng.next() as u32).to_be_bytes()).collect();
     let data = [1u8, 2, 3, 4];
     let mut out = vec![];
+    // One scratch buffer, and each datagram copied out at its length: the datagrams lie back to
+    // back in the heap, as a `recvmmsg` batch lies in the ingest loop's buffers.
+    let mut buf = vec![0u8; 1500];
     for (c, chunk) in keys.chunks(32).enumerate() {
-        let mut buf = vec![0u8; 1500];
         let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, c as u32).unwrap();
         for (j, k) in chunk.iter().enumerate() {
             let i = c * 32 + j;
@@ -201,8 +206,7 @@ fn datagrams(prim: &str, n: usize, seed: u64) -> Vec<Vec<u8>> {
             b.push(&r).unwrap();
         }
         let len = b.finish();
-        buf.truncate(len);
-        out.push(buf);
+        out.push(buf[..len].to_vec());
     }
     out
 }
@@ -330,6 +334,9 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
             "sequential 64-byte writes, same bytes",
         ),
     ] {
+        if !a.prims.is_empty() && !a.prims.iter().any(|x| x == p) {
+            continue;
+        }
         let d = datagrams(p, n, 1);
         let m = reports_in(&d);
         let mut v = vec![];

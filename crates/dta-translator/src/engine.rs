@@ -16,6 +16,7 @@ use dta_store::{
     hash, AppendLayout, ApplyError, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout,
     Region, SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
 };
+use dta_wire::native::{field, REPORT_HEADER_LEN};
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
 
 use crate::append::{AppendBatcher, Batch};
@@ -414,14 +415,60 @@ impl<S: Sinks> Translator<S> {
                 // primitives flush the batch first, so memory operations keep report order.
                 let mut stage = Stage::new();
                 let mut routes = RouteCache::default();
-                for report in d.reports() {
+                // One pass over the validated report bytes: Key-Write and Key-Increment are
+                // read straight from their headers (no `Report` built); anything else is
+                // decoded and takes `apply`.
+                let mut rest = d.report_bytes();
+                for _ in 0..h.count {
                     if stage.len == STAGE {
                         self.write_stage(&mut stage);
                     }
-                    if !self.stage(&mut stage, &mut routes, &report) {
-                        self.write_stage(&mut stage);
-                        self.apply(&report, h.reporter_id, src, now);
-                    }
+                    // In bounds: `Datagram::parse` checked every report header and body.
+                    let (op, flags) = (rest[field::R_OPCODE], rest[field::R_FLAGS]);
+                    let k = rest[field::R_KEY_LEN] as usize;
+                    let redundancy = (flags & field::R_REDUNDANCY_MASK) + 1;
+                    let immediate = flags & field::R_FLAG_IMMEDIATE != 0;
+                    let staged = if op == Opcode::KeyWrite as u8 {
+                        let len = REPORT_HEADER_LEN + k + rest[field::R_DATA_LEN] as usize;
+                        let (key, data) = rest[REPORT_HEADER_LEN..len].split_at(k);
+                        self.stage_key_write(
+                            &mut stage,
+                            &mut routes,
+                            key,
+                            data,
+                            redundancy,
+                            immediate,
+                        )
+                        .then_some(len)
+                    } else if op == Opcode::KeyIncrement as u8 {
+                        let len = REPORT_HEADER_LEN + k + 8;
+                        let (key, counter) = rest[REPORT_HEADER_LEN..len].split_at(k);
+                        let counter = u64::from_be_bytes(counter.try_into().unwrap_or([0; 8]));
+                        self.stage_key_increment(
+                            &mut stage,
+                            &mut routes,
+                            key,
+                            counter,
+                            redundancy,
+                            immediate,
+                        )
+                        .then_some(len)
+                    } else {
+                        None
+                    };
+                    let len = match staged {
+                        Some(len) => len,
+                        None => {
+                            let p = native::ReportPacket::new_unchecked(rest);
+                            let Ok(report) = p.report() else {
+                                break; // cannot happen on a validated datagram
+                            };
+                            self.write_stage(&mut stage);
+                            self.apply(&report, h.reporter_id, src, now);
+                            p.total_len()
+                        }
+                    };
+                    rest = &rest[len..];
                 }
                 self.write_stage(&mut stage);
             }
@@ -612,10 +659,8 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Route, hash and prefetch one Key-Write or Key-Increment report into `stage` (001 A.1
-    /// Algorithm 1, A.4 Algorithm 5: the N indices are computed here, the writes happen in
-    /// [`Self::write_stage`]). Returns false for anything else, or for a report the slow path
-    /// must reject (no store, redundancy out of 1..=4); `stage` is then unchanged.
+    /// Stage one Key-Write or Key-Increment report ([`Self::stage_key_write`],
+    /// [`Self::stage_key_increment`]); false for any other primitive.
     #[inline]
     fn stage<'a>(
         &self,
@@ -623,92 +668,132 @@ impl<S: Sinks> Translator<S> {
         routes: &mut RouteCache,
         report: &Report<'a>,
     ) -> bool {
-        debug_assert!(stage.len < STAGE);
-        let item = match *report {
+        match *report {
             Report::KeyWrite {
                 key,
                 data,
                 redundancy,
                 immediate,
-            } if (1..=STAGE_MAX_N as u8).contains(&redundancy) => {
-                let shape = (key.len(), data.len());
-                let idx = match routes.kw {
-                    Some((s, i)) if s == shape => i,
-                    _ => match self.key_write.iter().position(|r| {
-                        r.layout.key_len() == key.len() && r.layout.data_len() == data.len()
-                    }) {
-                        Some(i) => {
-                            routes.kw = Some((shape, i));
-                            i
-                        }
-                        None => return false,
-                    },
-                };
-                let r = &self.key_write[idx];
-                let mut offs = [0u64; MAX_REDUNDANCY as usize];
-                r.layout.slot_offsets(key, redundancy, &mut offs);
-                for &o in &offs[..redundancy as usize] {
-                    self.sinks.prefetch(r.store, o);
-                }
-                stage.kw += 1;
-                stage.writes += redundancy as u64;
-                stage.write_bytes += redundancy as u64 * r.layout.slot_len() as u64;
-                Staged {
-                    store: r.store,
-                    increment: false,
-                    immediate,
-                    n: redundancy,
-                    slot_len: r.layout.slot_len() as u8,
-                    csum: hash::checksum(r.layout.hash(), key),
-                    offs: [offs[0], offs[1], offs[2], offs[3]],
-                    data,
-                    counter: 0,
-                }
-            }
+            } => self.stage_key_write(stage, routes, key, data, redundancy, immediate),
             Report::KeyIncrement {
                 key,
                 counter,
                 redundancy,
                 immediate,
-            } if (1..=STAGE_MAX_N as u8).contains(&redundancy) => {
-                let idx = match routes.ki {
-                    Some((s, i)) if s == key.len() => i,
-                    _ => match self
-                        .key_increment
-                        .iter()
-                        .position(|r| r.layout.key_len() == key.len())
-                    {
-                        Some(i) => {
-                            routes.ki = Some((key.len(), i));
-                            i
-                        }
-                        None => return false,
-                    },
-                };
-                let r = &self.key_increment[idx];
-                let mut offs = [0u64; MAX_REDUNDANCY as usize];
-                r.layout.counter_offsets(key, redundancy, &mut offs);
-                for &o in &offs[..redundancy as usize] {
-                    self.sinks.prefetch(r.store, o);
+            } => self.stage_key_increment(stage, routes, key, counter, redundancy, immediate),
+            _ => false,
+        }
+    }
+
+    /// Route, hash and prefetch one Key-Write report into `stage` (001 A.1 Algorithm 1: the N
+    /// indices and the checksum `h1(K)` are computed here, the writes happen in
+    /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
+    /// path must reject: no store of its shape, or redundancy out of 1..=4.
+    #[inline]
+    fn stage_key_write<'a>(
+        &self,
+        stage: &mut Stage<'a>,
+        routes: &mut RouteCache,
+        key: &[u8],
+        data: &'a [u8],
+        redundancy: u8,
+        immediate: bool,
+    ) -> bool {
+        debug_assert!(stage.len < STAGE);
+        if !(1..=STAGE_MAX_N as u8).contains(&redundancy) {
+            return false;
+        }
+        let shape = (key.len(), data.len());
+        let idx =
+            match routes.kw {
+                Some((s, i)) if s == shape => i,
+                _ => match self.key_write.iter().position(|r| {
+                    r.layout.key_len() == key.len() && r.layout.data_len() == data.len()
+                }) {
+                    Some(i) => {
+                        routes.kw = Some((shape, i));
+                        i
+                    }
+                    None => return false,
+                },
+            };
+        let r = &self.key_write[idx];
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        r.layout.slot_offsets(key, redundancy, &mut offs);
+        for &o in &offs[..redundancy as usize] {
+            self.sinks.prefetch(r.store, o);
+        }
+        let slot_len = r.layout.slot_len();
+        stage.kw += 1;
+        stage.writes += redundancy as u64;
+        stage.write_bytes += redundancy as u64 * slot_len as u64;
+        stage.immediates += immediate as u64;
+        stage.items[stage.len] = MaybeUninit::new(Staged {
+            store: r.store,
+            increment: false,
+            immediate,
+            n: redundancy,
+            slot_len: slot_len as u8,
+            csum: hash::checksum(r.layout.hash(), key),
+            offs: [offs[0], offs[1], offs[2], offs[3]],
+            data,
+            counter: 0,
+        });
+        stage.len += 1;
+        true
+    }
+
+    /// Route, hash and prefetch one Key-Increment report into `stage` (001 A.4 Algorithm 5: the
+    /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
+    /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
+    #[inline]
+    fn stage_key_increment(
+        &self,
+        stage: &mut Stage<'_>,
+        routes: &mut RouteCache,
+        key: &[u8],
+        counter: u64,
+        redundancy: u8,
+        immediate: bool,
+    ) -> bool {
+        debug_assert!(stage.len < STAGE);
+        if !(1..=STAGE_MAX_N as u8).contains(&redundancy) {
+            return false;
+        }
+        let idx = match routes.ki {
+            Some((s, i)) if s == key.len() => i,
+            _ => match self
+                .key_increment
+                .iter()
+                .position(|r| r.layout.key_len() == key.len())
+            {
+                Some(i) => {
+                    routes.ki = Some((key.len(), i));
+                    i
                 }
-                stage.ki += 1;
-                stage.fetch_adds += redundancy as u64;
-                Staged {
-                    store: r.store,
-                    increment: true,
-                    immediate,
-                    n: redundancy,
-                    slot_len: 0,
-                    csum: 0,
-                    offs: [offs[0], offs[1], offs[2], offs[3]],
-                    data: &[],
-                    counter,
-                }
-            }
-            _ => return false,
+                None => return false,
+            },
         };
-        stage.immediates += item.immediate as u64;
-        stage.items[stage.len] = MaybeUninit::new(item);
+        let r = &self.key_increment[idx];
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        r.layout.counter_offsets(key, redundancy, &mut offs);
+        for &o in &offs[..redundancy as usize] {
+            self.sinks.prefetch(r.store, o);
+        }
+        stage.ki += 1;
+        stage.fetch_adds += redundancy as u64;
+        stage.immediates += immediate as u64;
+        stage.items[stage.len] = MaybeUninit::new(Staged {
+            store: r.store,
+            increment: true,
+            immediate,
+            n: redundancy,
+            slot_len: 0,
+            csum: 0,
+            offs: [offs[0], offs[1], offs[2], offs[3]],
+            data: &[],
+            counter,
+        });
         stage.len += 1;
         true
     }
@@ -729,6 +814,14 @@ impl<S: Sinks> Translator<S> {
             if it.increment {
                 for &o in offs {
                     failed |= self.sinks.fetch_add(it.store, o, it.counter).is_err();
+                }
+            } else if it.slot_len == 8 {
+                // 001 A.1 Algorithm 1: N identical slots `h1(K) ‖ data`; with 4-byte data the
+                // slot is one little-endian word, stored as such.
+                let data = u32::from_le_bytes(it.data.try_into().unwrap_or([0; 4]));
+                let word = (it.csum as u64 | (data as u64) << 32).to_le_bytes();
+                for &o in offs {
+                    failed |= self.sinks.write(it.store, o, &word, it.immediate).is_err();
                 }
             } else {
                 // 001 A.1 Algorithm 1: N identical slots `h1(K) ‖ data ‖ padding`.

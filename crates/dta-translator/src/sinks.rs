@@ -56,6 +56,7 @@ impl RegionSinks {
 }
 
 impl Sinks for RegionSinks {
+    #[inline]
     fn write(
         &mut self,
         store: usize,
@@ -69,6 +70,7 @@ impl Sinks for RegionSinks {
         self.regions[store].mem().write(offset, bytes)
     }
 
+    #[inline]
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
         self.regions[store]
             .mem()

@@ -88,6 +88,7 @@ impl Opcode {
 
 impl TryFrom<u8> for Opcode {
     type Error = Error;
+    #[inline]
     fn try_from(v: u8) -> Result<Self, Error> {
         match v {
             1 => Ok(Opcode::KeyWrite),
@@ -342,6 +343,7 @@ pub fn protocol_of(buf: &[u8]) -> Result<Protocol, Error> {
 
 /// Parse a UDP payload received on [`DTA_PORT`]: dispatch on the first byte, then validate the
 /// whole datagram. `prototype_format` is the configured prototype base header.
+#[inline]
 pub fn parse(buf: &[u8], prototype_format: prototype::BaseFormat) -> Result<Datagram<'_>, Error> {
     match protocol_of(buf)? {
         Protocol::Prototype => {

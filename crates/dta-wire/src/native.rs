@@ -272,6 +272,7 @@ pub struct ReportPacket<T: AsRef<[u8]>> {
 
 /// Body length for a report header, checking in order: opcode (`UnknownOpcode`), key length
 /// (`BadKeyLen`), data length (`BadDataLen`).
+#[inline]
 pub fn body_len(opcode: u8, key_len: u8, data_len: u8) -> Result<usize, Error> {
     let op = Opcode::try_from(opcode)?;
     let (k, d) = (key_len as usize, data_len as usize);
@@ -390,6 +391,7 @@ impl<'a> ReportPacket<&'a [u8]> {
 }
 
 /// Parse one report at the front of `buf`; returns it and its length.
+#[inline]
 fn parse_report(buf: &[u8]) -> Result<(Report<'_>, usize), Error> {
     let p = ReportPacket::new_checked(buf)?;
     let len = p.total_len();
@@ -650,6 +652,7 @@ impl<'a> Datagram<'a> {
     /// applies half a malformed datagram. Check order: header ([`HeaderRepr::parse`]); for
     /// kind 0, count >= 1 (`BadCount`), then each report in turn ([`ReportPacket::check_len`]),
     /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`].
+    #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<Datagram<'a>, Error> {
         let p = Packet::new_unchecked(buf);
         let mut header = HeaderRepr::parse(&p)?;
@@ -668,8 +671,18 @@ impl<'a> Datagram<'a> {
                 }
                 let mut rest = &buf[HEADER_LEN..];
                 for _ in 0..header.count {
-                    let r = ReportPacket::new_checked(rest)?;
-                    rest = &rest[r.total_len()..];
+                    // [`ReportPacket::check_len`]'s checks, in its order, computing the body
+                    // length once (this loop runs for every report the translator receives).
+                    if rest.len() < REPORT_HEADER_LEN {
+                        return Err(Error::Truncated);
+                    }
+                    let len = REPORT_HEADER_LEN
+                        + body_len(
+                            rest[field::R_OPCODE],
+                            rest[field::R_KEY_LEN],
+                            rest[field::R_DATA_LEN],
+                        )?;
+                    rest = rest.get(len..).ok_or(Error::Truncated)?;
                 }
                 if !rest.is_empty() {
                     return Err(Error::TrailingBytes);
@@ -681,6 +694,7 @@ impl<'a> Datagram<'a> {
 
     /// The reports, in order (none for a NACK). Infallible and allocation-free: `parse` has
     /// validated them.
+    #[inline]
     pub fn reports(&self) -> Reports<'a> {
         Reports {
             buf: &self.buf[HEADER_LEN..],
@@ -704,6 +718,17 @@ impl<'a> Datagram<'a> {
     pub fn bytes(&self) -> &'a [u8] {
         self.buf
     }
+
+    /// The reports' bytes, back to back after the header (empty for a NACK). `parse` has
+    /// validated them: walking them with [`ReportPacket::new_unchecked`] and
+    /// [`ReportPacket::total_len`] stays in bounds.
+    #[inline]
+    pub fn report_bytes(&self) -> &'a [u8] {
+        match self.header.kind {
+            Kind::Reports => &self.buf[HEADER_LEN..],
+            Kind::Nack => &[],
+        }
+    }
 }
 
 /// Iterator over a validated datagram's reports.
@@ -716,6 +741,7 @@ pub struct Reports<'a> {
 impl<'a> Iterator for Reports<'a> {
     type Item = Report<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Report<'a>> {
         if self.remaining == 0 {
             return None;
