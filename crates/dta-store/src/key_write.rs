@@ -16,6 +16,30 @@ use crate::{
 /// Largest slot: 4 + 64 bytes, rounded to 8.
 pub const MAX_SLOT: usize = 72;
 
+/// Keys per group of [`KeyWriteLayout::lookup_batch`]: the next group's lines are prefetched
+/// while this many queries are voted on.
+pub const LOOKUP_GROUP: usize = 16;
+
+/// The arguments of one [`KeyWriteLayout::lookup_batch`] call, checked.
+#[derive(Clone, Copy)]
+struct Batch<'a> {
+    mem: &'a RegionMem,
+    keys: &'a [u8],
+    redundancy: u8,
+    threshold: u8,
+}
+
+/// CRC-32 (zlib) of `m ‖ byte` from `crc = CRC-32(m)`: one byte of the bitwise reflected
+/// algorithm (polynomial 0xEDB88320).
+#[inline(always)]
+fn crc32_byte(crc: u32, byte: u8) -> u32 {
+    let mut c = !crc ^ byte as u32;
+    for _ in 0..8 {
+        c = (c >> 1) ^ (0xEDB8_8320 & (c & 1).wrapping_neg());
+    }
+    !c
+}
+
 /// The answer to an allocation-free Key-Write query ([`KeyWriteLayout::lookup`]); the value is
 /// in the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +166,10 @@ impl KeyWriteLayout {
     /// Query without allocating (001 A.1 Algorithm 2 with A.5's plurality vote): the winning
     /// value, if any, is copied into `out[..data_len]`. Same answers as [`Self::query`]:
     /// `Found` with its votes, `Empty`, or `Ambiguous` (then `out` holds one of the tied values).
-    /// `out` shorter than `data_len` answers `Empty`.
+    /// `out` shorter than `data_len` answers `Empty`. An `Empty` answer leaves `out` unchanged.
+    ///
+    /// Each slot is read as `slot_len / 8` atomic u64 words (one word for the prototype's 8-byte
+    /// slot) and candidates are compared as words, data bytes only.
     pub fn lookup(
         &self,
         mem: &RegionMem,
@@ -155,43 +182,223 @@ impl KeyWriteLayout {
             return Lookup::Empty;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
-        self.slot_offsets(key, redundancy, &mut offs);
+        let csum = self.offsets_and_checksum(key, redundancy, &mut offs);
         let offs = &offs[..redundancy as usize];
         for &o in offs {
             mem.prefetch(o);
         }
-        let csum = hash::checksum(self.hash, key).to_le_bytes();
-        // Up to MAX_REDUNDANCY distinct candidate slots, compared in place.
-        let mut slots = [[0u8; MAX_SLOT]; MAX_REDUNDANCY as usize];
-        let mut votes = [0u8; MAX_REDUNDANCY as usize];
-        let mut cands = 0usize;
-        let d = self.data_len;
-        for &o in offs {
-            let slot = &mut slots[cands][..self.slot_len];
-            if mem.read(o, slot).is_err() || slot[..4] != csum {
-                continue;
+        let out = &mut out[..self.data_len];
+        match self.slot_len / 8 {
+            1 => self.vote::<1>(mem, offs, csum, threshold, out),
+            2 => self.vote::<2>(mem, offs, csum, threshold, out),
+            3 => self.vote::<3>(mem, offs, csum, threshold, out),
+            4 => self.vote::<4>(mem, offs, csum, threshold, out),
+            5 => self.vote::<5>(mem, offs, csum, threshold, out),
+            6 => self.vote::<6>(mem, offs, csum, threshold, out),
+            7 => self.vote::<7>(mem, offs, csum, threshold, out),
+            8 => self.vote::<8>(mem, offs, csum, threshold, out),
+            // slot_len <= MAX_SLOT = 72 (checked when the header is read).
+            _ => self.vote::<9>(mem, offs, csum, threshold, out),
+        }
+    }
+
+    /// Many queries in one call, without allocating: 001 Appendix A.1 Algorithm 2 ("Csum ←
+    /// h1(K); for n = 0 to N: (Csum_slot, D) ← GetSlot(n, K); if Csum == Csum_slot then add D
+    /// to list of candidates; D_winner ← candidate D if D appears at least T times") with the
+    /// "plurality vote" A.5 suggests as the default, for every key of `keys`.
+    ///
+    /// `keys` holds the keys back to back, `key_len` bytes each; `answers[i]` receives key i's
+    /// answer and `out[i·data_len..(i+1)·data_len]` its value, exactly as [`Self::lookup`] would
+    /// give them, byte for byte (an `Empty` answer leaves its part of `out` unchanged). The
+    /// number of keys is `answers.len()`.
+    ///
+    /// The keys go in groups of [`LOOKUP_GROUP`]: the slot offsets and checksums of the next
+    /// group are computed and all its lines prefetched before the current group is voted on, so
+    /// the cache (and TLB) misses of many queries overlap instead of being taken one after
+    /// another. The prefetch is [`RegionMem::prefetch`] (PREFETCHW where the CPU has it).
+    ///
+    /// Errors, with nothing written: `BadKeyLen` if `keys.len() != answers.len() · key_len`,
+    /// `BadDataLen` if `out.len() != answers.len() · data_len`, `BadRedundancy` unless
+    /// 1 <= `redundancy` <= [`MAX_REDUNDANCY`].
+    pub fn lookup_batch(
+        &self,
+        mem: &RegionMem,
+        keys: &[u8],
+        redundancy: u8,
+        threshold: u8,
+        out: &mut [u8],
+        answers: &mut [Lookup],
+    ) -> Result<(), ApplyError> {
+        let count = answers.len();
+        if redundancy == 0 || redundancy > MAX_REDUNDANCY {
+            return Err(ApplyError::BadRedundancy);
+        }
+        if count.checked_mul(self.key_len) != Some(keys.len()) {
+            return Err(ApplyError::BadKeyLen);
+        }
+        if count.checked_mul(self.data_len) != Some(out.len()) {
+            return Err(ApplyError::BadDataLen);
+        }
+        let b = Batch {
+            mem,
+            keys,
+            redundancy,
+            threshold,
+        };
+        match self.slot_len / 8 {
+            1 => self.batch::<1>(b, out, answers),
+            2 => self.batch::<2>(b, out, answers),
+            3 => self.batch::<3>(b, out, answers),
+            4 => self.batch::<4>(b, out, answers),
+            5 => self.batch::<5>(b, out, answers),
+            6 => self.batch::<6>(b, out, answers),
+            7 => self.batch::<7>(b, out, answers),
+            8 => self.batch::<8>(b, out, answers),
+            _ => self.batch::<9>(b, out, answers),
+        }
+        Ok(())
+    }
+
+    /// [`Self::lookup_batch`] for slots of `NW` words, arguments checked.
+    #[inline(always)]
+    fn batch<const NW: usize>(&self, b: Batch<'_>, out: &mut [u8], answers: &mut [Lookup]) {
+        const G: usize = LOOKUP_GROUP;
+        let n = b.redundancy as usize;
+        let (kl, dl) = (self.key_len, self.data_len);
+        // Two groups of offsets and checksums: the one being voted on and the next, prefetched.
+        let mut offs = [[[0u64; MAX_REDUNDANCY as usize]; G]; 2];
+        let mut csums = [[0u32; G]; 2];
+        let prepare =
+            |g: usize, offs: &mut [[u64; MAX_REDUNDANCY as usize]; G], csums: &mut [u32; G]| {
+                let keys = &b.keys[g * G * kl..((g + 1) * G * kl).min(b.keys.len())];
+                for (i, key) in keys.chunks_exact(kl).enumerate() {
+                    csums[i] = self.offsets_and_checksum(key, b.redundancy, &mut offs[i]);
+                }
+                for o in offs.iter().take(keys.len() / kl) {
+                    for &o in &o[..n] {
+                        b.mem.prefetch(o);
+                    }
+                }
+            };
+        let groups = answers.len().div_ceil(G);
+        if groups == 0 {
+            return;
+        }
+        let (o0, o1) = offs.split_at_mut(1);
+        let (c0, c1) = csums.split_at_mut(1);
+        let (mut cur, mut next) = ((&mut o0[0], &mut c0[0]), (&mut o1[0], &mut c1[0]));
+        prepare(0, cur.0, cur.1);
+        for (g, (answers, out)) in answers
+            .chunks_mut(G)
+            .zip(out.chunks_mut(G * dl.max(1)))
+            .enumerate()
+        {
+            if g + 1 < groups {
+                prepare(g + 1, next.0, next.1);
             }
-            let new = &slots[cands][4..4 + d];
-            match (0..cands).find(|&c| slots[c][4..4 + d] == *new) {
-                Some(c) => votes[c] += 1,
-                None => {
-                    votes[cands] = 1;
-                    cands += 1;
+            for (i, a) in answers.iter_mut().enumerate() {
+                let out = &mut out[i * dl..(i + 1) * dl];
+                *a = self.vote::<NW>(b.mem, &cur.0[i][..n], cur.1[i], b.threshold, out);
+            }
+            std::mem::swap(&mut cur, &mut next);
+        }
+    }
+
+    /// The byte offsets of the `redundancy` copies of `key` into `out` (as [`Self::slot_offsets`])
+    /// and the key's checksum `h1(K)`. The prototype's index of copy n is CRC-32 of
+    /// `key_le ‖ n`, and its checksum is CRC-32 of `key_le`: the indices continue the checksum's
+    /// CRC by one byte instead of hashing the key again for every copy.
+    #[inline(always)]
+    fn offsets_and_checksum(
+        &self,
+        key: &[u8],
+        redundancy: u8,
+        out: &mut [u64; MAX_REDUNDANCY as usize],
+    ) -> u32 {
+        let csum = hash::checksum(self.hash, key);
+        match self.hash {
+            HashScheme::Native => self.slot_offsets(key, redundancy, out),
+            HashScheme::Prototype => {
+                let mask = self.slots.wrapping_sub(1);
+                for n in 0..redundancy.min(MAX_REDUNDANCY) {
+                    out[n as usize] = (crc32_byte(csum, n) as u64 & mask) * self.slot_len as u64;
                 }
             }
         }
-        if cands == 0 {
+        csum
+    }
+
+    /// The plurality vote over the slots at `offs` (001 A.1 Algorithm 2, A.5) for slots of `NW`
+    /// u64 words; `out` is exactly `data_len` bytes. Slots are snapshots of atomic 8-byte loads
+    /// (as [`RegionMem::read`] does); a slot that cannot be read is skipped.
+    #[inline(always)]
+    fn vote<const NW: usize>(
+        &self,
+        mem: &RegionMem,
+        offs: &[u64],
+        csum: u32,
+        threshold: u8,
+        out: &mut [u8],
+    ) -> Lookup {
+        let d = self.data_len;
+        // The data bytes (slot bytes 4..4 + d) of each word, as a mask over its LE value.
+        let mut mask = [0u64; NW];
+        for (w, m) in mask.iter_mut().enumerate() {
+            let lo = (8 * w).max(4);
+            let hi = (8 * w + 8).min(4 + d);
+            if lo < hi {
+                let bits = 8 * (hi - lo) as u32;
+                let ones = if bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
+                *m = ones << (8 * (lo - 8 * w));
+            }
+        }
+        // Up to MAX_REDUNDANCY distinct candidates (their data words), compared in place.
+        let mut cands = [[0u64; NW]; MAX_REDUNDANCY as usize];
+        let mut votes = [0u8; MAX_REDUNDANCY as usize];
+        let mut ncands = 0usize;
+        'slots: for &o in offs {
+            let mut slot = [0u64; NW];
+            for (w, x) in slot.iter_mut().enumerate() {
+                match mem.load_u64(o.wrapping_add(8 * w as u64)) {
+                    Ok(v) => *x = v,
+                    Err(_) => continue 'slots,
+                }
+            }
+            if slot[0] as u32 != csum {
+                continue;
+            }
+            for (x, m) in slot.iter_mut().zip(&mask) {
+                *x &= m;
+            }
+            match cands[..ncands].iter().position(|c| *c == slot) {
+                Some(c) => votes[c] += 1,
+                None => {
+                    cands[ncands] = slot;
+                    votes[ncands] = 1;
+                    ncands += 1;
+                }
+            }
+        }
+        if ncands == 0 {
             return Lookup::Empty;
         }
         let mut best = 0;
-        for c in 1..cands {
+        for c in 1..ncands {
             if votes[c] > votes[best] {
                 best = c;
             }
         }
         let top = votes[best];
-        let unique = (0..cands).all(|c| c == best || votes[c] < top);
-        out[..d].copy_from_slice(&slots[best][4..4 + d]);
+        let unique = (0..ncands).all(|c| c == best || votes[c] < top);
+        let mut bytes = [0u8; MAX_SLOT];
+        for (w, x) in cands[best].iter().enumerate() {
+            bytes[8 * w..8 * w + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        out.copy_from_slice(&bytes[4..4 + d]);
         if unique && top >= threshold.max(1) {
             Lookup::Found { votes: top }
         } else {
