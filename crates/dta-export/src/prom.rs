@@ -118,13 +118,13 @@ impl Collector for TranslatorMetrics {
         let wire = WireError::ALL.iter().map(|e| {
             (
                 vec![("stage", "wire"), ("reason", e.reason())],
-                self.sum(|s| s.rejected(e.reason())),
+                self.sum(|s| s.wire_rejected(e.reason())),
             )
         });
         let apply = APPLY_REASONS.iter().map(|r| {
             (
                 vec![("stage", "translator"), ("reason", *r)],
-                self.sum(|s| s.rejected(r)),
+                self.sum(|s| s.apply_rejected(r)),
             )
         });
         labelled_counter(
@@ -171,6 +171,11 @@ impl Collector for TranslatorMetrics {
                 "dta_translator_sketch_columns_written",
                 "Sketch-Merge columns written (000 §3.1)",
                 |s| s.sketch_columns_written.load(Relaxed),
+            ),
+            (
+                "dta_translator_forwarded",
+                "Reports handed to the translator thread owning their state",
+                |s| s.forwarded.load(Relaxed),
             ),
         ] {
             counter(&mut enc, name, help, self.sum(f))?;

@@ -29,6 +29,9 @@ impl From<PrototypeHeader> for dta_wire::prototype::BaseFormat {
 pub struct TranslatorConfig {
     /// UDP address reports arrive on.
     pub listen: SocketAddr,
+    /// Translator threads, each with its own `SO_REUSEPORT` socket on `listen` (co-located
+    /// translator; see `dta_translator::shard`). One per core is the usual choice.
+    pub threads: usize,
     pub prototype_header: PrototypeHeader,
     /// Datagrams per `recvmmsg` call.
     pub recv_batch: usize,
@@ -58,6 +61,7 @@ impl Default for TranslatorConfig {
     fn default() -> Self {
         TranslatorConfig {
             listen: "127.0.0.1:40040".parse().unwrap(),
+            threads: 1,
             prototype_header: PrototypeHeader::Short,
             recv_batch: 64,
             recv_buffer: 8 << 20,

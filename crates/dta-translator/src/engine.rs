@@ -23,6 +23,7 @@ use crate::append::{AppendBatcher, Batch};
 use crate::config::TranslatorConfig;
 use crate::postcard::{Chunk, Eviction, PostcardCache, MAX_HOPS, MAX_KEY};
 use crate::sequence::{SequenceTracker, Verdict};
+use crate::shard::{Forwarded, Shard};
 use crate::sinks::{Sinks, StoreSink};
 use crate::sketch::{ColumnVerdict, Merge, ReadyColumns, SketchAggregator};
 use crate::stats::{add, Stats};
@@ -195,6 +196,7 @@ pub struct Translator<S: Sinks> {
     nacks: Vec<PendingNack>,
     last_append_flush: Instant,
     last_postcard_expire: Instant,
+    shard: Option<Shard>,
 }
 
 fn reason(e: &ApplyError) -> &'static str {
@@ -255,6 +257,7 @@ impl<S: Sinks> Translator<S> {
             nacks: Vec::with_capacity(64),
             last_append_flush: Instant::now(),
             last_postcard_expire: Instant::now(),
+            shard: None,
         };
         for (store, info) in stores.iter().enumerate() {
             let h = &info.header;
@@ -325,6 +328,65 @@ impl<S: Sinks> Translator<S> {
             }
         }
         Ok(t)
+    }
+
+    /// Make this translator one thread of a group sharing the stores ([`crate::shard`]): it
+    /// keeps the state of the Postcarding flows, Append lists and sketches it owns, hands other
+    /// threads' to them, and applies what they hand it ([`Self::drain_inbox`], also run by
+    /// [`Self::tick`]).
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    pub fn shard(&self) -> Option<&Shard> {
+        self.shard.as_ref()
+    }
+
+    /// Apply the reports other threads handed to this one (their state is this thread's).
+    /// Returns how many.
+    pub fn drain_inbox(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(f) = self.shard.as_ref().and_then(Shard::pop) {
+            if let Some(report) = f.report() {
+                self.apply(&report, f.reporter, f.src, now);
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Hand `report` to the thread that owns its state, if that is another one; true if so.
+    /// Waits (applying this thread's own inbox meanwhile, so two threads waiting on each
+    /// other both progress) while the owner's inbox is full.
+    fn forward(
+        &mut self,
+        report: &Report<'_>,
+        reporter: u32,
+        src: SocketAddr,
+        now: Instant,
+    ) -> bool {
+        let Some(shard) = &self.shard else {
+            return false;
+        };
+        let Some(owner) = shard.owner(report).filter(|&o| o != shard.index()) else {
+            return false;
+        };
+        let Some(mut f) = Forwarded::new(report, reporter, src) else {
+            return false; // not encodable: let this thread apply (and reject) it
+        };
+        loop {
+            match self.shard.as_ref().map(|s| s.forward(owner, f)) {
+                Some(Ok(())) | None => break,
+                Some(Err(back)) => {
+                    f = back;
+                    self.drain_inbox(now);
+                    std::thread::yield_now();
+                }
+            }
+        }
+        add(&self.stats.forwarded, 1);
+        true
     }
 
     pub fn stats(&self) -> &Arc<Stats> {
@@ -515,6 +577,9 @@ impl<S: Sinks> Translator<S> {
                 self.write_stage(&mut stage);
                 return;
             }
+        }
+        if self.forward(report, reporter, src, now) {
+            return;
         }
         let stats = &*self.stats;
         stats.report(report.opcode());
@@ -855,6 +920,7 @@ impl<S: Sinks> Translator<S> {
     /// Sketch-Merge reporters, and let the sink do its housekeeping (RDMA retransmission). Call
     /// it whenever the ingest loop is idle, and at least every few milliseconds.
     pub fn tick(&mut self, now: Instant) {
+        self.drain_inbox(now);
         if self.sinks.poll().is_err() {
             self.stats.apply_error("sink_error");
         }
@@ -919,6 +985,7 @@ impl<S: Sinks> Translator<S> {
     /// Write out everything the translator holds: partial Append batches, partial paths, complete
     /// sketch columns. Called on shutdown and by tests.
     pub fn flush_all(&mut self) {
+        self.drain_inbox(Instant::now());
         self.flush_appends();
         self.expire_postcards(Instant::now(), None);
         let stats = &*self.stats;

@@ -1,11 +1,12 @@
 //! The UDP ingest loop: batched `recvmmsg` into preallocated buffers, one `Translator` call per
-//! datagram, NACKs sent back, timers run when the socket is idle.
+//! datagram, NACKs sent back, timers run when the socket is idle. [`run_threads`] runs one such
+//! loop per thread, each on its own `SO_REUSEPORT` socket of the same port ([`crate::shard`]).
 
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -27,6 +28,18 @@ pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
     let socket: UdpSocket = socket.into();
     socket.set_read_timeout(Some(Duration::from_millis(2)))?;
     Ok(socket)
+}
+
+/// Bind `n` sockets to the same address with `SO_REUSEPORT`, one per translator thread. Port 0
+/// picks a free port for the first and binds the rest to it.
+pub fn bind_group(addr: SocketAddr, n: usize, recv_buffer: usize) -> io::Result<Vec<UdpSocket>> {
+    let first = bind(addr, recv_buffer)?;
+    let addr = first.local_addr()?;
+    let mut v = vec![first];
+    for _ in 1..n.max(1) {
+        v.push(bind(addr, recv_buffer)?);
+    }
+    Ok(v)
 }
 
 /// Ask for a `bytes` receive buffer. `SO_RCVBUF` is capped by `net.core.rmem_max` (often
@@ -154,6 +167,18 @@ pub fn run<S: Sinks>(
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
+    receive(translator, socket, batch, stop)?;
+    translator.flush_all();
+    Ok(())
+}
+
+/// The receive loop proper, until `stop`.
+fn receive<S: Sinks>(
+    translator: &mut Translator<S>,
+    socket: &UdpSocket,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
     let mut m = MmsgBuffers::new(batch);
     let fd = socket.as_raw_fd();
     let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
@@ -164,14 +189,75 @@ pub fn run<S: Sinks>(
             let (data, src) = m.datagram(i);
             translator.handle_datagram(data, src.unwrap_or(unknown), now);
         }
-        for nack in translator.drain_nacks() {
-            // A NACK that cannot be sent is not fatal: the reporter's timeout covers it.
-            let _ = socket.send_to(nack.bytes(), nack.to);
-        }
+        send_nacks(translator, socket);
         translator.tick(now);
     }
-    translator.flush_all();
     Ok(())
+}
+
+fn send_nacks<S: Sinks>(translator: &mut Translator<S>, socket: &UdpSocket) {
+    for nack in translator.drain_nacks() {
+        // A NACK that cannot be sent is not fatal: the reporter's timeout covers it.
+        let _ = socket.send_to(nack.bytes(), nack.to);
+    }
+}
+
+/// Run one translator thread per socket (from [`bind_group`]; the translators made with
+/// [`Translator::with_shard`] over one [`crate::Shards`]) until `stop` is set. On the way out
+/// every thread keeps applying what the others hand it until all have stopped receiving, then
+/// writes out everything it holds. An error on one thread stops them all.
+pub fn run_threads<S: Sinks + Send>(
+    translators: &mut [Translator<S>],
+    sockets: &[UdpSocket],
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    assert_eq!(
+        translators.len(),
+        sockets.len(),
+        "one socket per translator"
+    );
+    let stopped = AtomicUsize::new(0);
+    let threads = translators.len();
+    let results: Vec<io::Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = translators
+            .iter_mut()
+            .zip(sockets)
+            .enumerate()
+            .map(|(i, (t, socket))| {
+                let stopped = &stopped;
+                std::thread::Builder::new()
+                    .name(format!("dta-translator-{i}"))
+                    .spawn_scoped(s, move || {
+                        let r = receive(t, socket, batch, stop);
+                        if r.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        stopped.fetch_add(1, Ordering::AcqRel);
+                        // Others may still hand this thread reports until they stop too.
+                        while stopped.load(Ordering::Acquire) < threads {
+                            let now = Instant::now();
+                            if t.drain_inbox(now) == 0 {
+                                std::thread::sleep(Duration::from_micros(200));
+                            }
+                            send_nacks(t, socket);
+                        }
+                        t.flush_all();
+                        send_nacks(t, socket);
+                        r
+                    })
+                    .expect("spawn translator thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("translator panicked")))
+            })
+            .collect()
+    });
+    results.into_iter().collect()
 }
 
 /// Run for at most `duration` (tests and benchmarks).

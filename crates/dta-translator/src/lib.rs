@@ -8,7 +8,8 @@
 //! ([`append`]), Sketch-Merge through per-reporter in-order column tracking and merging
 //! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
-//! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one.
+//! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
+//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]).
 
 pub mod append;
 pub mod config;
@@ -16,11 +17,13 @@ pub mod engine;
 pub mod ingest;
 pub mod postcard;
 pub mod sequence;
+pub mod shard;
 pub mod sinks;
 pub mod sketch;
 pub mod stats;
 
 pub use config::{PrototypeHeader, TranslatorConfig};
 pub use engine::{BuildError, PendingNack, StoreInfo, Translator};
+pub use shard::{Shard, Shards};
 pub use sinks::{RegionSinks, Sinks};
 pub use stats::Stats;

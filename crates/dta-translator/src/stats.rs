@@ -53,6 +53,9 @@ pub struct Stats {
     pub append_batches: AtomicU64,
     pub append_partial_batches: AtomicU64,
     pub sketch_columns_written: AtomicU64,
+    /// Reports handed to the translator thread that owns their state ([`crate::shard`]); that
+    /// thread counts them as reports.
+    pub forwarded: AtomicU64,
 }
 
 impl Default for Stats {
@@ -77,6 +80,7 @@ impl Default for Stats {
             append_batches: AtomicU64::new(0),
             append_partial_batches: AtomicU64::new(0),
             sketch_columns_written: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
         }
     }
 }
@@ -91,6 +95,47 @@ pub const PRIMITIVES: [Opcode; 5] = [
 ];
 
 impl Stats {
+    /// The sum of several threads' counters (one `Stats` per translator thread).
+    pub fn sum(all: &[std::sync::Arc<Stats>]) -> Stats {
+        let t = Stats::default();
+        let acc = |dst: &AtomicU64, f: &dyn Fn(&Stats) -> &AtomicU64| {
+            dst.store(all.iter().map(|s| f(s).load(Relaxed)).sum(), Relaxed);
+        };
+        acc(&t.datagrams, &|s| &s.datagrams);
+        acc(&t.bytes, &|s| &s.bytes);
+        for i in 0..t.reports.len() {
+            acc(&t.reports[i], &|s| &s.reports[i]);
+        }
+        for i in 0..t.by_priority.len() {
+            acc(&t.by_priority[i], &|s| &s.by_priority[i]);
+        }
+        for i in 0..t.wire_errors.len() {
+            acc(&t.wire_errors[i], &|s| &s.wire_errors[i]);
+        }
+        for i in 0..t.apply_errors.len() {
+            acc(&t.apply_errors[i], &|s| &s.apply_errors[i]);
+        }
+        acc(&t.duplicates, &|s| &s.duplicates);
+        acc(&t.resyncs, &|s| &s.resyncs);
+        acc(&t.nacks_sent, &|s| &s.nacks_sent);
+        acc(&t.immediates, &|s| &s.immediates);
+        acc(&t.writes, &|s| &s.writes);
+        acc(&t.fetch_adds, &|s| &s.fetch_adds);
+        acc(&t.write_bytes, &|s| &s.write_bytes);
+        acc(&t.postcard_chunks_complete, &|s| {
+            &s.postcard_chunks_complete
+        });
+        acc(&t.postcard_chunks_collision, &|s| {
+            &s.postcard_chunks_collision
+        });
+        acc(&t.postcard_chunks_timeout, &|s| &s.postcard_chunks_timeout);
+        acc(&t.append_batches, &|s| &s.append_batches);
+        acc(&t.append_partial_batches, &|s| &s.append_partial_batches);
+        acc(&t.sketch_columns_written, &|s| &s.sketch_columns_written);
+        acc(&t.forwarded, &|s| &s.forwarded);
+        t
+    }
+
     pub fn report(&self, op: Opcode) {
         add(&self.reports[op as usize - 1], 1);
     }
@@ -113,11 +158,22 @@ impl Stats {
         self.reports[op as usize - 1].load(Relaxed)
     }
 
-    /// Total rejected for `reason`, wire or translator.
+    /// Total rejected for `reason`, wire and translator (some reasons, e.g. `bad_data_len`, are
+    /// both: a malformed report, or a well-formed one no store of its primitive can hold).
     pub fn rejected(&self, reason: &str) -> u64 {
-        if let Some(i) = WireError::ALL.iter().position(|e| e.reason() == reason) {
-            return self.wire_errors[i].load(Relaxed);
-        }
+        self.wire_rejected(reason) + self.apply_rejected(reason)
+    }
+
+    /// Datagrams rejected by the parser for `reason`.
+    pub fn wire_rejected(&self, reason: &str) -> u64 {
+        WireError::ALL
+            .iter()
+            .position(|e| e.reason() == reason)
+            .map_or(0, |i| self.wire_errors[i].load(Relaxed))
+    }
+
+    /// Reports rejected by the translator for `reason`.
+    pub fn apply_rejected(&self, reason: &str) -> u64 {
         APPLY_REASONS
             .iter()
             .position(|r| *r == reason)
@@ -164,6 +220,40 @@ impl Stats {
             "postcarding": {"complete": l(&self.postcard_chunks_complete), "collision": l(&self.postcard_chunks_collision), "timeout": l(&self.postcard_chunks_timeout)},
             "append": {"batches": l(&self.append_batches), "partial_batches": l(&self.append_partial_batches)},
             "sketch_merge": {"columns_written": l(&self.sketch_columns_written)},
+            "forwarded": l(&self.forwarded),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_reason_of_both_stages_counts_both() {
+        let s = Stats::default();
+        s.wire_error(WireError::BadDataLen);
+        s.apply_error("bad_data_len");
+        s.apply_error("bad_data_len");
+        assert_eq!(s.wire_rejected("bad_data_len"), 1);
+        assert_eq!(s.apply_rejected("bad_data_len"), 2);
+        assert_eq!(s.rejected("bad_data_len"), 3);
+        assert_eq!(s.total_rejected(), 3);
+        assert_eq!(s.snapshot()["rejected"]["bad_data_len"], 3);
+    }
+
+    #[test]
+    fn sum_adds_every_thread() {
+        let a = Arc::new(Stats::default());
+        let b = Arc::new(Stats::default());
+        a.report(Opcode::Append);
+        b.report(Opcode::Append);
+        add(&b.forwarded, 4);
+        b.apply_error("no_store");
+        let t = Stats::sum(&[a, b]);
+        assert_eq!(t.reports_of(Opcode::Append), 2);
+        assert_eq!(t.forwarded.load(Relaxed), 4);
+        assert_eq!(t.rejected("no_store"), 1);
     }
 }

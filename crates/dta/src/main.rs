@@ -22,7 +22,7 @@ mod xdp_cmd;
 use dta::config::Config;
 use dta::output;
 use dta_collector::{query, region_path, Collector};
-use dta_translator::{ingest, Stats, Translator};
+use dta_translator::{ingest, Shards, Stats, Translator};
 
 #[derive(Parser)]
 #[command(
@@ -105,6 +105,10 @@ struct TranslatorArgs {
     /// Override the listen address.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Translator threads sharing the port with SO_REUSEPORT (co-located mode; overrides the
+    /// configuration's `threads`). One per core.
+    #[arg(long)]
+    threads: Option<usize>,
     /// Stop after this many seconds (default: run until interrupted).
     #[arg(long)]
     duration: Option<f64>,
@@ -372,6 +376,17 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     if let Some(l) = a.listen {
         cfg.translator.listen = l;
     }
+    if let Some(n) = a.threads {
+        cfg.translator.threads = n;
+    }
+    if cfg.translator.threads > 1 && (a.rdma.rdma.is_some() || a.xdp.xdp.is_some()) {
+        bail!(
+            "--threads {}: several translator threads are supported in the co-located mode only \
+             (the RoCEv2 sink has one queue pair per collector; the XDP translator runs in the \
+             driver, its userspace half on one thread)",
+            cfg.translator.threads
+        );
+    }
     if a.rdma.rdma.is_some() {
         return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
     }
@@ -386,10 +401,11 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             cfg.region_dir.display()
         );
     }
-    let stats = Arc::new(Stats::default());
+    let threads = cfg.translator.threads.max(1);
+    let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
     let _metrics = match a.metrics {
         Some(addr) => {
-            let reg = dta_export::prom::TranslatorMetrics::new(vec![stats.clone()]).registry();
+            let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
             let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
                 .with_context(|| format!("metrics server on {addr}"))?;
             eprintln!("metrics on http://{}/metrics", m.local_addr());
@@ -397,12 +413,23 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?;
-    let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
+    // One translator per thread over the same regions; Postcarding flows, Append lists and
+    // sketches each owned by one of them (dta_translator::shard).
+    let shards = Shards::new(threads, SHARD_INBOX);
+    let mut ts = all_stats
+        .iter()
+        .enumerate()
+        .map(|(i, stats)| {
+            Translator::colocated(&cfg.translator, collector.regions(), stats.clone())
+                .map(|t| t.with_shard(shards.shard(i)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let sockets = ingest::bind_group(cfg.translator.listen, threads, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
     eprintln!(
-        "translator on udp://{} -> {} stores in {}",
-        socket.local_addr()?,
+        "translator on udp://{} ({threads} thread{}) -> {} stores in {}",
+        sockets[0].local_addr()?,
+        if threads == 1 { "" } else { "s" },
         collector.stores().len(),
         cfg.region_dir.display()
     );
@@ -416,7 +443,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     }
     std::thread::scope(|scope| -> anyhow::Result<()> {
         if a.stats_interval > 0.0 {
-            let (stats, stop) = (stats.clone(), stop.clone());
+            let (all_stats, stop) = (all_stats.clone(), stop.clone());
             scope.spawn(move || {
                 let start = Instant::now();
                 let mut last = 0u64;
@@ -424,6 +451,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(50));
                     if start.elapsed() >= next {
+                        let stats = Stats::sum(&all_stats);
                         let total: u64 = stats
                             .reports
                             .iter()
@@ -442,12 +470,13 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
                 }
             });
         }
-        ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop)?;
+        ingest::run_threads(&mut ts, &sockets, cfg.translator.recv_batch, &stop)?;
         Ok(())
     })?;
     for r in collector.regions() {
         r.flush()?;
     }
+    let stats = Stats::sum(&all_stats);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
     } else {
@@ -455,6 +484,9 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Reports a translator thread's inbox holds for the others ([`Shards`]).
+const SHARD_INBOX: usize = 8192;
 
 fn key_len_of(region: &dta_store::Region) -> Option<usize> {
     query::key_len(region.header())
