@@ -3,12 +3,13 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use dta_reporter::loadgen::{self, KeyDist, LoadSpec};
+use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
 use dta_reporter::{Protocol, Reporter, ReporterConfig};
 use dta_wire::{prototype::BaseFormat, Opcode, Priority};
 
@@ -96,6 +97,11 @@ pub struct ReportArgs {
     pub batch: u8,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Reporters sending at once, each on its own thread and UDP socket (reporter ids
+    /// REPORTER_ID.., seeds SEED..), the count and rate split between them: what spreads the
+    /// load over `dta translator --threads` (SO_REUSEPORT hashes by source port).
+    #[arg(long, default_value_t = 1)]
+    pub senders: u32,
     /// Print the final statistics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -105,21 +111,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let protocol = match a.protocol {
-        ProtocolArg::Native => Protocol::Native {
-            reporter_id: a.reporter_id,
-        },
-        ProtocolArg::PrototypeShort => Protocol::Prototype(BaseFormat::Short),
-        ProtocolArg::PrototypeLong => Protocol::Prototype(BaseFormat::Long),
-    };
-    let mut cfg = ReporterConfig::new(a.to, protocol);
-    cfg.priority = match a.priority {
-        PriorityArg::Low => Priority::Low,
-        PriorityArg::Medium => Priority::Medium,
-        PriorityArg::High => Priority::High,
-    };
-    cfg.max_reports_per_datagram = a.batch;
-    let mut reporter = Reporter::new(cfg)?;
+    let senders = a.senders.max(1);
     let primitive = match a.primitive {
         Primitive::Kw => Opcode::KeyWrite,
         Primitive::Ki => Opcode::KeyIncrement,
@@ -127,27 +119,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         Primitive::Postcard => Opcode::Postcarding,
         Primitive::Sketch => Opcode::SketchMerge,
     };
+    if senders > 1 && primitive == Opcode::SketchMerge {
+        anyhow::bail!("--senders: Sketch-Merge load is one reporter's sketch; use --senders 1");
+    }
     let count = match (a.count, a.duration) {
         (None, None) => Some(100_000),
         (c, _) => c,
     };
-    let mut spec = LoadSpec::new(primitive);
-    spec.rate = a.rate;
-    spec.count = count;
-    spec.duration = a.duration.map(Duration::from_secs_f64);
-    spec.keys = match a.dist {
-        Dist::Uniform => KeyDist::Uniform { n: a.keys },
-        Dist::Zipf => KeyDist::Zipf {
-            n: a.keys,
-            s: a.zipf_s,
-        },
-    };
-    spec.key_len = a.key_len;
-    spec.data_len = a.data_len;
-    spec.redundancy = a.redundancy;
-    spec.lists = a.lists;
-    spec.hops = a.hops;
-    spec.seed = a.seed;
     let bar = if a.quiet {
         ProgressBar::hidden()
     } else {
@@ -162,21 +140,113 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         )
         .unwrap(),
     );
-    let stats = loadgen::run(&spec, &mut reporter, &|p: loadgen::Progress| {
-        bar.set_position(p.reports);
-    })?;
+    let sent: Vec<AtomicU64> = (0..senders).map(|_| AtomicU64::new(0)).collect();
+    let results: Vec<anyhow::Result<LoadStats>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..senders)
+            .map(|i| {
+                let (a, bar, sent) = (&a, &bar, &sent);
+                s.spawn(move || -> anyhow::Result<LoadStats> {
+                    let mut reporter = Reporter::new(reporter_config(a, i))?;
+                    let spec = load_spec(a, primitive, count, i, senders);
+                    Ok(loadgen::run(
+                        &spec,
+                        &mut reporter,
+                        &|p: loadgen::Progress| {
+                            sent[i as usize].store(p.reports, Ordering::Relaxed);
+                            bar.set_position(sent.iter().map(|c| c.load(Ordering::Relaxed)).sum());
+                        },
+                    )?)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")))
+            })
+            .collect()
+    });
     bar.finish_and_clear();
+    let all = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let stats = if all.len() == 1 {
+        all[0]
+    } else {
+        combine(&all)
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
         eprintln!(
-            "sent {} reports in {} datagrams ({} bytes) in {:.2}s: {:.0} reports/s",
+            "sent {} reports in {} datagrams ({} bytes) in {:.2}s: {:.0} reports/s{}",
             stats.reports,
             stats.datagrams,
             stats.bytes,
             stats.elapsed.as_secs_f64(),
-            stats.reports as f64 / stats.elapsed.as_secs_f64().max(1e-9)
+            stats.reports as f64 / stats.elapsed.as_secs_f64().max(1e-9),
+            if senders > 1 {
+                format!(" ({senders} senders)")
+            } else {
+                String::new()
+            }
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sender `i`'s reporter: its own socket, reporter id `reporter_id + i`.
+fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
+    let protocol = match a.protocol {
+        ProtocolArg::Native => Protocol::Native {
+            reporter_id: a.reporter_id.wrapping_add(i),
+        },
+        ProtocolArg::PrototypeShort => Protocol::Prototype(BaseFormat::Short),
+        ProtocolArg::PrototypeLong => Protocol::Prototype(BaseFormat::Long),
+    };
+    let mut cfg = ReporterConfig::new(a.to, protocol);
+    cfg.priority = match a.priority {
+        PriorityArg::Low => Priority::Low,
+        PriorityArg::Medium => Priority::Medium,
+        PriorityArg::High => Priority::High,
+    };
+    cfg.max_reports_per_datagram = a.batch;
+    cfg
+}
+
+/// Sender `i` of `n`'s share of the load: the count and the rate split evenly (the remainder
+/// to the first senders), its own seed.
+fn load_spec(a: &ReportArgs, primitive: Opcode, count: Option<u64>, i: u32, n: u32) -> LoadSpec {
+    let mut spec = LoadSpec::new(primitive);
+    spec.rate = a.rate.map(|r| r / n as f64);
+    spec.count = count.map(|c| c / n as u64 + u64::from((i as u64) < c % n as u64));
+    spec.duration = a.duration.map(Duration::from_secs_f64);
+    spec.keys = match a.dist {
+        Dist::Uniform => KeyDist::Uniform { n: a.keys },
+        Dist::Zipf => KeyDist::Zipf {
+            n: a.keys,
+            s: a.zipf_s,
+        },
+    };
+    spec.key_len = a.key_len;
+    spec.data_len = a.data_len;
+    spec.redundancy = a.redundancy;
+    spec.lists = a.lists;
+    spec.hops = a.hops;
+    spec.seed = a.seed.wrapping_add(i as u64);
+    spec
+}
+
+/// Several senders' statistics as one run: counts summed, the longest elapsed time.
+fn combine(all: &[LoadStats]) -> LoadStats {
+    let sum = |f: fn(&LoadStats) -> u64| all.iter().map(f).sum::<u64>();
+    LoadStats {
+        reports: sum(|s| s.reports),
+        datagrams: sum(|s| s.datagrams),
+        bytes: sum(|s| s.bytes),
+        retransmissions: sum(|s| s.retransmissions),
+        nacks: sum(|s| s.nacks),
+        send_errors: sum(|s| s.send_errors),
+        elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
+        sketch: None,
+    }
 }

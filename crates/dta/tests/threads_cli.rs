@@ -35,7 +35,9 @@ fn translator_threads_share_the_port() {
             "region_dir = 'r'\n[translator]\nlisten = '127.0.0.1:{udp_port}'\nthreads = 1\n\
              [[store]]\nname = 'c'\nkind = 'key-increment'\ncounters = 4096\nkey_len = 4\n\
              [[store]]\nname = 'ev'\nkind = 'append'\nlists = 4\ncapacity = 4096\n\
-             entry_len = 4\nbatch = 4\n"
+             entry_len = 4\nbatch = 4\n\
+             [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 65536\nkey_len = 4\n\
+             data_len = 4\n"
         ),
     )
     .unwrap();
@@ -75,6 +77,21 @@ fn translator_threads_share_the_port() {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+    // The load generator's own senders: four reporters on four sockets.
+    let out = dta()
+        .args(["report", "-p", "kw", "--count", "4000", "--rate", "100000"])
+        .args(["--senders", "4", "--quiet", "--json"])
+        .args(["--to", &format!("127.0.0.1:{udp_port}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["reports"], 4000, "{rep}");
+    let kw_datagrams = rep["datagrams"].as_u64().unwrap();
 
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -85,7 +102,8 @@ fn translator_threads_share_the_port() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("(2 threads)"), "{stderr}");
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(st["datagrams"], sent, "{st}");
+    assert_eq!(st["datagrams"], sent + kw_datagrams, "{st}");
+    assert_eq!(st["reports"]["key_write"], 4000, "{st}");
     assert_eq!(st["reports"]["key_increment"], sent, "{st}");
     assert_eq!(st["reports"]["append"], sent, "{st}");
     // Lists are owned by one thread each: the other thread's appends were handed over.
