@@ -32,7 +32,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
     PostcardingSpec, Region, StoreSpec,
 };
-use dta_translator::{ingest, RegionSinks, Stats, Translator, TranslatorConfig};
+use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
 use dta_wire::{Datagram, Priority, Report};
 
@@ -510,7 +510,11 @@ fn run_scaling(a: &Args, regions: &[Arc<Region>]) {
     let src: SocketAddr = SRC.parse().unwrap();
     // Translators are built before the clock starts; only handle_datagram is timed.
     let timed = |threads: usize| -> f64 {
-        let mut ts: Vec<_> = (0..threads).map(|_| translator(regions)).collect();
+        // The translator threads of `dta translator --threads`: one shard each.
+        let shards = Shards::new(threads, 8192);
+        let mut ts: Vec<_> = (0..threads)
+            .map(|i| translator(regions).with_shard(shards.shard(i)))
+            .collect();
         let parts: Vec<&[Vec<u8>]> = d.chunks(d.len().div_ceil(threads)).collect();
         let barrier = std::sync::Barrier::new(threads);
         let now = Instant::now();
@@ -542,7 +546,7 @@ fn run_scaling(a: &Args, regions: &[Arc<Region>]) {
     let r2 = median((0..a.runs).map(|_| timed(2)).collect());
     let mut table = Table::new("6. scaling, Key-Write N=2 datagrams of 32, in memory, same region");
     table.row(
-        "2 threads (one translator + Stats each)",
+        "2 translator threads (sharded, one Stats each)",
         r2,
         r1,
         "1 thread",
