@@ -348,6 +348,129 @@ fn send_one(
     }
 }
 
+/// Largest UDP payload in a 1500-byte Ethernet frame.
+pub const MAX_UDP_PAYLOAD: usize = 1500 - 20 - 8;
+
+/// The native datagrams a run of `spec` would send as `reporter_id` (its first `datagrams` of
+/// them, at most `batch` reports each, sequence numbers from 0), built in memory: the frames a
+/// raw sender (`dta report --raw`) replays. Same reports, keys and values as [`run`]; a
+/// Postcarding path never straddles two datagrams. Sketch-Merge is not supported.
+pub fn native_datagrams(
+    spec: &LoadSpec,
+    reporter_id: u32,
+    priority: dta_wire::Priority,
+    batch: u8,
+    datagrams: usize,
+) -> Result<Vec<Vec<u8>>, LoadError> {
+    // The datagrams are built, not sent: the run's length is the caller's business.
+    let mut check = spec.clone();
+    check.count.get_or_insert(1);
+    check.validate(Protocol::Native { reporter_id })?;
+    if spec.primitive == Opcode::SketchMerge {
+        return Err(ReportError::Unsupported("Sketch-Merge is sent whole").into());
+    }
+    let sampler = KeySampler::new(spec.keys)?;
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let unit = if spec.primitive == Opcode::Postcarding {
+        spec.hops as usize
+    } else {
+        1
+    };
+    // Reports per datagram: `batch`, fewer if they would not fit a 1500-byte MTU frame, whole
+    // paths for Postcarding.
+    let (k, d) = (spec.key_len as usize, spec.data_len as usize);
+    let report_len = dta_wire::native::REPORT_HEADER_LEN
+        + match spec.primitive {
+            Opcode::KeyWrite => k + d,
+            Opcode::KeyIncrement => k + 8,
+            Opcode::Append => 4 + d,
+            _ => k + 6,
+        };
+    let fit = (MAX_UDP_PAYLOAD - dta_wire::native::HEADER_LEN) / report_len;
+    let per = ((batch.max(1) as usize).min(fit) / unit).max(1) * unit;
+    let mut key = [0u8; MAX_KEY_LEN];
+    let key = &mut key[..spec.key_len as usize];
+    let mut data = [0u8; MAX_DATA_LEN];
+    let data = &mut data[..spec.data_len as usize];
+    let mut out = Vec::with_capacity(datagrams);
+    let mut buf = vec![0u8; 9000];
+    for seq in 0..datagrams as u32 {
+        let mut b =
+            dta_wire::native::DatagramBuilder::new(&mut buf, priority, false, reporter_id, seq)
+                .map_err(ReportError::Wire)?;
+        let mut n = 0;
+        while n < per {
+            let i = sampler.sample(&mut rng);
+            let mut push = |r: &dta_wire::Report<'_>| b.push(r).map_err(ReportError::Wire);
+            n += emit_one(spec, i, key, data, &mut push)?;
+        }
+        let len = b.finish();
+        out.push(buf[..len].to_vec());
+    }
+    Ok(out)
+}
+
+/// [`send_one`]'s reports handed to `push` instead of a reporter; returns how many.
+fn emit_one(
+    spec: &LoadSpec,
+    i: u64,
+    key: &mut [u8],
+    data: &mut [u8],
+    push: &mut dyn FnMut(&dta_wire::Report<'_>) -> Result<(), ReportError>,
+) -> Result<usize, ReportError> {
+    use dta_wire::Report;
+    let immediate = spec.immediate;
+    match spec.primitive {
+        Opcode::KeyWrite => {
+            keys::key_bytes(i, key);
+            keys::fill_data(key, data);
+            push(&Report::KeyWrite {
+                key,
+                data,
+                redundancy: spec.redundancy,
+                immediate,
+            })?;
+            Ok(1)
+        }
+        Opcode::KeyIncrement => {
+            keys::key_bytes(i, key);
+            push(&Report::KeyIncrement {
+                key,
+                counter: keys::expected_counter(key),
+                redundancy: spec.redundancy,
+                immediate,
+            })?;
+            Ok(1)
+        }
+        Opcode::Append => {
+            let mut k = [0u8; MAX_KEY_LEN];
+            let k = &mut k[..(spec.key_len as usize).clamp(1, MAX_KEY_LEN)];
+            keys::key_bytes(i, k);
+            keys::fill_data(k, data);
+            push(&Report::Append {
+                list_id: keys::append_list(i, spec.first_list, spec.lists),
+                data,
+                immediate,
+            })?;
+            Ok(1)
+        }
+        Opcode::Postcarding => {
+            keys::key_bytes(i, key);
+            for hop in 0..spec.hops {
+                push(&Report::Postcard {
+                    key,
+                    hop,
+                    path_len: spec.hops,
+                    value: keys::postcard_value(key, hop),
+                    immediate,
+                })?;
+            }
+            Ok(spec.hops as usize)
+        }
+        Opcode::SketchMerge => Err(ReportError::Unsupported("Sketch-Merge is sent whole")),
+    }
+}
+
 fn snapshot(
     reporter: &Reporter,
     before: &ReporterStats,

@@ -303,3 +303,50 @@ fn invalid_specs_are_rejected() {
     ));
     assert_eq!(proto.stats().datagrams, 0);
 }
+
+/// The in-memory datagrams of a raw run carry the same reports, in the same order, as a
+/// socket run would send: the keys `key_indices` yields, whole paths per datagram, every
+/// datagram within a 1500-byte frame.
+#[test]
+fn native_datagrams_carry_the_runs_reports() {
+    use dta_reporter::loadgen::{key_indices, native_datagrams, MAX_UDP_PAYLOAD};
+    use dta_wire::{native::Datagram, Opcode, Priority, Report};
+
+    let mut spec = LoadSpec::new(Opcode::KeyWrite);
+    spec.key_len = 13;
+    spec.data_len = 64;
+    spec.keys = KeyDist::Uniform { n: 1000 };
+    let ds = native_datagrams(&spec, 9, Priority::High, 32, 10).unwrap();
+    assert_eq!(ds.len(), 10);
+    let mut keys = key_indices(&spec).unwrap();
+    let mut total = 0;
+    for (seq, d) in ds.iter().enumerate() {
+        assert!(d.len() <= MAX_UDP_PAYLOAD, "{} bytes", d.len());
+        let dg = Datagram::parse(d).unwrap();
+        assert_eq!(dg.header.reporter_id, 9);
+        assert_eq!(dg.header.seq, seq as u32);
+        assert_eq!(dg.header.priority, Priority::High);
+        // 81-byte reports: 18 fit in a frame (12 + 18 x 81 = 1470 <= 1472), not the 32 asked.
+        assert_eq!(dg.header.count, 18);
+        for r in dg.reports() {
+            let Report::KeyWrite { key, data, .. } = r else {
+                panic!("{r:?}")
+            };
+            let want = dta_reporter::loadgen::key_vec(keys.next().unwrap(), 13);
+            assert_eq!(key, &want[..]);
+            assert_eq!(data, &dta_reporter::loadgen::expected_data(key, 64)[..]);
+            total += 1;
+        }
+    }
+    assert_eq!(total, 180);
+
+    let mut spec = LoadSpec::new(Opcode::Postcarding);
+    spec.hops = 5;
+    let ds = native_datagrams(&spec, 1, Priority::Medium, 32, 3).unwrap();
+    for d in &ds {
+        let dg = Datagram::parse(d).unwrap();
+        assert_eq!(dg.header.count, 30, "whole paths of 5");
+    }
+    let sketch = LoadSpec::new(Opcode::SketchMerge);
+    assert!(native_datagrams(&sketch, 1, Priority::Medium, 32, 1).is_err());
+}

@@ -107,6 +107,17 @@ impl RawSender {
         &self,
         frames: &[Vec<u8>],
         batch: usize,
+        stop: impl FnMut() -> bool,
+    ) -> io::Result<u64> {
+        self.blast_at_most(frames, batch, u64::MAX, stop)
+    }
+
+    /// [`Self::blast`], stopping after `limit` frames at most (the last call is shortened).
+    pub fn blast_at_most(
+        &self,
+        frames: &[Vec<u8>],
+        batch: usize,
+        limit: u64,
         mut stop: impl FnMut() -> bool,
     ) -> io::Result<u64> {
         assert!(!frames.is_empty() && batch > 0);
@@ -124,14 +135,15 @@ impl RawSender {
         let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
         let mut next = n % frames.len();
         let mut sent = 0u64;
-        while !stop() {
+        while sent < limit && !stop() {
             for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
                 m.msg_hdr.msg_iov = iov;
                 m.msg_hdr.msg_iovlen = 1;
             }
-            // SAFETY: msgs points at n headers, each with one iovec over a frame in `frames`,
-            // which outlives the call.
-            let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as u32, 0) };
+            let k = (n as u64).min(limit - sent) as u32;
+            // SAFETY: msgs points at n >= k headers, each with one iovec over a frame in
+            // `frames`, which outlives the call.
+            let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), k, 0) };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 match e.raw_os_error() {

@@ -102,6 +102,21 @@ pub struct ReportArgs {
     /// load over `dta translator --threads` (SO_REUSEPORT hashes by source port).
     #[arg(long, default_value_t = 1)]
     pub senders: u32,
+    /// Send prebuilt Ethernet/IPv4/UDP frames on an AF_PACKET socket bound to IFACE (root),
+    /// bypassing the UDP stack and the qdisc, as fast as the kernel takes them: the load
+    /// generator that saturates a translator (issue 4). Native protocol, one sender, no
+    /// pacing, no retransmission; the frames cycle through `--frames` distinct datagrams.
+    #[arg(long, value_name = "IFACE")]
+    pub raw: Option<String>,
+    /// With --raw: the frames' source address (default: IFACE's IPv4 address, port 40000).
+    #[arg(long, value_name = "IP:PORT", requires = "raw")]
+    pub src: Option<std::net::SocketAddrV4>,
+    /// With --raw: the destination MAC address (the translator's interface).
+    #[arg(long, default_value = "ff:ff:ff:ff:ff:ff", requires = "raw")]
+    pub dst_mac: String,
+    /// With --raw: distinct datagrams built before sending (then sent cyclically).
+    #[arg(long, default_value_t = 4096, requires = "raw")]
+    pub frames: usize,
     /// Print the final statistics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -111,6 +126,9 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    if let Some(iface) = &a.raw {
+        return run_raw(&a, iface);
+    }
     let senders = a.senders.max(1);
     let primitive = match a.primitive {
         Primitive::Kw => Opcode::KeyWrite,
@@ -249,4 +267,100 @@ fn combine(all: &[LoadStats]) -> LoadStats {
         elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
         sketch: None,
     }
+}
+
+/// `--raw IFACE`: the frames of a native run, built first, then sent on an AF_PACKET socket.
+fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
+    use anyhow::{bail, Context};
+    if a.rate.is_some() || a.senders > 1 || !matches!(a.protocol, ProtocolArg::Native) {
+        bail!("--raw sends native datagrams as fast as it can: no --rate, --senders or --protocol");
+    }
+    let std::net::SocketAddr::V4(to) = a.to else {
+        bail!("--raw: --to must be an IPv4 address");
+    };
+    let primitive = match a.primitive {
+        Primitive::Kw => Opcode::KeyWrite,
+        Primitive::Ki => Opcode::KeyIncrement,
+        Primitive::Append => Opcode::Append,
+        Primitive::Postcard => Opcode::Postcarding,
+        Primitive::Sketch => bail!("--raw: Sketch-Merge is sent whole, by one reporter"),
+    };
+    let count = match (a.count, a.duration) {
+        (None, None) => Some(100_000),
+        (c, _) => c,
+    };
+    let spec = load_spec(a, primitive, count, 0, 1);
+    let priority = match a.priority {
+        PriorityArg::Low => Priority::Low,
+        PriorityArg::Medium => Priority::Medium,
+        PriorityArg::High => Priority::High,
+    };
+    let datagrams =
+        loadgen::native_datagrams(&spec, a.reporter_id, priority, a.batch, a.frames.max(1))?;
+    let per = dta_wire::native::Datagram::parse(&datagrams[0])
+        .map(|d| d.header.count as u64)
+        .unwrap_or(1);
+    let (src_mac, _) =
+        dta_rdma::link::iface_mac_index(iface).with_context(|| format!("interface {iface}"))?;
+    let src = match a.src {
+        Some(s) => s,
+        None => std::net::SocketAddrV4::new(
+            dta_rdma::link::iface_ipv4(iface)
+                .with_context(|| format!("{iface} has no IPv4 address: give --src"))?
+                .into(),
+            40000,
+        ),
+    };
+    let dst_mac = parse_mac(&a.dst_mac)?;
+    let frames: Vec<Vec<u8>> = datagrams
+        .iter()
+        .map(|d| dta_xdp::sender::udp_frame(src_mac, dst_mac, src, to, d))
+        .collect();
+    let sender = dta_xdp::sender::RawSender::open(iface)
+        .with_context(|| format!("AF_PACKET socket on {iface} (needs CAP_NET_RAW)"))?;
+    let limit = count.map_or(u64::MAX, |c| c.div_ceil(per));
+    let start = std::time::Instant::now();
+    let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
+    let sent = sender.blast_at_most(&frames, 64, limit, || {
+        deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    })?;
+    let elapsed = start.elapsed();
+    let bytes: u64 = (0..sent)
+        .map(|i| datagrams[(i % datagrams.len() as u64) as usize].len() as u64)
+        .sum();
+    let stats = LoadStats {
+        reports: sent * per,
+        datagrams: sent,
+        bytes,
+        retransmissions: 0,
+        nacks: 0,
+        send_errors: 0,
+        elapsed,
+        sketch: None,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!(
+            "sent {} reports in {} raw frames on {iface} in {:.2}s: {:.0} reports/s",
+            stats.reports,
+            stats.datagrams,
+            elapsed.as_secs_f64(),
+            stats.rate()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        anyhow::bail!("bad MAC address {s:?}: want six hex bytes separated by ':'");
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16)
+            .map_err(|_| anyhow::anyhow!("bad MAC address {s:?}: {p:?} is not a hex byte"))?;
+    }
+    Ok(mac)
 }
