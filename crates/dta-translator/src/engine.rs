@@ -100,8 +100,9 @@ struct SketchRoute {
 /// outstanding line prefetches, more than a core's fill buffers, so the hashing of the batch
 /// overlaps the misses of its first reports.
 const STAGE: usize = 32;
-/// The batch path handles redundancy up to 4 (the wire's bound); larger goes the slow way.
-const STAGE_MAX_N: usize = 4;
+/// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
+/// only classifies what it cannot stage.
+const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
 
 /// One Key-Write or Key-Increment report, routed and hashed, waiting to be written.
 #[derive(Clone, Copy)]
@@ -587,52 +588,18 @@ impl<S: Sinks> Translator<S> {
             add(&stats.immediates, 1);
         }
         let result: Result<(), &'static str> = match *report {
-            Report::KeyWrite {
-                key,
-                data,
-                redundancy,
-                immediate,
-            } => match self
-                .key_write
-                .iter()
-                .find(|r| r.layout.key_len() == key.len() && r.layout.data_len() == data.len())
-            {
-                None => Err("no_store"),
-                Some(r) => {
-                    let mut sink = StoreSink {
-                        sinks: &mut self.sinks,
-                        store: r.store,
-                        immediate,
-                        stats,
-                    };
-                    r.layout
-                        .apply(key, data, redundancy, &mut sink)
-                        .map_err(|e| reason(&e))
-                }
-            },
-            Report::KeyIncrement {
-                key,
-                counter,
-                redundancy,
-                immediate,
-            } => match self
-                .key_increment
-                .iter()
-                .find(|r| r.layout.key_len() == key.len())
-            {
-                None => Err("no_store"),
-                Some(r) => {
-                    let mut sink = StoreSink {
-                        sinks: &mut self.sinks,
-                        store: r.store,
-                        immediate,
-                        stats,
-                    };
-                    r.layout
-                        .apply(key, counter, redundancy, &mut sink)
-                        .map_err(|e| reason(&e))
-                }
-            },
+            // Staging above applied every Key-Write and Key-Increment a store can take; what
+            // is left is rejected, for the reason its store's layout would give.
+            Report::KeyWrite { key, data, .. } => {
+                let shape = |r: &KeyWriteRoute| {
+                    r.layout.key_len() == key.len() && r.layout.data_len() == data.len()
+                };
+                Err(unstaged(self.key_write.iter().any(shape)))
+            }
+            Report::KeyIncrement { key, .. } => {
+                let shape = |r: &KeyIncrementRoute| r.layout.key_len() == key.len();
+                Err(unstaged(self.key_increment.iter().any(shape)))
+            }
             Report::Append {
                 list_id,
                 data,
@@ -753,7 +720,7 @@ impl<S: Sinks> Translator<S> {
     /// Route, hash and prefetch one Key-Write report into `stage` (001 A.1 Algorithm 1: the N
     /// indices and the checksum `h1(K)` are computed here, the writes happen in
     /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
-    /// path must reject: no store of its shape, or redundancy out of 1..=4.
+    /// path must reject: no store of its shape, or redundancy out of 1..=MAX_REDUNDANCY.
     #[inline]
     fn stage_key_write<'a>(
         &self,
@@ -800,7 +767,7 @@ impl<S: Sinks> Translator<S> {
             n: redundancy,
             slot_len: slot_len as u8,
             csum: hash::checksum(r.layout.hash(), key),
-            offs: [offs[0], offs[1], offs[2], offs[3]],
+            offs,
             data,
             counter: 0,
         });
@@ -855,7 +822,7 @@ impl<S: Sinks> Translator<S> {
             n: redundancy,
             slot_len: 0,
             csum: 0,
-            offs: [offs[0], offs[1], offs[2], offs[3]],
+            offs,
             data: &[],
             counter,
         });
@@ -1001,6 +968,16 @@ impl<S: Sinks> Translator<S> {
         if self.sinks.flush().is_err() {
             stats.apply_error("sink_error");
         }
+    }
+}
+
+/// Why a Key-Write or Key-Increment report was not staged: a store of its shape exists, so its
+/// redundancy is out of range (what the layout's `apply` would say), or none does.
+fn unstaged(has_store: bool) -> &'static str {
+    if has_store {
+        "bad_redundancy"
+    } else {
+        "no_store"
     }
 }
 

@@ -253,3 +253,73 @@ fn sink_errors_are_counted_per_report() {
     t.handle_datagram(&buf[..len], common::src(), Instant::now());
     assert_eq!(stats.rejected("sink_error"), 10);
 }
+
+/// `Translator::apply` (the INT sink's and the prototype's way in) stages every redundancy the
+/// stores accept, beyond the wire's 4: N = 5..=8 leave the layouts' image; N = 0 or 9 and a
+/// report of no store's shape are rejected by reason, changing nothing.
+#[test]
+fn apply_stages_every_store_redundancy() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let mut t = common::translator(&regions);
+    let flows = KeyWriteLayout::new(regions[1].header()).unwrap();
+    let ki = KeyIncrementLayout::new(regions[2].header()).unwrap();
+    let mut img_flows = VecSink::new(regions[1].mem().len() as usize);
+    let mut img_ki = VecSink::new(regions[2].mem().len() as usize);
+    let now = Instant::now();
+    for n in 5..=8u8 {
+        let key = [n; 13];
+        let data = [n ^ 0x5a; 8];
+        let r = Report::KeyWrite {
+            key: &key,
+            data: &data,
+            redundancy: n,
+            immediate: false,
+        };
+        t.apply(&r, 0, common::src(), now);
+        flows.apply(&key, &data, n, &mut img_flows).unwrap();
+        let k4 = [0, 0, 1, n];
+        let r = Report::KeyIncrement {
+            key: &k4,
+            counter: n as u64,
+            redundancy: n,
+            immediate: false,
+        };
+        t.apply(&r, 0, common::src(), now);
+        ki.apply(&k4, n as u64, n, &mut img_ki).unwrap();
+    }
+    for (n, key) in [(0u8, [1u8; 13]), (9, [2; 13])] {
+        let r = Report::KeyWrite {
+            key: &key,
+            data: &[0; 8],
+            redundancy: n,
+            immediate: false,
+        };
+        t.apply(&r, 0, common::src(), now);
+    }
+    t.apply(
+        &Report::KeyIncrement {
+            key: &[1, 2, 3, 4, 5],
+            counter: 1,
+            redundancy: 2,
+            immediate: false,
+        },
+        0,
+        common::src(),
+        now,
+    );
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    assert_eq!(image(&regions[1]), img_flows.bytes);
+    assert_eq!(image(&regions[2]), img_ki.bytes);
+    let s = t.stats();
+    assert_eq!(s.rejected("bad_redundancy"), 2);
+    assert_eq!(s.rejected("no_store"), 1);
+    assert_eq!(s.writes.load(Relaxed), (5..=8).sum::<u64>());
+    assert_eq!(s.fetch_adds.load(Relaxed), (5..=8).sum::<u64>());
+    assert_eq!(s.reports_of(Opcode::KeyWrite), 6);
+    assert_eq!(s.reports_of(Opcode::KeyIncrement), 5);
+}
