@@ -15,6 +15,7 @@ pub mod hash;
 pub mod header;
 pub mod key_increment;
 pub mod key_write;
+pub mod lock;
 pub mod postcard;
 pub mod region;
 pub mod sketch;

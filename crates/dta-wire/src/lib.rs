@@ -42,6 +42,14 @@ pub const DTA_PORT: u16 = 40040;
 /// UDP port reporters receive NACKs on (both protocols).
 pub const NACK_PORT: u16 = 40044;
 
+/// The most copies a Key-Write or Key-Increment report may name, and so the most a store holds:
+/// the native report header carries redundancy − 1 in two bits, the prototype accepts 1..=4
+/// (`docs/protocol.md`). Every crate and binding takes its limit from here.
+pub const MAX_REDUNDANCY: u8 = 4;
+/// The redundancy N a store is created with, and reporters use, when nothing else is said
+/// ([DTA A.5]: N = 2 already cuts empty answers about threefold at load 0.1).
+pub const DEFAULT_REDUNDANCY: u8 = 2;
+
 /// A DTA primitive (001 §4; Sketch-Merge: 000 §3.1). The value is the on-wire opcode, shared by
 /// both protocols (the prototype has no Sketch-Merge).
 #[repr(u8)]
