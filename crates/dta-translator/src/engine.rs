@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use dta_store::key_write::MAX_SLOT;
 use dta_store::{
-    hash, AppendLayout, ApplyError, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout,
-    Region, SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
+    hash, AppendLayout, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout, Region,
+    SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
 };
 use dta_wire::native::{field, REPORT_HEADER_LEN};
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
@@ -22,6 +22,7 @@ use dta_wire::{native, prototype, Datagram, Opcode, Report};
 use crate::append::{AppendBatcher, Batch};
 use crate::config::TranslatorConfig;
 use crate::postcard::{Chunk, Eviction, PostcardCache, MAX_HOPS, MAX_KEY};
+use crate::reason::Reason;
 use crate::sequence::{SequenceTracker, Verdict};
 use crate::shard::{Forwarded, Shard};
 use crate::sinks::{Sinks, StoreSink};
@@ -198,13 +199,6 @@ pub struct Translator<S: Sinks> {
     last_append_flush: Instant,
     last_postcard_expire: Instant,
     shard: Option<Shard>,
-}
-
-fn reason(e: &ApplyError) -> &'static str {
-    match e {
-        ApplyError::Sink(_) => "sink_error",
-        other => other.reason(),
-    }
 }
 
 impl Translator<crate::sinks::RegionSinks> {
@@ -426,7 +420,7 @@ impl<S: Sinks> Translator<S> {
                             return;
                         }
                         Verdict::Gap { nack } => {
-                            self.stats.apply_error("out_of_order");
+                            self.stats.reject(Reason::OutOfOrder);
                             if let Some(expected) = nack {
                                 let n = prototype::NackRepr {
                                     seqnum: expected as u8,
@@ -463,7 +457,7 @@ impl<S: Sinks> Translator<S> {
                             return;
                         }
                         Verdict::Gap { nack } => {
-                            self.stats.apply_error("out_of_order");
+                            self.stats.reject(Reason::OutOfOrder);
                             if let Some(expected) = nack {
                                 self.queue_native_nack(src, h.reporter_id, expected, None);
                             }
@@ -587,7 +581,7 @@ impl<S: Sinks> Translator<S> {
         if report.immediate() {
             add(&stats.immediates, 1);
         }
-        let result: Result<(), &'static str> = match *report {
+        let result: Result<(), Reason> = match *report {
             // Staging above applied every Key-Write and Key-Increment a store can take; what
             // is left is rejected, for the reason its store's layout would give.
             Report::KeyWrite { key, data, .. } => {
@@ -605,16 +599,16 @@ impl<S: Sinks> Translator<S> {
                 data,
                 immediate,
             } => match self.append.as_mut() {
-                None => Err("no_store"),
-                Some(r) if list_id >= r.layout.lists() => Err("bad_list_id"),
-                Some(r) if data.len() != r.layout.entry_len() => Err("bad_data_len"),
+                None => Err(Reason::NoStore),
+                Some(r) if list_id >= r.layout.lists() => Err(Reason::BadListId),
+                Some(r) if data.len() != r.layout.entry_len() => Err(Reason::BadDataLen),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
                     r.batcher
                         .push(list_id, data, immediate, |b| {
                             write_batch(layout, store, sinks, stats, b)
                         })
-                        .map_err(|e| reason(&e))
+                        .map_err(|e| Reason::from(&e))
                 }
             },
             Report::Postcard {
@@ -628,9 +622,9 @@ impl<S: Sinks> Translator<S> {
                 .iter_mut()
                 .find(|r| r.layout.key_len() == key.len())
             {
-                None => Err("no_store"),
-                Some(r) if hop as usize >= r.layout.hops() => Err("bad_hop"),
-                Some(_) if key.len() > MAX_KEY => Err("bad_key_len"),
+                None => Err(Reason::NoStore),
+                Some(r) if hop as usize >= r.layout.hops() => Err(Reason::BadHop),
+                Some(_) if key.len() > MAX_KEY => Err(Reason::BadKeyLen),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
                     let mut err = Ok(());
@@ -641,7 +635,7 @@ impl<S: Sinks> Translator<S> {
                                 err = res;
                             }
                         });
-                    err.map_err(|e| reason(&e))
+                    err.map_err(|e| Reason::from(&e))
                 }
             },
             Report::SketchColumn {
@@ -651,9 +645,9 @@ impl<S: Sinks> Translator<S> {
                 data,
                 immediate,
             } => match self.sketches.iter_mut().find(|r| r.sketch_id == sketch_id) {
-                None => Err("no_store"),
-                Some(r) if column as u32 >= r.agg.columns() => Err("bad_data_len"),
-                Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err("bad_data_len"),
+                None => Err(Reason::NoStore),
+                Some(r) if column as u32 >= r.agg.columns() => Err(Reason::BadColumn),
+                Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err(Reason::BadDataLen),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
                     let verdict = r
@@ -667,7 +661,8 @@ impl<S: Sinks> Translator<S> {
                             add(&stats.duplicates, 1);
                             Ok(())
                         }
-                        Ok(ColumnVerdict::Stale) => Err("stale_epoch"),
+                        Ok(ColumnVerdict::Stale) => Err(Reason::StaleEpoch),
+                        Ok(ColumnVerdict::UnknownReporter) => Err(Reason::UnknownReporter),
                         Ok(ColumnVerdict::OutOfOrder { column, epoch }) => {
                             self.queue_native_nack(
                                 src,
@@ -679,15 +674,15 @@ impl<S: Sinks> Translator<S> {
                                     epoch,
                                 }),
                             );
-                            Err("out_of_order")
+                            Err(Reason::OutOfOrder)
                         }
-                        Err(e) => Err(reason(&e)),
+                        Err(e) => Err(Reason::from(&e)),
                     }
                 }
             },
         };
         if let Err(r) = result {
-            self.stats.apply_error(r);
+            self.stats.reject(r);
         }
     }
 
@@ -874,11 +869,7 @@ impl<S: Sinks> Translator<S> {
         add(&stats.write_bytes, stage.write_bytes);
         add(&stats.fetch_adds, stage.fetch_adds);
         if sink_errors > 0 {
-            let i = crate::stats::APPLY_REASONS
-                .iter()
-                .position(|r| *r == "sink_error")
-                .unwrap_or(0);
-            add(&stats.apply_errors[i], sink_errors);
+            stats.reject_n(Reason::SinkError, sink_errors);
         }
         stage.clear();
     }
@@ -889,7 +880,7 @@ impl<S: Sinks> Translator<S> {
     pub fn tick(&mut self, now: Instant) {
         self.drain_inbox(now);
         if self.sinks.poll().is_err() {
-            self.stats.apply_error("sink_error");
+            self.stats.reject(Reason::SinkError);
         }
         if now.duration_since(self.last_append_flush) >= self.append_flush {
             self.last_append_flush = now;
@@ -932,7 +923,7 @@ impl<S: Sinks> Translator<S> {
                 .batcher
                 .flush_partial(|b| write_batch(layout, store, sinks, stats, b))
             {
-                stats.apply_error(reason(&e));
+                stats.reject(Reason::from(&e));
             }
         }
     }
@@ -943,7 +934,7 @@ impl<S: Sinks> Translator<S> {
             let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
             r.cache.expire(now, timeout, |chunk, why| {
                 if let Err(e) = write_chunk(layout, store, sinks, stats, chunk, why) {
-                    stats.apply_error(reason(&e));
+                    stats.reject(Reason::from(&e));
                 }
             });
         }
@@ -962,22 +953,22 @@ impl<S: Sinks> Translator<S> {
                 .agg
                 .flush(|ready| write_columns(layout, store, sinks, stats, false, ready))
             {
-                stats.apply_error(reason(&e));
+                stats.reject(Reason::from(&e));
             }
         }
         if self.sinks.flush().is_err() {
-            stats.apply_error("sink_error");
+            stats.reject(Reason::SinkError);
         }
     }
 }
 
 /// Why a Key-Write or Key-Increment report was not staged: a store of its shape exists, so its
 /// redundancy is out of range (what the layout's `apply` would say), or none does.
-fn unstaged(has_store: bool) -> &'static str {
+fn unstaged(has_store: bool) -> Reason {
     if has_store {
-        "bad_redundancy"
+        Reason::BadRedundancy
     } else {
-        "no_store"
+        Reason::NoStore
     }
 }
 
@@ -998,7 +989,7 @@ fn write_batch<S: Sinks>(
     sinks: &mut S,
     stats: &Stats,
     b: Batch<'_>,
-) -> Result<(), ApplyError> {
+) -> Result<(), dta_store::ApplyError> {
     if b.full {
         add(&stats.append_batches, 1);
     } else {
@@ -1020,7 +1011,7 @@ fn write_chunk<S: Sinks>(
     stats: &Stats,
     chunk: &Chunk,
     why: Eviction,
-) -> Result<(), ApplyError> {
+) -> Result<(), dta_store::ApplyError> {
     let counter = match why {
         Eviction::Complete => &stats.postcard_chunks_complete,
         Eviction::Collision => &stats.postcard_chunks_collision,
@@ -1043,7 +1034,7 @@ fn write_columns<S: Sinks>(
     stats: &Stats,
     immediate: bool,
     ready: ReadyColumns<'_>,
-) -> Result<(), ApplyError> {
+) -> Result<(), dta_store::ApplyError> {
     add(&stats.sketch_columns_written, ready.count as u64);
     let mut sink = StoreSink {
         sinks,
