@@ -16,7 +16,6 @@ use dta_store::{
     hash, AppendLayout, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout, Region,
     SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
 };
-use dta_wire::native::{field, REPORT_HEADER_LEN};
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
 
 use crate::append::{AppendBatcher, Batch};
@@ -472,60 +471,17 @@ impl<S: Sinks> Translator<S> {
                 // primitives flush the batch first, so memory operations keep report order.
                 let mut stage = Stage::new();
                 let mut routes = RouteCache::default();
-                // One pass over the validated report bytes: Key-Write and Key-Increment are
-                // read straight from their headers (no `Report` built); anything else is
-                // decoded and takes `apply`.
-                let mut rest = d.report_bytes();
-                for _ in 0..h.count {
+                // One pass over the validated reports (zero-copy views): Key-Write and
+                // Key-Increment are staged; anything else flushes the stage and takes `apply`.
+                for view in d.views() {
                     if stage.len == STAGE {
                         self.write_stage(&mut stage);
                     }
-                    // In bounds: `Datagram::parse` checked every report header and body.
-                    let (op, flags) = (rest[field::R_OPCODE], rest[field::R_FLAGS]);
-                    let k = rest[field::R_KEY_LEN] as usize;
-                    let redundancy = (flags & field::R_REDUNDANCY_MASK) + 1;
-                    let immediate = flags & field::R_FLAG_IMMEDIATE != 0;
-                    let staged = if op == Opcode::KeyWrite as u8 {
-                        let len = REPORT_HEADER_LEN + k + rest[field::R_DATA_LEN] as usize;
-                        let (key, data) = rest[REPORT_HEADER_LEN..len].split_at(k);
-                        self.stage_key_write(
-                            &mut stage,
-                            &mut routes,
-                            key,
-                            data,
-                            redundancy,
-                            immediate,
-                        )
-                        .then_some(len)
-                    } else if op == Opcode::KeyIncrement as u8 {
-                        let len = REPORT_HEADER_LEN + k + 8;
-                        let (key, counter) = rest[REPORT_HEADER_LEN..len].split_at(k);
-                        let counter = u64::from_be_bytes(counter.try_into().unwrap_or([0; 8]));
-                        self.stage_key_increment(
-                            &mut stage,
-                            &mut routes,
-                            key,
-                            counter,
-                            redundancy,
-                            immediate,
-                        )
-                        .then_some(len)
-                    } else {
-                        None
-                    };
-                    let len = match staged {
-                        Some(len) => len,
-                        None => {
-                            let p = native::ReportPacket::new_unchecked(rest);
-                            let Ok(report) = p.report() else {
-                                break; // cannot happen on a validated datagram
-                            };
-                            self.write_stage(&mut stage);
-                            self.apply(&report, h.reporter_id, src, now);
-                            p.total_len()
-                        }
-                    };
-                    rest = &rest[len..];
+                    let report = view.report();
+                    if !self.stage(&mut stage, &mut routes, &report) {
+                        self.write_stage(&mut stage);
+                        self.apply(&report, h.reporter_id, src, now);
+                    }
                 }
                 self.write_stage(&mut stage);
             }

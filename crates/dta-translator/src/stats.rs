@@ -207,7 +207,6 @@ mod tests {
         s.wire_error(WireError::BadDataLen);
         s.reject(Reason::BadDataLen);
         s.reject_n(Reason::BadDataLen, 2);
-        s.reject(Reason::BadDataLen);
         assert_eq!(s.rejected_by(Reason::Wire(WireError::BadDataLen)), 1);
         assert_eq!(s.rejected_by(Reason::BadDataLen), 3);
         assert_eq!(s.rejected("no_such_reason"), 0);
