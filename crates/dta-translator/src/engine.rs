@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dta_store::key_write::MAX_SLOT;
 use dta_store::{
-    hash, AppendLayout, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout, Region,
+    AppendLayout, Header, KeyIncrementLayout, KeyTag, KeyWriteLayout, PostcardingLayout, Region,
     SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
 };
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
@@ -108,11 +108,12 @@ const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
 #[derive(Clone, Copy)]
 struct Staged<'a> {
     store: usize,
+    /// The Key-Write route (index into `key_write`) whose layout encodes the slot.
+    route: usize,
     increment: bool,
     immediate: bool,
     n: u8,
-    slot_len: u8,
-    csum: u32,
+    tag: KeyTag,
     offs: [u64; STAGE_MAX_N],
     data: &'a [u8],
     counter: u64,
@@ -668,8 +669,9 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Route, hash and prefetch one Key-Write report into `stage` (001 A.1 Algorithm 1: the N
-    /// indices and the checksum `h1(K)` are computed here, the writes happen in
+    /// Route, hash and prefetch one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N
+    /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
+    /// encoded by its `encode_slot` and written in
     /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
     /// path must reject: no store of its shape, or redundancy out of 1..=MAX_REDUNDANCY.
     #[inline]
@@ -702,7 +704,7 @@ impl<S: Sinks> Translator<S> {
             };
         let r = &self.key_write[idx];
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
-        r.layout.slot_offsets(key, redundancy, &mut offs);
+        let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
         for &o in &offs[..redundancy as usize] {
             self.sinks.prefetch(r.store, o);
         }
@@ -713,11 +715,11 @@ impl<S: Sinks> Translator<S> {
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
+            route: idx,
             increment: false,
             immediate,
             n: redundancy,
-            slot_len: slot_len as u8,
-            csum: hash::checksum(r.layout.hash(), key),
+            tag,
             offs,
             data,
             counter: 0,
@@ -768,11 +770,11 @@ impl<S: Sinks> Translator<S> {
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
+            route: 0,
             increment: true,
             immediate,
             n: redundancy,
-            slot_len: 0,
-            csum: 0,
+            tag: KeyTag(0),
             offs,
             data: &[],
             counter,
@@ -798,22 +800,23 @@ impl<S: Sinks> Translator<S> {
                 for &o in offs {
                     failed |= self.sinks.fetch_add(it.store, o, it.counter).is_err();
                 }
-            } else if it.slot_len == 8 {
-                // 001 A.1 Algorithm 1: N identical slots `h1(K) ‖ data`; with 4-byte data the
-                // slot is one little-endian word, stored as such.
-                let data = u32::from_le_bytes(it.data.try_into().unwrap_or([0; 4]));
-                let word = (it.csum as u64 | (data as u64) << 32).to_le_bytes();
-                for &o in offs {
-                    failed |= self.sinks.write(it.store, o, &word, it.immediate).is_err();
-                }
             } else {
-                // 001 A.1 Algorithm 1: N identical slots `h1(K) ‖ data ‖ padding`.
+                // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder
+                // (an 8-byte slot is one word, stored by one aligned store).
                 let mut slot = [0u8; MAX_SLOT];
-                slot[..4].copy_from_slice(&it.csum.to_le_bytes());
-                slot[4..4 + it.data.len()].copy_from_slice(it.data);
-                let slot = &slot[..it.slot_len as usize];
-                for &o in offs {
-                    failed |= self.sinks.write(it.store, o, slot, it.immediate).is_err();
+                match self.key_write[it.route]
+                    .layout
+                    .encode_slot(it.tag, it.data, &mut slot)
+                {
+                    Ok(len) => {
+                        for &o in offs {
+                            failed |= self
+                                .sinks
+                                .write(it.store, o, &slot[..len], it.immediate)
+                                .is_err();
+                        }
+                    }
+                    Err(_) => failed = true,
                 }
             }
             sink_errors += failed as u64;
