@@ -16,6 +16,7 @@ use dta_store::{
     AppendLayout, Header, KeyIncrementLayout, KeyTag, KeyWriteLayout, PostcardingLayout, Region,
     SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
 };
+use dta_wire::prefix::AllowList;
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
 
 use crate::append::{AppendBatcher, Batch};
@@ -67,6 +68,8 @@ pub enum BuildError {
     TwoAppendStores,
     #[error("two Sketch-Merge stores with sketch id {0}")]
     DuplicateSketch(u16),
+    #[error("no store named {0:?}")]
+    UnknownStore(String),
     #[error("Postcarding store with B = {0} hops: the translator supports 1..=16")]
     TooManyHops(usize),
 }
@@ -122,6 +125,8 @@ struct Staged<'a> {
 /// A batch of staged reports and its counters, on the stack (no allocation).
 struct Stage<'a> {
     items: [MaybeUninit<Staged<'a>>; STAGE],
+    /// The source of the datagram the reports came in (per-store allow-lists).
+    src: IpAddr,
     len: usize,
     kw: u64,
     ki: u64,
@@ -133,9 +138,10 @@ struct Stage<'a> {
 
 impl Stage<'_> {
     #[inline]
-    fn new() -> Self {
+    fn new(src: IpAddr) -> Self {
         Stage {
             items: [const { MaybeUninit::uninit() }; STAGE],
+            src,
             len: 0,
             kw: 0,
             ki: 0,
@@ -199,6 +205,13 @@ pub struct Translator<S: Sinks> {
     last_append_flush: Instant,
     last_postcard_expire: Instant,
     shard: Option<Shard>,
+    /// Sources a datagram may come from at all.
+    allow: AllowList,
+    /// Per store (indexed as the sinks index stores), the sources its reports may come from,
+    /// on top of `allow`; `None`: anyone `allow` lets in.
+    store_allow: Vec<Option<AllowList>>,
+    /// Store names, indexed as the sinks index stores (per-store settings are by name).
+    store_names: Vec<String>,
 }
 
 impl Translator<crate::sinks::RegionSinks> {
@@ -253,6 +266,9 @@ impl<S: Sinks> Translator<S> {
             last_append_flush: Instant::now(),
             last_postcard_expire: Instant::now(),
             shard: None,
+            allow: cfg.allow.clone(),
+            store_allow: vec![None; stores.len()],
+            store_names: stores.iter().map(|s| s.header.name.clone()).collect(),
         };
         for (store, info) in stores.iter().enumerate() {
             let h = &info.header;
@@ -334,6 +350,18 @@ impl<S: Sinks> Translator<S> {
         self
     }
 
+    /// Restrict the reports for store `name` to sources in `allow` (on top of the translator's
+    /// own allow-list).
+    pub fn set_store_allow(&mut self, name: &str, allow: AllowList) -> Result<(), BuildError> {
+        let i = self
+            .store_names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| BuildError::UnknownStore(name.to_string()))?;
+        self.store_allow[i] = Some(allow);
+        Ok(())
+    }
+
     pub fn shard(&self) -> Option<&Shard> {
         self.shard.as_ref()
     }
@@ -405,6 +433,12 @@ impl<S: Sinks> Translator<S> {
     pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
         add(&self.stats.datagrams, 1);
         add(&self.stats.bytes, buf.len() as u64);
+        // Trust before work: a source outside the allow-list is neither parsed, applied,
+        // sequenced nor NACKed (a NACK to a spoofed source would be a reflection).
+        if !self.allow.allows(src.ip()) {
+            self.stats.reject(Reason::SourceNotAllowed);
+            return;
+        }
         match dta_wire::parse(buf, self.format) {
             Err(e) => self.stats.wire_error(e),
             Ok(Datagram::Prototype(repr)) => {
@@ -470,7 +504,7 @@ impl<S: Sinks> Translator<S> {
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
                 // primitives flush the batch first, so memory operations keep report order.
-                let mut stage = Stage::new();
+                let mut stage = Stage::new(src.ip());
                 let mut routes = RouteCache::default();
                 // One pass over the validated reports (zero-copy views): Key-Write and
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
@@ -524,7 +558,7 @@ impl<S: Sinks> Translator<S> {
             report,
             Report::KeyWrite { .. } | Report::KeyIncrement { .. }
         ) {
-            let mut stage = Stage::new();
+            let mut stage = Stage::new(src.ip());
             if self.stage(&mut stage, &mut RouteCache::default(), report) {
                 self.write_stage(&mut stage);
                 return;
@@ -557,6 +591,9 @@ impl<S: Sinks> Translator<S> {
                 immediate,
             } => match self.append.as_mut() {
                 None => Err(Reason::NoStore),
+                Some(r) if !allowed(&self.store_allow, r.store, src.ip()) => {
+                    Err(Reason::SourceNotAllowed)
+                }
                 Some(r) if list_id >= r.layout.lists() => Err(Reason::BadListId),
                 Some(r) if data.len() != r.layout.entry_len() => Err(Reason::BadDataLen),
                 Some(r) => {
@@ -580,6 +617,9 @@ impl<S: Sinks> Translator<S> {
                 .find(|r| r.layout.key_len() == key.len())
             {
                 None => Err(Reason::NoStore),
+                Some(r) if !allowed(&self.store_allow, r.store, src.ip()) => {
+                    Err(Reason::SourceNotAllowed)
+                }
                 Some(r) if hop as usize >= r.layout.hops() => Err(Reason::BadHop),
                 Some(_) if key.len() > MAX_KEY => Err(Reason::BadKeyLen),
                 Some(r) => {
@@ -603,6 +643,9 @@ impl<S: Sinks> Translator<S> {
                 immediate,
             } => match self.sketches.iter_mut().find(|r| r.sketch_id == sketch_id) {
                 None => Err(Reason::NoStore),
+                Some(r) if !allowed(&self.store_allow, r.store, src.ip()) => {
+                    Err(Reason::SourceNotAllowed)
+                }
                 Some(r) if column as u32 >= r.agg.columns() => Err(Reason::BadColumn),
                 Some(r) if data.len() != r.agg.merge_kind().wire_len() => Err(Reason::BadDataLen),
                 Some(r) => {
@@ -703,6 +746,10 @@ impl<S: Sinks> Translator<S> {
                 },
             };
         let r = &self.key_write[idx];
+        if !allowed(&self.store_allow, r.store, stage.src) {
+            self.stats.reject(Reason::SourceNotAllowed);
+            return true;
+        }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
         for &o in &offs[..redundancy as usize] {
@@ -760,6 +807,10 @@ impl<S: Sinks> Translator<S> {
             },
         };
         let r = &self.key_increment[idx];
+        if !allowed(&self.store_allow, r.store, stage.src) {
+            self.stats.reject(Reason::SourceNotAllowed);
+            return true;
+        }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         r.layout.counter_offsets(key, redundancy, &mut offs);
         for &o in &offs[..redundancy as usize] {
@@ -928,6 +979,15 @@ fn unstaged(has_store: bool) -> Reason {
         Reason::BadRedundancy
     } else {
         Reason::NoStore
+    }
+}
+
+/// Whether store `store`'s allow-list (if it has one) lets `src` in.
+#[inline]
+fn allowed(store_allow: &[Option<AllowList>], store: usize, src: IpAddr) -> bool {
+    match store_allow.get(store) {
+        Some(Some(a)) => a.allows(src),
+        _ => true,
     }
 }
 
