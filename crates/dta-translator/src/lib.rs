@@ -15,6 +15,7 @@ pub mod append;
 pub mod config;
 pub mod engine;
 pub mod ingest;
+pub mod port_owner;
 pub mod postcard;
 pub mod reason;
 pub mod sequence;
