@@ -232,3 +232,118 @@ pub(super) fn write_columns<S: Sinks>(
         &mut sink,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use dta_wire::Report;
+
+    use super::super::tests::{src, translator};
+    use crate::reason::Reason;
+
+    /// Each report no store can take is rejected under its own reason.
+    #[test]
+    fn rejections_by_reason() {
+        let mut t = translator();
+        let now = Instant::now();
+        let cases: [(Report<'_>, Reason); 8] = [
+            (
+                Report::KeyWrite {
+                    key: &[1; 5],
+                    data: &[0; 4],
+                    redundancy: 1,
+                    immediate: false,
+                },
+                Reason::NoStore,
+            ),
+            (
+                Report::KeyWrite {
+                    key: &[1; 4],
+                    data: &[0; 4],
+                    redundancy: 9,
+                    immediate: false,
+                },
+                Reason::BadRedundancy,
+            ),
+            (
+                Report::KeyIncrement {
+                    key: &[1; 3],
+                    counter: 1,
+                    redundancy: 1,
+                    immediate: false,
+                },
+                Reason::NoStore,
+            ),
+            (
+                Report::Append {
+                    list_id: 2,
+                    data: &[0; 4],
+                    immediate: false,
+                },
+                Reason::BadListId,
+            ),
+            (
+                Report::Append {
+                    list_id: 0,
+                    data: &[0; 8],
+                    immediate: false,
+                },
+                Reason::BadDataLen,
+            ),
+            (
+                Report::Postcard {
+                    key: &[1; 4],
+                    hop: 2,
+                    path_len: 2,
+                    value: 1,
+                    immediate: false,
+                },
+                Reason::BadHop,
+            ),
+            (
+                Report::SketchColumn {
+                    sketch_id: 7,
+                    column: 4,
+                    epoch: 0,
+                    data: &[0; 4],
+                    immediate: false,
+                },
+                Reason::BadColumn,
+            ),
+            (
+                Report::SketchColumn {
+                    sketch_id: 8,
+                    column: 0,
+                    epoch: 0,
+                    data: &[0; 4],
+                    immediate: false,
+                },
+                Reason::NoStore,
+            ),
+        ];
+        for (r, why) in cases {
+            let before = t.stats().rejected_by(why);
+            t.apply(&r, 1, src(), now);
+            assert_eq!(t.stats().rejected_by(why), before + 1, "{r:?}");
+        }
+        assert_eq!(t.stats().total_rejected(), 8);
+        assert!(t.sinks().areas.iter().all(|a| a.iter().all(|&b| b == 0)));
+    }
+
+    #[test]
+    fn sketch_columns_from_an_unknown_reporter_are_rejected() {
+        let mut t = translator();
+        let col = |c| Report::SketchColumn {
+            sketch_id: 7,
+            column: c,
+            epoch: 0,
+            data: &[0, 0, 0, 1],
+            immediate: false,
+        };
+        t.apply(&col(0), 1, src(), Instant::now());
+        t.apply(&col(0), 2, src(), Instant::now());
+        assert_eq!(t.stats().rejected_by(Reason::UnknownReporter), 1);
+        assert_eq!(t.stats().total_rejected(), 1);
+    }
+}

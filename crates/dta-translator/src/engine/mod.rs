@@ -12,9 +12,9 @@
 mod dispatch;
 mod routes;
 mod staging;
-mod timers;
 #[cfg(test)]
 mod tests;
+mod timers;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -374,5 +374,108 @@ fn peer_key(ip: IpAddr) -> u64 {
             u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
                 ^ u64::from_be_bytes([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
         }
+    }
+}
+
+#[cfg(test)]
+mod ingress_tests {
+    use std::time::Instant;
+
+    use dta_wire::prototype::{BaseFormat, BaseRepr, Repr};
+    use dta_wire::{Opcode, Report};
+
+    use super::tests::{datagram, src, translator_with};
+    use crate::config::{PrototypeHeader, TranslatorConfig};
+    use crate::reason::Reason;
+
+    const KW: Report<'static> = Report::KeyWrite {
+        key: &[1, 2, 3, 4],
+        data: &[5, 6, 7, 8],
+        redundancy: 1,
+        immediate: false,
+    };
+
+    fn proto(seq: u8) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        let r = Repr {
+            base: BaseRepr {
+                opcode: Opcode::KeyWrite,
+                seqnum: Some(seq),
+                immediate: false,
+                retransmittable: true,
+            },
+            report: KW,
+        };
+        let n = r.emit(&mut b, BaseFormat::Long).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    /// The go-back-N admission is one code path: both protocols apply in order, drop
+    /// duplicates, drop after a gap as out_of_order and NACK the expected number, each in its
+    /// own NACK format, to the source's NACK port.
+    #[test]
+    fn admission_is_the_same_for_both_protocols() {
+        let cfg = TranslatorConfig {
+            prototype_header: PrototypeHeader::Long,
+            nack_interval_ms: 0,
+            ..TranslatorConfig::default()
+        };
+        let mut t = translator_with(&cfg);
+        let now = Instant::now();
+        let native = |seq| datagram(true, 3, seq, &[KW]);
+        for (d, nack) in [
+            (
+                [native(10), native(11), native(11), native(13)],
+                vec![0x11, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 12],
+            ),
+            ([proto(10), proto(11), proto(11), proto(13)], vec![12, 0x80]),
+        ] {
+            let s = t.stats().clone();
+            let (applied, dups, ooo) = (
+                s.reports_of(Opcode::KeyWrite),
+                s.duplicates.load(std::sync::atomic::Ordering::Relaxed),
+                s.rejected_by(Reason::OutOfOrder),
+            );
+            for x in &d {
+                t.handle_datagram(x, src(), now);
+            }
+            assert_eq!(s.reports_of(Opcode::KeyWrite) - applied, 2);
+            assert_eq!(
+                s.duplicates.load(std::sync::atomic::Ordering::Relaxed) - dups,
+                1
+            );
+            assert_eq!(s.rejected_by(Reason::OutOfOrder) - ooo, 1);
+            let nacks: Vec<_> = t.drain_nacks().collect();
+            assert_eq!(nacks.len(), 1);
+            assert_eq!(nacks[0].to, (src().ip(), cfg.nack_port).into());
+            assert_eq!(nacks[0].bytes(), &nack[..]);
+        }
+    }
+
+    #[test]
+    fn a_native_nack_arriving_is_misdirected_and_nothing_is_applied_from_outside() {
+        let mut t = translator_with(&TranslatorConfig::default());
+        let mut nack = [0u8; 24];
+        let n = dta_wire::native::NackRepr {
+            reporter_id: 1,
+            seq: 2,
+            sketch: None,
+        }
+        .emit(&mut nack)
+        .unwrap();
+        t.handle_datagram(&nack[..n], src(), Instant::now());
+        assert_eq!(
+            t.stats()
+                .rejected_by(Reason::Wire(dta_wire::Error::UnknownKind)),
+            1
+        );
+        t.handle_datagram(
+            &datagram(false, 1, 0, &[KW]),
+            "192.0.2.1:9".parse().unwrap(),
+            Instant::now(),
+        );
+        assert_eq!(t.stats().rejected_by(Reason::SourceNotAllowed), 1);
+        assert!(t.sinks().areas.iter().all(|a| a.iter().all(|&b| b == 0)));
     }
 }

@@ -169,3 +169,74 @@ impl<S: Sinks> Translator<S> {
         Ok(t)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dta_store::{AppendSpec, Header, StoreSpec};
+
+    use super::super::tests::{infos, translator, Mem, AP, KI, KW, PC, SK};
+    use super::*;
+
+    fn build(infos: &[StoreInfo]) -> Result<Translator<Mem>, BuildError> {
+        let areas = infos.iter().map(|_| vec![]).collect();
+        Translator::new(
+            &TranslatorConfig::default(),
+            infos,
+            Mem { areas, fail: false },
+            Arc::new(Stats::default()),
+        )
+    }
+
+    #[test]
+    fn one_route_per_store_indexed_as_the_sinks() {
+        let t = translator();
+        assert_eq!(t.key_write.len(), 1);
+        assert_eq!(t.key_write[0].store, KW);
+        assert_eq!(t.key_increment[0].store, KI);
+        assert_eq!(t.postcarding[0].store, PC);
+        assert_eq!(t.append.as_ref().unwrap().store, AP);
+        assert_eq!(t.sketches[0].store, SK);
+        assert_eq!(t.sketches[0].sketch_id, 7);
+        assert_eq!(t.store_names, ["kw", "ki", "pc", "ap", "sk"]);
+    }
+
+    #[test]
+    fn ambiguous_stores_are_refused() {
+        let mut two_append = infos();
+        two_append.push(StoreInfo {
+            header: Header::new(
+                "ap2",
+                &StoreSpec::Append(AppendSpec {
+                    lists: 1,
+                    capacity: 8,
+                    entry_len: 4,
+                    batch: 1,
+                }),
+            )
+            .unwrap(),
+            append_heads: vec![],
+        });
+        assert!(matches!(
+            build(&two_append),
+            Err(BuildError::TwoAppendStores)
+        ));
+        let mut two_sketch = infos();
+        let mut h = two_sketch[SK].header.clone();
+        h.name = "sk2".into();
+        two_sketch.push(StoreInfo {
+            header: h,
+            append_heads: vec![],
+        });
+        assert!(matches!(
+            build(&two_sketch),
+            Err(BuildError::DuplicateSketch(7))
+        ));
+        let mut t = build(&infos()).unwrap();
+        assert!(matches!(
+            t.set_store_allow("none", dta_wire::prefix::AllowList::any()),
+            Err(BuildError::UnknownStore(_))
+        ));
+    }
+}

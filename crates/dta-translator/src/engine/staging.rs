@@ -285,3 +285,69 @@ impl<S: Sinks> Translator<S> {
         stage.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use dta_store::{KeyIncrementLayout, KeyWriteLayout, VecSink};
+    use dta_wire::Report;
+
+    use super::super::tests::{datagram, infos, src, translator, KI, KW};
+    use crate::reason::Reason;
+
+    /// A datagram staged and written leaves the image the store layouts give report by
+    /// report, at every redundancy the stores accept, and counts once per report.
+    #[test]
+    fn staged_writes_equal_the_layouts_apply() {
+        let mut t = translator();
+        let infos = infos();
+        let kwl = KeyWriteLayout::new(&infos[KW].header).unwrap();
+        let kil = KeyIncrementLayout::new(&infos[KI].header).unwrap();
+        let mut want_kw = VecSink::new(infos[KW].header.data_len as usize);
+        let mut want_ki = VecSink::new(infos[KI].header.data_len as usize);
+        let keys: Vec<[u8; 4]> = (0u32..40).map(|k| (k * 7919).to_be_bytes()).collect();
+        let mut reports = vec![];
+        for (i, k) in keys.iter().enumerate() {
+            let n = 1 + (i % 4) as u8;
+            reports.push(Report::KeyWrite {
+                key: k,
+                data: &k[..],
+                redundancy: n,
+                immediate: false,
+            });
+            reports.push(Report::KeyIncrement {
+                key: k,
+                counter: i as u64,
+                redundancy: n,
+                immediate: false,
+            });
+            kwl.apply(k, k, n, &mut want_kw).unwrap();
+            kil.apply(k, i as u64, n, &mut want_ki).unwrap();
+        }
+        // More reports than one stage holds.
+        for chunk in reports.chunks(40) {
+            t.handle_datagram(&datagram(false, 1, 0, chunk), src(), Instant::now());
+        }
+        assert_eq!(t.sinks().areas[KW], want_kw.bytes);
+        assert_eq!(t.sinks().areas[KI], want_ki.bytes);
+        let s = t.stats();
+        assert_eq!(s.reports_of(dta_wire::Opcode::KeyWrite), 40);
+        assert_eq!(s.reports_of(dta_wire::Opcode::KeyIncrement), 40);
+        assert_eq!(s.total_rejected(), 0);
+    }
+
+    #[test]
+    fn a_failing_sink_counts_one_sink_error_per_report() {
+        let mut t = translator();
+        t.sinks_mut().fail = true;
+        let r = Report::KeyWrite {
+            key: &[1; 4],
+            data: &[2; 4],
+            redundancy: 3,
+            immediate: false,
+        };
+        t.handle_datagram(&datagram(false, 1, 0, &[r, r]), src(), Instant::now());
+        assert_eq!(t.stats().rejected_by(Reason::SinkError), 2);
+    }
+}

@@ -99,3 +99,45 @@ impl<S: Sinks> Translator<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::{Duration, Instant};
+
+    use dta_wire::Report;
+
+    use super::super::tests::{src, translator_with, AP};
+    use crate::config::TranslatorConfig;
+
+    fn entry(e: u8) -> Report<'static> {
+        static E: [[u8; 4]; 4] = [[1; 4], [2; 4], [3; 4], [4; 4]];
+        Report::Append {
+            list_id: 0,
+            data: &E[e as usize],
+            immediate: false,
+        }
+    }
+
+    /// A partial Append batch waits for the flush timer (or the final flush), then is written.
+    #[test]
+    fn partial_batches_are_written_by_tick_after_the_flush_interval_and_by_flush_all() {
+        let cfg = TranslatorConfig {
+            append_flush_ms: 50,
+            ..TranslatorConfig::default()
+        };
+        let mut t = translator_with(&cfg);
+        let t0 = Instant::now();
+        t.apply(&entry(0), 1, src(), t0);
+        t.tick(t0 + Duration::from_millis(10));
+        assert!(t.sinks().areas[AP].iter().all(|&b| b == 0), "written early");
+        t.tick(t0 + Duration::from_millis(60));
+        assert_eq!(t.stats().append_partial_batches.load(Relaxed), 1);
+        assert!(t.sinks().areas[AP].windows(4).any(|w| w == [1; 4]));
+
+        t.apply(&entry(1), 1, src(), t0);
+        t.flush_all();
+        assert_eq!(t.stats().append_partial_batches.load(Relaxed), 2);
+        assert!(t.sinks().areas[AP].windows(4).any(|w| w == [2; 4]));
+    }
+}
