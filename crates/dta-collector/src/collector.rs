@@ -26,7 +26,7 @@ pub fn region_path(dir: &Path, name: &str) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("region directory {dir}: {source}")]
     Dir {
@@ -41,7 +41,7 @@ pub enum CollectorError {
     NoSuchStore(String),
     #[error("store {name:?} is unavailable: {reason}")]
     Unavailable { name: String, reason: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Lock(#[from] LockError),
 }
 
