@@ -426,10 +426,16 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
         c.status().iter().filter(|s| s.available.is_ok()).count(),
     );
     for st in c.status() {
-        match st.available {
-            Ok(()) => {
-                let s = c.store(&st.name)?;
-                let i = query::inspect(&s.region, &st.path.display().to_string())?;
+        // A region lost at this point is listed as such, it does not fail the exit.
+        let inspected = st.available.and_then(|()| {
+            let s = c.store(&st.name).map_err(|e| e.to_string())?;
+            let i = query::inspect(&s.region, &st.path.display().to_string())
+                .map_err(|e| e.to_string())?;
+            s.check().map_err(|e| e.to_string())?;
+            Ok(i)
+        });
+        match inspected {
+            Ok(i) => {
                 let appended = i
                     .appended
                     .map(|n| format!(", {n} entries appended"))
