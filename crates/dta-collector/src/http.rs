@@ -72,6 +72,13 @@ fn param<T: std::str::FromStr>(
     }
 }
 
+/// `redundancy`: absent means the store's N (from its header); present must parse.
+fn redundancy(p: &HashMap<String, String>) -> Result<Option<u8>, ApiError> {
+    p.contains_key("redundancy")
+        .then(|| param(p, "redundancy", None))
+        .transpose()
+}
+
 type Shared = Arc<Collector>;
 
 /// `answer` to a query on store `name`, unless its region was lost while the query read it (a
@@ -137,12 +144,7 @@ async fn kw(
     served(
         &c,
         &name,
-        query::key_write(
-            r,
-            &key,
-            param(&p, "redundancy", Some(4))?,
-            param(&p, "threshold", Some(1))?,
-        )?,
+        query::key_write(r, &key, redundancy(&p)?, param(&p, "threshold", Some(1))?)?,
     )
 }
 
@@ -153,11 +155,7 @@ async fn ki(
 ) -> Result<Json<query::KeyIncrementResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let r = &c.store(&name)?.region;
-    served(
-        &c,
-        &name,
-        query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?,
-    )
+    served(&c, &name, query::key_increment(r, &key, redundancy(&p)?)?)
 }
 
 async fn postcard(

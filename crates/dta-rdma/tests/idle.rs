@@ -85,7 +85,7 @@ fn a_lost_last_write_is_retransmitted_by_the_idle_timer() {
     }
     assert_eq!(t.sinks().in_flight(), 0, "retransmitted and acknowledged");
     let kw = &remote.store("kw").unwrap().region;
-    let r = query::key_write(kw, &key, 2, 2).unwrap();
+    let r = query::key_write(kw, &key, Some(2), 2).unwrap();
     assert_eq!(r.status, "found", "{r:?}");
     assert_eq!(r.data.as_deref(), Some("01020304"));
     assert!(

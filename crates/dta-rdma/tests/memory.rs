@@ -66,7 +66,7 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
     let counters = &remote.store("counters").unwrap().region;
     for (k, s) in sums {
         assert_eq!(
-            query::key_increment(counters, &k.to_be_bytes(), 2)
+            query::key_increment(counters, &k.to_be_bytes(), Some(2))
                 .unwrap()
                 .count,
             s,
@@ -74,7 +74,7 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
         );
     }
     let kw = &remote.store("kw").unwrap().region;
-    let r = query::key_write(kw, &1_000_007u32.to_be_bytes(), 2, 1).unwrap();
+    let r = query::key_write(kw, &1_000_007u32.to_be_bytes(), Some(2), 1).unwrap();
     assert_eq!(
         r.data.unwrap(),
         hex(&7u32.wrapping_mul(2_654_435_761).to_be_bytes())

@@ -190,7 +190,7 @@ fn reporter_translator_veth_responder_query() {
     let mut sums = [0u64; 100];
     for i in 0..flows {
         sums[(i % 100) as usize] += u64::from(i % 7 + 1);
-        let r = query::key_write(kw, &(1_000_000 + i).to_be_bytes(), 2, 1).unwrap();
+        let r = query::key_write(kw, &(1_000_000 + i).to_be_bytes(), Some(2), 1).unwrap();
         assert_eq!(
             r.data.as_deref(),
             Some(format!("{i:08x}").as_str()),
@@ -198,7 +198,8 @@ fn reporter_translator_veth_responder_query() {
         );
     }
     for (k, s) in sums.iter().enumerate() {
-        let c = query::key_increment(counters, &(2_000_000 + k as u32).to_be_bytes(), 2).unwrap();
+        let c =
+            query::key_increment(counters, &(2_000_000 + k as u32).to_be_bytes(), Some(2)).unwrap();
         assert_eq!(c.count, *s, "key-increment {k}");
     }
     let mut found = 0;

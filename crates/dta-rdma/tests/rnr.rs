@@ -139,7 +139,7 @@ fn rnr_nak_backs_off_then_resends_and_everything_lands_once() {
     // Every write landed (resent ones the responder had executed were duplicates).
     let kw = &remote.store("kw").unwrap().region;
     for i in 0..200u32 {
-        let r = query::key_write(kw, &(5_000 + i).to_be_bytes(), 2, 1).unwrap();
+        let r = query::key_write(kw, &(5_000 + i).to_be_bytes(), Some(2), 1).unwrap();
         assert_eq!(r.data, Some(format!("{:08x}", i + 1)), "key {}", 5_000 + i);
     }
     assert!(srv.stats.duplicates.load(Ordering::Relaxed) > 0);

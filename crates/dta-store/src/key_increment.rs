@@ -80,6 +80,17 @@ impl KeyIncrementLayout {
         }
     }
 
+    /// Whether a report of `key` at `redundancy` can be applied: `BadKeyLen`, `BadRedundancy`
+    /// (outside 1..=MAX_REDUNDANCY) or `RedundancyMismatch` (not the store's N).
+    #[inline]
+    pub fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
+        crate::check_report(key, self.key_len, redundancy, MAX_REDUNDANCY)?;
+        if redundancy != self.redundancy {
+            return Err(ApplyError::RedundancyMismatch);
+        }
+        Ok(())
+    }
+
     /// N FETCH_ADDs ([DTA A.4] Algorithm 5). The report's N must be the store's: a minimum over
     /// more counters than were added to reads 0, over fewer it loses accuracy, so a mismatch is
     /// `RedundancyMismatch`.
@@ -91,10 +102,7 @@ impl KeyIncrementLayout {
         redundancy: u8,
         sink: &mut impl MemSink,
     ) -> Result<(), ApplyError> {
-        crate::check_report(key, self.key_len, redundancy, MAX_REDUNDANCY)?;
-        if redundancy != self.redundancy {
-            return Err(ApplyError::RedundancyMismatch);
-        }
+        self.check(key, redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         self.counter_offsets(key, redundancy, &mut offs);
         for &o in &offs[..redundancy as usize] {

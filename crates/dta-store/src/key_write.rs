@@ -478,6 +478,13 @@ impl KeyWriteLayout {
         }
     }
 
+    /// Whether a report of `key` at `redundancy` can be applied: `BadKeyLen`, or
+    /// `BadRedundancy` outside 1..=store N (its data length is checked by [`Self::encode_slot`]).
+    #[inline]
+    pub fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
+        crate::check_report(key, self.key_len, redundancy, self.redundancy)
+    }
+
     /// Translate one report: N slot writes ([DTA A.1] Algorithm 1, `CraftWrite`). A report may
     /// use any N in 1..=store N (the query's vote reads all the store's N slots).
     #[inline]
@@ -488,7 +495,7 @@ impl KeyWriteLayout {
         redundancy: u8,
         sink: &mut impl MemSink,
     ) -> Result<(), ApplyError> {
-        crate::check_report(key, self.key_len, redundancy, self.redundancy)?;
+        self.check(key, redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut slot = [0u8; MAX_SLOT];

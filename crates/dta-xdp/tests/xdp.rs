@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use dta_store::{
     AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region, StoreSpec,
+    MAX_REDUNDANCY,
 };
 use dta_translator::{Stats, Translator, TranslatorConfig};
 use dta_xdp::{XdpConfig, XdpTranslator};
@@ -96,14 +97,28 @@ impl Drop for Net {
 
 fn headers() -> Vec<Header> {
     let specs = [
-        ("kwp", StoreSpec::KeyWrite(KeyWriteSpec::new(1024, 4, 4))),
-        ("kwn", StoreSpec::KeyWrite(KeyWriteSpec::new(512, 13, 20))),
+        (
+            "kwp",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                hash: HashScheme::Prototype,
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(1024, 4, 4)
+            }),
+        ),
+        (
+            "kwn",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(512, 13, 20)
+            }),
+        ),
         (
             "kip",
             StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: 1024,
                 key_len: 4,
                 hash: HashScheme::Prototype,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -112,6 +127,7 @@ fn headers() -> Vec<Header> {
                 counters: 256,
                 key_len: 13,
                 hash: HashScheme::Native,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -306,7 +322,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         let r = Region::open_read_only(&pins[0]).expect("open pinned map as a region");
         let kw = dta_store::KeyWriteLayout::new(r.header()).unwrap();
         let key = 0x0a00_0003u32.to_be_bytes();
-        match kw.query(r.mem(), &key, 4, 1) {
+        match kw.query(r.mem(), &key, Some(4), 1).unwrap() {
             dta_store::KeyWriteAnswer::Found { data, .. } => {
                 assert_eq!(data, (3u32 * 7).to_be_bytes())
             }
@@ -314,7 +330,11 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         }
         let ki = dta_store::KeyIncrementLayout::new(x.stores()[2].region.header()).unwrap();
         // key 2 got i = 2, 11, 20, 29, 38: adds 3 + 12 + 21 + 30 + 39.
-        assert!(ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), 1) >= 105);
+        assert!(
+            ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), Some(1))
+                .unwrap()
+                >= 105
+        );
         for p in &pins {
             let _ = std::fs::remove_file(p);
         }
