@@ -113,8 +113,8 @@ impl StoreConfig {
             )
         })?;
         let allowed: &[&str] = match kind {
-            StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash"],
-            StoreKindName::KeyIncrement => &["counters", "key_len", "hash"],
+            StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash", "redundancy"],
+            StoreKindName::KeyIncrement => &["counters", "key_len", "hash", "redundancy"],
             StoreKindName::Postcarding => &[
                 "chunks",
                 "hops",
