@@ -25,8 +25,8 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
 use dta_int::gen::{ipv4_udp, md_frame, stacked_report};
-use dta_wire::int::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
-use dta_wire::int::{find_int, IntDetect};
+use dta_int_wire::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+use dta_int_wire::{find_int, IntDetect};
 
 use crate::intgen::Traffic;
 

@@ -608,12 +608,9 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::from(1))
     };
     if matches!(a.kind, DecodeAs::Auto | DecodeAs::Roce) {
-        match dta_wire::roce::FrameRepr::decode(&bytes) {
+        match dta_roce::FrameRepr::decode(&bytes) {
             Ok(d) => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&dta_wire::roce::to_json(&d))?
-                );
+                println!("{}", serde_json::to_string_pretty(&dta_roce::to_json(&d))?);
                 return Ok(if d.icrc_valid {
                     ExitCode::SUCCESS
                 } else {
@@ -646,16 +643,16 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
             ),
             None => None,
         };
-        let detect = dta_wire::int::IntDetect {
+        let detect = dta_int_wire::IntDetect {
             udp_port: a.int_udp_port,
             dscp: a.int_dscp.map(|d| (d, 0x3f)),
             probe_marker: marker,
         };
-        match dta_wire::int::decode(&bytes, &detect) {
+        match dta_int_wire::decode(&bytes, &detect) {
             Ok(d) => {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&dta_wire::int::to_json(&d, &detect))?
+                    serde_json::to_string_pretty(&dta_int_wire::to_json(&d, &detect))?
                 );
                 return Ok(ExitCode::SUCCESS);
             }
