@@ -32,6 +32,7 @@
 #[cfg(feature = "json")]
 mod json;
 pub mod native;
+pub mod prefix;
 pub mod prototype;
 
 #[cfg(feature = "json")]
