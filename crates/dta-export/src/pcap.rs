@@ -32,7 +32,7 @@ use crate::intgen::Traffic;
 
 /// UDP port telemetry reports are sent to in `reports` traces (the port ONOS and most INT
 /// collectors listen on; `dta pcap replay` does not care: it sends to `--to`).
-pub const DEFAULT_REPORT_PORT: u16 = 32766;
+pub const DEFAULT_REPORT_PORT: u16 = dta_int_wire::REPORT_PORT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PcapFormat {

@@ -32,6 +32,10 @@ pub use json::{decode, hop_to_json, int_to_json, report_to_json, to_json, Decode
 use net::{EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// The UDP port telemetry reports are sent to by default (the INT sink's default listening
+/// port, `dta int-sink`).
+pub const REPORT_PORT: u16 = 32766;
+
 /// Why an INT packet or a telemetry report was rejected. [`Error::reason`] is the counter name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum Error {
