@@ -52,6 +52,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::WrongKind { .. } => "wrong_kind",
         StoreError::BadListId { .. } => "bad_list_id",
         StoreError::BadShard { .. } => "bad_shard",
+        StoreError::RegionLost { .. } => "region_lost",
     };
     region_err(py, reason, e.to_string())
 }
