@@ -338,6 +338,7 @@ fn stop_on_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
 
 fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.load()?;
+    let http_opts = dta_collector::http::options(&cfg.collector)?;
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
         eprintln!(
@@ -366,7 +367,7 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        dta_collector::http::serve(c, &cfg.collector.http, shutdown).await
+        dta_collector::http::serve_with(c, &cfg.collector.http, http_opts, shutdown).await
     })?;
     Ok(ExitCode::SUCCESS)
 }
