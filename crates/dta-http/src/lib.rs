@@ -390,3 +390,51 @@ impl Drop for BackgroundServer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_matches_only_itself() {
+        let t = Token::new("  0123456789abcdef\n", "test").unwrap();
+        assert!(t.matches(b"0123456789abcdef"));
+        assert!(!t.matches(b"0123456789abcdeF"));
+        assert!(!t.matches(b"0123456789abcde"));
+        assert!(!t.matches(b"0123456789abcdef0"));
+        assert!(!t.matches(b""));
+        assert!(!format!("{t:?}").contains("0123"), "Debug hides the token");
+        assert!(Token::new("short", "test").is_err());
+        assert!(Token::new("0123456789 abcdef", "test").is_err());
+        assert!(Token::new(&"x".repeat(MAX_TOKEN_LEN + 1), "test").is_err());
+    }
+
+    #[test]
+    fn non_loopback_needs_a_token() {
+        let none = ServerOptions::default();
+        let with = ServerOptions {
+            token: Some(Token::new("0123456789abcdef", "test").unwrap()),
+            ..Default::default()
+        };
+        for a in ["127.0.0.1:1", "[::1]:1"] {
+            assert!(check_access(a.parse().unwrap(), &none).is_ok(), "{a}");
+        }
+        for a in ["0.0.0.0:1", "10.1.2.3:1", "[::]:1"] {
+            let e = check_access(a.parse().unwrap(), &none).unwrap_err();
+            assert!(e.to_string().contains(TOKEN_FILE_ENV), "{e}");
+            assert!(check_access(a.parse().unwrap(), &with).is_ok(), "{a}");
+        }
+    }
+
+    #[test]
+    fn token_file_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        std::fs::write(&p, "abcdefghijklmnopq\n").unwrap();
+        assert!(Token::from_file(&p).unwrap().matches(b"abcdefghijklmnopq"));
+        std::fs::write(&p, "").unwrap();
+        let e = Token::from_file(&p).unwrap_err();
+        assert!(e.to_string().contains(&p.display().to_string()), "{e}");
+        assert!(Token::from_file(&dir.path().join("missing")).is_err());
+    }
+}
