@@ -19,7 +19,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -30,7 +31,34 @@ use crate::collector::{region_path, Collector, CollectorError};
 use crate::limits::{ParamError, Params, MAX_HEAVY_QUERIES};
 use crate::query::{self, QueryError};
 
-type Raw = Query<HashMap<String, String>>;
+/// The query string's parameters; one that cannot be decoded is 400 with a JSON message, as
+/// every other error.
+struct Raw(HashMap<String, String>);
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for Raw {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map(|Query(m)| Raw(m))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
+
+/// The `{name}` of a route; one that cannot be decoded is 400 with a JSON message.
+struct Name(String);
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for Name {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(n)| Name(n))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
 
 struct ApiError(StatusCode, String);
 
@@ -107,10 +135,7 @@ fn key_of(c: &Collector, name: &str, p: &Params) -> Result<Vec<u8>, ApiError> {
     )?)
 }
 
-async fn stores(
-    State(a): State<Api>,
-    Query(raw): Raw,
-) -> Result<Json<serde_json::Value>, ApiError> {
+async fn stores(State(a): State<Api>, Raw(raw): Raw) -> Result<Json<serde_json::Value>, ApiError> {
     Params::new(&raw, &[])?;
     a.heavy(|c| {
         let mut out = vec![];
@@ -129,8 +154,8 @@ async fn stores(
 
 async fn store(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::Inspection>, ApiError> {
     Params::new(&raw, &[])?;
     a.c.store(&name)?;
@@ -147,8 +172,8 @@ async fn store(
 
 async fn kw(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::KeyWriteResult>, ApiError> {
     let p = Params::new(&raw, &["key", "redundancy", "threshold"])?;
     let redundancy = p.redundancy()?;
@@ -160,8 +185,8 @@ async fn kw(
 
 async fn ki(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::KeyIncrementResult>, ApiError> {
     let p = Params::new(&raw, &["key", "redundancy"])?;
     let redundancy = p.redundancy()?;
@@ -172,8 +197,8 @@ async fn ki(
 
 async fn postcard(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::PostcardResult>, ApiError> {
     let p = Params::new(&raw, &["key", "values"])?;
     let key = key_of(&a.c, &name, &p)?;
@@ -192,8 +217,8 @@ async fn postcard(
 
 async fn list(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::ListResult>, ApiError> {
     let p = Params::new(&raw, &["list", "tail", "max"])?;
     let r = &a.c.store(&name)?.region;
@@ -211,8 +236,8 @@ async fn list(
 
 async fn sketch(
     State(a): State<Api>,
-    Path(name): Path<String>,
-    Query(raw): Raw,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::SketchResult>, ApiError> {
     let p = Params::new(&raw, &["key"])?;
     let s = a.c.store(&name)?;

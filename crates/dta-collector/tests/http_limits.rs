@@ -81,6 +81,9 @@ fn parameters_beyond_their_limits_are_400_and_the_server_keeps_answering() {
         "/query/kw/kw?key=1&redundancy=2&threshold=3".to_owned(),
         "/query/kw/kw?key=1&count=99999999999".to_owned(),
         "/stores?limit=1".to_owned(),
+        // Not UTF-8 once percent-decoded: the extractors' own rejections are JSON too.
+        "/stores/%FF".to_owned(),
+        "/query/kw/%C3?key=1".to_owned(),
     ] {
         let (s, body) = get(addr, &path);
         assert_eq!(s, 400, "{path}: {body}");
