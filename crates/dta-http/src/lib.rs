@@ -181,6 +181,16 @@ impl ServerOptions {
     }
 }
 
+/// A listen address from the command line: `PORT` alone is `127.0.0.1:PORT` (the default host
+/// is loopback, so serving beyond the machine is always spelt out), otherwise `IP:PORT`.
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse()
+        .map_err(|_| format!("{s:?} is neither PORT (on 127.0.0.1) nor IP:PORT"))
+}
+
 /// Refuse to serve a non-loopback address without a token.
 pub fn check_access(addr: SocketAddr, opts: &ServerOptions) -> Result<(), HttpError> {
     if opts.token.is_none() && !addr.ip().is_loopback() {
@@ -393,6 +403,23 @@ impl Drop for BackgroundServer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn listen_addr_defaults_to_loopback() {
+        use super::parse_listen_addr;
+        assert_eq!(
+            parse_listen_addr("9464").unwrap().to_string(),
+            "127.0.0.1:9464"
+        );
+        assert_eq!(
+            parse_listen_addr("0.0.0.0:9464").unwrap().to_string(),
+            "0.0.0.0:9464"
+        );
+        assert_eq!(parse_listen_addr("[::1]:1").unwrap().to_string(), "[::1]:1");
+        for bad in ["", "70000", "host:1", "1.2.3.4"] {
+            assert!(parse_listen_addr(bad).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -118,8 +118,9 @@ struct TranslatorArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
-    #[arg(long)]
+    /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or IP:PORT; a
+    /// non-loopback IP needs a token (DTA_HTTP_TOKEN_FILE or DTA_HTTP_TOKEN).
+    #[arg(long, value_parser = dta_http::parse_listen_addr)]
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     rdma: rdma_cmd::RdmaArgs,
