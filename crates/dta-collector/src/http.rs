@@ -13,8 +13,10 @@
 //! | `GET /healthz` | liveness (`ok`) |
 //!
 //! Errors are `{"error": "..."}` with status 400 (bad request: a parameter unknown, malformed or
-//! beyond its limit in [`crate::limits`]), 401 (token), 404 (no such store) or 503 (timeout).
-//! The server (timeouts, connection cap, token) is the shared [`dta_http`] set-up.
+//! beyond its limit in [`crate::limits`]), 401 (token), 404 (no such store) or 503 (timeout, or
+//! the store's region is bad or was lost while served; `GET /stores` lists it with
+//! `"available": false` and the reason). The server (timeouts, connection cap, token) is the
+//! shared [`dta_http`] set-up.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -84,6 +86,7 @@ impl From<CollectorError> for ApiError {
     fn from(e: CollectorError) -> Self {
         let code = match e {
             CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
+            CollectorError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(code, e.to_string())
@@ -126,6 +129,13 @@ impl Api {
     }
 }
 
+/// `answer` to a query on store `name`, unless its region was lost while the query read it (a
+/// truncated file reads as zeros, `dta_store::guard`): then the store's error.
+fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
+    c.store(name)?;
+    Ok(Json(answer))
+}
+
 fn key_of(c: &Collector, name: &str, p: &Params) -> Result<Vec<u8>, ApiError> {
     let store = c.store(name)?;
     let raw = p.raw("key").ok_or(ParamError::Missing("key"))?;
@@ -139,13 +149,27 @@ async fn stores(State(a): State<Api>, Raw(raw): Raw) -> Result<Json<serde_json::
     Params::new(&raw, &[])?;
     a.heavy(|c| {
         let mut out = vec![];
-        for s in c.stores() {
-            let path = region_path(c.dir(), &s.name);
-            let i = query::inspect(&s.region, &path.display().to_string())?;
-            out.push(
-                serde_json::to_value(i)
-                    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
-            );
+        for st in c.status() {
+            let path = st.path.display().to_string();
+            let inspected = st.available.clone().and_then(|()| {
+                let s = c.store(&st.name).map_err(|e| e.to_string())?;
+                let i = query::inspect(&s.region, &path).map_err(|e| e.to_string())?;
+                // Lost while inspected: its figures are zeros, not data.
+                c.store(&st.name).map_err(|e| e.to_string())?;
+                serde_json::to_value(i).map_err(|e| e.to_string())
+            });
+            out.push(match inspected {
+                Ok(mut v) => {
+                    v["available"] = true.into();
+                    v
+                }
+                Err(reason) => serde_json::json!({
+                    "name": st.name,
+                    "path": path,
+                    "available": false,
+                    "error": reason,
+                }),
+            });
         }
         Ok(Json(serde_json::Value::Array(out)))
     })
@@ -162,10 +186,8 @@ async fn store(
     a.heavy(move |c| {
         let s = c.store(&name)?;
         let path = region_path(c.dir(), &s.name);
-        Ok(Json(query::inspect(
-            &s.region,
-            &path.display().to_string(),
-        )?))
+        let i = query::inspect(&s.region, &path.display().to_string())?;
+        served(c, &name, i)
     })
     .await
 }
@@ -180,7 +202,11 @@ async fn kw(
     let threshold = p.threshold(redundancy)?;
     let key = key_of(&a.c, &name, &p)?;
     let r = &a.c.store(&name)?.region;
-    Ok(Json(query::key_write(r, &key, redundancy, threshold)?))
+    served(
+        &a.c,
+        &name,
+        query::key_write(r, &key, redundancy, threshold)?,
+    )
 }
 
 async fn ki(
@@ -192,7 +218,7 @@ async fn ki(
     let redundancy = p.redundancy()?;
     let key = key_of(&a.c, &name, &p)?;
     let r = &a.c.store(&name)?.region;
-    Ok(Json(query::key_increment(r, &key, redundancy)?))
+    served(&a.c, &name, query::key_increment(r, &key, redundancy)?)
 }
 
 async fn postcard(
@@ -206,11 +232,8 @@ async fn postcard(
     let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
     let values = p.postcard_values(default_values)?;
     a.heavy(move |c| {
-        Ok(Json(query::postcard(
-            &c.store(&name)?.region,
-            &key,
-            values,
-        )?))
+        let pc = query::postcard(&c.store(&name)?.region, &key, values)?;
+        served(c, &name, pc)
     })
     .await
 }
@@ -230,8 +253,11 @@ async fn list(
     let list = p.bounded("list", Some(0u32), 0, u32::MAX)?;
     let tail = p.opt_u64("tail")?;
     let max = p.list_max(entry_len)?;
-    a.heavy(move |c| Ok(Json(query::list(&c.store(&name)?.region, list, tail, max)?)))
-        .await
+    a.heavy(move |c| {
+        let l = query::list(&c.store(&name)?.region, list, tail, max)?;
+        served(c, &name, l)
+    })
+    .await
 }
 
 async fn sketch(
@@ -245,7 +271,7 @@ async fn sketch(
         Some(k) => Some(query::parse_key(k, query::key_len(s.region.header()))?),
         None => None,
     };
-    Ok(Json(query::sketch(&s.region, key.as_deref())?))
+    served(&a.c, &name, query::sketch(&s.region, key.as_deref())?)
 }
 
 async fn metrics(State(a): State<Api>) -> Response {

@@ -12,5 +12,5 @@ pub mod limits;
 pub mod metrics;
 pub mod query;
 
-pub use collector::{region_path, Collector, CollectorError, Store};
+pub use collector::{region_path, BadStore, Collector, CollectorError, Store, StoreStatus};
 pub use config::{CollectorConfig, StoreConfig};

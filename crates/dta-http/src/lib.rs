@@ -45,6 +45,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// A connection is closed after this long whatever it does (a client that never reads its
 /// answer cannot hold a connection slot forever).
 pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
+/// After shutdown, how long requests in flight may take to finish before their connections are
+/// dropped.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// Longest request target (path and query) accepted; longer is 414.
 pub const MAX_URI_LEN: usize = 4096;
 /// Longest token file read; a token is at least [`MIN_TOKEN_LEN`] bytes.
@@ -297,7 +300,10 @@ pub async fn serve(
         check_access(a, &opts).map_err(std::io::Error::other)?;
     }
     let app = app(routes, &opts);
-    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let max = opts.max_connections.max(1);
+    let slots = Arc::new(Semaphore::new(max));
+    // Tells every connection to finish its request in flight and close.
+    let (stopping, _) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -305,7 +311,7 @@ pub async fn serve(
                 Ok(p) => p,
                 Err(_) => return Ok(()),
             },
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => break,
         };
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -317,16 +323,25 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => break,
         };
         let svc = TowerToHyperService::new(app.clone());
         let (header_read, age) = (opts.header_read_timeout, opts.max_connection_age);
+        let mut stop = stopping.subscribe();
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_read)
                 .serve_connection(TokioIo::new(stream), svc);
-            match tokio::time::timeout(age, conn).await {
+            let served = async move {
+                let mut conn = std::pin::pin!(conn);
+                tokio::select! {
+                    r = conn.as_mut() => return r,
+                    _ = stop.wait_for(|s| *s) => conn.as_mut().graceful_shutdown(),
+                }
+                conn.await
+            };
+            match tokio::time::timeout(age, served).await {
                 Ok(Err(e)) => tracing::debug!("http connection: {e}"),
                 Err(_) => tracing::debug!("http connection closed at its maximum age"),
                 Ok(Ok(())) => {}
@@ -334,6 +349,17 @@ pub async fn serve(
             drop(permit);
         });
     }
+    // Stop accepting; idle connections close now, requests in flight get SHUTDOWN_DRAIN.
+    drop(listener);
+    let _ = stopping.send(true);
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(SHUTDOWN_DRAIN, slots.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("http requests still in flight after {SHUTDOWN_DRAIN:?}; closing them");
+    }
+    Ok(())
 }
 
 /// A server on its own thread and single-threaded runtime, for processes that have no async
