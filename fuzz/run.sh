@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz every network parser for a while: `fuzz/run.sh [seconds per target] [target...]`
 # (default 30 s, all targets: parse = DTA both protocols, int = INT and telemetry reports,
-# roce = RoCEv2 frames and CM MADs, translator = the translator's datagram handler end to end). Needs the nightly toolchain and cargo-fuzz
+# roce = RoCEv2 frames and CM MADs, translator = the translator's datagram handler end to end,
+# http = the collector's HTTP API request targets). Needs the nightly toolchain and cargo-fuzz
 # (`cargo install cargo-fuzz`). Each corpus is seeded with every spec vector on every run.
 set -euo pipefail
 secs="${1:-30}"
@@ -33,9 +34,18 @@ for f in sorted(src.glob("*.json")):
                 except ValueError:
                     pass
 PY
+    if [ "$t" = http ]; then
+        # First byte: the route (see fuzz_targets/http.rs); the rest: the query string.
+        printf '\x00key=42&redundancy=2&threshold=1' >"corpus/$t/seed-kw"
+        printf '\x01key=10.0.0.1&redundancy=8' >"corpus/$t/seed-ki"
+        printf '\x02key=0x0000002a&values=1024' >"corpus/$t/seed-pc"
+        printf '\x03list=1&tail=0&max=65536' >"corpus/$t/seed-list"
+        printf '\x04key=1.2.3.4:1-5.6.7.8:2/6' >"corpus/$t/seed-sketch"
+        printf '\x05kw' >"corpus/$t/seed-store"
+    fi
     echo "== fuzz $t for ${secs}s" >&2
     log="$(mktemp)"
-    if ! cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 >"$log" 2>&1; then
+    if ! cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 -malloc_limit_mb=512 >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "fuzz target $t failed (crash input saved under fuzz/artifacts/$t)" >&2
         exit 1

@@ -11,8 +11,11 @@ use dta_store::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CollectorConfig {
-    /// Address of the HTTP query API; empty to disable it.
+    /// Address of the HTTP query API; empty to disable it. A non-loopback address needs a token.
     pub http: String,
+    /// File holding the bearer token the HTTP API requires (`Authorization: Bearer TOKEN`);
+    /// unset: the environment's (`DTA_HTTP_TOKEN_FILE`, `DTA_HTTP_TOKEN`), else no token.
+    pub token_file: Option<std::path::PathBuf>,
     /// Recreate a region whose file exists with different parameters (its data is lost).
     pub force: bool,
 }
@@ -21,6 +24,7 @@ impl Default for CollectorConfig {
     fn default() -> Self {
         CollectorConfig {
             http: "127.0.0.1:40080".into(),
+            token_file: None,
             force: false,
         }
     }

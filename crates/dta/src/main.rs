@@ -120,8 +120,9 @@ struct TranslatorArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
-    #[arg(long)]
+    /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or IP:PORT; a
+    /// non-loopback IP needs a token (DTA_HTTP_TOKEN_FILE or DTA_HTTP_TOKEN).
+    #[arg(long, value_parser = dta_http::parse_listen_addr)]
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     rdma: rdma_cmd::RdmaArgs,
@@ -313,6 +314,7 @@ const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.load()?;
     let started = Instant::now();
+    let http_opts = dta_collector::http::options(&cfg.collector)?;
     // Takes the directory's collector lock first: a second collector is refused here.
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
@@ -356,7 +358,12 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
             let shutdown = async move {
                 let _ = rx.wait_for(|stopping| *stopping).await;
             };
-            let server = dta_collector::http::serve(served.clone(), &cfg.collector.http, shutdown);
+            let server = dta_collector::http::serve_with(
+                served.clone(),
+                &cfg.collector.http,
+                http_opts,
+                shutdown,
+            );
             tokio::pin!(server);
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut checked = Instant::now();
