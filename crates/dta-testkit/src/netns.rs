@@ -54,7 +54,10 @@ impl VethPair {
         // Interface names are limited to 15 bytes (IFNAMSIZ - 1).
         let dev_a = format!("v{tag}a{id}");
         let dev_b = format!("v{tag}b{id}");
-        assert!(dev_a.len() <= 15, "tag {tag:?} too long for an interface name");
+        assert!(
+            dev_a.len() <= 15,
+            "tag {tag:?} too long for an interface name"
+        );
         let _ = ip(&["netns", "del", &a]);
         let _ = ip(&["netns", "del", &b]);
         assert!(ip(&["netns", "add", &a]), "ip netns add {a}");
@@ -69,8 +72,18 @@ impl VethPair {
         assert!(ip(&["netns", "add", &pair.b]), "ip netns add {}", pair.b);
         assert!(
             ip(&[
-                "link", "add", &pair.dev_a, "netns", &pair.a, "type", "veth", "peer", "name",
-                &pair.dev_b, "netns", &pair.b,
+                "link",
+                "add",
+                &pair.dev_a,
+                "netns",
+                &pair.a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &pair.dev_b,
+                "netns",
+                &pair.b,
             ]),
             "ip link add veth"
         );
@@ -78,7 +91,15 @@ impl VethPair {
             (&pair.a, &pair.dev_a, &pair.ip_a),
             (&pair.b, &pair.dev_b, &pair.ip_b),
         ] {
-            assert!(ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]));
+            assert!(ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                dev
+            ]));
             assert!(ip(&["-n", ns, "link", "set", dev, "up"]));
             assert!(ip(&["-n", ns, "link", "set", "lo", "up"]));
         }

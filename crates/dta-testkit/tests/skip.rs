@@ -81,7 +81,10 @@ fn require_all_turns_a_skip_into_a_failure() {
 fn seed_defaults_parses_and_rejects() {
     let s = |env: &[(&str, &str)]| {
         let o = child("child_that_seeds", env);
-        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
     };
     let (ok, out) = s(&[]);
     assert!(ok && out.contains("seed=7"), "{out}");

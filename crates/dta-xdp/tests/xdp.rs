@@ -2,7 +2,7 @@
 //! reports sent from one namespace reach the XDP program on the other end, which applies them
 //! into map-backed stores; the stores must be byte-identical to what the userspace translator
 //! writes for the same reports into file-backed regions, readable through bpffs pins, and what
-//! the program cannot handle must reach a userspace socket. Needs root: skipped otherwise.
+//! the program cannot handle must reach a userspace socket. Needs root: a counted skip otherwise.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -15,15 +15,6 @@ use dta_store::{
 };
 use dta_translator::{Stats, Translator, TranslatorConfig};
 use dta_xdp::{XdpConfig, XdpTranslator};
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: the XDP tests need root (network namespaces, BPF)");
-        return false;
-    }
-    true
-}
 
 fn sh(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
@@ -224,8 +215,8 @@ fn data_of(r: &Region) -> Vec<u8> {
 
 #[test]
 fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
-    if !root() {
-        return;
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("the XDP test loads BPF: {why}");
     }
     let net = Net::new("x");
     let hs = headers();
