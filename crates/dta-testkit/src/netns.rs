@@ -27,6 +27,21 @@ pub fn enter(ns: &str) {
     assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
 }
 
+/// Runs `f` on a new thread inside namespace `ns` and returns its result (the calling thread
+/// stays where it is).
+///
+/// # Panics
+/// When the namespace cannot be entered, or when `f` panics.
+pub fn run_in<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        enter(&ns);
+        f()
+    })
+    .join()
+    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 /// Two namespaces `a` and `b` joined by veth `dev_a` (in `a`, `ip_a`) and `dev_b` (in `b`,
 /// `ip_b`). Names carry the process id and a caller's tag so concurrent tests do not collide.
 #[derive(Debug)]
