@@ -16,7 +16,7 @@ fn never_underestimates_and_error_within_cm_bound() {
     });
     let r = Region::create(&dir.path().join("ki"), "bytes", &spec, false).unwrap();
     let l = KeyIncrementLayout::new(r.header()).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(test_seed(0x4b49));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(dta_testkit::test_seed(0x4b49));
     const KEYS: usize = 40_000;
     let keys: Vec<[u8; 13]> = (0..KEYS as u64)
         .map(|i| {
@@ -122,13 +122,4 @@ fn concurrent_fetch_adds_are_exact() {
         h.join().unwrap();
     }
     assert_eq!(l.query(r.mem(), &[10, 0, 0, 1], None), Ok(600_000));
-}
-
-/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
-/// other seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }

@@ -51,7 +51,7 @@ struct Outcome {
 }
 
 fn stream(layout: &KeyWriteLayout, region: &Region, n: u8, queries: u64) -> Outcome {
-    let salt: u64 = test_seed(0xA5);
+    let salt: u64 = dta_testkit::test_seed(0xA5);
     let klen = layout.key_len();
     let lag = (ALPHA * M as f64).round() as u64;
     let mut sink = region.mem().sink();
@@ -158,13 +158,4 @@ fn prototype_scheme_copies_are_correlated() {
     assert!((rate - correlated).abs() <= 0.005, "empty rate {rate}");
     assert!(rate > 5.0 * independent);
     assert_eq!(o.wrong, 0);
-}
-
-/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
-/// other seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }

@@ -10,15 +10,6 @@ use dta_store::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// Deterministic by default so the tests never flake; set `DTA_TEST_SEED` to explore other
-/// seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn kw(dir: &std::path::Path, slots: u64, key_len: u8, data_len: u8, hash: HashScheme) -> Region {
     let spec = StoreSpec::KeyWrite(KeyWriteSpec {
         slots,
@@ -135,7 +126,7 @@ fn check(
 /// batch sizes around the group size; keys never written and repeated keys included.
 #[test]
 fn lookup_batch_equals_lookup_on_crowded_stores() {
-    let seed = test_seed(0x100c_ba7c);
+    let seed = dta_testkit::test_seed(0x100c_ba7c);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     // (hash, key_len, data_len): slots of 8 bytes (prototype), 16 with 4 bytes of padding,
@@ -218,7 +209,7 @@ fn lookup_batch_equals_lookup_on_crowded_stores() {
 /// same as `lookup` gives.
 #[test]
 fn lookup_batch_equals_lookup_on_a_filled_store() {
-    let seed = test_seed(0xf111ed);
+    let seed = dta_testkit::test_seed(0xf111ed);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     for hash in [HashScheme::Native, HashScheme::Prototype] {

@@ -36,7 +36,7 @@ fn a6_bound_holds() {
     let layout = PostcardingLayout::new(r.header()).unwrap();
     assert_eq!(layout.chunk_len(), 20);
     let table = ValueTable::range(&layout, V).unwrap();
-    let seed: u64 = test_seed(0xA6);
+    let seed: u64 = dta_testkit::test_seed(0xA6);
     println!("seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let salt: u64 = rng.gen();
@@ -178,13 +178,4 @@ fn query_decodes_and_rejects_mixed_chunks() {
         layout.query(r.mem(), &k, &table).unwrap(),
         PostcardAnswer::Empty
     );
-}
-
-/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
-/// other seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }
