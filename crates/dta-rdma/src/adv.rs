@@ -12,7 +12,7 @@
 
 use dta_store::header::HEADER_LEN;
 use dta_store::Header;
-use dta_translator::StoreInfo;
+use dta_store::StoreInfo;
 
 /// Magic of the native advertisement.
 pub const NATIVE_MAGIC: [u8; 8] = *b"DTAADV\x00\x01";

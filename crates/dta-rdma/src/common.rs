@@ -38,7 +38,7 @@ pub fn psn_diff(a: u32, b: u32) -> i32 {
 
 /// Headers of frames from `local` to `remote`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PathTemplate {
+pub struct PathTemplate {
     pub local: Endpoint,
     pub remote: Endpoint,
     pub udp_src: u16,
@@ -78,7 +78,7 @@ impl WithBth for FrameRepr<'static> {
 
 /// Set the AckReq bit of an emitted frame in place and recompute its ICRC (AckReq is covered
 /// by the ICRC).
-pub(crate) fn set_ack_req(frame: &mut [u8]) {
+pub fn set_ack_req(frame: &mut [u8]) {
     let b = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
     if frame.len() < b + bth::HEADER_LEN + ICRC_LEN || frame[b + 8] & 0x80 != 0 {
         return;
@@ -90,7 +90,7 @@ pub(crate) fn set_ack_req(frame: &mut [u8]) {
 }
 
 /// The opcode of packet `i` of `n` of an RDMA WRITE (with immediate on the last when `imm`).
-pub(crate) fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
+pub fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
     match (n == 1, i == 0, i + 1 == n, imm) {
         (true, _, _, false) => Opcode::RcWriteOnly,
         (true, _, _, true) => Opcode::RcWriteOnlyImm,
@@ -102,7 +102,7 @@ pub(crate) fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
 }
 
 /// The opcode of packet `i` of `n` of a SEND.
-pub(crate) fn send_opcode(i: usize, n: usize) -> Opcode {
+pub fn send_opcode(i: usize, n: usize) -> Opcode {
     match (n == 1, i == 0, i + 1 == n) {
         (true, _, _) => Opcode::RcSendOnly,
         (false, true, _) => Opcode::RcSendFirst,
@@ -112,16 +112,17 @@ pub(crate) fn send_opcode(i: usize, n: usize) -> Opcode {
 }
 
 #[inline]
-pub(crate) fn inc(c: &AtomicU64) {
+pub fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
 #[inline]
-pub(crate) fn addc(c: &AtomicU64, n: u64) {
+pub fn addc(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Declares a counters struct of `AtomicU64`s with a JSON snapshot.
+#[macro_export]
 macro_rules! counters {
     ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
         $(#[$m])*
@@ -146,7 +147,6 @@ macro_rules! counters {
         }
     };
 }
-pub(crate) use counters;
 
 #[cfg(test)]
 mod tests {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use dta_store::key_write::MAX_SLOT;
 use dta_store::{
-    hash, AppendLayout, ApplyError, Header, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout,
-    Region, SketchKind, SketchLayout, StoreKind, StoreSpec, MAX_REDUNDANCY,
+    hash, AppendLayout, ApplyError, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout, Region,
+    SketchKind, SketchLayout, StoreInfo, StoreSpec, MAX_REDUNDANCY,
 };
 use dta_wire::native::{field, REPORT_HEADER_LEN};
 use dta_wire::{native, prototype, Datagram, Opcode, Report};
@@ -27,37 +27,6 @@ use crate::shard::{Forwarded, Shard};
 use crate::sinks::{Sinks, StoreSink};
 use crate::sketch::{ColumnVerdict, Merge, ReadyColumns, SketchAggregator};
 use crate::stats::{add, Stats};
-
-/// What the translator needs to know about one store: its header (the single source of truth for
-/// its layout) and, for Append stores, the lists' current heads.
-#[derive(Debug, Clone)]
-pub struct StoreInfo {
-    pub header: Header,
-    pub append_heads: Vec<u64>,
-}
-
-impl StoreInfo {
-    /// Read a mapped region's header and, for an Append store, its head pointers.
-    pub fn from_region(region: &Region) -> Result<StoreInfo, BuildError> {
-        let header = region.header().clone();
-        let mut append_heads = vec![];
-        if header.kind == StoreKind::Append {
-            let layout =
-                AppendLayout::new(&header).map_err(|e| BuildError::Layout(e.to_string()))?;
-            for list in 0..layout.lists() {
-                let head = region
-                    .mem()
-                    .load_u64(layout.head_offset(list))
-                    .map_err(|e| BuildError::Layout(e.to_string()))?;
-                append_heads.push(head);
-            }
-        }
-        Ok(StoreInfo {
-            header,
-            append_heads,
-        })
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -217,7 +186,7 @@ impl Translator<crate::sinks::RegionSinks> {
     ) -> Result<Self, BuildError> {
         let infos = regions
             .iter()
-            .map(|r| StoreInfo::from_region(r))
+            .map(|r| StoreInfo::from_region(r).map_err(|e| BuildError::Layout(e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
         Translator::new(cfg, &infos, crate::sinks::RegionSinks::new(regions), stats)
     }

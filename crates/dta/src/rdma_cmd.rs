@@ -15,7 +15,9 @@ use clap::Args;
 use dta::config::Config;
 use dta_collector::Collector;
 use dta_rdma::link::{iface_ipv4, PacketLink};
-use dta_rdma::{connect, Endpoint, RequesterConfig, Responder, ResponderConfig};
+use dta_rdma::Endpoint;
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_translator::{ingest, Stats, Translator};
 
 #[derive(Args)]

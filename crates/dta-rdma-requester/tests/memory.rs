@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::{
-    connect, mem_pair, Impaired, Impairment, MemLink, RequesterConfig, ResponderConfig,
-};
+use dta_rdma::{mem_pair, Impaired, Impairment, MemLink};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::ResponderConfig;
 use dta_translator::{Sinks, Translator};
 
 fn rcfg() -> RequesterConfig {
@@ -126,7 +126,7 @@ fn connected(
     dir: &std::path::Path,
     up: Option<Impairment>,
 ) -> (
-    dta_rdma::Connection<Box<dyn dta_rdma::Link>>,
+    dta_rdma_requester::Connection<Box<dyn dta_rdma::Link>>,
     Running,
     dta_collector::Collector,
 ) {

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_store::SinkError;
-use dta_translator::{Sinks, StoreInfo};
+use dta_store::StoreInfo;
+use dta_translator::Sinks;
 use dta_wire::roce::aeth::{NakCode, Syndrome};
 use dta_wire::roce::cm::{
     self, CmaHeader, DreqRepr, IdsRepr, MadRepr, Message, PathRepr, ReqRepr, MAD_LEN,
@@ -27,12 +28,12 @@ use dta_wire::roce::cm::{
 };
 use dta_wire::roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
 
-use crate::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
-use crate::common::{
-    addc, counters, inc, psn_add, psn_diff, set_ack_req, write_opcode, Endpoint, PathTemplate,
-    BROADCAST, DEFAULT_CM_PORT, MAX_FRAME, PSN_MASK,
+use dta_rdma::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
+use dta_rdma::common::{
+    addc, inc, psn_add, psn_diff, set_ack_req, write_opcode, Endpoint, PathTemplate, BROADCAST,
+    DEFAULT_CM_PORT, MAX_FRAME, PSN_MASK,
 };
-use crate::link::{Link, SplitMix};
+use dta_rdma::link::{Link, SplitMix};
 
 /// Configuration of a connection to one collector.
 #[derive(Debug, Clone)]
@@ -101,7 +102,7 @@ pub enum RdmaError {
     Lost(String),
 }
 
-counters!(
+dta_rdma::counters!(
     /// What the requester did, by event.
     RequesterStats {
         writes,

@@ -24,17 +24,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_store::Region;
-use dta_translator::StoreInfo;
+use dta_store::StoreInfo;
 use dta_wire::roce::aeth::{NakCode, Syndrome};
 use dta_wire::roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
 use dta_wire::roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
 
-use crate::adv::{emit_native, AdvertisedStore, ProtoAdv};
-use crate::common::{
-    addc, counters, inc, psn_add, psn_diff, send_opcode, Endpoint, PathTemplate, DEFAULT_CM_PORT,
-    MAX_FRAME,
+use dta_rdma::adv::{emit_native, AdvertisedStore, ProtoAdv};
+use dta_rdma::common::{
+    addc, inc, psn_add, psn_diff, send_opcode, Endpoint, PathTemplate, DEFAULT_CM_PORT, MAX_FRAME,
 };
-use crate::link::{Link, SplitMix};
+use dta_rdma::link::{Link, SplitMix};
 
 /// REJ reason "invalid service ID" (IBA Table 109).
 pub const REJ_INVALID_SERVICE_ID: u16 = 8;
@@ -72,7 +71,7 @@ impl ResponderConfig {
     }
 }
 
-counters!(
+dta_rdma::counters!(
     /// What the responder did, by event.
     ResponderStats {
         frames,
