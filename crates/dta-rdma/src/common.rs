@@ -148,6 +148,31 @@ macro_rules! counters {
     };
 }
 
+/// Connection identifiers that must not be guessable by anyone who can send a frame to the
+/// collector (an R_Key is the only authorization of a WRITE, [IBTA §9.7.4.1.6]; a QPN and a
+/// starting PSN are what a blind spoofer must hit) and must differ between runs, so that a
+/// restarted translator is never taken for a retransmission of its previous incarnation. Every
+/// value comes from the OS random source (`getrandom`), never from a seed.
+pub fn random_u32() -> u32 {
+    use rand::RngCore;
+    rand::rngs::OsRng.next_u32()
+}
+
+/// A random starting PSN (24 bits).
+pub fn random_psn() -> u32 {
+    random_u32() & PSN_MASK
+}
+
+/// A random QP number: 24 bits, never QP0 or QP1 (the special QPs, [IBTA §9.6.1.5]).
+pub fn random_qpn() -> u32 {
+    loop {
+        let q = random_u32() & PSN_MASK;
+        if q > 1 {
+            return q;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +195,14 @@ mod tests {
         assert_eq!(write_opcode(2, 3, false), Opcode::RcWriteLast);
         assert_eq!(send_opcode(0, 2), Opcode::RcSendFirst);
         assert_eq!(send_opcode(1, 2), Opcode::RcSendLast);
+    }
+
+    #[test]
+    fn random_identifiers_differ_and_avoid_special_qps() {
+        let qpns: Vec<u32> = (0..64).map(|_| random_qpn()).collect();
+        assert!(qpns.iter().all(|&q| q > 1 && q <= PSN_MASK));
+        let distinct: std::collections::HashSet<_> = qpns.iter().collect();
+        assert!(distinct.len() > 60, "OS random QPNs repeat: {qpns:?}");
+        assert!((0..64).all(|_| random_psn() <= PSN_MASK));
     }
 }
