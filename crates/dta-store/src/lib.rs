@@ -11,6 +11,7 @@
 pub mod append;
 mod bpffs;
 pub mod error;
+pub mod guard;
 pub mod hash;
 pub mod header;
 pub mod info;
@@ -28,7 +29,7 @@ pub use error::{ApplyError, SinkError, StoreError};
 pub use header::Header;
 pub use info::StoreInfo;
 pub use key_increment::KeyIncrementLayout;
-pub use key_write::{KeyWriteAnswer, KeyWriteLayout, Lookup};
+pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
