@@ -17,8 +17,8 @@ use dta_rdma_requester::{connect, RequesterConfig};
 use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_store::spec::AppendSpec;
 use dta_store::{Region, StoreSpec};
-use dta_wire::roce::cm::{IdsRepr, MadRepr, Message, MAD_LEN};
-use dta_wire::roce::{reth, FrameRepr};
+use dta_roce::cm::{IdsRepr, MadRepr, Message, MAD_LEN};
+use dta_roce::{reth, FrameRepr};
 use libfuzzer_sys::fuzz_target;
 
 const T: Endpoint = Endpoint {

@@ -14,8 +14,8 @@ use dta_collector::query;
 use dta_rdma::{mem_pair, Link};
 use dta_rdma_requester::{connect, RequesterConfig};
 use dta_rdma_responder::ResponderConfig;
+use dta_roce::{aeth, FrameRepr, Opcode};
 use dta_translator::{Sinks, Translator};
-use dta_wire::roce::{aeth, FrameRepr, Opcode};
 use dta_wire::Report;
 
 /// Plays a receiver that is not ready: turns the first `budget` plain ACKs the requester

@@ -15,8 +15,8 @@ use common::*;
 use dta_rdma::{mem_pair, Link, MemLink};
 use dta_rdma_requester::{connect, Connection, RequesterConfig};
 use dta_rdma_responder::{DropReason, ResponderConfig, ResponderStats};
+use dta_roce::{reth, FrameRepr, Opcode};
 use dta_translator::Sinks;
-use dta_wire::roce::{reth, FrameRepr, Opcode};
 
 /// The translator's end: shareable (a "restarted" translator reuses the wire of a dead one) and
 /// recording every frame it sends.
@@ -228,9 +228,9 @@ fn every_responder_run_draws_its_own_keys_qpns_and_psns() {
             .iter()
             .find_map(|f| {
                 let f = FrameRepr::parse(f).ok()?;
-                let m = dta_wire::roce::cm::MadRepr::parse(f.payload).ok()?;
+                let m = dta_roce::cm::MadRepr::parse(f.payload).ok()?;
                 match m.message {
-                    dta_wire::roce::cm::Message::Rep(r) => {
+                    dta_roce::cm::Message::Rep(r) => {
                         Some((r.local_qpn, r.starting_psn, r.local_comm_id))
                     }
                     _ => None,

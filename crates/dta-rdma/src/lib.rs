@@ -1,7 +1,7 @@
 //! RoCEv2 pieces both sides of DTA's RDMA path share ([DTA §3], [DTA §5.2]): the translator is
 //! the only writer of collector memory and writes it with RDMA. This crate holds what the
 //! requester (`dta-rdma-requester`, translator side) and the software responder
-//! (`dta-rdma-responder`, collector side) both use around the wire formats of `dta_wire::roce`:
+//! (`dta-rdma-responder`, collector side) both use around the wire formats of `dta_roce`:
 //! [`link`] (raw Ethernet links: an `AF_PACKET` socket, and an in-memory pair with seeded loss,
 //! duplication and reordering for tests); [`adv`], the memory advertisement a collector sends
 //! after RTU (also emitted by `dta-rnic`); and [`common`]: endpoints, 24-bit PSN arithmetic,
