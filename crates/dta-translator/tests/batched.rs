@@ -222,7 +222,7 @@ fn sink_errors_are_counted_per_report() {
     let regions = common::regions(dir.path());
     let infos: Vec<_> = regions
         .iter()
-        .map(|r| dta_translator::StoreInfo::from_region(r).unwrap())
+        .map(|r| dta_store::StoreInfo::from_region(r).unwrap())
         .collect();
     let stats = std::sync::Arc::new(dta_translator::Stats::default());
     let mut t = dta_translator::Translator::new(

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::{connect, mem_pair, Link, RequesterConfig, ResponderConfig};
+use dta_rdma::{mem_pair, Link};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::ResponderConfig;
 use dta_roce::{aeth, FrameRepr, Opcode};
 use dta_translator::{Sinks, Translator};
 use dta_wire::Report;

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use dta_collector::query;
 use dta_rdma::link::{iface_ipv4, PacketLink};
-use dta_rdma::{
-    connect, Endpoint, Impaired, Impairment, RequesterConfig, Responder, ResponderConfig,
-};
+use dta_rdma::{Endpoint, Impaired, Impairment};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_reporter::{Protocol, Reporter, ReporterConfig};
 use dta_testkit::netns::{enter, VethPair};
 use dta_translator::{ingest, Stats, Translator};
