@@ -33,8 +33,9 @@ struct IntFile {
     store: Vec<StoreConfig>,
 }
 
+/// Loopback: reports from elsewhere need an explicit `listen` (and an allow-list).
 fn default_listen() -> SocketAddr {
-    "0.0.0.0:32766".parse().unwrap()
+    "127.0.0.1:32766".parse().unwrap()
 }
 
 #[derive(Args)]
@@ -161,7 +162,10 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        // A signal (SIGTERM/SIGINT sets `stop`): the loop condition decides.
+                        | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e.into()),
         }
