@@ -11,6 +11,7 @@
 //! S" from those stores; [`gen`] is a deterministic INT traffic generator (003 §IV). Layouts:
 //! `docs/int-sink.md`.
 
+pub mod allow;
 pub mod cache;
 pub mod events;
 pub mod gen;
@@ -18,6 +19,7 @@ pub mod layout;
 pub mod query;
 pub mod sink;
 
+pub use allow::{Prefix, SourceReject};
 pub use cache::FlowCache;
 pub use events::{
     flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, HopRecord, Notification,

@@ -24,6 +24,7 @@ use dta_wire::int::{
 };
 use dta_wire::Report;
 
+use crate::allow::{allowed, Prefix, SourceReject};
 use crate::cache::{FlowCache, FlowEntry};
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
@@ -62,6 +63,9 @@ pub struct IntSinkConfig {
     /// Hop index of an INT-MX/XD postcard = `initial_ttl - TTL` of its inner packet.
     pub initial_ttl: u8,
     pub thresholds: ThresholdConfig,
+    /// Reporter prefixes telemetry reports are taken from (`["10.0.0.0/8", "::1"]`); empty:
+    /// every source. Others are dropped and counted (`sources_rejected`).
+    pub allow: Vec<Prefix>,
 }
 
 impl Default for IntSinkConfig {
@@ -72,7 +76,7 @@ impl Default for IntSinkConfig {
             probe_marker: None,
             flow_capacity: 1 << 16,
             idle_timeout_ms: 1000,
-            redundancy: 2,
+            redundancy: dta_wire::DEFAULT_REDUNDANCY,
             event_list_base: 0,
             events_to_store: true,
             histogram: Buckets::Log2,
@@ -81,6 +85,7 @@ impl Default for IntSinkConfig {
             md_postcards: true,
             initial_ttl: 64,
             thresholds: ThresholdConfig::default(),
+            allow: Vec::new(),
         }
     }
 }
@@ -96,8 +101,11 @@ impl IntSinkConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         self.histogram.validate()?;
-        if !(1..=4).contains(&self.redundancy) {
-            return Err("redundancy must be 1..=4".into());
+        if !(1..=dta_wire::MAX_REDUNDANCY).contains(&self.redundancy) {
+            return Err(format!(
+                "redundancy must be 1..={}",
+                dta_wire::MAX_REDUNDANCY
+            ));
         }
         if self.postcard_divisor == 0 || self.postcard_values == 0 {
             return Err("postcard_divisor and postcard_values must be > 0".into());
@@ -129,6 +137,8 @@ pub struct IntStats {
     pub flows_capacity: AtomicU64,
     pub flows_flushed: AtomicU64,
     pub errors: [AtomicU64; int::Error::ALL.len()],
+    /// Datagrams dropped for their source, by [`SourceReject`].
+    pub sources_rejected: [AtomicU64; SourceReject::ALL.len()],
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -157,6 +167,8 @@ pub struct IntStatsSnapshot {
     pub errors: Vec<(&'static str, u64)>,
     /// Notifications subscribers lost.
     pub notifications_dropped: u64,
+    /// By `SourceReject::reason`, non-zero only.
+    pub sources_rejected: Vec<(&'static str, u64)>,
 }
 
 impl IntStats {
@@ -171,6 +183,11 @@ impl IntStats {
             .iter()
             .position(|x| *x == e)
             .map_or(0, |i| self.errors[i].load(Relaxed))
+    }
+
+    /// Datagrams dropped for their source for `r`.
+    pub fn sources_rejected_of(&self, r: SourceReject) -> u64 {
+        self.sources_rejected[r as usize].load(Relaxed)
     }
 
     pub fn events_of(&self, k: EventKind) -> u64 {
@@ -204,6 +221,11 @@ impl IntStats {
                 .map(|(e, c)| (e.reason(), l(c)))
                 .collect(),
             notifications_dropped,
+            sources_rejected: SourceReject::ALL
+                .iter()
+                .map(|r| (r.reason(), self.sources_rejected_of(*r)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
         }
     }
 }
@@ -360,6 +382,19 @@ impl<S: Sinks> IntSink<S> {
             // INT-MX / INT-Destination carry no stack: their hops report separately.
             None => add(&self.stats.ignored_reports, 1),
         }
+    }
+
+    /// Whether telemetry reports from `source` are taken (the allow-list); a refused source is
+    /// counted in `sources_rejected`.
+    pub fn admit(&self, source: std::net::IpAddr) -> bool {
+        let ok = allowed(&self.cfg.allow, source);
+        if !ok {
+            add(
+                &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
+                1,
+            );
+        }
+        ok
     }
 
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.

@@ -157,8 +157,12 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     while !stop.load(Ordering::Relaxed)
         && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d)
     {
-        match socket.recv(&mut buf) {
-            Ok(n) => sink.handle_report(&buf[..n], now_ns()),
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if sink.admit(from.ip()) {
+                    sink.handle_report(&buf[..n], now_ns());
+                }
+            }
             Err(e)
                 if matches!(
                     e.kind(),

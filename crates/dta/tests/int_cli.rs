@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::{dta, free_tcp_port, free_udp_port, scrape};
 
-/// `d/int.toml`: an INT sink on 127.0.0.1:`port` with stores in `d/regions`.
-fn write_config(d: &std::path::Path, port: u16) {
+/// `d/int.toml`: an INT sink on 127.0.0.1:`port` with stores in `d/regions`; `sink` adds
+/// lines to its `[sink]` table.
+fn write_config(d: &std::path::Path, port: u16, sink: &str) {
     std::fs::write(
         d.join("int.toml"),
         format!(
@@ -18,6 +19,7 @@ fn write_config(d: &std::path::Path, port: u16) {
 listen = "127.0.0.1:{port}"
 [sink]
 int_udp_port = 5000
+{sink}
 [[store]]
 name = "paths"
 kind = "key-write"
@@ -99,7 +101,7 @@ fn pcap_replay_into_int_sink_then_query_paths() {
 
     let port = free_udp_port();
     let mport = free_tcp_port();
-    write_config(d, port);
+    write_config(d, port, "");
     let lp = d.join("export.lp");
     let mut sink = dta()
         .args([
@@ -171,7 +173,7 @@ fn int_sink_flushes_and_exits_zero_on_sigterm_and_sigint() {
         let d = dir.path();
         let truth = gen_trace(d, 5);
         let (port, mport) = (free_udp_port(), free_tcp_port());
-        write_config(d, port);
+        write_config(d, port, "");
         let sink = dta()
             .args(["int-sink", "--metrics", &format!("127.0.0.1:{mport}")])
             .arg("--config")
@@ -210,6 +212,62 @@ fn int_sink_flushes_and_exits_zero_on_sigterm_and_sigint() {
             let v = query_path(d, flow);
             assert_eq!(v["status"], "found", "signal {sig}, {flow}: {v}");
             assert_eq!(v["path"], f["path"], "{flow}: {v}");
+        }
+    }
+}
+
+/// The `[sink] allow` list: a source outside it is dropped and counted by reason; inside it,
+/// taken.
+#[test]
+fn int_sink_takes_reports_only_from_allowed_sources() {
+    for (allow, taken) in [
+        (r#"["10.0.0.0/8", "::1"]"#, false),
+        (r#"["127.0.0.0/8"]"#, true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let truth = gen_trace(d, 3);
+        let (port, mport) = (free_udp_port(), free_tcp_port());
+        write_config(d, port, &format!("allow = {allow}"));
+        let mut sink = dta()
+            .args(["int-sink", "--metrics", &format!("127.0.0.1:{mport}")])
+            .arg("--config")
+            .arg(d.join("int.toml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while scrape(mport).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = dta()
+            .args(["pcap", "replay", "--to", &format!("127.0.0.1:{port}")])
+            .arg(d.join("trace.pcap"))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        std::thread::sleep(Duration::from_millis(200));
+        let metrics = scrape(mport).expect("metrics");
+        let rejected = metrics
+            .lines()
+            .find(|l| l.starts_with("dta_int_sources_rejected_total{reason=\"not_allowed\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no dta_int_sources_rejected: {metrics}"));
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
+            0
+        );
+        assert!(sink.wait().unwrap().success());
+        let flow = truth["flows"][0]["flow"].as_str().unwrap();
+        let v = query_path(d, flow);
+        if taken {
+            assert_eq!(rejected, 0, "{allow}");
+            assert_eq!(v["status"], "found", "{allow}: {v}");
+        } else {
+            assert!(rejected > 0, "{allow}: {metrics}");
+            assert_ne!(v["status"], "found", "{allow}: {v}");
         }
     }
 }
