@@ -6,167 +6,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{dta, free_tcp_port, free_udp_port};
+use common::{dta, free_udp_port, Stack};
 use dta_reporter::loadgen::{
     build_count_min, expected_counter, expected_data, key_indices, key_vec, postcard_value,
     LoadSpec,
 };
 use dta_wire::Opcode;
-
-const EXAMPLE: &str = include_str!("../../../examples/dta.toml");
-
-/// Reports each `dta report` run sends (the only option besides `--to`, `--quiet` and, for the
-/// second Sketch-Merge reporter, `--reporter-id`).
-const COUNT: u64 = 1000;
-
-/// The example configuration with its region directory and ports replaced, a collector that
-/// created its regions, and a translator running from it.
-struct Setup {
-    _dir: tempfile::TempDir,
-    config: PathBuf,
-    listen: String,
-    collector: Child,
-    translator: Option<Child>,
-}
-
-/// `text` with `from` replaced by `to`; `from` must occur (the example still says it).
-fn replace(text: &str, from: &str, to: &str) -> String {
-    assert!(
-        text.contains(from),
-        "examples/dta.toml no longer has {from:?}"
-    );
-    text.replace(from, to)
-}
-
-impl Setup {
-    fn start() -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let regions = dir.path().join("regions");
-        let listen = format!("127.0.0.1:{}", free_udp_port());
-        let text = replace(
-            EXAMPLE,
-            "region_dir = \"dta-regions\"",
-            &format!("region_dir = {:?}", regions.display().to_string()),
-        );
-        let text = replace(&text, "127.0.0.1:40040", &listen);
-        let text = replace(
-            &text,
-            "127.0.0.1:40080",
-            &format!("127.0.0.1:{}", free_tcp_port()),
-        );
-        let config = dir.path().join("dta.toml");
-        std::fs::write(&config, text).unwrap();
-        let stores = EXAMPLE.matches("[[store]]").count();
-        let collector = spawn(dta().arg("collector").arg("--config").arg(&config));
-        wait_for("the collector's regions", || {
-            std::fs::read_dir(&regions).is_ok_and(|d| {
-                d.filter_map(Result::ok)
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "region"))
-                    .count()
-                    == stores
-            })
-        });
-        let mut s = Setup {
-            _dir: dir,
-            config,
-            listen,
-            collector,
-            translator: None,
-        };
-        let mut t = dta();
-        t.args(["translator", "--json", "--stats-interval", "0", "--config"])
-            .arg(&s.config)
-            .stdout(Stdio::piped());
-        s.translator = Some(spawn(&mut t));
-        // The translator listens once its port is taken.
-        let l = s.listen.clone();
-        wait_for("the translator's port", || {
-            std::net::UdpSocket::bind(&l).is_err()
-        });
-        s
-    }
-
-    /// `dta report --to LISTEN -q -c COUNT ARGS`: must succeed.
-    fn report(&self, args: &[&str]) {
-        let out = dta()
-            .args([
-                "report",
-                "--to",
-                &self.listen,
-                "-q",
-                "-c",
-                &COUNT.to_string(),
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "dta report {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Stop the translator (SIGINT, as Ctrl-C) and return its final counters.
-    fn stop_translator(&mut self) -> serde_json::Value {
-        let t = self.translator.take().unwrap();
-        interrupt(&t, libc::SIGINT);
-        let out = t.wait_with_output().unwrap();
-        assert!(out.status.success(), "translator: {:?}", out.status);
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    /// `dta query WHAT --config CONFIG ARGS --json`, with nothing else.
-    fn query(&self, what: &str, args: &[&str]) -> serde_json::Value {
-        let out = dta()
-            .args(["query", what, "--config"])
-            .arg(&self.config)
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "dta query {what} {args:?}: not JSON ({e}): {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        for c in self.translator.iter_mut().chain([&mut self.collector]) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn spawn(c: &mut Command) -> Child {
-    c.stderr(Stdio::null()).spawn().unwrap()
-}
-
-fn interrupt(c: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(c.id() as libc::pid_t, sig) }, 0);
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// The key indices a default `dta report` of `primitive` with `COUNT` reports draws.
 fn spec(primitive: Opcode) -> LoadSpec {
@@ -188,14 +35,18 @@ fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Reports each `dta report` run sends (the only option besides `--to`, `--quiet` and, for the
+/// second Sketch-Merge reporter, `--reporter-id`).
+const COUNT: u64 = 1000;
+
 #[test]
 fn every_primitive_reported_with_defaults_reads_back_with_defaults() {
-    let mut s = Setup::start();
+    let mut s = Stack::start();
     for p in ["kw", "ki", "postcard", "append", "sketch"] {
-        s.report(&["--primitive", p]);
+        s.report(COUNT, &["--primitive", p]);
     }
     // The example's Count-Min merges 2 reporters: the second is reporter 0.
-    s.report(&["--primitive", "sketch", "--reporter-id", "0"]);
+    s.report(COUNT, &["--primitive", "sketch", "--reporter-id", "0"]);
     // The last Append batch and the Postcarding cache are flushed on the translator's timers.
     std::thread::sleep(Duration::from_millis(300));
     let stats = s.stop_translator();
