@@ -49,6 +49,9 @@ pub enum SketchName {
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     pub name: String,
+    /// Reporter source prefixes (CIDR) this store's reports are accepted from, on top of the
+    /// translator's `allow` (any kind of store; unset: whatever the translator allows).
+    pub allow: Option<dta_wire::prefix::AllowList>,
     pub kind: Option<StoreKindName>,
     // Key-Write
     pub slots: Option<u64>,

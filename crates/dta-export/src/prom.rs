@@ -22,9 +22,9 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use dta_int::{EventKind, IntStats};
-use dta_translator::stats::{APPLY_REASONS, PRIMITIVES};
+use dta_translator::stats::PRIMITIVES;
+use dta_translator::Reason;
 use dta_translator::Stats;
-use dta_wire::Error as WireError;
 
 /// The content type of [`encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -115,23 +115,16 @@ impl Collector for TranslatorMetrics {
                 .enumerate()
                 .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.by_priority[i])))),
         )?;
-        let wire = WireError::ALL.iter().map(|e| {
-            (
-                vec![("stage", "wire"), ("reason", e.reason())],
-                self.sum(|s| s.wire_rejected(e.reason())),
-            )
-        });
-        let apply = APPLY_REASONS.iter().map(|r| {
-            (
-                vec![("stage", "translator"), ("reason", *r)],
-                self.sum(|s| s.apply_rejected(r)),
-            )
-        });
         labelled_counter(
             &mut enc,
             "dta_translator_dropped",
             "Datagrams (wire) and reports (translator) dropped, by reason",
-            wire.chain(apply),
+            Reason::ALL.iter().map(|r| {
+                (
+                    vec![("stage", r.stage()), ("reason", r.name())],
+                    self.sum(|s| s.rejected_by(*r)),
+                )
+            }),
         )?;
         for (name, help, f) in [
             (
@@ -565,6 +558,7 @@ pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dta_wire::Error as WireError;
     use dta_wire::Opcode;
 
     #[test]
@@ -589,7 +583,7 @@ mod tests {
         b.report(Opcode::KeyWrite);
         b.report(Opcode::Append);
         a.wire_error(WireError::Truncated);
-        b.apply_error("no_store");
+        b.reject(Reason::NoStore);
         dta_translator::stats::add(&a.nacks_sent, 3);
         let reg = TranslatorMetrics::new(vec![a, b]).registry();
         let s = parse_exposition(&encode(&reg)).unwrap();

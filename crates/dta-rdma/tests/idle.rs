@@ -57,7 +57,7 @@ fn a_lost_last_write_is_retransmitted_by_the_idle_timer() {
 
     // Both copies (N = 2) of the only report are lost, and nothing follows them.
     drop.store(2, Ordering::Relaxed);
-    let src: SocketAddr = "10.9.0.1:5000".parse().unwrap();
+    let src: SocketAddr = "127.9.0.1:5000".parse().unwrap();
     let key = 77u32.to_be_bytes();
     t.apply(
         &Report::KeyWrite {

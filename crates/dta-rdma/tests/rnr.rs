@@ -102,7 +102,7 @@ fn rnr_nak_backs_off_then_resends_and_everything_lands_once() {
 
     // Two RNR NAKs in a row: the second wait is twice the first.
     budget.store(2, Ordering::Relaxed);
-    let src: SocketAddr = "10.9.0.1:5000".parse().unwrap();
+    let src: SocketAddr = "127.9.0.1:5000".parse().unwrap();
     let start = Instant::now();
     for i in 0..200u32 {
         let key = (5_000 + i).to_be_bytes();

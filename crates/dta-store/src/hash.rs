@@ -15,6 +15,8 @@ use crate::HashScheme;
 pub const NATIVE_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Salt of the Postcarding per-hop checksum (architecture.md "Hashing").
 pub const POSTCARD_SALT: u64 = 0xC2B2_AE3D_27D4_EB4F;
+/// Salt of the native Key-Write slot check's per-key seed (`key_write::KeyTag`).
+pub const SLOT_CHECK_SALT: u64 = 0x1656_67B1_9E37_79F9;
 /// The Postcarding blank value ⊔ (001 §4): never a member of V.
 pub const BLANK: u32 = 0xFFFF_FFFF;
 

@@ -52,6 +52,27 @@ pub enum Lookup {
     Ambiguous,
 }
 
+/// The per-key part of a Key-Write slot's check, computed once per report by
+/// [`KeyWriteLayout::slot_offsets`] and consumed by [`KeyWriteLayout::encode_slot`]. Native: a
+/// 64-bit seed derived from the key's hash; prototype: CRC-32 of `key_le`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyTag(pub u64);
+
+/// The native slot check over key and data: the key's seed, then each 8-byte word of the slot
+/// (check field and padding zeroed) folded in by a multiply-rotate step, finalised by fmix64 and
+/// folded to 32 bits. Each step is a bijection of the state for a fixed word, so two slots that
+/// differ in one word always differ before the final fold; a slot torn between two writes of the
+/// same key therefore matches its stored check with probability about 2^-32.
+#[inline(always)]
+fn native_check(tag: KeyTag, words: &[u64]) -> u32 {
+    let mut h = tag.0;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(hash::NATIVE_SEED).rotate_left(29);
+    }
+    let h = hash::fmix64(h);
+    (h ^ (h >> 32)) as u32
+}
+
 /// Where Key-Write reports go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyWriteLayout {
@@ -113,17 +134,22 @@ impl KeyWriteLayout {
         hash::index(self.hash, key, n, self.slots) * self.slot_len as u64
     }
 
-    /// The byte offsets of the `redundancy` copies of `key` into `out[..redundancy]` (001 A.1
-    /// Algorithm 1, `h0(n, K) mod Buflen` for n in 0..N): the batch API, so a translator can
-    /// compute a whole datagram's offsets and prefetch them before writing. Hashes the key once.
-    /// Redundancy is capped at [`MAX_REDUNDANCY`].
+    /// The byte offsets of the `redundancy` copies of `key` into `out[..redundancy]` ([DTA A.1]
+    /// Algorithm 1, `h0(n, K) mod Buflen` for n in 0..N) and the key's [`KeyTag`]: the one place
+    /// a Key-Write report is hashed, once per report, used by the store's own `apply` and
+    /// queries and by the translator's batched staging (which prefetches the offsets before it
+    /// writes). Redundancy is capped at [`MAX_REDUNDANCY`].
+    ///
+    /// The prototype's index of copy n is CRC-32 of `key_le ‖ n` and its checksum CRC-32 of
+    /// `key_le`: the indices continue the checksum's CRC by one byte instead of hashing the key
+    /// again for every copy.
     #[inline]
     pub fn slot_offsets(
         &self,
         key: &[u8],
         redundancy: u8,
         out: &mut [u64; MAX_REDUNDANCY as usize],
-    ) {
+    ) -> KeyTag {
         let n = redundancy.min(MAX_REDUNDANCY);
         let len = self.slot_len as u64;
         match self.hash {
@@ -132,35 +158,99 @@ impl KeyWriteLayout {
                 for i in 0..n {
                     out[i as usize] = hash::native_index(h, i, self.slots) * len;
                 }
+                KeyTag(hash::fmix64(h ^ hash::SLOT_CHECK_SALT))
             }
             HashScheme::Prototype => {
+                let csum = hash::checksum(HashScheme::Prototype, key);
+                let mask = self.slots.wrapping_sub(1);
                 for i in 0..n {
-                    out[i as usize] = self.slot_offset(key, i);
+                    out[i as usize] = (crc32_byte(csum, i) as u64 & mask) * len;
                 }
+                KeyTag(csum as u64)
             }
         }
     }
 
-    /// Encode the slot of (`key`, `data`) into `out`: `[checksum u32 LE][data][zero padding]`
-    /// (001 A.1 Algorithm 1, `h1(K) ‖ data`). Returns the slot length. Errors as [`Self::apply`]
-    /// for a key or data of the wrong length.
+    /// Encode the slot of a report whose key has tag `tag` (from [`Self::slot_offsets`]) and
+    /// whose data is `data` into `out[..slot_len]`: `[check u32 LE][data][zero padding]` ([DTA
+    /// A.1] Algorithm 1, `h1(K) ‖ data`). The native check covers key AND data
+    /// ([`Self::slot_check`]), so a slot torn between two writes fails it; the prototype's is
+    /// CRC-32 of the key alone (byte-exact with the Tofino prototype). The one slot encoder:
+    /// `apply` and the translator's staging both call it. Returns the slot length; `BadDataLen`
+    /// for data of the wrong length.
     #[inline]
     pub fn encode_slot(
         &self,
-        key: &[u8],
+        tag: KeyTag,
         data: &[u8],
         out: &mut [u8; MAX_SLOT],
     ) -> Result<usize, ApplyError> {
-        if key.len() != self.key_len {
-            return Err(ApplyError::BadKeyLen);
-        }
         if data.len() != self.data_len {
             return Err(ApplyError::BadDataLen);
         }
-        out[..4].copy_from_slice(&hash::checksum(self.hash, key).to_le_bytes());
+        out[..4].fill(0);
         out[4..4 + self.data_len].copy_from_slice(data);
         out[4 + self.data_len..self.slot_len].fill(0);
+        let check = match self.hash {
+            HashScheme::Native => {
+                let mut words = [0u64; MAX_SLOT / 8];
+                for (w, c) in words.iter_mut().zip(out[..self.slot_len].chunks_exact(8)) {
+                    *w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+                }
+                native_check(tag, &words[..self.slot_len / 8])
+            }
+            HashScheme::Prototype => tag.0 as u32,
+        };
+        out[..4].copy_from_slice(&check.to_le_bytes());
         Ok(self.slot_len)
+    }
+
+    /// Whether the slot bytes `slot` (`slot_len` of them, as read from the region) carry the
+    /// check of a report whose key has `tag`: the key's slot, written whole (native), or the
+    /// key's slot (prototype, whose check covers the key only).
+    pub fn slot_holds(&self, tag: KeyTag, slot: &[u8]) -> bool {
+        if slot.len() != self.slot_len {
+            return false;
+        }
+        let mask = self.data_masks::<{ MAX_SLOT / 8 }>();
+        let mut words = [0u64; MAX_SLOT / 8];
+        for ((w, c), m) in words.iter_mut().zip(slot.chunks_exact(8)).zip(&mask) {
+            *w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) & m;
+        }
+        let stored = u32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]);
+        self.slot_check(tag, stored, &words[..self.slot_len / 8])
+    }
+
+    /// Whether a slot read as LE words (`slot`, with the data `mask` of [`Self::data_masks`]
+    /// already applied to `masked`) carries `tag`'s check.
+    #[inline(always)]
+    fn slot_check(&self, tag: KeyTag, stored: u32, masked: &[u64]) -> bool {
+        match self.hash {
+            HashScheme::Native => native_check(tag, masked) == stored,
+            HashScheme::Prototype => tag.0 as u32 == stored,
+        }
+    }
+
+    /// The data bytes (slot bytes 4..4 + data_len) of each of a slot's `NW` words, as a mask over
+    /// its LE value: the check field and the padding masked out.
+    #[inline(always)]
+    fn data_masks<const NW: usize>(&self) -> [u64; NW] {
+        let d = self.data_len;
+        let mut mask = [0u64; NW];
+        for (w, m) in mask.iter_mut().enumerate() {
+            let lo = (8 * w).max(4);
+            let hi = (8 * w + 8).min(4 + d);
+            if lo < hi {
+                let bits = 8 * (hi - lo) as u32;
+                let ones = if bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
+                *m = ones << (8 * (lo - 8 * w));
+            }
+        }
+        mask
     }
 
     /// Query without allocating (001 A.1 Algorithm 2 with A.5's plurality vote): the winning
@@ -182,23 +272,23 @@ impl KeyWriteLayout {
             return Lookup::Empty;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
-        let csum = self.offsets_and_checksum(key, redundancy, &mut offs);
+        let tag = self.slot_offsets(key, redundancy, &mut offs);
         let offs = &offs[..redundancy as usize];
         for &o in offs {
             mem.prefetch(o);
         }
         let out = &mut out[..self.data_len];
         match self.slot_len / 8 {
-            1 => self.vote::<1>(mem, offs, csum, threshold, out),
-            2 => self.vote::<2>(mem, offs, csum, threshold, out),
-            3 => self.vote::<3>(mem, offs, csum, threshold, out),
-            4 => self.vote::<4>(mem, offs, csum, threshold, out),
-            5 => self.vote::<5>(mem, offs, csum, threshold, out),
-            6 => self.vote::<6>(mem, offs, csum, threshold, out),
-            7 => self.vote::<7>(mem, offs, csum, threshold, out),
-            8 => self.vote::<8>(mem, offs, csum, threshold, out),
+            1 => self.vote::<1>(mem, offs, tag, threshold, out),
+            2 => self.vote::<2>(mem, offs, tag, threshold, out),
+            3 => self.vote::<3>(mem, offs, tag, threshold, out),
+            4 => self.vote::<4>(mem, offs, tag, threshold, out),
+            5 => self.vote::<5>(mem, offs, tag, threshold, out),
+            6 => self.vote::<6>(mem, offs, tag, threshold, out),
+            7 => self.vote::<7>(mem, offs, tag, threshold, out),
+            8 => self.vote::<8>(mem, offs, tag, threshold, out),
             // slot_len <= MAX_SLOT = 72 (checked when the header is read).
-            _ => self.vote::<9>(mem, offs, csum, threshold, out),
+            _ => self.vote::<9>(mem, offs, tag, threshold, out),
         }
     }
 
@@ -267,12 +357,12 @@ impl KeyWriteLayout {
         let (kl, dl) = (self.key_len, self.data_len);
         // Two groups of offsets and checksums: the one being voted on and the next, prefetched.
         let mut offs = [[[0u64; MAX_REDUNDANCY as usize]; G]; 2];
-        let mut csums = [[0u32; G]; 2];
+        let mut csums = [[KeyTag(0); G]; 2];
         let prepare =
-            |g: usize, offs: &mut [[u64; MAX_REDUNDANCY as usize]; G], csums: &mut [u32; G]| {
+            |g: usize, offs: &mut [[u64; MAX_REDUNDANCY as usize]; G], csums: &mut [KeyTag; G]| {
                 let keys = &b.keys[g * G * kl..((g + 1) * G * kl).min(b.keys.len())];
                 for (i, key) in keys.chunks_exact(kl).enumerate() {
-                    csums[i] = self.offsets_and_checksum(key, b.redundancy, &mut offs[i]);
+                    csums[i] = self.slot_offsets(key, b.redundancy, &mut offs[i]);
                 }
                 for o in offs.iter().take(keys.len() / kl) {
                     for &o in &o[..n] {
@@ -304,30 +394,6 @@ impl KeyWriteLayout {
         }
     }
 
-    /// The byte offsets of the `redundancy` copies of `key` into `out` (as [`Self::slot_offsets`])
-    /// and the key's checksum `h1(K)`. The prototype's index of copy n is CRC-32 of
-    /// `key_le ‖ n`, and its checksum is CRC-32 of `key_le`: the indices continue the checksum's
-    /// CRC by one byte instead of hashing the key again for every copy.
-    #[inline(always)]
-    fn offsets_and_checksum(
-        &self,
-        key: &[u8],
-        redundancy: u8,
-        out: &mut [u64; MAX_REDUNDANCY as usize],
-    ) -> u32 {
-        let csum = hash::checksum(self.hash, key);
-        match self.hash {
-            HashScheme::Native => self.slot_offsets(key, redundancy, out),
-            HashScheme::Prototype => {
-                let mask = self.slots.wrapping_sub(1);
-                for n in 0..redundancy.min(MAX_REDUNDANCY) {
-                    out[n as usize] = (crc32_byte(csum, n) as u64 & mask) * self.slot_len as u64;
-                }
-            }
-        }
-        csum
-    }
-
     /// The plurality vote over the slots at `offs` (001 A.1 Algorithm 2, A.5) for slots of `NW`
     /// u64 words; `out` is exactly `data_len` bytes. Slots are snapshots of atomic 8-byte loads
     /// (as [`RegionMem::read`] does); a slot that cannot be read is skipped.
@@ -336,26 +402,12 @@ impl KeyWriteLayout {
         &self,
         mem: &RegionMem,
         offs: &[u64],
-        csum: u32,
+        tag: KeyTag,
         threshold: u8,
         out: &mut [u8],
     ) -> Lookup {
         let d = self.data_len;
-        // The data bytes (slot bytes 4..4 + d) of each word, as a mask over its LE value.
-        let mut mask = [0u64; NW];
-        for (w, m) in mask.iter_mut().enumerate() {
-            let lo = (8 * w).max(4);
-            let hi = (8 * w + 8).min(4 + d);
-            if lo < hi {
-                let bits = 8 * (hi - lo) as u32;
-                let ones = if bits >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << bits) - 1
-                };
-                *m = ones << (8 * (lo - 8 * w));
-            }
-        }
+        let mask = self.data_masks::<NW>();
         // Up to MAX_REDUNDANCY distinct candidates (their data words), compared in place.
         let mut cands = [[0u64; NW]; MAX_REDUNDANCY as usize];
         let mut votes = [0u8; MAX_REDUNDANCY as usize];
@@ -368,11 +420,12 @@ impl KeyWriteLayout {
                     Err(_) => continue 'slots,
                 }
             }
-            if slot[0] as u32 != csum {
-                continue;
-            }
+            let stored = slot[0] as u32;
             for (x, m) in slot.iter_mut().zip(&mask) {
                 *x &= m;
+            }
+            if !self.slot_check(tag, stored, &slot) {
+                continue;
             }
             match cands[..ncands].iter().position(|c| *c == slot) {
                 Some(c) => votes[c] += 1,
@@ -429,23 +482,12 @@ impl KeyWriteLayout {
         if data.len() != self.data_len {
             return Err(ApplyError::BadDataLen);
         }
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut slot = [0u8; MAX_SLOT];
-        slot[..4].copy_from_slice(&hash::checksum(self.hash, key).to_le_bytes());
-        slot[4..4 + self.data_len].copy_from_slice(data);
-        let slot = &slot[..self.slot_len];
-        match self.hash {
-            HashScheme::Native => {
-                let h = hash::fnv1a64(key);
-                for n in 0..redundancy {
-                    let off = hash::native_index(h, n, self.slots) * self.slot_len as u64;
-                    sink.write(off, slot)?;
-                }
-            }
-            HashScheme::Prototype => {
-                for n in 0..redundancy {
-                    sink.write(self.slot_offset(key, n), slot)?;
-                }
-            }
+        let len = self.encode_slot(tag, data, &mut slot)?;
+        for &o in &offs[..redundancy as usize] {
+            sink.write(o, &slot[..len])?;
         }
         Ok(())
     }
@@ -463,12 +505,16 @@ impl KeyWriteLayout {
         if self.check_key(key, redundancy).is_err() {
             return KeyWriteAnswer::Empty;
         }
-        let csum = hash::checksum(self.hash, key).to_le_bytes();
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut cands: Vec<(Vec<u8>, u8)> = Vec::new();
         let mut slot = [0u8; MAX_SLOT];
-        for n in 0..redundancy {
+        for &o in &offs[..redundancy as usize] {
             let slot = &mut slot[..self.slot_len];
-            if mem.read(self.slot_offset(key, n), slot).is_err() || slot[..4] != csum {
+            if mem.read(o, slot).is_err() {
+                continue;
+            }
+            if !self.slot_holds(tag, slot) {
                 continue;
             }
             let data = &slot[4..4 + self.data_len];

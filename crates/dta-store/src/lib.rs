@@ -26,7 +26,7 @@ pub use append::{AppendLayout, ListReader, PollResult};
 pub use error::{ApplyError, SinkError, StoreError};
 pub use header::Header;
 pub use key_increment::KeyIncrementLayout;
-pub use key_write::{KeyWriteAnswer, KeyWriteLayout, Lookup};
+pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};

@@ -34,7 +34,7 @@ fn slot_offsets_and_encode_slot_match_apply() {
             let key = k.to_be_bytes();
             let data = [k as u8; 12];
             let mut offs = [0u64; MAX_REDUNDANCY as usize];
-            l.slot_offsets(&key, 4, &mut offs);
+            let tag = l.slot_offsets(&key, 4, &mut offs);
             for n in 0..4u8 {
                 assert_eq!(offs[n as usize], l.slot_offset(&key, n));
             }
@@ -43,7 +43,7 @@ fn slot_offsets_and_encode_slot_match_apply() {
             let mut b = a.clone();
             l.apply(&key, &data, 4, &mut a).unwrap();
             let mut slot = [0xAAu8; MAX_SLOT];
-            let len = l.encode_slot(&key, &data, &mut slot).unwrap();
+            let len = l.encode_slot(tag, &data, &mut slot).unwrap();
             assert_eq!(len, l.slot_len());
             for &o in &offs[..4] {
                 dta_store::MemSink::write(&mut b, o, &slot[..len]).unwrap();
@@ -51,8 +51,11 @@ fn slot_offsets_and_encode_slot_match_apply() {
             assert_eq!(a, b, "key {k} {hash:?}");
         }
         let mut slot = [0u8; MAX_SLOT];
-        assert!(l.encode_slot(&[1, 2, 3], &[0; 12], &mut slot).is_err());
-        assert!(l.encode_slot(&[1, 2, 3, 4], &[0; 4], &mut slot).is_err());
+        let tag = l.slot_offsets(&[1, 2, 3, 4], 1, &mut [0; MAX_REDUNDANCY as usize]);
+        assert!(l.encode_slot(tag, &[0; 4], &mut slot).is_err());
+        assert!(l.encode_slot(tag, &[0; 13], &mut slot).is_err());
+        let mut sink = VecSink::new(r.mem().len() as usize);
+        assert!(l.apply(&[1, 2, 3], &[0; 12], 1, &mut sink).is_err());
     }
 }
 

@@ -41,12 +41,12 @@ struct Seen {
 /// The one-key lookup as first written (byte-slice slots, candidates in copy order, the first
 /// with the most votes wins a tie): the reference both faster paths must reproduce.
 fn reference(l: &KeyWriteLayout, mem: &RegionMem, key: &[u8], n: u8, t: u8) -> (Lookup, Vec<u8>) {
-    let csum = dta_store::hash::checksum(l.hash(), key).to_le_bytes();
+    let tag = l.slot_offsets(key, n, &mut [0; dta_store::MAX_REDUNDANCY as usize]);
     let d = l.data_len();
     let mut cands: Vec<(Vec<u8>, u8)> = Vec::new();
     for i in 0..n {
         let mut slot = vec![0u8; l.slot_len()];
-        if mem.read(l.slot_offset(key, i), &mut slot).is_err() || slot[..4] != csum {
+        if mem.read(l.slot_offset(key, i), &mut slot).is_err() || !l.slot_holds(tag, &slot) {
             continue;
         }
         match cands.iter_mut().find(|(c, _)| c[..] == slot[4..4 + d]) {

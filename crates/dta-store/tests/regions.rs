@@ -316,8 +316,12 @@ fn wide_key_write_slots_and_voting() {
     l.apply(&key, &data, 3, &mut r.mem().sink()).unwrap();
     let mut slot = [0u8; 24];
     r.mem().read(l.slot_offset(&key, 1), &mut slot).unwrap();
-    assert_eq!(slot[..4], dta_store::hash::crc32(&key).to_le_bytes());
+    let tag = l.slot_offsets(&key, 3, &mut [0; dta_store::MAX_REDUNDANCY as usize]);
+    let mut enc = [0u8; dta_store::key_write::MAX_SLOT];
+    assert_eq!(l.encode_slot(tag, &data, &mut enc), Ok(24));
+    assert_eq!(slot[..], enc[..24]);
     assert_eq!(&slot[4..24], &data[..]);
+    assert!(l.slot_holds(tag, &slot));
     assert_eq!(
         l.query(r.mem(), &key, 3, 3),
         KeyWriteAnswer::Found {
@@ -325,12 +329,20 @@ fn wide_key_write_slots_and_voting() {
             votes: 3
         }
     );
-    // Forge a competing value with the same checksum in one copy: plurality still wins 2-1,
-    // but a consensus threshold of 3 is no longer met.
-    let mut forged = slot;
-    forged[4] = 0xff;
+    // The check covers the data: a slot whose data changed under its check (a torn write) is
+    // not the key's.
+    let mut torn = slot;
+    torn[4] = 0xff;
+    assert!(!l.slot_holds(tag, &torn));
+    // Forge a competing value with a valid check in one copy: plurality still wins 2-1, but a
+    // consensus threshold of 3 is no longer met.
+    let mut forged_data = data.clone();
+    forged_data[0] = 0xff;
+    let mut forged = [0u8; dta_store::key_write::MAX_SLOT];
+    l.encode_slot(tag, &forged_data, &mut forged).unwrap();
+    let forged = &forged[..24];
     let one = l.slot_offset(&key, 1);
-    r.mem().write(one, &forged).unwrap();
+    r.mem().write(one, forged).unwrap();
     assert_eq!(
         l.query(r.mem(), &key, 3, 1),
         KeyWriteAnswer::Found {

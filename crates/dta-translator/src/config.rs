@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 
+use dta_wire::prefix::AllowList;
 use serde::{Deserialize, Serialize};
 
 /// Which prototype base header the reporters send (the prototype could not tell them apart).
@@ -29,6 +30,9 @@ impl From<PrototypeHeader> for dta_wire::prototype::BaseFormat {
 pub struct TranslatorConfig {
     /// UDP address reports arrive on.
     pub listen: SocketAddr,
+    /// Reporter source prefixes (CIDR, IPv4 and IPv6) a datagram is accepted from; anything
+    /// else is dropped unparsed and counted as `source_not_allowed`. Default: loopback only.
+    pub allow: AllowList,
     /// Translator threads, each with its own `SO_REUSEPORT` socket on `listen` (co-located
     /// translator; see `dta_translator::shard`). One per core is the usual choice.
     pub threads: usize,
@@ -61,6 +65,7 @@ impl Default for TranslatorConfig {
     fn default() -> Self {
         TranslatorConfig {
             listen: "127.0.0.1:40040".parse().unwrap(),
+            allow: AllowList::loopback(),
             threads: 1,
             prototype_header: PrototypeHeader::Short,
             recv_batch: 64,

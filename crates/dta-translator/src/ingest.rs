@@ -33,6 +33,7 @@ pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
 /// Bind `n` sockets to the same address with `SO_REUSEPORT`, one per translator thread. Port 0
 /// picks a free port for the first and binds the rest to it.
 pub fn bind_group(addr: SocketAddr, n: usize, recv_buffer: usize) -> io::Result<Vec<UdpSocket>> {
+    refuse_shared_port(addr.port())?;
     let first = bind(addr, recv_buffer)?;
     let addr = first.local_addr()?;
     let mut v = vec![first];
@@ -40,6 +41,32 @@ pub fn bind_group(addr: SocketAddr, n: usize, recv_buffer: usize) -> io::Result<
         v.push(bind(addr, recv_buffer)?);
     }
     Ok(v)
+}
+
+/// Refuse a port another process already has a UDP socket on: with `SO_REUSEPORT` the kernel
+/// would split the traffic between it and us without a word ([`crate::port_owner`]).
+pub fn refuse_shared_port(port: u16) -> io::Result<()> {
+    if port == 0 {
+        return Ok(());
+    }
+    let users = crate::port_owner::other_udp_users(port)?;
+    let Some(u) = users.first() else {
+        return Ok(());
+    };
+    let who = match u.pid {
+        Some(pid) => format!("process {pid}"),
+        None => format!(
+            "a process this user cannot inspect (socket inode {})",
+            u.inode
+        ),
+    };
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "UDP port {port} is already in use by {who}: another translator (or program) would \
+             share its traffic; stop it first or choose another port"
+        ),
+    ))
 }
 
 /// Ask for a `bytes` receive buffer. `SO_RCVBUF` is capped by `net.core.rmem_max` (often

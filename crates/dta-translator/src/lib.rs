@@ -15,7 +15,9 @@ pub mod append;
 pub mod config;
 pub mod engine;
 pub mod ingest;
+pub mod port_owner;
 pub mod postcard;
+pub mod reason;
 pub mod sequence;
 pub mod shard;
 pub mod sinks;
@@ -24,6 +26,7 @@ pub mod stats;
 
 pub use config::{PrototypeHeader, TranslatorConfig};
 pub use engine::{BuildError, PendingNack, StoreInfo, Translator};
+pub use reason::Reason;
 pub use shard::{Shard, Shards};
 pub use sinks::{RegionSinks, Sinks};
 pub use stats::Stats;

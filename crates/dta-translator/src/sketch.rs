@@ -58,6 +58,10 @@ pub enum ColumnVerdict {
     },
     /// For an epoch already retired.
     Stale,
+    /// From a reporter beyond the `reporters` the sketch was created for: its columns are not
+    /// merged (they would count a reporter the store does not expect) and it gets no state
+    /// (which bounds the per-reporter state a hostile sender can create).
+    UnknownReporter,
 }
 
 struct ReporterProgress {
@@ -133,6 +137,10 @@ impl SketchAggregator {
             if epoch.saturating_add(1) < newest {
                 return Ok(ColumnVerdict::Stale);
             }
+        }
+        if !self.progress.contains_key(&reporter) && self.progress.len() >= self.reporters as usize
+        {
+            return Ok(ColumnVerdict::UnknownReporter);
         }
         let p = self.progress.entry(reporter).or_insert(ReporterProgress {
             epoch,
@@ -413,5 +421,33 @@ mod tests {
         }
         // Epoch 2 retires epoch 0: its columns are written with 1 of 2 reporters.
         assert_eq!(out, vec![(0, 0, 1, vec![7]), (0, 1, 1, vec![8])]);
+    }
+
+    #[test]
+    fn a_reporter_beyond_the_sketchs_reporters_is_unknown_and_gets_no_state() {
+        let mut a = SketchAggregator::new(Merge::Max { width: 1 }, 2, 2, 1);
+        let from: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let now = Instant::now();
+        let mut sink = |_: ReadyColumns<'_>| Ok::<(), ()>(());
+        assert_eq!(
+            a.receive(1, from, 0, 0, &[1], now, &mut sink),
+            Ok(ColumnVerdict::Merged)
+        );
+        assert_eq!(
+            a.receive(2, from, 0, 0, &[1], now, &mut sink),
+            Ok(ColumnVerdict::Merged)
+        );
+        for id in 3..100 {
+            assert_eq!(
+                a.receive(id, from, 0, 0, &[1], now, &mut sink),
+                Ok(ColumnVerdict::UnknownReporter)
+            );
+        }
+        assert_eq!(a.progress.len(), 2);
+        // A known reporter keeps going.
+        assert_eq!(
+            a.receive(1, from, 0, 1, &[1], now, &mut sink),
+            Ok(ColumnVerdict::Merged)
+        );
     }
 }

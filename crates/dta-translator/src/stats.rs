@@ -10,20 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use dta_wire::{Error as WireError, Opcode};
 
-/// Why a datagram or a report was dropped. Wire reasons come from `dta_wire::Error::reason`;
-/// the rest are the translator's.
-pub const APPLY_REASONS: [&str; 10] = [
-    "no_store",
-    "bad_list_id",
-    "bad_hop",
-    "bad_key_len",
-    "bad_data_len",
-    "bad_redundancy",
-    "out_of_order",
-    "stale_epoch",
-    "unknown_reporter",
-    "sink_error",
-];
+use crate::reason::Reason;
 
 /// Add `n` to a counter that only the calling thread writes.
 #[inline(always)]
@@ -38,8 +25,9 @@ pub struct Stats {
     pub bytes: AtomicU64,
     pub reports: [AtomicU64; 5],
     pub by_priority: [AtomicU64; 3],
-    pub wire_errors: [AtomicU64; WireError::ALL.len()],
-    pub apply_errors: [AtomicU64; APPLY_REASONS.len()],
+    /// Rejected datagrams and reports, one counter per [`Reason`] (indexed by
+    /// [`Reason::index`]).
+    pub rejects: [AtomicU64; Reason::COUNT],
     pub duplicates: AtomicU64,
     pub resyncs: AtomicU64,
     pub nacks_sent: AtomicU64,
@@ -65,8 +53,7 @@ impl Default for Stats {
             bytes: AtomicU64::new(0),
             reports: Default::default(),
             by_priority: Default::default(),
-            wire_errors: std::array::from_fn(|_| AtomicU64::new(0)),
-            apply_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             duplicates: AtomicU64::new(0),
             resyncs: AtomicU64::new(0),
             nacks_sent: AtomicU64::new(0),
@@ -109,11 +96,8 @@ impl Stats {
         for i in 0..t.by_priority.len() {
             acc(&t.by_priority[i], &|s| &s.by_priority[i]);
         }
-        for i in 0..t.wire_errors.len() {
-            acc(&t.wire_errors[i], &|s| &s.wire_errors[i]);
-        }
-        for i in 0..t.apply_errors.len() {
-            acc(&t.apply_errors[i], &|s| &s.apply_errors[i]);
+        for i in 0..t.rejects.len() {
+            acc(&t.rejects[i], &|s| &s.rejects[i]);
         }
         acc(&t.duplicates, &|s| &s.duplicates);
         acc(&t.resyncs, &|s| &s.resyncs);
@@ -140,56 +124,46 @@ impl Stats {
         add(&self.reports[op as usize - 1], 1);
     }
 
+    /// Count a datagram the parser rejected.
+    #[inline]
     pub fn wire_error(&self, e: WireError) {
-        let i = WireError::ALL.iter().position(|x| *x == e).unwrap_or(0);
-        add(&self.wire_errors[i], 1);
+        self.reject(Reason::Wire(e));
     }
 
-    /// Count a translator-side rejection by its reason (one of [`APPLY_REASONS`]).
-    pub fn apply_error(&self, reason: &str) {
-        let i = APPLY_REASONS
+    /// Count one rejection for `reason`.
+    #[inline]
+    pub fn reject(&self, reason: Reason) {
+        add(&self.rejects[reason.index()], 1);
+    }
+
+    /// Count `n` rejections for `reason`.
+    #[inline]
+    pub fn reject_n(&self, reason: Reason, n: u64) {
+        add(&self.rejects[reason.index()], n);
+    }
+
+    /// Rejections counted under exactly `reason`.
+    pub fn rejected_by(&self, reason: Reason) -> u64 {
+        self.rejects[reason.index()].load(Relaxed)
+    }
+
+    /// Total rejected under the name `name`, wire and translator (some names, e.g.
+    /// `bad_data_len`, are both: a malformed report, or a well-formed one no store of its
+    /// primitive can hold). 0 for a name no reason has.
+    pub fn rejected(&self, name: &str) -> u64 {
+        Reason::ALL
             .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(APPLY_REASONS.len() - 1);
-        add(&self.apply_errors[i], 1);
+            .filter(|r| r.name() == name)
+            .map(|r| self.rejected_by(*r))
+            .sum()
     }
 
     pub fn reports_of(&self, op: Opcode) -> u64 {
         self.reports[op as usize - 1].load(Relaxed)
     }
 
-    /// Total rejected for `reason`, wire and translator (some reasons, e.g. `bad_data_len`, are
-    /// both: a malformed report, or a well-formed one no store of its primitive can hold).
-    pub fn rejected(&self, reason: &str) -> u64 {
-        self.wire_rejected(reason) + self.apply_rejected(reason)
-    }
-
-    /// Datagrams rejected by the parser for `reason`.
-    pub fn wire_rejected(&self, reason: &str) -> u64 {
-        WireError::ALL
-            .iter()
-            .position(|e| e.reason() == reason)
-            .map_or(0, |i| self.wire_errors[i].load(Relaxed))
-    }
-
-    /// Reports rejected by the translator for `reason`.
-    pub fn apply_rejected(&self, reason: &str) -> u64 {
-        APPLY_REASONS
-            .iter()
-            .position(|r| *r == reason)
-            .map_or(0, |i| self.apply_errors[i].load(Relaxed))
-    }
-
     pub fn total_rejected(&self) -> u64 {
-        self.wire_errors
-            .iter()
-            .map(|c| c.load(Relaxed))
-            .sum::<u64>()
-            + self
-                .apply_errors
-                .iter()
-                .map(|c| c.load(Relaxed))
-                .sum::<u64>()
+        self.rejects.iter().map(|c| c.load(Relaxed)).sum()
     }
 
     /// A JSON snapshot, for `--json` output, logs and the HTTP API.
@@ -199,11 +173,8 @@ impl Stats {
             reports.insert(op.name().into(), self.reports_of(op).into());
         }
         let mut rejected = serde_json::Map::new();
-        for e in WireError::ALL {
-            rejected.insert(e.reason().into(), self.rejected(e.reason()).into());
-        }
-        for r in APPLY_REASONS {
-            rejected.insert(r.into(), self.rejected(r).into());
+        for r in Reason::ALL {
+            rejected.insert(r.name().into(), self.rejected(r.name()).into());
         }
         let l = |c: &AtomicU64| c.load(Relaxed);
         serde_json::json!({
@@ -234,13 +205,15 @@ mod tests {
     fn a_reason_of_both_stages_counts_both() {
         let s = Stats::default();
         s.wire_error(WireError::BadDataLen);
-        s.apply_error("bad_data_len");
-        s.apply_error("bad_data_len");
-        assert_eq!(s.wire_rejected("bad_data_len"), 1);
-        assert_eq!(s.apply_rejected("bad_data_len"), 2);
-        assert_eq!(s.rejected("bad_data_len"), 3);
-        assert_eq!(s.total_rejected(), 3);
-        assert_eq!(s.snapshot()["rejected"]["bad_data_len"], 3);
+        s.reject(Reason::BadDataLen);
+        s.reject_n(Reason::BadDataLen, 2);
+        assert_eq!(s.rejected_by(Reason::Wire(WireError::BadDataLen)), 1);
+        assert_eq!(s.rejected_by(Reason::BadDataLen), 3);
+        assert_eq!(s.rejected("no_such_reason"), 0);
+        assert_eq!(s.rejected("bad_data_len"), 4);
+        assert_eq!(s.total_rejected(), 4);
+        assert_eq!(s.snapshot()["rejected"]["bad_data_len"], 4);
+        assert_eq!(s.snapshot()["rejected"]["source_not_allowed"], 0);
     }
 
     #[test]
@@ -250,7 +223,7 @@ mod tests {
         a.report(Opcode::Append);
         b.report(Opcode::Append);
         add(&b.forwarded, 4);
-        b.apply_error("no_store");
+        b.reject(Reason::NoStore);
         let t = Stats::sum(&[a, b]);
         assert_eq!(t.reports_of(Opcode::Append), 2);
         assert_eq!(t.forwarded.load(Relaxed), 4);

@@ -122,7 +122,7 @@ fn two_shards_leave_the_single_translator_image() {
         let flows: Vec<[u8; 4]> = (0..6).map(|_| rng.gen::<u32>().to_be_bytes()).collect();
         for reporter in 0..5u32 {
             let d = datagram(&mut rng, reporter, round, &flows);
-            let src: SocketAddr = format!("10.0.0.{}:4000", reporter + 1).parse().unwrap();
+            let src: SocketAddr = format!("127.0.0.{}:4000", reporter + 1).parse().unwrap();
             ts[(reporter as usize * 7 + 3) % 2].handle_datagram(&d, src, now);
             for t in ts.iter_mut() {
                 t.drain_inbox(now);

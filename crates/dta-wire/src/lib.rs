@@ -31,6 +31,7 @@ pub mod int;
 #[cfg(feature = "json")]
 mod json;
 pub mod native;
+pub mod prefix;
 pub mod prototype;
 pub mod roce;
 

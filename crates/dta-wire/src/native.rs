@@ -331,19 +331,7 @@ impl<T: AsRef<[u8]>> ReportPacket<T> {
     /// Check order: report header present (`Truncated`), [`body_len`]'s checks, body present
     /// (`Truncated`).
     pub fn check_len(&self) -> Result<(), Error> {
-        let b = self.buffer.as_ref();
-        if b.len() < REPORT_HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let body = body_len(
-            b[field::R_OPCODE],
-            b[field::R_KEY_LEN],
-            b[field::R_DATA_LEN],
-        )?;
-        if b.len() < REPORT_HEADER_LEN + body {
-            return Err(Error::Truncated);
-        }
-        Ok(())
+        ReportView::parse(self.buffer.as_ref()).map(|_| ())
     }
 
     /// Raw opcode.
@@ -390,50 +378,135 @@ impl<'a> ReportPacket<&'a [u8]> {
     }
 }
 
+/// A validated, zero-copy view of one native report: the ONE decoder of the report layout.
+/// Built only by [`ReportView::parse`], which checks the header and that the body is in
+/// bounds, so every accessor is infallible and reads within the report's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportView<'a> {
+    /// Exactly the report: header and body.
+    buf: &'a [u8],
+    opcode: Opcode,
+}
+
+impl<'a> ReportView<'a> {
+    /// The report at the front of `buf` and the bytes after it. Checks as
+    /// [`ReportPacket::check_len`]: header present (`Truncated`), [`body_len`]'s checks, body
+    /// present (`Truncated`).
+    #[inline]
+    pub fn parse(buf: &'a [u8]) -> Result<(ReportView<'a>, &'a [u8]), Error> {
+        if buf.len() < REPORT_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let opcode = Opcode::try_from(buf[field::R_OPCODE])?;
+        let len = REPORT_HEADER_LEN
+            + body_len(
+                buf[field::R_OPCODE],
+                buf[field::R_KEY_LEN],
+                buf[field::R_DATA_LEN],
+            )?;
+        if buf.len() < len {
+            return Err(Error::Truncated);
+        }
+        let (buf, rest) = buf.split_at(len);
+        Ok((ReportView { buf, opcode }, rest))
+    }
+
+    /// The primitive.
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// The I flag.
+    #[inline]
+    pub fn immediate(&self) -> bool {
+        self.buf[field::R_FLAGS] & field::R_FLAG_IMMEDIATE != 0
+    }
+
+    /// Redundancy, 1..=4 (the wire carries redundancy - 1); meaningful for Key-Write and
+    /// Key-Increment.
+    #[inline]
+    pub fn redundancy(&self) -> u8 {
+        (self.buf[field::R_FLAGS] & field::R_REDUNDANCY_MASK) + 1
+    }
+
+    /// Length of header and body.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Never true: a report has at least its header.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The report's bytes, header and body.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// The key (empty for Append and Sketch-Merge).
+    #[inline]
+    pub fn key(&self) -> &'a [u8] {
+        let k = self.buf[field::R_KEY_LEN] as usize;
+        &self.buf[REPORT_HEADER_LEN..REPORT_HEADER_LEN + k]
+    }
+
+    /// The body after the key.
+    #[inline]
+    fn after_key(&self) -> &'a [u8] {
+        let k = self.buf[field::R_KEY_LEN] as usize;
+        &self.buf[REPORT_HEADER_LEN + k..]
+    }
+
+    /// The report, borrowing the datagram.
+    #[inline]
+    pub fn report(&self) -> Report<'a> {
+        let immediate = self.immediate();
+        let rest = self.after_key();
+        match self.opcode {
+            Opcode::KeyWrite => Report::KeyWrite {
+                key: self.key(),
+                data: rest,
+                redundancy: self.redundancy(),
+                immediate,
+            },
+            Opcode::KeyIncrement => Report::KeyIncrement {
+                key: self.key(),
+                counter: be_u64(rest),
+                redundancy: self.redundancy(),
+                immediate,
+            },
+            Opcode::Append => Report::Append {
+                list_id: be_u32(&rest[..4]),
+                data: &rest[4..],
+                immediate,
+            },
+            Opcode::Postcarding => Report::Postcard {
+                key: self.key(),
+                hop: rest[0],
+                path_len: rest[1],
+                value: be_u32(&rest[2..6]),
+                immediate,
+            },
+            Opcode::SketchMerge => Report::SketchColumn {
+                sketch_id: be_u16(&rest[0..2]),
+                column: be_u16(&rest[2..4]),
+                epoch: be_u32(&rest[4..8]),
+                data: &rest[8..],
+                immediate,
+            },
+        }
+    }
+}
+
 /// Parse one report at the front of `buf`; returns it and its length.
 #[inline]
 fn parse_report(buf: &[u8]) -> Result<(Report<'_>, usize), Error> {
-    let p = ReportPacket::new_checked(buf)?;
-    let len = p.total_len();
-    let body = &buf[REPORT_HEADER_LEN..len];
-    let k = p.key_len() as usize;
-    let d = p.data_len() as usize;
-    let immediate = p.immediate();
-    let redundancy = p.redundancy();
-    let report = match Opcode::try_from(p.opcode_raw())? {
-        Opcode::KeyWrite => Report::KeyWrite {
-            key: &body[..k],
-            data: &body[k..k + d],
-            redundancy,
-            immediate,
-        },
-        Opcode::KeyIncrement => Report::KeyIncrement {
-            key: &body[..k],
-            counter: be_u64(&body[k..k + 8]),
-            redundancy,
-            immediate,
-        },
-        Opcode::Append => Report::Append {
-            list_id: be_u32(&body[..4]),
-            data: &body[4..4 + d],
-            immediate,
-        },
-        Opcode::Postcarding => Report::Postcard {
-            key: &body[..k],
-            hop: body[k],
-            path_len: body[k + 1],
-            value: be_u32(&body[k + 2..k + 6]),
-            immediate,
-        },
-        Opcode::SketchMerge => Report::SketchColumn {
-            sketch_id: be_u16(&body[0..2]),
-            column: be_u16(&body[2..4]),
-            epoch: be_u32(&body[4..8]),
-            data: &body[8..8 + d],
-            immediate,
-        },
-    };
-    Ok((report, len))
+    ReportView::parse(buf).map(|(v, _)| (v.report(), v.len()))
 }
 
 /// Validate a report for emission; returns `(key_len, data_len, redundancy bits)`.
@@ -671,18 +744,7 @@ impl<'a> Datagram<'a> {
                 }
                 let mut rest = &buf[HEADER_LEN..];
                 for _ in 0..header.count {
-                    // [`ReportPacket::check_len`]'s checks, in its order, computing the body
-                    // length once (this loop runs for every report the translator receives).
-                    if rest.len() < REPORT_HEADER_LEN {
-                        return Err(Error::Truncated);
-                    }
-                    let len = REPORT_HEADER_LEN
-                        + body_len(
-                            rest[field::R_OPCODE],
-                            rest[field::R_KEY_LEN],
-                            rest[field::R_DATA_LEN],
-                        )?;
-                    rest = rest.get(len..).ok_or(Error::Truncated)?;
+                    rest = ReportView::parse(rest)?.1;
                 }
                 if !rest.is_empty() {
                     return Err(Error::TrailingBytes);
@@ -697,6 +759,15 @@ impl<'a> Datagram<'a> {
     #[inline]
     pub fn reports(&self) -> Reports<'a> {
         Reports {
+            views: self.views(),
+        }
+    }
+
+    /// The reports as validated views, in order (none for a NACK): the zero-copy iterator the
+    /// translator's fast path and every other consumer use.
+    #[inline]
+    pub fn views(&self) -> ReportViews<'a> {
+        ReportViews {
             buf: &self.buf[HEADER_LEN..],
             remaining: match self.header.kind {
                 Kind::Reports => self.header.count,
@@ -718,24 +789,51 @@ impl<'a> Datagram<'a> {
     pub fn bytes(&self) -> &'a [u8] {
         self.buf
     }
+}
 
-    /// The reports' bytes, back to back after the header (empty for a NACK). `parse` has
-    /// validated them: walking them with [`ReportPacket::new_unchecked`] and
-    /// [`ReportPacket::total_len`] stays in bounds.
+/// Iterator over a validated datagram's reports as [`ReportView`]s.
+#[derive(Debug, Clone)]
+pub struct ReportViews<'a> {
+    buf: &'a [u8],
+    remaining: u8,
+}
+
+impl<'a> Iterator for ReportViews<'a> {
+    type Item = ReportView<'a>;
+
     #[inline]
-    pub fn report_bytes(&self) -> &'a [u8] {
-        match self.header.kind {
-            Kind::Reports => &self.buf[HEADER_LEN..],
-            Kind::Nack => &[],
+    fn next(&mut self) -> Option<ReportView<'a>> {
+        if self.remaining == 0 {
+            return None;
         }
+        // A `ReportViews` is only made by `Datagram::views` over bytes `Datagram::parse`
+        // validated report by report with this same `ReportView::parse`, so this re-check
+        // (a few compares) holds; were it ever to fail, iteration ends rather than panics.
+        match ReportView::parse(self.buf) {
+            Ok((view, rest)) => {
+                self.buf = rest;
+                self.remaining -= 1;
+                Some(view)
+            }
+            Err(_) => {
+                debug_assert!(false, "a validated datagram's report failed to parse");
+                self.remaining = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining as usize, Some(self.remaining as usize))
     }
 }
 
-/// Iterator over a validated datagram's reports.
+impl ExactSizeIterator for ReportViews<'_> {}
+
+/// Iterator over a validated datagram's reports as [`Report`]s.
 #[derive(Debug, Clone)]
 pub struct Reports<'a> {
-    buf: &'a [u8],
-    remaining: u8,
+    views: ReportViews<'a>,
 }
 
 impl<'a> Iterator for Reports<'a> {
@@ -743,21 +841,11 @@ impl<'a> Iterator for Reports<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Report<'a>> {
-        if self.remaining == 0 {
-            return None;
-        }
-        // Cannot fail on a datagram `Datagram::parse` accepted; stop rather than panic anyway.
-        let Ok((report, len)) = parse_report(self.buf) else {
-            self.remaining = 0;
-            return None;
-        };
-        self.buf = &self.buf[len..];
-        self.remaining -= 1;
-        Some(report)
+        self.views.next().map(|v| v.report())
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining as usize, Some(self.remaining as usize))
+        self.views.size_hint()
     }
 }
 
@@ -1081,5 +1169,89 @@ mod tests {
         let mut extra = plain.to_vec();
         extra.push(0);
         assert_eq!(NackRepr::parse(&extra), Err(Error::TrailingBytes));
+    }
+
+    #[test]
+    fn views_decode_every_primitive_in_order_and_bound_each_report() {
+        let reports = [
+            Report::KeyWrite {
+                key: &[1, 2, 3],
+                data: &[9; 8],
+                redundancy: 3,
+                immediate: true,
+            },
+            Report::KeyIncrement {
+                key: &[4; 16],
+                counter: 0x0102_0304_0506_0708,
+                redundancy: 4,
+                immediate: false,
+            },
+            Report::Append {
+                list_id: 77,
+                data: &[5; 64],
+                immediate: false,
+            },
+            Report::Postcard {
+                key: &[6; 13],
+                hop: 2,
+                path_len: 5,
+                value: 0xdead_beef,
+                immediate: true,
+            },
+            Report::SketchColumn {
+                sketch_id: 3,
+                column: 9,
+                epoch: 11,
+                data: &[7; 12],
+                immediate: false,
+            },
+        ];
+        let mut buf = [0u8; 512];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, 0).unwrap();
+        for r in &reports {
+            b.push(r).unwrap();
+        }
+        let n = b.finish();
+        let d = Datagram::parse(&buf[..n]).unwrap();
+        let views: Vec<_> = d.views().collect();
+        assert_eq!(views.len(), reports.len());
+        let mut total = HEADER_LEN;
+        for (v, r) in views.iter().zip(&reports) {
+            assert_eq!(v.report(), *r);
+            assert_eq!(v.opcode(), r.opcode());
+            assert_eq!(v.immediate(), r.immediate());
+            assert_eq!(v.len(), report_len(r));
+            total += v.len();
+        }
+        assert_eq!(total, n);
+        assert_eq!(views[0].key(), &[1, 2, 3]);
+        assert_eq!(views[0].redundancy(), 3);
+        assert!(views[2].key().is_empty());
+        assert_eq!(d.reports().collect::<Vec<_>>(), reports);
+    }
+
+    #[test]
+    fn a_view_never_reaches_past_its_report_or_its_buffer() {
+        // Every prefix of a valid report is rejected (Truncated), never read past.
+        let mut buf = [0u8; MAX_REPORT_LEN];
+        let r = Report::KeyWrite {
+            key: &[1; 16],
+            data: &[2; 64],
+            redundancy: 1,
+            immediate: false,
+        };
+        let len = emit_report(&r, &mut buf).unwrap();
+        for cut in 0..len {
+            assert_eq!(
+                ReportView::parse(&buf[..cut]).unwrap_err(),
+                Error::Truncated,
+                "{cut}"
+            );
+        }
+        let mut longer = buf.to_vec();
+        longer.extend_from_slice(&[0xff; 7]);
+        let (v, rest) = ReportView::parse(&longer).unwrap();
+        assert_eq!(v.len(), len);
+        assert_eq!(rest.len(), longer.len() - len);
     }
 }

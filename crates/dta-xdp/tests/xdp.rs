@@ -274,7 +274,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         Arc::new(Stats::default()),
     )
     .unwrap();
-    let src: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+    let src: SocketAddr = "127.0.0.9:5000".parse().unwrap();
     for d in &work {
         t.handle_datagram(d, src, Instant::now());
     }

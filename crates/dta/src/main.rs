@@ -387,12 +387,21 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             cfg.translator.threads
         );
     }
+    // One translator per port: with SO_REUSEPORT a second one would silently take a share.
+    ingest::refuse_shared_port(cfg.translator.listen.port())
+        .with_context(|| format!("listening on {}", cfg.translator.listen))?;
     if a.rdma.rdma.is_some() {
         return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
     }
     if a.xdp.xdp.is_some() {
         return xdp_cmd::translator(&cfg, &a.xdp, stop_on_ctrl_c()?, a.duration, a.json);
     }
+    // One writer per region directory (two would race on slots and Append heads).
+    let _writer = dta_store::lock::InstanceLock::acquire_in(
+        &cfg.region_dir,
+        dta_store::lock::WRITER_LOCK,
+        &format!("region directory {} as writer", cfg.region_dir.display()),
+    )?;
     let collector = Collector::open_dir(&cfg.region_dir, true)
         .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
     if collector.stores().is_empty() {
@@ -420,10 +429,16 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .enumerate()
         .map(|(i, stats)| {
-            Translator::colocated(&cfg.translator, collector.regions(), stats.clone())
-                .map(|t| t.with_shard(shards.shard(i)))
+            let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?
+                .with_shard(shards.shard(i));
+            for st in &cfg.store {
+                if let Some(allow) = &st.allow {
+                    t.set_store_allow(&st.name, allow.clone())?;
+                }
+            }
+            Ok(t)
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, dta_translator::BuildError>>()?;
     let sockets = ingest::bind_group(cfg.translator.listen, threads, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
     eprintln!(

@@ -55,7 +55,7 @@ fn raw_sender_into_translator_across_namespaces() {
     std::fs::write(
         &cfg,
         format!(
-            "region_dir = '{}'\n[translator]\nlisten = '10.79.0.1:40040'\n\
+            "region_dir = '{}'\n[translator]\nlisten = '10.79.0.1:40040'\nallow = ['10.79.0.0/24']\n\
              [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 65536\nkey_len = 4\n\
              data_len = 4\n",
             dir.path().join("r").display()

@@ -97,7 +97,7 @@ pub fn collector(dir: &Path, stores: &[StoreConfig]) -> Collector {
 /// Key-Write (two stores), Key-Increment, Postcarding, Append and Sketch-Merge reports for `n`
 /// flows; some immediate. Returns the exact Key-Increment sums per key.
 pub fn feed<S: Sinks>(t: &mut Translator<S>, n: u32, start: Instant) -> Vec<(u32, u64)> {
-    let src: SocketAddr = "10.9.0.1:5000".parse().unwrap();
+    let src: SocketAddr = "127.9.0.1:5000".parse().unwrap();
     let mut sums = vec![0u64; 500];
     for i in 0..n {
         let now = start + Duration::from_micros(u64::from(i) * 50);
@@ -171,7 +171,7 @@ pub fn feed<S: Sinks>(t: &mut Translator<S>, n: u32, start: Instant) -> Vec<(u32
     }
     // Sketch-Merge: two reporters, every Count-Min column (4 rows of u32) and HLL column.
     for (rep, port) in [(11u32, 6000u16), (12, 6001)] {
-        let from: SocketAddr = SocketAddr::new("10.9.0.2".parse().unwrap(), port);
+        let from: SocketAddr = SocketAddr::new("127.9.0.2".parse().unwrap(), port);
         for c in 0..1024u16 {
             let mut d = [0u8; 16];
             for row in 0..4 {

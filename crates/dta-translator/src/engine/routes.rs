@@ -1,0 +1,242 @@
+//! Routes from a report to its store, built once from the stores' headers: per primitive, the
+//! store's layout and the translator-side state the primitive needs (the Postcarding cache, the
+//! Append batcher, the Sketch-Merge aggregator).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dta_store::{
+    AppendLayout, KeyIncrementLayout, KeyWriteLayout, PostcardingLayout, SketchKind, SketchLayout,
+    StoreSpec,
+};
+
+use super::{StoreInfo, Translator};
+use crate::append::AppendBatcher;
+use crate::config::TranslatorConfig;
+use crate::postcard::{PostcardCache, MAX_HOPS};
+use crate::sequence::SequenceTracker;
+use crate::sinks::Sinks;
+use crate::sketch::{Merge, SketchAggregator};
+use crate::stats::Stats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("store layout: {0}")]
+    Layout(String),
+    #[error("two Append stores; one Append store holds all lists")]
+    TwoAppendStores,
+    #[error("two Sketch-Merge stores with sketch id {0}")]
+    DuplicateSketch(u16),
+    #[error("no store named {0:?}")]
+    UnknownStore(String),
+    #[error("Postcarding store with B = {0} hops: the translator supports 1..=16")]
+    TooManyHops(usize),
+}
+
+pub(super) struct KeyWriteRoute {
+    pub(super) store: usize,
+    pub(super) layout: KeyWriteLayout,
+}
+pub(super) struct KeyIncrementRoute {
+    pub(super) store: usize,
+    pub(super) layout: KeyIncrementLayout,
+}
+pub(super) struct PostcardRoute {
+    pub(super) store: usize,
+    pub(super) layout: PostcardingLayout,
+    pub(super) cache: PostcardCache,
+}
+pub(super) struct AppendRoute {
+    pub(super) store: usize,
+    pub(super) layout: AppendLayout,
+    pub(super) batcher: AppendBatcher,
+}
+pub(super) struct SketchRoute {
+    pub(super) store: usize,
+    pub(super) sketch_id: u16,
+    pub(super) layout: SketchLayout,
+    pub(super) agg: SketchAggregator,
+}
+
+impl<S: Sinks> Translator<S> {
+    /// Build a translator for `stores` (indexed as `sinks` indexes them).
+    pub fn new(
+        cfg: &TranslatorConfig,
+        stores: &[StoreInfo],
+        sinks: S,
+        stats: Arc<Stats>,
+    ) -> Result<Self, BuildError> {
+        let layout_err = |e: dta_store::StoreError| BuildError::Layout(e.to_string());
+        let mut t = Translator {
+            sinks,
+            stats,
+            format: cfg.prototype_header.into(),
+            nack_port: cfg.nack_port,
+            postcard_timeout: Duration::from_millis(cfg.postcard_timeout_ms),
+            append_flush: Duration::from_millis(cfg.append_flush_ms),
+            sketch_stall: Duration::from_millis(cfg.sketch_stall_ms),
+            key_write: vec![],
+            key_increment: vec![],
+            postcarding: vec![],
+            append: None,
+            sketches: vec![],
+            native_seq: SequenceTracker::new(
+                32,
+                Duration::from_millis(cfg.nack_interval_ms),
+                Duration::from_millis(cfg.resync_after_ms),
+            ),
+            prototype_seq: SequenceTracker::new(
+                8,
+                Duration::from_millis(cfg.nack_interval_ms),
+                Duration::from_millis(cfg.resync_after_ms),
+            ),
+            nacks: Vec::with_capacity(64),
+            last_append_flush: Instant::now(),
+            last_postcard_expire: Instant::now(),
+            shard: None,
+            allow: cfg.allow.clone(),
+            store_allow: vec![None; stores.len()],
+            store_names: stores.iter().map(|s| s.header.name.clone()).collect(),
+        };
+        for (store, info) in stores.iter().enumerate() {
+            let h = &info.header;
+            match &h.spec {
+                StoreSpec::KeyWrite(_) => t.key_write.push(KeyWriteRoute {
+                    store,
+                    layout: KeyWriteLayout::new(h).map_err(layout_err)?,
+                }),
+                StoreSpec::KeyIncrement(_) => t.key_increment.push(KeyIncrementRoute {
+                    store,
+                    layout: KeyIncrementLayout::new(h).map_err(layout_err)?,
+                }),
+                StoreSpec::Postcarding(_) => {
+                    let layout = PostcardingLayout::new(h).map_err(layout_err)?;
+                    if layout.hops() > MAX_HOPS {
+                        return Err(BuildError::TooManyHops(layout.hops()));
+                    }
+                    let cache = PostcardCache::new(cfg.postcard_cache_entries, layout.hops() as u8);
+                    t.postcarding.push(PostcardRoute {
+                        store,
+                        layout,
+                        cache,
+                    });
+                }
+                StoreSpec::Append(_) => {
+                    if t.append.is_some() {
+                        return Err(BuildError::TwoAppendStores);
+                    }
+                    let layout = AppendLayout::new(h).map_err(layout_err)?;
+                    let mut heads = info.append_heads.clone();
+                    heads.resize(layout.lists() as usize, 0);
+                    let batcher = AppendBatcher::new(layout.entry_len(), layout.batch(), heads);
+                    t.append = Some(AppendRoute {
+                        store,
+                        layout,
+                        batcher,
+                    });
+                }
+                StoreSpec::SketchMerge(spec) => {
+                    if t.sketches.iter().any(|s| s.sketch_id == spec.sketch_id) {
+                        return Err(BuildError::DuplicateSketch(spec.sketch_id));
+                    }
+                    let layout = SketchLayout::new(h).map_err(layout_err)?;
+                    let merge = match spec.kind {
+                        SketchKind::CountMin { rows, .. } => Merge::Sum {
+                            rows: rows as usize,
+                        },
+                        SketchKind::HyperLogLog {
+                            registers_per_column,
+                            ..
+                        } => Merge::Max {
+                            width: registers_per_column as usize,
+                        },
+                    };
+                    let agg = SketchAggregator::new(
+                        merge,
+                        layout.columns(),
+                        spec.reporters,
+                        cfg.sketch_batch_columns,
+                    );
+                    t.sketches.push(SketchRoute {
+                        store,
+                        sketch_id: spec.sketch_id,
+                        layout,
+                        agg,
+                    });
+                }
+            }
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dta_store::{AppendSpec, Header, StoreSpec};
+
+    use super::super::tests::{infos, translator, Mem, AP, KI, KW, PC, SK};
+    use super::*;
+
+    fn build(infos: &[StoreInfo]) -> Result<Translator<Mem>, BuildError> {
+        let areas = infos.iter().map(|_| vec![]).collect();
+        Translator::new(
+            &TranslatorConfig::default(),
+            infos,
+            Mem { areas, fail: false },
+            Arc::new(Stats::default()),
+        )
+    }
+
+    #[test]
+    fn one_route_per_store_indexed_as_the_sinks() {
+        let t = translator();
+        assert_eq!(t.key_write.len(), 1);
+        assert_eq!(t.key_write[0].store, KW);
+        assert_eq!(t.key_increment[0].store, KI);
+        assert_eq!(t.postcarding[0].store, PC);
+        assert_eq!(t.append.as_ref().unwrap().store, AP);
+        assert_eq!(t.sketches[0].store, SK);
+        assert_eq!(t.sketches[0].sketch_id, 7);
+        assert_eq!(t.store_names, ["kw", "ki", "pc", "ap", "sk"]);
+    }
+
+    #[test]
+    fn ambiguous_stores_are_refused() {
+        let mut two_append = infos();
+        two_append.push(StoreInfo {
+            header: Header::new(
+                "ap2",
+                &StoreSpec::Append(AppendSpec {
+                    lists: 1,
+                    capacity: 8,
+                    entry_len: 4,
+                    batch: 1,
+                }),
+            )
+            .unwrap(),
+            append_heads: vec![],
+        });
+        assert!(matches!(
+            build(&two_append),
+            Err(BuildError::TwoAppendStores)
+        ));
+        let mut two_sketch = infos();
+        let mut h = two_sketch[SK].header.clone();
+        h.name = "sk2".into();
+        two_sketch.push(StoreInfo {
+            header: h,
+            append_heads: vec![],
+        });
+        assert!(matches!(
+            build(&two_sketch),
+            Err(BuildError::DuplicateSketch(7))
+        ));
+        let mut t = build(&infos()).unwrap();
+        assert!(matches!(
+            t.set_store_allow("none", dta_wire::prefix::AllowList::any()),
+            Err(BuildError::UnknownStore(_))
+        ));
+    }
+}

@@ -1,0 +1,353 @@
+//! Batch staging of Key-Write and Key-Increment reports ([DTA §6]: the translator batches): a
+//! datagram's reports are routed once per shape, hashed and their lines prefetched, then
+//! written together in report order; counters are added once per batch.
+
+use std::mem::MaybeUninit;
+use std::net::IpAddr;
+
+use dta_store::key_write::MAX_SLOT;
+use dta_store::{KeyTag, MAX_REDUNDANCY};
+use dta_wire::{Opcode, Report};
+
+use super::{allowed, Translator};
+use crate::reason::Reason;
+use crate::sinks::Sinks;
+use crate::stats::add;
+
+/// Reports staged per batch before their writes are issued (issue 4). 32 reports at N = 2 is 64
+/// outstanding line prefetches, more than a core's fill buffers, so the hashing of the batch
+/// overlaps the misses of its first reports.
+pub(super) const STAGE: usize = 32;
+/// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
+/// only classifies what it cannot stage.
+const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
+
+/// One Key-Write or Key-Increment report, routed and hashed, waiting to be written.
+#[derive(Clone, Copy)]
+struct Staged<'a> {
+    store: usize,
+    /// The Key-Write route (index into `key_write`) whose layout encodes the slot.
+    route: usize,
+    increment: bool,
+    immediate: bool,
+    n: u8,
+    tag: KeyTag,
+    offs: [u64; STAGE_MAX_N],
+    data: &'a [u8],
+    counter: u64,
+}
+
+/// A batch of staged reports and its counters, on the stack (no allocation).
+pub(super) struct Stage<'a> {
+    items: [MaybeUninit<Staged<'a>>; STAGE],
+    /// The source of the datagram the reports came in (per-store allow-lists).
+    pub(super) src: IpAddr,
+    pub(super) len: usize,
+    kw: u64,
+    ki: u64,
+    immediates: u64,
+    writes: u64,
+    write_bytes: u64,
+    fetch_adds: u64,
+}
+
+impl Stage<'_> {
+    #[inline]
+    pub(super) fn new(src: IpAddr) -> Self {
+        Stage {
+            items: [const { MaybeUninit::uninit() }; STAGE],
+            src,
+            len: 0,
+            kw: 0,
+            ki: 0,
+            immediates: 0,
+            writes: 0,
+            write_bytes: 0,
+            fetch_adds: 0,
+        }
+    }
+
+    #[inline]
+    fn clear(&mut self) {
+        self.len = 0;
+        self.kw = 0;
+        self.ki = 0;
+        self.immediates = 0;
+        self.writes = 0;
+        self.write_bytes = 0;
+        self.fetch_adds = 0;
+    }
+}
+
+/// The route of the last report shape seen in a datagram: routing once per shape.
+#[derive(Default)]
+pub(super) struct RouteCache {
+    kw: Option<((usize, usize), usize)>,
+    ki: Option<(usize, usize)>,
+}
+
+impl<S: Sinks> Translator<S> {
+    /// Stage one Key-Write or Key-Increment report ([`Self::stage_key_write`],
+    /// [`Self::stage_key_increment`]); false for any other primitive.
+    #[inline]
+    pub(super) fn stage<'a>(
+        &self,
+        stage: &mut Stage<'a>,
+        routes: &mut RouteCache,
+        report: &Report<'a>,
+    ) -> bool {
+        match *report {
+            Report::KeyWrite {
+                key,
+                data,
+                redundancy,
+                immediate,
+            } => self.stage_key_write(stage, routes, key, data, redundancy, immediate),
+            Report::KeyIncrement {
+                key,
+                counter,
+                redundancy,
+                immediate,
+            } => self.stage_key_increment(stage, routes, key, counter, redundancy, immediate),
+            _ => false,
+        }
+    }
+
+    /// Route, hash and prefetch one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N
+    /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
+    /// encoded by its `encode_slot` and written in
+    /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
+    /// path must reject: no store of its shape, or redundancy out of 1..=MAX_REDUNDANCY.
+    #[inline]
+    fn stage_key_write<'a>(
+        &self,
+        stage: &mut Stage<'a>,
+        routes: &mut RouteCache,
+        key: &[u8],
+        data: &'a [u8],
+        redundancy: u8,
+        immediate: bool,
+    ) -> bool {
+        debug_assert!(stage.len < STAGE);
+        if !(1..=STAGE_MAX_N as u8).contains(&redundancy) {
+            return false;
+        }
+        let shape = (key.len(), data.len());
+        let idx =
+            match routes.kw {
+                Some((s, i)) if s == shape => i,
+                _ => match self.key_write.iter().position(|r| {
+                    r.layout.key_len() == key.len() && r.layout.data_len() == data.len()
+                }) {
+                    Some(i) => {
+                        routes.kw = Some((shape, i));
+                        i
+                    }
+                    None => return false,
+                },
+            };
+        let r = &self.key_write[idx];
+        if !allowed(&self.store_allow, r.store, stage.src) {
+            self.stats.reject(Reason::SourceNotAllowed);
+            return true;
+        }
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
+        for &o in &offs[..redundancy as usize] {
+            self.sinks.prefetch(r.store, o);
+        }
+        let slot_len = r.layout.slot_len();
+        stage.kw += 1;
+        stage.writes += redundancy as u64;
+        stage.write_bytes += redundancy as u64 * slot_len as u64;
+        stage.immediates += immediate as u64;
+        stage.items[stage.len] = MaybeUninit::new(Staged {
+            store: r.store,
+            route: idx,
+            increment: false,
+            immediate,
+            n: redundancy,
+            tag,
+            offs,
+            data,
+            counter: 0,
+        });
+        stage.len += 1;
+        true
+    }
+
+    /// Route, hash and prefetch one Key-Increment report into `stage` (001 A.4 Algorithm 5: the
+    /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
+    /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
+    #[inline]
+    fn stage_key_increment(
+        &self,
+        stage: &mut Stage<'_>,
+        routes: &mut RouteCache,
+        key: &[u8],
+        counter: u64,
+        redundancy: u8,
+        immediate: bool,
+    ) -> bool {
+        debug_assert!(stage.len < STAGE);
+        if !(1..=STAGE_MAX_N as u8).contains(&redundancy) {
+            return false;
+        }
+        let idx = match routes.ki {
+            Some((s, i)) if s == key.len() => i,
+            _ => match self
+                .key_increment
+                .iter()
+                .position(|r| r.layout.key_len() == key.len())
+            {
+                Some(i) => {
+                    routes.ki = Some((key.len(), i));
+                    i
+                }
+                None => return false,
+            },
+        };
+        let r = &self.key_increment[idx];
+        if !allowed(&self.store_allow, r.store, stage.src) {
+            self.stats.reject(Reason::SourceNotAllowed);
+            return true;
+        }
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        r.layout.counter_offsets(key, redundancy, &mut offs);
+        for &o in &offs[..redundancy as usize] {
+            self.sinks.prefetch(r.store, o);
+        }
+        stage.ki += 1;
+        stage.fetch_adds += redundancy as u64;
+        stage.immediates += immediate as u64;
+        stage.items[stage.len] = MaybeUninit::new(Staged {
+            store: r.store,
+            route: 0,
+            increment: true,
+            immediate,
+            n: redundancy,
+            tag: KeyTag(0),
+            offs,
+            data: &[],
+            counter,
+        });
+        stage.len += 1;
+        true
+    }
+
+    /// Execute a stage's memory operations in report order and add its counters once.
+    #[inline]
+    pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
+        if stage.len == 0 {
+            return;
+        }
+        let stats = &*self.stats;
+        let mut sink_errors = 0u64;
+        for item in &stage.items[..stage.len] {
+            // SAFETY: items[..len] were initialised by `stage` (written before len grew).
+            let it = unsafe { item.assume_init_ref() };
+            let offs = &it.offs[..it.n as usize];
+            let mut failed = false;
+            if it.increment {
+                for &o in offs {
+                    failed |= self.sinks.fetch_add(it.store, o, it.counter).is_err();
+                }
+            } else {
+                // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder
+                // (an 8-byte slot is one word, stored by one aligned store).
+                let mut slot = [0u8; MAX_SLOT];
+                match self.key_write[it.route]
+                    .layout
+                    .encode_slot(it.tag, it.data, &mut slot)
+                {
+                    Ok(len) => {
+                        for &o in offs {
+                            failed |= self
+                                .sinks
+                                .write(it.store, o, &slot[..len], it.immediate)
+                                .is_err();
+                        }
+                    }
+                    Err(_) => failed = true,
+                }
+            }
+            sink_errors += failed as u64;
+        }
+        add(&stats.reports[Opcode::KeyWrite as usize - 1], stage.kw);
+        add(&stats.reports[Opcode::KeyIncrement as usize - 1], stage.ki);
+        add(&stats.immediates, stage.immediates);
+        add(&stats.writes, stage.writes);
+        add(&stats.write_bytes, stage.write_bytes);
+        add(&stats.fetch_adds, stage.fetch_adds);
+        if sink_errors > 0 {
+            stats.reject_n(Reason::SinkError, sink_errors);
+        }
+        stage.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use dta_store::{KeyIncrementLayout, KeyWriteLayout, VecSink};
+    use dta_wire::Report;
+
+    use super::super::tests::{datagram, infos, src, translator, KI, KW};
+    use crate::reason::Reason;
+
+    /// A datagram staged and written leaves the image the store layouts give report by
+    /// report, at every redundancy the stores accept, and counts once per report.
+    #[test]
+    fn staged_writes_equal_the_layouts_apply() {
+        let mut t = translator();
+        let infos = infos();
+        let kwl = KeyWriteLayout::new(&infos[KW].header).unwrap();
+        let kil = KeyIncrementLayout::new(&infos[KI].header).unwrap();
+        let mut want_kw = VecSink::new(infos[KW].header.data_len as usize);
+        let mut want_ki = VecSink::new(infos[KI].header.data_len as usize);
+        let keys: Vec<[u8; 4]> = (0u32..40).map(|k| (k * 7919).to_be_bytes()).collect();
+        let mut reports = vec![];
+        for (i, k) in keys.iter().enumerate() {
+            let n = 1 + (i % 4) as u8;
+            reports.push(Report::KeyWrite {
+                key: k,
+                data: &k[..],
+                redundancy: n,
+                immediate: false,
+            });
+            reports.push(Report::KeyIncrement {
+                key: k,
+                counter: i as u64,
+                redundancy: n,
+                immediate: false,
+            });
+            kwl.apply(k, k, n, &mut want_kw).unwrap();
+            kil.apply(k, i as u64, n, &mut want_ki).unwrap();
+        }
+        // More reports than one stage holds.
+        for chunk in reports.chunks(40) {
+            t.handle_datagram(&datagram(false, 1, 0, chunk), src(), Instant::now());
+        }
+        assert_eq!(t.sinks().areas[KW], want_kw.bytes);
+        assert_eq!(t.sinks().areas[KI], want_ki.bytes);
+        let s = t.stats();
+        assert_eq!(s.reports_of(dta_wire::Opcode::KeyWrite), 40);
+        assert_eq!(s.reports_of(dta_wire::Opcode::KeyIncrement), 40);
+        assert_eq!(s.total_rejected(), 0);
+    }
+
+    #[test]
+    fn a_failing_sink_counts_one_sink_error_per_report() {
+        let mut t = translator();
+        t.sinks_mut().fail = true;
+        let r = Report::KeyWrite {
+            key: &[1; 4],
+            data: &[2; 4],
+            redundancy: 3,
+            immediate: false,
+        };
+        t.handle_datagram(&datagram(false, 1, 0, &[r, r]), src(), Instant::now());
+        assert_eq!(t.stats().rejected_by(Reason::SinkError), 2);
+    }
+}
