@@ -11,7 +11,6 @@
 //! S" from those stores; [`gen`] is a deterministic INT traffic generator (003 §IV). Layouts:
 //! `docs/int-sink.md`.
 
-pub mod allow;
 pub mod cache;
 pub mod events;
 pub mod gen;
@@ -19,11 +18,10 @@ pub mod layout;
 pub mod query;
 pub mod sink;
 
-pub use allow::{Prefix, SourceReject};
 pub use cache::FlowCache;
 pub use events::{
     flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, HopRecord, Notification,
     Subscription, ThresholdConfig, Thresholds,
 };
 pub use layout::{Buckets, Metric};
-pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot};
+pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot, SourceReject};

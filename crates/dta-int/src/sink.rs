@@ -22,9 +22,9 @@ use dta_wire::int::{
     self, find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
     LegacySubHeader, TelemetryReport,
 };
+use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
-use crate::allow::{allowed, Prefix, SourceReject};
 use crate::cache::{FlowCache, FlowEntry};
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
@@ -63,9 +63,10 @@ pub struct IntSinkConfig {
     /// Hop index of an INT-MX/XD postcard = `initial_ttl - TTL` of its inner packet.
     pub initial_ttl: u8,
     pub thresholds: ThresholdConfig,
-    /// Reporter prefixes telemetry reports are taken from (`["10.0.0.0/8", "::1"]`); empty:
-    /// every source. Others are dropped and counted (`sources_rejected`).
-    pub allow: Vec<Prefix>,
+    /// Reporter prefixes telemetry reports are taken from (`["10.0.0.0/8", "::1/128"]`), as
+    /// the translator's `allow`: default loopback only. Others are dropped unparsed and
+    /// counted (`sources_rejected`).
+    pub allow: AllowList,
 }
 
 impl Default for IntSinkConfig {
@@ -85,7 +86,7 @@ impl Default for IntSinkConfig {
             md_postcards: true,
             initial_ttl: 64,
             thresholds: ThresholdConfig::default(),
-            allow: Vec::new(),
+            allow: AllowList::loopback(),
         }
     }
 }
@@ -116,6 +117,25 @@ impl IntSinkConfig {
     /// The Postcarding value of a hop latency.
     pub fn postcard_value(&self, latency: u32) -> u32 {
         (latency / self.postcard_divisor).min(self.postcard_values - 1)
+    }
+}
+
+/// Why a datagram was dropped for its source, before parsing; counted per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceReject {
+    /// The source address is outside the allow-list (the translator's reason name).
+    NotAllowed,
+}
+
+impl SourceReject {
+    /// Every reason, in counter order.
+    pub const ALL: [SourceReject; 1] = [SourceReject::NotAllowed];
+
+    /// The counter name.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SourceReject::NotAllowed => "source_not_allowed",
+        }
     }
 }
 
@@ -387,7 +407,7 @@ impl<S: Sinks> IntSink<S> {
     /// Whether telemetry reports from `source` are taken (the allow-list); a refused source is
     /// counted in `sources_rejected`.
     pub fn admit(&self, source: std::net::IpAddr) -> bool {
-        let ok = allowed(&self.cfg.allow, source);
+        let ok = self.cfg.allow.allows(source);
         if !ok {
             add(
                 &self.stats.sources_rejected[SourceReject::NotAllowed as usize],

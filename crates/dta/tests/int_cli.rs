@@ -216,8 +216,8 @@ fn int_sink_flushes_and_exits_zero_on_sigterm_and_sigint() {
     }
 }
 
-/// The `[sink] allow` list: a source outside it is dropped and counted by reason; inside it,
-/// taken.
+/// The `[sink] allow` list (default loopback): a source outside it is dropped and counted by
+/// reason; inside it, taken.
 #[test]
 fn int_sink_takes_reports_only_from_allowed_sources() {
     for (allow, taken) in [
@@ -251,7 +251,9 @@ fn int_sink_takes_reports_only_from_allowed_sources() {
         let metrics = scrape(mport).expect("metrics");
         let rejected = metrics
             .lines()
-            .find(|l| l.starts_with("dta_int_sources_rejected_total{reason=\"not_allowed\"}"))
+            .find(|l| {
+                l.starts_with("dta_int_sources_rejected_total{reason=\"source_not_allowed\"}")
+            })
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("no dta_int_sources_rejected: {metrics}"));
         // SAFETY: kill(2) on our own child's pid.
