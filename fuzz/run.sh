@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every network parser for a while: `fuzz/run.sh [seconds per target] [target...]`
 # (default 30 s, all targets: parse = DTA both protocols, int = INT and telemetry reports,
-# roce = RoCEv2 frames and CM MADs). Needs the nightly toolchain and cargo-fuzz
+# roce = RoCEv2 frames and CM MADs, translator = the translator's datagram handler end to end). Needs the nightly toolchain and cargo-fuzz
 # (`cargo install cargo-fuzz`). Each corpus is seeded with every spec vector on every run.
 set -euo pipefail
 secs="${1:-30}"

@@ -1,8 +1,20 @@
 //! Region lifecycle: a collector owns a directory of region files, one per configured store.
+//!
+//! One collector per directory: [`Collector::create`] takes the directory's
+//! [`COLLECTOR_LOCK`] before it touches a region, so a second collector (with or without
+//! `force`) is refused with the first one's PID and never recreates a file the first serves.
+//!
+//! A region that cannot be opened (bad magic, bad header CRC, shorter than its header says, bad
+//! geometry, another store's spec) is reported and skipped: the collector serves the others and
+//! lists the bad one with its reason ([`Collector::bad`]). A region that goes bad while served
+//! (its file truncated, see `dta_store::guard`) is found by [`Region::check`]; from then on
+//! [`Collector::store`] answers [`CollectorError::Unavailable`] for it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use dta_store::lock::{InstanceLock, LockError, COLLECTOR_LOCK};
 use dta_store::Region;
 
 use crate::config::StoreConfig;
@@ -14,7 +26,7 @@ pub fn region_path(dir: &Path, name: &str) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("region directory {dir}: {source}")]
     Dir {
@@ -27,6 +39,10 @@ pub enum CollectorError {
     DuplicateName(String),
     #[error("no store named {0:?} (see `dta inspect` for the stores present)")]
     NoSuchStore(String),
+    #[error("store {name:?} is unavailable: {reason}")]
+    Unavailable { name: String, reason: String },
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 /// One store: its configuration (if created from one) and its mapped region.
@@ -34,43 +50,105 @@ pub struct Store {
     pub name: String,
     pub config: Option<StoreConfig>,
     pub region: Arc<Region>,
+    /// Set once the region was found lost and logged, so it is logged once.
+    lost_logged: AtomicBool,
+}
+
+impl Store {
+    fn new(name: String, config: Option<StoreConfig>, region: Region) -> Store {
+        Store {
+            name,
+            config,
+            region: Arc::new(region),
+            lost_logged: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the store can be served: its region is still whole ([`Region::check`]). The first
+    /// failure is logged.
+    pub fn check(&self) -> Result<(), CollectorError> {
+        self.region.check().map_err(|e| {
+            if !self.lost_logged.swap(true, Ordering::Relaxed) {
+                tracing::error!("store {}: {e}; no longer served", self.name);
+            }
+            CollectorError::Unavailable {
+                name: self.name.clone(),
+                reason: e.to_string(),
+            }
+        })
+    }
+}
+
+/// A store whose region could not be opened: skipped, listed with the reason.
+#[derive(Debug, Clone)]
+pub struct BadStore {
+    pub name: String,
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Whether one store is served, for listings.
+#[derive(Debug, Clone)]
+pub struct StoreStatus {
+    pub name: String,
+    pub path: PathBuf,
+    /// `Err(reason)` when the store is not served.
+    pub available: Result<(), String>,
 }
 
 /// The collector's stores.
 pub struct Collector {
     dir: PathBuf,
     stores: Vec<Store>,
+    bad: Vec<BadStore>,
+    /// Held for the collector's life by [`Collector::create`].
+    _lock: Option<InstanceLock>,
 }
 
 impl Collector {
-    /// Create (or reopen, keeping their data) the regions of `stores` in `dir`.
+    /// Take the directory's collector lock, then create (or reopen, keeping their data) the
+    /// regions of `stores` in `dir`. A region that cannot be created or opened is logged and
+    /// listed in [`Collector::bad`]; the configuration itself being invalid, or another
+    /// collector holding the directory, is an error.
     pub fn create(dir: &Path, stores: &[StoreConfig], force: bool) -> Result<Self, CollectorError> {
-        std::fs::create_dir_all(dir).map_err(|source| CollectorError::Dir {
-            dir: dir.to_owned(),
-            source,
-        })?;
-        let mut out: Vec<Store> = Vec::new();
-        for cfg in stores {
-            let spec = cfg.spec()?;
-            if out.iter().any(|s| s.name == cfg.name) {
+        let what = format!("region directory {}", dir.display());
+        let lock = InstanceLock::acquire_in(dir, COLLECTOR_LOCK, &what)?;
+        let mut specs = Vec::with_capacity(stores.len());
+        for (i, cfg) in stores.iter().enumerate() {
+            if stores[..i].iter().any(|s| s.name == cfg.name) {
                 return Err(CollectorError::DuplicateName(cfg.name.clone()));
             }
-            let path = region_path(dir, &cfg.name);
-            let region = Region::create(&path, &cfg.name, &spec, force).map_err(|e| {
-                CollectorError::Region {
-                    path: path.clone(),
+            let spec = cfg.spec()?;
+            // The configuration's geometry is checked here, so that only the files are skipped.
+            dta_store::Header::new(&cfg.name, &spec).map_err(|e| {
+                CollectorError::Config(crate::config::ConfigError {
+                    store: cfg.name.clone(),
                     msg: e.to_string(),
-                }
+                })
             })?;
-            out.push(Store {
-                name: cfg.name.clone(),
-                config: Some(cfg.clone()),
-                region: Arc::new(region),
-            });
+            specs.push(spec);
+        }
+        let mut out: Vec<Store> = Vec::new();
+        let mut bad = Vec::new();
+        for (cfg, spec) in stores.iter().zip(specs) {
+            let path = region_path(dir, &cfg.name);
+            match Region::create(&path, &cfg.name, &spec, force) {
+                Ok(region) => out.push(Store::new(cfg.name.clone(), Some(cfg.clone()), region)),
+                Err(e) => {
+                    tracing::error!("store {}: {}: {e}; skipped", cfg.name, path.display());
+                    bad.push(BadStore {
+                        name: cfg.name.clone(),
+                        path,
+                        reason: e.to_string(),
+                    });
+                }
+            }
         }
         Ok(Collector {
             dir: dir.to_owned(),
             stores: out,
+            bad,
+            _lock: Some(lock),
         })
     }
 
@@ -86,26 +164,77 @@ impl Collector {
             .collect();
         paths.sort();
         let mut stores = Vec::new();
+        let mut bad = Vec::new();
         for path in paths {
-            let region = if writable {
+            let opened = if writable {
                 Region::open(&path)
             } else {
                 Region::open_read_only(&path)
+            };
+            match opened {
+                Ok(region) => stores.push(Store::new(region.header().name.clone(), None, region)),
+                Err(e) => {
+                    tracing::warn!("{}: {e}; skipped", path.display());
+                    bad.push(BadStore {
+                        name: path
+                            .file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        path,
+                        reason: e.to_string(),
+                    });
+                }
             }
-            .map_err(|e| CollectorError::Region {
-                path: path.clone(),
-                msg: e.to_string(),
-            })?;
-            stores.push(Store {
-                name: region.header().name.clone(),
-                config: None,
-                region: Arc::new(region),
-            });
         }
         Ok(Collector {
             dir: dir.to_owned(),
             stores,
+            bad,
+            _lock: None,
         })
+    }
+
+    /// Stores whose region could not be opened, with the reason.
+    pub fn bad(&self) -> &[BadStore] {
+        &self.bad
+    }
+
+    /// Every store, served or not, in name order of the served ones then the bad ones.
+    pub fn status(&self) -> Vec<StoreStatus> {
+        let served = self.stores.iter().map(|s| StoreStatus {
+            name: s.name.clone(),
+            path: region_path(&self.dir, &s.name),
+            available: s.check().map_err(|e| match e {
+                CollectorError::Unavailable { reason, .. } => reason,
+                e => e.to_string(),
+            }),
+        });
+        let bad = self.bad.iter().map(|b| StoreStatus {
+            name: b.name.clone(),
+            path: b.path.clone(),
+            available: Err(b.reason.clone()),
+        });
+        served.chain(bad).collect()
+    }
+
+    /// Check every served region ([`Store::check`]), logging the ones newly lost; the number
+    /// not served.
+    pub fn check_stores(&self) -> usize {
+        self.stores.iter().filter(|s| s.check().is_err()).count() + self.bad.len()
+    }
+
+    /// msync every served, writable region; the failures are logged and counted.
+    pub fn flush(&self) -> usize {
+        let mut failed = 0;
+        for s in &self.stores {
+            if s.check().is_ok() {
+                if let Err(e) = s.region.flush() {
+                    tracing::error!("store {}: flush: {e}", s.name);
+                    failed += 1;
+                }
+            }
+        }
+        failed
     }
 
     pub fn dir(&self) -> &Path {
@@ -120,10 +249,20 @@ impl Collector {
         self.stores.iter().map(|s| s.region.clone()).collect()
     }
 
+    /// The served store `name`: [`CollectorError::Unavailable`] if its region is bad or lost.
     pub fn store(&self, name: &str) -> Result<&Store, CollectorError> {
-        self.stores
+        if let Some(b) = self.bad.iter().find(|b| b.name == name) {
+            return Err(CollectorError::Unavailable {
+                name: name.to_owned(),
+                reason: b.reason.clone(),
+            });
+        }
+        let s = self
+            .stores
             .iter()
             .find(|s| s.name == name)
-            .ok_or_else(|| CollectorError::NoSuchStore(name.to_owned()))
+            .ok_or_else(|| CollectorError::NoSuchStore(name.to_owned()))?;
+        s.check()?;
+        Ok(s)
     }
 }

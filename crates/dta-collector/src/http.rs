@@ -11,7 +11,9 @@
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
 //! | `GET /metrics` | Prometheus exposition of the stores ([`crate::metrics`]) |
 //!
-//! Errors are `{"error": "..."}` with status 400 (bad request) or 404 (no such store).
+//! Errors are `{"error": "..."}` with status 400 (bad request), 404 (no such store) or 503 (the
+//! store's region is bad or was lost while served; `GET /stores` lists it with
+//! `"available": false` and the reason).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +47,7 @@ impl From<CollectorError> for ApiError {
     fn from(e: CollectorError) -> Self {
         let code = match e {
             CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
+            CollectorError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(code, e.to_string())
@@ -71,6 +74,13 @@ fn param<T: std::str::FromStr>(
 
 type Shared = Arc<Collector>;
 
+/// `answer` to a query on store `name`, unless its region was lost while the query read it (a
+/// truncated file reads as zeros, `dta_store::guard`): then the store's error.
+fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
+    c.store(name)?;
+    Ok(Json(answer))
+}
+
 fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<u8>, ApiError> {
     let store = c.store(name)?;
     let raw: String = param(p, "key", None)?;
@@ -82,11 +92,27 @@ fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<
 
 async fn stores(State(c): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
     let mut out = vec![];
-    for s in c.stores() {
-        let path = region_path(c.dir(), &s.name);
-        out.push(
-            serde_json::to_value(query::inspect(&s.region, &path.display().to_string())?).unwrap(),
-        );
+    for st in c.status() {
+        let path = st.path.display().to_string();
+        let inspected = st.available.clone().and_then(|()| {
+            let s = c.store(&st.name).map_err(|e| e.to_string())?;
+            let i = query::inspect(&s.region, &path).map_err(|e| e.to_string())?;
+            // Lost while inspected: its figures are zeros, not data.
+            c.store(&st.name).map_err(|e| e.to_string())?;
+            serde_json::to_value(i).map_err(|e| e.to_string())
+        });
+        out.push(match inspected {
+            Ok(mut v) => {
+                v["available"] = true.into();
+                v
+            }
+            Err(reason) => serde_json::json!({
+                "name": st.name,
+                "path": path,
+                "available": false,
+                "error": reason,
+            }),
+        });
     }
     Ok(Json(serde_json::Value::Array(out)))
 }
@@ -97,10 +123,8 @@ async fn store(
 ) -> Result<Json<query::Inspection>, ApiError> {
     let s = c.store(&name)?;
     let path = region_path(c.dir(), &s.name);
-    Ok(Json(query::inspect(
-        &s.region,
-        &path.display().to_string(),
-    )?))
+    let i = query::inspect(&s.region, &path.display().to_string())?;
+    served(&c, &name, i)
 }
 
 async fn kw(
@@ -110,12 +134,16 @@ async fn kw(
 ) -> Result<Json<query::KeyWriteResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let r = &c.store(&name)?.region;
-    Ok(Json(query::key_write(
-        r,
-        &key,
-        param(&p, "redundancy", Some(4))?,
-        param(&p, "threshold", Some(1))?,
-    )?))
+    served(
+        &c,
+        &name,
+        query::key_write(
+            r,
+            &key,
+            param(&p, "redundancy", Some(4))?,
+            param(&p, "threshold", Some(1))?,
+        )?,
+    )
 }
 
 async fn ki(
@@ -125,11 +153,11 @@ async fn ki(
 ) -> Result<Json<query::KeyIncrementResult>, ApiError> {
     let key = key_of(&c, &name, &p)?;
     let r = &c.store(&name)?.region;
-    Ok(Json(query::key_increment(
-        r,
-        &key,
-        param(&p, "redundancy", Some(4))?,
-    )?))
+    served(
+        &c,
+        &name,
+        query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?,
+    )
 }
 
 async fn postcard(
@@ -140,11 +168,11 @@ async fn postcard(
     let key = key_of(&c, &name, &p)?;
     let s = c.store(&name)?;
     let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
-    Ok(Json(query::postcard(
-        &s.region,
-        &key,
-        param(&p, "values", Some(default_values))?,
-    )?))
+    served(
+        &c,
+        &name,
+        query::postcard(&s.region, &key, param(&p, "values", Some(default_values))?)?,
+    )
 }
 
 async fn list(
@@ -157,12 +185,16 @@ async fn list(
         Some(_) => Some(param::<u64>(&p, "tail", None)?),
         None => None,
     };
-    Ok(Json(query::list(
-        r,
-        param(&p, "list", Some(0))?,
-        tail,
-        param(&p, "max", Some(1024))?,
-    )?))
+    served(
+        &c,
+        &name,
+        query::list(
+            r,
+            param(&p, "list", Some(0))?,
+            tail,
+            param(&p, "max", Some(1024))?,
+        )?,
+    )
 }
 
 async fn sketch(
@@ -175,7 +207,7 @@ async fn sketch(
         Some(k) => Some(query::parse_key(k, query::key_len(s.region.header()))?),
         None => None,
     };
-    Ok(Json(query::sketch(&s.region, key.as_deref())?))
+    served(&c, &name, query::sketch(&s.region, key.as_deref())?)
 }
 
 /// The API's routes over `collector`.

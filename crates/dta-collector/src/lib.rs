@@ -11,5 +11,5 @@ pub mod http;
 pub mod metrics;
 pub mod query;
 
-pub use collector::{region_path, Collector, CollectorError, Store};
+pub use collector::{region_path, BadStore, Collector, CollectorError, Store, StoreStatus};
 pub use config::{CollectorConfig, StoreConfig};

@@ -9,6 +9,7 @@
 //! | `dta_store_fill_ratio` | gauge | `store`, `kind` |
 //! | `dta_store_region_bytes` | gauge | `store`, `kind` |
 //! | `dta_store_appended_entries_total` | counter | `store` |
+//! | `dta_store_available` | gauge | `store`, `reason` (1 served; 0 bad or lost, with why) |
 //! | `dta_collector_stores` | gauge | |
 
 use std::sync::Arc;
@@ -52,11 +53,30 @@ impl PromCollector for StoreMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut rows = Vec::new();
         for s in self.collector.stores() {
+            if s.check().is_err() {
+                continue;
+            }
             let path = region_path(self.collector.dir(), &s.name);
             match query::inspect(&s.region, &path.display().to_string()) {
-                Ok(i) => rows.push((s.name.as_str(), format!("{:?}", s.region.header().kind), i)),
+                // Re-checked: a region lost while inspected read as zeros.
+                Ok(i) if s.check().is_ok() => {
+                    rows.push((s.name.as_str(), format!("{:?}", s.region.header().kind), i))
+                }
+                Ok(_) => {}
                 Err(e) => tracing::warn!("metrics: store {}: {e}", s.name),
             }
+        }
+        let status = self.collector.status();
+        let mut m = enc.encode_descriptor(
+            "dta_store_available",
+            "1 if the store is served, 0 if its region is bad or was lost (reason label)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for st in &status {
+            let reason = st.available.as_ref().err().map_or("", |r| r.as_str());
+            let l = [("store", st.name.as_str()), ("reason", reason)];
+            ConstGauge::new(i64::from(st.available.is_ok())).encode(m.encode_family(&l)?)?;
         }
         let n = ConstGauge::new(self.collector.stores().len() as i64);
         n.encode(enc.encode_descriptor(
@@ -188,6 +208,10 @@ mod tests {
 
         let (_, before) = scrape(addr);
         assert_eq!(get(&before, "dta_collector_stores"), 2.0);
+        assert_eq!(
+            get(&before, "dta_store_available{store=\"ki\",reason=\"\"}"),
+            1.0
+        );
         assert_eq!(
             get(
                 &before,

@@ -15,6 +15,8 @@ pub enum SinkError {
     Misaligned { offset: u64 },
     #[error("region is mapped read-only")]
     ReadOnly,
+    #[error("region lost: its file was truncated under the mapping")]
+    RegionLost,
     #[error("{0}")]
     Other(String),
 }
@@ -78,6 +80,8 @@ pub enum StoreError {
     BadGeometry(String),
     #[error("file is {file_len} bytes but the header needs {needed} (truncated region)")]
     Truncated { file_len: u64, needed: u64 },
+    #[error("{path}: region lost: the file was truncated while mapped (repair or recreate it, then restart)")]
+    RegionLost { path: PathBuf },
     #[error("bad store name: {0}")]
     BadName(String),
     #[error("invalid store parameters: {0}")]

@@ -11,6 +11,7 @@
 pub mod append;
 mod bpffs;
 pub mod error;
+pub mod guard;
 pub mod hash;
 pub mod header;
 pub mod key_increment;

@@ -6,10 +6,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
+use crate::guard::Guard;
 use crate::header::{Header, HEADER_LEN};
 use crate::{SinkError, StoreError, StoreSpec};
 
@@ -42,6 +43,8 @@ pub struct Region {
     header: Header,
     path: PathBuf,
     huge: bool,
+    /// Unregistered on drop, before `map` is unmapped.
+    guard: Guard,
     map: MmapRaw,
     /// False for a mapping with no file to msync (a BPF map, [`Region::from_fd`]).
     syncable: bool,
@@ -225,7 +228,9 @@ impl Region {
                 )
                 .is_ok();
         let huge = hugetlbfs || (advised && magic == Some(TMPFS_MAGIC) && shmem_thp_enabled());
+        let guard = Guard::register(map.as_ptr(), map.len());
         let mem = RegionMem {
+            lost: guard.flag(),
             // SAFETY: data_offset + data_len <= file_len <= map.len() (checked above).
             ptr: unsafe { map.as_mut_ptr().add(header.data_offset as usize) },
             len: header.data_len,
@@ -236,6 +241,7 @@ impl Region {
             header,
             path: path.to_path_buf(),
             huge,
+            guard,
             map,
             syncable: true,
             _file: file,
@@ -266,9 +272,29 @@ impl Region {
         self.huge
     }
 
+    /// Whether the region is still backed by its whole file: an error once the file was found
+    /// shorter than the header's geometry, or a SIGBUS on the mapping replaced it with zero pages
+    /// ([`crate::guard`]). A lost region stays lost: every [`RegionMem`] access then fails with
+    /// [`SinkError::RegionLost`], and it must be reopened once its file is repaired.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let needed = self.header.data_offset + self.header.data_len;
+        let short = self.syncable
+            && !self.guard.is_lost()
+            && matches!(self._file.metadata(), Ok(m) if m.len() < needed);
+        if short {
+            self.guard.mark_lost();
+        }
+        if short || self.guard.is_lost() {
+            return Err(StoreError::RegionLost {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// msync the mapping to its file.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if !self.mem.writable || !self.syncable {
+        if !self.mem.writable || !self.syncable || self.guard.is_lost() {
             return Ok(());
         }
         self.map.flush().map_err(|e| StoreError::io(&self.path, e))
@@ -281,6 +307,8 @@ impl Region {
 /// stores, and the matching reads as atomic 8-byte loads, so a reader never sees a torn 8-byte
 /// word (a prototype Key-Write slot, an Append head). Other writes are plain copies.
 pub struct RegionMem {
+    /// The mapping's lost flag ([`crate::guard`]): set, every access fails.
+    lost: &'static AtomicBool,
     ptr: *mut u8,
     len: u64,
     writable: bool,
@@ -313,6 +341,9 @@ impl RegionMem {
 
     #[inline]
     fn check(&self, offset: u64, len: u64) -> Result<*mut u8, SinkError> {
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(SinkError::RegionLost);
+        }
         match offset.checked_add(len) {
             Some(end) if end <= self.len => {
                 // SAFETY: offset + len <= self.len, the mapping's data-area length.

@@ -99,8 +99,14 @@ fn key_write_never_returns_a_torn_slot() {
     for n in [1u8, 2, 4] {
         let (reads, found, bad) = hammer(n);
         eprintln!("N = {n}: {reads} reads, {found} found, {bad} never written");
-        assert_eq!(bad, 0, "N = {n}: {bad} of {found} found answers were never written");
-        assert!(found > reads / 2, "N = {n}: only {found} of {reads} reads found the key");
+        assert_eq!(
+            bad, 0,
+            "N = {n}: {bad} of {found} found answers were never written"
+        );
+        assert!(
+            found > reads / 2,
+            "N = {n}: only {found} of {reads} reads found the key"
+        );
         total += reads;
     }
     assert!(total >= 10_000_000);

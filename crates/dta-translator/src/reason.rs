@@ -24,11 +24,8 @@ pub enum Reason {
     BadKeyLen,
     /// Data length the store cannot hold.
     BadDataLen,
-    /// Key-Write redundancy outside 1..=the store's N.
+    /// Key-Write or Key-Increment redundancy outside 1..=[`dta_store::MAX_REDUNDANCY`].
     BadRedundancy,
-    /// Key-Increment redundancy other than the store's N (a counter is only estimated right
-    /// when every report adds to the same N counters, [DTA A.4]).
-    RedundancyMismatch,
     /// Sketch-Merge column beyond the store's columns.
     BadColumn,
     /// A sequence gap (go-back-N: dropped and NACKed) or a sketch column that skips ahead.
@@ -43,7 +40,7 @@ pub enum Reason {
 
 impl Reason {
     /// Number of reasons; counter arrays have this many slots.
-    pub const COUNT: usize = WireError::ALL.len() + 13;
+    pub const COUNT: usize = WireError::ALL.len() + 12;
 
     /// Every reason, in counter order: the wire reasons in [`WireError::ALL`]'s order, then the
     /// translator's.
@@ -66,7 +63,6 @@ impl Reason {
         Reason::BadKeyLen,
         Reason::BadDataLen,
         Reason::BadRedundancy,
-        Reason::RedundancyMismatch,
         Reason::BadColumn,
         Reason::OutOfOrder,
         Reason::StaleEpoch,
@@ -98,12 +94,11 @@ impl Reason {
             Reason::BadKeyLen => 15,
             Reason::BadDataLen => 16,
             Reason::BadRedundancy => 17,
-            Reason::RedundancyMismatch => 18,
-            Reason::BadColumn => 19,
-            Reason::OutOfOrder => 20,
-            Reason::StaleEpoch => 21,
-            Reason::UnknownReporter => 22,
-            Reason::SinkError => 23,
+            Reason::BadColumn => 18,
+            Reason::OutOfOrder => 19,
+            Reason::StaleEpoch => 20,
+            Reason::UnknownReporter => 21,
+            Reason::SinkError => 22,
         }
     }
 
@@ -132,7 +127,6 @@ impl Reason {
             Reason::BadKeyLen => "bad_key_len",
             Reason::BadDataLen => "bad_data_len",
             Reason::BadRedundancy => "bad_redundancy",
-            Reason::RedundancyMismatch => "redundancy_mismatch",
             Reason::BadColumn => "bad_column",
             Reason::OutOfOrder => "out_of_order",
             Reason::StaleEpoch => "stale_epoch",

@@ -336,8 +336,15 @@ fn stop_on_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// How long `dta collector` lets in-flight HTTP requests finish after SIGTERM/SIGINT.
+const COLLECTOR_DRAIN: Duration = Duration::from_secs(5);
+/// How often `dta collector` checks that every served region is still whole.
+const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
+
 fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.load()?;
+    let started = Instant::now();
+    // Takes the directory's collector lock first: a second collector is refused here.
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
         eprintln!(
@@ -347,28 +354,106 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
             region_path(c.dir(), &s.name).display()
         );
     }
+    for b in c.bad() {
+        eprintln!(
+            "store {:<12} {:<14} {}: {}",
+            b.name,
+            "UNAVAILABLE",
+            b.path.display(),
+            b.reason
+        );
+    }
+    // SIGTERM, SIGINT (and SIGHUP) set `stop`; the handler restarts interrupted system calls.
     let stop = stop_on_ctrl_c()?;
     let c = Arc::new(c);
     if cfg.collector.http.is_empty() {
-        eprintln!("collector ready (no HTTP API); Ctrl-C to stop");
+        eprintln!("collector ready (no HTTP API); Ctrl-C or SIGTERM to stop");
+        let mut checked = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let shutdown = async move {
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+            if checked.elapsed() >= COLLECTOR_CHECK {
+                c.check_stores();
+                checked = Instant::now();
             }
-        };
-        dta_collector::http::serve(c, &cfg.collector.http, shutdown).await
-    })?;
-    Ok(ExitCode::SUCCESS)
+        }
+    } else {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let served = c.clone();
+        rt.block_on(async move {
+            let (tx, mut rx) = tokio::sync::watch::channel(false);
+            let shutdown = async move {
+                let _ = rx.wait_for(|stopping| *stopping).await;
+            };
+            let server = dta_collector::http::serve(served.clone(), &cfg.collector.http, shutdown);
+            tokio::pin!(server);
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut checked = Instant::now();
+            loop {
+                tokio::select! {
+                    r = &mut server => return r,
+                    _ = tick.tick() => {}
+                }
+                if checked.elapsed() >= COLLECTOR_CHECK {
+                    served.check_stores();
+                    checked = Instant::now();
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            // Stop accepting; requests in flight get COLLECTOR_DRAIN to finish.
+            let _ = tx.send(true);
+            match tokio::time::timeout(COLLECTOR_DRAIN, &mut server).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!(
+                        "requests still in flight after {COLLECTOR_DRAIN:?}; closing them"
+                    );
+                    Ok(())
+                }
+            }
+        })?;
+    }
+    let unavailable = c.check_stores();
+    let flush_failed = c.flush();
+    eprintln!(
+        "collector stopped after {:.1} s: {} stores served, {unavailable} unavailable, regions \
+         flushed ({flush_failed} failed)",
+        started.elapsed().as_secs_f64(),
+        c.status().iter().filter(|s| s.available.is_ok()).count(),
+    );
+    for st in c.status() {
+        // A region lost at this point is listed as such, it does not fail the exit.
+        let inspected = st.available.and_then(|()| {
+            let s = c.store(&st.name).map_err(|e| e.to_string())?;
+            let i = query::inspect(&s.region, &st.path.display().to_string())
+                .map_err(|e| e.to_string())?;
+            s.check().map_err(|e| e.to_string())?;
+            Ok(i)
+        });
+        match inspected {
+            Ok(i) => {
+                let appended = i
+                    .appended
+                    .map(|n| format!(", {n} entries appended"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "  store {:<12} {:.2}% of words non-zero{appended}",
+                    st.name,
+                    i.fill * 100.0
+                );
+            }
+            Err(reason) => eprintln!("  store {:<12} unavailable: {reason}", st.name),
+        }
+    }
+    Ok(if flush_failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
@@ -507,6 +592,16 @@ fn key_len_of(region: &dta_store::Region) -> Option<usize> {
     query::key_len(region.header())
 }
 
+/// The result of a query on `region`, unless the region was found lost meanwhile (its file
+/// truncated under the mapping reads as zeros): then that error, which names the file.
+fn answered<T, E>(region: &dta_store::Region, r: Result<T, E>) -> anyhow::Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    region.check()?;
+    r.with_context(|| format!("region {}", region.path().display()))
+}
+
 fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match q.what {
@@ -519,7 +614,10 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
         } => {
             let (region, _) = sel.open()?;
             let key = query::parse_key(&key, key_len_of(&region))?;
-            let r = query::key_write(&region, &key, redundancy, threshold)?;
+            let r = answered(
+                &region,
+                query::key_write(&region, &key, redundancy, threshold),
+            )?;
             output::print(&mut out, sel.json, &r, output::key_write)?;
             Ok(if r.status == "found" {
                 ExitCode::SUCCESS
@@ -534,7 +632,7 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
         } => {
             let (region, _) = sel.open()?;
             let key = query::parse_key(&key, key_len_of(&region))?;
-            let r = query::key_increment(&region, &key, redundancy)?;
+            let r = answered(&region, query::key_increment(&region, &key, redundancy))?;
             output::print(&mut out, sel.json, &r, output::key_increment)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -544,7 +642,7 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             let values = values
                 .or(store_cfg.and_then(|c| c.values))
                 .unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES);
-            let r = query::postcard(&region, &key, values)?;
+            let r = answered(&region, query::postcard(&region, &key, values))?;
             output::print(&mut out, sel.json, &r, output::postcard)?;
             Ok(if r.status == "found" {
                 ExitCode::SUCCESS
@@ -559,7 +657,7 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             max,
         } => {
             let (region, _) = sel.open()?;
-            let r = query::list(&region, list, tail, max)?;
+            let r = answered(&region, query::list(&region, list, tail, max))?;
             output::print(&mut out, sel.json, &r, output::list)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -568,29 +666,42 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             let key = key
                 .map(|k| query::parse_key(&k, key_len_of(&region)))
                 .transpose()?;
-            let r = query::sketch(&region, key.as_deref())?;
+            let r = answered(&region, query::sketch(&region, key.as_deref()))?;
             output::print(&mut out, sel.json, &r, output::sketch)?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
+/// Print every region that opens; an error line for each that does not (exit 1 if any).
 fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
-    let paths: Vec<PathBuf> = if a.regions.is_empty() {
+    let mut regions = vec![];
+    let mut bad: Vec<(PathBuf, String)> = vec![];
+    if a.regions.is_empty() {
         let cfg = a.config.load()?;
         let c = Collector::open_dir(&cfg.region_dir, false)?;
-        c.stores()
-            .iter()
-            .map(|s| region_path(c.dir(), &s.name))
-            .collect()
+        for s in c.stores() {
+            regions.push((region_path(c.dir(), &s.name), s.region.clone()));
+        }
+        bad.extend(c.bad().iter().map(|b| (b.path.clone(), b.reason.clone())));
     } else {
-        a.regions.clone()
-    };
+        for p in &a.regions {
+            match dta_store::Region::open_read_only(p) {
+                Ok(r) => regions.push((p.clone(), Arc::new(r))),
+                Err(e) => bad.push((p.clone(), e.to_string())),
+            }
+        }
+    }
     let mut all = vec![];
-    for p in &paths {
-        let region = dta_store::Region::open_read_only(p)
-            .with_context(|| format!("opening region {}", p.display()))?;
-        all.push(query::inspect(&region, &p.display().to_string())?);
+    for (p, region) in &regions {
+        // Checked after reading: a region truncated while read was read as zeros.
+        match query::inspect(region, &p.display().to_string())
+            .map_err(|e| e.to_string())
+            .and_then(|i| region.check().map(|()| i).map_err(|e| e.to_string()))
+        {
+            Ok(i) => all.push(i),
+            Err(e) => bad.push((p.clone(), e)),
+        }
     }
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -600,7 +711,15 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
             output::inspection(&mut out, i)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    out.flush()?;
+    for (p, e) in &bad {
+        eprintln!("dta: error: region {}: {e}", p.display());
+    }
+    Ok(if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {

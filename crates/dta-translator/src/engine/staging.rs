@@ -147,15 +147,12 @@ impl<S: Sinks> Translator<S> {
                 },
             };
         let r = &self.key_write[idx];
-        if !allowed(&self.store_allow, r.store, stage.src) {
-            self.stats.reject(Reason::SourceNotAllowed);
+        if self.store_refuses(r.store, stage.src) {
             return true;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
-        for &o in &offs[..redundancy as usize] {
-            self.sinks.prefetch(r.store, o);
-        }
+        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         let slot_len = r.layout.slot_len();
         stage.kw += 1;
         stage.writes += redundancy as u64;
@@ -208,15 +205,12 @@ impl<S: Sinks> Translator<S> {
             },
         };
         let r = &self.key_increment[idx];
-        if !allowed(&self.store_allow, r.store, stage.src) {
-            self.stats.reject(Reason::SourceNotAllowed);
+        if self.store_refuses(r.store, stage.src) {
             return true;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         r.layout.counter_offsets(key, redundancy, &mut offs);
-        for &o in &offs[..redundancy as usize] {
-            self.sinks.prefetch(r.store, o);
-        }
+        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         stage.ki += 1;
         stage.fetch_adds += redundancy as u64;
         stage.immediates += immediate as u64;
@@ -233,6 +227,24 @@ impl<S: Sinks> Translator<S> {
         });
         stage.len += 1;
         true
+    }
+
+    /// Whether `store`'s allow-list refuses `src`; a refusal is counted.
+    #[inline]
+    fn store_refuses(&self, store: usize, src: IpAddr) -> bool {
+        let refused = !allowed(&self.store_allow, store, src);
+        if refused {
+            self.stats.reject(Reason::SourceNotAllowed);
+        }
+        refused
+    }
+
+    /// Prefetch the lines a staged report will write.
+    #[inline]
+    fn prefetch_lines(&self, store: usize, offs: &[u64]) {
+        for &o in offs {
+            self.sinks.prefetch(store, o);
+        }
     }
 
     /// Execute a stage's memory operations in report order and add its counters once.
