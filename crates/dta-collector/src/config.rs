@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
-    SketchSpec, StoreSpec,
+    SketchSpec, StoreSpec, DEFAULT_REDUNDANCY,
 };
 
 /// The collector's own settings (the `[collector]` table).
@@ -151,30 +151,26 @@ impl StoreConfig {
         };
         Ok(match kind {
             StoreKindName::KeyWrite => {
-                let key_len = self.key_len.unwrap_or(4);
-                let data_len = self.data_len.unwrap_or(4);
-                let proto_shape = key_len == 4 && data_len == 4;
+                // Native hashing unless the store asks for the prototype's layout.
                 StoreSpec::KeyWrite(KeyWriteSpec {
                     slots: self.slots.unwrap_or(1 << 20),
-                    key_len,
-                    data_len,
-                    hash: hash.unwrap_or(if proto_shape {
-                        HashScheme::Prototype
-                    } else {
-                        HashScheme::Native
-                    }),
+                    key_len: self.key_len.unwrap_or(4),
+                    data_len: self.data_len.unwrap_or(4),
+                    hash: hash.unwrap_or(HashScheme::Native),
+                    redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
                 })
             }
             StoreKindName::KeyIncrement => StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: self.counters.unwrap_or(1 << 20),
                 key_len: self.key_len.unwrap_or(4),
                 hash: hash.unwrap_or(HashScheme::Native),
+                redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
             }),
             StoreKindName::Postcarding => StoreSpec::Postcarding(PostcardingSpec {
                 chunks: self.chunks.unwrap_or(1 << 18),
                 hops: self.hops.unwrap_or(5),
                 slot_bits: self.slot_bits.unwrap_or(32),
-                redundancy: self.redundancy.unwrap_or(2),
+                redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
                 key_len: self.key_len.unwrap_or(4),
             }),
             StoreKindName::Append => StoreSpec::Append(AppendSpec {
