@@ -4,8 +4,8 @@
 //! | --- | --- |
 //! | `GET /stores` | every store's inspection |
 //! | `GET /stores/{name}` | one store's inspection |
-//! | `GET /query/kw/{name}?key=K&redundancy=4&threshold=1` | [`KeyWriteResult`](crate::query::KeyWriteResult) |
-//! | `GET /query/ki/{name}?key=K&redundancy=4` | [`KeyIncrementResult`](crate::query::KeyIncrementResult) |
+//! | `GET /query/kw/{name}?key=K&redundancy=N&threshold=1` (N default: the store's) | [`KeyWriteResult`](crate::query::KeyWriteResult) |
+//! | `GET /query/ki/{name}?key=K&redundancy=N` (N default: the store's) | [`KeyIncrementResult`](crate::query::KeyIncrementResult) |
 //! | `GET /query/postcard/{name}?key=K&values=N` | [`PostcardResult`](crate::query::PostcardResult) |
 //! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
@@ -70,6 +70,14 @@ fn param<T: std::str::FromStr>(
             default.ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, format!("missing `{name}`")))
         }
     }
+}
+
+/// An optional parameter: `None` when absent (the query then uses the store's own value).
+fn opt_param<T: std::str::FromStr>(
+    p: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<T>, ApiError> {
+    p.get(name).map(|_| param(p, name, None)).transpose()
 }
 
 type Shared = Arc<Collector>;
@@ -140,7 +148,7 @@ async fn kw(
         query::key_write(
             r,
             &key,
-            param(&p, "redundancy", Some(4))?,
+            opt_param(&p, "redundancy")?,
             param(&p, "threshold", Some(1))?,
         )?,
     )
@@ -156,7 +164,7 @@ async fn ki(
     served(
         &c,
         &name,
-        query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?,
+        query::key_increment(r, &key, opt_param(&p, "redundancy")?)?,
     )
 }
 

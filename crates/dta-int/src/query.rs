@@ -64,11 +64,14 @@ pub struct PathResult {
 pub fn path(
     region: &Region,
     flow: &[u8; FLOW_KEY_LEN],
-    redundancy: u8,
+    redundancy: Option<u8>,
 ) -> Result<PathResult, QueryError> {
     expect(region, StoreKind::KeyWrite, "key-write")?;
     let l = KeyWriteLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let (status, path) = match l.query(region.mem(), flow, redundancy, 1) {
+    let (status, path) = match l
+        .query(region.mem(), flow, redundancy, 1)
+        .map_err(|e| layout_err(region, e))?
+    {
         KeyWriteAnswer::Found { data, .. } => match decode_path(&data) {
             Some(p) => ("found", p),
             None => ("ambiguous", vec![]),
@@ -106,7 +109,7 @@ pub fn hop_latency(
 ) -> Result<HopLatencyResult, QueryError> {
     expect(region, StoreKind::Postcarding, "postcarding")?;
     let l = PostcardingLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let table = ValueTable::range(&l, values);
+    let table = ValueTable::range(&l, values).map_err(|e| layout_err(region, e))?;
     hop_latency_with(region, &l, &table, flow, hop, divisor)
 }
 
@@ -119,7 +122,10 @@ pub fn hop_latency_with(
     hop: u8,
     divisor: u32,
 ) -> Result<HopLatencyResult, QueryError> {
-    let (status, value) = match layout.query(region.mem(), flow, table) {
+    let (status, value) = match layout
+        .query(region.mem(), flow, table)
+        .map_err(|e| layout_err(region, e))?
+    {
         PostcardAnswer::Found(p) => match p.get(hop as usize) {
             Some(&v) if v != u32::MAX => ("found", Some(v)),
             _ => ("empty", None),
@@ -189,18 +195,20 @@ pub fn histogram(
     node_id: u32,
     metric: Metric,
     buckets: &Buckets,
-    redundancy: u8,
+    redundancy: Option<u8>,
 ) -> Result<HistogramResult, QueryError> {
     expect(region, StoreKind::KeyIncrement, "key-increment")?;
     let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
     let mut out = Vec::with_capacity(buckets.count());
     for b in 0..buckets.count() {
         let (lo, hi) = buckets.range(b);
-        let count = l.query(
-            region.mem(),
-            &hist_key(node_id, metric, b as u8),
-            redundancy,
-        );
+        let count = l
+            .query(
+                region.mem(),
+                &hist_key(node_id, metric, b as u8),
+                redundancy,
+            )
+            .map_err(|e| layout_err(region, e))?;
         out.push(Bucket { lo, hi, count });
     }
     Ok(HistogramResult {

@@ -253,7 +253,10 @@ mod tests {
             assert_ne!(w[0], w[1]);
         }
         for i in 0..20000 {
-            assert_ne!(postcard_value(&key_vec(i, 4), (i % 5) as u8, u32::MAX), u32::MAX);
+            assert_ne!(
+                postcard_value(&key_vec(i, 4), (i % 5) as u8, u32::MAX),
+                u32::MAX
+            );
             assert!(postcard_value(&key_vec(i, 4), (i % 5) as u8, 1 << 18) < 1 << 18);
         }
     }

@@ -219,8 +219,9 @@ pub enum IntQuery {
         /// SRC:SPORT-DST:DPORT/PROTO
         #[arg(long)]
         flow: String,
-        #[arg(long, default_value_t = 2)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
+        #[arg(long)]
+        redundancy: Option<u8>,
     },
     /// Hop latency of a flow at a hop (Postcarding store).
     HopLatency {
@@ -260,8 +261,9 @@ pub enum IntQuery {
         /// Bucket edges (comma separated) if the sink was configured with edges; else log2.
         #[arg(long, value_delimiter = ',')]
         edges: Vec<u32>,
-        #[arg(long, default_value_t = 2)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
+        #[arg(long)]
+        redundancy: Option<u8>,
     },
 }
 

@@ -177,9 +177,9 @@ enum QueryWhat {
         /// The key: 0xHEX, a decimal integer, an IPv4 address, or SRC:SPORT-DST:DPORT/PROTO.
         #[arg(short, long)]
         key: String,
-        /// Slots to read (the redundancy the reporters used, or the maximum, 4).
-        #[arg(short = 'n', long, default_value_t = 4)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
+        #[arg(short = 'n', long)]
+        redundancy: Option<u8>,
         /// Copies that must agree (consensus threshold T).
         #[arg(short, long, default_value_t = 1)]
         threshold: u8,
@@ -190,8 +190,9 @@ enum QueryWhat {
         sel: StoreSel,
         #[arg(short, long)]
         key: String,
-        #[arg(short = 'n', long, default_value_t = 4)]
-        redundancy: u8,
+        /// Counters to read: the store's N (the default, from its region header).
+        #[arg(short = 'n', long)]
+        redundancy: Option<u8>,
     },
     /// Postcarding: the per-hop values (e.g. the path) of a flow.
     Postcard {

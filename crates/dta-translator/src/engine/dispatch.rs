@@ -49,9 +49,19 @@ impl<S: Sinks> Translator<S> {
                 };
                 Err(unstaged(self.key_write.iter().any(shape)))
             }
-            Report::KeyIncrement { key, .. } => {
+            Report::KeyIncrement {
+                key, redundancy, ..
+            } => {
                 let shape = |r: &KeyIncrementRoute| r.layout.key_len() == key.len();
-                Err(unstaged(self.key_increment.iter().any(shape)))
+                Err(match unstaged(self.key_increment.iter().any(shape)) {
+                    // In range for the wire but not the store's N.
+                    Reason::BadRedundancy
+                        if (1..=dta_store::MAX_REDUNDANCY).contains(&redundancy) =>
+                    {
+                        Reason::RedundancyMismatch
+                    }
+                    r => r,
+                })
             }
             Report::Append {
                 list_id,

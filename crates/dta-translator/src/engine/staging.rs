@@ -117,7 +117,7 @@ impl<S: Sinks> Translator<S> {
     /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
     /// encoded by its `encode_slot` and written in
     /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
-    /// path must reject: no store of its shape, or redundancy out of 1..=MAX_REDUNDANCY.
+    /// path must reject: no store of its shape, or redundancy out of 1..=the store's N.
     #[inline]
     fn stage_key_write<'a>(
         &self,
@@ -149,6 +149,9 @@ impl<S: Sinks> Translator<S> {
         let r = &self.key_write[idx];
         if self.store_refuses(r.store, stage.src) {
             return true;
+        }
+        if redundancy > r.layout.redundancy() {
+            return false;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
@@ -207,6 +210,9 @@ impl<S: Sinks> Translator<S> {
         let r = &self.key_increment[idx];
         if self.store_refuses(r.store, stage.src) {
             return true;
+        }
+        if redundancy != r.layout.redundancy() {
+            return false;
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         r.layout.counter_offsets(key, redundancy, &mut offs);
