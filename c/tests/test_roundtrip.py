@@ -4,6 +4,7 @@ dead port it fails. And the header's defaults are the Rust constants (crates/dta
 
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -43,6 +44,9 @@ def test_header_defaults_are_the_rust_constants(c, rust):
 
 @pytest.fixture
 def example():
+    for tool in ("make", "cc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"SKIPPED: no {tool} on PATH to build c/examples/send_reports.c")
     subprocess.run(["make", "-s", "-C", str(C_DIR), "build/send_reports"], check=True)
     return C_DIR / "build" / "send_reports"
 

@@ -52,6 +52,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::WrongKind { .. } => "wrong_kind",
         StoreError::BadListId { .. } => "bad_list_id",
         StoreError::BadShard { .. } => "bad_shard",
+        StoreError::RegionLost { .. } => "region_lost",
     };
     region_err(py, reason, e.to_string())
 }
@@ -163,6 +164,12 @@ fn redundancy_u8(py: Python<'_>, r: i64) -> PyResult<u8> {
         .map_err(|_| region_err(py, "bad_redundancy", format!("redundancy {r} out of range")))
 }
 
+/// A query the store cannot answer (wrong key length, N outside 1..=store N, value set too
+/// large): RegionError with reason "query", never an empty or a 0.
+fn query_err(py: Python<'_>, e: dta_store::QueryError) -> PyErr {
+    region_err(py, "query", e.to_string())
+}
+
 #[pymethods]
 impl Region {
     #[new]
@@ -225,21 +232,20 @@ impl Region {
     /// consensus threshold `threshold`): `{"status": "found", "data": bytes, "votes": n}`,
     /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
     /// "candidates": [(bytes, votes), ...]}`.
-    #[pyo3(signature = (key, redundancy=4, threshold=1))]
+    /// `redundancy` None reads the store's N (its region header).
+    #[pyo3(signature = (key, redundancy=None, threshold=1))]
     fn key_write<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
-        redundancy: i64,
+        redundancy: Option<i64>,
         threshold: u8,
     ) -> PyResult<Bound<'py, PyDict>> {
         let layout = self.key_write_layout(py)?;
-        let answer = layout.query(
-            self.region.mem(),
-            key,
-            redundancy_u8(py, redundancy)?,
-            threshold,
-        );
+        let n = redundancy.map(|r| redundancy_u8(py, r)).transpose()?;
+        let answer = layout
+            .query(self.region.mem(), key, n, threshold)
+            .map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
         match answer {
             KeyWriteAnswer::Found { data, votes } => {
@@ -265,10 +271,14 @@ impl Region {
     }
 
     /// Key-Increment query (001 A.4 Algorithm 6): the minimum of the key's `redundancy`
-    /// counters. `redundancy` must be the one the reports used.
-    fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: i64) -> PyResult<u64> {
+    /// counters; `redundancy` None reads the store's N (its region header).
+    #[pyo3(signature = (key, redundancy=None))]
+    fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: Option<i64>) -> PyResult<u64> {
         let layout = self.key_increment_layout(py)?;
-        Ok(layout.query(self.region.mem(), key, redundancy_u8(py, redundancy)?))
+        let n = redundancy.map(|r| redundancy_u8(py, r)).transpose()?;
+        layout
+            .query(self.region.mem(), key, n)
+            .map_err(|e| query_err(py, e))
     }
 
     /// Postcarding query (001 §4 "Postcarding", A.2): `values_range` is the value set V, an int
@@ -285,16 +295,21 @@ impl Region {
         let answer = match values_range {
             Values::Range(n) => {
                 if !matches!(&self.table_cache, Some((m, _)) if *m == n) {
-                    self.table_cache = Some((n, ValueTable::range(&layout, n)));
+                    let t = ValueTable::range(&layout, n).map_err(|e| query_err(py, e))?;
+                    self.table_cache = Some((n, t));
                 }
                 match &self.table_cache {
-                    Some((_, t)) => layout.query(self.region.mem(), key, t),
+                    Some((_, t)) => layout
+                        .query(self.region.mem(), key, t)
+                        .map_err(|e| query_err(py, e))?,
                     None => PostcardAnswer::Empty,
                 }
             }
             Values::List(v) => {
-                let t = ValueTable::new(&layout, v);
-                layout.query(self.region.mem(), key, &t)
+                let t = ValueTable::new(&layout, v).map_err(|e| query_err(py, e))?;
+                layout
+                    .query(self.region.mem(), key, &t)
+                    .map_err(|e| query_err(py, e))?
             }
         };
         let d = PyDict::new(py);

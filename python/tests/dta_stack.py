@@ -2,8 +2,9 @@
 ports, a temporary region directory, nothing else changed), and `dta query` with default
 options: what the C and Python round-trip tests send into and read back from.
 
-The binary is $DTA_BIN, else target/debug/dta or target/release/dta of the repository (build
-it with `cargo build -p dta`); without one the tests are skipped with the reason.
+The binary is $DTA_BIN, else debug/dta or release/dta under $CARGO_TARGET_DIR or the
+repository's target/ (build it with `cargo build -p dta`); without one the tests are skipped
+with the reason.
 """
 
 import json
@@ -23,8 +24,8 @@ EXAMPLE = REPO / "examples" / "dta.toml"
 def dta_binary():
     """The `dta` binary, or pytest.skip with the reason."""
     env = os.environ.get("DTA_BIN")
-    candidates = [pathlib.Path(env)] if env else [
-        REPO / "target" / "debug" / "dta", REPO / "target" / "release" / "dta"]
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    candidates = [pathlib.Path(env)] if env else [target / "debug" / "dta", target / "release" / "dta"]
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c

@@ -42,16 +42,17 @@ def prototype_index(key, n, count):
 @pytest.fixture
 def kw_proto(tmp_path):
     return dta.Region.create(tmp_path / "kw.region", "kw4",
-                             {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4})
+                             {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4,
+                              "hash": "prototype"})
 
 
 def test_create_header_and_reopen(tmp_path, kw_proto):
     h = kw_proto.header
     assert h["name"] == "kw4" and h["kind"] == "key_write" and kw_proto.kind == "key_write"
-    # 4-byte keys with 4-byte data default to the prototype hash (docs/architecture.md).
+    # The prototype hash, as asked (native is the default for every shape).
     assert h["hash"] == "prototype"
     assert h["spec"] == {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4,
-                         "hash": "prototype"}
+                         "hash": "prototype", "redundancy": 2}
     assert h["header_len"] == 4096 and h["data_offset"] >= 4096
     assert h["data_len"] >= 1024 * 8
     assert kw_proto.writable
@@ -65,7 +66,7 @@ def test_key_write_written_via_store_is_queried_and_where_the_contract_says(tmp_
     kw_proto.flush()
     ro = dta.Region(tmp_path / "kw.region")
     assert ro.key_write(key, redundancy=2) == {"status": "found", "data": data, "votes": 2}
-    # Querying with the default maximum redundancy (4) still finds it (001 §4.1).
+    # Querying with the default redundancy (the store's N, from its header) finds it.
     assert ro.key_write(key)["data"] == data
     assert ro.key_write(bytes.fromhex("0a000002"), redundancy=2) == {"status": "empty",
                                                                      "data": None}
@@ -93,7 +94,8 @@ def test_key_write_ambiguous_and_threshold(kw_proto):
 
 def test_native_key_write_layout(tmp_path):
     r = dta.Region.create(tmp_path / "kwn", "kw_flow",
-                          {"kind": "key_write", "slots": 256, "key_len": 13, "data_len": 20})
+                          {"kind": "key_write", "slots": 256, "key_len": 13, "data_len": 20,
+                           "redundancy": 3})
     assert r.header["hash"] == "native"
     key = bytes.fromhex("0a0000010a00000204d2005006")
     data = bytes(range(20))
