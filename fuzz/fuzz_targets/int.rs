@@ -3,8 +3,8 @@
 //! identical.
 #![no_main]
 
-use dta_wire::int::{
-    self, find_int, parse_report, IntDetect, IntRepr, ReportBuilder, TelemetryReport,
+use dta_int_wire::{
+    find_int, parse_report, IntDetect, IntRepr, ReportBuilder, TelemetryReport,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         probe_marker: Some(0x1234_5678_9abc_def0),
     };
     if let Ok(Some(r)) = find_int(data, &d) {
-        let _ = int::int_to_json(&r);
+        let _ = dta_int_wire::int_to_json(&r);
     }
     if let Ok(r) = IntRepr::parse(data) {
         let mut out = vec![0u8; r.buffer_len()];
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(IntRepr::parse(&out[..n]), Ok(r));
     }
     if let Ok(r) = parse_report(data) {
-        let _ = int::report_to_json(&r, &d);
+        let _ = dta_int_wire::report_to_json(&r, &d);
         if let TelemetryReport::V2(v2) = r {
             let mut out = vec![0u8; data.len() + 64];
             let mut b = ReportBuilder::new(&mut out, &v2.group).unwrap();

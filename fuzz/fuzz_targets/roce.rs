@@ -1,16 +1,16 @@
-//! Fuzz target `roce`: `dta_wire::roce::FrameRepr::decode` / `parse` and the CM MAD parser on
+//! Fuzz target `roce`: `dta_roce::FrameRepr::decode` / `parse` and the CM MAD parser on
 //! arbitrary bytes. Whatever decodes is rendered to JSON, re-emitted and re-parsed, and must come
 //! back with the same fields (and a valid ICRC).
 #![no_main]
 
-use dta_wire::roce::cm::{CmaHeader, MadRepr};
-use dta_wire::roce::{self, FrameRepr};
+use dta_roce::cm::{CmaHeader, MadRepr};
+use dta_roce::FrameRepr;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = roce::icrc(data);
+    let _ = dta_roce::icrc(data);
     if let Ok(d) = FrameRepr::decode(data) {
-        let _ = roce::to_json(&d);
+        let _ = dta_roce::to_json(&d);
         assert_eq!(FrameRepr::parse(data).is_ok(), d.icrc_valid);
         let mut out = [0u8; 70000];
         let n = d.frame.emit(&mut out).expect("a decoded frame re-emits");
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again, d.frame);
     }
     if let Ok(m) = MadRepr::parse(data) {
-        let _ = roce::cm_to_json(&m);
+        let _ = dta_roce::cm_to_json(&m);
         let mut out = [0u8; 256];
         m.emit(&mut out).expect("a parsed MAD re-emits");
         assert_eq!(MadRepr::parse(&out), Ok(m));

@@ -25,14 +25,14 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
 use dta_int::gen::{ipv4_udp, md_frame, stacked_report};
-use dta_wire::int::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
-use dta_wire::int::{find_int, IntDetect};
+use dta_int_wire::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+use dta_int_wire::{find_int, IntDetect};
 
 use crate::intgen::Traffic;
 
 /// UDP port telemetry reports are sent to in `reports` traces (the port ONOS and most INT
 /// collectors listen on; `dta pcap replay` does not care: it sends to `--to`).
-pub const DEFAULT_REPORT_PORT: u16 = 32766;
+pub const DEFAULT_REPORT_PORT: u16 = dta_int_wire::REPORT_PORT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PcapFormat {

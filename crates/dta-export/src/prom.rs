@@ -294,7 +294,7 @@ impl Collector for IntSinkMetrics {
             &mut enc,
             "dta_int_errors",
             "INT frames and telemetry reports rejected, by reason",
-            dta_wire::int::Error::ALL
+            dta_int_wire::Error::ALL
                 .iter()
                 .map(|e| (vec![("reason", e.reason())], self.sum(|s| s.errors_of(*e)))),
         )?;
@@ -625,7 +625,7 @@ mod tests {
         b.events[EventKind::QueueOccupancy as usize - 1].store(3, Relaxed);
         b.events[EventKind::PathChange as usize - 1].store(1, Relaxed);
         a.flows_idle.store(4, Relaxed);
-        b.error(dta_wire::int::Error::BadHopMl);
+        b.error(dta_int_wire::Error::BadHopMl);
         a.md_packets.store(10, Relaxed);
         let mut reg = Registry::default();
         reg.register_collector(Box::new(IntSinkMetrics::new(vec![a, b])));

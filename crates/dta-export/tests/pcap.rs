@@ -1,5 +1,5 @@
 //! Generate an INT trace, write it as pcap in both formats, parse every frame back with
-//! `dta_wire::int` against the ground truth, and replay it to a local UDP socket.
+//! `dta_int_wire` against the ground truth, and replay it to a local UDP socket.
 
 use std::net::UdpSocket;
 use std::path::Path;
@@ -10,7 +10,7 @@ use dta_export::pcap::{
     read_pcap, replay, udp_payload, write_pcap, PcapFormat, ReplayMode, ReplayOptions,
     DEFAULT_REPORT_PORT,
 };
-use dta_wire::int::{find_int, parse_report, IntDetect, TelemetryReport};
+use dta_int_wire::{find_int, parse_report, IntDetect, TelemetryReport};
 
 /// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver
 /// does not lose datagrams.

@@ -1,7 +1,7 @@
 //! INT ingest rate, one core: telemetry reports (v2.0, each carrying an INT-MD frame of 5 hops)
 //! through the INT sink — parse, FlowCache, events, histograms — into the DTA stores (path
 //! Key-Write, hop-latency Postcarding, event Append, histogram Key-Increment) in memory. The
-//! baseline measured in the same run is parsing alone (`dta_wire::int::parse_report` and the
+//! baseline measured in the same run is parsing alone (`dta_int_wire::parse_report` and the
 //! inner INT stack), so the ratio says what the sink and the stores cost on top of parsing.
 //!
 //! `cargo bench -p dta-int --bench ingest` (env DTA_BENCH_PACKETS, default 200 000;
@@ -14,8 +14,8 @@ use std::time::Instant;
 use dta_collector::{Collector, StoreConfig};
 use dta_int::gen::{generate, md_frame, stacked_report, GenConfig};
 use dta_int::{IntSink, IntSinkConfig};
+use dta_int_wire::{parse_report, IntDetect, TelemetryReport};
 use dta_translator::{Stats, Translator, TranslatorConfig};
-use dta_wire::int::{parse_report, IntDetect, TelemetryReport};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)

@@ -3,13 +3,13 @@
 //! every packet and builds the bytes a sink receives: INT-MD frames (Ethernet/IPv4/UDP, INT over
 //! UDP with NPT 1, `emit_md`), stacked telemetry reports of those frames, and per-hop postcards
 //! (telemetry report v2.0 with the hop's metadata and the inner IPv4 packet, TTL =
-//! `initial_ttl - hop`), all with `dta_wire::int` emitters. The pcap writer reuses it.
+//! `initial_ttl - hop`), all with `dta_int_wire` emitters. The pcap writer reuses it.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Pareto};
 
-use dta_wire::int::{
+use dta_int_wire::{
     emit_md, instr, GroupHeader, HopMetadata, IndividualReport, IntReportMain, MdHeader,
     ReportBuilder, ReportMetadata,
 };

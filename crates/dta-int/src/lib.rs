@@ -1,6 +1,6 @@
 //! The INT sink (issue 5): in-band network telemetry turned into DTA primitives (paper 001
 //! Table 2) and aggregated per flow as the SmartNIC INT sink of paper 003 §III does. INT-MD
-//! frames and telemetry reports (parsed by `dta_wire::int`) update a fixed-capacity
+//! frames and telemetry reports (parsed by `dta_int_wire`) update a fixed-capacity
 //! [`FlowCache`] (packet count, first/last update, latest and average per-hop switch id, hop
 //! latency, queue occupancy and egress utilisation) with aging; threshold and change events,
 //! with thresholds retunable at run time, reach subscribers in order over bounded channels; and

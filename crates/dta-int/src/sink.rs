@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use dta_translator::{Sinks, Translator};
-use dta_wire::int::{
-    self, find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
+use dta_int_wire as int;
+use dta_int_wire::{
+    find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
     LegacySubHeader, TelemetryReport,
 };
+use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 

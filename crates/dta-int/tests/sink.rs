@@ -409,9 +409,9 @@ fn garbage_is_counted_not_fatal() {
     let f = md_frame(&pkts[0], gen.int_udp_port + 1); // not the INT port
     sink.handle_frame(&f, 0);
     let s = sink.stats();
-    assert_eq!(s.errors_of(dta_wire::int::Error::Truncated), 2);
-    assert_eq!(s.errors_of(dta_wire::int::Error::UnknownReportVersion), 1);
-    assert_eq!(s.errors_of(dta_wire::int::Error::BadIntVersion), 1);
+    assert_eq!(s.errors_of(dta_int_wire::Error::Truncated), 2);
+    assert_eq!(s.errors_of(dta_int_wire::Error::UnknownReportVersion), 1);
+    assert_eq!(s.errors_of(dta_int_wire::Error::BadIntVersion), 1);
     assert_eq!(s.not_int.load(Relaxed), 1);
     assert_eq!(s.md_packets.load(Relaxed), 0);
 }

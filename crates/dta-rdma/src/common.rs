@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dta_wire::roce::{bth, ethernet, icrc, ipv4, udp, FrameRepr, Opcode, ICRC_LEN};
+use dta_roce::{bth, ethernet, icrc, ipv4, udp, FrameRepr, Opcode, ICRC_LEN};
 
 /// One side of a RoCEv2 connection on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,6 +1,6 @@
 //! RoCEv2 for DTA (issue 3; paper 001 §3, §5.2-5.3): the translator is the only writer of
 //! collector memory and writes it with RDMA. This crate holds the three pieces around the wire
-//! formats of `dta_wire::roce`: [`link`] (raw Ethernet links: an `AF_PACKET` socket, and an
+//! formats of `dta_roce`: [`link`] (raw Ethernet links: an `AF_PACKET` socket, and an
 //! in-memory pair with seeded loss, duplication and reordering for tests); [`requester`], the
 //! translator's RoCEv2 sink ([`RoceSinks`], a `dta_translator::Sinks`: RC WRITE / WRITE WITH
 //! IMMEDIATE / FETCH_ADD with a retransmission window, go-back-N, RNR backoff, timeouts and

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use dta_wire::roce::ROCE_PORT;
+use dta_roce::ROCE_PORT;
 
 /// Sends and receives whole Ethernet frames.
 pub trait Link {

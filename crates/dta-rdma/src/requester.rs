@@ -18,14 +18,14 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dta_store::SinkError;
-use dta_translator::{Sinks, StoreInfo};
-use dta_wire::roce::aeth::{NakCode, Syndrome};
-use dta_wire::roce::cm::{
+use dta_roce::aeth::{NakCode, Syndrome};
+use dta_roce::cm::{
     self, CmaHeader, DreqRepr, IdsRepr, MadRepr, Message, PathRepr, ReqRepr, MAD_LEN,
     REQ_PRIVATE_DATA_LEN,
 };
-use dta_wire::roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
+use dta_roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
+use dta_store::SinkError;
+use dta_translator::{Sinks, StoreInfo};
 
 use crate::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
 use crate::common::{

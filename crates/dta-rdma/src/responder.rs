@@ -23,11 +23,11 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dta_roce::aeth::{NakCode, Syndrome};
+use dta_roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
+use dta_roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
 use dta_store::Region;
 use dta_translator::StoreInfo;
-use dta_wire::roce::aeth::{NakCode, Syndrome};
-use dta_wire::roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
-use dta_wire::roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
 
 use crate::adv::{emit_native, AdvertisedStore, ProtoAdv};
 use crate::common::{

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use dta_collector::query;
 use dta_rdma::{connect, mem_pair, Link, RequesterConfig, ResponderConfig};
+use dta_roce::{aeth, FrameRepr, Opcode};
 use dta_translator::{Sinks, Translator};
-use dta_wire::roce::{aeth, FrameRepr, Opcode};
 use dta_wire::Report;
 
 /// Plays a receiver that is not ready: turns the first `budget` plain ACKs the requester

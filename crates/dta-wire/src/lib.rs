@@ -7,7 +7,9 @@
 //! protocol-independent [`Report`] the translator consumes. Views follow smoltcp's `wire` style
 //! (`Packet<T: AsRef<[u8]>>` with checked accessors, `Repr` with `parse`/`emit`/`buffer_len`);
 //! parsing never allocates and never panics, and every rejection is one [`Error`] whose
-//! [`Error::reason`] is the counter name of `docs/protocol.md`.
+//! [`Error::reason`] is the counter name of `docs/protocol.md`. The transports around DTA live
+//! in their own crates: RoCEv2 and RDMA CM in `dta-roce`, INT and telemetry reports in
+//! `dta-int-wire`.
 //!
 //! ```
 //! use dta_wire::{native::DatagramBuilder, prototype::BaseFormat, Datagram, Priority, Report};
@@ -27,13 +29,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod int;
 #[cfg(feature = "json")]
 mod json;
 pub mod native;
 pub mod prefix;
 pub mod prototype;
-pub mod roce;
 
 #[cfg(feature = "json")]
 pub use json::{nack_to_json, report_to_json, to_json};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod decode_cmd;
 mod int_cmd;
 mod pcap_cmd;
 mod rdma_cmd;
@@ -49,8 +50,9 @@ enum Command {
     Query(QueryArgs),
     /// Show regions' headers and how full they are.
     Inspect(InspectArgs),
-    /// Decode a DTA datagram (either protocol) given as hex and print its fields as JSON.
-    Decode(DecodeArgs),
+    /// Decode a DTA datagram, a RoCEv2 frame or INT / a telemetry report, given as hex (a whole
+    /// Ethernet frame or a UDP payload), and print its fields as JSON.
+    Decode(decode_cmd::DecodeArgs),
     /// Receive INT telemetry reports on UDP, run the INT sink, write the DTA stores.
     IntSink(int_cmd::IntSinkArgs),
     /// Generate an INT trace as pcap (with ground truth), or replay a pcap over UDP.
@@ -242,41 +244,6 @@ enum HeaderFormat {
     Long,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum DecodeAs {
-    /// DTA first, then a RoCEv2 frame, then an INT frame or telemetry report.
-    Auto,
-    /// A DTA datagram (UDP payload), either protocol.
-    Dta,
-    /// A RoCEv2 Ethernet frame (with its ICRC checked).
-    Roce,
-    /// An Ethernet frame carrying INT (detected as the --int-* options say), or a telemetry
-    /// report (UDP payload).
-    Int,
-}
-
-#[derive(Args)]
-struct DecodeArgs {
-    /// The bytes, in hex (spaces and colons allowed): a DTA UDP payload, an Ethernet frame with
-    /// INT, or a telemetry report UDP payload.
-    #[arg(long)]
-    hex: String,
-    #[arg(long = "as", value_enum, default_value = "auto")]
-    kind: DecodeAs,
-    /// The prototype base header format to assume.
-    #[arg(long, value_enum, default_value = "short")]
-    prototype_header: HeaderFormat,
-    /// INT over UDP: the destination port that announces the INT shim.
-    #[arg(long)]
-    int_udp_port: Option<u16>,
-    /// INT detection by DSCP value (mask 0x3f).
-    #[arg(long)]
-    int_dscp: Option<u8>,
-    /// INT detection by a 64-bit probe marker after the L4 header (hex or decimal).
-    #[arg(long)]
-    int_probe_marker: Option<String>,
-}
-
 fn main() -> ExitCode {
     // Like other Unix filters: when the reader of our output goes away (`dta ... | head`), exit
     // quietly instead of failing to print.
@@ -320,7 +287,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => dta::report::run(a),
         Command::Query(q) => query_cmd(q),
         Command::Inspect(a) => inspect(a),
-        Command::Decode(a) => decode(a),
+        Command::Decode(a) => decode_cmd::decode(a),
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
         Command::Pcap(a) => pcap_cmd::run(a),
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
@@ -721,84 +688,4 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
-    let clean: String = a
-        .hex
-        .chars()
-        .filter(|c| !c.is_whitespace() && *c != ':')
-        .collect();
-    let clean = clean.strip_prefix("0x").unwrap_or(&clean);
-    let bytes = hex::decode(clean).context("--hex is not valid hex")?;
-    let fmt = match a.prototype_header {
-        HeaderFormat::Short => dta_wire::prototype::BaseFormat::Short,
-        HeaderFormat::Long => dta_wire::prototype::BaseFormat::Long,
-    };
-    let print_err = |reason: &str, msg: String| {
-        println!(
-            "{}",
-            serde_json::json!({"error": reason, "message": msg, "length": bytes.len()})
-        );
-        Ok(ExitCode::from(1))
-    };
-    if matches!(a.kind, DecodeAs::Auto | DecodeAs::Roce) {
-        match dta_wire::roce::FrameRepr::decode(&bytes) {
-            Ok(d) => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&dta_wire::roce::to_json(&d))?
-                );
-                return Ok(if d.icrc_valid {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                });
-            }
-            Err(e) if a.kind == DecodeAs::Roce => return print_err(e.reason(), e.to_string()),
-            Err(_) => {}
-        }
-    }
-    let dta_err = if matches!(a.kind, DecodeAs::Auto | DecodeAs::Dta) {
-        match dta_wire::parse(&bytes, fmt) {
-            Ok(d) => {
-                println!("{}", serde_json::to_string_pretty(&dta_wire::to_json(&d))?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            Err(e) => Some(e),
-        }
-    } else {
-        None
-    };
-    if matches!(a.kind, DecodeAs::Auto | DecodeAs::Int) {
-        let marker = match &a.int_probe_marker {
-            Some(m) => Some(
-                match m.strip_prefix("0x") {
-                    Some(h) => u64::from_str_radix(h, 16),
-                    None => m.parse(),
-                }
-                .context("--int-probe-marker: not a 64-bit integer")?,
-            ),
-            None => None,
-        };
-        let detect = dta_wire::int::IntDetect {
-            udp_port: a.int_udp_port,
-            dscp: a.int_dscp.map(|d| (d, 0x3f)),
-            probe_marker: marker,
-        };
-        match dta_wire::int::decode(&bytes, &detect) {
-            Ok(d) => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&dta_wire::int::to_json(&d, &detect))?
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            Err(e) if a.kind == DecodeAs::Int => return print_err(e.reason(), e.to_string()),
-            Err(_) => {}
-        }
-    }
-    // Auto: report the DTA parser's reason, the likeliest intent on the DTA port.
-    let e = dta_err.expect("DTA was tried");
-    print_err(e.reason(), e.to_string())
 }

@@ -278,7 +278,8 @@ fn cli_decode_both_protocols_and_errors() {
     // Garbage: a clear error reason and exit status 1.
     let out = dta().args(["decode", "--hex", "0901"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_of(&out)["error"], "unknown_version");
+    assert_eq!(json_of(&out)["error"], "undecodable");
+    assert_eq!(json_of(&out)["tried"]["dta"], "unknown_version");
     let out = dta().args(["decode", "--hex", "zz"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid hex"));

@@ -1,9 +1,9 @@
 //! Property tests of the RoCEv2 wire layer: arbitrary bytes never panic the parsers (whole
 //! frames, mutated valid frames, CM MADs), and every emitted frame parses back to itself.
 
-use dta_wire::roce::aeth::{NakCode, Syndrome};
-use dta_wire::roce::cm::{CmaHeader, MadRepr};
-use dta_wire::roce::{
+use dta_roce::aeth::{NakCode, Syndrome};
+use dta_roce::cm::{CmaHeader, MadRepr};
+use dta_roce::{
     aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, ipv4, reth, to_json, udp, FrameRepr,
     Opcode,
 };
@@ -159,7 +159,7 @@ proptest! {
         let _ = FrameRepr::parse(&b);
         let _ = MadRepr::parse(&b);
         let _ = CmaHeader::parse(&b);
-        let _ = dta_wire::roce::icrc(&b);
+        let _ = dta_roce::icrc(&b);
     }
 
     #[test]

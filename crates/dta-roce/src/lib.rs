@@ -2,15 +2,15 @@
 //! (destination port [`ROCE_PORT`]) carrying an InfiniBand Base Transport Header, the extension
 //! headers of the opcodes DTA uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, DETH), the
 //! payload padded to 4 bytes, and the invariant CRC ([`icrc`], computed exactly as Linux rxe
-//! does). This is the transport the translator writes collector memory with (001 §3, §5.2-5.3;
-//! the header fields of 002 Figure 2 / Appendix), and [`cm`] holds the RDMA CM MADs that set up
-//! the queue pairs. Views follow the crate's smoltcp style (`Packet<T: AsRef<[u8]>>` with checked
+//! does). This is the transport the translator writes collector memory with ([DTA §3, §5.2-5.3];
+//! the header fields of [P4-RDMA §V]), and [`cm`] holds the RDMA CM MADs that set up
+//! the queue pairs. Views follow smoltcp's `wire` style (`Packet<T: AsRef<[u8]>>` with checked
 //! accessors, `Repr` with `parse`/`emit`/`buffer_len`); [`FrameRepr`] parses and emits a whole
 //! frame. Parsing never allocates and never panics; each rejection is one [`Error`] whose
 //! [`Error::reason`] is a counter name (`docs/rdma.md`, "Packet formats").
 //!
 //! ```
-//! use dta_wire::roce::{bth, ethernet, ipv4, reth, udp, FrameRepr, Opcode};
+//! use dta_roce::{bth, ethernet, ipv4, reth, udp, FrameRepr, Opcode};
 //!
 //! // An RDMA WRITE Only of a 5-byte report (001 §5.3: the translator writes collector memory).
 //! let eth = ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1] };
@@ -31,6 +31,9 @@
 //! assert_eq!(FrameRepr::parse(&buf[..n]).unwrap_err().reason(), "bad_icrc");
 //! assert!(!FrameRepr::decode(&buf[..n]).unwrap().icrc_valid);
 //! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod aeth;
 pub mod atomic_ack_eth;
@@ -182,16 +185,16 @@ macro_rules! header_view {
             }
 
             /// Wrap a buffer, checking it holds the whole header.
-            pub fn new_checked(buffer: T) -> Result<Packet<T>, $crate::roce::Error> {
+            pub fn new_checked(buffer: T) -> Result<Packet<T>, $crate::Error> {
                 let p = Packet::new_unchecked(buffer);
                 p.check_len()?;
                 Ok(p)
             }
 
             /// `Truncated` if the buffer is shorter than the header.
-            pub fn check_len(&self) -> Result<(), $crate::roce::Error> {
+            pub fn check_len(&self) -> Result<(), $crate::Error> {
                 if self.buffer.as_ref().len() < $len {
-                    Err($crate::roce::Error::Truncated)
+                    Err($crate::Error::Truncated)
                 } else {
                     Ok(())
                 }

@@ -1,11 +1,14 @@
-//! In-band Network Telemetry (INT) and telemetry reports, the input of dta's INT sink (paper
-//! 003 §III; DTA's headline workload, 001 Table 2 and §6.1). Zero-copy parsing of INT v2.1 over
-//! TCP and UDP (shim, INT-MD header and per-hop stack, INT-MX), configurable INT detection in
-//! Ethernet frames ([`find_int`]), and telemetry reports v2.0 plus the older v0.5 and v1.0
-//! ([`report::parse_report`]); emitters for INT-MD, INT-MX and report v2.0; a JSON rendering
-//! for `dta decode`. Nothing here allocates on the parse path: stacks and report groups are
-//! borrowed and decoded on access. Byte layouts and how they map onto DTA primitives:
-//! `docs/int.md`.
+//! In-band Network Telemetry (INT) and telemetry reports on the wire, the input of dta's INT
+//! sink ([INT-NIC §III]; DTA's headline workload, [DTA §6.1]). Zero-copy parsing of INT v2.1 over
+//! TCP and UDP (shim, INT-MD header and per-hop stack, INT-MX; [INT v2.1 §5]), configurable INT
+//! detection in Ethernet frames ([`find_int`]), and telemetry reports v2.0 plus the older v0.5
+//! and v1.0 ([`report::parse_report`], [TR v2.0 §3]); emitters for INT-MD, INT-MX and report
+//! v2.0; a JSON rendering for `dta decode` (feature `json`). Nothing here allocates on the parse
+//! path: stacks and report groups are borrowed and decoded on access, and every rejection is one
+//! [`Error`]. Byte layouts and how they map onto DTA primitives: `docs/int.md`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod md;
 pub mod net;
@@ -28,6 +31,10 @@ pub use json::{decode, hop_to_json, int_to_json, report_to_json, to_json, Decode
 
 use net::{EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The UDP port telemetry reports are sent to by default (the INT sink's default listening
+/// port, `dta int-sink`).
+pub const REPORT_PORT: u16 = 32766;
 
 /// Why an INT packet or a telemetry report was rejected. [`Error::reason`] is the counter name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -302,6 +309,23 @@ pub fn find_int_ip<'a>(packet: &'a [u8], detect: &IntDetect) -> Result<Option<In
     }
     repr.flow = Some(flow);
     Ok(Some(repr))
+}
+
+#[inline]
+pub(crate) fn be_u16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
+#[inline]
+pub(crate) fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+#[inline]
+pub(crate) fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
 }
 
 #[cfg(test)]

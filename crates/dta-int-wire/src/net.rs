@@ -1,6 +1,6 @@
 //! Minimal zero-copy views of the outer headers that carry INT (Ethernet with up to two VLAN
 //! tags, IPv4, IPv6 without extension headers, UDP, TCP), in smoltcp's `wire` style. Private to
-//! `dta_wire::int`'s purpose: finding the INT shim and the flow it belongs to.
+//! `dta_int_wire`'s purpose: finding the INT shim and the flow it belongs to.
 
 use super::Error;
 use crate::{be_u16, be_u32};

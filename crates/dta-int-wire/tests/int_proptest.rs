@@ -1,8 +1,8 @@
-//! Property tests for `dta_wire::int`: no input panics any parser, and what parses re-emits to
+//! Property tests for `dta_int_wire`: no input panics any parser, and what parses re-emits to
 //! something that parses back identically; hop values survive emit/parse.
 #![cfg(feature = "json")]
 
-use dta_wire::int::{
+use dta_int_wire::{
     self, emit_md, find_int, parse_report, HopMetadata, IntDetect, IntRepr, MdHeader,
     ReportBuilder, TelemetryReport,
 };
@@ -49,7 +49,7 @@ prop_compose! {
 
 /// Keep only the fields `bitmap` carries.
 fn mask(h: &HopMetadata<'static>, bitmap: u16) -> HopMetadata<'static> {
-    use int::instr::*;
+    use dta_int_wire::instr::*;
     let k = |b: u16| bitmap & b != 0;
     HopMetadata {
         node_id: h.node_id.filter(|_| k(NODE_ID)),
@@ -77,17 +77,17 @@ proptest! {
     fn no_panic_on_any_bytes(buf in proptest::collection::vec(any::<u8>(), 0..300)) {
         let d = detect();
         if let Ok(Some(r)) = find_int(&buf, &d) {
-            let _ = int::int_to_json(&r);
+            let _ = dta_int_wire::int_to_json(&r);
         }
         if let Ok(r) = IntRepr::parse(&buf) {
             let mut out = vec![0u8; r.buffer_len()];
             let n = r.emit(&mut out).unwrap();
             let again = IntRepr::parse(&out[..n]).unwrap();
             prop_assert_eq!(again, r);
-            let _ = int::int_to_json(&r);
+            let _ = dta_int_wire::int_to_json(&r);
         }
         if let Ok(r) = parse_report(&buf) {
-            let _ = int::report_to_json(&r, &d);
+            let _ = dta_int_wire::report_to_json(&r, &d);
             if let TelemetryReport::V2(v2) = r {
                 let mut out = vec![0u8; buf.len() + 64];
                 let mut b = ReportBuilder::new(&mut out, &v2.group).unwrap();
@@ -102,7 +102,7 @@ proptest! {
                 prop_assert!(again.iter().eq(v2.iter()));
             }
         }
-        let _ = int::decode(&buf, &d);
+        let _ = dta_int_wire::decode(&buf, &d);
     }
 
     #[test]
@@ -113,10 +113,10 @@ proptest! {
         npt in 0u8..3,
         next in any::<u16>(),
     ) {
-        let bitmap = bitmap & !int::instr::RESERVED;
+        let bitmap = bitmap & !dta_int_wire::instr::RESERVED;
         let hops: Vec<_> = hops.iter().map(|h| mask(h, bitmap)).collect();
         let header = MdHeader {
-            hop_ml: int::baseline_words(bitmap) as u8,
+            hop_ml: dta_int_wire::baseline_words(bitmap) as u8,
             remaining_hop_count: rhc,
             instructions: bitmap,
             ..MdHeader::default()
@@ -125,7 +125,7 @@ proptest! {
         let n = emit_md(npt, next, &header, &hops, &mut buf).unwrap();
         let r = IntRepr::parse(&buf[..n]).unwrap();
         prop_assert_eq!(r.buffer_len(), n);
-        let int::IntHeader::Md { header: h, stack } = r.header else { panic!("md") };
+        let dta_int_wire::IntHeader::Md { header: h, stack } = r.header else { panic!("md") };
         prop_assert_eq!(h, header);
         if bitmap == 0 {
             prop_assert_eq!(stack.len(), 0);

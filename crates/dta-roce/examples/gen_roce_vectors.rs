@@ -1,13 +1,13 @@
 //! Regenerates `spec/vectors/roce.json` from the RoCEv2 emitters:
-//! `cargo run -p dta-wire --example gen_roce_vectors [-- OUT_DIR]`. The committed JSON is the
+//! `cargo run -p dta-roce --example gen_roce_vectors [-- OUT_DIR]`. The committed JSON is the
 //! truth; `tests/roce_vectors.rs` checks parsing and emitting against it, and
 //! `spec/tests/test_roce_scapy.py` checks it against scapy's RoCE layer.
 
 use std::path::PathBuf;
 
-use dta_wire::roce::aeth::{NakCode, Syndrome};
-use dta_wire::roce::cm::{self, CmaHeader, DreqRepr, IdsRepr, MadRepr, Message, PathRepr};
-use dta_wire::roce::{
+use dta_roce::aeth::{NakCode, Syndrome};
+use dta_roce::cm::{self, CmaHeader, DreqRepr, IdsRepr, MadRepr, Message, PathRepr};
+use dta_roce::{
     aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, icrc, ipv4, reth, udp, FrameRepr,
     Opcode, QP1, QP1_QKEY,
 };
@@ -350,7 +350,7 @@ fn main() {
         .map(|(name, b)| {
             let d = FrameRepr::decode(b).expect("vector decodes");
             assert!(d.icrc_valid);
-            json!({"name": name, "hex": hex(b), "frame": dta_wire::roce::frame_to_json(&d.frame), "icrc": d.icrc})
+            json!({"name": name, "hex": hex(b), "frame": dta_roce::frame_to_json(&d.frame), "icrc": d.icrc})
         })
         .collect();
 

@@ -4,9 +4,9 @@
 //! hand-written vectors (the INT v2.1 spec example, v0.5 and v1.0 reports).
 #![cfg(feature = "json")]
 
-use dta_wire::int::{
-    self, find_int, parse_report, Error, IntDetect, IntHeader, IntRepr, LegacySubHeader,
-    ReportBuilder, TelemetryReport,
+use dta_int_wire::{
+    find_int, parse_report, Error, IntDetect, IntHeader, IntRepr, LegacySubHeader, ReportBuilder,
+    TelemetryReport,
 };
 use serde_json::Value;
 
@@ -69,7 +69,7 @@ fn every_valid_vector_decodes_to_its_fields_and_re_emits() {
         match v["kind"].as_str().unwrap() {
             "frame" => {
                 let r = find_int(&bytes, &det).unwrap().expect(name);
-                assert_eq!(int::int_to_json(&r), v["expect"], "{name}");
+                assert_eq!(dta_int_wire::int_to_json(&r), v["expect"], "{name}");
                 let block = int_block(&bytes, &r);
                 let mut out = vec![0u8; r.buffer_len()];
                 assert_eq!(r.emit(&mut out), Ok(block.len()), "{name}");
@@ -78,7 +78,11 @@ fn every_valid_vector_decodes_to_its_fields_and_re_emits() {
             }
             "report" => {
                 let r = parse_report(&bytes).expect(name);
-                assert_eq!(int::report_to_json(&r, &det), v["expect"], "{name}");
+                assert_eq!(
+                    dta_int_wire::report_to_json(&r, &det),
+                    v["expect"],
+                    "{name}"
+                );
                 if let TelemetryReport::V2(v2) = r {
                     let mut out = vec![0u8; bytes.len()];
                     let mut b = ReportBuilder::new(&mut out, &v2.group).unwrap();
@@ -127,7 +131,7 @@ fn spec_example_fields() {
     let d = doc();
     let f = vector(&d, "int_md_tcp_spec_example");
     let r = find_int(&f, &detect(&d)).unwrap().unwrap();
-    assert_eq!(r.shim.int_type, int::IntType::Md);
+    assert_eq!(r.shim.int_type, dta_int_wire::IntType::Md);
     assert_eq!(r.shim.length, 7);
     assert_eq!(r.shim.npt, 0);
     let IntHeader::Md { header, stack } = r.header else {
@@ -135,7 +139,10 @@ fn spec_example_fields() {
     };
     assert_eq!(header.hop_ml, 2);
     assert_eq!(header.remaining_hop_count, 6);
-    assert_eq!(header.instructions, int::instr::NODE_ID | int::instr::QUEUE);
+    assert_eq!(
+        header.instructions,
+        dta_int_wire::instr::NODE_ID | dta_int_wire::instr::QUEUE
+    );
     assert_eq!(stack.len(), 2);
     let hops: Vec<_> = stack.iter().collect();
     assert_eq!(hops[0].node_id, Some(2));

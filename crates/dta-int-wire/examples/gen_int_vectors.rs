@@ -1,4 +1,4 @@
-//! Regenerates `spec/vectors/int.json`: `cargo run -p dta-wire --example gen_int_vectors [--
+//! Regenerates `spec/vectors/int.json`: `cargo run -p dta-int-wire --example gen_int_vectors [--
 //! OUT_DIR]`. Frames and reports are built with the emitters (and one INT-MD packet is written
 //! out by hand from the INT v2.1 spec example); the expected fields are the parser's JSON, which
 //! `tests/int_vectors.rs` checks against independently written assertions as well as byte-exact
@@ -6,10 +6,10 @@
 
 use std::path::PathBuf;
 
-use dta_wire::int::report::{IN_TYPE_ETHERNET, IN_TYPE_IPV4, IN_TYPE_TLV, REP_MD_DROP};
-use dta_wire::int::{
-    self, emit_md, emit_mx, instr, GroupHeader, HopMetadata, IndividualReport, IntDetect,
-    IntReportMain, MdHeader, MxHeader, ReportBuilder, ReportMetadata,
+use dta_int_wire::report::{IN_TYPE_ETHERNET, IN_TYPE_IPV4, IN_TYPE_TLV, REP_MD_DROP};
+use dta_int_wire::{
+    emit_md, emit_mx, instr, GroupHeader, HopMetadata, IndividualReport, IntDetect, IntReportMain,
+    MdHeader, MxHeader, ReportBuilder, ReportMetadata,
 };
 use serde_json::{json, Value};
 
@@ -113,7 +113,7 @@ fn hop(i: u32) -> HopMetadata<'static> {
 }
 
 fn md_block(bitmap: u16, hops: &[HopMetadata<'_>], rhc: u8, npt: u8, next: u16) -> Vec<u8> {
-    let hop_ml = int::baseline_words(bitmap) as u8
+    let hop_ml = dta_int_wire::baseline_words(bitmap) as u8
         + (hops.first().map_or(0, |h| h.domain_specific.len() / 4) as u8);
     let h = MdHeader {
         hop_ml,
@@ -136,8 +136,8 @@ fn udp_int_frame(block: &[u8], payload: &[u8]) -> Vec<u8> {
 fn vector(name: &str, kind: &str, bytes: &[u8], note: &str) -> Value {
     let d = detect();
     let expect = match kind {
-        "frame" => int::int_to_json(&int::find_int(bytes, &d).unwrap().unwrap()),
-        _ => int::report_to_json(&int::parse_report(bytes).unwrap(), &d),
+        "frame" => dta_int_wire::int_to_json(&dta_int_wire::find_int(bytes, &d).unwrap().unwrap()),
+        _ => dta_int_wire::report_to_json(&dta_int_wire::parse_report(bytes).unwrap(), &d),
     };
     json!({"name": name, "kind": kind, "note": note, "hex": hex(bytes), "expect": expect})
 }
@@ -145,8 +145,8 @@ fn vector(name: &str, kind: &str, bytes: &[u8], note: &str) -> Value {
 fn invalid(name: &str, kind: &str, bytes: &[u8], note: &str) -> Value {
     let d = detect();
     let err = match kind {
-        "frame" => int::find_int(bytes, &d).map(|_| ()).unwrap_err(),
-        _ => int::parse_report(bytes).map(|_| ()).unwrap_err(),
+        "frame" => dta_int_wire::find_int(bytes, &d).map(|_| ()).unwrap_err(),
+        _ => dta_int_wire::parse_report(bytes).map(|_| ()).unwrap_err(),
     };
     json!({"name": name, "kind": kind, "note": note, "hex": hex(bytes), "error": err.reason()})
 }

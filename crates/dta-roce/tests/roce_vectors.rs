@@ -3,9 +3,9 @@
 //! fields (read here independently of the emitter) must give exactly its bytes, CM MADs must
 //! re-emit byte-exactly, and every invalid vector must be rejected with its reason.
 
-use dta_wire::roce::aeth::{self, NakCode, Syndrome};
-use dta_wire::roce::cm::MadRepr;
-use dta_wire::roce::{
+use dta_roce::aeth::{self, NakCode, Syndrome};
+use dta_roce::cm::MadRepr;
+use dta_roce::{
     atomic_ack_eth, atomic_eth, bth, deth, ethernet, frame_to_json, ipv4, reth, to_json, udp,
     Error, FrameRepr, Opcode,
 };
