@@ -1,6 +1,6 @@
 //! Benchmark 4 (docs/benchmarks.md §4): end to end in network namespaces over a veth pair
-//! ([DTA §5.2], [DTA §6]). In one
-//! run, for `--secs` each (default 3), `--runs` times (default 3, medians reported):
+//! ([DTA §5.2], [DTA §6]). In one run, for `--secs` each (default 3), `--runs` times (default 3,
+//! medians reported):
 //! (a) the drop-only XDP program (`DropProgram`): packets/s it counts;
 //! (b) the XDP translator (`XdpTranslator`): prototype Key-Write frames, and native datagrams of
 //!     8 Key-Write reports: packets/s and reports/s applied in the driver;
