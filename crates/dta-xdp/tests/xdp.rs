@@ -86,6 +86,14 @@ fn headers() -> Vec<Header> {
                 batch: 4,
             }),
         ),
+        (
+            // The widest slot (4 + 64 bytes, 9 words): the native check's loop bound.
+            "kww",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(256, 8, 64)
+            }),
+        ),
     ];
     specs
         .iter()
@@ -149,10 +157,12 @@ fn workload() -> Vec<Vec<u8>> {
         add[7] = i + 1;
         let mut ap = (i as u32 % 3 + 10).to_be_bytes().to_vec();
         ap.extend([i, i, 0xee, 0xff]);
+        let wide: Vec<u8> = (0..64).map(|j| i.wrapping_mul(5).wrapping_add(j)).collect();
         d.push(native(&[
             (1, 0x80 | red_flags(i % KWN_N + 1), tuple(i), data),
             (3, red_flags(KIN_N), tuple(i % 4), add),
             (2, 0, vec![], ap),
+            (1, red_flags(i % MAX_REDUNDANCY + 1), vec![i; 8], wide),
         ]));
     }
     d
@@ -201,7 +211,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         eprintln!("attached in {mode:?} mode");
         x
     });
-    assert_eq!(x.stores().len(), 5);
+    assert_eq!(x.stores().len(), 6);
     // A userspace socket in namespace a for what the program passes.
     let to: SocketAddr = format!("{}:40040", net.ip_a).parse().unwrap();
     let sock = run_in(&net.a, move || {
@@ -219,7 +229,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         x.stats()
     );
     let st = x.stats().unwrap();
-    assert_eq!(st.key_write, 40 + 20);
+    assert_eq!(st.key_write, 40 + 20 + 20);
     assert_eq!(st.key_increment, 40 + 20);
     assert_eq!(st.append, 40 + 20);
     assert_eq!(st.immediate, 40 + 20);
