@@ -240,6 +240,7 @@ def hop_values(n):
         "l2_ingress_port": 0x00AA0000 + n, "l2_egress_port": 0x00BB0000 + n,
         "egress_tx_util": 40 + n, "buffer_id": 7, "buffer_occupancy": 0x000200 + n,
         "checksum_complement": 0xC0DE0000 + n,
+        "domain_specific": f"d5{n:02x}0000d5{n:02x}0001",
     }
 
 
@@ -251,38 +252,31 @@ def ipv4_checksum(hdr):
     return ~s & 0xFFFF
 
 
-def int_md_frame(hops, instructions, payload):
+def int_md_frame(hops, instructions, payload, domain=(0, 0, 0), ds_words=0):
     """An Ethernet frame: IPv4 / UDP to INT_UDP_PORT / INT shim / INT-MD header / stack /
-    payload. `hops` are in path order; the stack holds them newest first [INT v2.1 §5.8]."""
+    payload. `hops` are in path order; the stack holds them newest first [INT v2.1 §5.8].
+    `domain` = (Domain Specific ID, DS Instruction, DS Flags); each hop pushes `ds_words` words
+    of domain specific metadata (its "domain_specific" bytes) after its baseline metadata."""
     items = [(name, words) for mask, words, name in INSTR if instructions & mask]
-    hop_ml = sum(w for _, w in items)  # [INT v2.1 §5.8] Hop ML: words per hop
-    stack = b"".join(b"".join(pack_item(name, h) for name, _ in items) for h in reversed(hops))
+    # [INT v2.1 §5.8] Hop ML: the words each hop pushes, baseline and domain specific.
+    hop_ml = sum(w for _, w in items) + ds_words
+    stack = b"".join(b"".join(pack_item(name, h) for name, _ in items)
+                     + bytes.fromhex(h["domain_specific"])[:4 * ds_words]
+                     for h in reversed(hops))
     assert len(stack) == 4 * hop_ml * len(hops)
     max_hops = 8
+    domain_id, ds_instructions, ds_flags = domain
     md = struct.pack(
         "!BBBBHHHH",
         # [INT v2.1 §5.8] Ver:4 = 2 | D:1 E:1 M:1 | Reserved:12 | Hop ML:5 | RemainingHopCnt:8
         2 << 4, 0, hop_ml, max_hops - len(hops),
-        instructions,  # Instruction Bitmap (16)
-        0,             # Domain Specific ID (16): 0, the default domain
-        0,             # DS Instruction (16)
-        0,             # DS Flags (16)
+        instructions,     # Instruction Bitmap (16)
+        domain_id,        # Domain Specific ID (16); 0 is the default domain
+        ds_instructions,  # DS Instruction (16)
+        ds_flags,         # DS Flags (16)
     )
-    orig_dport = 4791
     length = (len(md) + len(stack)) // 4  # [INT v2.1 §5.7.3] Length: MD header + stack, words
-    # [INT v2.1 §5.7.3] shim for TCP/UDP: Type:4 (1 = INT-MD) | NPT:2 (1 = the original UDP
-    # destination port follows) | R:2 | Length:8 | UDP port (16)
-    shim = struct.pack("!BBH", 1 << 4 | 1 << 2, length, orig_dport)
-    udp_payload = shim + md + stack + payload
-    # [RFC 768] source port, destination port, length, checksum (0: none computed)
-    udp = struct.pack("!HHHH", 40000, INT_UDP_PORT, 8 + len(udp_payload), 0)
-    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
-    # [RFC 791] version 4 / IHL 5, TOS 0, total length, id 1, DF, TTL 64, UDP, checksum, addrs
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(udp_payload), 1, 0x4000, 64, 17, 0,
-                     src, dst)
-    ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
-    eth = bytes.fromhex("020000000002" "020000000001") + struct.pack("!H", 0x0800)
-    frame = eth + ip + udp + udp_payload
+    frame = udp_int_frame(1, md + stack, payload)
 
     def hop_json(h):
         out = {}
@@ -299,22 +293,62 @@ def int_md_frame(hops, instructions, payload):
                            l2_egress_port=h["l2_egress_port"])
             else:
                 out[name] = h[name]
-        out["domain_specific"] = ""
+        out["domain_specific"] = h["domain_specific"][:8 * ds_words]
         return out
 
     expect = {
         "int_type": "int_md",
-        "shim": {"type": 1, "npt": 1, "length": length, "next": orig_dport},
+        "shim": {"type": 1, "npt": 1, "length": length, "next": ORIG_DPORT},
         "header": {"version": 2, "d": False, "e": False, "m": False, "hop_ml": hop_ml,
                    "remaining_hop_count": max_hops - len(hops), "instructions": instructions,
-                   "domain_id": 0, "ds_instructions": 0, "ds_flags": 0},
+                   "domain_id": domain_id, "ds_instructions": ds_instructions,
+                   "ds_flags": ds_flags},
         "hop_count": len(hops),
         "hops": [hop_json(h) for h in reversed(hops)],
-        # NPT 1: the flow's destination port is the original one the shim carries.
-        "flow": {"src": "10.0.0.1", "dst": "10.0.0.2", "src_port": 40000,
-                 "dst_port": orig_dport, "protocol": 17},
+        "flow": FLOW,
     }
     return frame, expect
+
+
+ORIG_DPORT = 4791  # the flow's own UDP destination port, kept in the shim (NPT 1)
+# NPT 1: the flow's destination port is the original one the shim carries.
+FLOW = {"src": "10.0.0.1", "dst": "10.0.0.2", "src_port": 40000, "dst_port": ORIG_DPORT,
+        "protocol": 17}
+
+
+def udp_int_frame(int_type, int_body, payload):
+    """Ethernet / IPv4 / UDP to INT_UDP_PORT / INT shim / `int_body` (header and stack) /
+    payload."""
+    # [INT v2.1 §5.7.3] shim for TCP/UDP: Type:4 (1 INT-MD, 3 INT-MX) | NPT:2 (1 = the
+    # original UDP destination port follows) | R:2 | Length:8 (words after the shim) | port (16)
+    shim = struct.pack("!BBH", int_type << 4 | 1 << 2, len(int_body) // 4, ORIG_DPORT)
+    udp_payload = shim + int_body + payload
+    # [RFC 768] source port, destination port, length, checksum (0: none computed)
+    udp = struct.pack("!HHHH", 40000, INT_UDP_PORT, 8 + len(udp_payload), 0)
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    # [RFC 791] version 4 / IHL 5, TOS 0, total length, id 1, DF, TTL 64, UDP, checksum, addrs
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(udp_payload), 1, 0x4000, 64, 17, 0,
+                     src, dst)
+    ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+    eth = bytes.fromhex("020000000002" "020000000001") + struct.pack("!H", 0x0800)
+    return eth + ip + udp + udp_payload
+
+
+def int_mx_frame(instructions, domain, payload):
+    """[INT v2.1 §5.9] INT-MX: the 12-byte header and no stack (the shim's Length is 3)."""
+    domain_id, ds_instructions, ds_flags = domain
+    # Ver:4 = 2 | D:1 E:1 M:1 | Reserved:25; Instruction Bitmap (16) | Domain Specific ID (16);
+    # DS Instruction (16) | DS Flags (16)
+    mx = struct.pack("!IHHHH", 2 << 28, instructions, domain_id, ds_instructions, ds_flags)
+    expect = {
+        "int_type": "int_mx",
+        "shim": {"type": 3, "npt": 1, "length": 3, "next": ORIG_DPORT},
+        "header": {"version": 2, "d": False, "e": False, "m": False,
+                   "instructions": instructions, "domain_id": domain_id,
+                   "ds_instructions": ds_instructions, "ds_flags": ds_flags},
+        "flow": FLOW,
+    }
+    return udp_int_frame(3, mx, payload), expect
 
 
 # [TR v2.0 §3.3.1] RepMdBits: bit 0 reserved, bits 1..8 as the INT instruction bits 1..8,
@@ -336,10 +370,21 @@ def tr_v2_report(node_id, hw_id, sequence, reports):
     return raw, expect
 
 
-def individual_report(rep_md_bits, md, inner, inner_expect, d, q, f, i):
-    """[TR v2.0 §3.3] RepType:4 (1 = INT) | InType:4 (3 = Ethernet) | Report Length:8 |
-    MD Length:8 | D Q F I | Rsvd:4, then [TR v2.0 §3.3.1] the INT main contents:
-    RepMdBits u16 | Domain Specific ID u16 | DSMdBits u16 | DSMdstatus u16 | metadata."""
+def tlv(tlv_type, template, data):
+    """[TR v2.0 §3.3.2] TLVType:4 (0 DS extension data, 1 Ethernet, 2 IPv4, 3 IPv6) | Rsvd:4 |
+    TLVLength:8 (words of data) | TLV Data Template (16) | data."""
+    assert len(data) % 4 == 0
+    return struct.pack("!BBH", tlv_type << 4, len(data) // 4, template) + data
+
+
+def individual_report(rep_md_bits, md, inner, inner_expect, d, q, f, i, in_type=3,
+                      tlvs=None):
+    """[TR v2.0 §3.3] RepType:4 (1 = INT) | InType:4 (1 TLV, 3 Ethernet, 4 IPv4) |
+    Report Length:8 | MD Length:8 | D Q F I | Rsvd:4, then [TR v2.0 §3.3.1] the INT main
+    contents: RepMdBits u16 | Domain Specific ID u16 | DSMdBits u16 | DSMdstatus u16 |
+    metadata, then the inner contents (`tlvs`: their (type, template, data) when InType 1)."""
+    if tlvs is not None:
+        inner = b"".join(tlv(*t) for t in tlvs)
     metadata = b""
     md_json = {}
     for mask, _, name in REP_MD:
@@ -361,15 +406,17 @@ def individual_report(rep_md_bits, md, inner, inner_expect, d, q, f, i):
     md_length = len(metadata) // 4  # MD Length: the optional metadata only, in words
     report_length = (len(main) + len(inner)) // 4  # Report Length: all but the first word
     flags = (d << 7) | (q << 6) | (f << 5) | (i << 4)
-    head = struct.pack("!BBBB", 1 << 4 | 3, report_length, md_length, flags)
+    head = struct.pack("!BBBB", 1 << 4 | in_type, report_length, md_length, flags)
     expect = {
-        "rep_type": 1, "in_type": 3, "report_length": report_length, "md_length": md_length,
+        "rep_type": 1, "in_type": in_type, "report_length": report_length, "md_length": md_length,
         "d": bool(d), "q": bool(q), "f": bool(f), "i": bool(i),
         "main": {"rep_md_bits": rep_md_bits, "domain_id": 0, "ds_md_bits": 0,
                  "ds_md_status": 0, "metadata": md_json, "ds_metadata": ""},
         "inner": inner.hex(),
         "inner_int": inner_expect,
     }
+    if tlvs is not None:
+        expect["tlvs"] = [{"type": t, "template": tp, "data": dt.hex()} for t, tp, dt in tlvs]
     return head + main + inner, expect
 
 
@@ -384,6 +431,15 @@ def int_file():
         {"name": "ind_int_md_udp_1hop", "kind": "frame", "hex": frame1.hex(), "expect": exp1,
          "note": "INT-MD over UDP, NPT 1, 1 hop, node id and hop latency"},
     ]
+    ds_hops = [hop_values(n) for n in (5, 6)]
+    frame_ds, exp_ds = int_md_frame(ds_hops, 0x8000, b"dsmd", domain=(0x4455, 0xC000, 0x0001),
+                                    ds_words=2)
+    v.append({"name": "ind_int_md_udp_domain_specific", "kind": "frame", "hex": frame_ds.hex(),
+              "expect": exp_ds, "note": "INT-MD, domain 0x4455: node id and 2 words of domain "
+              "specific metadata per hop"})
+    frame_mx, exp_mx = int_mx_frame(0x8000 | 0x1000, (0x0102, 0x8000, 0x0003), b"mx!!")
+    v.append({"name": "ind_int_mx_udp", "kind": "frame", "hex": frame_mx.hex(),
+              "expect": exp_mx, "note": "INT-MX: header only, no stack"})
     md = hop_values(9)
     md.update(drop_queue_id=5, drop_reason=0x2A)
     rep_all = sum(m for m, _, _ in REP_MD)
@@ -398,6 +454,15 @@ def int_file():
         dict(rep_md_bits=0x2000, md=md, inner=frame3, inner_expect=exp3, d=0, q=0, f=1, i=1)])
     v.append({"name": "ind_report_v2_two", "kind": "report", "hex": raw.hex(), "expect": exp,
               "note": "TR v2.0, two INT reports of different metadata"})
+    ip1 = frame1[14:] + bytes(-len(frame1[14:]) % 4)  # the IPv4 packet, padded to whole words
+    raw, exp = tr_v2_report(0xFFFFFFFE, 63, 0x3FFFFF, [
+        dict(rep_md_bits=0x0800 | 0x0001, md=md, inner=ip1, inner_expect=exp1,
+             d=1, q=1, f=1, i=1, in_type=4),
+        dict(rep_md_bits=0x0100, md=md, inner=None, inner_expect=exp1, d=0, q=0, f=1, i=0,
+             in_type=1, tlvs=[(0, 0x0007, bytes.fromhex("0badcafe")), (2, 0, ip1)])])
+    v.append({"name": "ind_report_v2_ipv4_and_tlv", "kind": "report", "hex": raw.hex(),
+              "expect": exp, "note": "TR v2.0: an IPv4 inner (InType 4), then TLVs (InType 1): "
+              "domain specific data and an IPv4 packet; hw_id and sequence at their maxima"})
     detect = {"udp_port": INT_UDP_PORT, "dscp": [0x17, 0x3F], "probe_marker": "123456789abcdef0"}
     return {"generator": GENERATOR, "detect": detect, "vectors": v}
 
