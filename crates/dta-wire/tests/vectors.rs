@@ -522,3 +522,63 @@ fn invalid_vectors_are_rejected_with_their_reason() {
         );
     }
 }
+
+/// docs/protocol.md: reserved bits are sent as 0 and ignored on receipt, and so is `red` of the
+/// opcodes without redundancy. Setting them in the independent vectors changes no field.
+#[test]
+fn independent_vectors_ignore_reserved_bits() {
+    let file = load(IND_PROTOTYPE);
+    for v in file["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let b = bytes(v);
+        let format = BaseFormat::from_name(v["base_header"].as_str().unwrap()).unwrap();
+        // The flags byte: I (0x80) and, in the long format only, R (0x40) are fields.
+        let (at, reserved) = match format {
+            BaseFormat::Short => (1, 0x7f),
+            BaseFormat::Long => (2, 0x3f),
+        };
+        let mut m = b.clone();
+        m[at] |= reserved;
+        assert_eq!(
+            prototype::Repr::parse(&m, format),
+            prototype::Repr::parse(&b, format),
+            "{name}"
+        );
+    }
+    for v in file["nacks"].as_array().unwrap() {
+        let mut m = bytes(v);
+        m[1] |= 0x7f;
+        assert_eq!(
+            prototype::NackRepr::parse(&m),
+            prototype::NackRepr::parse(&bytes(v))
+        );
+    }
+
+    let file = load(IND_NATIVE);
+    for v in file["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let b = bytes(v);
+        let mut m = b.clone();
+        m[1] |= 0x1f; // datagram header: byte 1 below Pri and R
+        m[3] = 0xff; // datagram header: byte 3
+        m[native::HEADER_LEN + 1] |= 0x7c; // first report header: byte 1 between I and red
+        let first = v["reports"][0]["opcode"].as_str().unwrap();
+        if !matches!(first, "key_write" | "key_increment") {
+            m[native::HEADER_LEN + 1] |= 0x03; // `red` of an opcode without redundancy
+        }
+        let want = native::Datagram::parse(&b).unwrap();
+        let got = native::Datagram::parse(&m).unwrap();
+        assert_eq!(got.header, want.header, "{name}");
+        assert_eq!(
+            got.reports().collect::<Vec<_>>(),
+            want.reports().collect::<Vec<_>>(),
+            "{name}"
+        );
+    }
+    for v in file["nacks"].as_array().unwrap() {
+        let mut m = bytes(v);
+        m[1] |= 0x3f; // R and the reserved bits are ignored in a NACK
+        m[3] = 0xff;
+        assert_eq!(NackRepr::parse(&m), NackRepr::parse(&bytes(v)));
+    }
+}
