@@ -201,7 +201,7 @@ def native_file():
 INT_UDP_PORT = 5000  # the INT destination port the reader is configured with ("detect")
 
 # [INT v2.1 §5.8] instruction bitmap, bit 0 = MSB, and the size of each item in 4-byte words.
-INSTR = [  # (bit mask, words, JSON field names in order of the item's sub-fields)
+INSTR = [  # (bit mask, words per item, item name)
     (0x8000, 1, "node_id"),                 # bit 0: node id (32)
     (0x4000, 1, "l1_ports"),                # bit 1: L1 ingress (16) + egress (16) interface id
     (0x2000, 1, "hop_latency"),             # bit 2: hop latency (32)
