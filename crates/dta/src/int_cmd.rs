@@ -63,6 +63,10 @@ pub struct IntSinkArgs {
     influx: Option<String>,
 }
 
+/// Datagrams read from the socket after a stop signal before the final flush (a receive
+/// buffer's worth of small reports; a flood cannot delay the exit beyond it).
+const MAX_DRAIN_DATAGRAMS: usize = 65_536;
+
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&a.config)
         .with_context(|| format!("reading {}", a.config.display()))?;
@@ -176,6 +180,20 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             Err(e) => return Err(e.into()),
         }
         sink.tick(now_ns());
+    }
+    // Stopping: take what the kernel already holds for us (reports sent before the signal),
+    // bounded so a flood cannot hold the exit, then flush every flow held.
+    socket.set_nonblocking(true)?;
+    for _ in 0..MAX_DRAIN_DATAGRAMS {
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if sink.admit(from.ip()) {
+                    sink.handle_report(&buf[..n], now_ns());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
     sink.flush(now_ns());
     for r in collector.regions() {
