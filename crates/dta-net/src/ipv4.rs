@@ -47,7 +47,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`]
-    /// (or than the IHL says, for [`Packet::payload`] and the checksum).
+    /// (or than the IHL says, for [`Packet::payload`]).
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
@@ -149,9 +149,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         a.copy_from_slice(&self.b()[field::DST]);
         a
     }
+    /// The bytes the header checksum covers: the header and its options, at least the
+    /// 20-byte fixed header, at most the buffer (so a bad IHL never reads past it).
+    fn checksum_len(&self) -> usize {
+        self.header_len().max(HEADER_LEN).min(self.b().len())
+    }
     /// True if the header checksum (over the header and its options) verifies.
     pub fn verify_checksum(&self) -> bool {
-        checksum(&self.b()[..self.header_len()]) == 0
+        checksum(&self.b()[..self.checksum_len()]) == 0
     }
 
     fn payload_range(&self) -> core::ops::Range<usize> {
@@ -184,7 +189,7 @@ impl<'a> Packet<&'a [u8]> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Recompute and store the header checksum (over the header and its options).
     pub fn fill_checksum(&mut self) {
-        let n = self.header_len();
+        let n = self.checksum_len();
         let b = self.buffer.as_mut();
         wr16(&mut b[field::CHECKSUM], 0);
         let c = checksum(&b[..n]);
