@@ -162,6 +162,33 @@ pub fn udp_frame(
     Ok(f)
 }
 
+/// [`udp_frame`] from `src` to `dst` with the default IPv4 header (DF set, TTL 64, DSCP 0,
+/// identification 0) and UDP checksum 0: what a sender of prebuilt frames needs.
+pub fn udp_frame_between(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: std::net::SocketAddrV4,
+    dst: std::net::SocketAddrV4,
+    payload: &[u8],
+) -> Result<Vec<u8>, Error> {
+    let eth = ethernet::Repr {
+        dst: dst_mac,
+        src: src_mac,
+        ethertype: ethernet::ETHERTYPE_IPV4,
+    };
+    let ip = ipv4::Repr {
+        src: src.ip().octets(),
+        dst: dst.ip().octets(),
+        ..ipv4::Repr::default()
+    };
+    let u = udp::Repr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        checksum: 0,
+    };
+    udp_frame(&eth, &ip, &u, payload)
+}
+
 /// An IPv4/UDP packet (no Ethernet header) carrying `payload`, as [`emit_udp_frame`] writes it
 /// after the Ethernet header.
 pub fn ipv4_udp_packet(ip: &ipv4::Repr, udp: &udp::Repr, payload: &[u8]) -> Result<Vec<u8>, Error> {
@@ -233,5 +260,14 @@ mod tests {
         );
         let p = ipv4_udp_packet(&ip, &u, &[1, 2, 3, 4, 5]).unwrap();
         assert_eq!(&p[..], &f[14..]);
+        let g = udp_frame_between(
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            "10.1.2.3:5000".parse().unwrap(),
+            "10.1.2.4:40040".parse().unwrap(),
+            &[1, 2, 3, 4, 5],
+        )
+        .unwrap();
+        assert_eq!(g, f);
     }
 }
