@@ -33,6 +33,13 @@ fi
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# Fuzzing (fuzz/run.sh) needs a nightly toolchain and cargo-fuzz. Installed in CI, where the
+# fuzz run is required (scripts/test.sh), or when DTA_FUZZ=1; elsewhere test.sh counts it skipped.
+if [ "${CI:-}" = true ] || [ "${DTA_FUZZ:-0}" = 1 ]; then
+    rustup toolchain list 2>/dev/null | grep -q '^nightly' \
+        || rustup toolchain install nightly --profile minimal >/dev/null
+    cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install --quiet --locked cargo-fuzz
+fi
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv

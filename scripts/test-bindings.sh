@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build and test the C header-only reporter (c/) and the Python package `dta` (python/) against
 # the shared spec vectors. Needs only Rust and Python 3 on a Debian machine: missing Debian
-# packages and the .venv (maturin, pytest) are installed by scripts/setup.sh. Exits non-zero on
-# any failure.
-set -euo pipefail
+# packages and the .venv (maturin, pytest) are installed by scripts/setup.sh. Every step runs
+# even when an earlier one fails (the runners' counts are what scripts/test-summary.sh reads:
+# the C unit binaries' `N checks, N failures` and pytest's summary lines); exits non-zero on any
+# failure.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
@@ -22,17 +24,23 @@ if ! command -v make >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1 \
 fi
 
 echo "== C: build (gcc$(command -v clang >/dev/null 2>&1 && echo ', clang'); -Wall -Wextra -Werror -std=c99 -pedantic) and unit tests" >&2
-make -s -C c all
-make -s -C c unit
+failed=()
+make -s -C c all || failed+=("C build")
+# Each unit binary prints "N checks, N failures" (all run even when one fails).
+make -s -C c unit || failed+=("C unit")
 
 echo "== Python: build the dta package (maturin develop into .venv)" >&2
-(cd python && VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH maturin develop --quiet >/dev/null)
+(cd python && VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH maturin develop --quiet >/dev/null) \
+    || failed+=("maturin develop")
 
 echo "== pytest c/tests (C header vs spec vectors)" >&2
-(cd c && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) | tee "$LOG/c" | tail -n 3
+(cd c && "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests) | tee "$LOG/c" | tail -n 3
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("pytest c/tests")
 echo "== pytest python/tests" >&2
-(cd python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests) | tee "$LOG/py" | tail -n 3
+(cd python && "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests) | tee "$LOG/py" | tail -n 3
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("pytest python/tests")
 
-c_passed=$(grep -Eo '[0-9]+ passed' "$LOG/c" | awk '{print $1}' | tail -n1)
-py_passed=$(grep -Eo '[0-9]+ passed' "$LOG/py" | awk '{print $1}' | tail -n1)
-echo "bindings: C ${c_passed:-0} passed, Python ${py_passed:-0} passed, 0 failed"
+if [ ${#failed[@]} -gt 0 ]; then
+    printf 'bindings: FAILED: %s\n' "${failed[@]}" >&2
+    exit 1
+fi

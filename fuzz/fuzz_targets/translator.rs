@@ -29,9 +29,9 @@ fn regions() -> &'static Vec<Arc<Region>> {
             std::env::temp_dir().join(format!("dta-fuzz-translator-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let specs = [
-            ("kw", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 4, data_len: 4, hash: HashScheme::Prototype })),
-            ("kw13", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 13, data_len: 8, hash: HashScheme::Native })),
-            ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 4, hash: HashScheme::Native })),
+            ("kw", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 4, data_len: 4, hash: HashScheme::Prototype, redundancy: 4 })),
+            ("kw13", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 13, data_len: 8, hash: HashScheme::Native, redundancy: 4 })),
+            ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 4, hash: HashScheme::Native, redundancy: 2 })),
             ("pc", StoreSpec::Postcarding(PostcardingSpec { chunks: 16, hops: 5, slot_bits: 32, redundancy: 2, key_len: 4 })),
             ("ap", StoreSpec::Append(AppendSpec { lists: 3, capacity: 16, entry_len: 4, batch: 4 })),
             ("cm", StoreSpec::SketchMerge(SketchSpec { sketch_id: 1, kind: SketchKind::CountMin { rows: 2, columns: 4 }, reporters: 2 })),

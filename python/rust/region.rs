@@ -52,6 +52,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::WrongKind { .. } => "wrong_kind",
         StoreError::BadListId { .. } => "bad_list_id",
         StoreError::BadShard { .. } => "bad_shard",
+        StoreError::RegionLost { .. } => "region_lost",
     };
     region_err(py, reason, e.to_string())
 }
@@ -158,6 +159,25 @@ impl Region {
     }
 }
 
+/// A query the store cannot answer (wrong key length, N outside 1..=store N, too many values):
+/// a `RegionError` (a `ValueError`) with its reason.
+fn query_err(py: Python<'_>, e: dta_store::QueryError) -> PyErr {
+    use dta_store::QueryError as Q;
+    let reason = match &e {
+        Q::BadKeyLen { .. } => "bad_key_len",
+        Q::BadRedundancy { .. } => "bad_redundancy",
+        Q::TooManyValues { .. } => "too_many_values",
+        Q::BadValueBits { .. } => "bad_value_bits",
+        Q::BadBatch { .. } => "bad_batch",
+    };
+    region_err(py, reason, e.to_string())
+}
+
+/// An optional N: `None` is the store's (from its header).
+fn redundancy_opt(py: Python<'_>, r: Option<i64>) -> PyResult<Option<u8>> {
+    r.map(|r| redundancy_u8(py, r)).transpose()
+}
+
 fn redundancy_u8(py: Python<'_>, r: i64) -> PyResult<u8> {
     u8::try_from(r)
         .map_err(|_| region_err(py, "bad_redundancy", format!("redundancy {r} out of range")))
@@ -222,24 +242,27 @@ impl Region {
     }
 
     /// Key-Write query (001 A.1 Algorithm 2, A.5 plurality vote over `redundancy` slots with
-    /// consensus threshold `threshold`): `{"status": "found", "data": bytes, "votes": n}`,
+    /// consensus threshold `threshold`; `redundancy` None reads the store's N from its header):
+    /// `{"status": "found", "data": bytes, "votes": n}`,
     /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
     /// "candidates": [(bytes, votes), ...]}`.
-    #[pyo3(signature = (key, redundancy=4, threshold=1))]
+    #[pyo3(signature = (key, redundancy=None, threshold=1))]
     fn key_write<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
-        redundancy: i64,
+        redundancy: Option<i64>,
         threshold: u8,
     ) -> PyResult<Bound<'py, PyDict>> {
         let layout = self.key_write_layout(py)?;
-        let answer = layout.query(
-            self.region.mem(),
-            key,
-            redundancy_u8(py, redundancy)?,
-            threshold,
-        );
+        let answer = layout
+            .query(
+                self.region.mem(),
+                key,
+                redundancy_opt(py, redundancy)?,
+                threshold,
+            )
+            .map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
         match answer {
             KeyWriteAnswer::Found { data, votes } => {
@@ -265,10 +288,13 @@ impl Region {
     }
 
     /// Key-Increment query (001 A.4 Algorithm 6): the minimum of the key's `redundancy`
-    /// counters. `redundancy` must be the one the reports used.
-    fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: i64) -> PyResult<u64> {
+    /// counters; `redundancy` None reads the store's N from its header.
+    #[pyo3(signature = (key, redundancy=None))]
+    fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: Option<i64>) -> PyResult<u64> {
         let layout = self.key_increment_layout(py)?;
-        Ok(layout.query(self.region.mem(), key, redundancy_u8(py, redundancy)?))
+        layout
+            .query(self.region.mem(), key, redundancy_opt(py, redundancy)?)
+            .map_err(|e| query_err(py, e))
     }
 
     /// Postcarding query (001 §4 "Postcarding", A.2): `values_range` is the value set V, an int
@@ -285,18 +311,20 @@ impl Region {
         let answer = match values_range {
             Values::Range(n) => {
                 if !matches!(&self.table_cache, Some((m, _)) if *m == n) {
-                    self.table_cache = Some((n, ValueTable::range(&layout, n)));
+                    let t = ValueTable::range(&layout, n).map_err(|e| query_err(py, e))?;
+                    self.table_cache = Some((n, t));
                 }
                 match &self.table_cache {
                     Some((_, t)) => layout.query(self.region.mem(), key, t),
-                    None => PostcardAnswer::Empty,
+                    None => Ok(PostcardAnswer::Empty),
                 }
             }
             Values::List(v) => {
-                let t = ValueTable::new(&layout, v);
+                let t = ValueTable::new(&layout, v).map_err(|e| query_err(py, e))?;
                 layout.query(self.region.mem(), key, &t)
             }
-        };
+        }
+        .map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
         match answer {
             PostcardAnswer::Found(path) => {
@@ -395,34 +423,36 @@ impl Region {
     // -- writes through the store layouts (what the translator's primitives emit) ------------
 
     /// Write one Key-Write report into the region (001 A.1 Algorithm 1).
-    #[pyo3(signature = (key, data, redundancy=1))]
+    /// `redundancy` None writes the store's N copies.
+    #[pyo3(signature = (key, data, redundancy=None))]
     fn apply_key_write(
         &self,
         py: Python<'_>,
         key: &[u8],
         data: &[u8],
-        redundancy: i64,
+        redundancy: Option<i64>,
     ) -> PyResult<()> {
         self.require_writable(py)?;
         let layout = self.key_write_layout(py)?;
-        let r = redundancy_u8(py, redundancy)?;
+        let r = redundancy_opt(py, redundancy)?.unwrap_or(layout.redundancy());
         layout
             .apply(key, data, r, &mut self.region.mem().sink())
             .map_err(|e| apply_err(py, e))
     }
 
     /// Apply one Key-Increment report (001 A.4 Algorithm 5): `redundancy` FETCH_ADDs.
-    #[pyo3(signature = (key, counter, redundancy=1))]
+    /// `redundancy` None is the store's N (any other N is `redundancy_mismatch`).
+    #[pyo3(signature = (key, counter, redundancy=None))]
     fn apply_key_increment(
         &self,
         py: Python<'_>,
         key: &[u8],
         counter: u64,
-        redundancy: i64,
+        redundancy: Option<i64>,
     ) -> PyResult<()> {
         self.require_writable(py)?;
         let layout = self.key_increment_layout(py)?;
-        let r = redundancy_u8(py, redundancy)?;
+        let r = redundancy_opt(py, redundancy)?.unwrap_or(layout.redundancy());
         layout
             .apply(key, counter, r, &mut self.region.mem().sink())
             .map_err(|e| apply_err(py, e))

@@ -42,16 +42,17 @@ def prototype_index(key, n, count):
 @pytest.fixture
 def kw_proto(tmp_path):
     return dta.Region.create(tmp_path / "kw.region", "kw4",
-                             {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4})
+                             {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4,
+                              "hash": "prototype"})
 
 
 def test_create_header_and_reopen(tmp_path, kw_proto):
     h = kw_proto.header
     assert h["name"] == "kw4" and h["kind"] == "key_write" and kw_proto.kind == "key_write"
-    # 4-byte keys with 4-byte data default to the prototype hash (docs/architecture.md).
+    # The prototype hash only because the fixture asks for it; N defaults to 2.
     assert h["hash"] == "prototype"
     assert h["spec"] == {"kind": "key_write", "slots": 1024, "key_len": 4, "data_len": 4,
-                         "hash": "prototype"}
+                         "hash": "prototype", "redundancy": 2}
     assert h["header_len"] == 4096 and h["data_offset"] >= 4096
     assert h["data_len"] >= 1024 * 8
     assert kw_proto.writable
@@ -65,8 +66,8 @@ def test_key_write_written_via_store_is_queried_and_where_the_contract_says(tmp_
     kw_proto.flush()
     ro = dta.Region(tmp_path / "kw.region")
     assert ro.key_write(key, redundancy=2) == {"status": "found", "data": data, "votes": 2}
-    # Querying with the default maximum redundancy (4) still finds it (001 §4.1).
-    assert ro.key_write(key)["data"] == data
+    # Without a redundancy the query reads the store's N from its header.
+    assert ro.key_write(key) == {"status": "found", "data": data, "votes": 2}
     assert ro.key_write(bytes.fromhex("0a000002"), redundancy=2) == {"status": "empty",
                                                                      "data": None}
     # Independent check of the prototype layout: slot n at crc32(key_le ‖ n) & (slots-1),
@@ -93,7 +94,8 @@ def test_key_write_ambiguous_and_threshold(kw_proto):
 
 def test_native_key_write_layout(tmp_path):
     r = dta.Region.create(tmp_path / "kwn", "kw_flow",
-                          {"kind": "key_write", "slots": 256, "key_len": 13, "data_len": 20})
+                          {"kind": "key_write", "slots": 256, "key_len": 13, "data_len": 20,
+                           "redundancy": 3})
     assert r.header["hash"] == "native"
     key = bytes.fromhex("0a0000010a00000204d2005006")
     data = bytes(range(20))
@@ -101,10 +103,38 @@ def test_native_key_write_layout(tmp_path):
     assert r.key_write(key, redundancy=3) == {"status": "found", "data": data, "votes": 3}
     raw = (tmp_path / "kwn").read_bytes()
     slot_len = (4 + 20 + 7) // 8 * 8
+    checks = set()
     for n in range(3):
         at = r.header["data_offset"] + native_index(key, n, 256) * slot_len
-        assert raw[at:at + 4] == struct.pack("<I", zlib.crc32(key))
+        # The check word covers key and data: the same in every copy, never blank.
+        checks.add(raw[at:at + 4])
         assert raw[at + 4:at + 24] == data
+    assert len(checks) == 1 and checks != {bytes(4)}
+
+
+def test_queries_the_store_cannot_answer_raise_value_error(tmp_path, kw_proto):
+    # A key of the wrong length, or an N beyond the store's, is an error, never "empty".
+    for bad in (b"\x01\x02", b"\x01\x02\x03\x04\x05"):
+        with pytest.raises(ValueError) as e:
+            kw_proto.key_write(bad)
+        assert e.value.reason == "bad_key_len"
+    with pytest.raises(ValueError) as e:
+        kw_proto.key_write(b"\x01\x02\x03\x04", redundancy=3)
+    assert e.value.reason == "bad_redundancy"
+    ki = dta.Region.create(tmp_path / "ki3", "ki3", {"kind": "key_increment", "counters": 64,
+                                                     "key_len": 4, "redundancy": 3})
+    assert ki.header["spec"]["redundancy"] == 3
+    ki.apply_key_increment(b"\x00\x00\x00\x01", 5)
+    assert ki.key_increment(b"\x00\x00\x00\x01") == 5
+    with pytest.raises(ValueError) as e:
+        ki.key_increment(b"\x00\x01")
+    assert e.value.reason == "bad_key_len"
+    with pytest.raises(ValueError) as e:
+        ki.key_increment(b"\x00\x00\x00\x01", 4)
+    assert e.value.reason == "bad_redundancy"
+    with pytest.raises(dta.RegionError) as e:
+        ki.apply_key_increment(b"\x00\x00\x00\x01", 5, redundancy=2)
+    assert e.value.reason == "redundancy_mismatch"
 
 
 def test_store_rejections_name_the_reason(tmp_path, kw_proto):

@@ -4,15 +4,18 @@ use serde::{Deserialize, Serialize};
 
 use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
-    SketchSpec, StoreSpec,
+    SketchSpec, StoreSpec, DEFAULT_REDUNDANCY,
 };
 
 /// The collector's own settings (the `[collector]` table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CollectorConfig {
-    /// Address of the HTTP query API; empty to disable it.
+    /// Address of the HTTP query API; empty to disable it. A non-loopback address needs a token.
     pub http: String,
+    /// File holding the bearer token the HTTP API requires (`Authorization: Bearer TOKEN`);
+    /// unset: the environment's (`DTA_HTTP_TOKEN_FILE`, `DTA_HTTP_TOKEN`), else no token.
+    pub token_file: Option<std::path::PathBuf>,
     /// Recreate a region whose file exists with different parameters (its data is lost).
     pub force: bool,
 }
@@ -21,6 +24,7 @@ impl Default for CollectorConfig {
     fn default() -> Self {
         CollectorConfig {
             http: "127.0.0.1:40080".into(),
+            token_file: None,
             force: false,
         }
     }
@@ -113,8 +117,8 @@ impl StoreConfig {
             )
         })?;
         let allowed: &[&str] = match kind {
-            StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash"],
-            StoreKindName::KeyIncrement => &["counters", "key_len", "hash"],
+            StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash", "redundancy"],
+            StoreKindName::KeyIncrement => &["counters", "key_len", "hash", "redundancy"],
             StoreKindName::Postcarding => &[
                 "chunks",
                 "hops",
@@ -151,30 +155,26 @@ impl StoreConfig {
         };
         Ok(match kind {
             StoreKindName::KeyWrite => {
-                let key_len = self.key_len.unwrap_or(4);
-                let data_len = self.data_len.unwrap_or(4);
-                let proto_shape = key_len == 4 && data_len == 4;
+                // Native hashing unless the store asks for the prototype's layout.
                 StoreSpec::KeyWrite(KeyWriteSpec {
                     slots: self.slots.unwrap_or(1 << 20),
-                    key_len,
-                    data_len,
-                    hash: hash.unwrap_or(if proto_shape {
-                        HashScheme::Prototype
-                    } else {
-                        HashScheme::Native
-                    }),
+                    key_len: self.key_len.unwrap_or(4),
+                    data_len: self.data_len.unwrap_or(4),
+                    hash: hash.unwrap_or(HashScheme::Native),
+                    redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
                 })
             }
             StoreKindName::KeyIncrement => StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: self.counters.unwrap_or(1 << 20),
                 key_len: self.key_len.unwrap_or(4),
                 hash: hash.unwrap_or(HashScheme::Native),
+                redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
             }),
             StoreKindName::Postcarding => StoreSpec::Postcarding(PostcardingSpec {
                 chunks: self.chunks.unwrap_or(1 << 18),
                 hops: self.hops.unwrap_or(5),
                 slot_bits: self.slot_bits.unwrap_or(32),
-                redundancy: self.redundancy.unwrap_or(2),
+                redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
                 key_len: self.key_len.unwrap_or(4),
             }),
             StoreKindName::Append => StoreSpec::Append(AppendSpec {

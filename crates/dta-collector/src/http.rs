@@ -10,35 +10,74 @@
 //! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
 //! | `GET /metrics` | Prometheus exposition of the stores ([`crate::metrics`]) |
+//! | `GET /healthz` | liveness (`ok`) |
 //!
-//! Errors are `{"error": "..."}` with status 400 (bad request), 404 (no such store) or 503 (the
-//! store's region is bad or was lost while served; `GET /stores` lists it with
-//! `"available": false` and the reason).
+//! Errors are `{"error": "..."}` with status 400 (bad request: a parameter unknown, malformed or
+//! beyond its limit in [`crate::limits`]), 401 (token), 404 (no such store) or 503 (timeout, or
+//! the store's region is bad or was lost while served; `GET /stores` lists it with
+//! `"available": false` and the reason). The server (timeouts, connection cap, token) is the
+//! shared [`dta_http`] set-up.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use tokio::sync::Semaphore;
 
 use crate::collector::{region_path, Collector, CollectorError};
+use crate::limits::{ParamError, Params, MAX_HEAVY_QUERIES};
 use crate::query::{self, QueryError};
 
-type Params = Query<HashMap<String, String>>;
+/// The query string's parameters; one that cannot be decoded is 400 with a JSON message, as
+/// every other error.
+struct Raw(HashMap<String, String>);
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for Raw {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map(|Query(m)| Raw(m))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
+
+/// The `{name}` of a route; one that cannot be decoded is 400 with a JSON message.
+struct Name(String);
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for Name {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(n)| Name(n))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
 
 struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(serde_json::json!({"error": self.1}))).into_response()
+        dta_http::error_response(self.0, self.1)
     }
 }
 
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, e.to_string())
+    }
+}
+
+impl From<ParamError> for ApiError {
+    fn from(e: ParamError) -> Self {
         ApiError(StatusCode::BAD_REQUEST, e.to_string())
     }
 }
@@ -54,25 +93,41 @@ impl From<CollectorError> for ApiError {
     }
 }
 
-fn param<T: std::str::FromStr>(
-    p: &HashMap<String, String>,
-    name: &str,
-    default: Option<T>,
-) -> Result<T, ApiError> {
-    match p.get(name) {
-        Some(v) => v.parse().map_err(|_| {
-            ApiError(
-                StatusCode::BAD_REQUEST,
-                format!("bad value for `{name}`: {v:?}"),
-            )
-        }),
-        None => {
-            default.ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, format!("missing `{name}`")))
-        }
+/// The API's state: the collector and the slots of heavy queries.
+#[derive(Clone)]
+struct Api {
+    c: Arc<Collector>,
+    heavy: Arc<Semaphore>,
+}
+
+impl FromRef<Api> for Arc<Collector> {
+    fn from_ref(a: &Api) -> Arc<Collector> {
+        a.c.clone()
     }
 }
 
-type Shared = Arc<Collector>;
+impl Api {
+    /// Run `f` on the blocking pool once one of the [`MAX_HEAVY_QUERIES`] slots is free, so the
+    /// executor keeps answering cheap queries meanwhile. The slot is held until `f` returns,
+    /// even if the client has gone.
+    async fn heavy<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Arc<Collector>) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit =
+            self.heavy.clone().acquire_owned().await.map_err(|_| {
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
+            })?;
+        let c = self.c.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = f(&c);
+            drop(permit);
+            r
+        })
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    }
+}
 
 /// `answer` to a query on store `name`, unless its region was lost while the query read it (a
 /// truncated file reads as zeros, `dta_store::guard`): then the store's error.
@@ -81,137 +136,165 @@ fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> 
     Ok(Json(answer))
 }
 
-fn key_of(c: &Collector, name: &str, p: &HashMap<String, String>) -> Result<Vec<u8>, ApiError> {
+fn key_of(c: &Collector, name: &str, p: &Params) -> Result<Vec<u8>, ApiError> {
     let store = c.store(name)?;
-    let raw: String = param(p, "key", None)?;
+    let raw = p.raw("key").ok_or(ParamError::Missing("key"))?;
     Ok(query::parse_key(
-        &raw,
+        raw,
         query::key_len(store.region.header()),
     )?)
 }
 
-async fn stores(State(c): State<Shared>) -> Result<Json<serde_json::Value>, ApiError> {
-    let mut out = vec![];
-    for st in c.status() {
-        let path = st.path.display().to_string();
-        let inspected = st.available.clone().and_then(|()| {
-            let s = c.store(&st.name).map_err(|e| e.to_string())?;
-            let i = query::inspect(&s.region, &path).map_err(|e| e.to_string())?;
-            // Lost while inspected: its figures are zeros, not data.
-            c.store(&st.name).map_err(|e| e.to_string())?;
-            serde_json::to_value(i).map_err(|e| e.to_string())
-        });
-        out.push(match inspected {
-            Ok(mut v) => {
-                v["available"] = true.into();
-                v
-            }
-            Err(reason) => serde_json::json!({
-                "name": st.name,
-                "path": path,
-                "available": false,
-                "error": reason,
-            }),
-        });
-    }
-    Ok(Json(serde_json::Value::Array(out)))
+async fn stores(State(a): State<Api>, Raw(raw): Raw) -> Result<Json<serde_json::Value>, ApiError> {
+    Params::new(&raw, &[])?;
+    a.heavy(|c| {
+        let mut out = vec![];
+        for st in c.status() {
+            let path = st.path.display().to_string();
+            let inspected = st.available.clone().and_then(|()| {
+                let s = c.store(&st.name).map_err(|e| e.to_string())?;
+                let i = query::inspect(&s.region, &path).map_err(|e| e.to_string())?;
+                // Lost while inspected: its figures are zeros, not data.
+                c.store(&st.name).map_err(|e| e.to_string())?;
+                serde_json::to_value(i).map_err(|e| e.to_string())
+            });
+            out.push(match inspected {
+                Ok(mut v) => {
+                    v["available"] = true.into();
+                    v
+                }
+                Err(reason) => serde_json::json!({
+                    "name": st.name,
+                    "path": path,
+                    "available": false,
+                    "error": reason,
+                }),
+            });
+        }
+        Ok(Json(serde_json::Value::Array(out)))
+    })
+    .await
 }
 
 async fn store(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::Inspection>, ApiError> {
-    let s = c.store(&name)?;
-    let path = region_path(c.dir(), &s.name);
-    let i = query::inspect(&s.region, &path.display().to_string())?;
-    served(&c, &name, i)
+    Params::new(&raw, &[])?;
+    a.c.store(&name)?;
+    a.heavy(move |c| {
+        let s = c.store(&name)?;
+        let path = region_path(c.dir(), &s.name);
+        let i = query::inspect(&s.region, &path.display().to_string())?;
+        served(c, &name, i)
+    })
+    .await
 }
 
 async fn kw(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
-    Query(p): Params,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::KeyWriteResult>, ApiError> {
-    let key = key_of(&c, &name, &p)?;
-    let r = &c.store(&name)?.region;
+    let p = Params::new(&raw, &["key", "redundancy", "threshold"])?;
+    let redundancy = p.redundancy()?;
+    let threshold = p.threshold(redundancy)?;
+    let key = key_of(&a.c, &name, &p)?;
+    let r = &a.c.store(&name)?.region;
     served(
-        &c,
+        &a.c,
         &name,
-        query::key_write(
-            r,
-            &key,
-            param(&p, "redundancy", Some(4))?,
-            param(&p, "threshold", Some(1))?,
-        )?,
+        query::key_write(r, &key, redundancy, threshold)?,
     )
 }
 
 async fn ki(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
-    Query(p): Params,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::KeyIncrementResult>, ApiError> {
-    let key = key_of(&c, &name, &p)?;
-    let r = &c.store(&name)?.region;
-    served(
-        &c,
-        &name,
-        query::key_increment(r, &key, param(&p, "redundancy", Some(4))?)?,
-    )
+    let p = Params::new(&raw, &["key", "redundancy"])?;
+    let redundancy = p.redundancy()?;
+    let key = key_of(&a.c, &name, &p)?;
+    let r = &a.c.store(&name)?.region;
+    served(&a.c, &name, query::key_increment(r, &key, redundancy)?)
 }
 
 async fn postcard(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
-    Query(p): Params,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::PostcardResult>, ApiError> {
-    let key = key_of(&c, &name, &p)?;
-    let s = c.store(&name)?;
+    let p = Params::new(&raw, &["key", "values"])?;
+    let key = key_of(&a.c, &name, &p)?;
+    let s = a.c.store(&name)?;
     let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
-    served(
-        &c,
-        &name,
-        query::postcard(&s.region, &key, param(&p, "values", Some(default_values))?)?,
-    )
+    let values = p.postcard_values(default_values)?;
+    a.heavy(move |c| {
+        let pc = query::postcard(&c.store(&name)?.region, &key, values)?;
+        served(c, &name, pc)
+    })
+    .await
 }
 
 async fn list(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
-    Query(p): Params,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::ListResult>, ApiError> {
-    let r = &c.store(&name)?.region;
-    let tail = match p.get("tail") {
-        Some(_) => Some(param::<u64>(&p, "tail", None)?),
-        None => None,
+    let p = Params::new(&raw, &["list", "tail", "max"])?;
+    let r = &a.c.store(&name)?.region;
+    let entry_len = match &r.header().spec {
+        dta_store::StoreSpec::Append(s) => s.entry_len as usize,
+        // The query names the kind mismatch.
+        _ => 1,
     };
-    served(
-        &c,
-        &name,
-        query::list(
-            r,
-            param(&p, "list", Some(0))?,
-            tail,
-            param(&p, "max", Some(1024))?,
-        )?,
-    )
+    let list = p.bounded("list", Some(0u32), 0, u32::MAX)?;
+    let tail = p.opt_u64("tail")?;
+    let max = p.list_max(entry_len)?;
+    a.heavy(move |c| {
+        let l = query::list(&c.store(&name)?.region, list, tail, max)?;
+        served(c, &name, l)
+    })
+    .await
 }
 
 async fn sketch(
-    State(c): State<Shared>,
-    Path(name): Path<String>,
-    Query(p): Params,
+    State(a): State<Api>,
+    Name(name): Name,
+    Raw(raw): Raw,
 ) -> Result<Json<query::SketchResult>, ApiError> {
-    let s = c.store(&name)?;
-    let key = match p.get("key") {
+    let p = Params::new(&raw, &["key"])?;
+    let s = a.c.store(&name)?;
+    let key = match p.raw("key") {
         Some(k) => Some(query::parse_key(k, query::key_len(s.region.header()))?),
         None => None,
     };
-    served(&c, &name, query::sketch(&s.region, key.as_deref())?)
+    served(&a.c, &name, query::sketch(&s.region, key.as_deref())?)
 }
 
-/// The API's routes over `collector`.
+async fn metrics(State(a): State<Api>) -> Response {
+    match a.heavy(|c| Ok(crate::metrics::encode(c.clone()))).await {
+        Ok(body) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                crate::metrics::OPENMETRICS,
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The API's routes over `collector` (without the server set-up: see [`serve_with`] and
+/// [`dta_http::app`]).
 pub fn router(collector: Arc<Collector>) -> Router {
+    let api = Api {
+        c: collector,
+        heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
+    };
     Router::new()
         .route("/stores", get(stores))
         .route("/stores/:name", get(store))
@@ -220,19 +303,66 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/query/postcard/:name", get(postcard))
         .route("/query/list/:name", get(list))
         .route("/query/sketch/:name", get(sketch))
-        .route("/metrics", get(crate::metrics::handler))
-        .with_state(collector)
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            dta_http::error_response(StatusCode::NOT_FOUND, "no such route; see docs/http.md")
+        })
+        .with_state(api)
 }
 
-/// Serve the API on `addr` until `shutdown` resolves.
+/// Serve the API on `addr` until `shutdown` resolves, with the default limits and the token of
+/// the environment ([`dta_http::ServerOptions::with_token_file`]).
 pub async fn serve(
     collector: Arc<Collector>,
     addr: &str,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!("query API on http://{}", listener.local_addr()?);
-    axum::serve(listener, router(collector))
-        .with_graceful_shutdown(shutdown)
+    let opts = dta_http::ServerOptions::with_token_file(None).map_err(std::io::Error::other)?;
+    serve_with(collector, addr, opts, shutdown).await
+}
+
+/// Serve the API on `addr` with `opts` until `shutdown` resolves. A non-loopback `addr` without
+/// a token is refused before listening.
+pub async fn serve_with(
+    collector: Arc<Collector>,
+    addr: &str,
+    opts: dta_http::ServerOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = dta_http::bind(addr, &opts)
         .await
+        .map_err(std::io::Error::other)?;
+    tracing::info!(
+        "query API on http://{} ({})",
+        listener.local_addr()?,
+        if opts.token.is_some() {
+            "bearer token required"
+        } else {
+            "no token: loopback only"
+        }
+    );
+    dta_http::serve(listener, router(collector), opts, shutdown).await
+}
+
+/// The server options of `[collector]`: the token of `token_file` (or of the environment), and
+/// the refusal of a non-loopback `http` address without one — checked at start-up, before any
+/// region is touched.
+pub fn options(
+    cfg: &crate::CollectorConfig,
+) -> Result<dta_http::ServerOptions, dta_http::HttpError> {
+    let opts = dta_http::ServerOptions::with_token_file(cfg.token_file.as_deref())?;
+    if !cfg.http.is_empty() {
+        use std::net::ToSocketAddrs;
+        let addrs = cfg
+            .http
+            .to_socket_addrs()
+            .map_err(|e| dta_http::HttpError::Resolve {
+                addr: cfg.http.clone(),
+                msg: e.to_string(),
+            })?;
+        for a in addrs {
+            dta_http::check_access(a, &opts)?;
+        }
+    }
+    Ok(opts)
 }

@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod config;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod query;
 

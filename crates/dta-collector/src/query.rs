@@ -24,6 +24,9 @@ pub enum QueryError {
     BadKey { input: String, msg: String },
     #[error("{0}")]
     Store(String),
+    /// The request cannot be answered (bad N, key length, value set): the caller's error.
+    #[error(transparent)]
+    Invalid(#[from] dta_store::QueryError),
 }
 
 fn expect_kind(region: &Region, expected: StoreKind) -> Result<(), QueryError> {
@@ -126,14 +129,17 @@ pub struct KeyWriteResult {
     pub data: Option<String>,
     pub votes: u8,
     pub candidates: Vec<(String, u8)>,
+    /// The N the query read (the store's, from its header, unless asked for fewer).
+    pub redundancy: u8,
 }
 
-/// Key-Write query (001 Appendix A.1, Algorithm 2): plurality vote over `redundancy` slots, at
-/// least `threshold` agreeing copies.
+/// Key-Write query ([DTA A.1] Algorithm 2): plurality vote over `redundancy` slots (`None`: the
+/// store's N from its header), at least `threshold` agreeing copies. An N outside 1..=store N or
+/// a key of the wrong length is [`QueryError::Invalid`].
 pub fn key_write(
     region: &Region,
     key: &[u8],
-    redundancy: u8,
+    redundancy: Option<u8>,
     threshold: u8,
 ) -> Result<KeyWriteResult, QueryError> {
     expect_kind(region, StoreKind::KeyWrite)?;
@@ -145,8 +151,9 @@ pub fn key_write(
         data: None,
         votes: 0,
         candidates: vec![],
+        redundancy: redundancy.unwrap_or(layout.redundancy()),
     };
-    match layout.query(region.mem(), key, redundancy, threshold) {
+    match layout.query(region.mem(), key, redundancy, threshold)? {
         KeyWriteAnswer::Found { data, votes } => {
             r.status = "found";
             r.data = Some(hex::encode(data));
@@ -170,19 +177,25 @@ pub struct KeyIncrementResult {
     pub key: String,
     /// Count-Min estimate: never below the true count (001 §4 "Key-Increment", A.4).
     pub count: u64,
+    /// The N the query read (the store's, from its header, unless asked for fewer).
+    pub redundancy: u8,
 }
 
+/// Key-Increment query ([DTA A.4] Algorithm 6): the minimum of the key's `redundancy` counters
+/// (`None`: the store's N). An N outside 1..=store N or a key of the wrong length is
+/// [`QueryError::Invalid`], never a 0.
 pub fn key_increment(
     region: &Region,
     key: &[u8],
-    redundancy: u8,
+    redundancy: Option<u8>,
 ) -> Result<KeyIncrementResult, QueryError> {
     expect_kind(region, StoreKind::KeyIncrement)?;
     let layout = KeyIncrementLayout::new(region.header()).map_err(store_err)?;
     Ok(KeyIncrementResult {
         store: region.header().name.clone(),
         key: hex::encode(key),
-        count: layout.query(region.mem(), key, redundancy),
+        count: layout.query(region.mem(), key, redundancy)?,
+        redundancy: redundancy.unwrap_or(layout.redundancy()),
     })
 }
 
@@ -196,11 +209,12 @@ pub struct PostcardResult {
     pub path: Vec<u32>,
 }
 
-/// Postcarding query (001 §4): decode the N chunks with the lookup table of V = 0..`values`.
+/// Postcarding query ([DTA §4]): decode the N chunks with the lookup table of V = 0..`values`
+/// (at most [`dta_store::postcard::MAX_VALUES`], else [`QueryError::Invalid`]).
 pub fn postcard(region: &Region, key: &[u8], values: u32) -> Result<PostcardResult, QueryError> {
     expect_kind(region, StoreKind::Postcarding)?;
     let layout = PostcardingLayout::new(region.header()).map_err(store_err)?;
-    let table = ValueTable::range(&layout, values);
+    let table = ValueTable::range(&layout, values)?;
     postcard_with(region, &layout, &table, key)
 }
 
@@ -211,7 +225,7 @@ pub fn postcard_with(
     table: &ValueTable,
     key: &[u8],
 ) -> Result<PostcardResult, QueryError> {
-    let (status, path) = match layout.query(region.mem(), key, table) {
+    let (status, path) = match layout.query(region.mem(), key, table)? {
         PostcardAnswer::Found(p) => ("found", p),
         PostcardAnswer::Empty => ("empty", vec![]),
         PostcardAnswer::Ambiguous => ("ambiguous", vec![]),

@@ -112,7 +112,7 @@ fn http_api_answers_queries_and_reports_errors() {
     assert_eq!(s, 400, "{v}");
 
     // The same answers through the library, for the CLI.
-    let r = query::key_write(kw, &42u32.to_be_bytes(), 2, 2).unwrap();
+    let r = query::key_write(kw, &42u32.to_be_bytes(), Some(2), 2).unwrap();
     assert_eq!(r.status, "found");
 }
 

@@ -1,18 +1,15 @@
 //! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
 //! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
-//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a tiny `/metrics` HTTP server for
+//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a `/metrics` HTTP server for
 //! processes without an HTTP API (`dta translator --metrics ADDR`), and a parser of the
 //! exposition text for tests and tools.
 //!
 //! Metric names (OpenMetrics text; counters get the `_total` suffix on their samples) are listed
 //! in `docs/exports.md`; `dashboards/grafana-dta.json` uses only these.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -351,97 +348,51 @@ pub fn encode(registry: &Registry) -> String {
     s
 }
 
-/// A minimal HTTP/1.1 server answering `GET /metrics` with [`encode`] (404 for anything else),
-/// one connection at a time on its own thread: enough for a Prometheus scrape every few
-/// seconds. Stops when dropped.
+/// The `/metrics` server: `GET /metrics` answers [`encode`], `/healthz` liveness, any other path
+/// 404, another method on `/metrics` 405; served by the shared server set-up ([`dta_http`]:
+/// timeouts, connection cap, optional bearer token) on its own thread. Stops when dropped.
 pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    inner: dta_http::BackgroundServer,
+}
+
+/// The routes of a metrics server over `registry`.
+pub fn metrics_router(registry: Arc<Registry>) -> axum::Router {
+    use axum::http::{header, StatusCode};
+    axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let registry = registry.clone();
+                async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], encode(&registry)) }
+            }),
+        )
+        .fallback(|| async { (StatusCode::NOT_FOUND, "try /metrics\n") })
 }
 
 impl MetricsServer {
-    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::local_addr`]).
+    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::local_addr`]) with the
+    /// default limits and the token of the environment
+    /// ([`dta_http::ServerOptions::with_token_file`]); a non-loopback `addr` needs a token.
     pub fn start(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<MetricsServer> {
-        let listener = TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("dta-metrics".into())
-            .spawn(move || {
-                while !s.load(Relaxed) {
-                    match listener.accept() {
-                        Ok((conn, _)) => {
-                            if let Err(e) = serve_one(conn, &registry) {
-                                tracing::debug!("metrics connection: {e}");
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                        Err(e) => {
-                            tracing::warn!("metrics accept: {e}");
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                    }
-                }
-            })?;
-        Ok(MetricsServer {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
+        let opts = dta_http::ServerOptions::with_token_file(None).map_err(std::io::Error::other)?;
+        MetricsServer::start_with(addr, registry, opts)
+    }
+
+    /// As [`MetricsServer::start`], with explicit options.
+    pub fn start_with(
+        addr: SocketAddr,
+        registry: Arc<Registry>,
+        opts: dta_http::ServerOptions,
+    ) -> std::io::Result<MetricsServer> {
+        let inner =
+            dta_http::BackgroundServer::start(addr, metrics_router(registry), opts, "dta-metrics")
+                .map_err(std::io::Error::other)?;
+        Ok(MetricsServer { inner })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.inner.local_addr()
     }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve_one(conn: TcpStream, registry: &Registry) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    // Skip the headers up to the blank line.
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
-        }
-    }
-    let mut parts = request_line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE, encode(registry)),
-        ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".to_owned(),
-        ),
-    };
-    let mut w = conn;
-    write!(
-        w,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    w.flush()
 }
 
 /// One sample of an exposition: `name{labels} value`.
@@ -649,7 +600,8 @@ mod tests {
 
     #[test]
     fn server_answers_metrics_404_and_405_then_stops() {
-        use std::io::Read;
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
         let stats = Arc::new(Stats::default());
         let reg = Arc::new(TranslatorMetrics::new(vec![stats.clone()]).registry());
         let srv = MetricsServer::start("127.0.0.1:0".parse().unwrap(), reg).unwrap();
@@ -662,7 +614,7 @@ mod tests {
             out
         };
         stats.report(dta_wire::Opcode::Append);
-        let ok = req("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let ok = req("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains(CONTENT_TYPE));
         let body = ok.split_once("\r\n\r\n").unwrap().1;
@@ -675,9 +627,105 @@ mod tests {
             ),
             Some(1.0)
         );
-        assert!(req("GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
-        assert!(req("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        assert!(req("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(
+            req("POST /metrics HTTP/1.1\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 405")
+        );
+        assert!(
+            req("GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 200")
+        );
         drop(srv);
         assert!(TcpStream::connect(addr).is_err(), "stopped when dropped");
+    }
+
+    /// Open `n` connections that send nothing (and one that sends half a request head), then
+    /// scrape: the answer must come within 1 s.
+    fn scrape_past_idle_connections(srv: &MetricsServer, n: usize) -> String {
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
+        let addr = srv.local_addr();
+        let mut idle: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost:").unwrap();
+        idle.push(half);
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out)
+            .expect("the scrape answered within 1 s despite idle connections");
+        drop(idle);
+        out
+    }
+
+    #[test]
+    fn translator_metrics_scrape_answers_past_50_idle_connections() {
+        let stats = Arc::new(Stats::default());
+        let reg = Arc::new(TranslatorMetrics::new(vec![stats]).registry());
+        let srv = MetricsServer::start_with(
+            "127.0.0.1:0".parse().unwrap(),
+            reg,
+            dta_http::ServerOptions::default(),
+        )
+        .unwrap();
+        let out = scrape_past_idle_connections(&srv, 50);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.contains("dta_translator_datagrams_total"), "{out}");
+    }
+
+    #[test]
+    fn int_sink_metrics_scrape_answers_past_50_idle_connections() {
+        let stats = Arc::new(Stats::default());
+        let mut reg = TranslatorMetrics::new(vec![stats]).registry();
+        reg.register_collector(Box::new(IntSinkMetrics::new(vec![Arc::new(
+            IntStats::default(),
+        )])));
+        let srv = MetricsServer::start_with(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::new(reg),
+            dta_http::ServerOptions::default(),
+        )
+        .unwrap();
+        let out = scrape_past_idle_connections(&srv, 50);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.contains("dta_int_"), "{out}");
+    }
+
+    #[test]
+    fn metrics_token_required_when_set_and_non_loopback_refused_without() {
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
+        let reg = Arc::new(TranslatorMetrics::new(vec![Arc::new(Stats::default())]).registry());
+        let err = MetricsServer::start_with(
+            "0.0.0.0:0".parse().unwrap(),
+            reg.clone(),
+            dta_http::ServerOptions::default(),
+        )
+        .err()
+        .expect("a non-loopback bind without a token is refused");
+        assert!(err.to_string().contains("token is required"), "{err}");
+        let opts = dta_http::ServerOptions {
+            token: Some(dta_http::Token::new("0123456789abcdef-metrics", "test").unwrap()),
+            ..Default::default()
+        };
+        let srv = MetricsServer::start_with("127.0.0.1:0".parse().unwrap(), reg, opts).unwrap();
+        let req = |auth: &str| {
+            let mut c = TcpStream::connect(srv.local_addr()).unwrap();
+            write!(
+                c,
+                "GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        assert!(req("").starts_with("HTTP/1.1 401"));
+        assert!(req("Authorization: Bearer nope\r\n").starts_with("HTTP/1.1 401"));
+        assert!(
+            req("Authorization: Bearer 0123456789abcdef-metrics\r\n").starts_with("HTTP/1.1 200")
+        );
     }
 }

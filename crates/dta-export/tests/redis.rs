@@ -1,5 +1,5 @@
 //! The Redis export against a real `redis-server` started here (random loopback port, no
-//! persistence), killed at the end. Skipped, saying so, only when redis-server is not installed
+//! persistence), killed at the end. A counted skip (`dta_testkit::skip!`) only when redis-server is not installed
 //! (`scripts/setup.sh` installs it).
 
 use std::net::TcpListener;
@@ -9,20 +9,17 @@ use std::time::{Duration, Instant};
 use dta_export::redis_ts::{series_name, RedisExporter, RedisOptions};
 use dta_export::Point;
 
+const NO_REDIS: &str = "redis-server is not installed (scripts/setup.sh installs it)";
+
 struct RedisServer {
     child: Child,
     port: u16,
 }
 
 impl RedisServer {
+    /// `None` when redis-server is not installed; the caller skips with [`NO_REDIS`].
     fn start() -> Option<RedisServer> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
-            eprintln!("SKIPPED: redis-server is not installed (scripts/setup.sh installs it)");
+        if !dta_testkit::have_tool("redis-server", "--version") {
             return None;
         }
         // A port that was free a moment ago; retry a few times should another process take it.
@@ -83,7 +80,7 @@ fn event(switch: u32, ts_ms: u64, value: u64) -> Point {
 #[test]
 fn events_become_time_series_streams_and_latest_values() {
     let Some(server) = RedisServer::start() else {
-        return;
+        dta_testkit::skip!("{NO_REDIS}");
     };
     let mut x = RedisExporter::connect(&server.url(), RedisOptions::default()).unwrap();
     let pts: Vec<Point> = (0..50u64)
@@ -154,7 +151,7 @@ fn events_become_time_series_streams_and_latest_values() {
 #[test]
 fn same_millisecond_points_stay_distinct_and_retention_trims() {
     let Some(server) = RedisServer::start() else {
-        return;
+        dta_testkit::skip!("{NO_REDIS}");
     };
     let opts = RedisOptions {
         prefix: "t".into(),
@@ -200,7 +197,7 @@ fn export_thread_drains_sink_notifications_to_redis_and_line_protocol() {
     use dta_int::{Event, EventKind, EvictReason, FlowRecord, HopRecord, Notification};
 
     let Some(server) = RedisServer::start() else {
-        return;
+        dta_testkit::skip!("{NO_REDIS}");
     };
     let dir = tempfile::tempdir().unwrap();
     let lines_path = dir.path().join("events.lp");

@@ -68,7 +68,10 @@ pub fn path(
 ) -> Result<PathResult, QueryError> {
     expect(region, StoreKind::KeyWrite, "key-write")?;
     let l = KeyWriteLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let (status, path) = match l.query(region.mem(), flow, redundancy, 1) {
+    let answer = l
+        .query(region.mem(), flow, Some(redundancy), 1)
+        .map_err(|e| layout_err(region, e))?;
+    let (status, path) = match answer {
         KeyWriteAnswer::Found { data, .. } => match decode_path(&data) {
             Some(p) => ("found", p),
             None => ("ambiguous", vec![]),
@@ -106,7 +109,7 @@ pub fn hop_latency(
 ) -> Result<HopLatencyResult, QueryError> {
     expect(region, StoreKind::Postcarding, "postcarding")?;
     let l = PostcardingLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let table = ValueTable::range(&l, values);
+    let table = ValueTable::range(&l, values).map_err(|e| layout_err(region, e))?;
     hop_latency_with(region, &l, &table, flow, hop, divisor)
 }
 
@@ -119,7 +122,10 @@ pub fn hop_latency_with(
     hop: u8,
     divisor: u32,
 ) -> Result<HopLatencyResult, QueryError> {
-    let (status, value) = match layout.query(region.mem(), flow, table) {
+    let answer = layout
+        .query(region.mem(), flow, table)
+        .map_err(|e| layout_err(region, e))?;
+    let (status, value) = match answer {
         PostcardAnswer::Found(p) => match p.get(hop as usize) {
             Some(&v) if v != u32::MAX => ("found", Some(v)),
             _ => ("empty", None),
@@ -196,11 +202,13 @@ pub fn histogram(
     let mut out = Vec::with_capacity(buckets.count());
     for b in 0..buckets.count() {
         let (lo, hi) = buckets.range(b);
-        let count = l.query(
-            region.mem(),
-            &hist_key(node_id, metric, b as u8),
-            redundancy,
-        );
+        let count = l
+            .query(
+                region.mem(),
+                &hist_key(node_id, metric, b as u8),
+                Some(redundancy),
+            )
+            .map_err(|e| layout_err(region, e))?;
         out.push(Bucket { lo, hi, count });
     }
     Ok(HistogramResult {

@@ -98,8 +98,11 @@ impl IntSinkConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         self.histogram.validate()?;
-        if !(1..=4).contains(&self.redundancy) {
-            return Err("redundancy must be 1..=4".into());
+        if !(1..=dta_wire::MAX_REDUNDANCY).contains(&self.redundancy) {
+            return Err(format!(
+                "redundancy must be 1..={}",
+                dta_wire::MAX_REDUNDANCY
+            ));
         }
         if self.postcard_divisor == 0 || self.postcard_values == 0 {
             return Err("postcard_divisor and postcard_values must be > 0".into());

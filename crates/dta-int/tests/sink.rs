@@ -116,7 +116,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     // Path of flow X, hop latency of flow X at hop i: the flow's last packet.
     let pc = env.region("latency");
     let layout = dta_store::PostcardingLayout::new(pc.header()).unwrap();
-    let table = dta_store::ValueTable::range(&layout, cfg.postcard_values);
+    let table = dta_store::ValueTable::range(&layout, cfg.postcard_values).unwrap();
     for (flow, p) in last_per_flow(&pkts) {
         let r = query::path(env.region("paths"), &flow, cfg.redundancy).unwrap();
         assert_eq!(r.status, "found");

@@ -357,8 +357,7 @@ mod tests {
         let rx = match RawSocket::open("lo", ETHERTYPE_TEST) {
             Ok(s) => s,
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                eprintln!("SKIPPED: AF_PACKET needs CAP_NET_RAW ({e})");
-                return;
+                dta_testkit::skip!("AF_PACKET needs CAP_NET_RAW ({e})")
             }
             Err(e) => panic!("{e}"),
         };

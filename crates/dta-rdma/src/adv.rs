@@ -12,7 +12,7 @@
 
 use dta_store::header::HEADER_LEN;
 use dta_store::Header;
-use dta_translator::StoreInfo;
+use dta_store::StoreInfo;
 
 /// Magic of the native advertisement.
 pub const NATIVE_MAGIC: [u8; 8] = *b"DTAADV\x00\x01";
@@ -136,7 +136,12 @@ pub fn parse_native(b: &[u8]) -> Result<Vec<AdvertisedStore>, AdvError> {
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
             .collect();
         at += heads * 8;
-        if header.data_offset.checked_add(header.data_len) > Some(region_len) {
+        // An overflowing end is as bad as one past the region.
+        if header
+            .data_offset
+            .checked_add(header.data_len)
+            .is_none_or(|end| end > region_len)
+        {
             return Err(AdvError::BadLength(i));
         }
         out.push(AdvertisedStore {

@@ -38,7 +38,7 @@ pub fn psn_diff(a: u32, b: u32) -> i32 {
 
 /// Headers of frames from `local` to `remote`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PathTemplate {
+pub struct PathTemplate {
     pub local: Endpoint,
     pub remote: Endpoint,
     pub udp_src: u16,
@@ -78,7 +78,7 @@ impl WithBth for FrameRepr<'static> {
 
 /// Set the AckReq bit of an emitted frame in place and recompute its ICRC (AckReq is covered
 /// by the ICRC).
-pub(crate) fn set_ack_req(frame: &mut [u8]) {
+pub fn set_ack_req(frame: &mut [u8]) {
     let b = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
     if frame.len() < b + bth::HEADER_LEN + ICRC_LEN || frame[b + 8] & 0x80 != 0 {
         return;
@@ -90,7 +90,7 @@ pub(crate) fn set_ack_req(frame: &mut [u8]) {
 }
 
 /// The opcode of packet `i` of `n` of an RDMA WRITE (with immediate on the last when `imm`).
-pub(crate) fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
+pub fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
     match (n == 1, i == 0, i + 1 == n, imm) {
         (true, _, _, false) => Opcode::RcWriteOnly,
         (true, _, _, true) => Opcode::RcWriteOnlyImm,
@@ -102,7 +102,7 @@ pub(crate) fn write_opcode(i: usize, n: usize, imm: bool) -> Opcode {
 }
 
 /// The opcode of packet `i` of `n` of a SEND.
-pub(crate) fn send_opcode(i: usize, n: usize) -> Opcode {
+pub fn send_opcode(i: usize, n: usize) -> Opcode {
     match (n == 1, i == 0, i + 1 == n) {
         (true, _, _) => Opcode::RcSendOnly,
         (false, true, _) => Opcode::RcSendFirst,
@@ -112,16 +112,17 @@ pub(crate) fn send_opcode(i: usize, n: usize) -> Opcode {
 }
 
 #[inline]
-pub(crate) fn inc(c: &AtomicU64) {
+pub fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
 #[inline]
-pub(crate) fn addc(c: &AtomicU64, n: u64) {
+pub fn addc(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Declares a counters struct of `AtomicU64`s with a JSON snapshot.
+#[macro_export]
 macro_rules! counters {
     ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
         $(#[$m])*
@@ -146,7 +147,31 @@ macro_rules! counters {
         }
     };
 }
-pub(crate) use counters;
+
+/// Connection identifiers that must not be guessable by anyone who can send a frame to the
+/// collector (an R_Key is the only authorization of a WRITE, [IBTA §9.7.4.1.6]; a QPN and a
+/// starting PSN are what a blind spoofer must hit) and must differ between runs, so that a
+/// restarted translator is never taken for a retransmission of its previous incarnation. Every
+/// value comes from the OS random source (`getrandom`), never from a seed.
+pub fn random_u32() -> u32 {
+    use rand::RngCore;
+    rand::rngs::OsRng.next_u32()
+}
+
+/// A random starting PSN (24 bits).
+pub fn random_psn() -> u32 {
+    random_u32() & PSN_MASK
+}
+
+/// A random QP number: 24 bits, never QP0 or QP1 (the special QPs, [IBTA §9.6.1.5]).
+pub fn random_qpn() -> u32 {
+    loop {
+        let q = random_u32() & PSN_MASK;
+        if q > 1 {
+            return q;
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -170,5 +195,14 @@ mod tests {
         assert_eq!(write_opcode(2, 3, false), Opcode::RcWriteLast);
         assert_eq!(send_opcode(0, 2), Opcode::RcSendFirst);
         assert_eq!(send_opcode(1, 2), Opcode::RcSendLast);
+    }
+
+    #[test]
+    fn random_identifiers_differ_and_avoid_special_qps() {
+        let qpns: Vec<u32> = (0..64).map(|_| random_qpn()).collect();
+        assert!(qpns.iter().all(|&q| q > 1 && q <= PSN_MASK));
+        let distinct: std::collections::HashSet<_> = qpns.iter().collect();
+        assert!(distinct.len() > 60, "OS random QPNs repeat: {qpns:?}");
+        assert!((0..64).all(|_| random_psn() <= PSN_MASK));
     }
 }

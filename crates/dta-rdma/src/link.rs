@@ -37,7 +37,7 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
 }
 
-/// A small deterministic generator (SplitMix64) for seeded impairments and starting PSNs.
+/// A small deterministic generator (SplitMix64) for seeded impairments.
 #[derive(Debug, Clone)]
 pub struct SplitMix(pub u64);
 

@@ -47,7 +47,8 @@ pub struct LoadSpec {
     /// Key-Write data / Append entry bytes (native 4..=64; prototype Key-Write 4, 12, 28,
     /// Append 4). Default 4.
     pub data_len: u8,
-    /// Key-Write / Key-Increment redundancy, 1..=4. Default 2.
+    /// Key-Write / Key-Increment redundancy, 1..=`dta_wire::MAX_REDUNDANCY`. Default 2 (a
+    /// Key-Increment store accepts only its own N).
     pub redundancy: u8,
     /// Append: lists the entries are spread over (key index modulo `lists`). Default 1.
     pub lists: u32,
@@ -125,9 +126,13 @@ impl LoadSpec {
             ));
         }
         if matches!(self.primitive, Opcode::KeyWrite | Opcode::KeyIncrement)
-            && !(1..=4).contains(&self.redundancy)
+            && !(1..=dta_wire::MAX_REDUNDANCY).contains(&self.redundancy)
         {
-            return bad(format!("redundancy {} must be 1..=4", self.redundancy));
+            return bad(format!(
+                "redundancy {} must be 1..={}",
+                self.redundancy,
+                dta_wire::MAX_REDUNDANCY
+            ));
         }
         if matches!(self.primitive, Opcode::KeyWrite | Opcode::Append)
             && !(4..=MAX_DATA_LEN).contains(&(self.data_len as usize))

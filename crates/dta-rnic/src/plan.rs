@@ -15,7 +15,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use dta_rdma::adv::{emit_native, AdvertisedStore, ProtoAdv, PROTO_LEN};
 use dta_store::header::{Header, HEADER_LEN};
 use dta_store::Region;
-use dta_translator::StoreInfo;
+use dta_store::StoreInfo;
 
 /// `IBV_ACCESS_LOCAL_WRITE` (`<infiniband/verbs.h>`, enum ibv_access_flags).
 pub const ACCESS_LOCAL_WRITE: u32 = 1;

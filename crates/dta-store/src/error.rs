@@ -30,6 +30,8 @@ pub enum ApplyError {
     BadDataLen,
     #[error("redundancy out of range")]
     BadRedundancy,
+    #[error("Key-Increment redundancy differs from the store's N")]
+    RedundancyMismatch,
     #[error("list id out of range")]
     BadListId,
     #[error("hop out of range or wrong number of hop values")]
@@ -47,11 +49,53 @@ impl ApplyError {
             ApplyError::BadKeyLen => "bad_key_len",
             ApplyError::BadDataLen => "bad_data_len",
             ApplyError::BadRedundancy => "bad_redundancy",
+            ApplyError::RedundancyMismatch => "redundancy_mismatch",
             ApplyError::BadListId => "bad_list_id",
             ApplyError::BadHop => "bad_hop",
             ApplyError::BadColumn => "bad_column",
             ApplyError::Sink(_) => "sink_error",
         }
+    }
+}
+
+/// A query that cannot be answered: an error with a message, never an `empty` or a 0.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("key is {got} bytes, the store's keys are {want}")]
+    BadKeyLen { got: usize, want: usize },
+    #[error("redundancy {got} is outside 1..={store} (the store's N)")]
+    BadRedundancy { got: u8, store: u8 },
+    #[error("{got} values in the value set, at most {max}")]
+    TooManyValues { got: usize, max: usize },
+    #[error("the value table is for {got}-bit slots, the store's are {want}-bit")]
+    BadValueBits { got: u8, want: u8 },
+    #[error("{got} keys need {need} output bytes and answers, got {have}")]
+    BadBatch {
+        got: usize,
+        need: usize,
+        have: usize,
+    },
+}
+
+impl QueryError {
+    /// Check an explicit redundancy (or take the store's `store` N when `None`).
+    pub fn redundancy(asked: Option<u8>, store: u8) -> Result<u8, QueryError> {
+        match asked {
+            None => Ok(store),
+            Some(n) if (1..=store).contains(&n) => Ok(n),
+            Some(got) => Err(QueryError::BadRedundancy { got, store }),
+        }
+    }
+
+    /// Check a key's length against the store's.
+    pub fn key(key: &[u8], want: usize) -> Result<(), QueryError> {
+        if key.len() != want {
+            return Err(QueryError::BadKeyLen {
+                got: key.len(),
+                want,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -66,7 +110,7 @@ pub enum StoreError {
     },
     #[error("not a DTA region (bad magic)")]
     BadMagic,
-    #[error("unsupported region layout version {0} (this build reads version 1)")]
+    #[error("unsupported region layout version {0} (this build reads version {v}; recreate the region)", v = crate::header::VERSION)]
     BadVersion(u16),
     #[error("unknown store kind {0}")]
     BadKind(u16),

@@ -225,6 +225,7 @@ mod tests {
             key_len: 4,
             data_len: 4,
             hash: crate::HashScheme::Native,
+            redundancy: crate::DEFAULT_REDUNDANCY,
         });
         let r = Region::create(&p, "kw", &spec, false).unwrap();
         let last = r.mem().len() - 8;

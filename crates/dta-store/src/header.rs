@@ -29,7 +29,8 @@ pub mod field {
 }
 
 pub const MAGIC: &[u8; 8] = b"DTAREGN\0";
-pub const VERSION: u16 = 1;
+/// 2: Key-Write and Key-Increment record N; native Key-Write slot checks cover key and data.
+pub const VERSION: u16 = 2;
 /// Bytes of the header page; the data area starts here.
 pub const HEADER_LEN: usize = 4096;
 /// Bytes of the store name field.
@@ -193,6 +194,7 @@ impl Header {
                     key_len: p[8],
                     data_len: p[9],
                     hash,
+                    redundancy: p[12],
                 };
                 StoreSpec::KeyWrite(s.clone()).validate()?;
                 derived("slot_len", rd16(p, 10) as u64, s.slot_len() as u64)?;
@@ -202,6 +204,7 @@ impl Header {
                 counters: rd64(p, 0),
                 key_len: p[8],
                 hash,
+                redundancy: p[9],
             }),
             StoreKind::Postcarding => {
                 let s = PostcardingSpec {
@@ -282,10 +285,12 @@ impl Header {
                 p[8] = s.key_len;
                 p[9] = s.data_len;
                 p[10..12].copy_from_slice(&(s.slot_len() as u16).to_le_bytes());
+                p[12] = s.redundancy;
             }
             StoreSpec::KeyIncrement(s) => {
                 p[0..8].copy_from_slice(&s.counters.to_le_bytes());
                 p[8] = s.key_len;
+                p[9] = s.redundancy;
             }
             StoreSpec::Postcarding(s) => {
                 p[0..8].copy_from_slice(&s.chunks.to_le_bytes());
@@ -345,6 +350,7 @@ mod tests {
                 counters: 1 << 12,
                 key_len: 13,
                 hash: HashScheme::Native,
+                redundancy: 3,
             }),
             StoreSpec::Postcarding(PostcardingSpec {
                 chunks: 1 << 8,

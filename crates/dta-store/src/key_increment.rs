@@ -6,8 +6,8 @@
 
 use crate::hash;
 use crate::{
-    ApplyError, HashScheme, Header, MemSink, RegionMem, StoreError, StoreKind, StoreSpec,
-    MAX_REDUNDANCY,
+    ApplyError, HashScheme, Header, MemSink, QueryError, RegionMem, StoreError, StoreKind,
+    StoreSpec, MAX_REDUNDANCY,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,7 @@ pub struct KeyIncrementLayout {
     counters: u64,
     key_len: usize,
     hash: HashScheme,
+    redundancy: u8,
 }
 
 impl KeyIncrementLayout {
@@ -24,6 +25,7 @@ impl KeyIncrementLayout {
                 counters: s.counters,
                 key_len: s.key_len as usize,
                 hash: s.hash,
+                redundancy: s.redundancy,
             }),
             _ => Err(StoreError::WrongKind {
                 expected: StoreKind::KeyIncrement,
@@ -40,6 +42,10 @@ impl KeyIncrementLayout {
     }
     pub fn hash(&self) -> HashScheme {
         self.hash
+    }
+    /// The store's N (from its header): every report and query uses exactly this N.
+    pub fn redundancy(&self) -> u8 {
+        self.redundancy
     }
 
     /// Byte offset of counter `n` of `key`.
@@ -74,17 +80,20 @@ impl KeyIncrementLayout {
         }
     }
 
-    fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
-        if key.len() != self.key_len {
-            return Err(ApplyError::BadKeyLen);
-        }
-        if redundancy == 0 || redundancy > MAX_REDUNDANCY {
-            return Err(ApplyError::BadRedundancy);
+    /// Whether a report of `key` at `redundancy` can be applied: `BadKeyLen`, `BadRedundancy`
+    /// (outside 1..=MAX_REDUNDANCY) or `RedundancyMismatch` (not the store's N).
+    #[inline]
+    pub fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
+        crate::check_report(key, self.key_len, redundancy, MAX_REDUNDANCY)?;
+        if redundancy != self.redundancy {
+            return Err(ApplyError::RedundancyMismatch);
         }
         Ok(())
     }
 
-    /// N FETCH_ADDs (001 A.4 Algorithm 5).
+    /// N FETCH_ADDs ([DTA A.4] Algorithm 5). The report's N must be the store's: a minimum over
+    /// more counters than were added to reads 0, over fewer it loses accuracy, so a mismatch is
+    /// `RedundancyMismatch`.
     #[inline]
     pub fn apply(
         &self,
@@ -94,21 +103,31 @@ impl KeyIncrementLayout {
         sink: &mut impl MemSink,
     ) -> Result<(), ApplyError> {
         self.check(key, redundancy)?;
-        for n in 0..redundancy {
-            sink.fetch_add(self.counter_offset(key, n), counter)?;
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        self.counter_offsets(key, redundancy, &mut offs);
+        for &o in &offs[..redundancy as usize] {
+            sink.fetch_add(o, counter)?;
         }
         Ok(())
     }
 
-    /// The minimum of the key's N counters (001 A.4 Algorithm 6). 0 for a key the store cannot
-    /// hold.
-    pub fn query(&self, mem: &RegionMem, key: &[u8], redundancy: u8) -> u64 {
-        if self.check(key, redundancy).is_err() {
-            return 0;
-        }
-        (0..redundancy)
-            .filter_map(|n| mem.load_u64(self.counter_offset(key, n)).ok())
+    /// The minimum of the key's N counters ([DTA A.4] Algorithm 6); `redundancy` `None` reads
+    /// the store's N. A key of the wrong length or an N outside 1..=store N is an error (a
+    /// minimum over more counters than were written would read 0).
+    pub fn query(
+        &self,
+        mem: &RegionMem,
+        key: &[u8],
+        redundancy: Option<u8>,
+    ) -> Result<u64, QueryError> {
+        QueryError::key(key, self.key_len)?;
+        let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
+        let mut offs = [0u64; MAX_REDUNDANCY as usize];
+        self.counter_offsets(key, redundancy, &mut offs);
+        Ok(offs[..redundancy as usize]
+            .iter()
+            .filter_map(|&o| mem.load_u64(o).ok())
             .min()
-            .unwrap_or(0)
+            .unwrap_or(0))
     }
 }

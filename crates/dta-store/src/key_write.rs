@@ -9,8 +9,8 @@
 
 use crate::hash;
 use crate::{
-    ApplyError, HashScheme, Header, MemSink, RegionMem, StoreError, StoreKind, StoreSpec,
-    MAX_REDUNDANCY,
+    ApplyError, HashScheme, Header, MemSink, QueryError, RegionMem, StoreError, StoreKind,
+    StoreSpec, MAX_REDUNDANCY,
 };
 
 /// Largest slot: 4 + 64 bytes, rounded to 8.
@@ -81,6 +81,7 @@ pub struct KeyWriteLayout {
     data_len: usize,
     slot_len: usize,
     hash: HashScheme,
+    redundancy: u8,
 }
 
 /// The answer to a Key-Write query (001 A.1 Algorithm 2, A.5 "plurality vote").
@@ -104,6 +105,7 @@ impl KeyWriteLayout {
                 data_len: s.data_len as usize,
                 slot_len: s.slot_len(),
                 hash: s.hash,
+                redundancy: s.redundancy,
             }),
             _ => Err(StoreError::WrongKind {
                 expected: StoreKind::KeyWrite,
@@ -126,6 +128,10 @@ impl KeyWriteLayout {
     }
     pub fn hash(&self) -> HashScheme {
         self.hash
+    }
+    /// The store's N (from its header): reports use 1..=N, queries read N unless told fewer.
+    pub fn redundancy(&self) -> u8 {
+        self.redundancy
     }
 
     /// Byte offset of copy `n` of `key`.
@@ -256,7 +262,9 @@ impl KeyWriteLayout {
     /// Query without allocating (001 A.1 Algorithm 2 with A.5's plurality vote): the winning
     /// value, if any, is copied into `out[..data_len]`. Same answers as [`Self::query`]:
     /// `Found` with its votes, `Empty`, or `Ambiguous` (then `out` holds one of the tied values).
-    /// `out` shorter than `data_len` answers `Empty`. An `Empty` answer leaves `out` unchanged.
+    /// An `Empty` answer leaves `out` unchanged. `redundancy` `None` reads the store's N; an
+    /// explicit N outside 1..=store N, a key of the wrong length or `out` shorter than
+    /// `data_len` is an error.
     ///
     /// Each slot is read as `slot_len / 8` atomic u64 words (one word for the prototype's 8-byte
     /// slot) and candidates are compared as words, data bytes only.
@@ -264,12 +272,18 @@ impl KeyWriteLayout {
         &self,
         mem: &RegionMem,
         key: &[u8],
-        redundancy: u8,
+        redundancy: Option<u8>,
         threshold: u8,
         out: &mut [u8],
-    ) -> Lookup {
-        if self.check_key(key, redundancy).is_err() || out.len() < self.data_len {
-            return Lookup::Empty;
+    ) -> Result<Lookup, QueryError> {
+        QueryError::key(key, self.key_len)?;
+        let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
+        if out.len() < self.data_len {
+            return Err(QueryError::BadBatch {
+                got: 1,
+                need: self.data_len,
+                have: out.len(),
+            });
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
@@ -278,7 +292,7 @@ impl KeyWriteLayout {
             mem.prefetch(o);
         }
         let out = &mut out[..self.data_len];
-        match self.slot_len / 8 {
+        Ok(match self.slot_len / 8 {
             1 => self.vote::<1>(mem, offs, tag, threshold, out),
             2 => self.vote::<2>(mem, offs, tag, threshold, out),
             3 => self.vote::<3>(mem, offs, tag, threshold, out),
@@ -289,7 +303,7 @@ impl KeyWriteLayout {
             8 => self.vote::<8>(mem, offs, tag, threshold, out),
             // slot_len <= MAX_SLOT = 72 (checked when the header is read).
             _ => self.vote::<9>(mem, offs, tag, threshold, out),
-        }
+        })
     }
 
     /// Many queries in one call, without allocating: 001 Appendix A.1 Algorithm 2 ("Csum ←
@@ -308,26 +322,31 @@ impl KeyWriteLayout {
     /// another. The prefetch is [`RegionMem::prefetch`] (PREFETCHW where the CPU has it).
     ///
     /// Errors, with nothing written: `BadKeyLen` if `keys.len() != answers.len() · key_len`,
-    /// `BadDataLen` if `out.len() != answers.len() · data_len`, `BadRedundancy` unless
-    /// 1 <= `redundancy` <= [`MAX_REDUNDANCY`].
+    /// `BadBatch` if `out.len() != answers.len() · data_len`, `BadRedundancy` unless
+    /// `redundancy` is `None` (the store's N) or in 1..=store N.
     pub fn lookup_batch(
         &self,
         mem: &RegionMem,
         keys: &[u8],
-        redundancy: u8,
+        redundancy: Option<u8>,
         threshold: u8,
         out: &mut [u8],
         answers: &mut [Lookup],
-    ) -> Result<(), ApplyError> {
+    ) -> Result<(), QueryError> {
         let count = answers.len();
-        if redundancy == 0 || redundancy > MAX_REDUNDANCY {
-            return Err(ApplyError::BadRedundancy);
-        }
+        let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
         if count.checked_mul(self.key_len) != Some(keys.len()) {
-            return Err(ApplyError::BadKeyLen);
+            return Err(QueryError::BadKeyLen {
+                got: keys.len(),
+                want: count.saturating_mul(self.key_len),
+            });
         }
         if count.checked_mul(self.data_len) != Some(out.len()) {
-            return Err(ApplyError::BadDataLen);
+            return Err(QueryError::BadBatch {
+                got: count,
+                need: count.saturating_mul(self.data_len),
+                have: out.len(),
+            });
         }
         let b = Batch {
             mem,
@@ -459,17 +478,15 @@ impl KeyWriteLayout {
         }
     }
 
-    fn check_key(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
-        if key.len() != self.key_len {
-            return Err(ApplyError::BadKeyLen);
-        }
-        if redundancy == 0 || redundancy > MAX_REDUNDANCY {
-            return Err(ApplyError::BadRedundancy);
-        }
-        Ok(())
+    /// Whether a report of `key` at `redundancy` can be applied: `BadKeyLen`, or
+    /// `BadRedundancy` outside 1..=store N (its data length is checked by [`Self::encode_slot`]).
+    #[inline]
+    pub fn check(&self, key: &[u8], redundancy: u8) -> Result<(), ApplyError> {
+        crate::check_report(key, self.key_len, redundancy, self.redundancy)
     }
 
-    /// Translate one report: N slot writes (001 A.1 Algorithm 1, `CraftWrite`).
+    /// Translate one report: N slot writes ([DTA A.1] Algorithm 1, `CraftWrite`). A report may
+    /// use any N in 1..=store N (the query's vote reads all the store's N slots).
     #[inline]
     pub fn apply(
         &self,
@@ -478,10 +495,7 @@ impl KeyWriteLayout {
         redundancy: u8,
         sink: &mut impl MemSink,
     ) -> Result<(), ApplyError> {
-        self.check_key(key, redundancy)?;
-        if data.len() != self.data_len {
-            return Err(ApplyError::BadDataLen);
-        }
+        self.check(key, redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut slot = [0u8; MAX_SLOT];
@@ -492,19 +506,18 @@ impl KeyWriteLayout {
         Ok(())
     }
 
-    /// Query `key` over `redundancy` slots with consensus threshold `threshold` (001 A.1
-    /// Algorithm 2; A.5 suggests T = 1 with a plurality vote). A key or redundancy the store
-    /// cannot hold answers `Empty`.
+    /// Query `key` over `redundancy` slots (`None`: the store's N) with consensus threshold
+    /// `threshold` ([DTA A.1] Algorithm 2; [DTA A.5] suggests T = 1 with a plurality vote). A key
+    /// of the wrong length or an N outside 1..=store N is an error.
     pub fn query(
         &self,
         mem: &RegionMem,
         key: &[u8],
-        redundancy: u8,
+        redundancy: Option<u8>,
         threshold: u8,
-    ) -> KeyWriteAnswer {
-        if self.check_key(key, redundancy).is_err() {
-            return KeyWriteAnswer::Empty;
-        }
+    ) -> Result<KeyWriteAnswer, QueryError> {
+        QueryError::key(key, self.key_len)?;
+        let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut cands: Vec<(Vec<u8>, u8)> = Vec::new();
@@ -524,16 +537,16 @@ impl KeyWriteLayout {
             }
         }
         if cands.is_empty() {
-            return KeyWriteAnswer::Empty;
+            return Ok(KeyWriteAnswer::Empty);
         }
         cands.sort_by_key(|c| std::cmp::Reverse(c.1));
         let top = cands[0].1;
         let unique = cands.len() == 1 || cands[1].1 < top;
-        if unique && top >= threshold.max(1) {
+        Ok(if unique && top >= threshold.max(1) {
             let (data, votes) = cands.swap_remove(0);
             KeyWriteAnswer::Found { data, votes }
         } else {
             KeyWriteAnswer::Ambiguous { candidates: cands }
-        }
+        })
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod guard;
 pub mod hash;
 pub mod header;
+pub mod info;
 pub mod key_increment;
 pub mod key_write;
 pub mod lock;
@@ -24,8 +25,9 @@ pub mod sketch_store;
 pub mod spec;
 
 pub use append::{AppendLayout, ListReader, PollResult};
-pub use error::{ApplyError, SinkError, StoreError};
+pub use error::{ApplyError, QueryError, SinkError, StoreError};
 pub use header::Header;
+pub use info::StoreInfo;
 pub use key_increment::KeyIncrementLayout;
 pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
@@ -37,12 +39,32 @@ pub use spec::{
 
 use serde::{Deserialize, Serialize};
 
-/// Largest redundancy N a Key-Write, Key-Increment or Postcarding store accepts.
-pub const MAX_REDUNDANCY: u8 = 8;
+/// N of a store whose configuration does not say: the wire's default.
+pub use dta_wire::DEFAULT_REDUNDANCY;
+/// Largest redundancy N a Key-Write, Key-Increment or Postcarding store accepts: the wire's.
+pub use dta_wire::MAX_REDUNDANCY;
 /// Longest key (bytes) of Key-Write, Key-Increment and Postcarding (the native protocol's bound).
 pub const MAX_KEY_LEN: u8 = 16;
 /// Longest Key-Write data (bytes).
 pub const MAX_DATA_LEN: u8 = 64;
+
+/// The checks a Key-Write or Key-Increment report shares: its key has the store's length and
+/// its N is in 1..=store N (Key-Increment further requires N = store N).
+#[inline]
+pub(crate) fn check_report(
+    key: &[u8],
+    key_len: usize,
+    redundancy: u8,
+    store: u8,
+) -> Result<(), ApplyError> {
+    if key.len() != key_len {
+        return Err(ApplyError::BadKeyLen);
+    }
+    if redundancy == 0 || redundancy > store {
+        return Err(ApplyError::BadRedundancy);
+    }
+    Ok(())
+}
 
 /// Which hash functions a region's indices and checksums use (`docs/architecture.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

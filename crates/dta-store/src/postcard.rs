@@ -9,7 +9,11 @@
 //! to ⊔ (ℓ ≥ 1); the path is output if all valid chunks agree.
 
 use crate::hash::{self, BLANK};
-use crate::{ApplyError, Header, MemSink, RegionMem, StoreError, StoreKind, StoreSpec};
+use crate::{ApplyError, Header, MemSink, QueryError, RegionMem, StoreError, StoreKind, StoreSpec};
+
+/// Most values a query's value set V may hold ([`ValueTable::new`]): the table is about
+/// 24 bytes per value, so this bounds a query's table to ~25 MiB.
+pub const MAX_VALUES: usize = 1 << 20;
 
 /// Largest chunk: 16 hops of 4 bytes.
 const MAX_CHUNK: usize = 64;
@@ -142,9 +146,18 @@ impl PostcardingLayout {
 
     /// Query `key`'s path (001 §4: output the values if they appear in a valid subset of the N
     /// chunks and all other chunks are invalid).
-    pub fn query(&self, mem: &RegionMem, key: &[u8], table: &ValueTable) -> PostcardAnswer {
-        if key.len() != self.key_len || table.bits != self.slot_bits {
-            return PostcardAnswer::Empty;
+    pub fn query(
+        &self,
+        mem: &RegionMem,
+        key: &[u8],
+        table: &ValueTable,
+    ) -> Result<PostcardAnswer, QueryError> {
+        QueryError::key(key, self.key_len)?;
+        if table.bits != self.slot_bits {
+            return Err(QueryError::BadValueBits {
+                got: table.bits,
+                want: self.slot_bits,
+            });
         }
         let h = hash::fnv1a64(key);
         let mut found: Option<([u32; 16], usize)> = None;
@@ -159,14 +172,14 @@ impl PostcardingLayout {
                 match &found {
                     None => found = Some((vals, len)),
                     Some((f, l)) if *l == len && f[..len] == vals[..len] => {}
-                    Some(_) => return PostcardAnswer::Ambiguous,
+                    Some(_) => return Ok(PostcardAnswer::Ambiguous),
                 }
             }
         }
-        match found {
+        Ok(match found {
             Some((v, l)) => PostcardAnswer::Found(v[..l].to_vec()),
             None => PostcardAnswer::Empty,
-        }
+        })
     }
 }
 
@@ -186,21 +199,31 @@ pub struct ValueTable {
 
 impl ValueTable {
     /// The table for value set `values` (the blank is added; a blank in `values` is ignored).
-    pub fn new(layout: &PostcardingLayout, values: impl IntoIterator<Item = u32>) -> ValueTable {
+    /// More than [`MAX_VALUES`] values is an error, found before the table grows past the limit.
+    pub fn new(
+        layout: &PostcardingLayout,
+        values: impl IntoIterator<Item = u32>,
+    ) -> Result<ValueTable, QueryError> {
         let values = values.into_iter();
-        let hint = values.size_hint().0.max(16);
+        let hint = values.size_hint().0.clamp(16, MAX_VALUES);
         let mut t = ValueTable::with_capacity(layout.slot_bits, hint);
         t.insert(BLANK);
-        for v in values {
+        for (i, v) in values.enumerate() {
+            if i >= MAX_VALUES {
+                return Err(QueryError::TooManyValues {
+                    got: i + 1,
+                    max: MAX_VALUES,
+                });
+            }
             if v != BLANK {
                 t.insert(v);
             }
         }
-        t
+        Ok(t)
     }
 
     /// V = 0..n.
-    pub fn range(layout: &PostcardingLayout, n: u32) -> ValueTable {
+    pub fn range(layout: &PostcardingLayout, n: u32) -> Result<ValueTable, QueryError> {
         ValueTable::new(layout, 0..n)
     }
 

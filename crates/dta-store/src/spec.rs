@@ -4,7 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{HashScheme, StoreError, StoreKind, MAX_DATA_LEN, MAX_KEY_LEN, MAX_REDUNDANCY};
+use crate::{
+    HashScheme, StoreError, StoreKind, DEFAULT_REDUNDANCY, MAX_DATA_LEN, MAX_KEY_LEN,
+    MAX_REDUNDANCY,
+};
 
 /// Most Append lists one store holds (001 §6.7 evaluates up to 131 072 lists).
 pub const MAX_LISTS: u32 = 131_072;
@@ -31,9 +34,12 @@ pub struct KeyWriteSpec {
     pub slots: u64,
     pub key_len: u8,
     pub data_len: u8,
-    /// Default: prototype iff `key_len == 4 && data_len == 4` (byte-compatible with the Tofino
-    /// prototype), otherwise native. Prototype requires `key_len == 4`.
+    /// Default native. `prototype` (byte-compatible with the Tofino prototype, key_len 4 only)
+    /// only when asked for: its N copies are correlated (docs/regions.md "Hash schemes").
     pub hash: HashScheme,
+    /// N, the slots a report is written to and a query reads by default (1..=MAX_REDUNDANCY);
+    /// a report may use fewer.
+    pub redundancy: u8,
 }
 
 #[derive(Deserialize)]
@@ -44,6 +50,8 @@ struct KeyWriteSpecDe {
     data_len: u8,
     #[serde(default)]
     hash: Option<HashScheme>,
+    #[serde(default = "default_redundancy")]
+    redundancy: u8,
 }
 
 impl From<KeyWriteSpecDe> for KeyWriteSpec {
@@ -52,23 +60,20 @@ impl From<KeyWriteSpecDe> for KeyWriteSpec {
         if let Some(h) = d.hash {
             s.hash = h;
         }
+        s.redundancy = d.redundancy;
         s
     }
 }
 
 impl KeyWriteSpec {
-    /// A spec with the default hash scheme.
+    /// A spec with the native hash scheme and the default redundancy.
     pub fn new(slots: u64, key_len: u8, data_len: u8) -> Self {
-        let hash = if key_len == 4 && data_len == 4 {
-            HashScheme::Prototype
-        } else {
-            HashScheme::Native
-        };
         KeyWriteSpec {
             slots,
             key_len,
             data_len,
-            hash,
+            hash: HashScheme::Native,
+            redundancy: DEFAULT_REDUNDANCY,
         }
     }
 
@@ -87,6 +92,10 @@ pub struct KeyIncrementSpec {
     pub key_len: u8,
     #[serde(default = "native")]
     pub hash: HashScheme,
+    /// N, the counters a report adds to and a query takes the minimum of: a report must use
+    /// exactly this N (1..=MAX_REDUNDANCY).
+    #[serde(default = "default_redundancy")]
+    pub redundancy: u8,
 }
 
 fn native() -> HashScheme {
@@ -118,7 +127,16 @@ fn default_slot_bits() -> u8 {
     32
 }
 fn default_redundancy() -> u8 {
-    2
+    DEFAULT_REDUNDANCY
+}
+
+fn redundancy(v: u8) -> Result<(), StoreError> {
+    if !(1..=MAX_REDUNDANCY).contains(&v) {
+        return Err(bad(format!(
+            "redundancy = {v} must be 1..={MAX_REDUNDANCY}"
+        )));
+    }
+    Ok(())
 }
 
 /// Append (001 Appendix A.3): `lists` ring buffers of `capacity` entries of `entry_len` bytes.
@@ -218,7 +236,25 @@ fn key_len(v: u8) -> Result<(), StoreError> {
     Ok(())
 }
 
+fn prototype_key(hash: HashScheme, key_len: u8) -> Result<(), StoreError> {
+    if hash == HashScheme::Prototype && key_len != 4 {
+        return Err(bad("the prototype hash scheme needs key_len = 4"));
+    }
+    Ok(())
+}
+
 impl StoreSpec {
+    /// N of a Key-Write, Key-Increment or Postcarding store (from its header); `None` for the
+    /// others.
+    pub fn redundancy(&self) -> Option<u8> {
+        match self {
+            StoreSpec::KeyWrite(s) => Some(s.redundancy),
+            StoreSpec::KeyIncrement(s) => Some(s.redundancy),
+            StoreSpec::Postcarding(s) => Some(s.redundancy),
+            StoreSpec::Append(_) | StoreSpec::SketchMerge(_) => None,
+        }
+    }
+
     pub fn kind(&self) -> StoreKind {
         match self {
             StoreSpec::KeyWrite(_) => StoreKind::KeyWrite,
@@ -251,16 +287,14 @@ impl StoreSpec {
                         s.data_len
                     )));
                 }
-                if s.hash == HashScheme::Prototype && s.key_len != 4 {
-                    return Err(bad("the prototype hash scheme needs key_len = 4"));
-                }
+                prototype_key(s.hash, s.key_len)?;
+                redundancy(s.redundancy)?;
             }
             StoreSpec::KeyIncrement(s) => {
                 pow2("counters", s.counters)?;
                 key_len(s.key_len)?;
-                if s.hash == HashScheme::Prototype && s.key_len != 4 {
-                    return Err(bad("the prototype hash scheme needs key_len = 4"));
-                }
+                prototype_key(s.hash, s.key_len)?;
+                redundancy(s.redundancy)?;
             }
             StoreSpec::Postcarding(s) => {
                 pow2("chunks", s.chunks)?;
@@ -274,12 +308,7 @@ impl StoreSpec {
                         s.slot_bits
                     )));
                 }
-                if !(1..=MAX_REDUNDANCY).contains(&s.redundancy) {
-                    return Err(bad(format!(
-                        "redundancy = {} must be 1..={MAX_REDUNDANCY}",
-                        s.redundancy
-                    )));
-                }
+                redundancy(s.redundancy)?;
             }
             StoreSpec::Append(s) => {
                 if !(1..=MAX_LISTS).contains(&s.lists) {

@@ -14,6 +14,7 @@ fn kw(dir: &std::path::Path, slots: u64, key_len: u8, data_len: u8, hash: HashSc
         key_len,
         data_len,
         hash,
+        redundancy: MAX_REDUNDANCY,
     });
     Region::create(
         &dir.join(format!("kw{key_len}-{data_len}-{hash:?}")),
@@ -67,6 +68,7 @@ fn counter_offsets_match_counter_offset() {
             counters: 1 << 12,
             key_len: 4,
             hash,
+            redundancy: 3,
         });
         let r = Region::create(&dir.path().join(format!("ki{hash:?}")), "ki", &spec, true).unwrap();
         let l = KeyIncrementLayout::new(r.header()).unwrap();
@@ -95,8 +97,8 @@ fn prefetch_never_faults_or_writes() {
 
 fn same(l: &KeyWriteLayout, mem: &dta_store::RegionMem, key: &[u8], n: u8, t: u8) {
     let mut out = [0u8; 64];
-    let got = l.lookup(mem, key, n, t, &mut out);
-    match (l.query(mem, key, n, t), got) {
+    let got = l.lookup(mem, key, Some(n), t, &mut out).unwrap();
+    match (l.query(mem, key, Some(n), t).unwrap(), got) {
         (KeyWriteAnswer::Found { data, votes }, Lookup::Found { votes: v }) => {
             assert_eq!(votes, v);
             assert_eq!(&out[..data.len()], &data[..]);
@@ -128,6 +130,6 @@ proptest! {
             same(&l, r.mem(), &k.to_be_bytes(), n, t);
         }
         let mut short = [0u8; 2];
-        prop_assert_eq!(l.lookup(r.mem(), &0u32.to_be_bytes(), n, t, &mut short), Lookup::Empty);
+        prop_assert!(l.lookup(r.mem(), &0u32.to_be_bytes(), Some(n), t, &mut short).is_err());
     }
 }

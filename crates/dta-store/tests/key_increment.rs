@@ -12,10 +12,11 @@ fn never_underestimates_and_error_within_cm_bound() {
         counters: M,
         key_len: 13,
         hash: HashScheme::Native,
+        redundancy: 3,
     });
     let r = Region::create(&dir.path().join("ki"), "bytes", &spec, false).unwrap();
     let l = KeyIncrementLayout::new(r.header()).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(test_seed(0x4b49));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(dta_testkit::test_seed(0x4b49));
     const KEYS: usize = 40_000;
     let keys: Vec<[u8; 13]> = (0..KEYS as u64)
         .map(|i| {
@@ -47,7 +48,7 @@ fn never_underestimates_and_error_within_cm_bound() {
     let mut over = 0;
     let mut exact = 0;
     for (k, &t) in keys.iter().zip(&truth) {
-        let est = l.query(r.mem(), k, n);
+        let est = l.query(r.mem(), k, Some(n)).unwrap();
         assert!(est >= t, "underestimate: {est} < {t}");
         if (est - t) as f64 > bound {
             over += 1;
@@ -64,7 +65,7 @@ fn never_underestimates_and_error_within_cm_bound() {
     );
     assert!(frac <= (-(n as f64)).exp());
     // The heaviest key's counters are dominated by itself.
-    assert!(l.query(r.mem(), &keys[0], n) - truth[0] <= bound as u64);
+    assert!(l.query(r.mem(), &keys[0], None).unwrap() - truth[0] <= bound as u64);
     // Shapes.
     assert_eq!(
         l.apply(&[0; 4], 1, 1, &mut sink),
@@ -74,6 +75,25 @@ fn never_underestimates_and_error_within_cm_bound() {
         l.apply(&keys[0], 1, 0, &mut sink),
         Err(ApplyError::BadRedundancy)
     );
+    // A report must use exactly the store's N (a minimum over more counters than were added
+    // to reads 0).
+    for other in [1, 2, 4] {
+        assert_eq!(
+            l.apply(&keys[0], 1, other, &mut sink),
+            Err(ApplyError::RedundancyMismatch)
+        );
+    }
+    // Queries: N from the header by default; an N outside 1..=store N or a key of the wrong
+    // length is an error, never a 0.
+    assert_eq!(
+        l.query(r.mem(), &keys[0], None),
+        l.query(r.mem(), &keys[0], Some(3))
+    );
+    for bad in [0, 4, 9, 255] {
+        let e = l.query(r.mem(), &keys[0], Some(bad)).unwrap_err();
+        assert!(e.to_string().contains("1..=3"), "{e}");
+    }
+    assert!(l.query(r.mem(), &[0; 4], None).is_err());
 }
 
 #[test]
@@ -83,6 +103,7 @@ fn concurrent_fetch_adds_are_exact() {
         counters: 1 << 4,
         key_len: 4,
         hash: HashScheme::Prototype,
+        redundancy: 2,
     });
     let r = std::sync::Arc::new(Region::create(&dir.path().join("ki"), "c", &spec, false).unwrap());
     let l = KeyIncrementLayout::new(r.header()).unwrap();
@@ -100,14 +121,5 @@ fn concurrent_fetch_adds_are_exact() {
     for h in hs {
         h.join().unwrap();
     }
-    assert_eq!(l.query(r.mem(), &[10, 0, 0, 1], 2), 600_000);
-}
-
-/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
-/// other seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    assert_eq!(l.query(r.mem(), &[10, 0, 0, 1], None), Ok(600_000));
 }

@@ -4,20 +4,11 @@
 //! ties and empty answers are common.
 
 use dta_store::{
-    ApplyError, HashScheme, KeyWriteAnswer, KeyWriteLayout, KeyWriteSpec, Lookup, MemSink, Region,
+    HashScheme, KeyWriteAnswer, KeyWriteLayout, KeyWriteSpec, Lookup, MemSink, QueryError, Region,
     RegionMem, StoreSpec,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// Deterministic by default so the tests never flake; set `DTA_TEST_SEED` to explore other
-/// seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 fn kw(dir: &std::path::Path, slots: u64, key_len: u8, data_len: u8, hash: HashScheme) -> Region {
     let spec = StoreSpec::KeyWrite(KeyWriteSpec {
@@ -25,6 +16,7 @@ fn kw(dir: &std::path::Path, slots: u64, key_len: u8, data_len: u8, hash: HashSc
         key_len,
         data_len,
         hash,
+        redundancy: dta_store::MAX_REDUNDANCY,
     });
     let name = format!("kw-{slots}-{key_len}-{data_len}-{hash:?}");
     Region::create(&dir.join(name), "kw", &spec, true).unwrap()
@@ -89,12 +81,12 @@ fn check(
         .enumerate()
     {
         let o = &mut out_b[i * batch * dl..][..a.len() * dl];
-        l.lookup_batch(mem, k, n, t, o, a).unwrap();
+        l.lookup_batch(mem, k, Some(n), t, o, a).unwrap();
     }
     let mut out_1 = vec![0xA5u8; count * dl];
     for (i, key) in keys.chunks_exact(kl).enumerate() {
         let o = &mut out_1[i * dl..(i + 1) * dl];
-        let a = l.lookup(mem, key, n, t, o);
+        let a = l.lookup(mem, key, Some(n), t, o).unwrap();
         assert_eq!(
             ans_b[i], a,
             "key {i} ({key:02x?}) N={n} T={t} batch {batch}: lookup_batch vs lookup"
@@ -109,7 +101,7 @@ fn check(
         if ra != Lookup::Empty {
             assert_eq!(rv[..], o[..], "key {key:02x?} N={n} T={t}: reference value");
         }
-        match (l.query(mem, key, n, t), a) {
+        match (l.query(mem, key, Some(n), t).unwrap(), a) {
             (KeyWriteAnswer::Found { data, votes }, Lookup::Found { votes: v }) => {
                 assert_eq!((&data[..], votes), (&o[..], v));
                 seen.found += 1;
@@ -134,7 +126,7 @@ fn check(
 /// batch sizes around the group size; keys never written and repeated keys included.
 #[test]
 fn lookup_batch_equals_lookup_on_crowded_stores() {
-    let seed = test_seed(0x100c_ba7c);
+    let seed = dta_testkit::test_seed(0x100c_ba7c);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     // (hash, key_len, data_len): slots of 8 bytes (prototype), 16 with 4 bytes of padding,
@@ -217,7 +209,7 @@ fn lookup_batch_equals_lookup_on_crowded_stores() {
 /// same as `lookup` gives.
 #[test]
 fn lookup_batch_equals_lookup_on_a_filled_store() {
-    let seed = test_seed(0xf111ed);
+    let seed = dta_testkit::test_seed(0xf111ed);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     for hash in [HashScheme::Native, HashScheme::Prototype] {
@@ -258,22 +250,33 @@ fn lookup_batch_rejects_bad_lengths() {
     let keys = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let mut out = [0xA5u8; 16];
     let mut ans = [Lookup::Ambiguous; 2];
-    let cases: [(&[u8], usize, usize, u8, ApplyError); 6] = [
-        (&keys[..7], 16, 2, 2, ApplyError::BadKeyLen),
-        (&keys, 16, 1, 2, ApplyError::BadKeyLen),
-        (&keys, 15, 2, 2, ApplyError::BadDataLen),
-        (&keys, 8, 2, 2, ApplyError::BadDataLen),
-        (&keys, 16, 2, 0, ApplyError::BadRedundancy),
-        (&keys, 16, 2, 9, ApplyError::BadRedundancy),
+    let bad_key = |got, want| QueryError::BadKeyLen { got, want };
+    let bad_out = |have| QueryError::BadBatch {
+        got: 2,
+        need: 16,
+        have,
+    };
+    let bad_n = |got| QueryError::BadRedundancy { got, store: 4 };
+    // N > MAX_REDUNDANCY (the wire's 4) is rejected like any N above the store's.
+    let cases: [(&[u8], usize, usize, u8, QueryError); 6] = [
+        (&keys[..7], 16, 2, 2, bad_key(7, 8)),
+        (&keys, 16, 1, 2, bad_key(8, 4)),
+        (&keys, 15, 2, 2, bad_out(15)),
+        (&keys, 8, 2, 2, bad_out(8)),
+        (&keys, 16, 2, 0, bad_n(0)),
+        (&keys, 16, 2, 9, bad_n(9)),
     ];
     for (k, out_len, n_ans, red, err) in cases {
-        let got = l.lookup_batch(mem, k, red, 1, &mut out[..out_len], &mut ans[..n_ans]);
+        let got = l.lookup_batch(mem, k, Some(red), 1, &mut out[..out_len], &mut ans[..n_ans]);
         assert_eq!(got, Err(err));
         assert_eq!(out, [0xA5; 16]);
         assert_eq!(ans, [Lookup::Ambiguous; 2]);
     }
-    assert_eq!(l.lookup_batch(mem, &[], 2, 1, &mut [], &mut []), Ok(()));
-    assert_eq!(l.lookup_batch(mem, &keys, 2, 1, &mut out, &mut ans), Ok(()));
+    assert_eq!(l.lookup_batch(mem, &[], None, 1, &mut [], &mut []), Ok(()));
+    assert_eq!(
+        l.lookup_batch(mem, &keys, Some(2), 1, &mut out, &mut ans),
+        Ok(())
+    );
     assert_eq!(ans, [Lookup::Found { votes: 2 }, Lookup::Empty]);
     assert_eq!(out[..8], [9; 8]);
     assert_eq!(out[8..], [0xA5; 8]);

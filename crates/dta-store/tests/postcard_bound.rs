@@ -35,8 +35,8 @@ fn a6_bound_holds() {
     let r = Region::create(&dir.path().join("pc"), "paths", &spec(32), false).unwrap();
     let layout = PostcardingLayout::new(r.header()).unwrap();
     assert_eq!(layout.chunk_len(), 20);
-    let table = ValueTable::range(&layout, V);
-    let seed: u64 = test_seed(0xA6);
+    let table = ValueTable::range(&layout, V).unwrap();
+    let seed: u64 = dta_testkit::test_seed(0xA6);
     println!("seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let salt: u64 = rng.gen();
@@ -57,7 +57,7 @@ fn a6_bound_holds() {
         if t >= lag as u64 {
             let q = t - lag as u64;
             let (want, len) = paths[q as usize % (lag + 1)];
-            match layout.query(r.mem(), &key(q, salt), &table) {
+            match layout.query(r.mem(), &key(q, salt), &table).unwrap() {
                 PostcardAnswer::Found(p) => {
                     let ok = p.len() == len && p.iter().zip(&want).all(|(a, b)| Some(*a) == *b);
                     if ok {
@@ -130,22 +130,28 @@ fn query_decodes_and_rejects_mixed_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let r = Region::create(&dir.path().join("pc"), "p", &spec(32), false).unwrap();
     let layout = PostcardingLayout::new(r.header()).unwrap();
-    let table = ValueTable::new(&layout, [10u32, 20, 30, 40, 50, 60]);
+    let table = ValueTable::new(&layout, [10u32, 20, 30, 40, 50, 60]).unwrap();
     let mut sink = r.mem().sink();
     let k = [9u8; 13];
-    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
+    assert_eq!(
+        layout.query(r.mem(), &k, &table).unwrap(),
+        PostcardAnswer::Empty
+    );
     layout
         .apply_chunk(&k, &[Some(10), Some(20), Some(30), None, None], &mut sink)
         .unwrap();
     assert_eq!(
-        layout.query(r.mem(), &k, &table),
+        layout.query(r.mem(), &k, &table).unwrap(),
         PostcardAnswer::Found(vec![10, 20, 30])
     );
     // A value outside V makes the chunk invalid.
     layout
         .apply_chunk(&k, &[Some(10), Some(21), None, None, None], &mut sink)
         .unwrap();
-    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
+    assert_eq!(
+        layout.query(r.mem(), &k, &table).unwrap(),
+        PostcardAnswer::Empty
+    );
     // Two valid chunks that disagree: overwrite copy 1 only with another path.
     layout
         .apply_chunk(&k, &[Some(40), None, None, None, None], &mut sink)
@@ -159,20 +165,17 @@ fn query_decodes_and_rejects_mixed_chunks() {
     let bytes = other.bytes[at as usize..at as usize + layout.chunk_len()].to_vec();
     r.mem().write(at, &bytes).unwrap();
     if layout.chunk_offset(hk, 0) != at {
-        assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Ambiguous);
+        assert_eq!(
+            layout.query(r.mem(), &k, &table).unwrap(),
+            PostcardAnswer::Ambiguous
+        );
     }
     // A hole (blank before a value) is invalid.
     layout
         .apply_chunk(&k, &[Some(10), None, Some(30), None, None], &mut sink)
         .unwrap();
-    assert_eq!(layout.query(r.mem(), &k, &table), PostcardAnswer::Empty);
-}
-
-/// Deterministic by default so the statistical checks never flake; set `DTA_TEST_SEED` to explore
-/// other seeds.
-fn test_seed(default: u64) -> u64 {
-    std::env::var("DTA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    assert_eq!(
+        layout.query(r.mem(), &k, &table).unwrap(),
+        PostcardAnswer::Empty
+    );
 }

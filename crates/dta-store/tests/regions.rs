@@ -47,7 +47,8 @@ fn survives_close_and_reopen_and_checks_spec() {
     {
         let r = Region::create(&path, "flows", &kw(1 << 12), false).unwrap();
         assert_eq!(r.header().kind, StoreKind::KeyWrite);
-        assert_eq!(r.header().hash, HashScheme::Prototype);
+        // Native hashing is the default, also for 4-byte keys and data.
+        assert_eq!(r.header().hash, HashScheme::Native);
         let l = KeyWriteLayout::new(r.header()).unwrap();
         l.apply(&key, &[1, 2, 3, 4], 2, &mut r.mem().sink())
             .unwrap();
@@ -60,7 +61,7 @@ fn survives_close_and_reopen_and_checks_spec() {
     let r = Region::create(&path, "flows", &kw(1 << 12), false).unwrap();
     let l = KeyWriteLayout::new(r.header()).unwrap();
     assert_eq!(
-        l.query(r.mem(), &key, 2, 1),
+        l.query(r.mem(), &key, Some(2), 1).unwrap(),
         KeyWriteAnswer::Found {
             data: vec![1, 2, 3, 4],
             votes: 2
@@ -84,7 +85,10 @@ fn survives_close_and_reopen_and_checks_spec() {
     ));
     let r = Region::create(&path, "flows", &kw(1 << 13), true).unwrap();
     let l = KeyWriteLayout::new(r.header()).unwrap();
-    assert_eq!(l.query(r.mem(), &key, 2, 1), KeyWriteAnswer::Empty);
+    assert_eq!(
+        l.query(r.mem(), &key, Some(2), 1).unwrap(),
+        KeyWriteAnswer::Empty
+    );
     assert_eq!(r.mem().len(), (1 << 13) * 8);
     // A layout of the wrong kind is refused.
     assert!(matches!(
@@ -105,7 +109,7 @@ fn read_only_open() {
     let ro = Region::open_read_only(&path).unwrap();
     assert!(!ro.is_writable());
     assert!(matches!(
-        l.query(ro.mem(), &[1, 2, 3, 4], 1, 1),
+        l.query(ro.mem(), &[1, 2, 3, 4], Some(1), 1).unwrap(),
         KeyWriteAnswer::Found { .. }
     ));
     let before = snapshot(ro.mem());
@@ -144,8 +148,14 @@ fn corrupt_headers_give_clear_errors() {
     assert!(e.to_string().contains("corrupt header"));
 
     let p = fresh("version");
-    patch(&p, field::VERSION.start as u64, &2u16.to_le_bytes(), true);
-    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(2))));
+    patch(&p, field::VERSION.start as u64, &3u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(3))));
+    // Version 1 (no redundancy in the header, key-only slot checks) is refused, not misread.
+    let p = fresh("version1");
+    patch(&p, field::VERSION.start as u64, &1u16.to_le_bytes(), true);
+    let e = Region::open(&p).unwrap_err();
+    assert!(matches!(e, StoreError::BadVersion(1)));
+    assert!(e.to_string().contains("reads version 2"), "{e}");
 
     let p = fresh("kind");
     patch(&p, field::KIND.start as u64, &9u16.to_le_bytes(), true);
@@ -228,6 +238,7 @@ fn corrupt_headers_give_clear_errors() {
         key_len: 13,
         data_len: 4,
         hash: HashScheme::Prototype,
+        redundancy: 2,
     });
     assert!(Region::create(&dir.path().join("n"), "a", &proto13, true).is_err());
 }
@@ -278,9 +289,13 @@ fn out_of_bounds_writes_change_nothing() {
 #[test]
 fn prototype_key_write_is_byte_exact() {
     let dir = tempfile::tempdir().unwrap();
-    let r = Region::create(&dir.path().join("p"), "proto", &kw(1 << 16), false).unwrap();
+    // The prototype layout is used only when asked for.
+    let mut spec = KeyWriteSpec::new(1 << 16, 4, 4);
+    spec.hash = HashScheme::Prototype;
+    let spec = StoreSpec::KeyWrite(spec);
+    let r = Region::create(&dir.path().join("p"), "proto", &spec, false).unwrap();
     let l = KeyWriteLayout::new(r.header()).unwrap();
-    assert_eq!(l.slot_len(), 8);
+    assert_eq!((l.slot_len(), l.redundancy()), (8, 2));
     l.apply(
         &[0x0a, 0x00, 0x00, 0x01],
         &[0xde, 0xad, 0xbe, 0xef],
@@ -307,7 +322,9 @@ fn prototype_key_write_is_byte_exact() {
 #[test]
 fn wide_key_write_slots_and_voting() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = StoreSpec::KeyWrite(KeyWriteSpec::new(1 << 10, 13, 20));
+    let mut spec = KeyWriteSpec::new(1 << 10, 13, 20);
+    spec.redundancy = 3;
+    let spec = StoreSpec::KeyWrite(spec);
     let r = Region::create(&dir.path().join("w"), "w", &spec, false).unwrap();
     let l = KeyWriteLayout::new(r.header()).unwrap();
     assert_eq!((l.slot_len(), l.hash()), (24, HashScheme::Native));
@@ -323,7 +340,7 @@ fn wide_key_write_slots_and_voting() {
     assert_eq!(&slot[4..24], &data[..]);
     assert!(l.slot_holds(tag, &slot));
     assert_eq!(
-        l.query(r.mem(), &key, 3, 3),
+        l.query(r.mem(), &key, Some(3), 3).unwrap(),
         KeyWriteAnswer::Found {
             data: data.clone(),
             votes: 3
@@ -344,20 +361,20 @@ fn wide_key_write_slots_and_voting() {
     let one = l.slot_offset(&key, 1);
     r.mem().write(one, forged).unwrap();
     assert_eq!(
-        l.query(r.mem(), &key, 3, 1),
+        l.query(r.mem(), &key, Some(3), 1).unwrap(),
         KeyWriteAnswer::Found {
             data: data.clone(),
             votes: 2
         }
     );
     assert!(matches!(
-        l.query(r.mem(), &key, 3, 3),
+        l.query(r.mem(), &key, Some(3), 3).unwrap(),
         KeyWriteAnswer::Ambiguous { .. }
     ));
     // 1-1 tie with N = 2 (if copies 0 and 1 are distinct slots).
     if l.slot_offset(&key, 0) != one {
         assert!(matches!(
-            l.query(r.mem(), &key, 2, 1),
+            l.query(r.mem(), &key, Some(2), 1).unwrap(),
             KeyWriteAnswer::Ambiguous { .. }
         ));
     }
@@ -401,7 +418,8 @@ kind = "key_write"
 slots = 1024
 key_len = 4
 data_len = 4
-hash = "native"
+hash = "prototype"
+redundancy = 3
 
 [[store]]
 kind = "append"
@@ -428,11 +446,13 @@ key_len = 13
     assert_eq!(
         hashes,
         [
-            HashScheme::Prototype,
             HashScheme::Native,
-            HashScheme::Native
+            HashScheme::Native,
+            HashScheme::Prototype
         ]
     );
+    let ns: Vec<Option<u8>> = cfg.store.iter().map(|s| s.redundancy()).collect();
+    assert_eq!(ns, [Some(2), Some(2), Some(3), None, None, Some(2)]);
     assert_eq!(
         cfg.store[3],
         StoreSpec::Append(AppendSpec {

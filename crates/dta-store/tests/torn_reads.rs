@@ -36,6 +36,7 @@ fn hammer(n: u8) -> (u64, u64, u64) {
         key_len: 4,
         data_len: DATA_LEN as u8,
         hash: HashScheme::Native,
+        redundancy: n,
     });
     let region = Arc::new(Region::create(&dir.path().join("kw"), "kw", &spec, true).unwrap());
     let layout = Arc::new(KeyWriteLayout::new(region.header()).unwrap());
@@ -71,7 +72,9 @@ fn hammer(n: u8) -> (u64, u64, u64) {
                 let (mut found, mut bad) = (0u64, 0u64);
                 let mut out = [0u8; DATA_LEN];
                 for _ in 0..READS_PER_N / READERS {
-                    let a = layout.lookup(region.mem(), &key, n, 1, &mut out);
+                    let a = layout
+                        .lookup(region.mem(), &key, None, 1, &mut out)
+                        .unwrap();
                     let max = written.load(Ordering::SeqCst);
                     if let Lookup::Found { .. } = a {
                         found += 1;

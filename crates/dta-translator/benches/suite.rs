@@ -119,6 +119,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
                 key_len: 4,
                 data_len: 4,
                 hash: HashScheme::Native,
+                redundancy: 2,
             }),
         ),
         (
@@ -127,6 +128,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
                 counters: pow2_at_most(bytes / 8),
                 key_len: 4,
                 hash: HashScheme::Native,
+                redundancy: 2,
             }),
         ),
         (
@@ -455,7 +457,7 @@ fn run_query(a: &Args, regions: &[Arc<Region>]) {
             for k in flat.chunks(4 * BATCH) {
                 let n = k.len() / 4;
                 layout
-                    .lookup_batch(mem, k, 2, 1, &mut outs[..4 * n], &mut answers[..n])
+                    .lookup_batch(mem, k, Some(2), 1, &mut outs[..4 * n], &mut answers[..n])
                     .unwrap();
                 found_batch += answers[..n]
                     .iter()
@@ -465,13 +467,15 @@ fn run_query(a: &Args, regions: &[Arc<Region>]) {
         }));
         l.push(rate(keys.len(), || {
             for k in &keys {
-                found +=
-                    matches!(layout.lookup(mem, k, 2, 1, &mut out), Lookup::Found { .. }) as usize;
+                found += matches!(
+                    layout.lookup(mem, k, Some(2), 1, &mut out),
+                    Ok(Lookup::Found { .. })
+                ) as usize;
             }
         }));
         q.push(rate(keys.len(), || {
             for k in &keys {
-                black_box(layout.query(mem, k, 2, 1));
+                black_box(layout.query(mem, k, Some(2), 1).ok());
             }
         }));
     }

@@ -25,7 +25,7 @@ pub mod sketch;
 pub mod stats;
 
 pub use config::{PrototypeHeader, TranslatorConfig};
-pub use engine::{BuildError, PendingNack, StoreInfo, Translator};
+pub use engine::{BuildError, PendingNack, Translator};
 pub use reason::Reason;
 pub use shard::{Shard, Shards};
 pub use sinks::{RegionSinks, Sinks};

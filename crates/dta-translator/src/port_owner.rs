@@ -130,8 +130,7 @@ mod tests {
     #[test]
     fn a_socket_of_this_process_is_found_but_not_other() {
         if !Path::new("/proc/net/udp").exists() {
-            eprintln!("SKIPPED: no /proc/net/udp");
-            return;
+            dta_testkit::skip!("no /proc/net/udp");
         }
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = s.local_addr().unwrap().port();
@@ -146,8 +145,7 @@ mod tests {
     #[test]
     fn another_processs_socket_is_named_by_pid() {
         if !Path::new("/proc/net/udp").exists() {
-            eprintln!("SKIPPED: no /proc/net/udp");
-            return;
+            dta_testkit::skip!("no /proc/net/udp");
         }
         let Ok(mut child) = std::process::Command::new("python3")
             .args([
@@ -158,8 +156,7 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
         else {
-            eprintln!("SKIPPED: python3 not available");
-            return;
+            dta_testkit::skip!("python3 not available");
         };
         let mut line = String::new();
         use std::io::BufRead;

@@ -24,8 +24,12 @@ pub enum Reason {
     BadKeyLen,
     /// Data length the store cannot hold.
     BadDataLen,
-    /// Key-Write or Key-Increment redundancy outside 1..=[`dta_store::MAX_REDUNDANCY`].
+    /// Key-Write redundancy outside 1..=store N, or Key-Increment's outside
+    /// 1..=[`dta_store::MAX_REDUNDANCY`].
     BadRedundancy,
+    /// A Key-Increment report whose N differs from the store's (a minimum over counters that
+    /// were not all added to would read 0).
+    RedundancyMismatch,
     /// Sketch-Merge column beyond the store's columns.
     BadColumn,
     /// A sequence gap (go-back-N: dropped and NACKed) or a sketch column that skips ahead.
@@ -40,7 +44,7 @@ pub enum Reason {
 
 impl Reason {
     /// Number of reasons; counter arrays have this many slots.
-    pub const COUNT: usize = WireError::ALL.len() + 12;
+    pub const COUNT: usize = WireError::ALL.len() + 13;
 
     /// Every reason, in counter order: the wire reasons in [`WireError::ALL`]'s order, then the
     /// translator's.
@@ -63,6 +67,7 @@ impl Reason {
         Reason::BadKeyLen,
         Reason::BadDataLen,
         Reason::BadRedundancy,
+        Reason::RedundancyMismatch,
         Reason::BadColumn,
         Reason::OutOfOrder,
         Reason::StaleEpoch,
@@ -94,11 +99,12 @@ impl Reason {
             Reason::BadKeyLen => 15,
             Reason::BadDataLen => 16,
             Reason::BadRedundancy => 17,
-            Reason::BadColumn => 18,
-            Reason::OutOfOrder => 19,
-            Reason::StaleEpoch => 20,
-            Reason::UnknownReporter => 21,
-            Reason::SinkError => 22,
+            Reason::RedundancyMismatch => 18,
+            Reason::BadColumn => 19,
+            Reason::OutOfOrder => 20,
+            Reason::StaleEpoch => 21,
+            Reason::UnknownReporter => 22,
+            Reason::SinkError => 23,
         }
     }
 
@@ -127,6 +133,7 @@ impl Reason {
             Reason::BadKeyLen => "bad_key_len",
             Reason::BadDataLen => "bad_data_len",
             Reason::BadRedundancy => "bad_redundancy",
+            Reason::RedundancyMismatch => "redundancy_mismatch",
             Reason::BadColumn => "bad_column",
             Reason::OutOfOrder => "out_of_order",
             Reason::StaleEpoch => "stale_epoch",
@@ -156,6 +163,7 @@ impl From<&ApplyError> for Reason {
             ApplyError::BadKeyLen => Reason::BadKeyLen,
             ApplyError::BadDataLen => Reason::BadDataLen,
             ApplyError::BadRedundancy => Reason::BadRedundancy,
+            ApplyError::RedundancyMismatch => Reason::RedundancyMismatch,
             ApplyError::BadListId => Reason::BadListId,
             ApplyError::BadHop => Reason::BadHop,
             ApplyError::BadColumn => Reason::BadColumn,
@@ -206,6 +214,7 @@ mod tests {
             ApplyError::BadKeyLen,
             ApplyError::BadDataLen,
             ApplyError::BadRedundancy,
+            ApplyError::RedundancyMismatch,
             ApplyError::BadListId,
             ApplyError::BadHop,
             ApplyError::BadColumn,

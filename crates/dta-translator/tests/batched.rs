@@ -70,7 +70,8 @@ fn random_report(rng: &mut impl Rng) -> Gen {
             k13[..4].copy_from_slice(&k);
             Gen::Kw13(k13, rng.gen(), n)
         }
-        6 | 7 => Gen::Ki(k, rng.gen_range(1..1000), n),
+        // Key-Increment reports use the store's N.
+        6 | 7 => Gen::Ki(k, rng.gen_range(1..1000), dta_store::DEFAULT_REDUNDANCY),
         8 => Gen::Ap(rng.gen_range(0..4), rng.gen()),
         _ => Gen::NoStore([1, 2, 3, 4, 5], [9; 4]),
     }
@@ -191,8 +192,8 @@ fn last_write_in_a_datagram_wins() {
     let l = KeyWriteLayout::new(regions[0].header()).unwrap();
     let mut out = [0u8; 4];
     assert_eq!(
-        l.lookup(regions[0].mem(), &key, 3, 1, &mut out),
-        dta_store::Lookup::Found { votes: 3 }
+        l.lookup(regions[0].mem(), &key, Some(3), 1, &mut out),
+        Ok(dta_store::Lookup::Found { votes: 3 })
     );
     assert_eq!(out, [49; 4]);
     assert_eq!(t.stats().writes.load(Relaxed), 150);
@@ -221,7 +222,7 @@ fn sink_errors_are_counted_per_report() {
     let regions = common::regions(dir.path());
     let infos: Vec<_> = regions
         .iter()
-        .map(|r| dta_translator::StoreInfo::from_region(r).unwrap())
+        .map(|r| dta_store::StoreInfo::from_region(r).unwrap())
         .collect();
     let stats = std::sync::Arc::new(dta_translator::Stats::default());
     let mut t = dta_translator::Translator::new(
@@ -255,7 +256,8 @@ fn sink_errors_are_counted_per_report() {
 }
 
 /// `Translator::apply` (the INT sink's and the prototype's way in) stages every redundancy the
-/// stores accept, beyond the wire's 4: N = 5..=8 leave the layouts' image; N = 0 or 9 and a
+/// store accepts: Key-Write N = 1..=store N (4 here) and Key-Increment at the store's N (2) leave
+/// the layouts' image; Key-Write N = 0 or 5, Key-Increment N = 3 (`redundancy_mismatch`) and a
 /// report of no store's shape are rejected by reason, changing nothing.
 #[test]
 fn apply_stages_every_store_redundancy() {
@@ -264,10 +266,11 @@ fn apply_stages_every_store_redundancy() {
     let mut t = common::translator(&regions);
     let flows = KeyWriteLayout::new(regions[1].header()).unwrap();
     let ki = KeyIncrementLayout::new(regions[2].header()).unwrap();
+    assert_eq!((flows.redundancy(), ki.redundancy()), (4, 2));
     let mut img_flows = VecSink::new(regions[1].mem().len() as usize);
     let mut img_ki = VecSink::new(regions[2].mem().len() as usize);
     let now = Instant::now();
-    for n in 5..=8u8 {
+    for n in 1..=4u8 {
         let key = [n; 13];
         let data = [n ^ 0x5a; 8];
         let r = Report::KeyWrite {
@@ -282,13 +285,13 @@ fn apply_stages_every_store_redundancy() {
         let r = Report::KeyIncrement {
             key: &k4,
             counter: n as u64,
-            redundancy: n,
+            redundancy: 2,
             immediate: false,
         };
         t.apply(&r, 0, common::src(), now);
-        ki.apply(&k4, n as u64, n, &mut img_ki).unwrap();
+        ki.apply(&k4, n as u64, 2, &mut img_ki).unwrap();
     }
-    for (n, key) in [(0u8, [1u8; 13]), (9, [2; 13])] {
+    for (n, key) in [(0u8, [1u8; 13]), (5, [2; 13])] {
         let r = Report::KeyWrite {
             key: &key,
             data: &[0; 8],
@@ -297,6 +300,17 @@ fn apply_stages_every_store_redundancy() {
         };
         t.apply(&r, 0, common::src(), now);
     }
+    t.apply(
+        &Report::KeyIncrement {
+            key: &[0, 0, 2, 0],
+            counter: 1,
+            redundancy: 3,
+            immediate: false,
+        },
+        0,
+        common::src(),
+        now,
+    );
     t.apply(
         &Report::KeyIncrement {
             key: &[1, 2, 3, 4, 5],
@@ -317,9 +331,10 @@ fn apply_stages_every_store_redundancy() {
     assert_eq!(image(&regions[2]), img_ki.bytes);
     let s = t.stats();
     assert_eq!(s.rejected("bad_redundancy"), 2);
+    assert_eq!(s.rejected("redundancy_mismatch"), 1);
     assert_eq!(s.rejected("no_store"), 1);
-    assert_eq!(s.writes.load(Relaxed), (5..=8).sum::<u64>());
-    assert_eq!(s.fetch_adds.load(Relaxed), (5..=8).sum::<u64>());
+    assert_eq!(s.writes.load(Relaxed), (1..=4).sum::<u64>());
+    assert_eq!(s.fetch_adds.load(Relaxed), 4 * 2);
     assert_eq!(s.reports_of(Opcode::KeyWrite), 6);
-    assert_eq!(s.reports_of(Opcode::KeyIncrement), 5);
+    assert_eq!(s.reports_of(Opcode::KeyIncrement), 6);
 }

@@ -12,7 +12,8 @@ use dta_wire::{Priority, Report};
 fn kw_answer(r: &Region, key: u32) -> KeyWriteAnswer {
     KeyWriteLayout::new(r.header())
         .unwrap()
-        .query(r.mem(), &key.to_be_bytes(), 2, 1)
+        .query(r.mem(), &key.to_be_bytes(), Some(2), 1)
+        .unwrap()
 }
 
 fn snapshot(regions: &[std::sync::Arc<Region>]) -> Vec<Vec<u8>> {

@@ -217,8 +217,7 @@ fn main() {
             _ => {} // cargo bench passes --bench
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !dta_testkit::is_root() {
         println!("netns: SKIPPED (needs root: network namespaces and BPF)");
         return;
     }

@@ -2,108 +2,58 @@
 //! reports sent from one namespace reach the XDP program on the other end, which applies them
 //! into map-backed stores; the stores must be byte-identical to what the userspace translator
 //! writes for the same reports into file-backed regions, readable through bpffs pins, and what
-//! the program cannot handle must reach a userspace socket. Needs root: skipped otherwise.
+//! the program cannot handle must reach a userspace socket. Needs root: a counted skip otherwise.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_store::{
     AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region, StoreSpec,
+    MAX_REDUNDANCY,
 };
+use dta_testkit::netns::{run_in, VethPair};
 use dta_translator::{Stats, Translator, TranslatorConfig};
 use dta_xdp::{XdpConfig, XdpTranslator};
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: the XDP tests need root (network namespaces, BPF)");
-        return false;
-    }
-    true
-}
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?} failed");
-}
-
-/// Two namespaces joined by a veth pair: `a` (10.99.P.1, the translator) and `b` (10.99.P.2).
-struct Net {
-    a: String,
-    b: String,
-}
-
-impl Net {
-    fn new(tag: &str) -> Net {
-        let id = std::process::id() % 200 + if tag == "x" { 0 } else { 1 };
-        let (a, b) = (format!("dtaxa{id}{tag}"), format!("dtaxb{id}{tag}"));
-        let _ = Command::new("ip").args(["netns", "del", &a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &b]).status();
-        sh(&["ip", "netns", "add", &a]);
-        sh(&["ip", "netns", "add", &b]);
-        sh(&[
-            "ip", "link", "add", "veth0", "netns", &a, "type", "veth", "peer", "name", "veth1",
-            "netns", &b,
-        ]);
-        let ipa = format!("10.99.{id}.1/24");
-        let ipb = format!("10.99.{id}.2/24");
-        sh(&["ip", "-n", &a, "addr", "add", &ipa, "dev", "veth0"]);
-        sh(&["ip", "-n", &b, "addr", "add", &ipb, "dev", "veth1"]);
-        sh(&["ip", "-n", &a, "link", "set", "veth0", "up"]);
-        sh(&["ip", "-n", &b, "link", "set", "veth1", "up"]);
-        sh(&["ip", "-n", &a, "link", "set", "lo", "up"]);
-        // The peer must have an XDP program (or GRO) for native XDP on veth to see frames.
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &b, "ethtool", "-K", "veth1", "gro", "on"])
-            .status();
-        Net { a, b }
-    }
-
-    fn addr_a(&self) -> SocketAddr {
-        let id: String = self
-            .a
-            .trim_start_matches("dtaxa")
-            .chars()
-            .filter(|c| c.is_ascii_digit())
-            .collect();
-        format!("10.99.{id}.1:40040").parse().unwrap()
-    }
-
-    /// Run `f` on a thread inside namespace `ns`.
-    fn run_in<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{ns}");
-        std::thread::spawn(move || {
-            let f2 = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace fd we opened; affects this thread only.
-            let r = unsafe { libc::setns(f2.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns {path}");
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
+/// Two namespaces joined by a veth pair: `a` (10.99.0.1, the translator) and `b` (10.99.0.2).
+/// Native XDP on veth sees frames only when the peer has an XDP program or GRO on, so GRO is
+/// turned on at `b`'s end.
+fn net() -> VethPair {
+    let net = VethPair::new("x", 99);
+    let _ = Command::new("ip")
+        .args([
+            "netns", "exec", &net.b, "ethtool", "-K", &net.dev_b, "gro", "on",
+        ])
+        .status();
+    net
 }
 
 fn headers() -> Vec<Header> {
     let specs = [
-        ("kwp", StoreSpec::KeyWrite(KeyWriteSpec::new(1024, 4, 4))),
-        ("kwn", StoreSpec::KeyWrite(KeyWriteSpec::new(512, 13, 20))),
+        (
+            "kwp",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                hash: HashScheme::Prototype,
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(1024, 4, 4)
+            }),
+        ),
+        (
+            "kwn",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(512, 13, 20)
+            }),
+        ),
         (
             "kip",
             StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: 1024,
                 key_len: 4,
                 hash: HashScheme::Prototype,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -112,6 +62,7 @@ fn headers() -> Vec<Header> {
                 counters: 256,
                 key_len: 13,
                 hash: HashScheme::Native,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -195,7 +146,7 @@ fn workload() -> Vec<Vec<u8>> {
 }
 
 fn send_all(ns: &str, to: SocketAddr, dgrams: Vec<Vec<u8>>) {
-    Net::run_in(ns, move || {
+    run_in(ns, move || {
         let s = UdpSocket::bind("0.0.0.0:0").unwrap();
         for d in &dgrams {
             s.send_to(d, to).unwrap();
@@ -224,22 +175,23 @@ fn data_of(r: &Region) -> Vec<u8> {
 
 #[test]
 fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
-    if !root() {
-        return;
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("the XDP test loads BPF: {why}");
     }
-    let net = Net::new("x");
+    let net = net();
     let hs = headers();
     let hs2 = hs.clone();
-    let x = Net::run_in(&net.a, move || {
+    let dev_a = net.dev_a.clone();
+    let x = run_in(&net.a, move || {
         let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
-        let mode = x.attach("veth0", false).expect("attach");
+        let mode = x.attach(&dev_a, false).expect("attach");
         eprintln!("attached in {mode:?} mode");
         x
     });
     assert_eq!(x.stores().len(), 5);
     // A userspace socket in namespace a for what the program passes.
-    let to = net.addr_a();
-    let sock = Net::run_in(&net.a, move || {
+    let to: SocketAddr = format!("{}:40040", net.ip_a).parse().unwrap();
+    let sock = run_in(&net.a, move || {
         let s = UdpSocket::bind(to).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         s
@@ -306,7 +258,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         let r = Region::open_read_only(&pins[0]).expect("open pinned map as a region");
         let kw = dta_store::KeyWriteLayout::new(r.header()).unwrap();
         let key = 0x0a00_0003u32.to_be_bytes();
-        match kw.query(r.mem(), &key, 4, 1) {
+        match kw.query(r.mem(), &key, Some(4), 1).unwrap() {
             dta_store::KeyWriteAnswer::Found { data, .. } => {
                 assert_eq!(data, (3u32 * 7).to_be_bytes())
             }
@@ -314,7 +266,11 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         }
         let ki = dta_store::KeyIncrementLayout::new(x.stores()[2].region.header()).unwrap();
         // key 2 got i = 2, 11, 20, 29, 38: adds 3 + 12 + 21 + 30 + 39.
-        assert!(ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), 1) >= 105);
+        assert!(
+            ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), Some(1))
+                .unwrap()
+                >= 105
+        );
         for p in &pins {
             let _ = std::fs::remove_file(p);
         }

@@ -291,7 +291,7 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
         let mut row = Row::new("Key-Write", protocol, "kw");
         for i in 0..flows {
             let key = (base + i).to_be_bytes();
-            let r = query::key_write(kw, &key, 2, 1)?;
+            let r = query::key_write(kw, &key, None, 1)?;
             row.tally(match &r.data {
                 Some(d) if *d == hex::encode(kw_data(i)) => Outcome::Correct,
                 Some(_) => Outcome::Wrong,
@@ -306,7 +306,7 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
 
     let mut row = Row::new("Key-Write", "native", "flows");
     for i in 0..flows {
-        let r = query::key_write(flows_store, &five_tuple(i), 2, 1)?;
+        let r = query::key_write(flows_store, &five_tuple(i), None, 1)?;
         row.tally(match &r.data {
             Some(d) if *d == hex::encode(flow_data(i)) => Outcome::Correct,
             Some(_) => Outcome::Wrong,
@@ -325,7 +325,7 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
         let mut row = Row::new("Key-Increment", protocol, "counters");
         for i in 0..flows {
             let (a, b) = ki_increments(i);
-            let r = query::key_increment(counters, &(base + i).to_be_bytes(), 2)?;
+            let r = query::key_increment(counters, &(base + i).to_be_bytes(), None)?;
             row.tally(match r.count {
                 0 => Outcome::Empty,
                 n if n == a + b => Outcome::Correct,
@@ -339,7 +339,7 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
     }
 
     let layout = dta_store::PostcardingLayout::new(paths.header())?;
-    let table = dta_store::ValueTable::range(&layout, 1 << 18);
+    let table = dta_store::ValueTable::range(&layout, 1 << 18)?;
     for (protocol, base) in [("native", PC_NATIVE), ("prototype", PC_PROTO)] {
         let mut row = Row::new("Postcarding", protocol, "paths");
         for i in 0..flows {

@@ -48,8 +48,10 @@ pub struct IntSinkArgs {
     /// Print events and flow records as JSON lines on stdout.
     #[arg(long)]
     events: bool,
-    /// Serve Prometheus metrics (translator, INT sink, exports) at http://ADDR/metrics.
-    #[arg(long)]
+    /// Serve Prometheus metrics (translator, INT sink, exports) at http://ADDR/metrics: PORT
+    /// (on 127.0.0.1) or IP:PORT; a non-loopback IP needs a token (DTA_HTTP_TOKEN_FILE or
+    /// DTA_HTTP_TOKEN).
+    #[arg(long, value_parser = dta_http::parse_listen_addr)]
     metrics: Option<std::net::SocketAddr>,
     /// Export events and flow records to Redis (e.g. redis://127.0.0.1:6379).
     #[arg(long)]

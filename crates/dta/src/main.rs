@@ -120,8 +120,9 @@ struct TranslatorArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
-    #[arg(long)]
+    /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or IP:PORT; a
+    /// non-loopback IP needs a token (DTA_HTTP_TOKEN_FILE or DTA_HTTP_TOKEN).
+    #[arg(long, value_parser = dta_http::parse_listen_addr)]
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     rdma: rdma_cmd::RdmaArgs,
@@ -179,9 +180,9 @@ enum QueryWhat {
         /// The key: 0xHEX, a decimal integer, an IPv4 address, or SRC:SPORT-DST:DPORT/PROTO.
         #[arg(short, long)]
         key: String,
-        /// Slots to read (the redundancy the reporters used, or the maximum, 4).
-        #[arg(short = 'n', long, default_value_t = 4)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its header).
+        #[arg(short = 'n', long)]
+        redundancy: Option<u8>,
         /// Copies that must agree (consensus threshold T).
         #[arg(short, long, default_value_t = 1)]
         threshold: u8,
@@ -192,8 +193,10 @@ enum QueryWhat {
         sel: StoreSel,
         #[arg(short, long)]
         key: String,
-        #[arg(short = 'n', long, default_value_t = 4)]
-        redundancy: u8,
+        /// Counters to take the minimum of: the store's N (its header's, the default); an N
+        /// other than the one the reporters used reads a wrong count.
+        #[arg(short = 'n', long)]
+        redundancy: Option<u8>,
     },
     /// Postcarding: the per-hop values (e.g. the path) of a flow.
     Postcard {
@@ -311,6 +314,7 @@ const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.load()?;
     let started = Instant::now();
+    let http_opts = dta_collector::http::options(&cfg.collector)?;
     // Takes the directory's collector lock first: a second collector is refused here.
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
@@ -354,7 +358,12 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
             let shutdown = async move {
                 let _ = rx.wait_for(|stopping| *stopping).await;
             };
-            let server = dta_collector::http::serve(served.clone(), &cfg.collector.http, shutdown);
+            let server = dta_collector::http::serve_with(
+                served.clone(),
+                &cfg.collector.http,
+                http_opts,
+                shutdown,
+            );
             tokio::pin!(server);
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut checked = Instant::now();

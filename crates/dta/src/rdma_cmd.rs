@@ -15,7 +15,9 @@ use clap::Args;
 use dta::config::Config;
 use dta_collector::Collector;
 use dta_rdma::link::{iface_ipv4, PacketLink};
-use dta_rdma::{connect, Endpoint, RequesterConfig, Responder, ResponderConfig};
+use dta_rdma::Endpoint;
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_translator::{ingest, Stats, Translator};
 
 #[derive(Args)]
@@ -35,6 +37,10 @@ pub struct ResponderArgs {
     /// RDMA CM port to listen on.
     #[arg(long, default_value_t = dta_rdma::DEFAULT_CM_PORT)]
     pub port: u16,
+    /// Tear down a connection that sends nothing for this many seconds (default: never; a
+    /// restarted translator's new REQ replaces its old connection anyway).
+    #[arg(long, value_name = "SECS")]
+    pub idle_timeout: Option<f64>,
 }
 
 /// Options of `dta translator` for the RoCEv2 sink.
@@ -86,6 +92,12 @@ pub fn responder(a: ResponderArgs, stop: Arc<AtomicBool>) -> anyhow::Result<Exit
     let me = endpoint(&link, &a.iface, a.ip)?;
     let mut rc = ResponderConfig::new(me);
     rc.port = a.port;
+    if let Some(secs) = a.idle_timeout {
+        rc.idle_timeout = Some(
+            Duration::try_from_secs_f64(secs)
+                .with_context(|| format!("--idle-timeout {secs}: not a duration"))?,
+        );
+    }
     let mut r = Responder::new(link, rc, c.regions());
     for (i, s) in c.stores().iter().enumerate() {
         let (va, len, rkey) = r.registration(i).unwrap();
@@ -145,12 +157,19 @@ pub fn translator(
     eprintln!("translator on udp://{} -> RoCEv2", socket.local_addr()?);
     // ACKs are handled as the sink sends (and whenever its window fills); the final flush
     // waits for every outstanding packet to be acknowledged.
-    ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop)?;
+    let ran = ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop);
+    // Every exit (stop by signal or --duration, or an ingest error) flushes and sends the DREQ
+    // of docs/rdma.md, so the collector frees our queue pair at once. Dropping the sinks on a
+    // path that skips this (an early `?`) still sends one DREQ.
+    let disconnected = t.sinks_mut().disconnect();
+    ran?;
     let out = serde_json::json!({ "translator": stats.snapshot(), "rdma": rstats.snapshot() });
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         eprintln!("{}", serde_json::to_string_pretty(&out)?);
     }
+    disconnected.with_context(|| format!("disconnecting from {collector}"))?;
+    eprintln!("disconnected from {collector}");
     Ok(ExitCode::SUCCESS)
 }

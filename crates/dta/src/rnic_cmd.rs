@@ -88,6 +88,7 @@ pub fn run(a: RnicArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     let http = if cfg.collector.http.is_empty() {
         None
     } else {
+        let opts = dta_collector::http::options(&cfg.collector)?;
         let (c, stop, addr) = (c.clone(), stop.clone(), cfg.collector.http.clone());
         eprintln!("HTTP queries on http://{addr}");
         Some(std::thread::spawn(move || -> anyhow::Result<()> {
@@ -101,7 +102,7 @@ pub fn run(a: RnicArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 };
-                dta_collector::http::serve(c, &addr, shutdown).await
+                dta_collector::http::serve_with(c, &addr, opts, shutdown).await
             })?;
             Ok(())
         }))

@@ -98,7 +98,7 @@ fn translator_metrics_move_with_reports() {
         &cfg,
         format!(
             "region_dir = 'r'\n[translator]\nlisten = '127.0.0.1:{udp_port}'\n\
-             [[store]]\nname = 'c'\nkind = 'key-increment'\ncounters = 1024\nkey_len = 4\n"
+             [[store]]\nname = 'c'\nkind = 'key-increment'\ncounters = 1024\nkey_len = 4\nredundancy = 1\n"
         ),
     )
     .unwrap();

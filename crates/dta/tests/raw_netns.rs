@@ -1,54 +1,23 @@
 //! `dta report --raw IFACE`: prebuilt frames on an AF_PACKET socket, across a veth pair between
 //! two network namespaces the test creates, into `dta translator` in the other namespace. Every
-//! report the sender counts arrives and is applied. Needs root (skipped otherwise).
+//! report the sender counts arrives and is applied. Needs root (a counted skip otherwise).
 
 use std::process::{Command, Stdio};
+
+use dta_testkit::netns::VethPair;
 use std::time::Duration;
 
 mod common;
 
 use common::dta;
 
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-struct Netns(Vec<String>);
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            ip(&["netns", "del", n]);
-        }
-    }
-}
-
 #[test]
 fn raw_sender_into_translator_across_namespaces() {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 || !ip(&["-V"]) {
-        eprintln!("SKIPPED: needs root and iproute2 `ip` to create network namespaces");
-        return;
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
     }
-    let id = std::process::id() % 100_000;
-    let (na, nb) = (format!("dtaxa{id}"), format!("dtaxb{id}"));
-    let (va, vb) = (format!("vxa{id}"), format!("vxb{id}"));
-    assert!(ip(&["netns", "add", &na]) && ip(&["netns", "add", &nb]));
-    let _guard = Netns(vec![na.clone(), nb.clone()]);
-    assert!(ip(&[
-        "link", "add", &va, "type", "veth", "peer", "name", &vb
-    ]));
-    assert!(ip(&["link", "set", &va, "netns", &na]) && ip(&["link", "set", &vb, "netns", &nb]));
-    for (ns, dev, addr) in [(&na, &va, "10.79.0.1/24"), (&nb, &vb, "10.79.0.2/24")] {
-        assert!(ip(&["-n", ns, "addr", "add", addr, "dev", dev]));
-        assert!(ip(&["-n", ns, "link", "set", dev, "up"]));
-        assert!(ip(&["-n", ns, "link", "set", "lo", "up"]));
-    }
+    let net = VethPair::new("x", 79);
+    let (na, nb, vb) = (&net.a, &net.b, &net.dev_b);
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("dta.toml");
@@ -70,7 +39,7 @@ fn raw_sender_into_translator_across_namespaces() {
         .args([
             "netns",
             "exec",
-            &na,
+            na,
             exe,
             "translator",
             "--stats-interval",
@@ -85,7 +54,7 @@ fn raw_sender_into_translator_across_namespaces() {
     std::thread::sleep(Duration::from_millis(700));
 
     let out = Command::new("ip")
-        .args(["netns", "exec", &nb, exe, "report", "--raw", &vb])
+        .args(["netns", "exec", nb, exe, "report", "--raw", vb])
         .args(["--to", "10.79.0.1:40040", "-p", "kw", "--count", "32000"])
         .args(["--keys", "5000", "--json", "--quiet"])
         .output()

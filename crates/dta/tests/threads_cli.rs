@@ -33,7 +33,7 @@ fn translator_threads_share_the_port() {
         &cfg,
         format!(
             "region_dir = 'r'\n[translator]\nlisten = '127.0.0.1:{udp_port}'\nthreads = 1\n\
-             [[store]]\nname = 'c'\nkind = 'key-increment'\ncounters = 4096\nkey_len = 4\n\
+             [[store]]\nname = 'c'\nkind = 'key-increment'\ncounters = 4096\nkey_len = 4\nredundancy = 1\n\
              [[store]]\nname = 'ev'\nkind = 'append'\nlists = 4\ncapacity = 4096\n\
              entry_len = 4\nbatch = 4\n\
              [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 65536\nkey_len = 4\n\

@@ -43,15 +43,24 @@ impl<S: Sinks> Translator<S> {
         let result: Result<(), Reason> = match *report {
             // Staging above applied every Key-Write and Key-Increment a store can take; what
             // is left is rejected, for the reason its store's layout would give.
-            Report::KeyWrite { key, data, .. } => {
-                let shape = |r: &KeyWriteRoute| {
+            Report::KeyWrite {
+                key,
+                data,
+                redundancy,
+                ..
+            } => {
+                let shape = |r: &&KeyWriteRoute| {
                     r.layout.key_len() == key.len() && r.layout.data_len() == data.len()
                 };
-                Err(unstaged(self.key_write.iter().any(shape)))
+                let route = self.key_write.iter().find(shape);
+                Err(unstaged(route.map(|r| r.layout.check(key, redundancy))))
             }
-            Report::KeyIncrement { key, .. } => {
-                let shape = |r: &KeyIncrementRoute| r.layout.key_len() == key.len();
-                Err(unstaged(self.key_increment.iter().any(shape)))
+            Report::KeyIncrement {
+                key, redundancy, ..
+            } => {
+                let shape = |r: &&KeyIncrementRoute| r.layout.key_len() == key.len();
+                let route = self.key_increment.iter().find(shape);
+                Err(unstaged(route.map(|r| r.layout.check(key, redundancy))))
             }
             Report::Append {
                 list_id,
@@ -155,13 +164,14 @@ impl<S: Sinks> Translator<S> {
     }
 }
 
-/// Why a Key-Write or Key-Increment report was not staged: a store of its shape exists, so its
-/// redundancy is out of range (what the layout's `apply` would say), or none does.
-fn unstaged(has_store: bool) -> Reason {
-    if has_store {
-        Reason::BadRedundancy
-    } else {
-        Reason::NoStore
+/// Why a Key-Write or Key-Increment report was not staged: no store of its shape (`None`), or
+/// the reason its store's layout `check` gives (staging refuses exactly what `check` refuses,
+/// so `Ok` does not reach here; it counts as the redundancy staging refused).
+fn unstaged(check: Option<Result<(), dta_store::ApplyError>>) -> Reason {
+    match check {
+        None => Reason::NoStore,
+        Some(Err(e)) => Reason::from(&e),
+        Some(Ok(())) => Reason::BadRedundancy,
     }
 }
 
@@ -247,7 +257,7 @@ mod tests {
     fn rejections_by_reason() {
         let mut t = translator();
         let now = Instant::now();
-        let cases: [(Report<'_>, Reason); 8] = [
+        let cases: [(Report<'_>, Reason); 9] = [
             (
                 Report::KeyWrite {
                     key: &[1; 5],
@@ -265,6 +275,15 @@ mod tests {
                     immediate: false,
                 },
                 Reason::BadRedundancy,
+            ),
+            (
+                Report::KeyIncrement {
+                    key: &[1; 4],
+                    counter: 1,
+                    redundancy: 3,
+                    immediate: false,
+                },
+                Reason::RedundancyMismatch,
             ),
             (
                 Report::KeyIncrement {
@@ -327,7 +346,7 @@ mod tests {
             t.apply(&r, 1, src(), now);
             assert_eq!(t.stats().rejected_by(why), before + 1, "{r:?}");
         }
-        assert_eq!(t.stats().total_rejected(), 8);
+        assert_eq!(t.stats().total_rejected(), 9);
         assert!(t.sinks().areas.iter().all(|a| a.iter().all(|&b| b == 0)));
     }
 

@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dta_store::{AppendLayout, Header, Region, StoreKind};
+use dta_store::{Region, StoreInfo};
 use dta_wire::prefix::AllowList;
 use dta_wire::{native, prototype, Datagram, Report};
 
@@ -34,37 +34,6 @@ use crate::stats::{add, Stats};
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
 use staging::{RouteCache, Stage, STAGE};
-
-/// What the translator needs to know about one store: its header (the single source of truth for
-/// its layout) and, for Append stores, the lists' current heads.
-#[derive(Debug, Clone)]
-pub struct StoreInfo {
-    pub header: Header,
-    pub append_heads: Vec<u64>,
-}
-
-impl StoreInfo {
-    /// Read a mapped region's header and, for an Append store, its head pointers.
-    pub fn from_region(region: &Region) -> Result<StoreInfo, BuildError> {
-        let header = region.header().clone();
-        let mut append_heads = vec![];
-        if header.kind == StoreKind::Append {
-            let layout =
-                AppendLayout::new(&header).map_err(|e| BuildError::Layout(e.to_string()))?;
-            for list in 0..layout.lists() {
-                let head = region
-                    .mem()
-                    .load_u64(layout.head_offset(list))
-                    .map_err(|e| BuildError::Layout(e.to_string()))?;
-                append_heads.push(head);
-            }
-        }
-        Ok(StoreInfo {
-            header,
-            append_heads,
-        })
-    }
-}
 
 /// A NACK waiting to be sent by the ingest loop.
 #[derive(Debug, Clone, Copy)]
@@ -128,7 +97,7 @@ impl Translator<crate::sinks::RegionSinks> {
     ) -> Result<Self, BuildError> {
         let infos = regions
             .iter()
-            .map(|r| StoreInfo::from_region(r))
+            .map(|r| StoreInfo::from_region(r).map_err(|e| BuildError::Layout(e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
         Translator::new(cfg, &infos, crate::sinks::RegionSinks::new(regions), stats)
     }

@@ -117,7 +117,7 @@ impl<S: Sinks> Translator<S> {
     /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
     /// encoded by its `encode_slot` and written in
     /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
-    /// path must reject: no store of its shape, or redundancy out of 1..=MAX_REDUNDANCY.
+    /// path must reject: no store of its shape, or redundancy out of 1..=store N.
     #[inline]
     fn stage_key_write<'a>(
         &self,
@@ -147,6 +147,10 @@ impl<S: Sinks> Translator<S> {
                 },
             };
         let r = &self.key_write[idx];
+        if redundancy > r.layout.redundancy() {
+            // More copies than the store holds: the slow path rejects it (`bad_redundancy`).
+            return false;
+        }
         if self.store_refuses(r.store, stage.src) {
             return true;
         }
@@ -205,6 +209,10 @@ impl<S: Sinks> Translator<S> {
             },
         };
         let r = &self.key_increment[idx];
+        if redundancy != r.layout.redundancy() {
+            // Not the store's N: the slow path rejects it (`redundancy_mismatch`).
+            return false;
+        }
         if self.store_refuses(r.store, stage.src) {
             return true;
         }
@@ -328,14 +336,16 @@ mod tests {
                 redundancy: n,
                 immediate: false,
             });
+            // Key-Increment only at the store's N (any other is `redundancy_mismatch`).
             reports.push(Report::KeyIncrement {
                 key: k,
                 counter: i as u64,
-                redundancy: n,
+                redundancy: kil.redundancy(),
                 immediate: false,
             });
             kwl.apply(k, k, n, &mut want_kw).unwrap();
-            kil.apply(k, i as u64, n, &mut want_ki).unwrap();
+            kil.apply(k, i as u64, kil.redundancy(), &mut want_ki)
+                .unwrap();
         }
         // More reports than one stage holds.
         for chunk in reports.chunks(40) {

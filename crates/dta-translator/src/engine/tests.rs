@@ -65,6 +65,7 @@ pub(super) fn specs() -> Vec<(&'static str, StoreSpec)> {
                 key_len: 4,
                 data_len: 4,
                 hash: HashScheme::Native,
+                redundancy: dta_store::MAX_REDUNDANCY,
             }),
         ),
         (
@@ -73,6 +74,7 @@ pub(super) fn specs() -> Vec<(&'static str, StoreSpec)> {
                 counters: 256,
                 key_len: 4,
                 hash: HashScheme::Native,
+                redundancy: dta_store::DEFAULT_REDUNDANCY,
             }),
         ),
         (

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, Region, SketchKind,
-    SketchSpec, StoreSpec,
+    SketchSpec, StoreSpec, DEFAULT_REDUNDANCY, MAX_REDUNDANCY,
 };
 use dta_translator::{RegionSinks, Stats, Translator, TranslatorConfig};
 
@@ -21,6 +21,7 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                 key_len: 4,
                 data_len: 4,
                 hash: HashScheme::Prototype,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -30,6 +31,7 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                 key_len: 13,
                 data_len: 8,
                 hash: HashScheme::Native,
+                redundancy: MAX_REDUNDANCY,
             }),
         ),
         (
@@ -38,6 +40,7 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                 counters: 1 << 12,
                 key_len: 4,
                 hash: HashScheme::Native,
+                redundancy: DEFAULT_REDUNDANCY,
             }),
         ),
         (

@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dta_collector::{Collector, StoreConfig};
-use dta_rdma::{Endpoint, Link, Responder, ResponderConfig, ResponderStats};
+use dta_rdma::{Endpoint, Link};
+use dta_rdma_responder::{Responder, ResponderConfig, ResponderStats};
 use dta_translator::{Sinks, Stats, Translator, TranslatorConfig};
 use dta_wire::Report;
 
@@ -52,7 +53,7 @@ pub struct Running {
     pub stop: Arc<AtomicBool>,
     pub handle: Option<JoinHandle<()>>,
     pub stats: Arc<ResponderStats>,
-    pub notes: std::sync::mpsc::Receiver<dta_rdma::Notification>,
+    pub notes: std::sync::mpsc::Receiver<dta_rdma_responder::Notification>,
     pub registrations: Vec<(u64, u64, u32)>,
 }
 

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::{connect, mem_pair, Link, RequesterConfig, ResponderConfig};
+use dta_rdma::{mem_pair, Link};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::ResponderConfig;
 use dta_roce::{aeth, FrameRepr, Opcode};
 use dta_translator::{Sinks, Translator};
 use dta_wire::Report;
@@ -139,7 +141,7 @@ fn rnr_nak_backs_off_then_resends_and_everything_lands_once() {
     // Every write landed (resent ones the responder had executed were duplicates).
     let kw = &remote.store("kw").unwrap().region;
     for i in 0..200u32 {
-        let r = query::key_write(kw, &(5_000 + i).to_be_bytes(), 2, 1).unwrap();
+        let r = query::key_write(kw, &(5_000 + i).to_be_bytes(), Some(2), 1).unwrap();
         assert_eq!(r.data, Some(format!("{:08x}", i + 1)), "key {}", 5_000 + i);
     }
     assert!(srv.stats.duplicates.load(Ordering::Relaxed) > 0);

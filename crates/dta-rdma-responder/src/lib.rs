@@ -27,14 +27,14 @@ use dta_roce::aeth::{NakCode, Syndrome};
 use dta_roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
 use dta_roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
 use dta_store::Region;
-use dta_translator::StoreInfo;
+use dta_store::StoreInfo;
 
-use crate::adv::{emit_native, AdvertisedStore, ProtoAdv};
-use crate::common::{
-    addc, counters, inc, psn_add, psn_diff, send_opcode, Endpoint, PathTemplate, DEFAULT_CM_PORT,
-    MAX_FRAME,
+use dta_rdma::adv::{emit_native, AdvertisedStore, ProtoAdv};
+use dta_rdma::common::{
+    addc, inc, psn_add, psn_diff, send_opcode, Endpoint, PathTemplate, DEFAULT_CM_PORT, MAX_FRAME,
 };
-use crate::link::{Link, SplitMix};
+use dta_rdma::common::{random_psn, random_qpn, random_u32};
+use dta_rdma::link::Link;
 
 /// REJ reason "invalid service ID" (IBA Table 109).
 pub const REJ_INVALID_SERVICE_ID: u16 = 8;
@@ -54,8 +54,11 @@ pub struct ResponderConfig {
     pub atomic_history: usize,
     /// Retransmission timeout of our REP and advertisement SENDs.
     pub rto: Duration,
-    /// Seed of starting PSNs, QP numbers and R_Keys.
-    pub seed: u64,
+    /// A connection that receives nothing (no request, no ACK) for this long is torn down, so
+    /// a translator that vanished without a DREQ does not hold its queue pair forever. `None`
+    /// (the default): never, since RC has no keepalive and an idle translator is legitimate; a
+    /// restarted translator's REQ replaces its old connection anyway.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl ResponderConfig {
@@ -67,22 +70,27 @@ impl ResponderConfig {
             mtu: 1024,
             atomic_history: 1024,
             rto: Duration::from_millis(50),
-            seed: 0x5eed,
+            idle_timeout: None,
         }
     }
 }
 
-counters!(
+dta_rdma::counters!(
     /// What the responder did, by event.
     ResponderStats {
         frames,
-        bad_frames,
-        not_for_us,
+        drop_malformed,
+        drop_not_our_address,
+        drop_unknown_qp,
+        drop_wrong_peer,
+        drop_not_connected,
         cm_req,
         cm_rep_sent,
         cm_rej_sent,
         cm_rtu,
         cm_dreq,
+        cm_replaced,
+        idle_closed,
         connections,
         writes,
         write_packets,
@@ -100,6 +108,45 @@ counters!(
         adv_retransmits,
     }
 );
+
+/// Why the responder dropped a frame without acting on it (each has its `drop_*` counter in
+/// [`ResponderStats`]). Address and queue-pair checks run before any other responder step, as
+/// Linux rxe's `rxe_rcv` / `check_addr` do: an RC packet acts only on the queue pair of the peer
+/// that connected it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not a well-formed RoCEv2 frame (or CM MAD).
+    Malformed,
+    /// Not addressed to our IPv4 address.
+    NotOurAddress,
+    /// The destination QP is none of ours.
+    UnknownQp,
+    /// The destination QP is ours, but the source IPv4 address is not its peer's.
+    WrongPeer,
+    /// A CM message for no connection we know (an RTU with unknown ids).
+    NotConnected,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 5] = [
+        DropReason::Malformed,
+        DropReason::NotOurAddress,
+        DropReason::UnknownQp,
+        DropReason::WrongPeer,
+        DropReason::NotConnected,
+    ];
+
+    /// This reason's counter.
+    pub fn counter(self, s: &ResponderStats) -> &std::sync::atomic::AtomicU64 {
+        match self {
+            DropReason::Malformed => &s.drop_malformed,
+            DropReason::NotOurAddress => &s.drop_not_our_address,
+            DropReason::UnknownQp => &s.drop_unknown_qp,
+            DropReason::WrongPeer => &s.drop_wrong_peer,
+            DropReason::NotConnected => &s.drop_not_connected,
+        }
+    }
+}
 
 /// A WRITE WITH IMMEDIATE arrived: where it wrote and its immediate data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +223,8 @@ struct Qp {
     spsn: u32,
     send_q: VecDeque<(u32, Vec<u8>)>,
     send_at: Instant,
+    /// When the peer last sent anything on this QP (or connected it): the idle timeout.
+    last_rx: Instant,
 }
 
 /// The software responder over a [`Link`].
@@ -184,8 +233,6 @@ pub struct Responder<L: Link> {
     cfg: ResponderConfig,
     mrs: Vec<Mr>,
     qps: Vec<Qp>,
-    rng: SplitMix,
-    next_qpn: u32,
     stats: Arc<ResponderStats>,
     subscribers: Vec<mpsc::Sender<Notification>>,
     rx: Vec<u8>,
@@ -201,14 +248,21 @@ fn region_va(i: usize) -> u64 {
 impl<L: Link> Responder<L> {
     /// Register `regions` (store `i` is `regions[i]`) and listen on `link`.
     pub fn new(link: L, cfg: ResponderConfig, regions: Vec<Arc<Region>>) -> Self {
-        let mut rng = SplitMix(cfg.seed);
+        let mut rkeys: Vec<u32> = Vec::with_capacity(regions.len());
         let mrs = regions
             .into_iter()
             .enumerate()
             .map(|(i, region)| {
                 let h = region.header();
-                // An R_Key: random high bits, the store number in the low byte.
-                let rkey = ((rng.next_u64() as u32) & 0xffff_ff00) | (i as u32 & 0xff);
+                // An R_Key is the only authorization a WRITE carries: 32 bits from the OS random
+                // source, distinct per region (the lookup is by key, not by a store number).
+                let rkey = loop {
+                    let k = random_u32();
+                    if !rkeys.contains(&k) {
+                        break k;
+                    }
+                };
+                rkeys.push(rkey);
                 Mr {
                     va: region_va(i),
                     len: h.data_offset + h.data_len,
@@ -223,8 +277,6 @@ impl<L: Link> Responder<L> {
             cfg,
             mrs,
             qps: vec![],
-            rng,
-            next_qpn: 0x11,
             stats: Arc::default(),
             subscribers: vec![],
             rx: vec![0; MAX_FRAME],
@@ -284,6 +336,12 @@ impl<L: Link> Responder<L> {
     fn timers(&mut self) -> io::Result<()> {
         let now = Instant::now();
         let rto = self.cfg.rto;
+        if let Some(idle) = self.cfg.idle_timeout {
+            let before = self.qps.len();
+            self.qps
+                .retain(|q| now.saturating_duration_since(q.last_rx) < idle);
+            addc(&self.stats.idle_closed, (before - self.qps.len()) as u64);
+        }
         for q in &mut self.qps {
             if q.state == QpState::Rtr
                 && now.duration_since(q.rep_sent) >= rto * 4
@@ -305,26 +363,43 @@ impl<L: Link> Responder<L> {
         Ok(())
     }
 
+    fn drop_frame(&self, why: DropReason) -> io::Result<()> {
+        inc(why.counter(&self.stats));
+        Ok(())
+    }
+
+    /// The first responder check, before the PSN or the R_Key is looked at: the frame is for
+    /// one of our queue pairs and comes from the address that queue pair was connected to
+    /// (rxe `check_addr`). The UDP source port is not checked: RoCEv2 uses it for flow entropy
+    /// only ([RoCEv2 A17.3]) and a peer may change it.
+    fn check_addr(&self, f: &FrameRepr<'_>) -> Result<usize, DropReason> {
+        let qi = self
+            .qps
+            .iter()
+            .position(|q| q.qpn == f.bth.dest_qp)
+            .ok_or(DropReason::UnknownQp)?;
+        if f.ip.src != self.qps[qi].path.remote.ip {
+            return Err(DropReason::WrongPeer);
+        }
+        Ok(qi)
+    }
+
     fn handle_frame(&mut self, buf: &[u8]) -> io::Result<()> {
         inc(&self.stats.frames);
-        let f = match FrameRepr::parse(buf) {
-            Ok(f) => f,
-            Err(_) => {
-                inc(&self.stats.bad_frames);
-                return Ok(());
-            }
+        let Ok(f) = FrameRepr::parse(buf) else {
+            return self.drop_frame(DropReason::Malformed);
         };
         if f.ip.dst != self.cfg.local.ip {
-            inc(&self.stats.not_for_us);
-            return Ok(());
+            return self.drop_frame(DropReason::NotOurAddress);
         }
         if f.bth.dest_qp == QP1 && f.bth.opcode == Opcode::UdSendOnly {
             return self.handle_cm(&f);
         }
-        let Some(qi) = self.qps.iter().position(|q| q.qpn == f.bth.dest_qp) else {
-            inc(&self.stats.not_for_us);
-            return Ok(());
+        let qi = match self.check_addr(&f) {
+            Ok(qi) => qi,
+            Err(why) => return self.drop_frame(why),
         };
+        self.qps[qi].last_rx = Instant::now();
         match f.bth.opcode {
             Opcode::RcAcknowledge => {
                 self.send_side_ack(qi, &f);
@@ -338,8 +413,7 @@ impl<L: Link> Responder<L> {
 
     fn handle_cm(&mut self, f: &FrameRepr<'_>) -> io::Result<()> {
         let Ok(mad) = MadRepr::parse(f.payload) else {
-            inc(&self.stats.bad_frames);
-            return Ok(());
+            return self.drop_frame(DropReason::Malformed);
         };
         let peer = Endpoint {
             mac: f.eth.src,
@@ -371,10 +445,22 @@ impl<L: Link> Responder<L> {
                     inc(&self.stats.cm_rej_sent);
                     return self.send_mad(peer, mad.transaction_id, Message::Rej(rej));
                 }
-                let qpn = self.next_qpn;
-                self.next_qpn += 1;
-                let spsn = self.rng.next_u64() as u32 & 0x00ff_ffff;
-                let local_comm_id = self.rng.next_u64() as u32;
+                // A new REQ from a peer we already have a connection with, under another
+                // communication id: that peer restarted without a DREQ (killed, crashed). Its
+                // old queue pair can never be used again; the new connection replaces it.
+                let before = self.qps.len();
+                self.qps.retain(|q| q.path.remote.ip != peer.ip);
+                addc(&self.stats.cm_replaced, (before - self.qps.len()) as u64);
+                // QPN, starting PSN and communication id from the OS random source, so that
+                // neither a blind spoofer nor a restarted responder's old peer can predict them.
+                let qpn = loop {
+                    let q = random_qpn();
+                    if self.qps.iter().all(|o| o.qpn != q) {
+                        break q;
+                    }
+                };
+                let spsn = random_psn();
+                let local_comm_id = random_u32();
                 let rep = RepRepr {
                     local_comm_id,
                     remote_comm_id: req.local_comm_id,
@@ -425,15 +511,18 @@ impl<L: Link> Responder<L> {
                     spsn,
                     send_q: VecDeque::new(),
                     send_at: Instant::now(),
+                    last_rx: Instant::now(),
                 });
                 inc(&self.stats.cm_rep_sent);
                 self.link.send(&rep_frame)
             }
             Message::Rtu(rtu) => {
                 let Some(qi) = self.qps.iter().position(|q| {
-                    q.local_comm_id == rtu.remote_comm_id && q.remote_comm_id == rtu.local_comm_id
+                    q.local_comm_id == rtu.remote_comm_id
+                        && q.remote_comm_id == rtu.local_comm_id
+                        && q.path.remote.ip == peer.ip
                 }) else {
-                    return Ok(());
+                    return self.drop_frame(DropReason::NotConnected);
                 };
                 inc(&self.stats.cm_rtu);
                 if self.qps[qi].state == QpState::Rtr {
@@ -451,7 +540,9 @@ impl<L: Link> Responder<L> {
                     private_data: &[],
                 };
                 if let Some(qi) = self.qps.iter().position(|q| {
-                    q.local_comm_id == dreq.remote_comm_id && q.remote_comm_id == dreq.local_comm_id
+                    q.local_comm_id == dreq.remote_comm_id
+                        && q.remote_comm_id == dreq.local_comm_id
+                        && q.path.remote.ip == peer.ip
                 }) {
                     self.qps.remove(qi);
                 }

@@ -24,15 +24,16 @@ use dta_roce::cm::{
     REQ_PRIVATE_DATA_LEN,
 };
 use dta_roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
-use dta_store::SinkError;
-use dta_translator::{Sinks, StoreInfo};
+use dta_store::{SinkError, StoreInfo};
+use dta_translator::Sinks;
 
-use crate::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
-use crate::common::{
-    addc, counters, inc, psn_add, psn_diff, set_ack_req, write_opcode, Endpoint, PathTemplate,
-    BROADCAST, DEFAULT_CM_PORT, MAX_FRAME, PSN_MASK,
+use dta_rdma::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
+use dta_rdma::common::{
+    addc, inc, psn_add, psn_diff, set_ack_req, write_opcode, Endpoint, PathTemplate, BROADCAST,
+    DEFAULT_CM_PORT, MAX_FRAME, PSN_MASK,
 };
-use crate::link::{Link, SplitMix};
+use dta_rdma::common::{random_psn, random_qpn, random_u32};
+use dta_rdma::link::Link;
 
 /// Configuration of a connection to one collector.
 #[derive(Debug, Clone)]
@@ -61,8 +62,6 @@ pub struct RequesterConfig {
     /// CM response timeout and retries (REQ, DREQ) and the time the advertisement may take.
     pub cm_timeout: Duration,
     pub cm_retries: u32,
-    /// Seed of our QPN, starting PSN and communication id.
-    pub seed: u64,
 }
 
 impl RequesterConfig {
@@ -81,7 +80,6 @@ impl RequesterConfig {
             retry_limit: 16,
             cm_timeout: Duration::from_millis(500),
             cm_retries: 8,
-            seed: 0xd7a,
         }
     }
 }
@@ -101,7 +99,7 @@ pub enum RdmaError {
     Lost(String),
 }
 
-counters!(
+dta_rdma::counters!(
     /// What the requester did, by event.
     RequesterStats {
         writes,
@@ -217,7 +215,9 @@ fn ib_mtu(mtu: usize) -> u8 {
 
 /// Connect to the collector with RDMA CM (REQ, REP, RTU) and receive its memory advertisement.
 pub fn connect<L: Link>(link: L, cfg: RequesterConfig) -> Result<Connection<L>, RdmaError> {
-    let mut rng = SplitMix(cfg.seed ^ u64::from(u32::from_be_bytes(cfg.local.ip)));
+    // QPN, starting PSN, communication id and transaction id from the OS random source: a
+    // restarted translator must look like a new connection to the responder, never like a
+    // retransmitted REQ of the one it replaces.
     let mtu = cfg.mtu.clamp(256, 1024);
     let cfg = RequesterConfig { mtu, ..cfg };
     let window = cfg.window.max(1);
@@ -225,7 +225,7 @@ pub fn connect<L: Link>(link: L, cfg: RequesterConfig) -> Result<Connection<L>, 
         mac: cfg.collector_mac.unwrap_or(BROADCAST),
         ip: cfg.collector,
     };
-    let qpn = 0x100 + (rng.next_u64() as u32 & 0xffff);
+    let qpn = random_qpn();
     let mut r = Requester {
         path: PathTemplate {
             local: cfg.local,
@@ -235,7 +235,7 @@ pub fn connect<L: Link>(link: L, cfg: RequesterConfig) -> Result<Connection<L>, 
         phase: Phase::WaitRep,
         qpn,
         remote_qpn: 0,
-        npsn: rng.next_u64() as u32 & PSN_MASK,
+        npsn: random_psn(),
         window: VecDeque::with_capacity(window),
         free: (0..window)
             .map(|_| vec![0u8; MAX_FRAME].into_boxed_slice())
@@ -250,9 +250,9 @@ pub fn connect<L: Link>(link: L, cfg: RequesterConfig) -> Result<Connection<L>, 
         refilled: Instant::now(),
         posts: 0,
         stores: vec![],
-        local_comm_id: rng.next_u64() as u32,
+        local_comm_id: random_u32(),
         remote_comm_id: 0,
-        tid: rng.next_u64() & 0x0000_ffff_ffff_ffff,
+        tid: (u64::from(random_u32()) << 16) & 0x0000_ffff_ffff_ffff,
         rejected: None,
         recv_epsn: 0,
         recv_nak_sent: false,
@@ -367,9 +367,16 @@ impl<L: Link> RoceSinks<L> {
         }
     }
 
-    /// Flush, then disconnect (DREQ, wait for DREP with retries).
-    pub fn disconnect(mut self) -> Result<(), RdmaError> {
-        let flushed = Sinks::flush(&mut self);
+    /// Flush, then disconnect (DREQ, wait for DREP with retries) so the collector frees the
+    /// queue pair now rather than when another REQ from us replaces it. Idempotent: once
+    /// closed (by us or by the collector's DREQ) it returns at once. Dropping a connected sink
+    /// sends one DREQ without waiting long, so every exit path disconnects; call this to wait
+    /// for the DREP and learn whether the flush succeeded.
+    pub fn disconnect(&mut self) -> Result<(), RdmaError> {
+        if self.inner.get_mut().phase == Phase::Closed {
+            return Ok(());
+        }
+        let flushed = Sinks::flush(self);
         let r = self.inner.get_mut();
         r.phase = Phase::WaitDrep;
         for _ in 0..=r.cfg.cm_retries {
@@ -383,6 +390,27 @@ impl<L: Link> RoceSinks<L> {
             }
         }
         Err(RdmaError::Timeout("no DREP to our DREQ"))
+    }
+}
+
+impl<L: Link> Drop for RoceSinks<L> {
+    /// A sink dropped while connected (an error path, a panic unwinding) still tells the
+    /// collector: one DREQ, and a short wait for the DREP.
+    fn drop(&mut self) {
+        let r = self.inner.get_mut();
+        if r.phase != Phase::Connected {
+            return;
+        }
+        r.phase = Phase::WaitDrep;
+        if r.send_dreq().is_err() {
+            return;
+        }
+        let deadline = Instant::now() + r.cfg.cm_timeout.min(Duration::from_millis(200));
+        while r.phase == Phase::WaitDrep && Instant::now() < deadline {
+            if r.poll_once(Duration::from_millis(5)).is_err() {
+                return;
+            }
+        }
     }
 }
 

@@ -1,13 +1,11 @@
 //! End to end in network namespaces created here: reporter -> translator (namespace T) -> veth
 //! -> software responder (namespace C) -> queries. The translator's link loses 3% and
 //! duplicates 2% of its frames in userspace (`Impaired`; this kernel has no sch_netem).
-//! Skipped, saying so, when not root or without `ip`.
+//! Skipped (counted, see `dta_testkit::skip!`) when not root or without `ip`.
 
 mod common;
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,58 +13,21 @@ use std::time::{Duration, Instant};
 use common::*;
 use dta_collector::query;
 use dta_rdma::link::{iface_ipv4, PacketLink};
-use dta_rdma::{
-    connect, Endpoint, Impaired, Impairment, RequesterConfig, Responder, ResponderConfig,
-};
+use dta_rdma::{Endpoint, Impaired, Impairment};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_reporter::{Protocol, Reporter, ReporterConfig};
+use dta_testkit::netns::{enter, VethPair};
 use dta_translator::{ingest, Stats, Translator};
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-struct Netns(Vec<String>);
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            ip(&["netns", "del", n]);
-        }
-    }
-}
-
-fn enter(ns: &str) {
-    let f = std::fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
-    // SAFETY: setns on a namespace fd we hold; affects only the calling thread.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-}
 
 #[test]
 fn reporter_translator_veth_responder_query() {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 || !ip(&["-V"]) {
-        eprintln!("SKIPPED: needs root and iproute2 `ip` to create network namespaces");
-        return;
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
     }
-    let id = std::process::id() % 100_000;
-    let (nt, nc) = (format!("dtart{id}"), format!("dtarc{id}"));
-    let (vt, vc) = (format!("vrt{id}"), format!("vrc{id}"));
-    assert!(ip(&["netns", "add", &nt]) && ip(&["netns", "add", &nc]));
-    let _guard = Netns(vec![nt.clone(), nc.clone()]);
-    assert!(ip(&[
-        "link", "add", &vt, "type", "veth", "peer", "name", &vc
-    ]));
-    assert!(ip(&["link", "set", &vt, "netns", &nt]) && ip(&["link", "set", &vc, "netns", &nc]));
-    for (ns, dev, addr) in [(&nt, &vt, "10.77.0.1/24"), (&nc, &vc, "10.77.0.2/24")] {
-        assert!(ip(&["-n", ns, "addr", "add", addr, "dev", dev]));
-        assert!(
-            ip(&["-n", ns, "link", "set", dev, "up"]) && ip(&["-n", ns, "link", "set", "lo", "up"])
-        );
-    }
+    let net = VethPair::new("rt", 77);
+    let (nt, nc) = (net.a.clone(), net.b.clone());
+    let (vt, vc) = (net.dev_a.clone(), net.dev_b.clone());
 
     let (tcfg, stores) = embedded();
     let dir = tempfile::tempdir().unwrap();
@@ -190,7 +151,7 @@ fn reporter_translator_veth_responder_query() {
     let mut sums = [0u64; 100];
     for i in 0..flows {
         sums[(i % 100) as usize] += u64::from(i % 7 + 1);
-        let r = query::key_write(kw, &(1_000_000 + i).to_be_bytes(), 2, 1).unwrap();
+        let r = query::key_write(kw, &(1_000_000 + i).to_be_bytes(), Some(2), 1).unwrap();
         assert_eq!(
             r.data.as_deref(),
             Some(format!("{i:08x}").as_str()),
@@ -198,7 +159,8 @@ fn reporter_translator_veth_responder_query() {
         );
     }
     for (k, s) in sums.iter().enumerate() {
-        let c = query::key_increment(counters, &(2_000_000 + k as u32).to_be_bytes(), 2).unwrap();
+        let c =
+            query::key_increment(counters, &(2_000_000 + k as u32).to_be_bytes(), Some(2)).unwrap();
         assert_eq!(c.count, *s, "key-increment {k}");
     }
     let mut found = 0;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::{connect, mem_pair, Link, RequesterConfig, ResponderConfig};
+use dta_rdma::{mem_pair, Link};
+use dta_rdma_requester::{connect, RequesterConfig};
+use dta_rdma_responder::ResponderConfig;
 use dta_translator::Translator;
 use dta_wire::Report;
 
@@ -85,7 +87,7 @@ fn a_lost_last_write_is_retransmitted_by_the_idle_timer() {
     }
     assert_eq!(t.sinks().in_flight(), 0, "retransmitted and acknowledged");
     let kw = &remote.store("kw").unwrap().region;
-    let r = query::key_write(kw, &key, 2, 2).unwrap();
+    let r = query::key_write(kw, &key, Some(2), 2).unwrap();
     assert_eq!(r.status, "found", "{r:?}");
     assert_eq!(r.data.as_deref(), Some("01020304"));
     assert!(

@@ -1,0 +1,119 @@
+//! Test support for the dta crates (a dev-dependency only, never shipped).
+//!
+//! - [`test_seed`]: the one seed source of the randomized tests (`DTA_TEST_SEED`), printed so a
+//!   failure can be replayed.
+//! - [`skip!`]: libtest has no runtime skip, so a test that cannot run here (not root, a tool
+//!   missing) calls `skip!("reason")`, which prints `dta-test: SKIPPED <test>: <reason>`, appends
+//!   the same line to the file named by `DTA_SKIP_LOG` (so `scripts/test.sh` can count skips
+//!   that cargo reports as passed) and returns. With `DTA_REQUIRE_ALL=1` (CI) it panics instead:
+//!   a promised test must not silently not run.
+//! - [`is_root`], [`have_tool`]: the usual preconditions.
+//! - [`netns`]: network namespaces joined by a veth pair, removed on drop.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The environment variable holding the seed of randomized tests.
+pub const SEED_ENV: &str = "DTA_TEST_SEED";
+/// The environment variable naming the file every skip is appended to.
+pub const SKIP_LOG_ENV: &str = "DTA_SKIP_LOG";
+/// When `1`, a skip is a failure.
+pub const REQUIRE_ALL_ENV: &str = "DTA_REQUIRE_ALL";
+/// The prefix of every skip line, on stderr and in the skip log.
+pub const SKIP_PREFIX: &str = "dta-test: SKIPPED";
+
+/// The seed of a randomized test: `DTA_TEST_SEED` when set (decimal or `0x` hex), `default`
+/// otherwise, so the statistical checks are deterministic by default and other seeds can be
+/// explored. The seed is printed (libtest shows it with a failure).
+///
+/// # Panics
+/// When `DTA_TEST_SEED` is set but is not a number: a typo must not quietly fall back.
+pub fn test_seed(default: u64) -> u64 {
+    let seed = match std::env::var(SEED_ENV) {
+        Ok(s) => parse_seed(&s).unwrap_or_else(|| panic!("{SEED_ENV}={s:?} is not a u64")),
+        Err(_) => default,
+    };
+    eprintln!("dta-test: seed {seed:#x} (set {SEED_ENV} to change)");
+    seed
+}
+
+fn parse_seed(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Whether the effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether `tool` runs (`tool <probe_arg>` starts and exits); used for `ip -V`,
+/// `redis-server --version`.
+pub fn have_tool(tool: &str, probe_arg: &str) -> bool {
+    Command::new(tool)
+        .arg(probe_arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Whether network-namespace tests can run here: root and iproute2's `ip`.
+/// Returns the reason they cannot, for [`skip!`].
+pub fn netns_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        Some("needs root to create network namespaces")
+    } else if !have_tool("ip", "-V") {
+        Some("needs iproute2 `ip` to create network namespaces")
+    } else {
+        None
+    }
+}
+
+/// Records a skip of the test `test` for `reason`; see [`skip!`], which supplies the name.
+///
+/// # Panics
+/// When `DTA_REQUIRE_ALL=1`.
+pub fn record_skip(test: &str, reason: &str) {
+    let line = format!("{SKIP_PREFIX} {test}: {reason}");
+    if std::env::var(REQUIRE_ALL_ENV).as_deref() == Ok("1") {
+        panic!("{line} (not allowed: {REQUIRE_ALL_ENV}=1)");
+    }
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_ENV) {
+        // One short write per line with O_APPEND: lines of concurrent tests do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            panic!("{SKIP_LOG_ENV}={}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
+/// The name of the running test: libtest names each test's thread after it.
+pub fn current_test_name(module: &str) -> String {
+    match std::thread::current().name() {
+        Some(n) if n != "main" => format!("{module}::{n}"),
+        _ => module.to_string(),
+    }
+}
+
+/// Skips the current test, counted: prints `dta-test: SKIPPED <test>: <reason>`, appends it to
+/// `$DTA_SKIP_LOG`, and returns from the enclosing function (which must return `()`). Panics
+/// instead when `DTA_REQUIRE_ALL=1`. Accepts `format!` arguments.
+#[macro_export]
+macro_rules! skip {
+    ($($arg:tt)+) => {{
+        $crate::record_skip(&$crate::current_test_name(module_path!()), &format!($($arg)+));
+        return;
+    }};
+}
+
+pub mod netns;
