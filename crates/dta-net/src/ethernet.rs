@@ -2,7 +2,7 @@
 //! up to [`MAX_VLAN_TAGS`] 802.1Q / 802.1ad tags (4 bytes each: TCI, then the next EtherType),
 //! which [`Packet::untagged`] steps over.
 
-use crate::{rd16, wr16, Error};
+use crate::{packet_view, rd16, wr16, Error};
 
 /// Header length without VLAN tags.
 pub const HEADER_LEN: usize = 14;
@@ -30,25 +30,9 @@ pub mod field {
     pub const ETHERTYPE: Range<usize> = 12..14;
 }
 
-/// A zero-copy view of an Ethernet II frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!("A zero-copy view of an Ethernet II frame.");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`].
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking it holds the 14-byte header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than the header.
     pub fn check_len(&self) -> Result<(), Error> {
         if self.buffer.as_ref().len() < HEADER_LEN {
@@ -56,11 +40,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination MAC.

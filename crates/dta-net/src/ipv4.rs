@@ -3,7 +3,7 @@
 //! unfragmented datagram, which is all dta sends.
 
 use crate::checksum::checksum;
-use crate::{rd16, wr16, Error, IPPROTO_UDP};
+use crate::{packet_view, rd16, wr16, Error, IPPROTO_UDP};
 
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
@@ -39,26 +39,9 @@ pub mod field {
     pub const FRAG_OFFSET: u16 = 0x1fff;
 }
 
-/// A zero-copy view of an IPv4 header (options included) and the bytes after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!("A zero-copy view of an IPv4 header (options included) and the bytes after it.");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`]
-    /// (or than the IHL says, for [`Packet::payload`]).
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking version 4, IHL >= 5 and that the header with its options fits.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// See [`Packet::new_checked`]: `Truncated`, `BadIpVersion` or `BadIpHeaderLen`.
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.b().len();
@@ -75,11 +58,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     fn b(&self) -> &[u8] {

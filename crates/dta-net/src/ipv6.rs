@@ -1,6 +1,6 @@
 //! IPv6 fixed header (40 bytes, RFC 8200); extension headers are not followed.
 
-use crate::{rd16, Error};
+use crate::{packet_view, rd16, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 40;
@@ -22,25 +22,9 @@ pub mod field {
     pub const DST: Range<usize> = 24..40;
 }
 
-/// A zero-copy view of an IPv6 fixed header and the bytes after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!("A zero-copy view of an IPv6 fixed header and the bytes after it.");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`].
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking the 40-byte header and version 6.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` or `BadIpVersion`.
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
@@ -51,11 +35,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::BadIpVersion);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Traffic class (8 bits).

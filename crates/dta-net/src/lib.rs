@@ -197,6 +197,39 @@ pub fn ipv4_udp_packet(ip: &ipv4::Repr, udp: &udp::Repr, payload: &[u8]) -> Resu
     Ok(p)
 }
 
+/// The `Packet<T>` wrapper of a header module: the struct and its constructors. Each module
+/// writes its own `check_len` (what "the header fits" means differs) and accessors.
+macro_rules! packet_view {
+    ($doc:literal) => {
+        #[doc = $doc]
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wrap a buffer without checks; accessors panic on a buffer shorter than the
+            /// header.
+            pub const fn new_unchecked(buffer: T) -> Packet<T> {
+                Packet { buffer }
+            }
+
+            /// Wrap a buffer, checking it as [`Packet::check_len`] says.
+            pub fn new_checked(buffer: T) -> Result<Packet<T>, $crate::Error> {
+                let p = Packet::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+
+            /// The underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+pub(crate) use packet_view;
+
 #[inline]
 pub(crate) fn rd16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])

@@ -1,6 +1,6 @@
 //! TCP header (RFC 9293); options are counted in the header length and skipped.
 
-use crate::{rd16, Error};
+use crate::{packet_view, rd16, Error};
 
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
@@ -16,25 +16,9 @@ pub mod field {
     pub const DATA_OFFSET: usize = 12;
 }
 
-/// A zero-copy view of a TCP header and the bytes after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!("A zero-copy view of a TCP header and the bytes after it.");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`].
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking data offset >= 5 and that the header with options fits.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` or `BadTcpHeaderLen`.
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.buffer.as_ref().len();
@@ -48,11 +32,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length in bytes (data offset * 4).

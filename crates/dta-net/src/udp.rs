@@ -2,7 +2,7 @@
 //! checksum of 0 over IPv4 means "none"; a computed 0 is sent as 0xffff.
 
 use crate::checksum::{finish, pseudo_header_v4, pseudo_header_v6, sum};
-use crate::{rd16, wr16, Error, IPPROTO_UDP};
+use crate::{packet_view, rd16, wr16, Error, IPPROTO_UDP};
 
 /// Header length.
 pub const HEADER_LEN: usize = 8;
@@ -20,25 +20,9 @@ pub mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
-/// A zero-copy view of a UDP header and the bytes after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!("A zero-copy view of a UDP header and the bytes after it.");
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checks; accessors panic on a buffer shorter than [`HEADER_LEN`].
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking it holds the 8-byte header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than the header.
     pub fn check_len(&self) -> Result<(), Error> {
         if self.buffer.as_ref().len() < HEADER_LEN {
@@ -46,11 +30,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.
