@@ -30,18 +30,9 @@ pub mod field {
     pub const ETHERTYPE: Range<usize> = 12..14;
 }
 
-packet_view!("A zero-copy view of an Ethernet II frame.");
+packet_view!("A zero-copy view of an Ethernet II frame.", HEADER_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// `Truncated` if the buffer is shorter than the header.
-    pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
     /// Destination MAC.
     pub fn dst(&self) -> [u8; 6] {
         let mut a = [0; 6];

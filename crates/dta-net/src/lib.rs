@@ -197,9 +197,24 @@ pub fn ipv4_udp_packet(ip: &ipv4::Repr, udp: &udp::Repr, payload: &[u8]) -> Resu
     Ok(p)
 }
 
-/// The `Packet<T>` wrapper of a header module: the struct and its constructors. Each module
-/// writes its own `check_len` (what "the header fits" means differs) and accessors.
+/// The `Packet<T>` wrapper of a header module: the struct and its constructors. With a length,
+/// also `check_len` for a fixed-length header; otherwise the module writes its own `check_len`
+/// (options, versions).
 macro_rules! packet_view {
+    ($doc:literal, $len:expr) => {
+        $crate::packet_view!($doc);
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// `Truncated` if the buffer is shorter than the header.
+            pub fn check_len(&self) -> Result<(), $crate::Error> {
+                if self.buffer.as_ref().len() < $len {
+                    Err($crate::Error::Truncated)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    };
     ($doc:literal) => {
         #[doc = $doc]
         #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,18 +20,12 @@ pub mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
-packet_view!("A zero-copy view of a UDP header and the bytes after it.");
+packet_view!(
+    "A zero-copy view of a UDP header and the bytes after it.",
+    HEADER_LEN
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// `Truncated` if the buffer is shorter than the header.
-    pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
     /// Source port.
     pub fn src_port(&self) -> u16 {
         rd16(&self.buffer.as_ref()[field::SRC_PORT])
