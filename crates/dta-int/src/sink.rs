@@ -24,6 +24,7 @@ use dta_int_wire::{
 };
 use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
+use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
 use crate::cache::{FlowCache, FlowEntry};
@@ -64,6 +65,10 @@ pub struct IntSinkConfig {
     /// Hop index of an INT-MX/XD postcard = `initial_ttl - TTL` of its inner packet.
     pub initial_ttl: u8,
     pub thresholds: ThresholdConfig,
+    /// Reporter prefixes telemetry reports are taken from (`["10.0.0.0/8", "::1/128"]`), as
+    /// the translator's `allow`: default loopback only. Others are dropped unparsed and
+    /// counted (`sources_rejected`).
+    pub allow: AllowList,
 }
 
 impl Default for IntSinkConfig {
@@ -74,7 +79,7 @@ impl Default for IntSinkConfig {
             probe_marker: None,
             flow_capacity: 1 << 16,
             idle_timeout_ms: 1000,
-            redundancy: 2,
+            redundancy: dta_wire::DEFAULT_REDUNDANCY,
             event_list_base: 0,
             events_to_store: true,
             histogram: Buckets::Log2,
@@ -83,6 +88,7 @@ impl Default for IntSinkConfig {
             md_postcards: true,
             initial_ttl: 64,
             thresholds: ThresholdConfig::default(),
+            allow: AllowList::loopback(),
         }
     }
 }
@@ -116,6 +122,25 @@ impl IntSinkConfig {
     }
 }
 
+/// Why a datagram was dropped for its source, before parsing; counted per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceReject {
+    /// The source address is outside the allow-list (the translator's reason name).
+    NotAllowed,
+}
+
+impl SourceReject {
+    /// Every reason, in counter order.
+    pub const ALL: [SourceReject; 1] = [SourceReject::NotAllowed];
+
+    /// The counter name.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SourceReject::NotAllowed => "source_not_allowed",
+        }
+    }
+}
+
 /// The sink's counters (single writer: the sink's thread; readable anywhere).
 #[derive(Debug, Default)]
 pub struct IntStats {
@@ -134,6 +159,8 @@ pub struct IntStats {
     pub flows_capacity: AtomicU64,
     pub flows_flushed: AtomicU64,
     pub errors: [AtomicU64; int::Error::ALL.len()],
+    /// Datagrams dropped for their source, by [`SourceReject`].
+    pub sources_rejected: [AtomicU64; SourceReject::ALL.len()],
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -162,6 +189,8 @@ pub struct IntStatsSnapshot {
     pub errors: Vec<(&'static str, u64)>,
     /// Notifications subscribers lost.
     pub notifications_dropped: u64,
+    /// By `SourceReject::reason`, non-zero only.
+    pub sources_rejected: Vec<(&'static str, u64)>,
 }
 
 impl IntStats {
@@ -176,6 +205,11 @@ impl IntStats {
             .iter()
             .position(|x| *x == e)
             .map_or(0, |i| self.errors[i].load(Relaxed))
+    }
+
+    /// Datagrams dropped for their source for `r`.
+    pub fn sources_rejected_of(&self, r: SourceReject) -> u64 {
+        self.sources_rejected[r as usize].load(Relaxed)
     }
 
     pub fn events_of(&self, k: EventKind) -> u64 {
@@ -209,6 +243,11 @@ impl IntStats {
                 .map(|(e, c)| (e.reason(), l(c)))
                 .collect(),
             notifications_dropped,
+            sources_rejected: SourceReject::ALL
+                .iter()
+                .map(|r| (r.reason(), self.sources_rejected_of(*r)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
         }
     }
 }
@@ -365,6 +404,19 @@ impl<S: Sinks> IntSink<S> {
             // INT-MX / INT-Destination carry no stack: their hops report separately.
             None => add(&self.stats.ignored_reports, 1),
         }
+    }
+
+    /// Whether telemetry reports from `source` are taken (the allow-list); a refused source is
+    /// counted in `sources_rejected`.
+    pub fn admit(&self, source: std::net::IpAddr) -> bool {
+        let ok = self.cfg.allow.allows(source);
+        if !ok {
+            add(
+                &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
+                1,
+            );
+        }
+        ok
     }
 
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.

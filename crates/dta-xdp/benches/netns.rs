@@ -1,5 +1,6 @@
-//! Issue 4, benchmark 4: end to end in network namespaces over a veth pair (001 §5.2, §6). In one
-//! run, for `--secs` each (default 3), `--runs` times (default 3, medians reported):
+//! Benchmark 4 (docs/benchmarks.md §4): end to end in network namespaces over a veth pair
+//! ([DTA §5.2], [DTA §6]). In one run, for `--secs` each (default 3), `--runs` times (default 3,
+//! medians reported):
 //! (a) the drop-only XDP program (`DropProgram`): packets/s it counts;
 //! (b) the XDP translator (`XdpTranslator`): prototype Key-Write frames, and native datagrams of
 //!     8 Key-Write reports: packets/s and reports/s applied in the driver;
@@ -9,7 +10,7 @@
 //! Needs root (namespaces, BPF); prints a message and exits otherwise.
 //! `cargo bench -p dta-xdp --bench netns -- [--secs N] [--runs N]`
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +21,7 @@ use dta_net::raw::RawSocket;
 use dta_net::udp_frame_between;
 use dta_store::{Header, KeyWriteSpec, Region, StoreSpec};
 use dta_translator::{ingest, Stats, Translator, TranslatorConfig};
+use dta_wire::prefix::{AllowList, Prefix};
 use dta_xdp::{DropProgram, XdpConfig, XdpTranslator};
 
 const MAC_A: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 1];
@@ -313,8 +315,13 @@ fn main() {
         let stats = Arc::new(Stats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (st2, stop2, addr) = (stats.clone(), stop.clone(), SocketAddr::V4(net.ip_a));
+        // The translator accepts loopback only unless told otherwise: allow the sender.
+        let cfg = TranslatorConfig {
+            allow: AllowList::new(vec![Prefix::new(IpAddr::V4(*net.ip_b.ip()), 32).unwrap()]),
+            ..TranslatorConfig::default()
+        };
         let h = Net::spawn_in(&net.a, move || {
-            let mut t = Translator::colocated(&TranslatorConfig::default(), regions, st2).unwrap();
+            let mut t = Translator::colocated(&cfg, regions, st2).unwrap();
             let sock = ingest::bind(addr, 64 << 20).unwrap();
             let c0 = thread_cpu_secs();
             ingest::run(&mut t, &sock, 64, &stop2).unwrap();

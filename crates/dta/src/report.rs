@@ -79,8 +79,13 @@ pub struct ReportArgs {
     /// Data length in bytes.
     #[arg(long, default_value_t = 4)]
     pub data_len: u8,
-    #[arg(short = 'n', long, default_value_t = 2)]
+    /// Key-Write / Key-Increment: copies per report (1..=4; `dta query` reads the store's).
+    #[arg(short = 'n', long, default_value_t = dta_wire::DEFAULT_REDUNDANCY)]
     pub redundancy: u8,
+    /// Postcarding: the store's value set size; values sent are below it (the example
+    /// configuration's `values`).
+    #[arg(long, default_value_t = dta_wire::DEFAULT_POSTCARD_VALUES)]
+    pub values: u32,
     /// Append: number of lists the events are spread over.
     #[arg(long, default_value_t = 1)]
     pub lists: u32,
@@ -209,6 +214,14 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
+    if stats.send_errors > 0 {
+        eprintln!(
+            "error: {} of {} datagrams to {} were refused (nothing listens there: ICMP port \
+             unreachable); their reports are lost",
+            stats.send_errors, stats.datagrams, a.to
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -248,6 +261,7 @@ fn load_spec(a: &ReportArgs, primitive: Opcode, count: Option<u64>, i: u32, n: u
     spec.key_len = a.key_len;
     spec.data_len = a.data_len;
     spec.redundancy = a.redundancy;
+    spec.postcard_values = a.values;
     spec.lists = a.lists;
     spec.hops = a.hops;
     spec.seed = a.seed.wrapping_add(i as u64);
