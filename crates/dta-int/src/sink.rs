@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use dta_int_wire as int;
 use dta_int_wire::{
-    find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
-    LegacySubHeader, TelemetryReport,
+    find_int, find_int_ip, parse_report, HopStack, IndividualReport, IntDetect, LegacySubHeader,
+    TelemetryReport,
 };
+use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
@@ -497,14 +498,16 @@ impl<S: Sinks> IntSink<S> {
     fn inner_flow(&self, in_type: u8, p: &[u8]) -> ([u8; FLOW_KEY_LEN], u8) {
         let none = ([0; FLOW_KEY_LEN], HOP_NONE);
         let ip = match in_type {
-            int::report::IN_TYPE_ETHERNET => match net::EthernetFrame::new_checked(p) {
-                Ok(f) if f.ethertype() == net::ETHERTYPE_IPV4 => &p[f.header_len()..],
-                _ => return none,
-            },
+            int::report::IN_TYPE_ETHERNET => {
+                match ethernet::Packet::new_checked(p).and_then(|f| f.untagged_payload()) {
+                    Ok((ethernet::ETHERTYPE_IPV4, ip)) => ip,
+                    _ => return none,
+                }
+            }
             int::report::IN_TYPE_IPV4 => p,
             _ => return none,
         };
-        let Ok(v4) = net::Ipv4Packet::new_checked(ip) else {
+        let Ok(v4) = ipv4::Packet::new_checked(ip) else {
             return none;
         };
         let ttl = ip[8];
@@ -515,14 +518,16 @@ impl<S: Sinks> IntSink<S> {
                 return (k, hop);
             }
         }
-        let l4 = net::Ipv4Packet::new_unchecked(ip).into_payload();
+        let l4 = ipv4::Packet::new_unchecked(ip).into_payload();
         let ports = match v4.protocol() {
-            net::IPPROTO_UDP | net::IPPROTO_TCP if l4.len() >= 4 => [l4[0], l4[1], l4[2], l4[3]],
+            dta_net::IPPROTO_UDP | dta_net::IPPROTO_TCP if l4.len() >= 4 => {
+                [l4[0], l4[1], l4[2], l4[3]]
+            }
             _ => [0; 4],
         };
         let mut k = [0u8; FLOW_KEY_LEN];
-        k[0..4].copy_from_slice(&v4.src().to_be_bytes());
-        k[4..8].copy_from_slice(&v4.dst().to_be_bytes());
+        k[0..4].copy_from_slice(&v4.src());
+        k[4..8].copy_from_slice(&v4.dst());
         k[8..12].copy_from_slice(&ports);
         k[12] = v4.protocol();
         (k, hop)

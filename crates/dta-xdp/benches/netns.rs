@@ -6,7 +6,7 @@
 //!     8 Key-Write reports: packets/s and reports/s applied in the driver;
 //! (c) the userspace translator (`ingest::run`, no XDP attached) on native datagrams of 32
 //!     Key-Write reports: reports/s applied by its one thread.
-//! Frames are sent by `sender::RawSender` (AF_PACKET, sendmmsg) from the peer namespace.
+//! Frames are sent by `dta_net::raw::RawSocket` (AF_PACKET, sendmmsg) from the peer namespace.
 //! Needs root (namespaces, BPF); prints a message and exits otherwise.
 //! `cargo bench -p dta-xdp --bench netns -- [--secs N] [--runs N]`
 
@@ -17,10 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dta_net::raw::RawSocket;
+use dta_net::udp_frame_between;
 use dta_store::{Header, KeyWriteSpec, Region, StoreSpec};
 use dta_translator::{ingest, Stats, Translator, TranslatorConfig};
 use dta_wire::prefix::{AllowList, Prefix};
-use dta_xdp::sender::{udp_frame, RawSender};
 use dta_xdp::{DropProgram, XdpConfig, XdpTranslator};
 
 const MAC_A: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 1];
@@ -134,12 +135,12 @@ impl Net {
     fn blast(&self, payloads: &[Vec<u8>], secs: f64) -> u64 {
         let frames: Vec<Vec<u8>> = payloads
             .iter()
-            .map(|p| udp_frame(MAC_B, MAC_A, self.ip_b, self.ip_a, p))
+            .map(|p| udp_frame_between(MAC_B, MAC_A, self.ip_b, self.ip_a, p).expect("frame"))
             .collect();
         Net::run_in(&self.b, move || {
-            let s = RawSender::open("veth1").expect("AF_PACKET socket");
+            let s = RawSocket::open_send_only("veth1").expect("AF_PACKET socket");
             let end = Instant::now() + Duration::from_secs_f64(secs);
-            s.blast(&frames, 64, || Instant::now() >= end)
+            s.send_cyclic(&frames, 64, u64::MAX, || Instant::now() >= end)
                 .expect("sendmmsg")
         })
     }

@@ -9,7 +9,6 @@
 //! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
 
 mod drop;
-pub mod sender;
 
 pub use drop::DropProgram;
 
