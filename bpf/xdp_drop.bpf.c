@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// The baseline of issue 4, benchmark 4: an XDP program that only counts and drops every frame.
+// The baseline of the XDP benchmark (docs/benchmarks.md §4): an XDP program that only counts and drops every frame.
 // The XDP translator's packet rate is compared with this program's in the same run
 // (crates/dta-xdp/benches/netns.rs).
 #include <linux/bpf.h>

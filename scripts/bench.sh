@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every benchmark of issue 4 once with a short default duration and print their tables
+# Run every benchmark of the suite once with a short default duration and print their tables
 # (docs/benchmarks.md records the figures). Each benchmark measures its own baseline in the same
 # run; figures are medians.
 #

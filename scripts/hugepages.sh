@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reserve 2 MiB huge pages and mount hugetlbfs for huge-page regions (docs/regions.md, issue 4's
+# Reserve 2 MiB huge pages and mount hugetlbfs for huge-page regions (docs/regions.md, the benchmarks'
 # benchmarks). Root only; changes the machine's settings until --release or reboot.
 #
 #   scripts/hugepages.sh 10            # reserve 10 GiB of huge pages, mount /dev/hugepages

@@ -118,7 +118,7 @@ fn redundancy_of(py: Python<'_>, r: i64) -> PyResult<u8> {
     u8::try_from(r).map_err(|_| wire_err(py, dta_wire::Error::BadRedundancy, ""))
 }
 
-/// Encode one prototype datagram (001 §4, Figure 4; byte-exact with the Tofino prototype).
+/// Encode one prototype datagram ([DTA §4, Figure 4]; byte-exact with the Tofino prototype).
 ///
 /// Fields by opcode (the names of `spec/vectors/prototype.json`):
 /// key_write `redundancy, key, data` (4/12/28 bytes); key_increment `redundancy, key, counter`;
@@ -414,7 +414,8 @@ impl NativeDatagram {
 
 #[pymethods]
 impl NativeDatagram {
-    /// `NativeDatagram(priority="low", retransmittable=False, reporter_id=0, seq=0, capacity=1472)`.
+    /// `NativeDatagram(priority="low", retransmittable=False, reporter_id=0, seq=0,
+    /// capacity=1472)`.
     #[new]
     #[pyo3(signature = (priority="low", retransmittable=false, reporter_id=0, seq=0, capacity=DEFAULT_CAPACITY))]
     fn new(
@@ -443,7 +444,7 @@ impl NativeDatagram {
         })
     }
 
-    /// Add a Key-Write report (001 §4 "Key-Write"): key 1..=16 bytes, data 4..=64 bytes.
+    /// Add a Key-Write report ([DTA §4] "Key-Write"): key 1..=16 bytes, data 4..=64 bytes.
     /// Returns the report's encoded length.
     #[pyo3(signature = (key, data, redundancy=1, immediate=false))]
     fn key_write(
@@ -464,7 +465,7 @@ impl NativeDatagram {
         self.push(py, &r)
     }
 
-    /// Add a Key-Increment report (001 §4 "Key-Increment"): key 1..=16 bytes, u64 counter.
+    /// Add a Key-Increment report ([DTA §4] "Key-Increment"): key 1..=16 bytes, u64 counter.
     #[pyo3(signature = (key, counter, redundancy=1, immediate=false))]
     fn key_increment(
         &mut self,
@@ -484,7 +485,7 @@ impl NativeDatagram {
         self.push(py, &r)
     }
 
-    /// Add an Append report (001 §4 "Append"): list id, data 4..=64 bytes.
+    /// Add an Append report ([DTA §4] "Append"): list id, data 4..=64 bytes.
     #[pyo3(signature = (list_id, data, immediate=false))]
     fn append(
         &mut self,
@@ -502,7 +503,7 @@ impl NativeDatagram {
         self.push(py, &r)
     }
 
-    /// Add a Postcarding report (001 §4 "Postcarding"): flow key, hop, the hop's u32 value,
+    /// Add a Postcarding report ([DTA §4] "Postcarding"): flow key, hop, the hop's u32 value,
     /// path length (0 = unknown).
     #[pyo3(signature = (key, hop, value, path_len=0, immediate=false))]
     fn postcard(
@@ -525,7 +526,8 @@ impl NativeDatagram {
         self.push(py, &r)
     }
 
-    /// Add a Sketch-Merge column (000 §3.1, §4.2): sketch id, column index, epoch, counters.
+    /// Add a Sketch-Merge column ([DTA-draft §3.1, §4.2]): sketch id, column index, epoch,
+    /// counters.
     #[pyo3(signature = (sketch_id, column, epoch, data, immediate=false))]
     fn sketch_merge(
         &mut self,

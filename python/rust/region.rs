@@ -1,5 +1,5 @@
 //! `Region`: a mapped region file of `dta-store`, its header and the queries of its store
-//! (001 Appendix A.1-A.6; Sketch-Merge 000 §3.1). Queries read the mapping in place; the
+//! ([DTA A.1]-A.6; Sketch-Merge [DTA-draft §3.1]). Queries read the mapping in place; the
 //! `apply_*` methods write through `dta-store`'s layouts exactly as the translator does (the
 //! `MemSink` seam of docs/architecture.md), for tests and tools.
 
@@ -241,7 +241,7 @@ impl Region {
         self.region.is_writable()
     }
 
-    /// Key-Write query (001 A.1 Algorithm 2, A.5 plurality vote over `redundancy` slots with
+    /// Key-Write query ([DTA A.1] Algorithm 2, A.5 plurality vote over `redundancy` slots with
     /// consensus threshold `threshold`; `redundancy` None reads the store's N from its header):
     /// `{"status": "found", "data": bytes, "votes": n}`,
     /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
@@ -287,7 +287,7 @@ impl Region {
         Ok(d)
     }
 
-    /// Key-Increment query (001 A.4 Algorithm 6): the minimum of the key's `redundancy`
+    /// Key-Increment query ([DTA A.4] Algorithm 6): the minimum of the key's `redundancy`
     /// counters; `redundancy` None reads the store's N from its header.
     #[pyo3(signature = (key, redundancy=None))]
     fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: Option<i64>) -> PyResult<u64> {
@@ -297,7 +297,7 @@ impl Region {
             .map_err(|e| query_err(py, e))
     }
 
-    /// Postcarding query (001 §4 "Postcarding", A.2): `values_range` is the value set V, an int
+    /// Postcarding query ([DTA §4] "Postcarding", A.2): `values_range` is the value set V, an int
     /// n or `range(n)` for V = {0, ..., n-1}, or an iterable of the values.
     /// `{"status": "found", "path": [hop 0 value, ...]}`, `{"status": "empty", "path": None}`
     /// or `{"status": "ambiguous", "path": None}`.
@@ -343,7 +343,7 @@ impl Region {
         Ok(d)
     }
 
-    /// Poll list `list` of an Append store (001 A.3 Algorithm 4) from entry index `tail`:
+    /// Poll list `list` of an Append store ([DTA A.3] Algorithm 4) from entry index `tail`:
     /// `{"entries": [bytes, ...], "missed": n, "tail": next index}`. Pass the returned `tail`
     /// to the next call to read on; `shard`/`shards` split a list among readers.
     #[pyo3(signature = (list, tail=0, max=1024, shard=0, shards=1))]
@@ -374,8 +374,8 @@ impl Region {
         Ok(d)
     }
 
-    /// Count-Min estimate of `key` in a Sketch-Merge store (000 §3.1: minimum over rows of the
-    /// merged sketch). With `epoch`, None unless every column it needs holds that epoch.
+    /// Count-Min estimate of `key` in a Sketch-Merge store ([DTA-draft §3.1]: minimum over rows of
+    /// the merged sketch). With `epoch`, None unless every column it needs holds that epoch.
     #[pyo3(signature = (key, epoch=None))]
     fn sketch_estimate(
         &self,
@@ -397,7 +397,8 @@ impl Region {
         })
     }
 
-    /// HyperLogLog cardinality estimate of a Sketch-Merge store (000 §3.1, merged registers).
+    /// HyperLogLog cardinality estimate of a Sketch-Merge store ([DTA-draft §3.1], merged
+    /// registers).
     fn sketch_cardinality(&self, py: Python<'_>) -> PyResult<f64> {
         let layout = self.sketch_layout(py)?;
         if !matches!(layout.kind(), dta_store::SketchKind::HyperLogLog { .. }) {
@@ -422,7 +423,7 @@ impl Region {
 
     // -- writes through the store layouts (what the translator's primitives emit) ------------
 
-    /// Write one Key-Write report into the region (001 A.1 Algorithm 1).
+    /// Write one Key-Write report into the region ([DTA A.1] Algorithm 1).
     /// `redundancy` None writes the store's N copies.
     #[pyo3(signature = (key, data, redundancy=None))]
     fn apply_key_write(
@@ -440,7 +441,7 @@ impl Region {
             .map_err(|e| apply_err(py, e))
     }
 
-    /// Apply one Key-Increment report (001 A.4 Algorithm 5): `redundancy` FETCH_ADDs.
+    /// Apply one Key-Increment report ([DTA A.4] Algorithm 5): `redundancy` FETCH_ADDs.
     /// `redundancy` None is the store's N (any other N is `redundancy_mismatch`).
     #[pyo3(signature = (key, counter, redundancy=None))]
     fn apply_key_increment(
@@ -458,7 +459,7 @@ impl Region {
             .map_err(|e| apply_err(py, e))
     }
 
-    /// Write one whole Postcarding path (001 A.2): hop values, hop 0 first; missing hops (up to
+    /// Write one whole Postcarding path ([DTA A.2]): hop values, hop 0 first; missing hops (up to
     /// the store's B) and None are blank.
     fn apply_postcard(&self, py: Python<'_>, key: &[u8], values: Vec<Option<u32>>) -> PyResult<()> {
         self.require_writable(py)?;
@@ -481,7 +482,7 @@ impl Region {
             .map_err(|e| apply_err(py, e))
     }
 
-    /// Write Append entries `first_index..` of `list` and publish the new head (001 A.3
+    /// Write Append entries `first_index..` of `list` and publish the new head ([DTA A.3]
     /// Algorithm 3). `entries` is k entries of the store's entry length, back to back.
     fn apply_append(
         &self,
@@ -497,8 +498,8 @@ impl Region {
             .map_err(|e| apply_err(py, e))
     }
 
-    /// Write merged Sketch-Merge columns from `first_column` (000 §4.2): `values` holds whole
-    /// columns (rows per column for Count-Min, registers per column for HyperLogLog).
+    /// Write merged Sketch-Merge columns from `first_column` ([DTA-draft §4.2]): `values` holds
+    /// whole columns (rows per column for Count-Min, registers per column for HyperLogLog).
     fn apply_sketch_columns(
         &self,
         py: Python<'_>,

@@ -149,7 +149,7 @@ enum dta_proto_format {
 #define DTA_PROTO_NACK_LEN 2
 /** Largest prototype datagram: long header + Key-Write with 7 data words. */
 #define DTA_PROTO_MAX_LEN (DTA_PROTO_LONG_LEN + 5 + 28)
-/** Redundancy accepted by the encoders (001 §4.1: "a maximum (e.g., 4)"). */
+/** Redundancy accepted by the encoders ([DTA §4.1]: "a maximum (e.g., 4)"). */
 #define DTA_MAX_REDUNDANCY 4
 /**
  * Redundancy N stores are created with and reporters use when nothing else is
@@ -216,7 +216,7 @@ static inline int dta_proto_encode_header(uint8_t *buf, size_t cap, uint8_t opco
 }
 
 /**
- * Key-Write: `redundancy u8, key u32, data` (001 §4.1). data_len must be 4,
+ * Key-Write: `redundancy u8, key u32, data` ([DTA §4.1]). data_len must be 4,
  * 12 or 28 (1, 3 or 7 words); redundancy 1..=DTA_MAX_REDUNDANCY.
  * Returns the datagram length.
  */
@@ -240,7 +240,7 @@ static inline int dta_proto_key_write(uint8_t *buf, size_t cap, const struct dta
     return (int)total;
 }
 
-/** Key-Increment: `redundancy u8, key u32, counter u64` (001 §4.3). */
+/** Key-Increment: `redundancy u8, key u32, counter u64` ([DTA §4.3]). */
 static inline int dta_proto_key_increment(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
                                           uint8_t redundancy, uint32_t key, uint64_t counter)
 {
@@ -259,7 +259,7 @@ static inline int dta_proto_key_increment(uint8_t *buf, size_t cap, const struct
     return (int)total;
 }
 
-/** Append: `list_id u32, data u32` (001 §4.4). */
+/** Append: `list_id u32, data u32` ([DTA §4.4]). */
 static inline int dta_proto_append(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
                                    uint32_t list_id, uint32_t data)
 {
@@ -276,7 +276,7 @@ static inline int dta_proto_append(uint8_t *buf, size_t cap, const struct dta_pr
     return (int)total;
 }
 
-/** Postcarding: `key u32, hop u8, data u32` (001 §4.2). */
+/** Postcarding: `key u32, hop u8, data u32` ([DTA §4.2]). */
 static inline int dta_proto_postcard(uint8_t *buf, size_t cap, const struct dta_proto_header *h,
                                      uint32_t key, uint8_t hop, uint32_t data)
 {
@@ -419,7 +419,7 @@ static inline int dta__native_data_ok(const uint8_t *data, size_t data_len)
 
 /**
  * Key-Write report: key 1..=16 bytes, data 4..=64 bytes, redundancy 1..=4
- * (001 §4.1). Returns the report's length in bytes.
+ * ([DTA §4.1]). Returns the report's length in bytes.
  */
 static inline int dta_native_key_write(struct dta_native_builder *b, int immediate, unsigned redundancy,
                                        const uint8_t *key, size_t key_len, const uint8_t *data,
@@ -438,7 +438,7 @@ static inline int dta_native_key_write(struct dta_native_builder *b, int immedia
     return (int)(DTA_NATIVE_REPORT_HEADER_LEN + key_len + data_len);
 }
 
-/** Key-Increment report: key 1..=16 bytes, counter u64, redundancy 1..=4 (001 §4.3). */
+/** Key-Increment report: key 1..=16 bytes, counter u64, redundancy 1..=4 ([DTA §4.3]). */
 static inline int dta_native_key_increment(struct dta_native_builder *b, int immediate,
                                            unsigned redundancy, const uint8_t *key, size_t key_len,
                                            uint64_t counter)
@@ -455,7 +455,7 @@ static inline int dta_native_key_increment(struct dta_native_builder *b, int imm
     return (int)(DTA_NATIVE_REPORT_HEADER_LEN + key_len + 8);
 }
 
-/** Append report: list_id u32, data 4..=64 bytes; key_len 0, redundancy 1 (001 §4.4). */
+/** Append report: list_id u32, data 4..=64 bytes; key_len 0, redundancy 1 ([DTA §4.4]). */
 static inline int dta_native_append(struct dta_native_builder *b, int immediate, uint32_t list_id,
                                     const uint8_t *data, size_t data_len)
 {
@@ -472,7 +472,7 @@ static inline int dta_native_append(struct dta_native_builder *b, int immediate,
 
 /**
  * Postcarding report: key 1..=16 bytes, hop, path_len (0 = unknown), the
- * hop's 32-bit value; data_len 4, redundancy 1 (001 §4.2).
+ * hop's 32-bit value; data_len 4, redundancy 1 ([DTA §4.2]).
  */
 static inline int dta_native_postcard(struct dta_native_builder *b, int immediate, const uint8_t *key,
                                       size_t key_len, uint8_t hop, uint8_t path_len, uint32_t value)
@@ -491,7 +491,7 @@ static inline int dta_native_postcard(struct dta_native_builder *b, int immediat
 }
 
 /**
- * Sketch-Merge report: one sketch column (000 §3.1, §4.2): sketch_id u16,
+ * Sketch-Merge report: one sketch column ([DTA-draft §3.1, §4.2]): sketch_id u16,
  * column u16, epoch u32, data 4..=64 bytes; key_len 0, redundancy 1.
  */
 static inline int dta_native_sketch_merge(struct dta_native_builder *b, int immediate, uint16_t sketch_id,

@@ -1,5 +1,5 @@
 //! The DTA collector: it owns the memory the translator writes into, and answers queries by
-//! reading it (paper 001 §3, §5.3). From its configuration it creates one region file per store
+//! reading it ([DTA §3, §5.3]). From its configuration it creates one region file per store
 //! (reopening existing files, so data survives restarts), and it serves queries — Key-Write,
 //! Key-Increment, Postcarding, Append lists, Sketch-Merge — to the CLI, over HTTP, and to
 //! anything else that maps the region files. It does no work per report: the translator (or an

@@ -2,7 +2,7 @@
 //! themselves (the collector does no work per report): per store, how full its data area is
 //! (fraction of non-zero 8-byte words, sampled on large regions as `dta inspect` does), the
 //! region's data bytes, and for Append stores the entries appended over all lists (the sum of
-//! the list heads, 001 §4.4). Served as `GET /metrics` by the HTTP API ([`crate::http`]).
+//! the list heads, [DTA §4.4]). Served as `GET /metrics` by the HTTP API ([`crate::http`]).
 //!
 //! | metric | type | labels |
 //! | --- | --- | --- |
@@ -107,7 +107,7 @@ impl PromCollector for StoreMetrics {
         }
         let mut m = enc.encode_descriptor(
             "dta_store_appended_entries",
-            "Entries appended to an Append store over all its lists (001 §4.4)",
+            "Entries appended to an Append store over all its lists ([DTA §4.4])",
             None,
             MetricType::Counter,
         )?;

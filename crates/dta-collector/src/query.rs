@@ -175,7 +175,7 @@ pub fn key_write(
 pub struct KeyIncrementResult {
     pub store: String,
     pub key: String,
-    /// Count-Min estimate: never below the true count (001 §4 "Key-Increment", A.4).
+    /// Count-Min estimate: never below the true count ([DTA §4] "Key-Increment", A.4).
     pub count: u64,
     /// The N the query read (the store's, from its header, unless asked for fewer).
     pub redundancy: u8,
@@ -250,7 +250,7 @@ pub struct ListResult {
     pub next_tail: u64,
 }
 
-/// Read up to `max` entries of `list` from absolute index `tail` (001 Appendix A.3, Algorithm 4).
+/// Read up to `max` entries of `list` from absolute index `tail` ([DTA A.3], Algorithm 4).
 /// `tail = None` starts at the oldest entry still held.
 pub fn list(
     region: &Region,

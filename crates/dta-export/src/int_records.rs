@@ -1,4 +1,4 @@
-//! The INT sink's notifications as exportable points ([`Record`]): an [`Event`] (003 §III.C:
+//! The INT sink's notifications as exportable points ([`Record`]): an [`Event`] ([INT-NIC §III.C]:
 //! "switch ID, measurement value at that switch, bitmap indicating the event type and the
 //! timestamp") is measurement `int_event`; a [`FlowRecord`] (a flow leaving the FlowCache,
 //! §III.B: packet count, last update, latest and average per-hop metrics) is `int_flow`.

@@ -1,4 +1,4 @@
-//! Realistic INT traffic (003 §IV.A.3: "5 INT transit nodes and 4 instructions on each node,
+//! Realistic INT traffic ([INT-NIC §IV.A.3]: "5 INT transit nodes and 4 instructions on each node,
 //! the values ... randomly generated according to exponential distributed probabilities across
 //! all possible values for each measurement (i.e., hop latency, queue occupancy, link
 //! utilization) ... the queue occupancy takes values from 0 to 300 with exponential decreasing
@@ -81,7 +81,7 @@ impl FlowSizeCdf {
     }
 
     /// A built-in workload by name: `fb_hadoop` (Roy et al., SIGCOMM 2015, the FB_Hadoop
-    /// workload of paper 004) or `websearch` (Alizadeh et al., DCTCP, SIGCOMM 2010); copies of
+    /// workload of [InvisiFlow]) or `websearch` (Alizadeh et al., DCTCP, SIGCOMM 2010); copies of
     /// `shared/workloads/*_flow_size_cdf.txt`.
     pub fn builtin(name: &str) -> Option<FlowSizeCdf> {
         let text = match name {
@@ -125,7 +125,7 @@ impl FlowSizeCdf {
 }
 
 /// An exponential distribution of integers truncated to `0..=max` by rejection ("exponential
-/// decreasing probabilities across all possible values", 003 §IV.A.3).
+/// decreasing probabilities across all possible values", [INT-NIC §IV.A.3]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ExpMetric {
     pub mean: f64,
@@ -148,7 +148,7 @@ impl ExpMetric {
 pub struct TrafficConfig {
     pub seed: u64,
     pub flows: usize,
-    /// INT transit hops per packet (003 §IV: 5).
+    /// INT transit hops per packet ([INT-NIC §IV]: 5).
     pub hops: usize,
     pub switches_per_hop: u32,
     /// Bytes of a flow carried per packet (its size / this, rounded up, is its packet count).

@@ -1,6 +1,6 @@
-//! Metrics and exports for DTA (issue 5): Prometheus exposition of the translator's and the INT
+//! Metrics and exports for DTA: Prometheus exposition of the translator's and the INT
 //! sink's counters with a minimal `/metrics` server ([`prom`]); INT events and flow records as
-//! Redis time series, as paper 003 §III.D stores them ([`redis_ts`]), and as InfluxDB line
+//! Redis time series, as [INT-NIC §III.D] stores them ([`redis_ts`]), and as InfluxDB line
 //! protocol ([`influx`]), both over the exporter-neutral [`Record`]; and a generator of
 //! realistic INT traffic written as pcap with its ground truth, plus a replayer that sends a
 //! pcap's telemetry to a translator ([`intgen`], [`pcap`]); [`pipeline`] is the thread that

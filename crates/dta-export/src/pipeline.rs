@@ -1,7 +1,7 @@
 //! The export thread: drains the INT sink's notifications (a subscription's receiver, delivered
 //! in the order the sink produced them) into Redis and/or InfluxDB line protocol, in batches
-//! (003 §III.D: the host "periodically flushes" notifications to Redis from a dedicated core),
-//! counting what it wrote in [`ExportMetrics`]. Ends when the sink drops its sender.
+//! ([INT-NIC §III.D]: the host "periodically flushes" notifications to Redis from a dedicated
+//! core), counting what it wrote in [`ExportMetrics`]. Ends when the sink drops its sender.
 
 use std::io::Write;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};

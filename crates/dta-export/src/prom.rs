@@ -1,6 +1,7 @@
 //! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
 //! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
-//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a `/metrics` HTTP server for
+//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a `/metrics`
+//! HTTP server for
 //! processes without an HTTP API (`dta translator --metrics ADDR`), and a parser of the
 //! exposition text for tests and tools.
 //!
@@ -95,7 +96,7 @@ impl Collector for TranslatorMetrics {
         labelled_counter(
             &mut enc,
             "dta_translator_reports",
-            "Reports translated, by primitive (001 §4)",
+            "Reports translated, by primitive ([DTA §4])",
             PRIMITIVES.iter().map(|op| {
                 (
                     vec![("primitive", op.name())],
@@ -149,7 +150,7 @@ impl Collector for TranslatorMetrics {
             ),
             (
                 "dta_translator_append_batches",
-                "Append batches written (001 §4.4)",
+                "Append batches written ([DTA §4.4])",
                 |s| s.append_batches.load(Relaxed),
             ),
             (
@@ -159,7 +160,7 @@ impl Collector for TranslatorMetrics {
             ),
             (
                 "dta_translator_sketch_columns_written",
-                "Sketch-Merge columns written (000 §3.1)",
+                "Sketch-Merge columns written ([DTA-draft §3.1])",
                 |s| s.sketch_columns_written.load(Relaxed),
             ),
             (
@@ -182,7 +183,7 @@ impl Collector for TranslatorMetrics {
         labelled_counter(
             &mut enc,
             "dta_translator_postcard_chunks",
-            "Postcarding chunks emitted, by outcome (001 §4.3)",
+            "Postcarding chunks emitted, by outcome ([DTA §4.3])",
             [
                 (
                     vec![("outcome", "complete")],
@@ -203,8 +204,8 @@ impl Collector for TranslatorMetrics {
 }
 
 /// The INT sink's counters ([`dta_int::IntStats`], single-writer atomics like the
-/// translator's), read on each scrape: frames and reports received, events by kind (003
-/// §III.C), flows leaving the FlowCache by reason, parse errors by reason.
+/// translator's), read on each scrape: frames and reports received, events by kind
+/// ([INT-NIC §III.C]), flows leaving the FlowCache by reason, parse errors by reason.
 #[derive(Debug, Clone)]
 pub struct IntSinkMetrics {
     stats: Vec<Arc<IntStats>>,
@@ -223,7 +224,7 @@ impl IntSinkMetrics {
     }
 }
 
-/// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind (003 §III.C).
+/// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind ([INT-NIC §III.C]).
 pub fn event_class(k: EventKind) -> &'static str {
     match k {
         EventKind::HopLatency
@@ -266,7 +267,7 @@ impl Collector for IntSinkMetrics {
         labelled_counter(
             &mut enc,
             "dta_int_events",
-            "INT events detected by the sink (003 §III.C), by kind and class",
+            "INT events detected by the sink ([INT-NIC §III.C]), by kind and class",
             EventKind::ALL.iter().map(|k| {
                 (
                     vec![("kind", k.name()), ("class", event_class(*k))],

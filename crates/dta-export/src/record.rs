@@ -1,7 +1,7 @@
 //! What the exporters export: a timestamped point with a measurement name, tags (strings that
 //! identify a series) and fields (the values). INT events and flow records from the INT sink
-//! (003 §III.C: "switch ID, measurement value at that switch, bitmap indicating the event type
-//! and the timestamp"; §III.B: a flow entry's packet count, last update and per-hop metrics)
+//! ([INT-NIC §III.C]: "switch ID, measurement value at that switch, bitmap indicating the event
+//! type and the timestamp"; §III.B: a flow entry's packet count, last update and per-hop metrics)
 //! become points through the [`Record`] trait, so the exporters do not depend on the sink's
 //! types.
 

@@ -1,14 +1,17 @@
-//! INT events and flow records into Redis, as the monitoring host of paper 003 does (§III.D:
+//! INT events and flow records into Redis, as the monitoring host of [INT-NIC] does (§III.D:
 //! "the INT notifications ... are periodically flushed to the Redis database", time-stamped
 //! "time-series data", §I). RedisTimeSeries (`TS.ADD`) is a module that stock Redis (Debian's
 //! `redis-server`) lacks, so the time series are plain Redis structures:
 //!
 //! | key | type | written per point | read with |
 //! | --- | --- | --- | --- |
-//! | `{prefix}:stream:{measurement}` | stream | `XADD key MAXLEN ~ N * ts <ns> <tag> <v>.. <field> <v>..` | `XRANGE`, `XREAD` |
-//! | `{prefix}:ts:{measurement}:{series}:{field}` | sorted set | `ZADD key <ms> "<ns>:<value>"` per numeric field | `ZRANGEBYSCORE key <from_ms> <to_ms>` |
+//! | `{prefix}:stream:{measurement}` | stream | `XADD key MAXLEN ~ N * ts <ns> <tag> <v>.. <field>
+//! <v>..` | `XRANGE`, `XREAD` |
+//! | `{prefix}:ts:{measurement}:{series}:{field}` | sorted set | `ZADD key <ms> "<ns>:<value>"` per
+//! numeric field | `ZRANGEBYSCORE key <from_ms> <to_ms>` |
 //! | `{prefix}:series:{measurement}` | set | `SADD` of `{series}` | `SMEMBERS` |
-//! | `{prefix}:latest:{measurement}:{series}` | hash | `HSET ts <ns> <field> <v>..` (the newest point) | `HGETALL` |
+//! | `{prefix}:latest:{measurement}:{series}` | hash | `HSET ts <ns> <field> <v>..` (the newest
+//! point) | `HGETALL` |
 //!
 //! `{series}` is the point's tags sorted by key, `k=v` joined by `,` (empty with no tags): one
 //! time series per (measurement, tag set, field), as in RedisTimeSeries or InfluxDB. The sorted

@@ -229,7 +229,7 @@ fn main() {
         &f,
         "INT v2.1 example: TCP, DSCP 0x17, shim len 7, two hops of switch id + queue",
     ));
-    // INT-MD over TCP by DSCP with 3 hops of the paper-003 bitmap.
+    // INT-MD over TCP by DSCP with 3 hops of the [INT-NIC] bitmap.
     let hops: Vec<_> = (0..3).map(hop).collect();
     let block = md_block(
         instr::NODE_ID | instr::L1_PORTS | instr::HOP_LATENCY | instr::QUEUE,

@@ -151,7 +151,7 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
-    /// The 13-byte IPv4 key DTA uses for INT path traces (001 Table 2: Key-Write with 13-byte
+    /// The 13-byte IPv4 key DTA uses for INT path traces ([DTA Table 2]: Key-Write with 13-byte
     /// keys): `src(4) dst(4) sport(2) dport(2) proto(1)`, big-endian. `None` for IPv6.
     pub fn key13(&self) -> Option<[u8; 13]> {
         let (IpAddr::V4(s), IpAddr::V4(d)) = (self.src, self.dst) else {

@@ -1,5 +1,5 @@
-//! The FlowCache (003 §III, Fig. 2: "a large hash table ... 2^19 rows ... 12 buckets per row";
-//! each bucket a flow key, packet count, last-update timestamp and per-hop latest and average
+//! The FlowCache ([INT-NIC §III, Fig. 2]: "a large hash table ... 2^19 rows ... 12 buckets per
+//! row"; each bucket a flow key, packet count, last-update timestamp and per-hop latest and average
 //! INT metrics). Fixed capacity, allocated once: rows of [`WAYS`] buckets, the row chosen by
 //! hashing the 13-byte flow key. A packet of a new flow takes a free bucket of its row, or evicts
 //! the row's least recently updated flow (003 "Eviction"). [`FlowCache::expire`] ages out flows

@@ -1,4 +1,4 @@
-//! INT events (003 §III): threshold-crossing events 𝒯 (a hop's value above a threshold),
+//! INT events ([INT-NIC §III]): threshold-crossing events 𝒯 (a hop's value above a threshold),
 //! change events 𝒞 (a hop's node id changed: the path changed; a hop's value changed by more
 //! than a threshold), and drop reports. Thresholds live in [`Thresholds`], atomics shared with
 //! whoever retunes them at run time. Events and flow records go to subscribers through one
@@ -147,7 +147,7 @@ impl Event {
     }
 }
 
-/// Event thresholds, changeable at run time from any thread (003 §III: "mutate threshold
+/// Event thresholds, changeable at run time from any thread ([INT-NIC §III]: "mutate threshold
 /// parameters dynamically"). `u32::MAX` disables a threshold. An event fires when the value is
 /// strictly above the threshold (𝒯) or differs from the previous one by strictly more (𝒞).
 #[derive(Debug)]
@@ -233,15 +233,15 @@ impl Thresholds {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EvictReason {
-    /// Not updated for the idle timeout (aging, 003 §III).
+    /// Not updated for the idle timeout (aging, [INT-NIC §III]).
     Idle,
-    /// Its row was full and it was the least recently updated (003 §III "Eviction").
+    /// Its row was full and it was the least recently updated ([INT-NIC §III] "Eviction").
     Capacity,
     /// Shutdown or explicit flush.
     Flush,
 }
 
-/// One hop of a flow record: latest and average values (003 §III: "the most recent as well as
+/// One hop of a flow record: latest and average values ([INT-NIC §III]: "the most recent as well as
 /// the average statistics ... for each INT transit node"). `None`: never reported.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
 pub struct HopRecord {

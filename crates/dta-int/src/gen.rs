@@ -1,4 +1,5 @@
-//! A deterministic INT traffic generator (003 §IV: 5 INT transit hops, exponentially distributed
+//! A deterministic INT traffic generator ([INT-NIC §IV]: 5 INT transit hops, exponentially
+//! distributed
 //! metrics; flow sizes from a heavy-tailed (Pareto) distribution). It keeps the ground truth of
 //! every packet and builds the bytes a sink receives: INT-MD frames (Ethernet/IPv4/UDP, INT over
 //! UDP with NPT 1, `emit_md`), stacked telemetry reports of those frames, and per-hop postcards

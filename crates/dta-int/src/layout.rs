@@ -1,11 +1,11 @@
-//! How INT data is encoded into DTA reports (001 Table 2): the Key-Write path record, the Append
+//! How INT data is encoded into DTA reports ([DTA Table 2]): the Key-Write path record, the Append
 //! event record, the Key-Increment histogram key and bucketing, the Postcarding value. These are
 //! the byte layouts `docs/int-sink.md` documents; the queries decode exactly what this encodes.
 
 use serde::{Deserialize, Serialize};
 
-/// Longest path the sink records (001 Table 2 and 003 §IV use 5 hops): the Key-Write path record
-/// holds 5 node ids, the FlowCache 5 hops per flow.
+/// Longest path the sink records ([DTA Table 2] and [INT-NIC §IV] use 5 hops): the Key-Write path
+/// record holds 5 node ids, the FlowCache 5 hops per flow.
 pub const MAX_PATH: usize = 5;
 
 /// Key length of every flow-keyed store: `FlowKey::key13()`, `src dst sport dport proto`.
@@ -22,7 +22,7 @@ pub const EVENT_LEN: usize = 32;
 /// Key length of a histogram counter: `node_id u32 ‖ metric u8 ‖ bucket u8`.
 pub const HIST_KEY_LEN: usize = 6;
 
-/// Encode a path (node ids newest first) as the Key-Write data (001 Table 2: "INT path traces:
+/// Encode a path (node ids newest first) as the Key-Write data ([DTA Table 2]: "INT path traces:
 /// flow 5-tuple → list of node ids"). Paths longer than [`MAX_PATH`] keep the newest hops.
 pub fn encode_path(newest_first: &[u32]) -> [u8; PATH_DATA_LEN] {
     let mut d = [0xFFu8; PATH_DATA_LEN];
@@ -49,8 +49,8 @@ pub fn decode_path(d: &[u8]) -> Option<Vec<u32>> {
     Some(v)
 }
 
-/// The metrics the sink tracks per hop (003 §III: switch id, hop latency, queue occupancy, link
-/// utilisation). The discriminant is the histogram key's metric byte.
+/// The metrics the sink tracks per hop ([INT-NIC §III]: switch id, hop latency, queue occupancy,
+/// link utilisation). The discriminant is the histogram key's metric byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
@@ -134,7 +134,7 @@ impl Buckets {
     }
 }
 
-/// The Key-Increment key of one histogram bucket (001 Table 2: per-switch, per-metric
+/// The Key-Increment key of one histogram bucket ([DTA Table 2]: per-switch, per-metric
 /// histograms → Key-Increment).
 pub fn hist_key(node_id: u32, metric: Metric, bucket: u8) -> [u8; HIST_KEY_LEN] {
     let mut k = [0u8; HIST_KEY_LEN];

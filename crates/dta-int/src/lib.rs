@@ -1,5 +1,5 @@
-//! The INT sink (issue 5): in-band network telemetry turned into DTA primitives (paper 001
-//! Table 2) and aggregated per flow as the SmartNIC INT sink of paper 003 §III does. INT-MD
+//! The INT sink: in-band network telemetry turned into DTA primitives ([DTA]
+//! Table 2) and aggregated per flow as the SmartNIC INT sink of [INT-NIC §III] does. INT-MD
 //! frames and telemetry reports (parsed by `dta_int_wire`) update a fixed-capacity
 //! [`FlowCache`] (packet count, first/last update, latest and average per-hop switch id, hop
 //! latency, queue occupancy and egress utilisation) with aging; threshold and change events,
@@ -8,7 +8,7 @@
 //! path trace a Key-Write under the 13-byte flow key, hop latencies Postcarding, events Append
 //! records, per-switch per-metric histograms Key-Increment counters. [`query`] answers "path of
 //! flow X", "hop latency of flow X at hop i", "latest events", "histogram of a metric at switch
-//! S" from those stores; [`gen`] is a deterministic INT traffic generator (003 §IV). Layouts:
+//! S" from those stores; [`gen`] is a deterministic INT traffic generator ([INT-NIC §IV]). Layouts:
 //! `docs/int-sink.md`.
 
 pub mod cache;

@@ -60,7 +60,7 @@ pub struct PathResult {
     pub path: Vec<u32>,
 }
 
-/// "Path of flow X": the Key-Write path record (001 Appendix A.1 query, plurality vote).
+/// "Path of flow X": the Key-Write path record ([DTA A.1] query, plurality vote).
 pub fn path(
     region: &Region,
     flow: &[u8; FLOW_KEY_LEN],
@@ -98,8 +98,8 @@ pub struct HopLatencyResult {
     pub latency: Option<u64>,
 }
 
-/// "Hop latency of flow X at hop i": decode the flow's Postcarding chunk (001 §4 Postcarding,
-/// Appendix A.2) with the value set V = 0..`values`.
+/// "Hop latency of flow X at hop i": decode the flow's Postcarding chunk ([DTA §4] Postcarding,
+/// [DTA A.2]) with the value set V = 0..`values`.
 pub fn hop_latency(
     region: &Region,
     flow: &[u8; FLOW_KEY_LEN],
@@ -142,8 +142,8 @@ pub fn hop_latency_with(
     })
 }
 
-/// "Latest events of a kind": up to `max` newest records of the kind's Append list (001
-/// Appendix A.3), oldest first; `seq` is the entry's index in its list.
+/// "Latest events of a kind": up to `max` newest records of the kind's Append list
+/// ([DTA A.3]), oldest first; `seq` is the entry's index in its list.
 pub fn events(
     region: &Region,
     list_base: u32,
@@ -188,7 +188,7 @@ pub struct HistogramResult {
     pub total: u64,
 }
 
-/// "Histogram of a metric at switch S": every bucket's Key-Increment counter (001 Appendix A.4,
+/// "Histogram of a metric at switch S": every bucket's Key-Increment counter ([DTA A.4],
 /// Count-Min: never below the true count; exact when no key collides on all its counters).
 pub fn histogram(
     region: &Region,

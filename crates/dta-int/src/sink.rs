@@ -1,4 +1,4 @@
-//! The INT sink (003 §III) on top of DTA's translator (001 Table 2). Every INT packet or
+//! The INT sink ([INT-NIC §III]) on top of DTA's translator ([DTA Table 2]). Every INT packet or
 //! telemetry report updates the FlowCache, raises events, and becomes DTA reports fed to an
 //! in-process [`Translator`] through [`Translator::apply`], so the stores it writes are the same
 //! stores any DTA reporter writes:
@@ -48,7 +48,7 @@ pub struct IntSinkConfig {
     pub flow_capacity: usize,
     /// A flow not updated for this long is evicted and its record emitted (aging).
     pub idle_timeout_ms: u64,
-    /// Copies of each Key-Write path record and Key-Increment counter (001 Appendix A.5).
+    /// Copies of each Key-Write path record and Key-Increment counter ([DTA A.5]).
     pub redundancy: u8,
     /// Append list of the first event kind; kind k goes to `event_list_base + k - 1`.
     pub event_list_base: u32,
@@ -545,7 +545,7 @@ impl<S: Sinks> IntSink<S> {
         self.emit_event(EventKind::Drop, key, hop, node_id, reason, now_ns);
     }
 
-    /// An INT-MD stack (newest hop first) of flow `key` (003 §III, per packet).
+    /// An INT-MD stack (newest hop first) of flow `key` ([INT-NIC §III], per packet).
     pub fn handle_md(&mut self, key: &[u8; FLOW_KEY_LEN], stack: &HopStack<'_>, now_ns: u64) {
         add(&self.stats.md_packets, 1);
         let len = stack.len();
@@ -565,7 +565,7 @@ impl<S: Sinks> IntSink<S> {
                 };
             }
         }
-        // 001 Table 2: the path trace → Key-Write (13-byte key, path record).
+        // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).
         let mut ids = [0u32; MAX_PATH];
         for i in 0..n {
             ids[i] = hops[n - 1 - i].node_id.unwrap_or(u32::MAX);
@@ -610,7 +610,7 @@ impl<S: Sinks> IntSink<S> {
                 e.hops = e.hops.max(hop + 1);
                 let a = &mut e.hop[hop as usize];
                 let node = s.node_id.unwrap_or(u32::MAX);
-                // 003 §III 𝒞 events: per switch, previous vs current.
+                // [INT-NIC §III] 𝒞 events: per switch, previous vs current.
                 if let Some(id) = s.node_id {
                     if let Some(prev) = a.node_id {
                         if prev != id {
@@ -628,7 +628,7 @@ impl<S: Sinks> IntSink<S> {
                             evs.push(EventKind::LatencyChange, hop, node, v);
                         }
                     }
-                    // 003 §III 𝒯 events: the current value above the threshold.
+                    // [INT-NIC §III] 𝒯 events: the current value above the threshold.
                     if v > th.hop_latency {
                         evs.push(EventKind::HopLatency, hop, node, v);
                     }
@@ -659,7 +659,7 @@ impl<S: Sinks> IntSink<S> {
                     a.n_util += 1;
                 }
             }
-            // 003 §III end-to-end: the aggregate hop latency of a whole path.
+            // [INT-NIC §III] end-to-end: the aggregate hop latency of a whole path.
             if path_len > 0 && path_latency > th.path_latency as u64 {
                 let last = samples.last().and_then(|s| s.node_id).unwrap_or(u32::MAX);
                 evs.push(
@@ -673,7 +673,7 @@ impl<S: Sinks> IntSink<S> {
         for &(kind, hop, node, value) in &evs.ev[..evs.n] {
             self.emit_event(kind, *key, hop, node, value, now_ns);
         }
-        // 001 Table 2: postcards (hop latency) → Postcarding; histograms → Key-Increment.
+        // [DTA Table 2]: postcards (hop latency) → Postcarding; histograms → Key-Increment.
         for (j, s) in samples.iter().enumerate() {
             let hop = first_hop + j as u8;
             if let Some(v) = s.latency {

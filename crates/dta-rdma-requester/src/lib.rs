@@ -1,7 +1,7 @@
 //! The requester: the translator's RoCEv2 sink ([`RoceSinks`], a `dta_translator::Sinks`) and
 //! the active side of RDMA CM ([`connect`]).
 //!
-//! Reliability as RC requires (IBA vol. 1 §9.7, 001 §5.3; not the prototype's "drop 100 000
+//! Reliability as RC requires (IBA vol. 1 §9.7, [DTA §5.3]; not the prototype's "drop 100 000
 //! reports after any ACK"): every packet gets the next PSN and stays in a bounded retransmission
 //! window until acknowledged; AckReq is set every `ack_every` packets and before a flush waits;
 //! a full window blocks the translator thread, which polls for ACKs (backpressure); a "PSN

@@ -1,5 +1,5 @@
-//! The software RoCE responder: the collector side for hosts without an RDMA NIC (issue 3,
-//! "Collector side"). It plays what an RNIC does for DTA (001 §3, §5.3): the passive side of
+//! The software RoCE responder: the collector side for hosts without an RDMA NIC (
+//! "Collector side"). It plays what an RNIC does for DTA ([DTA §3, §5.3]): the passive side of
 //! RDMA CM on QP1, one registered memory region per store (its whole region file: the header
 //! page, read-only to peers, and the data area), and Reliable Connection responder semantics.
 //!

@@ -3,7 +3,7 @@
 //!
 //! 1. Prototype-compatible: one 16-byte SEND Only, `addr_lo u32, addr_hi u32, length u32,
 //!    rkey u32`, little-endian, describing the data area of the first store (what the Tofino
-//!    prototype's collector sent, 002 §V-C).
+//!    prototype's collector sent, [P4-RDMA §V-C]).
 //! 2. Native: one SEND message (First/Middle/Last when longer than the path MTU), little-endian:
 //!    `magic "DTAADV\0\x01"`, `stores u32`, `reserved u32`, then per store `region_va u64`
 //!    (address of the header page), `region_len u64` (header page + data area), `rkey u32`,

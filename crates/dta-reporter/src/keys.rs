@@ -108,7 +108,8 @@ pub fn expected_counter(key: &[u8]) -> u64 {
 }
 
 /// The value hop `hop` reports for flow `key` (see the module doc), below `values` (the store's
-/// value set 0..values); never `0xFFFF_FFFF`, the Postcarding blank value (001 §4 "Postcarding", Appendix A.2).
+/// value set 0..values); never `0xFFFF_FFFF`, the Postcarding blank value ([DTA §4 "Postcarding",
+/// A.2]).
 pub fn postcard_value(key: &[u8], hop: u8, values: u32) -> u32 {
     let h = fnv1a64(key);
     let v = fmix32((h as u32) ^ ((h >> 32) as u32) ^ (hop as u32).wrapping_mul(0x9E37_79B9));

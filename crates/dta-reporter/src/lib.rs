@@ -1,6 +1,7 @@
-//! The reporter side of Direct Telemetry Access (paper 001 §3: reporters send telemetry reports
+//! The reporter side of Direct Telemetry Access ([DTA §3]: reporters send telemetry reports
 //! over UDP to a translator). [`Reporter`] builds reports of every primitive (Key-Write,
-//! Key-Increment, Append, Postcarding, and Sketch-Merge from 000 §3.1) in the prototype protocol
+//! Key-Increment, Append, Postcarding, and Sketch-Merge from [DTA-draft §3.1]) in the prototype
+//! protocol
 //! (one report per datagram) or the native protocol (many per datagram, packed into a buffer
 //! allocated once), numbers datagrams, keeps the last ones of a retransmittable reporter and
 //! resends them go-back-N on a NACK from the translator. [`SketchSender`] sends a sketch column

@@ -13,7 +13,7 @@
 //! Sketch-Merge: the `count` drawn keys are inserted into a Count-Min sketch
 //! (`dta_store::sketch::CountMin`, [`LoadSpec::sketch_rows`] × [`LoadSpec::sketch_columns`],
 //! one per key occurrence) which is then sent column by column with a [`SketchSender`]
-//! (000 §3.1); `reports` counts columns sent.
+//! ([DTA-draft §3.1]); `reports` counts columns sent.
 
 use std::time::{Duration, Instant};
 
@@ -78,7 +78,8 @@ pub struct LoadSpec {
 
 impl LoadSpec {
     /// Defaults for `primitive`: 100 000 uniform 4-byte keys, 4-byte data, the default
-    /// redundancy, one list, 5 hops, the default postcard value set, seed 1, unpaced, no count or duration (set one).
+    /// redundancy, one list, 5 hops, the default postcard value set, seed 1, unpaced, no count or
+    /// duration (set one).
     pub fn new(primitive: Opcode) -> LoadSpec {
         LoadSpec {
             primitive,
@@ -520,7 +521,7 @@ fn stats(
     }
 }
 
-/// Sketch-Merge: build the Count-Min of `count` drawn keys, then send it (000 §3.1).
+/// Sketch-Merge: build the Count-Min of `count` drawn keys, then send it ([DTA-draft §3.1]).
 fn run_sketch(
     spec: &LoadSpec,
     reporter: &mut Reporter,

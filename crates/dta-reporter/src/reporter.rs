@@ -1,6 +1,6 @@
-//! The reporter: builds DTA reports into datagrams and sends them over UDP (001 §3 "reporters
+//! The reporter: builds DTA reports into datagrams and sends them over UDP ([DTA §3] "reporters
 //! ... generate telemetry reports"), with per-datagram sequence numbers and NACK-driven
-//! retransmission (001 §5.2, 000 §3.2).
+//! retransmission ([DTA §5.2], [DTA-draft §3.2]).
 //!
 //! * **Prototype** protocol: one report per datagram. The long base header carries the low
 //!   byte of the reporter's sequence number (`seqnum u8`); the short one carries none, so a
@@ -21,7 +21,7 @@
 //! the translator repeats a NACK while datagrams sent before the retransmission keep arriving,
 //! and resending the window for each repeat would multiply the traffic. A NACK for a number
 //! older than the ring is counted in `unrecoverable_nacks`. Sketch-Merge NACKs (a native NACK
-//! with a sketch body, 000 §3.1) are not handled here: they are kept for
+//! with a sketch body, [DTA-draft §3.1]) are not handled here: they are kept for
 //! [`crate::sketch::SketchSender`] to take with [`Reporter::take_sketch_nack`].
 
 use std::io;
@@ -301,7 +301,7 @@ impl Reporter {
         self.count
     }
 
-    /// Key-Write (001 §4 "Key-Write"): store `data` under `key` in `redundancy` slots.
+    /// Key-Write ([DTA §4] "Key-Write"): store `data` under `key` in `redundancy` slots.
     pub fn key_write(
         &mut self,
         key: &[u8],
@@ -317,7 +317,7 @@ impl Reporter {
         })
     }
 
-    /// Key-Increment (001 §4 "Key-Increment"): add `counter` to `redundancy` counters of `key`.
+    /// Key-Increment ([DTA §4] "Key-Increment"): add `counter` to `redundancy` counters of `key`.
     pub fn key_increment(
         &mut self,
         key: &[u8],
@@ -333,7 +333,7 @@ impl Reporter {
         })
     }
 
-    /// Append (001 §4 "Append"): append `data` to list `list_id`.
+    /// Append ([DTA §4] "Append"): append `data` to list `list_id`.
     pub fn append(
         &mut self,
         list_id: u32,
@@ -347,7 +347,7 @@ impl Reporter {
         })
     }
 
-    /// Postcarding (001 §4 "Postcarding"): hop `hop`'s `value` for flow `key` (`path_len` 0 =
+    /// Postcarding ([DTA §4] "Postcarding"): hop `hop`'s `value` for flow `key` (`path_len` 0 =
     /// unknown; the prototype drops it).
     pub fn postcard(
         &mut self,
@@ -366,7 +366,7 @@ impl Reporter {
         })
     }
 
-    /// One Sketch-Merge column (000 §3.1); native protocol only. Columns of one sketch must
+    /// One Sketch-Merge column ([DTA-draft §3.1]); native protocol only. Columns of one sketch must
     /// be sent in order: [`crate::sketch::SketchSender`] does that.
     pub fn sketch_column(
         &mut self,

@@ -1,7 +1,7 @@
-//! Sending a sketch for Sketch-Merge (000 §3.1 "Sketch-Merge", §4.2).
+//! Sending a sketch for Sketch-Merge ([DTA-draft §3.1] "Sketch-Merge", §4.2).
 //!
-//! 000 §3.1: "every switch sends the columns *sequentially*, and the translator keeps track of
-//! the last column received from each switch. If columns arrive out-of-order, the translator
+//! [DTA-draft §3.1]: "every switch sends the columns *sequentially*, and the translator keeps track
+//! of the last column received from each switch. If columns arrive out-of-order, the translator
 //! will notify the originating switch with a NACK packet and the transmission will start again
 //! from the last received in-order column." [`SketchSender`] does exactly that: it sends
 //! columns `0..C` of a [`ColumnSource`] in order (packed into native datagrams by the
@@ -125,7 +125,7 @@ impl<S: ColumnSource> SketchSender<S> {
         let _ = reporter.take_sketch_nack();
         let mut next = 0usize;
         loop {
-            // 000 §3.1: columns are sent sequentially.
+            // [DTA-draft §3.1]: columns are sent sequentially.
             while next < columns {
                 self.source.write_column(next, &mut self.column);
                 reporter.sketch_column(
@@ -179,7 +179,7 @@ impl<S: ColumnSource> SketchSender<S> {
         }
     }
 
-    /// Restart from `column` (000 §3.1: "the transmission will start again from the last
+    /// Restart from `column` ([DTA-draft §3.1]: "the transmission will start again from the last
     /// received in-order column"); false when the restart limit is reached.
     fn restart(
         &mut self,
@@ -214,7 +214,7 @@ impl<S: ColumnSource> SketchSender<S> {
 }
 
 /// A Count-Min sketch sends its columns as built by `dta-store` (hashing exactly like the
-/// Sketch-Merge store): column c is its `rows` counters, big-endian u32 (000 §3.1).
+/// Sketch-Merge store): column c is its `rows` counters, big-endian u32 ([DTA-draft §3.1]).
 impl ColumnSource for CountMin {
     fn columns(&self) -> usize {
         CountMin::columns(self) as usize
@@ -227,7 +227,7 @@ impl ColumnSource for CountMin {
     }
 }
 
-/// A HyperLogLog sent `per_column` registers per column (000 §3.1: merged register-wise by
+/// A HyperLogLog sent `per_column` registers per column ([DTA-draft §3.1]: merged register-wise by
 /// max). `per_column` must match the Sketch-Merge store's `registers_per_column`.
 #[derive(Debug, Clone, Copy)]
 pub struct HllColumns<'a> {

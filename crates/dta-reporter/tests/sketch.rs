@@ -1,5 +1,5 @@
-//! SketchSender against a translator stand-in that keeps the last in-order column (000 §3.1),
-//! loses one column, and NACKs every out-of-order column with the column expected next.
+//! SketchSender against a translator stand-in that keeps the last in-order column ([DTA-draft
+//! §3.1]), loses one column, and NACKs every out-of-order column with the column expected next.
 
 mod common;
 

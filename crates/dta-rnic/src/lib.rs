@@ -1,4 +1,4 @@
-//! `dta-rnic`: the DTA collector for real RDMA NICs (issue 3; 001 §5.3 "Collector RDMA
+//! `dta-rnic`: the DTA collector for real RDMA NICs ([DTA §5.3] "Collector RDMA
 //! Service"). It maps every region of a collector whole (header page + data area), registers
 //! each as one memory region with local write, remote write, remote read and remote atomic
 //! access, listens with RDMA CM, accepts the translator's RC queue pairs and advertises the

@@ -3,7 +3,7 @@
 //! is registered with, and the advertisements built from the registrations and their rkeys
 //! (with `dta_rdma::adv`, the software responder's encoder).
 //!
-//! 001 §3 / §5.3: the collector's CPU does no work per report; it registers the per-primitive
+//! [DTA §3 / §5.3]: the collector's CPU does no work per report; it registers the per-primitive
 //! memory once and the NIC executes the translator's WRITEs and FETCH_ADDs into it.
 
 use std::fs::OpenOptions;

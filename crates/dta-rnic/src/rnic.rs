@@ -1,6 +1,6 @@
 //! The RNIC collector proper (feature `rdma-core`): libibverbs and librdmacm through `rdma-sys`.
 //!
-//! 001 §5.3 ("Collector RDMA Service"): the collector registers its per-primitive memory,
+//! [DTA §5.3] ("Collector RDMA Service"): the collector registers its per-primitive memory,
 //! listens with RDMA CM and advertises the memory with SENDs; from then on the NIC executes the
 //! translator's WRITEs and FETCH_ADDs and the collector's CPU does nothing per report.
 //!
@@ -556,7 +556,7 @@ impl RnicCollector {
             unsafe { ibv_destroy_cq(cq) };
             return Err(e);
         }
-        // 001 §5.2: Key-Increment is an RDMA FETCH_ADD, an atomic the translator initiates; the
+        // [DTA §5.2]: Key-Increment is an RDMA FETCH_ADD, an atomic the translator initiates; the
         // number we may have outstanding as responder is `responder_resources`.
         let (rr, idepth) = self.cfg.accept_depths(max_rd, max_init, responder_res_req);
         let _ = initiator_depth_req; // the requester's wish; the device limit decides.

@@ -1,6 +1,6 @@
 //! Atomic Extended Transport Header (28 bytes, IBA vol. 1 §9.3.4): virtual address, R_Key, the
 //! swap (CmpSwap) or add (FetchAdd) operand and the compare operand. DTA's Key-Increment is a
-//! FetchAdd (001 §4 "Key-Increment").
+//! FetchAdd ([DTA §4] "Key-Increment").
 
 use super::{header_view, rd32, rd64, wr32, wr64, Error};
 

@@ -1,4 +1,4 @@
-//! Base Transport Header (12 bytes, IBA vol. 1 §9.2, 002 Figure 2 "BTH"):
+//! Base Transport Header (12 bytes, IBA vol. 1 §9.2, [P4-RDMA Figure 2] "BTH"):
 //!
 //! ```text
 //!  0               1               2               3
@@ -120,7 +120,7 @@ pub struct Repr {
     pub opcode: Opcode,
     /// Solicited event.
     pub solicited: bool,
-    /// Migration request (002 §V: "the migrate request flag in the BTH is set").
+    /// Migration request ([P4-RDMA §V]: "the migrate request flag in the BTH is set").
     pub migreq: bool,
     /// Pad count: bytes of padding after the payload. [`super::FrameRepr::emit`] computes it.
     pub pad_cnt: u8,

@@ -1,6 +1,6 @@
 //! Immediate Data Extended Transport Header (4 bytes, IBA vol. 1 §9.3.5): the 32-bit immediate
 //! value of a SEND or RDMA WRITE with immediate, delivered in the responder's completion (DTA's
-//! "immediate" flag, 001 §4: notify the collector).
+//! "immediate" flag, [DTA §4]: notify the collector).
 
 use super::{header_view, rd32, wr32, Error};
 

@@ -13,7 +13,7 @@
 //! ```
 //! use dta_roce::{bth, ethernet, ipv4, reth, udp, FrameRepr, Opcode};
 //!
-//! // An RDMA WRITE Only of a 5-byte report (001 §5.3: the translator writes collector memory).
+//! // An RDMA WRITE Only of a 5-byte report ([DTA §5.3]: the translator writes collector memory).
 //! let eth = ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1] };
 //! let ip = ipv4::Repr { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ..Default::default() };
 //! let udp = udp::Repr { src_port: 0xc0de, checksum: 0 };

@@ -98,7 +98,7 @@ opcodes! {
     RcSendLast = 0x02, "rc_send_last", l(N, N, N, N, N, N, P);
     /// RC SEND Last with Immediate.
     RcSendLastImm = 0x03, "rc_send_last_with_immediate", l(N, N, N, N, N, P, P);
-    /// RC SEND Only (the prototype's memory advertisement, 002 §V-C).
+    /// RC SEND Only (the prototype's memory advertisement, [P4-RDMA §V-C]).
     RcSendOnly = 0x04, "rc_send_only", l(N, N, N, N, N, N, P);
     /// RC SEND Only with Immediate.
     RcSendOnlyImm = 0x05, "rc_send_only_with_immediate", l(N, N, N, N, N, P, P);
@@ -110,7 +110,7 @@ opcodes! {
     RcWriteLast = 0x08, "rc_rdma_write_last", l(N, N, N, N, N, N, P);
     /// RC RDMA WRITE Last with Immediate.
     RcWriteLastImm = 0x09, "rc_rdma_write_last_with_immediate", l(N, N, N, N, N, P, P);
-    /// RC RDMA WRITE Only (002 Figure 2: the DTA report write).
+    /// RC RDMA WRITE Only ([P4-RDMA Figure 2]: the DTA report write).
     RcWriteOnly = 0x0a, "rc_rdma_write_only", l(N, P, N, N, N, N, P);
     /// RC RDMA WRITE Only with Immediate.
     RcWriteOnlyImm = 0x0b, "rc_rdma_write_only_with_immediate", l(N, P, N, N, N, P, P);
@@ -130,7 +130,7 @@ opcodes! {
     RcAtomicAcknowledge = 0x12, "rc_atomic_acknowledge", l(N, N, N, P, P, N, N);
     /// RC CmpSwap.
     RcCompareSwap = 0x13, "rc_compare_swap", l(N, N, P, N, N, N, N);
-    /// RC FetchAdd (Key-Increment, 001 §4).
+    /// RC FetchAdd (Key-Increment, [DTA §4]).
     RcFetchAdd = 0x14, "rc_fetch_add", l(N, N, P, N, N, N, N);
     /// UD SEND Only (CM MADs to QP1).
     UdSendOnly = 0x64, "ud_send_only", l(P, N, N, N, N, N, P);

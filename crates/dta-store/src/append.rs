@@ -1,4 +1,4 @@
-//! Append (001 §4 "Append", Appendix A.3 Algorithms 3-4).
+//! Append ([DTA §4 "Append", A.3] Algorithms 3-4).
 //!
 //! The data area starts with one little-endian u64 *head* per list (`8·lists` bytes, padded to a
 //! 4096-byte boundary), followed by the rings: list l's ring is `capacity` entries of `entry_len`
@@ -71,7 +71,7 @@ impl AppendLayout {
     }
 
     /// Write `entries` (k·entry_len bytes, k ≤ capacity) as entries `first_index..first_index+k`
-    /// of `list` (001 A.3 Algorithm 3, `WriteBatch`): the entries first, split in two writes at
+    /// of `list` ([DTA A.3] Algorithm 3, `WriteBatch`): the entries first, split in two writes at
     /// the ring's end if needed, then the head `first_index + k`.
     #[inline]
     pub fn write_entries(
@@ -115,7 +115,7 @@ pub struct PollResult {
     pub missed: u64,
 }
 
-/// Reads one list in order (001 A.3 Algorithm 4), optionally as one of `shards` readers that take
+/// Reads one list in order ([DTA A.3] Algorithm 4), optionally as one of `shards` readers that take
 /// disjoint index sets (`index % shards == shard`).
 ///
 /// A reader never returns an entry the writer may have overwritten while it was being copied: it

@@ -2,7 +2,7 @@
 //!
 //! * **prototype** (0): `slot(key, n) = crc32(key_le ‖ n) & (count-1)`, `checksum(key) =
 //!   crc32(key_le)`, where `key_le` is the wire key with its bytes reversed (the 4-byte key as a
-//!   little-endian u32). Byte-compatible with the Tofino prototype (001 §5.2, Appendix A.1). CRC
+//!   little-endian u32). Byte-compatible with the Tofino prototype ([DTA §5.2, A.1]). CRC
 //!   is affine, so `slot(key, n) = slot(key, 0) ^ c_n`: the N copies are correlated.
 //! * **native** (1): `h = fnv1a64(key)`, `index(key, n) = fmix64(h ^ 0x9E3779B97F4A7C15·(n+1)) &
 //!   (count-1)`, `checksum(key) = crc32(key)`.
@@ -17,7 +17,7 @@ pub const NATIVE_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 pub const POSTCARD_SALT: u64 = 0xC2B2_AE3D_27D4_EB4F;
 /// Salt of the native Key-Write slot check's per-key seed (`key_write::KeyTag`).
 pub const SLOT_CHECK_SALT: u64 = 0x1656_67B1_9E37_79F9;
-/// The Postcarding blank value ⊔ (001 §4): never a member of V.
+/// The Postcarding blank value ⊔ ([DTA §4]): never a member of V.
 pub const BLANK: u32 = 0xFFFF_FFFF;
 
 /// zlib's CRC-32 (IEEE 802.3, reflected, init and final XOR 0xFFFFFFFF).
@@ -144,7 +144,7 @@ fn crc_reversed(key: &[u8]) -> u32 {
 }
 
 /// Index `n` (0-based copy / row number) of `key` among `count` (a power of two) cells.
-/// 001 Appendix A.1 Algorithm 1, `h0(n, K) mod Buflen`.
+/// [DTA A.1] Algorithm 1, `h0(n, K) mod Buflen`.
 #[inline]
 pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
     match scheme {
@@ -161,7 +161,7 @@ pub fn native_index(h: u64, n: u8, count: u64) -> u64 {
     fmix64(h ^ NATIVE_SEED.wrapping_mul(n as u64 + 1)) & count.wrapping_sub(1)
 }
 
-/// The key checksum stored beside Key-Write data (001 Appendix A.1, `h1(K)`).
+/// The key checksum stored beside Key-Write data ([DTA A.1], `h1(K)`).
 #[inline]
 pub fn checksum(scheme: HashScheme, key: &[u8]) -> u32 {
     match scheme {
@@ -180,14 +180,14 @@ pub fn mask(bits: u8) -> u32 {
     }
 }
 
-/// Postcarding's per-hop checksum `checksum(x, i)` (001 §4 "Postcarding"), `b` bits, from
+/// Postcarding's per-hop checksum `checksum(x, i)` ([DTA §4] "Postcarding"), `b` bits, from
 /// `h = fnv1a64(key)`.
 #[inline]
 pub fn postcard_checksum(h: u64, hop: u8, bits: u8) -> u32 {
     (fmix64(h ^ POSTCARD_SALT ^ hop as u64) as u32) & mask(bits)
 }
 
-/// Postcarding's value hash `g(v)` (001 §4), `b` bits.
+/// Postcarding's value hash `g(v)` ([DTA §4]), `b` bits.
 #[inline]
 pub fn postcard_g(v: u32, bits: u8) -> u32 {
     fmix32(v) & mask(bits)

@@ -1,4 +1,4 @@
-//! Key-Increment (001 Appendix A.4, Algorithms 5-6): a count-min sketch in collector memory.
+//! Key-Increment ([DTA A.4], Algorithms 5-6): a count-min sketch in collector memory.
 //!
 //! The data area is `counters` little-endian u64 counters. A report adds its counter to N
 //! counters `index(scheme, key, n, counters)` with RDMA FETCH_ADD; a query returns the minimum of
@@ -54,7 +54,7 @@ impl KeyIncrementLayout {
         hash::index(self.hash, key, n, self.counters) * 8
     }
 
-    /// The byte offsets of the `redundancy` counters of `key` into `out[..redundancy]` (001 A.4
+    /// The byte offsets of the `redundancy` counters of `key` into `out[..redundancy]` ([DTA A.4]
     /// Algorithm 5), hashing the key once: the batch API (compute, prefetch, then FETCH_ADD).
     /// Redundancy is capped at [`MAX_REDUNDANCY`].
     #[inline]

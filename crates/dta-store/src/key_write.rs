@@ -1,4 +1,4 @@
-//! Key-Write (001 §4 "Key-Write", Appendix A.1 Algorithms 1-2, analysis A.5).
+//! Key-Write ([DTA §4 "Key-Write", A.1] Algorithms 1-2, analysis A.5).
 //!
 //! The data area is `slots` slots of `slot_len` bytes: `[checksum u32 LE][data as on the wire]
 //! [zero padding to a multiple of 8]`. A report is written as N identical slots at
@@ -84,7 +84,7 @@ pub struct KeyWriteLayout {
     redundancy: u8,
 }
 
-/// The answer to a Key-Write query (001 A.1 Algorithm 2, A.5 "plurality vote").
+/// The answer to a Key-Write query ([DTA A.1] Algorithm 2, A.5 "plurality vote").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyWriteAnswer {
     /// One value won the vote with `votes` >= T matching slots.
@@ -259,7 +259,7 @@ impl KeyWriteLayout {
         mask
     }
 
-    /// Query without allocating (001 A.1 Algorithm 2 with A.5's plurality vote): the winning
+    /// Query without allocating ([DTA A.1] Algorithm 2 with A.5's plurality vote): the winning
     /// value, if any, is copied into `out[..data_len]`. Same answers as [`Self::query`]:
     /// `Found` with its votes, `Empty`, or `Ambiguous` (then `out` holds one of the tied values).
     /// An `Empty` answer leaves `out` unchanged. `redundancy` `None` reads the store's N; an
@@ -306,7 +306,7 @@ impl KeyWriteLayout {
         })
     }
 
-    /// Many queries in one call, without allocating: 001 Appendix A.1 Algorithm 2 ("Csum ←
+    /// Many queries in one call, without allocating: [DTA A.1] Algorithm 2 ("Csum ←
     /// h1(K); for n = 0 to N: (Csum_slot, D) ← GetSlot(n, K); if Csum == Csum_slot then add D
     /// to list of candidates; D_winner ← candidate D if D appears at least T times") with the
     /// "plurality vote" A.5 suggests as the default, for every key of `keys`.
@@ -413,7 +413,7 @@ impl KeyWriteLayout {
         }
     }
 
-    /// The plurality vote over the slots at `offs` (001 A.1 Algorithm 2, A.5) for slots of `NW`
+    /// The plurality vote over the slots at `offs` ([DTA A.1] Algorithm 2, A.5) for slots of `NW`
     /// u64 words; `out` is exactly `data_len` bytes. Slots are snapshots of atomic 8-byte loads
     /// (as [`RegionMem::read`] does); a slot that cannot be read is skipped.
     #[inline(always)]

@@ -1,4 +1,4 @@
-//! Postcarding (001 §4 "Postcarding", Appendix A.2, analysis A.6).
+//! Postcarding ([DTA §4 "Postcarding", A.2], analysis A.6).
 //!
 //! The data area is `chunks` chunks of B slots of b bits (`chunk_len = B·b/8` bytes, chunks packed
 //! back to back). A path of flow x with values v_0..v_{ℓ-1} is written as one chunk: slot i holds
@@ -86,7 +86,7 @@ impl PostcardingLayout {
         hash::native_index(h, j, self.chunks) * self.chunk_len() as u64
     }
 
-    /// The chunk bytes for `key` and `values` (001 §4: slot i = checksum(x, i) ⊕ g(v_i)).
+    /// The chunk bytes for `key` and `values` ([DTA §4]: slot i = checksum(x, i) ⊕ g(v_i)).
     fn encode(&self, h: u64, values: &[Option<u32>], out: &mut [u8; MAX_CHUNK]) {
         for (i, v) in values.iter().enumerate() {
             let v = v.unwrap_or(BLANK);
@@ -144,7 +144,7 @@ impl PostcardingLayout {
         (len > 0).then_some(len)
     }
 
-    /// Query `key`'s path (001 §4: output the values if they appear in a valid subset of the N
+    /// Query `key`'s path ([DTA §4]: output the values if they appear in a valid subset of the N
     /// chunks and all other chunks are invalid).
     pub fn query(
         &self,
@@ -183,7 +183,7 @@ impl PostcardingLayout {
     }
 }
 
-/// The query lookup table `{(g(v), v) | v ∈ V ∪ {⊔}}` (001 §4), open addressing over g(v). A g
+/// The query lookup table `{(g(v), v) | v ∈ V ∪ {⊔}}` ([DTA §4]), open addressing over g(v). A g
 /// value shared by several members of V (possible when b < 32; g is a bijection for b = 32)
 /// decodes to nothing, so such slots never produce a wrong value.
 #[derive(Debug, Clone)]

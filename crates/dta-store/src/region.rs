@@ -1,4 +1,4 @@
-//! Regions: one file, a 4096-byte header page then the data area, mapped shared (001 §5.3: the
+//! Regions: one file, a 4096-byte header page then the data area, mapped shared ([DTA §5.3]: the
 //! collector hosts per-primitive memory structures the translator writes into). The data area is
 //! reached only through [`RegionMem`], which bounds-checks every access and goes through raw
 //! pointers and atomics — never a `&mut [u8]` — because other processes (and RDMA NICs) write the
@@ -442,7 +442,7 @@ impl RegionMem {
         }
     }
 
-    /// Hint that the cache line holding `offset` is about to be written (001 §6: the translator
+    /// Hint that the cache line holding `offset` is about to be written ([DTA §6]: the translator
     /// computes a batch's slot indices first and prefetches their lines before writing, so the
     /// batch's cache misses overlap instead of queueing one after another). Uses PREFETCHW where
     /// the CPU has it (a hint NOP on older x86), `prefetcht0` otherwise on x86-64; nothing on

@@ -1,4 +1,5 @@
-//! Reporter-side sketch builders (000 §3.1 "Sketch-Merge"): a Count-Min sketch and a HyperLogLog
+//! Reporter-side sketch builders ([DTA-draft §3.1] "Sketch-Merge"): a Count-Min sketch and a
+//! HyperLogLog
 //! that hash exactly like the Sketch-Merge store, so the collector can query the merged sketch
 //! with the same keys. Count-Min row r of key k is column `hash::index(Native, k, r, columns)`;
 //! HyperLogLog hashes a key as `hash::hll_hash(k)`, takes the top p bits as the register and the

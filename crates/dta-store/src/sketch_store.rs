@@ -1,4 +1,5 @@
-//! The Sketch-Merge store (000 §3.1 "Sketch-Merge", §4.2): the network-wide sketch the translator
+//! The Sketch-Merge store ([DTA-draft §3.1] "Sketch-Merge", §4.2): the network-wide sketch the
+//! translator
 //! merges from every reporter's columns (counter-wise sum for Count-Min, register-wise max for
 //! HyperLogLog) and writes in batches of consecutive columns.
 //!

@@ -9,7 +9,7 @@ use crate::{
     MAX_REDUNDANCY,
 };
 
-/// Most Append lists one store holds (001 §6.7 evaluates up to 131 072 lists).
+/// Most Append lists one store holds ([DTA §6.7] evaluates up to 131 072 lists).
 pub const MAX_LISTS: u32 = 131_072;
 /// Largest data area a region may have (1 TiB).
 pub const MAX_DATA_AREA: u64 = 1 << 40;
@@ -26,7 +26,7 @@ pub enum StoreSpec {
     SketchMerge(SketchSpec),
 }
 
-/// Key-Write (001 §4, Appendix A.1): `slots` slots of `[checksum u32][data][pad]`.
+/// Key-Write ([DTA §4, A.1]): `slots` slots of `[checksum u32][data][pad]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "KeyWriteSpecDe")]
 pub struct KeyWriteSpec {
@@ -83,7 +83,7 @@ impl KeyWriteSpec {
     }
 }
 
-/// Key-Increment (001 Appendix A.4): `counters` little-endian u64 counters.
+/// Key-Increment ([DTA A.4]): `counters` little-endian u64 counters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyIncrementSpec {
@@ -102,7 +102,7 @@ fn native() -> HashScheme {
     HashScheme::Native
 }
 
-/// Postcarding (001 §4 "Postcarding", Appendix A.6): `chunks` chunks of B slots of b bits.
+/// Postcarding ([DTA §4 "Postcarding", A.6]): `chunks` chunks of B slots of b bits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostcardingSpec {
@@ -139,7 +139,7 @@ fn redundancy(v: u8) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Append (001 Appendix A.3): `lists` ring buffers of `capacity` entries of `entry_len` bytes.
+/// Append ([DTA A.3]): `lists` ring buffers of `capacity` entries of `entry_len` bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppendSpec {
@@ -158,7 +158,7 @@ fn default_batch() -> u32 {
     16
 }
 
-/// Sketch-Merge (000 §3.1 "Sketch-Merge", §4.2).
+/// Sketch-Merge ([DTA-draft §3.1] "Sketch-Merge", §4.2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SketchSpec {
     pub sketch_id: u16,

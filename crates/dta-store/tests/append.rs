@@ -1,4 +1,4 @@
-//! Append (001 Appendix A.3): ordering, wrap-around, lapped readers, shards, 131 072 lists, and a
+//! Append ([DTA A.3]): ordering, wrap-around, lapped readers, shards, 131 072 lists, and a
 //! concurrent writer/reader that must never deliver an overwritten entry.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! The performance APIs (issue 4): batch offsets, slot encoding, allocation-free lookup and
-//! prefetch give exactly the answers of the one-report APIs (001 A.1 Algorithms 1-2, A.4).
+//! The performance APIs: batch offsets, slot encoding, allocation-free lookup and
+//! prefetch give exactly the answers of the one-report APIs ([DTA A.1] Algorithms 1-2, A.4).
 
 use dta_store::key_write::MAX_SLOT;
 use dta_store::{

@@ -1,4 +1,4 @@
-//! Key-Increment (001 Appendix A.4): a count-min in collector memory never underestimates, and its
+//! Key-Increment ([DTA A.4]): a count-min in collector memory never underestimates, and its
 //! error stays within the count-min bound on a Zipf-like workload.
 
 use dta_store::{ApplyError, HashScheme, KeyIncrementLayout, KeyIncrementSpec, Region, StoreSpec};

@@ -1,4 +1,4 @@
-//! Key-Write against the bound of 001 Appendix A.5, formulas (1)-(3), and the prototype scheme's
+//! Key-Write against the bound of [DTA A.5], formulas (1)-(3), and the prototype scheme's
 //! correlated copies (architecture.md "Hashing").
 //!
 //! Every key of a stream is queried right after exactly αM further keys have been written, so

@@ -1,6 +1,6 @@
-//! `KeyWriteLayout::lookup_batch` (issue 4, benchmark 3) answers every key exactly as the
-//! one-key `lookup` does, byte for byte, and `lookup` agrees with the allocating `query` (001
-//! Appendix A.1 Algorithm 2, A.5's plurality vote), on stores crowded enough that overwrites,
+//! `KeyWriteLayout::lookup_batch` (docs/benchmarks.md §3, query) answers every key exactly as the
+//! one-key `lookup` does, byte for byte, and `lookup` agrees with the allocating `query`
+//! ([DTA A.1] Algorithm 2, [DTA A.5]'s plurality vote), on stores crowded enough that overwrites,
 //! ties and empty answers are common.
 
 use dta_store::{

@@ -1,4 +1,4 @@
-//! Postcarding against 001 Appendix A.6: |V| = 2^18, B = 5, N = 2, b = 32, α = 0.1. Formulas
+//! Postcarding against [DTA A.6]: |V| = 2^18, B = 5, N = 2, b = 32, α = 0.1. Formulas
 //! (9)-(11) bound the unanswered rate by 3.3% (exactly 3.286%); (12) makes a wrong path
 //! essentially impossible. Every path of a stream is queried right after exactly αC further
 //! paths have been written.

@@ -1,5 +1,5 @@
-//! Sketch-Merge (000 §3.1, §4.2): the merged Count-Min of several reporters equals the Count-Min
-//! of the union stream; the merged HyperLogLog estimates the union's cardinality.
+//! Sketch-Merge ([DTA-draft §3.1, §4.2]): the merged Count-Min of several reporters equals the
+//! Count-Min of the union stream; the merged HyperLogLog estimates the union's cardinality.
 
 use dta_store::sketch::{CountMin, HyperLogLog};
 use dta_store::{ApplyError, Region, SketchKind, SketchLayout, SketchSpec, StoreSpec};

@@ -1,11 +1,11 @@
-//! The benchmark suite of issue 4: every benchmark prints a table and compares, in the same run,
-//! against its own baseline; figures are medians of `--runs` runs.
+//! The benchmark suite (docs/benchmarks.md §3): every benchmark prints a table and compares, in the
+//! same run, against its own baseline; figures are medians of `--runs` runs.
 //!
 //! 1. `apply`: apply rate per primitive, one core, native datagrams of 32 reports through the
 //!    batched path, against a plain loop doing the same number of random 8-byte writes (or
 //!    sequential bytes for Append) on the same region.
 //! 2. `cuckoo`: the same Key-Write datagrams into a conventional CPU collector that parses each
-//!    report and inserts it into a hashbrown `HashMap` keyed by flow (001 §6's "Cuckoo"
+//!    report and inserts it into a hashbrown `HashMap` keyed by flow ([DTA §6]'s "Cuckoo"
 //!    collector).
 //! 3. `query`: Key-Write queries at N = 2 on the filled store: `lookup_batch` (64 keys per
 //!    call) against one-key `lookup`, and `lookup` against the allocating `query`.
@@ -19,7 +19,8 @@
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
 //! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling] [--prims kw,ki,pc,ap]`
-//! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages); `scripts/bench.sh` runs it.
+//! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages);
+//! `scripts/bench.sh` runs it.
 
 use std::hint::black_box;
 use std::net::{SocketAddr, UdpSocket};
@@ -412,7 +413,7 @@ fn run_cuckoo(a: &Args, regions: &[Arc<Region>], kw_rate: f64) {
     table.print(HEAD);
 }
 
-/// The conventional collector of 001 §6 ("Cuckoo"): parse every report, insert it keyed by
+/// The conventional collector of [DTA §6] ("Cuckoo"): parse every report, insert it keyed by
 /// flow.
 fn cuckoo_collect(d: &[Vec<u8>], map: &mut hashbrown::HashMap<[u8; 4], [u8; 4]>) {
     for x in d {

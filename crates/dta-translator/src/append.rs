@@ -1,4 +1,4 @@
-//! Translator-side Append batching (paper 001 §4 "Append", Appendix A.3, Algorithm 3).
+//! Translator-side Append batching ([DTA §4 "Append", A.3], Algorithm 3).
 //!
 //! Each list has a batch of B entries in the translator. A full batch becomes one contiguous
 //! write at the list's head, followed by the new head pointer (a monotone u64 count of entries

@@ -1,9 +1,9 @@
-//! The DTA translator: the last hop before the collector (paper 001 §3, §5.2).
+//! The DTA translator: the last hop before the collector ([DTA §3, §5.2]).
 //!
 //! It receives DTA reports over UDP (either the prototype protocol or the native one), parses and
 //! validates them with `dta-wire`, counts every report by primitive and every rejected datagram or
 //! report by reason ([`Stats`]), and translates each report into memory operations on the
-//! collector's stores (001 §4): Key-Write and Key-Increment through the store layouts,
+//! collector's stores ([DTA §4]): Key-Write and Key-Increment through the store layouts,
 //! Postcarding through a path cache ([`postcard`]), Append through per-list batches
 //! ([`append`]), Sketch-Merge through per-reporter in-order column tracking and merging
 //! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).

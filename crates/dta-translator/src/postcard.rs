@@ -1,4 +1,4 @@
-//! The translator-side Postcarding cache (paper 001 §4, "Postcarding"; Appendix A.2).
+//! The translator-side Postcarding cache ([DTA §4 "Postcarding", A.2]).
 //!
 //! Postcards of one flow/packet ID arrive hop by hop. The cache gathers them so that a flow's
 //! whole path becomes ONE chunk write per redundancy copy instead of one write per hop. A chunk

@@ -1,4 +1,4 @@
-//! Per-reporter sequence tracking for retransmittable reports (paper 000 §3.2, NACK-based
+//! Per-reporter sequence tracking for retransmittable reports ([DTA-draft §3.2], NACK-based
 //! retransmission).
 //!
 //! The receiver is go-back-N: a retransmittable datagram is applied only if it carries the next

@@ -1,4 +1,4 @@
-//! Several translator threads over the same stores (issue 4: "one translator thread per core
+//! Several translator threads over the same stores ("one translator thread per core
 //! with `SO_REUSEPORT`").
 //!
 //! Each thread owns a [`Translator`](crate::Translator) and a socket bound to the same port with

@@ -35,7 +35,7 @@ pub trait Sinks {
         Ok(())
     }
     /// Hint that `offset` of store `store` is about to be written: the co-located sink
-    /// prefetches the cache line (issue 4's batched apply); remote sinks ignore it.
+    /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
     fn prefetch(&self, _store: usize, _offset: u64) {}
 }

@@ -1,4 +1,4 @@
-//! Translator-side Sketch-Merge (paper 000 §3.1 "Sketch-Merge" and §4.2).
+//! Translator-side Sketch-Merge ([DTA-draft §3.1] "Sketch-Merge" and §4.2).
 //!
 //! Every reporter sends its sketch column by column, in order, tagged with an epoch. The
 //! translator keeps, per reporter, the last in-order column; a column that skips ahead is not

@@ -1,6 +1,6 @@
-//! The batched apply path (issue 4): a native datagram's Key-Write and Key-Increment reports are
+//! The batched apply path: a native datagram's Key-Write and Key-Increment reports are
 //! routed, hashed and prefetched first, then written. It must leave exactly the memory image the
-//! store layouts give report by report (001 A.1 Algorithm 1, A.4 Algorithm 5), in report order
+//! store layouts give report by report ([DTA A.1] Algorithm 1, A.4 Algorithm 5), in report order
 //! (a key written twice in one datagram keeps its last value), interleaved correctly with the
 //! stateful primitives, with the same counters.
 

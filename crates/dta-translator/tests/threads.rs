@@ -1,4 +1,4 @@
-//! Several translator threads over the same stores (`dta_translator::shard`, issue 4): Key-Write
+//! Several translator threads over the same stores (`dta_translator::shard`): Key-Write
 //! and Key-Increment applied by whichever thread receives them; Postcarding flows, Append lists
 //! and sketches applied only by their owner thread, to which the others hand them.
 
@@ -241,7 +241,7 @@ fn run_threads_over_reuseport_sockets() {
             "key {k}"
         );
     }
-    // 240 paths in 1024 chunks (N = 2): some are overwritten by later ones (001 A.6), none may
+    // 240 paths in 1024 chunks (N = 2): some are overwritten by later ones ([DTA A.6]), none may
     // be answered wrong, and most must be found.
     let table = ValueTable::range(&pc, 1000).unwrap();
     let mut found = 0;

@@ -1,4 +1,4 @@
-//! Zero-copy wire formats of Direct Telemetry Access (paper 001 §3, Figure 4: a UDP payload made
+//! Zero-copy wire formats of Direct Telemetry Access ([DTA §3, Figure 4]: a UDP payload made
 //! of a DTA header and a primitive sub-header). Two protocols share UDP port [`DTA_PORT`] and are
 //! told apart by the first payload byte (see `docs/protocol.md`): the byte-exact
 //! [`prototype`] protocol of the Tofino implementation (one report per datagram) and the
@@ -14,8 +14,8 @@
 //! ```
 //! use dta_wire::{native::DatagramBuilder, prototype::BaseFormat, Datagram, Priority, Report};
 //!
-//! let kw = Report::KeyWrite { key: &[10, 0, 0, 1], data: &[1, 2, 3, 4], redundancy: 2, immediate: false };
-//! let mut buf = [0u8; 1500];
+//! let kw = Report::KeyWrite { key: &[10, 0, 0, 1], data: &[1, 2, 3, 4], redundancy: 2, immediate:
+//! false }; let mut buf = [0u8; 1500];
 //! let mut b = DatagramBuilder::new(&mut buf, Priority::High, true, 7, 1).unwrap();
 //! b.push(&kw).unwrap();
 //! let len = b.finish();
@@ -23,7 +23,8 @@
 //!     Datagram::Native(d) => assert_eq!(d.reports().collect::<Vec<_>>(), vec![kw]),
 //!     Datagram::Prototype(_) => unreachable!(),
 //! }
-//! assert_eq!(dta_wire::parse(&[0x20; 12], BaseFormat::Short).unwrap_err().reason(), "unknown_version");
+//! assert_eq!(dta_wire::parse(&[0x20; 12], BaseFormat::Short).unwrap_err().reason(),
+//! "unknown_version");
 //! ```
 
 #![forbid(unsafe_code)]
@@ -54,20 +55,20 @@ pub const DEFAULT_REDUNDANCY: u8 = 2;
 /// ids of 18 bits, as in `examples/dta.toml` ([DTA §4] "Postcarding").
 pub const DEFAULT_POSTCARD_VALUES: u32 = 1 << 18;
 
-/// A DTA primitive (001 §4; Sketch-Merge: 000 §3.1). The value is the on-wire opcode, shared by
-/// both protocols (the prototype has no Sketch-Merge).
+/// A DTA primitive ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]). The value is the on-wire opcode,
+/// shared by both protocols (the prototype has no Sketch-Merge).
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Opcode {
-    /// Key-Write (001 §4 "Key-Write", Appendix A.1).
+    /// Key-Write ([DTA §4 "Key-Write", A.1]).
     KeyWrite = 1,
-    /// Append (001 §4 "Append").
+    /// Append ([DTA §4] "Append").
     Append = 2,
-    /// Key-Increment (001 §4 "Key-Increment", Appendix A.4).
+    /// Key-Increment ([DTA §4 "Key-Increment", A.4]).
     KeyIncrement = 3,
-    /// Postcarding (001 §4 "Postcarding", Appendix A.2).
+    /// Postcarding ([DTA §4 "Postcarding", A.2]).
     Postcarding = 4,
-    /// Sketch-Merge (000 §3.1, §4.2). Native protocol only.
+    /// Sketch-Merge ([DTA-draft §3.1, §4.2]). Native protocol only.
     SketchMerge = 5,
 }
 
@@ -113,7 +114,8 @@ impl TryFrom<u8> for Opcode {
     }
 }
 
-/// Report importance (000 §3.2 "Telemetry Flow Control & Prioritization"): what the translator
+/// Report importance ([DTA-draft §3.2] "Telemetry Flow Control & Prioritization"): what the
+/// translator
 /// drops first under congestion. Native protocol only; the value is the 2-bit wire field.
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -240,7 +242,7 @@ impl Error {
 /// the datagram; keys are in wire order (prototype u32 keys are their 4 big-endian bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Report<'a> {
-    /// Store `data` under `key` in `redundancy` slots (001 §4 "Key-Write", Appendix A.1).
+    /// Store `data` under `key` in `redundancy` slots ([DTA §4 "Key-Write", A.1]).
     KeyWrite {
         /// Key bytes as carried (1..=16 native, 4 prototype).
         key: &'a [u8],
@@ -251,7 +253,7 @@ pub enum Report<'a> {
         /// Write with immediate (notify the collector).
         immediate: bool,
     },
-    /// Add `counter` to `redundancy` counters of `key` (001 §4 "Key-Increment", Appendix A.4).
+    /// Add `counter` to `redundancy` counters of `key` ([DTA §4 "Key-Increment", A.4]).
     KeyIncrement {
         /// Key bytes as carried.
         key: &'a [u8],
@@ -262,7 +264,7 @@ pub enum Report<'a> {
         /// Write with immediate.
         immediate: bool,
     },
-    /// Append `data` to list `list_id` (001 §4 "Append").
+    /// Append `data` to list `list_id` ([DTA §4] "Append").
     Append {
         /// The list.
         list_id: u32,
@@ -271,7 +273,7 @@ pub enum Report<'a> {
         /// Write with immediate.
         immediate: bool,
     },
-    /// One hop's postcard of a flow (001 §4 "Postcarding", Appendix A.2).
+    /// One hop's postcard of a flow ([DTA §4 "Postcarding", A.2]).
     Postcard {
         /// Flow key bytes as carried.
         key: &'a [u8],
@@ -284,7 +286,7 @@ pub enum Report<'a> {
         /// Write with immediate.
         immediate: bool,
     },
-    /// One column of a reporter's sketch (000 §3.1 "Sketch-Merge", §4.2).
+    /// One column of a reporter's sketch ([DTA-draft §3.1] "Sketch-Merge", §4.2).
     SketchColumn {
         /// The sketch.
         sketch_id: u16,

@@ -1,9 +1,9 @@
 //! Native protocol version 1 (`docs/protocol.md`, "Native protocol"): a 12-byte datagram header
 //! (version, kind, priority, retransmittable, count, reporter id, sequence number) followed by
 //! `count` reports packed back to back, each a 4-byte report header and a body. It extends the
-//! prototype (001 §5.1) with variable keys (1-16 bytes) and data (4-64 bytes), batching,
+//! prototype ([DTA §5.1]) with variable keys (1-16 bytes) and data (4-64 bytes), batching,
 //! per-report redundancy and immediate flags, the priorities and NACK-based retransmission of
-//! 000 §3.2 / 001 §5.2, and Sketch-Merge columns (000 §3.1, §4.2).
+//! [DTA-draft §3.2] / [DTA §5.2], and Sketch-Merge columns ([DTA-draft §3.1, §4.2]).
 
 use crate::{be_u16, be_u32, be_u64, Error, Opcode, Priority, Report};
 
@@ -617,7 +617,7 @@ pub fn emit_report(report: &Report<'_>, buf: &mut [u8]) -> Result<usize, Error> 
     Ok(len)
 }
 
-/// The column a reporter must resend from (Sketch-Merge NACK body, 000 §4.2: "An incoming
+/// The column a reporter must resend from (Sketch-Merge NACK body, [DTA-draft §4.2]: "An incoming
 /// Sketch-Merge operation with a non-sequential column index ... is used to craft the NACK").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SketchNack {
@@ -649,7 +649,7 @@ fn parse_nack_body(count: u8, body: &[u8]) -> Result<Option<SketchNack>, Error> 
 }
 
 /// A native NACK (kind 1, translator to reporter on UDP 40044): the reporter must resend from
-/// sequence number `seq` (001 §5.2: "generate a DTA NACK which is bounced back to the
+/// sequence number `seq` ([DTA §5.2]: "generate a DTA NACK which is bounced back to the
 /// reporter"), and for Sketch-Merge from `sketch`'s column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NackRepr {

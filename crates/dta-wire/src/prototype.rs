@@ -1,4 +1,4 @@
-//! The original prototype protocol, byte-exact with the Tofino implementation (001 §5.1: "the
+//! The original prototype protocol, byte-exact with the Tofino implementation ([DTA §5.1]: "the
 //! two DTA-specific headers where the primitive and its configuration parameters are
 //! included"): a 2- or 3-byte base header followed by one primitive sub-header; one report per
 //! datagram. See `docs/protocol.md`, "Prototype protocol".
@@ -299,8 +299,8 @@ pub struct Repr<'a> {
     pub report: Report<'a>,
 }
 
-/// Redundancy is carried as a byte; the translator supports 1..=4 copies (001 §4 "Key-Write",
-/// Appendix A.5 analyses N <= 4), so 0 and > 4 are rejected here, at parse time.
+/// Redundancy is carried as a byte; the translator supports 1..=4 copies ([DTA §4] "Key-Write",
+/// [DTA A.5] analyses N <= 4), so 0 and > 4 are rejected here, at parse time.
 fn check_redundancy(r: u8) -> Result<u8, Error> {
     if (1..=4).contains(&r) {
         Ok(r)
@@ -461,7 +461,7 @@ impl<'a> Repr<'a> {
 }
 
 /// The prototype NACK (translator to reporter, UDP 40044): `seqnum u8 | N:1 | reserved:7`.
-/// Sent when a retransmittable report's sequence number shows a gap (001 §5.2, 000 §3.2).
+/// Sent when a retransmittable report's sequence number shows a gap ([DTA §5.2], [DTA-draft §3.2]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NackRepr {
     /// The sequence number the translator expects next.

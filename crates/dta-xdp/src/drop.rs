@@ -1,4 +1,5 @@
-//! The drop-only XDP program (`bpf/xdp_drop.bpf.c`): the baseline of issue 4, benchmark 4. It
+//! The drop-only XDP program (`bpf/xdp_drop.bpf.c`): the baseline of the XDP benchmark
+//! (docs/benchmarks.md §4). It
 //! counts every frame in a per-CPU map and drops it, so its packet rate is the ceiling an XDP
 //! program can reach on the interface; the XDP translator is measured against it in the same run.
 

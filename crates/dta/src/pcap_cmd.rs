@@ -22,8 +22,8 @@ pub struct PcapArgs {
 
 #[derive(Subcommand)]
 enum PcapCmd {
-    /// Generate INT traffic (003 §IV: 5 hops, exponential metrics, heavy-tailed flows) as pcap,
-    /// with the ground truth beside it as JSON.
+    /// Generate INT traffic ([INT-NIC §IV]: 5 hops, exponential metrics, heavy-tailed flows) as
+    /// pcap, with the ground truth beside it as JSON.
     Gen(GenArgs),
     /// Send each record of a pcap as one UDP datagram (INT frames wrapped in telemetry reports).
     Replay(ReplayArgs),

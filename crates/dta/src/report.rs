@@ -109,7 +109,7 @@ pub struct ReportArgs {
     pub senders: u32,
     /// Send prebuilt Ethernet/IPv4/UDP frames on an AF_PACKET socket bound to IFACE (root),
     /// bypassing the UDP stack and the qdisc, as fast as the kernel takes them: the load
-    /// generator that saturates a translator (issue 4). Native protocol, one sender, no
+    /// generator that saturates a translator. Native protocol, one sender, no
     /// pacing, no retransmission; the frames cycle through `--frames` distinct datagrams.
     #[arg(long, value_name = "IFACE")]
     pub raw: Option<String>,

@@ -11,7 +11,7 @@
   incremented per datagram).
 
 When ``retransmittable=True`` the reporter keeps the last ``window`` datagrams it sent and
-``handle_nack(payload)`` resends those from the sequence number a NACK names (001 §5.2: the
+``handle_nack(payload)`` resends those from the sequence number a NACK names ([DTA §5.2]: the
 translator "generate[s] a DTA NACK which is bounced back to the reporter").
 
 ``send_reports(reports, host, port)`` is the one-call helper: it sends a list of report dicts
@@ -127,7 +127,7 @@ class Reporter:
             self._seq = (self._seq + 1) & 0xFF
         return len(payload)
 
-    # -- primitives (001 §4; Sketch-Merge: 000 §3.1) ----------------------------------------
+    # -- primitives ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]) ----------------------------------------
 
     def key_write(self, key, data, redundancy=DEFAULT_REDUNDANCY, immediate=False):
         """Key-Write ``data`` under ``key`` in ``redundancy`` slots (default: the stores'

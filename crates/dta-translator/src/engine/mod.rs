@@ -228,7 +228,7 @@ impl<S: Sinks> Translator<S> {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
-                // Batched apply (issue 4; 001 §6 "the translator … batches"): Key-Write and
+                // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
                 // primitives flush the batch first, so memory operations keep report order.

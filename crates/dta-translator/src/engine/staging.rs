@@ -14,7 +14,7 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
 
-/// Reports staged per batch before their writes are issued (issue 4). 32 reports at N = 2 is 64
+/// Reports staged per batch before their writes are issued. 32 reports at N = 2 is 64
 /// outstanding line prefetches, more than a core's fill buffers, so the hashing of the batch
 /// overlaps the misses of its first reports.
 pub(super) const STAGE: usize = 32;
@@ -177,7 +177,7 @@ impl<S: Sinks> Translator<S> {
         true
     }
 
-    /// Route, hash and prefetch one Key-Increment report into `stage` (001 A.4 Algorithm 5: the
+    /// Route, hash and prefetch one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
     /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
     /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
     #[inline]
