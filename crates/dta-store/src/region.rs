@@ -502,6 +502,20 @@ impl RegionMem {
         }
     }
 
+    /// FETCH_ADD `add` to the live counter at header byte `at` ([`field::TALLY_WRITES`] or
+    /// [`field::TALLY_ADDED`]; anything else is out of bounds): the RDMA responder's path for a
+    /// writer's [`MemSink::count`]. Returns the previous value.
+    pub fn fetch_add_tally(&self, at: u64, add: u64) -> Result<u64, SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        if at != field::TALLY_WRITES as u64 && at != field::TALLY_ADDED as u64 {
+            return Err(SinkError::OutOfBounds { offset: at, len: 8 });
+        }
+        let w = self.tally_word(at as usize)?;
+        Ok(u64::from_le(w.fetch_add(add.to_le(), Ordering::AcqRel)))
+    }
+
     /// Add to the live counters (atomic, wrapping), as an RDMA FETCH_ADD on each would.
     pub fn count(&self, writes: u64, added: u64) -> Result<(), SinkError> {
         if !self.writable {
