@@ -132,7 +132,7 @@ pub struct KeyWriteResult {
     /// The N the query read (the store's, from its header, unless asked for fewer).
     pub redundancy: u8,
     /// How sure the answer is: `p_wrong` for a `found`, `p_overwritten` for an `empty`, from the
-    /// store's load (`docs/regions.md` §4).
+    /// store's load (`docs/regions.md` §5).
     pub confidence: dta_store::Confidence,
 }
 
@@ -184,7 +184,7 @@ pub struct KeyIncrementResult {
     /// The N the query read (the store's, from its header, unless asked for fewer).
     pub redundancy: u8,
     /// The count-min error bound: `count` exceeds the true count by at most `bound.error` with
-    /// probability at least `1 − bound.delta` (`docs/regions.md` §4).
+    /// probability at least `1 − bound.delta` (`docs/regions.md` §5).
     pub bound: dta_store::CountBound,
 }
 
@@ -216,7 +216,7 @@ pub struct PostcardResult {
     /// The per-hop values, hop 0 first.
     pub path: Vec<u32>,
     /// How sure the answer is: `p_wrong` for a `found`, `p_overwritten` for an `empty`, from the
-    /// store's load and the value set (`docs/regions.md` §4).
+    /// store's load and the value set (`docs/regions.md` §5).
     pub confidence: dta_store::Confidence,
 }
 

@@ -1,4 +1,4 @@
-//! How sure an answer is (`docs/regions.md` §4): estimates computed from the region's live
+//! How sure an answer is (`docs/regions.md` §5): estimates computed from the region's live
 //! counters ([`Tally`]) and its geometry, attached to Key-Write, Postcarding and Key-Increment
 //! answers.
 //!
