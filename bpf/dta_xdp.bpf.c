@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The DTA XDP translator (issue 4; paper 001 §4, §5.2): parses DTA reports in the driver and
+// The DTA XDP translator ([DTA §4], [DTA §5.2]): parses DTA reports in the driver and
 // applies Key-Write, Key-Increment and Append straight into BPF_F_MMAPABLE array maps that ARE
 // the stores (docs/regions.md: a 4096-byte header page, then the data area; one u64 per array
 // element, so data-area byte offset o is element (4096 + o) / 8). Anything it cannot handle is
@@ -35,7 +35,8 @@ enum {
     C_IMMEDIATE,       // applied reports with the immediate flag
     C_PASS_OTHER,      // not UDP to the DTA port (or not IPv4/IPv6, or a fragment)
     C_PASS_RETRANS,    // retransmittable datagrams: sequence tracking is userspace's job
-    C_PASS_UNHANDLED,  // a primitive / shape without an XDP store (Postcarding, Sketch-Merge, no_store, bad list)
+    C_PASS_UNHANDLED,  // a primitive / shape without an XDP store (Postcarding, Sketch-Merge, no_store,
+                       // bad list), or a redundancy the routed store refuses
     C_PASS_MALFORMED,  // fails validation: userspace counts the exact reason
     C_PASS_TOO_BIG,    // payload > MAX_PAYLOAD or more than MAX_NATIVE reports
     C_DROP_MAP_ERROR,  // a store word out of the map's bounds (a configuration bug); dropped
@@ -50,6 +51,8 @@ struct store_cfg {
     __u32 data_len;     // Key-Write data_len; Append entry_len
     __u32 slot_len;     // Key-Write slot_len
     __u32 lists;        // Append
+    __u32 redundancy;   // the store's N: Key-Write reports use 1..=N, Key-Increment exactly N
+    __u32 pad;
     __u64 count;        // Key-Write slots, Key-Increment counters, Append capacity (powers of two)
     __u64 rings_offset; // Append
     __u64 words;        // elements of the store's map (bounds)
@@ -174,14 +177,20 @@ static __always_inline __u64 fmix64(__u64 k)
     return k;
 }
 
-// A key's hashes (architecture.md "Hashing"): the CRC state after key_le (prototype) or the
-// FNV-1a64 of the key (native), and the key checksum.
+// A key's hashes (architecture.md "Hashing"): the CRC state after key_le and the key checksum
+// (prototype), or the FNV-1a64 of the key (native).
 struct keyhash {
     struct crc_table *t;
     __u32 crc_state; // prototype: CRC register after key_le, before the copy byte n
-    __u32 checksum;
+    __u32 checksum;  // prototype: crc32(key_le), the Key-Write slot check
     __u64 h;         // native: fnv1a64(key)
 };
+
+// Multiplier separating the native index functions (dta_store::hash::NATIVE_SEED); also the
+// multiply of the native slot check's per-word step.
+#define NATIVE_SEED 0x9E3779B97F4A7C15ULL
+// Salt of the native slot check's per-key seed (dta_store::hash::SLOT_CHECK_SALT).
+#define SLOT_CHECK_SALT 0x165667B19E3779F9ULL
 
 static __always_inline void hash_key(struct scratch *sc, __u32 koff, __u32 klen, __u32 scheme,
                                      struct keyhash *kh)
@@ -199,30 +208,46 @@ static __always_inline void hash_key(struct scratch *sc, __u32 koff, __u32 klen,
         kh->h = 0;
     } else {
         __u64 h = 0xcbf29ce484222325ULL;
-        __u32 c = 0xffffffffU;
         for (__u32 i = 0; i < 16; i++) {
             if (i >= klen)
                 break;
-            __u8 b = B(sc, koff + i);
-            h = (h ^ b) * 0x100000001b3ULL;
-            c = crc_byte(t, c, b);
+            h = (h ^ B(sc, koff + i)) * 0x100000001b3ULL;
         }
         kh->h = h;
-        kh->checksum = ~c;
+        kh->checksum = 0;
         kh->crc_state = 0;
     }
 }
 
-// index(scheme, key, n, count) — 001 Appendix A.1 Algorithm 1, h0(n, K) mod Buflen.
+// index(scheme, key, n, count) — [DTA A.1] Algorithm 1, h0(n, K) mod Buflen.
 static __always_inline __u64 key_index(struct keyhash *kh, __u32 scheme, __u32 n, __u64 count)
 {
     if (scheme == 0)
         return (__u64)(~crc_byte(kh->t, kh->crc_state, (__u8)n)) & (count - 1);
-    return fmix64(kh->h ^ (0x9E3779B97F4A7C15ULL * (__u64)(n + 1))) & (count - 1);
+    return fmix64(kh->h ^ (NATIVE_SEED * (__u64)(n + 1))) & (count - 1);
 }
 
-// Key-Write: N slot writes of [checksum LE][data][zero pad] (001 §4, Appendix A.1 Algorithm 1,
-// CraftWrite; regions.md §2.1). Each 8-byte word is one store, as the userspace sink does.
+// The native Key-Write slot check over key AND data (regions.md §2.1 "Native check";
+// dta_store::key_write's `native_check`): seed fmix64(fnv1a64(key) ^ SLOT_CHECK_SALT), then each
+// 8-byte LE word of the slot in sc->slot (check field and padding zero) folded in by
+// h = rotl64((h ^ w) * NATIVE_SEED, 29), finalised by fmix64 and folded to 32 bits.
+static __always_inline __u32 native_check(struct scratch *sc, struct store_cfg *c, __u64 fnv)
+{
+    __u64 h = fmix64(fnv ^ SLOT_CHECK_SALT);
+#pragma clang loop unroll(disable)
+    for (__u32 w = 0; w < 9; w++) {
+        if (w * 8 >= *(volatile __u32 *)&c->slot_len)
+            break;
+        h = (h ^ *(__u64 *)&sc->slot[w * 8]) * NATIVE_SEED;
+        h = (h << 29) | (h >> 35);
+    }
+    h = fmix64(h);
+    return (__u32)(h ^ (h >> 32));
+}
+
+// Key-Write: N slot writes of [check LE][data][zero pad] ([DTA §4], [DTA A.1] Algorithm 1,
+// CraftWrite; regions.md §2.1). The check is crc32(key_le) (prototype) or the native check over
+// key and data. Each 8-byte word is one store, as the userspace sink does.
 static __always_inline int apply_key_write(struct scratch *sc, struct store_cfg *c, void *s,
                                            __u32 koff, __u32 doff, __u32 red)
 {
@@ -237,10 +262,12 @@ static __always_inline int apply_key_write(struct scratch *sc, struct store_cfg 
     __u32 dlen = c->data_len;
     __u32 slen = *(volatile __u32 *)&c->slot_len;
     hash_key(sc, koff, c->key_len, c->hash, &kh);
-    *(__u32 *)&sc->slot[0] = kh.checksum; // little-endian host (x86-64, arm64)
-    // Zero the pad after the data (at most 7 bytes up to slot_len).
+    // Zero the pad after the data (at most 7 bytes up to slot_len) and the check field, then
+    // fill in the check (little-endian host: x86-64, arm64).
     for (__u32 i = 0; i < 8; i++)
         sc->slot[(4 + dlen + i) & 127] = 0;
+    *(__u32 *)&sc->slot[0] = 0;
+    *(__u32 *)&sc->slot[0] = c->hash == 0 ? kh.checksum : native_check(sc, c, kh.h);
     for (__u32 n = 0; n < 4; n++) {
         if (n >= red)
             break;
@@ -261,7 +288,7 @@ static __always_inline int apply_key_write(struct scratch *sc, struct store_cfg 
     return 0;
 }
 
-// Key-Increment: N FETCH_ADDs of the counter (001 Appendix A.4 Algorithm 5).
+// Key-Increment: N FETCH_ADDs of the counter ([DTA A.4] Algorithm 5).
 static __always_inline int apply_key_increment(struct scratch *sc, struct store_cfg *c, void *s,
                                                __u32 koff, __u64 add, __u32 red)
 {
@@ -283,7 +310,7 @@ static __always_inline int apply_key_increment(struct scratch *sc, struct store_
     return 0;
 }
 
-// Append, one entry at a time (001 Appendix A.3; regions.md §2.4): reserve entry i with a
+// Append, one entry at a time ([DTA A.3]; regions.md §2.4): reserve entry i with a
 // FETCH_ADD on the list's head, then write the entry at i mod capacity. The XDP path does not
 // batch: see docs/xdp.md for what readers see while an entry is in flight.
 static __always_inline int apply_append(struct scratch *sc, struct store_cfg *c, void *s,
@@ -375,14 +402,21 @@ __noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct jo
     j->red = red;
     j->koff = koff;
     j->kind = op;
+    // Redundancy is checked against the routed store only (the engine does not try the next
+    // store): a Key-Write N above the store's is `bad_redundancy`, a Key-Increment N other than
+    // the store's `redundancy_mismatch`; both are left to userspace to count.
     if (op == KIND_KW) {
         s = route(KIND_KW, klen, dlen, &c);
         if (s < 0 || !c)
+            return 0;
+        if (red < 1 || red > c->redundancy)
             return 0;
         j->doff = koff + klen;
     } else if (op == KIND_KI) {
         s = route(KIND_KI, klen, 8, &c);
         if (s < 0 || !c)
+            return 0;
+        if (red != c->redundancy)
             return 0;
         j->add = be64(sc, koff + klen);
     } else if (op == KIND_AP) {

@@ -33,7 +33,17 @@ echo "== Python: build the dta package (maturin develop into .venv)" >&2
 (cd python && VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH maturin develop --quiet >/dev/null) \
     || failed+=("maturin develop")
 
-echo "== pytest c/tests (C header vs spec vectors)" >&2
+# The round trips (c/tests/test_roundtrip.py, python/tests/test_reporter.py) run the `dta`
+# binary: build it where python/tests/dta_stack.py looks for it.
+echo "== cargo build -p dta (the binary the round-trip tests run)" >&2
+if command -v cargo >/dev/null 2>&1; then
+    cargo build -q -p dta || failed+=("cargo build -p dta")
+    export DTA_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dta
+else
+    echo "no cargo: the round-trip tests will be skipped (counted)" >&2
+fi
+
+echo "== pytest c/tests (C header vs spec vectors, C example round trip)" >&2
 (cd c && "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests) | tee "$LOG/c" | tail -n 3
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("pytest c/tests")
 echo "== pytest python/tests" >&2

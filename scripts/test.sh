@@ -54,7 +54,7 @@ has_counts() {
 
 step "cargo fmt" fmt.log 0 cargo fmt --all -- --check
 step "cargo clippy" clippy.log 0 cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "cargo test" cargo-test.log 1 env DTA_SKIP_LOG="$SKIP_LOG" cargo test --workspace --quiet
+step "cargo test" cargo-test.log 1 env DTA_SKIP_LOG="$SKIP_LOG" cargo test --workspace --no-fail-fast --quiet
 if pkg-config --exists libibverbs librdmacm 2>/dev/null; then
     step "rdma-core collector: clippy" rnic-clippy.log 0 \
         cargo clippy -p dta-rnic -p dta --features rdma-core --all-targets --quiet -- -D warnings

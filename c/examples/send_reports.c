@@ -1,15 +1,35 @@
 /*
- * send_reports -- sends one datagram of each kind to a DTA translator.
+ * send_reports -- sends reports the example configuration (examples/dta.toml)
+ * stores, one of every primitive the header encodes, and checks every send.
  *
  *   send_reports [HOST [PORT]]      (defaults: 127.0.0.1 40040)
  *
- * Sends a prototype Key-Write (short base header) and a native datagram
- * batching a Key-Write, a Key-Increment, an Append and a Postcarding report.
+ * What it sends, and where examples/dta.toml puts it:
+ *   prototype (short header) Key-Write key 10.0.0.1, data 00003039  -> store "kw"
+ *   one native datagram of:
+ *     Key-Write  5-tuple 10.0.0.1:8080-10.0.0.2:80/6, 8 data bytes   -> "flows"
+ *     Key-Increment key 10.0.0.1 by 1500                              -> "counters"
+ *     Append 00003039 to list 7                                       -> "events"
+ *     Postcarding key 10.0.0.2, a 5-hop path of values 101..105       -> "paths"
+ * Key-Write and Key-Increment use DTA_DEFAULT_REDUNDANCY copies, postcard
+ * values are below DTA_DEFAULT_POSTCARD_VALUES. Exits 1 when anything fails,
+ * including a destination where nothing listens (ICMP port unreachable).
  */
 #include "dta/reporter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define HOPS 5
+
+static int fail(struct dta_reporter *r, const char *what, int rc)
+{
+    fprintf(stderr, "send_reports: %s: %s%s%s\n", what, dta_strerror(rc),
+            rc == DTA_ERR_SOCKET ? ": " : "", rc == DTA_ERR_SOCKET ? strerror(errno) : "");
+    dta_reporter_close(r);
+    return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -21,35 +41,51 @@ int main(int argc, char **argv)
     uint8_t proto[DTA_PROTO_MAX_LEN];
     uint8_t native[1400];
     const uint8_t flow[13] = {10, 0, 0, 1, 10, 0, 0, 2, 0x1F, 0x90, 0x00, 0x50, 6}; /* 5-tuple */
+    const uint8_t flow_data[8] = {0, 0, 0, 0, 0, 0, 0x05, 0xDC};
+    const uint8_t host1[4] = {10, 0, 0, 1};
+    const uint8_t host2[4] = {10, 0, 0, 2};
     const uint8_t value[4] = {0, 0, 0x30, 0x39};
-    int rc;
+    int rc, proto_len, hop;
 
     rc = dta_reporter_open(&r, host, port, 1);
     if (rc != DTA_OK) {
-        fprintf(stderr, "open %s:%u: %s\n", host, (unsigned)port, dta_strerror(rc));
+        fprintf(stderr, "send_reports: open %s:%u: %s\n", host, (unsigned)port, dta_strerror(rc));
         return 1;
     }
 
-    rc = dta_proto_key_write(proto, sizeof proto, &ph, 2, 0x0A000001u, value, sizeof value);
-    if (rc < 0 || dta_send(&r, proto, (size_t)rc) < 0) {
-        fprintf(stderr, "prototype Key-Write: %s\n", dta_strerror(rc < 0 ? rc : DTA_ERR_SOCKET));
-        dta_reporter_close(&r);
-        return 1;
-    }
+    proto_len = dta_proto_key_write(proto, sizeof proto, &ph, DTA_DEFAULT_REDUNDANCY, 0x0A000001u,
+                                    value, sizeof value);
+    if (proto_len < 0) return fail(&r, "prototype Key-Write", proto_len);
+    rc = dta_send(&r, proto, (size_t)proto_len);
+    if (rc < 0) return fail(&r, "sending the prototype Key-Write", rc);
 
     rc = dta_reporter_begin(&r, &b, native, sizeof native, DTA_PRIORITY_MEDIUM, 0);
-    if (rc == DTA_OK) rc = dta_native_key_write(&b, 0, 2, flow, sizeof flow, value, sizeof value);
-    if (rc >= 0) rc = dta_native_key_increment(&b, 0, 2, flow, sizeof flow, 1500);
-    if (rc >= 0) rc = dta_native_append(&b, 1, 7, value, sizeof value);
-    if (rc >= 0) rc = dta_native_postcard(&b, 0, flow, sizeof flow, 0, 5, 0x00000065u);
-    if (rc >= 0) rc = dta_send_native(&r, &b);
-    if (rc < 0) {
-        fprintf(stderr, "native datagram: %s\n", dta_strerror(rc));
-        dta_reporter_close(&r);
-        return 1;
+    if (rc < 0) return fail(&r, "native datagram", rc);
+    rc = dta_native_key_write(&b, 0, DTA_DEFAULT_REDUNDANCY, flow, sizeof flow, flow_data,
+                              sizeof flow_data);
+    if (rc < 0) return fail(&r, "native Key-Write", rc);
+    rc = dta_native_key_increment(&b, 0, DTA_DEFAULT_REDUNDANCY, host1, sizeof host1, 1500);
+    if (rc < 0) return fail(&r, "native Key-Increment", rc);
+    rc = dta_native_append(&b, 0, 7, value, sizeof value);
+    if (rc < 0) return fail(&r, "native Append", rc);
+    for (hop = 0; hop < HOPS; hop++) {
+        rc = dta_native_postcard(&b, 0, host2, sizeof host2, (uint8_t)hop, HOPS, 101u + (uint32_t)hop);
+        if (rc < 0) return fail(&r, "native Postcarding", rc);
     }
-    printf("sent a %d-byte prototype Key-Write and a %d-byte native datagram (4 reports) to %s:%u\n",
-           DTA_PROTO_SHORT_LEN + 5 + (int)sizeof value, rc, host, (unsigned)port);
+    rc = dta_send_native(&r, &b);
+    if (rc < 0) return fail(&r, "sending the native datagram", rc);
+    /* A refusal of the last datagram arrives after its send returned. */
+    if (dta_reporter_check(&r) < 0) return fail(&r, "delivery", DTA_ERR_SOCKET);
+
+    printf("sent to %s:%u:\n", host, (unsigned)port);
+    printf("  prototype Key-Write key 10.0.0.1 data 00003039 (N=%d), %d bytes\n",
+           DTA_DEFAULT_REDUNDANCY, proto_len);
+    printf("  native datagram of %d bytes, %d reports:\n", rc, 3 + HOPS);
+    printf("    Key-Write key 10.0.0.1:8080-10.0.0.2:80/6 data 00000000000005dc (N=%d)\n",
+           DTA_DEFAULT_REDUNDANCY);
+    printf("    Key-Increment key 10.0.0.1 by 1500 (N=%d)\n", DTA_DEFAULT_REDUNDANCY);
+    printf("    Append list 7 entry 00003039\n");
+    printf("    Postcarding key 10.0.0.2 path 101 102 103 104 105\n");
     dta_reporter_close(&r);
     return 0;
 }

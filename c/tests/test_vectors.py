@@ -1,5 +1,6 @@
 """Byte-exact checks of the C header (c/include/dta/reporter.h) against the shared spec
-vectors (spec/vectors/*.json), through the small CLI c/tests/encode_vector.c.
+vectors (spec/vectors/*.json, and spec/vectors/independent/*.json, built from the
+specification rather than by the Rust emitters), through the small CLI c/tests/encode_vector.c.
 
 Every prototype and native vector is encoded from its fields and compared with its hex;
 every NACK vector is parsed and compared with its fields; invalid NACK-shaped inputs are
@@ -27,6 +28,13 @@ def _load(name):
 PROTOTYPE = _load("prototype.json")
 NATIVE = _load("native.json")
 INVALID = _load("invalid.json")
+IND_PROTOTYPE = _load("independent/prototype.json")
+IND_NATIVE = _load("independent/native.json")
+# Every valid vector, ours and the independent ones (whose names start with "ind_").
+ALL_PROTOTYPE = PROTOTYPE["vectors"] + IND_PROTOTYPE["vectors"]
+ALL_NATIVE = NATIVE["vectors"] + IND_NATIVE["vectors"]
+ALL_PROTOTYPE_NACKS = PROTOTYPE["nacks"] + IND_PROTOTYPE["nacks"]
+ALL_NATIVE_NACKS = NATIVE["nacks"] + IND_NATIVE["nacks"]
 
 
 COMPILERS = ["gcc"] + (["clang"] if shutil.which("clang") else [])
@@ -97,25 +105,30 @@ def test_vector_files_are_not_empty():
         "key_write", "key_increment", "append", "postcarding"}
     assert {r["opcode"] for v in NATIVE["vectors"] for r in v["reports"]} == {
         "key_write", "key_increment", "append", "postcarding", "sketch_merge"}
+    assert {(v["base_header"], v["header"]["opcode"]) for v in IND_PROTOTYPE["vectors"]} == {
+        (f, op) for f in ("short", "long")
+        for op in ("key_write", "key_increment", "append", "postcarding")}
+    assert {r["opcode"] for v in IND_NATIVE["vectors"] for r in v["reports"]} == {
+        "key_write", "key_increment", "append", "postcarding", "sketch_merge"}
 
 
-@pytest.mark.parametrize("v", PROTOTYPE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_PROTOTYPE, ids=lambda v: v["name"])
 def test_prototype_vector(encoder, v):
     assert encode(encoder, *prototype_args(v)) == v["hex"]
 
 
-@pytest.mark.parametrize("v", NATIVE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_NATIVE, ids=lambda v: v["name"])
 def test_native_vector(encoder, v):
     assert encode(encoder, *native_args(v)) == v["hex"]
 
 
-@pytest.mark.parametrize("v", PROTOTYPE["nacks"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_PROTOTYPE_NACKS, ids=lambda v: v["name"])
 def test_prototype_nack(encoder, v):
     want = f"seqnum={v['seqnum']} nack={int(v['nack'])}"
     assert encode(encoder, "proto-nack", v["hex"]) == want
 
 
-@pytest.mark.parametrize("v", NATIVE["nacks"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_NATIVE_NACKS, ids=lambda v: v["name"])
 def test_native_nack(encoder, v):
     s = v["sketch"]
     sketch = "none" if s is None else f"{s['sketch_id']},{s['column']},{s['epoch']}"

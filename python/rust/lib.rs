@@ -726,6 +726,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DatagramFull", py.get_type::<DatagramFull>())?;
     m.add("DTA_PORT", dta_wire::DTA_PORT)?;
     m.add("NACK_PORT", dta_wire::NACK_PORT)?;
+    m.add("DEFAULT_REDUNDANCY", dta_wire::DEFAULT_REDUNDANCY)?;
+    m.add("MAX_REDUNDANCY", dta_wire::MAX_REDUNDANCY)?;
+    m.add("DEFAULT_POSTCARD_VALUES", dta_wire::DEFAULT_POSTCARD_VALUES)?;
+    m.add("MAX_KEY_LEN", dta_wire::native::MAX_KEY_LEN)?;
     m.add(
         "ERROR_REASONS",
         dta_wire::Error::ALL

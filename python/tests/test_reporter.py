@@ -41,7 +41,8 @@ def test_prototype_short_one_datagram_per_report(sink):
     got = recv_all(sink, 4)
     assert got == [
         dta.encode_prototype("key_write", key=0x0A000001, data=DATA, redundancy=2, immediate=True),
-        dta.encode_prototype("key_increment", key=7, counter=1500),
+        dta.encode_prototype("key_increment", key=7, counter=1500,
+                             redundancy=dta.DEFAULT_REDUNDANCY),
         dta.encode_prototype("append", list_id=3, data=DATA),
         dta.encode_prototype("postcarding", key=0x0A000001, hop=2, data=0x65),
     ]
@@ -161,3 +162,60 @@ def test_send_reports_helper_matches_vectors(sink, protocol):
                         immediate=v["header"]["immediate"]) for v in vs]
         assert send_reports(reports, "127.0.0.1", port, protocol="prototype") == len(vs)
         assert [g.hex() for g in recv_all(sink, len(vs))] == [v["hex"] for v in vs]
+
+
+def test_defaults_are_the_rust_constants():
+    # The core exports the constants of dta-wire; the Reporter's defaults are them.
+    import inspect
+    assert (dta.DEFAULT_REDUNDANCY, dta.MAX_REDUNDANCY) == (2, 4)
+    assert dta.DEFAULT_POSTCARD_VALUES == 1 << 18
+    for m in (Reporter.key_write, Reporter.key_increment):
+        assert inspect.signature(m).parameters["redundancy"].default == dta.DEFAULT_REDUNDANCY
+
+
+@pytest.mark.parametrize("protocol", ["native", "prototype"])
+def test_invalid_arguments_raise_value_error_with_a_message(sink, protocol):
+    port = sink.getsockname()[1]
+    with Reporter("127.0.0.1", port, protocol=protocol) as r:
+        for n in (0, dta.MAX_REDUNDANCY + 1, -1):
+            with pytest.raises(ValueError, match="redundancy"):
+                r.key_write(1, DATA, redundancy=n)
+            with pytest.raises(ValueError, match="redundancy"):
+                r.key_increment(1, 5, redundancy=n)
+        if protocol == "native":
+            for key in (b"", bytes(dta.MAX_KEY_LEN + 1)):
+                with pytest.raises(ValueError, match="key"):
+                    r.key_write(key, DATA)
+        else:
+            with pytest.raises(ValueError):
+                r.key_write(1 << 32, DATA)
+        assert r.pending == 0
+    no_more(sink)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    from dta_stack import Stack
+    s = Stack(tmp_path)
+    yield s
+    s.close()
+
+
+def test_reporter_with_defaults_reads_back_with_default_queries(stack):
+    # Every primitive, default options, into the example configuration's stores.
+    with Reporter("127.0.0.1", stack.port) as r:
+        r.key_write(bytes([10, 0, 0, 9]), DATA)
+        r.key_increment(bytes([10, 0, 0, 9]), 7)
+        r.append(3, DATA)
+        for hop in range(5):
+            r.postcard(bytes([10, 0, 0, 9]), hop, 200 + hop, path_len=5)
+    stats = stack.stop_translator()
+    assert stack.rejected(stats) == {}
+    v = stack.query("kw", "--store", "kw", "--key", "10.0.0.9")
+    assert (v["status"], v["data"]) == ("found", DATA.hex()), v
+    v = stack.query("list", "--store", "events", "--list", "3")
+    assert v["entries"] == [DATA.hex()], v
+    v = stack.query("postcard", "--store", "paths", "--key", "10.0.0.9")
+    assert (v["status"], v["path"]) == ("found", [200, 201, 202, 203, 204]), v
+    v = stack.query("ki", "--store", "counters", "--key", "10.0.0.9")
+    assert v["count"] == 7, v

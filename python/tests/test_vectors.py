@@ -1,5 +1,7 @@
 """The native module against the shared spec vectors: every valid vector encodes byte-exactly
-from its fields and decodes back to them; every invalid vector is rejected with its reason."""
+from its fields and decodes back to them; every invalid vector is rejected with its reason.
+The vectors of spec/vectors/independent (names starting with "ind_"), built from the
+specification rather than by the Rust emitters, are run alongside."""
 
 import pytest
 
@@ -9,6 +11,10 @@ from conftest import load_vectors
 PROTOTYPE = load_vectors("prototype.json")
 NATIVE = load_vectors("native.json")
 INVALID = load_vectors("invalid.json")
+IND_PROTOTYPE = load_vectors("independent/prototype.json")
+IND_NATIVE = load_vectors("independent/native.json")
+ALL_PROTOTYPE = PROTOTYPE["vectors"] + IND_PROTOTYPE["vectors"]
+ALL_NATIVE = NATIVE["vectors"] + IND_NATIVE["vectors"]
 
 
 def encode_prototype_vector(v):
@@ -21,12 +27,12 @@ def encode_prototype_vector(v):
         seqnum=h["seqnum"], retransmittable=h["retransmittable"], **fields)
 
 
-@pytest.mark.parametrize("v", PROTOTYPE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_PROTOTYPE, ids=lambda v: v["name"])
 def test_prototype_encodes_byte_exactly(v):
     assert encode_prototype_vector(v).hex() == v["hex"]
 
 
-@pytest.mark.parametrize("v", PROTOTYPE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_PROTOTYPE, ids=lambda v: v["name"])
 def test_prototype_decodes_to_fields(v):
     d = dta.decode(bytes.fromhex(v["hex"]), base_header=v["base_header"])
     assert d["protocol"] == "prototype"
@@ -67,12 +73,12 @@ def _native_build(v, via):
 
 
 @pytest.mark.parametrize("via", ["methods", "dict"])
-@pytest.mark.parametrize("v", NATIVE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_NATIVE, ids=lambda v: v["name"])
 def test_native_encodes_byte_exactly(v, via):
     assert _native_build(v, via).hex() == v["hex"]
 
 
-@pytest.mark.parametrize("v", NATIVE["vectors"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", ALL_NATIVE, ids=lambda v: v["name"])
 def test_native_decodes_to_fields(v):
     d = dta.decode(bytes.fromhex(v["hex"]))
     assert d["protocol"] == "native"
@@ -89,9 +95,14 @@ def test_every_opcode_is_covered():
         "key_write", "key_increment", "append", "postcarding"}
     assert {r["opcode"] for v in NATIVE["vectors"] for r in v["reports"]} == {
         "key_write", "key_increment", "append", "postcarding", "sketch_merge"}
+    assert {(v["base_header"], v["header"]["opcode"]) for v in IND_PROTOTYPE["vectors"]} == {
+        (f, op) for f in ("short", "long")
+        for op in ("key_write", "key_increment", "append", "postcarding")}
+    assert {r["opcode"] for v in IND_NATIVE["vectors"] for r in v["reports"]} == {
+        "key_write", "key_increment", "append", "postcarding", "sketch_merge"}
 
 
-@pytest.mark.parametrize("v", PROTOTYPE["nacks"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", PROTOTYPE["nacks"] + IND_PROTOTYPE["nacks"], ids=lambda v: v["name"])
 def test_prototype_nacks(v):
     b = bytes.fromhex(v["hex"])
     assert dta.decode_prototype_nack(b) == {"seqnum": v["seqnum"], "nack": v["nack"]}
@@ -99,7 +110,7 @@ def test_prototype_nacks(v):
     assert dta.encode_prototype_nack(v["seqnum"], v["nack"]) == b
 
 
-@pytest.mark.parametrize("v", NATIVE["nacks"], ids=lambda v: v["name"])
+@pytest.mark.parametrize("v", NATIVE["nacks"] + IND_NATIVE["nacks"], ids=lambda v: v["name"])
 def test_native_nacks(v):
     b = bytes.fromhex(v["hex"])
     want = {"reporter_id": v["reporter_id"], "seq": v["seq"], "sketch": v["sketch"]}

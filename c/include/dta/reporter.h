@@ -151,6 +151,16 @@ enum dta_proto_format {
 #define DTA_PROTO_MAX_LEN (DTA_PROTO_LONG_LEN + 5 + 28)
 /** Redundancy accepted by the encoders (001 §4.1: "a maximum (e.g., 4)"). */
 #define DTA_MAX_REDUNDANCY 4
+/**
+ * Redundancy N stores are created with and reporters use when nothing else is
+ * said (dta_wire::DEFAULT_REDUNDANCY; c/tests checks both agree).
+ */
+#define DTA_DEFAULT_REDUNDANCY 2
+/**
+ * Size of a Postcarding store's value set when nothing else is said: values
+ * sent must be below it (dta_wire::DEFAULT_POSTCARD_VALUES).
+ */
+#define DTA_DEFAULT_POSTCARD_VALUES 262144u
 
 /**
  * Base-header fields. `seqnum` and `retransmittable` exist only in the long
@@ -637,6 +647,25 @@ static inline int dta_send_native(struct dta_reporter *r, const struct dta_nativ
     if (b == NULL || b->buf == NULL) return DTA_ERR_NULL;
     if (b->count == 0) return DTA_ERR_COUNT;
     return dta_send(r, b->buf, b->len);
+}
+
+/**
+ * Reports, and clears, an error the kernel recorded on the socket after a send
+ * returned: an ICMP port unreachable for an earlier datagram (nothing listens
+ * at the destination; the datagram is lost) is DTA_ERR_SOCKET with errno
+ * ECONNREFUSED. Call it after the last send, when no later send would see it.
+ */
+static inline int dta_reporter_check(struct dta_reporter *r)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (r == NULL) return DTA_ERR_NULL;
+    if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return DTA_ERR_SOCKET;
+    if (err != 0) {
+        errno = err;
+        return DTA_ERR_SOCKET;
+    }
+    return DTA_OK;
 }
 
 /** Closes the socket. Safe to call twice. */

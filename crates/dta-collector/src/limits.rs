@@ -114,13 +114,20 @@ impl<'a> Params<'a> {
     pub fn redundancy(&self) -> Result<Option<u8>, ParamError> {
         match self.parse::<u8>("redundancy")? {
             None => Ok(None),
-            Some(_) => self.bounded("redundancy", None, 1, MAX_REDUNDANCY).map(Some),
+            Some(_) => self
+                .bounded("redundancy", None, 1, MAX_REDUNDANCY)
+                .map(Some),
         }
     }
 
     /// `threshold`: 1..=`redundancy` (the wire's maximum when the store's N is used), default 1.
     pub fn threshold(&self, redundancy: Option<u8>) -> Result<u8, ParamError> {
-        self.bounded("threshold", Some(1), 1, redundancy.unwrap_or(MAX_REDUNDANCY))
+        self.bounded(
+            "threshold",
+            Some(1),
+            1,
+            redundancy.unwrap_or(MAX_REDUNDANCY),
+        )
     }
 
     /// `values`: 1..=[`MAX_POSTCARD_VALUES`]; `default` is the store's configured value set.
@@ -195,7 +202,10 @@ mod tests {
         assert_eq!(p.redundancy(), Ok(None));
         assert_eq!(p.threshold(None), Ok(1));
         let m = map(&[("redundancy", "5")]);
-        assert!(Params::new(&m, &["redundancy"]).unwrap().redundancy().is_err());
+        assert!(Params::new(&m, &["redundancy"])
+            .unwrap()
+            .redundancy()
+            .is_err());
         let m = map(&[("count", "1")]);
         assert!(matches!(
             Params::new(&m, &["key"]),

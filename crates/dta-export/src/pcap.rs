@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
-use dta_int::gen::{ipv4_udp, md_frame, stacked_report};
-use dta_int_wire::net::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+use dta_int::gen::{eth_ipv4_udp, md_frame, stacked_report};
 use dta_int_wire::{find_int, IntDetect};
+use dta_net::{ethernet, ipv4, ipv6, udp, IPPROTO_UDP};
 
 use crate::intgen::Traffic;
 
@@ -52,13 +52,6 @@ pub enum PcapError {
     LinkType(DataLink),
 }
 
-fn ethernet(ip: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(14 + ip.len());
-    f.extend_from_slice(&[2, 0, 0, 0, 0, 0xfe, 2, 0, 0, 0, 0, 0xfd, 0x08, 0x00]);
-    f.extend_from_slice(ip);
-    f
-}
-
 /// The frame of a `reports` trace carrying `report` from switch `node_id` (IPv4 source
 /// 192.0.2.x, documentation addresses) to the collector on `report_port`.
 pub fn report_frame(node_id: u32, report_port: u16, report: &[u8]) -> Vec<u8> {
@@ -68,7 +61,14 @@ pub fn report_frame(node_id: u32, report_port: u16, report: &[u8]) -> Vec<u8> {
     k[8..10].copy_from_slice(&40000u16.to_be_bytes());
     k[10..12].copy_from_slice(&report_port.to_be_bytes());
     k[12] = 17;
-    ethernet(&ipv4_udp(&k, 64, report_port, report))
+    eth_ipv4_udp(
+        [2, 0, 0, 0, 0, 0xfe],
+        [2, 0, 0, 0, 0, 0xfd],
+        &k,
+        64,
+        report_port,
+        report,
+    )
 }
 
 /// Write `traffic` as a pcap; returns the records written.
@@ -123,27 +123,27 @@ pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, PcapError> {
 
 /// The UDP payload of an Ethernet frame (IPv4 or IPv6, VLAN tags allowed), if it is UDP.
 pub fn udp_payload(frame: &[u8]) -> Option<&[u8]> {
-    let eth = EthernetFrame::new_checked(frame).ok()?;
-    let l3 = &frame[eth.header_len()..];
-    let l4 = match eth.ethertype() {
-        0x0800 => {
-            let ip = Ipv4Packet::new_checked(l3).ok()?;
-            if ip.protocol() != 17 || ip.frag_offset() != 0 {
+    let (ethertype, l3) = ethernet::Packet::new_checked(frame)
+        .and_then(|f| f.untagged_payload())
+        .ok()?;
+    let l4 = match ethertype {
+        ethernet::ETHERTYPE_IPV4 => {
+            let ip = ipv4::Packet::new_checked(l3).ok()?;
+            if ip.protocol() != IPPROTO_UDP || ip.frag_offset() != 0 {
                 return None;
             }
-            Ipv4Packet::new_unchecked(l3).into_payload()
+            ip.into_payload()
         }
-        0x86DD => {
-            let ip = Ipv6Packet::new_checked(l3).ok()?;
-            if ip.next_header() != 17 {
+        ethernet::ETHERTYPE_IPV6 => {
+            let ip = ipv6::Packet::new_checked(l3).ok()?;
+            if ip.next_header() != IPPROTO_UDP {
                 return None;
             }
-            Ipv6Packet::new_unchecked(l3).into_payload()
+            ip.into_payload()
         }
         _ => return None,
     };
-    UdpPacket::new_checked(l4).ok()?;
-    Some(UdpPacket::new_unchecked(l4).into_payload())
+    udp::Packet::new_checked(l4).ok().map(|u| u.into_payload())
 }
 
 /// What replay sends for each record.

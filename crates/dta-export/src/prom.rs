@@ -295,6 +295,17 @@ impl Collector for IntSinkMetrics {
                 .iter()
                 .map(|e| (vec![("reason", e.reason())], self.sum(|s| s.errors_of(*e)))),
         )?;
+        labelled_counter(
+            &mut enc,
+            "dta_int_sources_rejected",
+            "Datagrams the INT sink dropped for their source (allow-list), by reason",
+            dta_int::SourceReject::ALL.iter().map(|r| {
+                (
+                    vec![("reason", r.reason())],
+                    self.sum(|s| s.sources_rejected_of(*r)),
+                )
+            }),
+        )?;
         Ok(())
     }
 }

@@ -109,7 +109,7 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
     for f in &truth.flows {
         let key = query::parse_flow(&f.flow).unwrap();
         assert_eq!(hex(&key), f.key13);
-        let p = query::path(paths, &key, sink_cfg.redundancy).unwrap();
+        let p = query::path(paths, &key, Some(sink_cfg.redundancy)).unwrap();
         assert_eq!(p.status, "found", "{}", f.flow);
         assert_eq!(p.path, f.path, "{}", f.flow);
     }
@@ -159,8 +159,14 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
             (Metric::QueueOccupancy, sw.queue_occupancy),
             (Metric::EgressTxUtil, sw.egress_tx_util),
         ] {
-            let r = query::histogram(hist, node, metric, &sink_cfg.histogram, sink_cfg.redundancy)
-                .unwrap();
+            let r = query::histogram(
+                hist,
+                node,
+                metric,
+                &sink_cfg.histogram,
+                Some(sink_cfg.redundancy),
+            )
+            .unwrap();
             assert_eq!(r.total, summary.count, "switch {node} {metric:?}");
             for (b, bucket) in r.buckets.iter().enumerate() {
                 let want = expect

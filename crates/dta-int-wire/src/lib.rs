@@ -1,7 +1,8 @@
 //! In-band Network Telemetry (INT) and telemetry reports on the wire, the input of dta's INT
 //! sink ([INT-NIC §III]; DTA's headline workload, [DTA §6.1]). Zero-copy parsing of INT v2.1 over
 //! TCP and UDP (shim, INT-MD header and per-hop stack, INT-MX; [INT v2.1 §5]), configurable INT
-//! detection in Ethernet frames ([`find_int`]), and telemetry reports v2.0 plus the older v0.5
+//! detection in Ethernet frames ([`find_int`]; the Ethernet, VLAN, IP and L4 headers around INT are
+//! `dta_net`'s views), and telemetry reports v2.0 plus the older v0.5
 //! and v1.0 ([`report::parse_report`], [TR v2.0 §3]); emitters for INT-MD, INT-MX and report
 //! v2.0; a JSON rendering for `dta decode` (feature `json`). Nothing here allocates on the parse
 //! path: stacks and report groups are borrowed and decoded on access, and every rejection is one
@@ -11,7 +12,6 @@
 #![warn(missing_docs)]
 
 mod md;
-pub mod net;
 pub mod report;
 
 #[cfg(feature = "json")]
@@ -29,7 +29,7 @@ pub use report::{
 #[cfg(feature = "json")]
 pub use json::{decode, hop_to_json, int_to_json, report_to_json, to_json, Decoded};
 
-use net::{EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+use dta_net::{ethernet, ipv4, ipv6, tcp, udp, IPPROTO_TCP, IPPROTO_UDP};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The UDP port telemetry reports are sent to by default (the INT sink's default listening
@@ -215,10 +215,9 @@ impl IntDetect {
 /// non-first fragment, or no detection rule matched. An error: the headers are malformed or
 /// the INT block matched but is malformed.
 pub fn find_int<'a>(frame: &'a [u8], detect: &IntDetect) -> Result<Option<IntRepr<'a>>, Error> {
-    let eth = EthernetFrame::new_checked(frame)?;
-    let off = eth.header_len();
-    match eth.ethertype() {
-        net::ETHERTYPE_IPV4 | net::ETHERTYPE_IPV6 => find_int_ip(&frame[off..], detect),
+    let (ethertype, l3) = ethernet::Packet::new_checked(frame)?.untagged_payload()?;
+    match ethertype {
+        ethernet::ETHERTYPE_IPV4 | ethernet::ETHERTYPE_IPV6 => find_int_ip(l3, detect),
         _ => Ok(None),
     }
 }
@@ -230,42 +229,38 @@ pub fn find_int_ip<'a>(packet: &'a [u8], detect: &IntDetect) -> Result<Option<In
         match packet.first().map(|b| b >> 4) {
             None => return Err(Error::Truncated),
             Some(4) => {
-                let ip = Ipv4Packet::new_checked(packet)?;
+                let ip = ipv4::Packet::new_checked(packet)?;
                 if ip.frag_offset() != 0 {
                     return Ok(None);
                 }
-                let l4 = Ipv4Packet::new_unchecked(packet).into_payload();
                 (
                     IpAddr::V4(Ipv4Addr::from(ip.src())),
                     IpAddr::V4(Ipv4Addr::from(ip.dst())),
                     ip.protocol(),
                     ip.dscp(),
-                    l4,
+                    ip.into_payload(),
                 )
             }
             Some(6) => {
-                let ip = Ipv6Packet::new_checked(packet)?;
-                let l4 = Ipv6Packet::new_unchecked(packet).into_payload();
+                let ip = ipv6::Packet::new_checked(packet)?;
                 (
                     IpAddr::V6(Ipv6Addr::from(ip.src())),
                     IpAddr::V6(Ipv6Addr::from(ip.dst())),
                     ip.next_header(),
                     ip.dscp(),
-                    l4,
+                    ip.into_payload(),
                 )
             }
             Some(_) => return Err(Error::BadL3Header),
         };
     let (sport, dport, payload, is_udp) = match proto {
-        net::IPPROTO_UDP => {
-            let u = UdpPacket::new_checked(l4)?;
-            let p = UdpPacket::new_unchecked(l4).into_payload();
-            (u.src_port(), u.dst_port(), p, true)
+        IPPROTO_UDP => {
+            let u = udp::Packet::new_checked(l4)?;
+            (u.src_port(), u.dst_port(), u.into_payload(), true)
         }
-        net::IPPROTO_TCP => {
-            let t = TcpPacket::new_checked(l4)?;
-            let p = TcpPacket::new_unchecked(l4).into_payload();
-            (t.src_port(), t.dst_port(), p, false)
+        IPPROTO_TCP => {
+            let t = tcp::Packet::new_checked(l4)?;
+            (t.src_port(), t.dst_port(), t.into_payload(), false)
         }
         _ => return Ok(None),
     };
@@ -298,7 +293,7 @@ pub fn find_int_ip<'a>(packet: &'a [u8], detect: &IntDetect) -> Result<Option<In
         // The INT source inserted a UDP header: the original L4 header follows the INT block.
         flow.protocol = p;
         let inner = &int_bytes[repr.buffer_len()..];
-        if p == net::IPPROTO_TCP || p == net::IPPROTO_UDP {
+        if p == IPPROTO_TCP || p == IPPROTO_UDP {
             let ports = inner.get(..4).ok_or(Error::Truncated)?;
             flow.src_port = crate::be_u16(&ports[0..2]);
             flow.dst_port = crate::be_u16(&ports[2..4]);
@@ -309,6 +304,25 @@ pub fn find_int_ip<'a>(packet: &'a [u8], detect: &IntDetect) -> Result<Option<In
     }
     repr.flow = Some(flow);
     Ok(Some(repr))
+}
+
+/// The outer headers' rejections as INT counter names: a VLAN stack too deep is `BadL2Header`,
+/// any IP header fault `BadL3Header`, a TCP data offset below 5 `BadL4Header`. (`TooLong` is an
+/// emitter's error and never comes from the views used here.)
+impl From<dta_net::Error> for Error {
+    fn from(e: dta_net::Error) -> Error {
+        match e {
+            dta_net::Error::Truncated => Error::Truncated,
+            dta_net::Error::TooManyVlanTags => Error::BadL2Header,
+            dta_net::Error::BadIpVersion
+            | dta_net::Error::BadIpHeaderLen
+            | dta_net::Error::Ipv4Options
+            | dta_net::Error::Ipv4Fragment
+            | dta_net::Error::BadIpChecksum
+            | dta_net::Error::TooLong => Error::BadL3Header,
+            dta_net::Error::BadTcpHeaderLen => Error::BadL4Header,
+        }
+    }
 }
 
 #[inline]

@@ -14,6 +14,8 @@ use dta_int_wire::{
     ReportBuilder, ReportMetadata,
 };
 
+use dta_net::{ethernet, ipv4, udp};
+
 use crate::layout::FLOW_KEY_LEN;
 
 /// Generator parameters.
@@ -130,42 +132,51 @@ pub fn generate(cfg: &GenConfig) -> Vec<GenPacket> {
 /// The instruction bitmap of generated INT-MD frames.
 pub const INSTRUCTIONS: u16 = instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL;
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut s: u32 = h
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+/// The IPv4 and UDP headers of a generated packet: addresses and source port from `flow`,
+/// identification 0, no DF, UDP checksum 0.
+fn headers(flow: &[u8; FLOW_KEY_LEN], ttl: u8, dport: u16) -> (ipv4::Repr, udp::Repr) {
+    let ip = ipv4::Repr {
+        src: [flow[0], flow[1], flow[2], flow[3]],
+        dst: [flow[4], flow[5], flow[6], flow[7]],
+        dscp_ecn: 0,
+        ident: 0,
+        dont_fragment: false,
+        ttl,
+        protocol: dta_net::IPPROTO_UDP,
+    };
+    let u = udp::Repr {
+        src_port: u16::from_be_bytes([flow[8], flow[9]]),
+        dst_port: dport,
+        checksum: 0,
+    };
+    (ip, u)
 }
+
+/// Generated payloads (an INT block, a report of one frame) are far below 64 KiB.
+const FITS: &str = "generated packets fit the IPv4 and UDP length fields";
 
 /// IPv4 (20 bytes) + UDP (8) + `payload`, addresses and source port from `flow`.
 pub fn ipv4_udp(flow: &[u8; FLOW_KEY_LEN], ttl: u8, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut p = vec![0u8; total];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[8] = ttl;
-    p[9] = 17;
-    p[12..20].copy_from_slice(&flow[0..8]);
-    let c = ipv4_checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&flow[8..10]);
-    p[22..24].copy_from_slice(&dport.to_be_bytes());
-    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p[28..].copy_from_slice(payload);
-    p
+    let (ip, u) = headers(flow, ttl, dport);
+    dta_net::ipv4_udp_packet(&ip, &u, payload).expect(FITS)
 }
 
-fn ethernet(ip: &[u8]) -> Vec<u8> {
-    let mut f = vec![0u8; 14];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f.extend_from_slice(ip);
-    f
+/// [`ipv4_udp`] in an Ethernet frame from `src_mac` to `dst_mac`.
+pub fn eth_ipv4_udp(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    flow: &[u8; FLOW_KEY_LEN],
+    ttl: u8,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let eth = ethernet::Repr {
+        dst: dst_mac,
+        src: src_mac,
+        ethertype: ethernet::ETHERTYPE_IPV4,
+    };
+    let (ip, u) = headers(flow, ttl, dport);
+    dta_net::udp_frame(&eth, &ip, &u, payload).expect(FITS)
 }
 
 /// The INT-MD frame of `p` as the INT sink receives it: INT over UDP to `int_udp_port`, NPT 1
@@ -201,7 +212,14 @@ pub fn md_frame(p: &GenPacket, int_udp_port: u16) -> Vec<u8> {
     int.truncate(n);
     int.extend_from_slice(&[0xab; 16]);
     let ttl = 64 - p.hops.len() as u8;
-    ethernet(&ipv4_udp(&p.flow, ttl, int_udp_port, &int))
+    eth_ipv4_udp(
+        [2, 0, 0, 0, 0, 2],
+        [2, 0, 0, 0, 0, 1],
+        &p.flow,
+        ttl,
+        int_udp_port,
+        &int,
+    )
 }
 
 /// A telemetry report v2.0 from sink switch `node_id` carrying `frame` (InType 3, RepType 0).
@@ -294,4 +312,32 @@ pub fn postcard_report(
     let n = b.finish().expect("one report");
     buf.truncate(n);
     buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated IPv4/UDP packet, checked against bytes written by hand: no DF,
+    /// identification 0, UDP checksum 0, addresses and source port from the flow key.
+    #[test]
+    fn ipv4_udp_bytes_by_hand() {
+        let flow = [10, 0, 0, 1, 10, 1, 2, 3, 0x9c, 0x40, 0, 80, 17];
+        // Header sum 4500+001d+0000+0000+3c11+0a00+0001+0a01+0203 = 0x9733, checksum 0x68cc.
+        let want = [
+            0x45, 0, 0, 0x1d, 0, 0, 0, 0, 60, 17, 0x68, 0xcc, 10, 0, 0, 1, 10, 1, 2, 3, 0x9c, 0x40,
+            0x13, 0x88, 0, 9, 0, 0, 0xab,
+        ];
+        assert_eq!(ipv4_udp(&flow, 60, 5000, &[0xab]), want);
+        let f = eth_ipv4_udp(
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            &flow,
+            60,
+            5000,
+            &[0xab],
+        );
+        assert_eq!(&f[..14], &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0]);
+        assert_eq!(&f[14..], &want);
+    }
 }

@@ -24,4 +24,4 @@ pub use events::{
     Subscription, ThresholdConfig, Thresholds,
 };
 pub use layout::{Buckets, Metric};
-pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot};
+pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot, SourceReject};

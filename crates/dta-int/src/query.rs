@@ -64,14 +64,14 @@ pub struct PathResult {
 pub fn path(
     region: &Region,
     flow: &[u8; FLOW_KEY_LEN],
-    redundancy: u8,
+    redundancy: Option<u8>,
 ) -> Result<PathResult, QueryError> {
     expect(region, StoreKind::KeyWrite, "key-write")?;
     let l = KeyWriteLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let answer = l
-        .query(region.mem(), flow, Some(redundancy), 1)
-        .map_err(|e| layout_err(region, e))?;
-    let (status, path) = match answer {
+    let (status, path) = match l
+        .query(region.mem(), flow, redundancy, 1)
+        .map_err(|e| layout_err(region, e))?
+    {
         KeyWriteAnswer::Found { data, .. } => match decode_path(&data) {
             Some(p) => ("found", p),
             None => ("ambiguous", vec![]),
@@ -122,10 +122,10 @@ pub fn hop_latency_with(
     hop: u8,
     divisor: u32,
 ) -> Result<HopLatencyResult, QueryError> {
-    let answer = layout
+    let (status, value) = match layout
         .query(region.mem(), flow, table)
-        .map_err(|e| layout_err(region, e))?;
-    let (status, value) = match answer {
+        .map_err(|e| layout_err(region, e))?
+    {
         PostcardAnswer::Found(p) => match p.get(hop as usize) {
             Some(&v) if v != u32::MAX => ("found", Some(v)),
             _ => ("empty", None),
@@ -195,7 +195,7 @@ pub fn histogram(
     node_id: u32,
     metric: Metric,
     buckets: &Buckets,
-    redundancy: u8,
+    redundancy: Option<u8>,
 ) -> Result<HistogramResult, QueryError> {
     expect(region, StoreKind::KeyIncrement, "key-increment")?;
     let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
@@ -206,7 +206,7 @@ pub fn histogram(
             .query(
                 region.mem(),
                 &hist_key(node_id, metric, b as u8),
-                Some(redundancy),
+                redundancy,
             )
             .map_err(|e| layout_err(region, e))?;
         out.push(Bucket { lo, hi, count });

@@ -19,10 +19,12 @@ use serde::{Deserialize, Serialize};
 
 use dta_int_wire as int;
 use dta_int_wire::{
-    find_int, find_int_ip, net, parse_report, HopStack, IndividualReport, IntDetect,
-    LegacySubHeader, TelemetryReport,
+    find_int, find_int_ip, parse_report, HopStack, IndividualReport, IntDetect, LegacySubHeader,
+    TelemetryReport,
 };
+use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
+use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
 use crate::cache::{FlowCache, FlowEntry};
@@ -63,6 +65,10 @@ pub struct IntSinkConfig {
     /// Hop index of an INT-MX/XD postcard = `initial_ttl - TTL` of its inner packet.
     pub initial_ttl: u8,
     pub thresholds: ThresholdConfig,
+    /// Reporter prefixes telemetry reports are taken from (`["10.0.0.0/8", "::1/128"]`), as
+    /// the translator's `allow`: default loopback only. Others are dropped unparsed and
+    /// counted (`sources_rejected`).
+    pub allow: AllowList,
 }
 
 impl Default for IntSinkConfig {
@@ -73,7 +79,7 @@ impl Default for IntSinkConfig {
             probe_marker: None,
             flow_capacity: 1 << 16,
             idle_timeout_ms: 1000,
-            redundancy: 2,
+            redundancy: dta_wire::DEFAULT_REDUNDANCY,
             event_list_base: 0,
             events_to_store: true,
             histogram: Buckets::Log2,
@@ -82,6 +88,7 @@ impl Default for IntSinkConfig {
             md_postcards: true,
             initial_ttl: 64,
             thresholds: ThresholdConfig::default(),
+            allow: AllowList::loopback(),
         }
     }
 }
@@ -115,6 +122,25 @@ impl IntSinkConfig {
     }
 }
 
+/// Why a datagram was dropped for its source, before parsing; counted per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceReject {
+    /// The source address is outside the allow-list (the translator's reason name).
+    NotAllowed,
+}
+
+impl SourceReject {
+    /// Every reason, in counter order.
+    pub const ALL: [SourceReject; 1] = [SourceReject::NotAllowed];
+
+    /// The counter name.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SourceReject::NotAllowed => "source_not_allowed",
+        }
+    }
+}
+
 /// The sink's counters (single writer: the sink's thread; readable anywhere).
 #[derive(Debug, Default)]
 pub struct IntStats {
@@ -133,6 +159,8 @@ pub struct IntStats {
     pub flows_capacity: AtomicU64,
     pub flows_flushed: AtomicU64,
     pub errors: [AtomicU64; int::Error::ALL.len()],
+    /// Datagrams dropped for their source, by [`SourceReject`].
+    pub sources_rejected: [AtomicU64; SourceReject::ALL.len()],
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -161,6 +189,8 @@ pub struct IntStatsSnapshot {
     pub errors: Vec<(&'static str, u64)>,
     /// Notifications subscribers lost.
     pub notifications_dropped: u64,
+    /// By `SourceReject::reason`, non-zero only.
+    pub sources_rejected: Vec<(&'static str, u64)>,
 }
 
 impl IntStats {
@@ -175,6 +205,11 @@ impl IntStats {
             .iter()
             .position(|x| *x == e)
             .map_or(0, |i| self.errors[i].load(Relaxed))
+    }
+
+    /// Datagrams dropped for their source for `r`.
+    pub fn sources_rejected_of(&self, r: SourceReject) -> u64 {
+        self.sources_rejected[r as usize].load(Relaxed)
     }
 
     pub fn events_of(&self, k: EventKind) -> u64 {
@@ -208,6 +243,11 @@ impl IntStats {
                 .map(|(e, c)| (e.reason(), l(c)))
                 .collect(),
             notifications_dropped,
+            sources_rejected: SourceReject::ALL
+                .iter()
+                .map(|r| (r.reason(), self.sources_rejected_of(*r)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
         }
     }
 }
@@ -366,6 +406,19 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
+    /// Whether telemetry reports from `source` are taken (the allow-list); a refused source is
+    /// counted in `sources_rejected`.
+    pub fn admit(&self, source: std::net::IpAddr) -> bool {
+        let ok = self.cfg.allow.allows(source);
+        if !ok {
+            add(
+                &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
+                1,
+            );
+        }
+        ok
+    }
+
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.
     pub fn handle_report(&mut self, buf: &[u8], now_ns: u64) {
         add(&self.stats.reports, 1);
@@ -445,14 +498,16 @@ impl<S: Sinks> IntSink<S> {
     fn inner_flow(&self, in_type: u8, p: &[u8]) -> ([u8; FLOW_KEY_LEN], u8) {
         let none = ([0; FLOW_KEY_LEN], HOP_NONE);
         let ip = match in_type {
-            int::report::IN_TYPE_ETHERNET => match net::EthernetFrame::new_checked(p) {
-                Ok(f) if f.ethertype() == net::ETHERTYPE_IPV4 => &p[f.header_len()..],
-                _ => return none,
-            },
+            int::report::IN_TYPE_ETHERNET => {
+                match ethernet::Packet::new_checked(p).and_then(|f| f.untagged_payload()) {
+                    Ok((ethernet::ETHERTYPE_IPV4, ip)) => ip,
+                    _ => return none,
+                }
+            }
             int::report::IN_TYPE_IPV4 => p,
             _ => return none,
         };
-        let Ok(v4) = net::Ipv4Packet::new_checked(ip) else {
+        let Ok(v4) = ipv4::Packet::new_checked(ip) else {
             return none;
         };
         let ttl = ip[8];
@@ -463,14 +518,16 @@ impl<S: Sinks> IntSink<S> {
                 return (k, hop);
             }
         }
-        let l4 = net::Ipv4Packet::new_unchecked(ip).into_payload();
+        let l4 = ipv4::Packet::new_unchecked(ip).into_payload();
         let ports = match v4.protocol() {
-            net::IPPROTO_UDP | net::IPPROTO_TCP if l4.len() >= 4 => [l4[0], l4[1], l4[2], l4[3]],
+            dta_net::IPPROTO_UDP | dta_net::IPPROTO_TCP if l4.len() >= 4 => {
+                [l4[0], l4[1], l4[2], l4[3]]
+            }
             _ => [0; 4],
         };
         let mut k = [0u8; FLOW_KEY_LEN];
-        k[0..4].copy_from_slice(&v4.src().to_be_bytes());
-        k[4..8].copy_from_slice(&v4.dst().to_be_bytes());
+        k[0..4].copy_from_slice(&v4.src());
+        k[4..8].copy_from_slice(&v4.dst());
         k[8..12].copy_from_slice(&ports);
         k[12] = v4.protocol();
         (k, hop)

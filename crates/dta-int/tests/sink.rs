@@ -118,7 +118,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     let layout = dta_store::PostcardingLayout::new(pc.header()).unwrap();
     let table = dta_store::ValueTable::range(&layout, cfg.postcard_values).unwrap();
     for (flow, p) in last_per_flow(&pkts) {
-        let r = query::path(env.region("paths"), &flow, cfg.redundancy).unwrap();
+        let r = query::path(env.region("paths"), &flow, None).unwrap();
         assert_eq!(r.status, "found");
         let truth: Vec<u32> = p.hops.iter().map(|h| h.node_id).collect();
         assert_eq!(r.path, truth);
@@ -154,7 +154,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     assert!(nodes.len() >= 15);
     for &node in &nodes {
         for m in Metric::ALL {
-            let h = query::histogram(env.region("hist"), node, m, &Buckets::Log2, 2).unwrap();
+            let h = query::histogram(env.region("hist"), node, m, &Buckets::Log2, None).unwrap();
             for (b, bucket) in h.buckets.iter().enumerate() {
                 let want = truth.get(&(node, m, b as u8)).copied().unwrap_or(0);
                 assert_eq!(bucket.count, want, "node {node} {m:?} bucket {b}");
@@ -162,7 +162,13 @@ fn md_traffic_paths_latencies_histograms_events() {
         }
     }
     // An unknown switch has an empty histogram.
-    let h = query::histogram(env.region("hist"), 7, Metric::HopLatency, &Buckets::Log2, 2);
+    let h = query::histogram(
+        env.region("hist"),
+        7,
+        Metric::HopLatency,
+        &Buckets::Log2,
+        None,
+    );
     assert_eq!(h.unwrap().total, 0);
 
     // Events: queue-occupancy threshold crossings and path changes, in order.

@@ -70,6 +70,10 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(ResponderConfig::new(C))
+}
+
+fn setup_with(cfg: ResponderConfig) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let (_, stores) = embedded();
     let remote = collector(dir.path(), &stores);
@@ -79,7 +83,7 @@ fn setup() -> Setup {
         inner: b,
         inject: inject.clone(),
     };
-    let srv = serve(door, ResponderConfig::new(C), &remote);
+    let srv = serve(door, cfg, &remote);
     let tap = Tap {
         inner: Arc::new(Mutex::new(a)),
         sent: Arc::default(),
@@ -294,4 +298,23 @@ fn a_graceful_exit_sends_dreq_and_the_responder_frees_the_qp() {
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(get(&s.srv.stats, "cm_dreq"), 2);
     assert_eq!(get(&s.srv.stats, "cm_replaced"), 0);
+}
+
+/// A connection request from outside the responder's allow-list is dropped unanswered and
+/// counted: no REP, no memory advertisement (so no R_Key) reaches that host.
+#[test]
+fn connection_request_from_outside_the_allow_list_learns_nothing() {
+    let mut cfg = ResponderConfig::new(C);
+    cfg.allow = dta_wire::prefix::AllowList::new(vec!["10.9.9.0/24".parse().unwrap()]);
+    assert!(!cfg.allow.allows(std::net::Ipv4Addr::from(T.ip).into()));
+    let s = setup_with(cfg);
+    let mut rc = RequesterConfig::new(T, C.ip);
+    rc.cm_timeout = Duration::from_millis(50);
+    rc.cm_retries = 2;
+    assert!(connect(s.tap.clone(), rc).is_err());
+    assert!(get(&s.srv.stats, "drop_req_not_allowed") >= 1);
+    assert_eq!(get(&s.srv.stats, "cm_req"), 0);
+    assert_eq!(get(&s.srv.stats, "cm_rep_sent"), 0);
+    assert_eq!(get(&s.srv.stats, "adv_packets_sent"), 0);
+    assert!(s.tap.received.lock().unwrap().is_empty());
 }

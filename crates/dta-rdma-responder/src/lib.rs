@@ -28,6 +28,7 @@ use dta_roce::cm::{self, IdsRepr, MadRepr, Message, RejRepr, RepRepr, MAD_LEN};
 use dta_roce::{aeth, atomic_ack_eth, bth, deth, FrameRepr, Opcode, QP1, QP1_QKEY};
 use dta_store::Region;
 use dta_store::StoreInfo;
+use dta_wire::prefix::AllowList;
 
 use dta_rdma::adv::{emit_native, AdvertisedStore, ProtoAdv};
 use dta_rdma::common::{
@@ -59,6 +60,11 @@ pub struct ResponderConfig {
     /// (the default): never, since RC has no keepalive and an idle translator is legitimate; a
     /// restarted translator's REQ replaces its old connection anyway.
     pub idle_timeout: Option<Duration>,
+    /// Translator addresses a connection request (CM REQ) is accepted from; a REQ from any
+    /// other source is dropped unanswered (`drop_req_not_allowed`), so a host outside it never
+    /// learns the stores' R_Keys from a memory advertisement. `dta responder` requires it
+    /// (`--allow`); the library default admits any source.
+    pub allow: AllowList,
 }
 
 impl ResponderConfig {
@@ -71,6 +77,7 @@ impl ResponderConfig {
             atomic_history: 1024,
             rto: Duration::from_millis(50),
             idle_timeout: None,
+            allow: AllowList::any(),
         }
     }
 }
@@ -84,6 +91,7 @@ dta_rdma::counters!(
         drop_unknown_qp,
         drop_wrong_peer,
         drop_not_connected,
+        drop_req_not_allowed,
         cm_req,
         cm_rep_sent,
         cm_rej_sent,
@@ -125,15 +133,18 @@ pub enum DropReason {
     WrongPeer,
     /// A CM message for no connection we know (an RTU with unknown ids).
     NotConnected,
+    /// A connection request from a source outside [`ResponderConfig::allow`].
+    ReqNotAllowed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::Malformed,
         DropReason::NotOurAddress,
         DropReason::UnknownQp,
         DropReason::WrongPeer,
         DropReason::NotConnected,
+        DropReason::ReqNotAllowed,
     ];
 
     /// This reason's counter.
@@ -144,6 +155,7 @@ impl DropReason {
             DropReason::UnknownQp => &s.drop_unknown_qp,
             DropReason::WrongPeer => &s.drop_wrong_peer,
             DropReason::NotConnected => &s.drop_not_connected,
+            DropReason::ReqNotAllowed => &s.drop_req_not_allowed,
         }
     }
 }
@@ -421,6 +433,13 @@ impl<L: Link> Responder<L> {
         };
         match mad.message {
             Message::Req(req) => {
+                if !self
+                    .cfg
+                    .allow
+                    .allows(std::net::IpAddr::from(std::net::Ipv4Addr::from(peer.ip)))
+                {
+                    return self.drop_frame(DropReason::ReqNotAllowed);
+                }
                 inc(&self.stats.cm_req);
                 // A retransmitted REQ: answer with the same REP.
                 if let Some(q) = self

@@ -1,6 +1,7 @@
 //! Raw Ethernet frame links: the [`Link`] trait, an in-memory pair with seeded impairments
-//! (loss, duplication, reordering, delay) for deterministic tests, and an `AF_PACKET` raw socket
-//! bound to one interface that keeps only RoCEv2 frames (IPv4, UDP destination 4791).
+//! (loss, duplication, reordering, delay) for deterministic tests, and [`PacketLink`]: a
+//! `dta_net::raw` socket bound to one interface that keeps only incoming RoCEv2 frames (IPv4,
+//! UDP destination 4791).
 //!
 //! `tc netem` is not available on this kernel (`CONFIG_NET_SCH_NETEM` is not set), so loss is
 //! injected in userspace with [`Impaired`], which wraps any link. AF_XDP would avoid one copy
@@ -8,12 +9,15 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use dta_net::raw::RawSocket;
+use dta_net::{ethernet, ipv4, udp, IPPROTO_UDP};
 use dta_roce::ROCE_PORT;
+
+pub use dta_net::raw::{iface_ipv4, iface_mac_index};
 
 /// Sends and receives whole Ethernet frames.
 pub trait Link {
@@ -224,221 +228,60 @@ impl<L: Scheduled> Link for Impaired<L> {
 /// An `AF_PACKET` raw socket bound to one interface, receiving only incoming RoCEv2 frames
 /// (EtherType IPv4, protocol UDP, destination port 4791; filtered in userspace).
 pub struct PacketLink {
-    fd: OwnedFd,
-    ifindex: i32,
-    mac: [u8; 6],
-}
-
-fn last_err() -> io::Error {
-    io::Error::last_os_error()
-}
-
-fn ifreq(name: &str) -> io::Result<libc::ifreq> {
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
-    let b = name.as_bytes();
-    if b.is_empty() || b.len() >= r.ifr_name.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad interface name {name:?}"),
-        ));
-    }
-    for (d, s) in r.ifr_name.iter_mut().zip(b) {
-        *d = *s as libc::c_char;
-    }
-    Ok(r)
-}
-
-/// The MAC address and index of interface `name` (in the calling thread's network namespace).
-pub fn iface_mac_index(name: &str) -> io::Result<([u8; 6], i32)> {
-    // SAFETY: plain socket/ioctl calls on structures we own; the fd is closed by OwnedFd.
-    unsafe {
-        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if s < 0 {
-            return Err(last_err());
-        }
-        let s = OwnedFd::from_raw_fd(s);
-        let mut r = ifreq(name)?;
-        if libc::ioctl(s.as_raw_fd(), libc::SIOCGIFHWADDR, &mut r) < 0 {
-            return Err(io::Error::new(
-                last_err().kind(),
-                format!("interface {name}: {}", last_err()),
-            ));
-        }
-        let mut mac = [0u8; 6];
-        for (m, b) in mac.iter_mut().zip(r.ifr_ifru.ifru_hwaddr.sa_data.iter()) {
-            *m = *b as u8;
-        }
-        let mut r = ifreq(name)?;
-        if libc::ioctl(s.as_raw_fd(), libc::SIOCGIFINDEX, &mut r) < 0 {
-            return Err(last_err());
-        }
-        Ok((mac, r.ifr_ifru.ifru_ifindex))
-    }
-}
-
-/// The first IPv4 address of interface `name`.
-pub fn iface_ipv4(name: &str) -> io::Result<[u8; 4]> {
-    // SAFETY: getifaddrs hands us a list we free with freeifaddrs; we only read through it.
-    unsafe {
-        let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
-        if libc::getifaddrs(&mut ifa) != 0 {
-            return Err(last_err());
-        }
-        let mut p = ifa;
-        let mut found = None;
-        while !p.is_null() {
-            let a = &*p;
-            if !a.ifa_addr.is_null()
-                && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
-                && std::ffi::CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes()
-            {
-                let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
-                found = Some(u32::from_be(sin.sin_addr.s_addr).to_be_bytes());
-                break;
-            }
-            p = a.ifa_next;
-        }
-        libc::freeifaddrs(ifa);
-        found.ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("interface {name} has no IPv4 address (give one with --ip)"),
-            )
-        })
-    }
+    sock: RawSocket,
 }
 
 impl PacketLink {
     /// Open a raw socket on `iface` (needs CAP_NET_RAW).
     pub fn open(iface: &str) -> io::Result<PacketLink> {
-        let (mac, ifindex) = iface_mac_index(iface)?;
-        let proto = (libc::ETH_P_IP as u16).to_be();
-        // SAFETY: socket/bind/setsockopt with structures we own; the fd is owned by OwnedFd.
-        unsafe {
-            let fd = libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from(proto),
-            );
-            if fd < 0 {
-                return Err(io::Error::new(
-                    last_err().kind(),
-                    format!("AF_PACKET socket (needs CAP_NET_RAW): {}", last_err()),
-                ));
-            }
-            let fd = OwnedFd::from_raw_fd(fd);
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = proto;
-            sll.sll_ifindex = ifindex;
-            if libc::bind(
-                fd.as_raw_fd(),
-                &sll as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            ) < 0
-            {
-                return Err(last_err());
-            }
-            let sz: libc::c_int = 8 << 20;
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &sz as *const _ as *const libc::c_void,
-                4,
-            );
-            Ok(PacketLink { fd, ifindex, mac })
-        }
+        Ok(PacketLink {
+            sock: RawSocket::open(iface, ethernet::ETHERTYPE_IPV4)?,
+        })
     }
 
     /// The interface's MAC address.
     pub fn mac(&self) -> [u8; 6] {
-        self.mac
+        self.sock.mac()
     }
 
     /// The interface index.
     pub fn ifindex(&self) -> i32 {
-        self.ifindex
+        self.sock.ifindex()
     }
 }
 
-/// True for an IPv4/UDP frame to port 4791 (what the raw socket keeps).
+/// True for an IPv4/UDP frame to port 4791 (what the raw socket keeps). Only the headers'
+/// shape is checked here; [`dta_roce::FrameRepr`] checks the rest.
 pub fn is_roce_frame(f: &[u8]) -> bool {
-    if f.len() < 14 + 20 + 8 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 17 {
+    let Ok(eth) = ethernet::Packet::new_checked(f) else {
+        return false;
+    };
+    if eth.ethertype() != ethernet::ETHERTYPE_IPV4 {
         return false;
     }
-    let ihl = usize::from(f[14] & 0x0f) * 4;
-    let udp = 14 + ihl;
-    f.len() >= udp + 8 && u16::from_be_bytes([f[udp + 2], f[udp + 3]]) == ROCE_PORT
+    let Ok(ip) = ipv4::Packet::new_checked(&f[ethernet::HEADER_LEN..]) else {
+        return false;
+    };
+    if ip.protocol() != IPPROTO_UDP {
+        return false;
+    }
+    udp::Packet::new_checked(ip.into_payload()).is_ok_and(|u| u.dst_port() == ROCE_PORT)
 }
 
 impl Link for PacketLink {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        // SAFETY: send on our socket from a caller buffer.
-        let n = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                frame.as_ptr() as *const libc::c_void,
-                frame.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(last_err());
-        }
-        Ok(())
+        self.sock.send(frame)
     }
 
     fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<usize>> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-            // SAFETY: one pollfd we own.
-            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if r < 0 {
-                let e = last_err();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if r == 0 {
+            let Some(r) = self.sock.recv(buf, left)? else {
                 return Ok(None);
-            }
-            // SAFETY: recvfrom into caller buffer and a sockaddr_ll we own.
-            let (n, pkttype) = unsafe {
-                let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-                let mut sl = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-                let n = libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                    &mut sll as *mut _ as *mut libc::sockaddr,
-                    &mut sl,
-                );
-                (n, sll.sll_pkttype)
             };
-            if n < 0 {
-                let e = last_err();
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) {
-                    continue;
-                }
-                return Err(e);
-            }
-            let n = n as usize;
-            if pkttype != libc::PACKET_OUTGOING && is_roce_frame(&buf[..n]) {
-                return Ok(Some(n));
+            if !r.outgoing && is_roce_frame(&buf[..r.len]) {
+                return Ok(Some(r.len));
             }
             if Instant::now() >= deadline {
                 return Ok(None);

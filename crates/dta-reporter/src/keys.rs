@@ -15,7 +15,8 @@
 //!   `data_len` bytes.
 //! * **Key-Increment counter** ([`expected_counter`]): `1 + fnv1a64(key) % 16`.
 //! * **Postcard values** ([`postcard_value`]): `fmix32(fnv1a64(key) as u32 ^ fnv1a64(key) >> 32
-//!   ^ hop · 0x9E3779B9)`, never the blank value `0xFFFF_FFFF` (mapped to `0xFFFF_FFFE`).
+//!   ^ hop · 0x9E3779B9) mod values`, below the store's value set size, so never the blank
+//!   value `0xFFFF_FFFF`.
 //! * **Append list** ([`append_list`]): `first_list + i % lists`, data as above.
 
 use rand::Rng;
@@ -106,16 +107,13 @@ pub fn expected_counter(key: &[u8]) -> u64 {
     1 + fnv1a64(key) % 16
 }
 
-/// The value hop `hop` reports for flow `key` (see the module doc); never `0xFFFF_FFFF`, the
-/// Postcarding blank value (001 §4 "Postcarding", Appendix A.2).
-pub fn postcard_value(key: &[u8], hop: u8) -> u32 {
+/// The value hop `hop` reports for flow `key` (see the module doc), below `values` (the store's
+/// value set 0..values); never `0xFFFF_FFFF`, the Postcarding blank value (001 §4 "Postcarding", Appendix A.2).
+pub fn postcard_value(key: &[u8], hop: u8, values: u32) -> u32 {
     let h = fnv1a64(key);
     let v = fmix32((h as u32) ^ ((h >> 32) as u32) ^ (hop as u32).wrapping_mul(0x9E37_79B9));
-    if v == u32::MAX {
-        u32::MAX - 1
-    } else {
-        v
-    }
+    // Below u32::MAX, the blank slot, whatever `values` is.
+    v % values.clamp(1, u32::MAX)
 }
 
 /// The list key index `i` appends to: `first_list + i % lists` (`lists` ≥ 1).
@@ -250,12 +248,16 @@ mod tests {
     #[test]
     fn postcard_values_never_blank_and_depend_on_hop() {
         let k = key_vec(9, 13);
-        let vals: Vec<u32> = (0..8).map(|h| postcard_value(&k, h)).collect();
+        let vals: Vec<u32> = (0..8).map(|h| postcard_value(&k, h, u32::MAX)).collect();
         for w in vals.windows(2) {
             assert_ne!(w[0], w[1]);
         }
         for i in 0..20000 {
-            assert_ne!(postcard_value(&key_vec(i, 4), (i % 5) as u8), u32::MAX);
+            assert_ne!(
+                postcard_value(&key_vec(i, 4), (i % 5) as u8, u32::MAX),
+                u32::MAX
+            );
+            assert!(postcard_value(&key_vec(i, 4), (i % 5) as u8, 1 << 18) < 1 << 18);
         }
     }
 

@@ -47,9 +47,12 @@ pub struct LoadSpec {
     /// Key-Write data / Append entry bytes (native 4..=64; prototype Key-Write 4, 12, 28,
     /// Append 4). Default 4.
     pub data_len: u8,
-    /// Key-Write / Key-Increment redundancy, 1..=`dta_wire::MAX_REDUNDANCY`. Default 2 (a
-    /// Key-Increment store accepts only its own N).
+    /// Key-Write / Key-Increment redundancy, 1..=[`dta_wire::MAX_REDUNDANCY`]. Default
+    /// [`dta_wire::DEFAULT_REDUNDANCY`].
     pub redundancy: u8,
+    /// Postcarding: the size of the store's value set; every value sent is below it. Default
+    /// [`dta_wire::DEFAULT_POSTCARD_VALUES`].
+    pub postcard_values: u32,
     /// Append: lists the entries are spread over (key index modulo `lists`). Default 1.
     pub lists: u32,
     /// Append: the first list id. Default 0.
@@ -74,8 +77,8 @@ pub struct LoadSpec {
 }
 
 impl LoadSpec {
-    /// Defaults for `primitive`: 100 000 uniform 4-byte keys, 4-byte data, redundancy 2, one
-    /// list, 5 hops, seed 1, unpaced, no count or duration (set one).
+    /// Defaults for `primitive`: 100 000 uniform 4-byte keys, 4-byte data, the default
+    /// redundancy, one list, 5 hops, the default postcard value set, seed 1, unpaced, no count or duration (set one).
     pub fn new(primitive: Opcode) -> LoadSpec {
         LoadSpec {
             primitive,
@@ -85,7 +88,8 @@ impl LoadSpec {
             keys: KeyDist::Uniform { n: 100_000 },
             key_len: 4,
             data_len: 4,
-            redundancy: 2,
+            redundancy: dta_wire::DEFAULT_REDUNDANCY,
+            postcard_values: dta_wire::DEFAULT_POSTCARD_VALUES,
             lists: 1,
             first_list: 0,
             hops: 5,
@@ -132,6 +136,12 @@ impl LoadSpec {
                 "redundancy {} must be 1..={}",
                 self.redundancy,
                 dta_wire::MAX_REDUNDANCY
+            ));
+        }
+        if self.primitive == Opcode::Postcarding && self.postcard_values < 2 {
+            return bad(format!(
+                "postcard_values {} must be at least 2",
+                self.postcard_values
             ));
         }
         if matches!(self.primitive, Opcode::KeyWrite | Opcode::Append)
@@ -304,6 +314,7 @@ pub fn run(
         }
     }
     reporter.flush()?;
+    reporter.take_refused()?;
     if reporter.config().retransmittable {
         reporter.linger(spec.linger, spec.linger * 20)?;
     } else {
@@ -344,7 +355,7 @@ fn send_one(
         Opcode::Postcarding => {
             keys::key_bytes(i, key);
             for hop in 0..spec.hops {
-                let v = keys::postcard_value(key, hop);
+                let v = keys::postcard_value(key, hop, spec.postcard_values);
                 reporter.postcard(key, hop, spec.hops, v, imm)?;
             }
             Ok(())
@@ -466,7 +477,7 @@ fn emit_one(
                     key,
                     hop,
                     path_len: spec.hops,
-                    value: keys::postcard_value(key, hop),
+                    value: keys::postcard_value(key, hop, spec.postcard_values),
                     immediate,
                 })?;
             }

@@ -497,6 +497,18 @@ impl Reporter {
         self.send_buf(len, count as u64)
     }
 
+    /// Count an ICMP port unreachable that arrived after the last send (the kernel keeps it as
+    /// the socket's pending error, `ECONNREFUSED`) as a send error: after the last datagram of
+    /// a run nothing else would see it. Other pending errors are returned.
+    pub fn take_refused(&mut self) -> io::Result<()> {
+        match self.socket.take_error()? {
+            Some(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.stats.send_errors += 1,
+            Some(e) => return Err(e),
+            None => {}
+        }
+        Ok(())
+    }
+
     /// Send `buf[..len]` as the datagram `next_seq`, keep it if retransmittable.
     fn send_buf(&mut self, len: usize, reports: u64) -> Result<(), ReportError> {
         let bytes = &self.buf[..len];

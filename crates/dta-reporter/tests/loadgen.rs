@@ -157,7 +157,10 @@ fn increments_appends_and_postcard_paths() {
         let hop = (j % 3) as u8;
         assert_eq!(key, &key_vec(flows[j / 3], 13));
         assert_eq!(*hp, (hop as u64) << 8 | 3, "hop {hop} of a 3-hop path");
-        assert_eq!(value, &postcard_value(key, hop).to_be_bytes());
+        assert_eq!(
+            value,
+            &postcard_value(key, hop, spec.postcard_values).to_be_bytes()
+        );
     }
 }
 

@@ -1,133 +1,12 @@
-//! IPv4 header without options (20 bytes, RFC 791) and its header checksum (RFC 1071). RoCEv2
-//! carries UDP; fragments are not allowed (IBA Annex A17.4.2: RoCEv2 packets are not fragmented).
+//! The IPv4 header of a RoCEv2 frame: [`dta_net::ipv4`] without options, carrying UDP, never a
+//! fragment ([RoCEv2 A17.4.2]: RoCEv2 packets are not fragmented).
 
-use super::{header_view, rd16, wr16, Error};
+use super::Error;
+pub use dta_net::checksum::checksum;
+pub use dta_net::ipv4::{field, Packet, HEADER_LEN};
 
-/// Header length (IHL 5; options are rejected).
-pub const HEADER_LEN: usize = 20;
 /// IP protocol number of UDP.
-pub const PROTOCOL_UDP: u8 = 17;
-
-/// Byte ranges and masks.
-pub mod field {
-    use core::ops::Range;
-    /// Version (high nibble) and IHL (low nibble).
-    pub const VER_IHL: usize = 0;
-    /// DSCP (bits 7-2) and ECN (bits 1-0), the old ToS byte.
-    pub const DSCP_ECN: usize = 1;
-    /// Total length.
-    pub const LENGTH: Range<usize> = 2..4;
-    /// Identification.
-    pub const IDENT: Range<usize> = 4..6;
-    /// Flags (bits 15-13) and fragment offset (bits 12-0).
-    pub const FLG_OFF: Range<usize> = 6..8;
-    /// Time to live.
-    pub const TTL: usize = 8;
-    /// Protocol.
-    pub const PROTOCOL: usize = 9;
-    /// Header checksum.
-    pub const CHECKSUM: Range<usize> = 10..12;
-    /// Source address.
-    pub const SRC: Range<usize> = 12..16;
-    /// Destination address.
-    pub const DST: Range<usize> = 16..20;
-    /// Don't Fragment flag.
-    pub const FLAG_DF: u16 = 0x4000;
-    /// More Fragments flag.
-    pub const FLAG_MF: u16 = 0x2000;
-    /// Fragment offset mask.
-    pub const FRAG_OFFSET: u16 = 0x1fff;
-}
-
-/// The Internet checksum (RFC 1071) of `data`: the ones' complement of the ones' complement sum.
-pub fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [b] = chunks.remainder() {
-        sum += u32::from(*b) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-header_view!(HEADER_LEN);
-
-impl<T: AsRef<[u8]>> Packet<T> {
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-    /// Version.
-    pub fn version(&self) -> u8 {
-        self.b()[field::VER_IHL] >> 4
-    }
-    /// Header length in 32-bit words.
-    pub fn ihl(&self) -> u8 {
-        self.b()[field::VER_IHL] & 0x0f
-    }
-    /// DSCP and ECN.
-    pub fn dscp_ecn(&self) -> u8 {
-        self.b()[field::DSCP_ECN]
-    }
-    /// Total length (header and payload).
-    pub fn total_len(&self) -> u16 {
-        rd16(&self.b()[field::LENGTH])
-    }
-    /// Identification.
-    pub fn ident(&self) -> u16 {
-        rd16(&self.b()[field::IDENT])
-    }
-    /// Don't Fragment.
-    pub fn dont_fragment(&self) -> bool {
-        rd16(&self.b()[field::FLG_OFF]) & field::FLAG_DF != 0
-    }
-    /// More Fragments set or a non-zero fragment offset.
-    pub fn is_fragment(&self) -> bool {
-        rd16(&self.b()[field::FLG_OFF]) & (field::FLAG_MF | field::FRAG_OFFSET) != 0
-    }
-    /// Time to live.
-    pub fn ttl(&self) -> u8 {
-        self.b()[field::TTL]
-    }
-    /// Protocol.
-    pub fn protocol(&self) -> u8 {
-        self.b()[field::PROTOCOL]
-    }
-    /// Header checksum as carried.
-    pub fn checksum(&self) -> u16 {
-        rd16(&self.b()[field::CHECKSUM])
-    }
-    /// Source address.
-    pub fn src(&self) -> [u8; 4] {
-        let mut a = [0; 4];
-        a.copy_from_slice(&self.b()[field::SRC]);
-        a
-    }
-    /// Destination address.
-    pub fn dst(&self) -> [u8; 4] {
-        let mut a = [0; 4];
-        a.copy_from_slice(&self.b()[field::DST]);
-        a
-    }
-    /// True if the header checksum verifies.
-    pub fn verify_checksum(&self) -> bool {
-        checksum(&self.b()[..HEADER_LEN]) == 0
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Recompute and store the header checksum.
-    pub fn fill_checksum(&mut self) {
-        let b = self.buffer.as_mut();
-        wr16(&mut b[field::CHECKSUM], 0);
-        let c = checksum(&b[..HEADER_LEN]);
-        wr16(&mut b[field::CHECKSUM], c);
-    }
-}
+pub const PROTOCOL_UDP: u8 = dta_net::IPPROTO_UDP;
 
 /// An IPv4 header carrying UDP. The total length and the checksum are computed when emitting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,26 +42,20 @@ impl Repr {
     /// Parse the header, checking version, IHL, fragmentation, checksum and protocol (in that
     /// order). Returns the header and the total length it claims (not checked here).
     pub fn parse(buf: &[u8]) -> Result<(Repr, u16), Error> {
-        let p = Packet::new_checked(buf)?;
-        if p.version() != 4 || p.ihl() != 5 || p.is_fragment() {
-            return Err(Error::BadIpHeader);
-        }
-        if !p.verify_checksum() {
-            return Err(Error::BadIpChecksum);
-        }
-        if p.protocol() != PROTOCOL_UDP {
+        let (r, total) = dta_net::ipv4::Repr::parse(buf)?;
+        if r.protocol != PROTOCOL_UDP {
             return Err(Error::NotUdp);
         }
         Ok((
             Repr {
-                src: p.src(),
-                dst: p.dst(),
-                dscp_ecn: p.dscp_ecn(),
-                ident: p.ident(),
-                dont_fragment: p.dont_fragment(),
-                ttl: p.ttl(),
+                src: r.src,
+                dst: r.dst,
+                dscp_ecn: r.dscp_ecn,
+                ident: r.ident,
+                dont_fragment: r.dont_fragment,
+                ttl: r.ttl,
             },
-            p.total_len(),
+            total,
         ))
     }
 
@@ -193,24 +66,16 @@ impl Repr {
 
     /// Emit with protocol UDP, the given payload length and a correct checksum.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, Error> {
-        let total = u16::try_from(HEADER_LEN + payload_len).map_err(|_| Error::BadLength)?;
-        let b = Packet::new_checked(buf)?.into_inner();
-        b[field::VER_IHL] = 0x45;
-        b[field::DSCP_ECN] = self.dscp_ecn;
-        wr16(&mut b[field::LENGTH], total);
-        wr16(&mut b[field::IDENT], self.ident);
-        let flags = if self.dont_fragment {
-            field::FLAG_DF
-        } else {
-            0
+        let r = dta_net::ipv4::Repr {
+            src: self.src,
+            dst: self.dst,
+            dscp_ecn: self.dscp_ecn,
+            ident: self.ident,
+            dont_fragment: self.dont_fragment,
+            ttl: self.ttl,
+            protocol: PROTOCOL_UDP,
         };
-        wr16(&mut b[field::FLG_OFF], flags);
-        b[field::TTL] = self.ttl;
-        b[field::PROTOCOL] = PROTOCOL_UDP;
-        b[field::SRC].copy_from_slice(&self.src);
-        b[field::DST].copy_from_slice(&self.dst);
-        Packet::new_unchecked(b).fill_checksum();
-        Ok(HEADER_LEN)
+        Ok(r.emit(buf, payload_len)?)
     }
 }
 

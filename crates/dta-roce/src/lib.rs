@@ -1,5 +1,6 @@
 //! RoCEv2 (RDMA over Converged Ethernet, routable) wire formats: Ethernet / IPv4 / UDP
-//! (destination port [`ROCE_PORT`]) carrying an InfiniBand Base Transport Header, the extension
+//! (destination port [`ROCE_PORT`]; the headers are `dta_net`'s, restricted here to what RoCEv2
+//! allows) carrying an InfiniBand Base Transport Header, the extension
 //! headers of the opcodes DTA uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, DETH), the
 //! payload padded to 4 bytes, and the invariant CRC ([`icrc`], computed exactly as Linux rxe
 //! does). This is the transport the translator writes collector memory with ([DTA §3, §5.2-5.3];
@@ -162,6 +163,26 @@ impl Error {
     /// The inverse of [`Error::reason`].
     pub fn from_reason(reason: &str) -> Option<Error> {
         Error::ALL.into_iter().find(|e| e.reason() == reason)
+    }
+}
+
+/// The Ethernet, IPv4 and UDP rejections, as the RoCEv2 counter names have always told them:
+/// the IPv4 version, IHL and fragment checks are one `BadIpHeader`, a length that does not fit
+/// 16 bits is `BadLength`. The VLAN and TCP errors cannot come from the untagged Ethernet, IPv4
+/// and UDP parsers used here; a tagged frame would be `NotIpv4`, a TCP header `NotUdp`.
+impl From<dta_net::Error> for Error {
+    fn from(e: dta_net::Error) -> Error {
+        match e {
+            dta_net::Error::Truncated => Error::Truncated,
+            dta_net::Error::TooManyVlanTags => Error::NotIpv4,
+            dta_net::Error::BadIpVersion
+            | dta_net::Error::BadIpHeaderLen
+            | dta_net::Error::Ipv4Options
+            | dta_net::Error::Ipv4Fragment => Error::BadIpHeader,
+            dta_net::Error::BadIpChecksum => Error::BadIpChecksum,
+            dta_net::Error::BadTcpHeaderLen => Error::NotUdp,
+            dta_net::Error::TooLong => Error::BadLength,
+        }
     }
 }
 

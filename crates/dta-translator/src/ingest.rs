@@ -133,8 +133,9 @@ impl MmsgBuffers {
         m
     }
 
-    /// Receive up to `batch` datagrams; returns how many (0 on timeout).
-    fn recv(&mut self, fd: i32) -> io::Result<usize> {
+    /// Receive up to `batch` datagrams; returns how many (0 on timeout). `flags`:
+    /// `MSG_WAITFORONE` in the loop, `MSG_DONTWAIT` when draining.
+    fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
         for h in &mut self.msgs {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
@@ -145,7 +146,7 @@ impl MmsgBuffers {
                 fd,
                 self.msgs.as_mut_ptr(),
                 self.msgs.len() as u32,
-                libc::MSG_WAITFORONE,
+                flags,
                 std::ptr::null_mut(),
             )
         };
@@ -187,6 +188,10 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
+/// Datagrams taken from a socket after `stop` before the final flush (a receive buffer's worth;
+/// a flood cannot delay the exit beyond it).
+pub const MAX_DRAIN_DATAGRAMS: usize = 65_536;
+
 /// Run the translator on `socket` until `stop` is set, then write out everything it holds.
 pub fn run<S: Sinks>(
     translator: &mut Translator<S>,
@@ -210,7 +215,7 @@ fn receive<S: Sinks>(
     let fd = socket.as_raw_fd();
     let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
     while !stop.load(Ordering::Relaxed) {
-        let n = m.recv(fd)?;
+        let n = m.recv(fd, libc::MSG_WAITFORONE)?;
         let now = Instant::now();
         for i in 0..n {
             let (data, src) = m.datagram(i);
@@ -219,6 +224,22 @@ fn receive<S: Sinks>(
         send_nacks(translator, socket);
         translator.tick(now);
     }
+    // Stopping: apply what the kernel already holds for this socket (datagrams that arrived
+    // before the signal), bounded so a flood cannot hold the exit.
+    let mut drained = 0;
+    while drained < MAX_DRAIN_DATAGRAMS {
+        let n = m.recv(fd, libc::MSG_DONTWAIT)?;
+        if n == 0 {
+            break;
+        }
+        let now = Instant::now();
+        for i in 0..n {
+            let (data, src) = m.datagram(i);
+            translator.handle_datagram(data, src.unwrap_or(unknown), now);
+        }
+        drained += n;
+    }
+    send_nacks(translator, socket);
     Ok(())
 }
 

@@ -50,6 +50,9 @@ pub const MAX_REDUNDANCY: u8 = 4;
 /// The redundancy N a store is created with, and reporters use, when nothing else is said
 /// ([DTA A.5]: N = 2 already cuts empty answers about threefold at load 0.1).
 pub const DEFAULT_REDUNDANCY: u8 = 2;
+/// The size of a Postcarding store's value set V = 0..values when nothing else is said: switch
+/// ids of 18 bits, as in `examples/dta.toml` ([DTA §4] "Postcarding").
+pub const DEFAULT_POSTCARD_VALUES: u32 = 1 << 18;
 
 /// A DTA primitive (001 §4; Sketch-Merge: 000 §3.1). The value is the on-wire opcode, shared by
 /// both protocols (the prototype has no Sketch-Merge).

@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 const PROTOTYPE: &str = include_str!("../../../spec/vectors/prototype.json");
 const NATIVE: &str = include_str!("../../../spec/vectors/native.json");
 const INVALID: &str = include_str!("../../../spec/vectors/invalid.json");
+const IND_PROTOTYPE: &str = include_str!("../../../spec/vectors/independent/prototype.json");
+const IND_NATIVE: &str = include_str!("../../../spec/vectors/independent/native.json");
 
 fn load(s: &str) -> Value {
     serde_json::from_str(s).expect("vector file is JSON")
@@ -96,9 +98,20 @@ fn prototype_report<'a>(op: Opcode, r: &Value, immediate: bool, o: &'a mut Owned
     }
 }
 
-#[test]
-fn prototype_vectors_parse_and_emit() {
-    let file = load(PROTOTYPE);
+/// What a prototype vector file covers.
+#[derive(Default)]
+struct PrototypeCoverage {
+    /// (opcode, base format).
+    ops: BTreeSet<(Opcode, &'static str)>,
+    /// Key-Write data widths.
+    kw_widths: BTreeSet<usize>,
+    /// (base format, immediate, retransmittable).
+    flags: BTreeSet<(&'static str, bool, bool)>,
+}
+
+/// Every vector of a prototype file parses to its fields and emits its bytes; every NACK too.
+fn check_prototype_file(text: &str) -> PrototypeCoverage {
+    let file = load(text);
     let vectors = file["vectors"].as_array().unwrap();
     let mut covered = BTreeSet::new();
     let mut kw_widths = BTreeSet::new();
@@ -159,22 +172,6 @@ fn prototype_vectors_parse_and_emit() {
         }
         flags.insert((format.name(), immediate, retransmittable));
     }
-    for op in &Opcode::ALL[..4] {
-        for f in ["short", "long"] {
-            assert!(covered.contains(&(*op, f)), "no {} {f} vector", op.name());
-        }
-    }
-    assert_eq!(kw_widths, [4, 12, 28].into_iter().collect());
-    for f in [
-        ("short", false, false),
-        ("short", true, false),
-        ("long", false, true),
-        ("long", true, false),
-        ("long", true, true),
-    ] {
-        assert!(flags.contains(&f), "flags {f:?} not covered");
-    }
-
     let nacks = file["nacks"].as_array().unwrap();
     assert!(nacks.len() >= 2);
     for v in nacks {
@@ -189,6 +186,44 @@ fn prototype_vectors_parse_and_emit() {
         assert_eq!(n.emit(&mut out), Ok(2));
         assert_eq!(&out[..], &b[..]);
     }
+    PrototypeCoverage {
+        ops: covered,
+        kw_widths,
+        flags,
+    }
+}
+
+/// Every prototype opcode in both base formats, all three Key-Write widths.
+fn assert_prototype_opcodes_and_widths(c: &PrototypeCoverage) {
+    for op in &Opcode::ALL[..4] {
+        for f in ["short", "long"] {
+            assert!(c.ops.contains(&(*op, f)), "no {} {f} vector", op.name());
+        }
+    }
+    assert_eq!(c.kw_widths, [4, 12, 28].into_iter().collect());
+}
+
+#[test]
+fn prototype_vectors_parse_and_emit() {
+    let c = check_prototype_file(PROTOTYPE);
+    assert_prototype_opcodes_and_widths(&c);
+    for f in [
+        ("short", false, false),
+        ("short", true, false),
+        ("long", false, true),
+        ("long", true, false),
+        ("long", true, true),
+    ] {
+        assert!(c.flags.contains(&f), "flags {f:?} not covered");
+    }
+}
+
+/// The vectors built from docs/protocol.md by `spec/tools/independent_vectors.py`, not by
+/// these emitters.
+#[test]
+fn independent_prototype_vectors_parse_and_emit() {
+    let c = check_prototype_file(IND_PROTOTYPE);
+    assert_prototype_opcodes_and_widths(&c);
 }
 
 /// Build the expected report of a native vector from its JSON fields.
@@ -270,9 +305,22 @@ fn native_report<'a>(r: &Value, o: &'a mut Owned) -> Report<'a> {
     }
 }
 
-#[test]
-fn native_vectors_parse_and_emit() {
-    let file = load(NATIVE);
+/// What a native vector file covers.
+struct NativeCoverage {
+    ops: BTreeSet<Opcode>,
+    key_lens: BTreeSet<usize>,
+    data_lens: BTreeSet<usize>,
+    /// A datagram mixing all five primitives.
+    mixed: bool,
+    max_count: usize,
+    /// NACKs with and without a Sketch-Merge body.
+    nacks: BTreeSet<bool>,
+}
+
+/// Every vector of a native file parses to its fields and emits its bytes; every NACK too.
+fn check_native_file(text: &str) -> NativeCoverage {
+    let file = load(text);
+    let mut nack_kinds = BTreeSet::new();
     let vectors = file["vectors"].as_array().unwrap();
     let mut ops = BTreeSet::new();
     let mut key_lens = BTreeSet::new();
@@ -362,16 +410,6 @@ fn native_vectors_parse_and_emit() {
             }
         }
     }
-    assert_eq!(ops.len(), 5, "every opcode covered");
-    for k in [1, 4, 13, 16] {
-        assert!(key_lens.contains(&k), "key length {k} not covered");
-    }
-    for d in [4, 64] {
-        assert!(data_lens.contains(&d), "data length {d} not covered");
-    }
-    assert!(mixed, "a datagram mixing all five primitives");
-    assert!(max_count >= 20, "a datagram with many reports");
-
     for v in file["nacks"].as_array().unwrap() {
         assert_eq!(
             keys(v),
@@ -403,7 +441,41 @@ fn native_vectors_parse_and_emit() {
         let mut out = vec![0u8; b.len()];
         assert_eq!(n.emit(&mut out), Ok(b.len()));
         assert_eq!(out, b);
+        nack_kinds.insert(sketch.is_some());
     }
+    NativeCoverage {
+        ops,
+        key_lens,
+        data_lens,
+        mixed,
+        max_count,
+        nacks: nack_kinds,
+    }
+}
+
+#[test]
+fn native_vectors_parse_and_emit() {
+    let c = check_native_file(NATIVE);
+    assert_eq!(c.ops.len(), 5, "every opcode covered");
+    for k in [1, 4, 13, 16] {
+        assert!(c.key_lens.contains(&k), "key length {k} not covered");
+    }
+    for d in [4, 64] {
+        assert!(c.data_lens.contains(&d), "data length {d} not covered");
+    }
+    assert!(c.mixed, "a datagram mixing all five primitives");
+    assert!(c.max_count >= 20, "a datagram with many reports");
+    assert_eq!(c.nacks.len(), 2, "NACKs with and without a sketch");
+}
+
+/// The vectors built from docs/protocol.md by `spec/tools/independent_vectors.py`, not by
+/// these emitters.
+#[test]
+fn independent_native_vectors_parse_and_emit() {
+    let c = check_native_file(IND_NATIVE);
+    assert_eq!(c.ops.len(), 5, "every opcode covered");
+    assert!(c.mixed, "a datagram mixing all five primitives");
+    assert_eq!(c.nacks.len(), 2, "NACKs with and without a sketch");
 }
 
 #[test]
@@ -448,5 +520,65 @@ fn invalid_vectors_are_rejected_with_their_reason() {
             "no invalid vector for {}",
             e.reason()
         );
+    }
+}
+
+/// docs/protocol.md: reserved bits are sent as 0 and ignored on receipt, and so is `red` of the
+/// opcodes without redundancy. Setting them in the independent vectors changes no field.
+#[test]
+fn independent_vectors_ignore_reserved_bits() {
+    let file = load(IND_PROTOTYPE);
+    for v in file["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let b = bytes(v);
+        let format = BaseFormat::from_name(v["base_header"].as_str().unwrap()).unwrap();
+        // The flags byte: I (0x80) and, in the long format only, R (0x40) are fields.
+        let (at, reserved) = match format {
+            BaseFormat::Short => (1, 0x7f),
+            BaseFormat::Long => (2, 0x3f),
+        };
+        let mut m = b.clone();
+        m[at] |= reserved;
+        assert_eq!(
+            prototype::Repr::parse(&m, format),
+            prototype::Repr::parse(&b, format),
+            "{name}"
+        );
+    }
+    for v in file["nacks"].as_array().unwrap() {
+        let mut m = bytes(v);
+        m[1] |= 0x7f;
+        assert_eq!(
+            prototype::NackRepr::parse(&m),
+            prototype::NackRepr::parse(&bytes(v))
+        );
+    }
+
+    let file = load(IND_NATIVE);
+    for v in file["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let b = bytes(v);
+        let mut m = b.clone();
+        m[1] |= 0x1f; // datagram header: byte 1 below Pri and R
+        m[3] = 0xff; // datagram header: byte 3
+        m[native::HEADER_LEN + 1] |= 0x7c; // first report header: byte 1 between I and red
+        let first = v["reports"][0]["opcode"].as_str().unwrap();
+        if !matches!(first, "key_write" | "key_increment") {
+            m[native::HEADER_LEN + 1] |= 0x03; // `red` of an opcode without redundancy
+        }
+        let want = native::Datagram::parse(&b).unwrap();
+        let got = native::Datagram::parse(&m).unwrap();
+        assert_eq!(got.header, want.header, "{name}");
+        assert_eq!(
+            got.reports().collect::<Vec<_>>(),
+            want.reports().collect::<Vec<_>>(),
+            "{name}"
+        );
+    }
+    for v in file["nacks"].as_array().unwrap() {
+        let mut m = bytes(v);
+        m[1] |= 0x3f; // R and the reserved bits are ignored in a NACK
+        m[3] = 0xff;
+        assert_eq!(NackRepr::parse(&m), NackRepr::parse(&bytes(v)));
     }
 }

@@ -1,4 +1,4 @@
-//! `dta-xdp`: the XDP translator (issue 4; paper 001 §4, §5.2). A BPF program in C
+//! `dta-xdp`: the XDP translator ([DTA §4], [DTA §5.2]). A BPF program in C
 //! (`bpf/dta_xdp.bpf.c`, compiled by clang in `build.rs`, loaded with aya) parses DTA reports in
 //! the driver and applies Key-Write, Key-Increment and Append directly into `BPF_F_MMAPABLE`
 //! array maps that *are* the stores: each map holds a region's header page and data area (one
@@ -9,7 +9,6 @@
 //! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
 
 mod drop;
-pub mod sender;
 
 pub use drop::DropProgram;
 
@@ -77,7 +76,8 @@ pub struct XdpStats {
     /// Passed: retransmittable datagrams (sequence numbers and NACKs are userspace's).
     pub pass_retransmittable: u64,
     /// Passed: a primitive or shape without an XDP store (Postcarding, Sketch-Merge, no store,
-    /// bad list id, wrong Append entry length).
+    /// bad list id, wrong Append entry length), or a redundancy the routed store refuses
+    /// (Key-Write above the store's N, Key-Increment other than the store's N).
     pub pass_unhandled: u64,
     /// Passed: fails validation; the userspace translator counts the exact reason.
     pub pass_malformed: u64,
@@ -131,11 +131,13 @@ struct StoreCfg {
     data_len: u32,
     slot_len: u32,
     lists: u32,
+    redundancy: u32,
+    pad: u32,
     count: u64,
     rings_offset: u64,
     words: u64,
 }
-// SAFETY: repr(C), plain integers, no padding (6·4 + 3·8 bytes).
+// SAFETY: repr(C), plain integers, no padding (8·4 + 3·8 bytes).
 unsafe impl aya::Pod for StoreCfg {}
 
 /// `struct crc_table` of the C source: zlib's CRC-32 table.
@@ -221,11 +223,13 @@ fn store_cfg(h: &Header, words: u64) -> StoreCfg {
             c.data_len = s.data_len as u32;
             c.slot_len = (4 + s.data_len as u32).div_ceil(8) * 8;
             c.count = s.slots;
+            c.redundancy = s.redundancy as u32;
         }
         StoreSpec::KeyIncrement(s) => {
             c.kind = StoreKind::KeyIncrement as u32;
             c.key_len = s.key_len as u32;
             c.count = s.counters;
+            c.redundancy = s.redundancy as u32;
         }
         StoreSpec::Append(s) => {
             c.kind = StoreKind::Append as u32;

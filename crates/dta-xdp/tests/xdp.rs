@@ -14,7 +14,7 @@ use dta_store::{
     MAX_REDUNDANCY,
 };
 use dta_testkit::netns::{run_in, VethPair};
-use dta_translator::{Stats, Translator, TranslatorConfig};
+use dta_translator::{Reason, Stats, Translator, TranslatorConfig};
 use dta_xdp::{XdpConfig, XdpTranslator};
 
 /// Two namespaces joined by a veth pair: `a` (10.99.0.1, the translator) and `b` (10.99.0.2).
@@ -30,6 +30,18 @@ fn net() -> VethPair {
     net
 }
 
+/// The stores' N: `kwp` holds MAX_REDUNDANCY copies, `kwn` fewer (so a Key-Write report can
+/// ask for more copies than its store holds); the Key-Increment stores differ so that each is
+/// checked against its own N.
+const KWN_N: u8 = 3;
+const KIP_N: u8 = 3;
+const KIN_N: u8 = 2;
+
+/// Native report flags for redundancy `n` (the low two bits are N - 1).
+fn red_flags(n: u8) -> u8 {
+    n - 1
+}
+
 fn headers() -> Vec<Header> {
     let specs = [
         (
@@ -43,7 +55,7 @@ fn headers() -> Vec<Header> {
         (
             "kwn",
             StoreSpec::KeyWrite(KeyWriteSpec {
-                redundancy: MAX_REDUNDANCY,
+                redundancy: KWN_N,
                 ..KeyWriteSpec::new(512, 13, 20)
             }),
         ),
@@ -53,7 +65,7 @@ fn headers() -> Vec<Header> {
                 counters: 1024,
                 key_len: 4,
                 hash: HashScheme::Prototype,
-                redundancy: MAX_REDUNDANCY,
+                redundancy: KIP_N,
             }),
         ),
         (
@@ -62,7 +74,7 @@ fn headers() -> Vec<Header> {
                 counters: 256,
                 key_len: 13,
                 hash: HashScheme::Native,
-                redundancy: MAX_REDUNDANCY,
+                redundancy: KIN_N,
             }),
         ),
         (
@@ -72,6 +84,14 @@ fn headers() -> Vec<Header> {
                 capacity: 8,
                 entry_len: 4,
                 batch: 4,
+            }),
+        ),
+        (
+            // The widest slot (4 + 64 bytes, 9 words): the native check's loop bound.
+            "kww",
+            StoreSpec::KeyWrite(KeyWriteSpec {
+                redundancy: MAX_REDUNDANCY,
+                ..KeyWriteSpec::new(256, 8, 64)
             }),
         ),
     ];
@@ -118,7 +138,8 @@ fn tuple(i: u8) -> Vec<u8> {
     vec![10, 0, 0, i, 10, 0, 1, i, 0x04, 0xd2, 0, 80, 6]
 }
 
-/// The workload: every datagram the XDP program must apply itself.
+/// The workload: every datagram the XDP program must apply itself. Key-Write reports use every
+/// N in 1..=store N, Key-Increment reports exactly the store's N.
 fn workload() -> Vec<Vec<u8>> {
     let mut d = vec![];
     for i in 0..40u32 {
@@ -127,7 +148,7 @@ fn workload() -> Vec<Vec<u8>> {
             (i % 4 + 1) as u8,
             (i * 7).to_be_bytes(),
         ));
-        d.push(proto_ki(i % 9, (i % 3 + 1) as u8, i as u64 + 1));
+        d.push(proto_ki(i % 9, KIP_N, i as u64 + 1));
         d.push(proto_ap(i % 5, [i as u8, 1, 2, 3]));
     }
     for i in 0..20u8 {
@@ -136,10 +157,12 @@ fn workload() -> Vec<Vec<u8>> {
         add[7] = i + 1;
         let mut ap = (i as u32 % 3 + 10).to_be_bytes().to_vec();
         ap.extend([i, i, 0xee, 0xff]);
+        let wide: Vec<u8> = (0..64).map(|j| i.wrapping_mul(5).wrapping_add(j)).collect();
         d.push(native(&[
-            (1, 0x80 | (i % 4), tuple(i), data),
-            (3, 0x01, tuple(i % 4), add),
+            (1, 0x80 | red_flags(i % KWN_N + 1), tuple(i), data),
+            (3, red_flags(KIN_N), tuple(i % 4), add),
             (2, 0, vec![], ap),
+            (1, red_flags(i % MAX_REDUNDANCY + 1), vec![i; 8], wide),
         ]));
     }
     d
@@ -188,7 +211,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         eprintln!("attached in {mode:?} mode");
         x
     });
-    assert_eq!(x.stores().len(), 5);
+    assert_eq!(x.stores().len(), 6);
     // A userspace socket in namespace a for what the program passes.
     let to: SocketAddr = format!("{}:40040", net.ip_a).parse().unwrap();
     let sock = run_in(&net.a, move || {
@@ -206,7 +229,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         x.stats()
     );
     let st = x.stats().unwrap();
-    assert_eq!(st.key_write, 40 + 20);
+    assert_eq!(st.key_write, 40 + 20 + 20);
     assert_eq!(st.key_increment, 40 + 20);
     assert_eq!(st.append, 40 + 20);
     assert_eq!(st.immediate, 40 + 20);
@@ -231,6 +254,11 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         t.handle_datagram(d, src, Instant::now());
     }
     t.flush_all();
+    assert_eq!(
+        t.stats().total_rejected(),
+        0,
+        "userspace refused part of the workload"
+    );
     for (h, f) in hs.iter().zip(&files) {
         let m = x.region(&h.name).unwrap();
         assert_eq!(m.header().spec, f.header().spec, "{}: header", h.name);
@@ -265,9 +293,9 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
             other => panic!("query through the pin: {other:?}"),
         }
         let ki = dta_store::KeyIncrementLayout::new(x.stores()[2].region.header()).unwrap();
-        // key 2 got i = 2, 11, 20, 29, 38: adds 3 + 12 + 21 + 30 + 39.
+        // key 2 got i = 2, 11, 20, 29, 38: adds 3 + 12 + 21 + 30 + 39 to each of its N counters.
         assert!(
-            ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), Some(1))
+            ki.query(x.stores()[2].region.mem(), &2u32.to_be_bytes(), None)
                 .unwrap()
                 >= 105
         );
@@ -295,6 +323,15 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         vec![0x77; 40],                                         // unknown version
         proto_ap(99, [1, 1, 1, 1]),                             // list id beyond the store
     ];
+    // Redundancies the routed store refuses: the userspace translator counts them. Key-Increment
+    // below and above the store's N (`redundancy_mismatch`), Key-Write above it (`bad_redundancy`).
+    let ki_add = vec![0, 0, 0, 0, 0, 0, 0, 9];
+    let refused = vec![
+        proto_ki(5, KIP_N - 1, 7),
+        native(&[(3, red_flags(KIN_N + 1), tuple(3), ki_add)]),
+        native(&[(1, red_flags(KWN_N + 1), tuple(5), vec![5; 20])]),
+    ];
+    let passed = [passed, refused.clone()].concat();
     let k = passed.len();
     let stb = x.stats().unwrap();
     send_all(&net.b, to, passed.clone());
@@ -310,9 +347,34 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
     let sta = x.stats().unwrap();
     assert_eq!(sta.datagrams, stb.datagrams);
     assert_eq!(sta.pass_retransmittable - stb.pass_retransmittable, 1);
-    assert_eq!(sta.pass_unhandled - stb.pass_unhandled, 3);
+    assert_eq!(
+        sta.pass_unhandled - stb.pass_unhandled,
+        3 + refused.len() as u64
+    );
     assert_eq!(sta.pass_malformed - stb.pass_malformed, 4);
     let after: Vec<Vec<u8>> = x.stores().iter().map(|s| data_of(&s.region)).collect();
     assert!(before == after, "passed datagrams changed a store");
+
+    // The userspace translator refuses the same redundancies, for the reasons above, and leaves
+    // its regions identical to the XDP stores.
+    let stats = t.stats().clone();
+    let (mm, br) = (
+        stats.rejected_by(Reason::RedundancyMismatch),
+        stats.rejected_by(Reason::BadRedundancy),
+    );
+    for d in &refused {
+        t.handle_datagram(d, src, Instant::now());
+    }
+    t.flush_all();
+    assert_eq!(stats.rejected_by(Reason::RedundancyMismatch) - mm, 2);
+    assert_eq!(stats.rejected_by(Reason::BadRedundancy) - br, 1);
+    for (h, f) in hs.iter().zip(&files) {
+        let m = x.region(&h.name).unwrap();
+        assert!(
+            data_of(m) == data_of(f),
+            "{}: a refused report changed a store",
+            h.name
+        );
+    }
     drop(x);
 }

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Map, Value};
 
 use crate::HeaderFormat;
-use dta_roce::{ethernet, ipv4, udp};
+use dta_net::{ethernet, ipv4, udp};
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum DecodeAs {
@@ -90,7 +90,10 @@ fn udp_frame(b: &[u8]) -> Result<UdpFrame<'_>, String> {
         return Err(format!("EtherType {:#06x} is not IPv4", eth.ethertype()));
     }
     let ip = &b[ethernet::HEADER_LEN..];
-    let (_, total) = ipv4::Repr::parse(ip).map_err(|e| format!("IPv4: {e}"))?;
+    let (ipr, total) = ipv4::Repr::parse(ip).map_err(|e| format!("IPv4: {e}"))?;
+    if ipr.protocol != dta_net::IPPROTO_UDP {
+        return Err("IPv4: not a UDP datagram".to_owned());
+    }
     let total = usize::from(total);
     if total < ipv4::HEADER_LEN + udp::HEADER_LEN || total > ip.len() {
         return Err(format!(

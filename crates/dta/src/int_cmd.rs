@@ -33,8 +33,9 @@ struct IntFile {
     store: Vec<StoreConfig>,
 }
 
+/// Loopback: reports from elsewhere need an explicit `listen` (and an allow-list).
 fn default_listen() -> SocketAddr {
-    "0.0.0.0:32766".parse().unwrap()
+    "127.0.0.1:32766".parse().unwrap()
 }
 
 #[derive(Args)]
@@ -61,6 +62,10 @@ pub struct IntSinkArgs {
     #[arg(long)]
     influx: Option<String>,
 }
+
+/// Datagrams read from the socket after a stop signal before the final flush (a receive
+/// buffer's worth of small reports; a flood cannot delay the exit beyond it).
+const MAX_DRAIN_DATAGRAMS: usize = 65_536;
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&a.config)
@@ -158,16 +163,37 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     while !stop.load(Ordering::Relaxed)
         && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d)
     {
-        match socket.recv(&mut buf) {
-            Ok(n) => sink.handle_report(&buf[..n], now_ns()),
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if sink.admit(from.ip()) {
+                    sink.handle_report(&buf[..n], now_ns());
+                }
+            }
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        // A signal (SIGTERM/SIGINT sets `stop`): the loop condition decides.
+                        | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e.into()),
         }
         sink.tick(now_ns());
+    }
+    // Stopping: take what the kernel already holds for us (reports sent before the signal),
+    // bounded so a flood cannot hold the exit, then flush every flow held.
+    socket.set_nonblocking(true)?;
+    for _ in 0..MAX_DRAIN_DATAGRAMS {
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                if sink.admit(from.ip()) {
+                    sink.handle_report(&buf[..n], now_ns());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
     sink.flush(now_ns());
     for r in collector.regions() {
@@ -213,8 +239,9 @@ pub enum IntQuery {
         /// SRC:SPORT-DST:DPORT/PROTO
         #[arg(long)]
         flow: String,
-        #[arg(long, default_value_t = 2)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
+        #[arg(long)]
+        redundancy: Option<u8>,
     },
     /// Hop latency of a flow at a hop (Postcarding store).
     HopLatency {
@@ -254,8 +281,9 @@ pub enum IntQuery {
         /// Bucket edges (comma separated) if the sink was configured with edges; else log2.
         #[arg(long, value_delimiter = ',')]
         edges: Vec<u32>,
-        #[arg(long, default_value_t = 2)]
-        redundancy: u8,
+        /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
+        #[arg(long)]
+        redundancy: Option<u8>,
     },
 }
 

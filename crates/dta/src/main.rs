@@ -617,7 +617,7 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             let key = query::parse_key(&key, key_len_of(&region))?;
             let values = values
                 .or(store_cfg.and_then(|c| c.values))
-                .unwrap_or(1 << 18);
+                .unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES);
             let r = answered(&region, query::postcard(&region, &key, values))?;
             output::print(&mut out, sel.json, &r, output::postcard)?;
             Ok(if r.status == "found" {

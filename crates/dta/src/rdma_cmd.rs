@@ -41,6 +41,11 @@ pub struct ResponderArgs {
     /// restarted translator's new REQ replaces its old connection anyway).
     #[arg(long, value_name = "SECS")]
     pub idle_timeout: Option<f64>,
+    /// Translator addresses (CIDR prefixes, e.g. 10.0.0.1/32) allowed to connect; repeat for
+    /// several. Required: a host that connects is sent the stores' R_Keys. `0.0.0.0/0` admits
+    /// any host on the segment.
+    #[arg(long = "allow", value_name = "PREFIX", required = true, num_args = 1..)]
+    pub allow: Vec<dta_wire::prefix::Prefix>,
 }
 
 /// Options of `dta translator` for the RoCEv2 sink.
@@ -98,6 +103,8 @@ pub fn responder(a: ResponderArgs, stop: Arc<AtomicBool>) -> anyhow::Result<Exit
                 .with_context(|| format!("--idle-timeout {secs}: not a duration"))?,
         );
     }
+    rc.allow = dta_wire::prefix::AllowList::new(a.allow.clone());
+    let rc_allow = rc.allow.to_string();
     let mut r = Responder::new(link, rc, c.regions());
     for (i, s) in c.stores().iter().enumerate() {
         let (va, len, rkey) = r.registration(i).unwrap();
@@ -107,10 +114,11 @@ pub fn responder(a: ResponderArgs, stop: Arc<AtomicBool>) -> anyhow::Result<Exit
         );
     }
     eprintln!(
-        "software RoCE responder on {} ({}), RDMA CM port {}; Ctrl-C to stop",
+        "software RoCE responder on {} ({}), RDMA CM port {}, connections from {}; Ctrl-C to stop",
         a.iface,
         Ipv4Addr::from(me.ip),
-        a.port
+        a.port,
+        rc_allow
     );
     r.run(&stop)?;
     for reg in c.regions() {

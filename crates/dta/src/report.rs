@@ -79,8 +79,13 @@ pub struct ReportArgs {
     /// Data length in bytes.
     #[arg(long, default_value_t = 4)]
     pub data_len: u8,
-    #[arg(short = 'n', long, default_value_t = 2)]
+    /// Key-Write / Key-Increment: copies per report (1..=4; `dta query` reads the store's).
+    #[arg(short = 'n', long, default_value_t = dta_wire::DEFAULT_REDUNDANCY)]
     pub redundancy: u8,
+    /// Postcarding: the store's value set size; values sent are below it (the example
+    /// configuration's `values`).
+    #[arg(long, default_value_t = dta_wire::DEFAULT_POSTCARD_VALUES)]
+    pub values: u32,
     /// Append: number of lists the events are spread over.
     #[arg(long, default_value_t = 1)]
     pub lists: u32,
@@ -209,6 +214,14 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
+    if stats.send_errors > 0 {
+        eprintln!(
+            "error: {} of {} datagrams to {} were refused (nothing listens there: ICMP port \
+             unreachable); their reports are lost",
+            stats.send_errors, stats.datagrams, a.to
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -248,6 +261,7 @@ fn load_spec(a: &ReportArgs, primitive: Opcode, count: Option<u64>, i: u32, n: u
     spec.key_len = a.key_len;
     spec.data_len = a.data_len;
     spec.redundancy = a.redundancy;
+    spec.postcard_values = a.values;
     spec.lists = a.lists;
     spec.hops = a.hops;
     spec.seed = a.seed.wrapping_add(i as u64);
@@ -301,27 +315,28 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
         .map(|d| d.header.count as u64)
         .unwrap_or(1);
     let (src_mac, _) =
-        dta_rdma::link::iface_mac_index(iface).with_context(|| format!("interface {iface}"))?;
+        dta_net::raw::iface_mac_index(iface).with_context(|| format!("interface {iface}"))?;
     let src = match a.src {
         Some(s) => s,
         None => std::net::SocketAddrV4::new(
-            dta_rdma::link::iface_ipv4(iface)
+            dta_net::raw::iface_ipv4(iface)
                 .with_context(|| format!("{iface} has no IPv4 address: give --src"))?
                 .into(),
             40000,
         ),
     };
     let dst_mac = parse_mac(&a.dst_mac)?;
-    let frames: Vec<Vec<u8>> = datagrams
+    let frames = datagrams
         .iter()
-        .map(|d| dta_xdp::sender::udp_frame(src_mac, dst_mac, src, to, d))
-        .collect();
-    let sender = dta_xdp::sender::RawSender::open(iface)
+        .map(|d| dta_net::udp_frame_between(src_mac, dst_mac, src, to, d))
+        .collect::<Result<Vec<Vec<u8>>, _>>()
+        .context("a datagram does not fit a UDP frame")?;
+    let sender = dta_net::raw::RawSocket::open_send_only(iface)
         .with_context(|| format!("AF_PACKET socket on {iface} (needs CAP_NET_RAW)"))?;
     let limit = count.map_or(u64::MAX, |c| c.div_ceil(per));
     let start = std::time::Instant::now();
     let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
-    let sent = sender.blast_at_most(&frames, 64, limit, || {
+    let sent = sender.send_cyclic(&frames, 64, limit, || {
         deadline.is_some_and(|d| std::time::Instant::now() >= d)
     })?;
     let elapsed = start.elapsed();

@@ -28,13 +28,16 @@ fn run(args: &[&str]) -> (Option<i32>, Value) {
 
 /// `payload` in an Ethernet/IPv4/UDP frame to UDP port `dport` (valid IPv4 header checksum).
 fn frame(dport: u16, payload: &[u8]) -> String {
-    hex::encode(dta_xdp::sender::udp_frame(
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        SocketAddrV4::new([10, 0, 0, 1].into(), 40000),
-        SocketAddrV4::new([10, 0, 0, 2].into(), dport),
-        payload,
-    ))
+    hex::encode(
+        dta_net::udp_frame_between(
+            [2, 0, 0, 0, 0, 1],
+            [2, 0, 0, 0, 0, 2],
+            SocketAddrV4::new([10, 0, 0, 1].into(), 40000),
+            SocketAddrV4::new([10, 0, 0, 2].into(), dport),
+            payload,
+        )
+        .unwrap(),
+    )
 }
 
 fn vectors(file: &str) -> Value {

@@ -117,7 +117,15 @@ fn killed_translator_restarts_reconnects_and_writes_responder_stops_on_sigterm()
     };
 
     let mut cmd = in_ns(nc);
-    cmd.args(["responder", "--iface", vc, "--config"]).arg(&cfg);
+    cmd.args([
+        "responder",
+        "--iface",
+        vc,
+        "--allow",
+        &format!("{}/32", pair.ip_a),
+        "--config",
+    ])
+    .arg(&cfg);
     let mut responder = Proc::spawn(cmd);
     responder.wait_for("software RoCE responder on");
 

@@ -12,7 +12,11 @@ Rejections raise ``WireError`` (a ``ValueError``) whose ``reason`` is the counte
 """
 
 from ._native import (  # noqa: F401
+    DEFAULT_POSTCARD_VALUES,
+    DEFAULT_REDUNDANCY,
     DTA_PORT,
+    MAX_KEY_LEN,
+    MAX_REDUNDANCY,
     ERROR_REASONS,
     NACK_PORT,
     DatagramFull,
@@ -32,7 +36,11 @@ from ._native import Region, RegionError  # noqa: F401
 from .reporter import Reporter, send_reports  # noqa: F401,E402
 
 __all__ = [
+    "DEFAULT_POSTCARD_VALUES",
+    "DEFAULT_REDUNDANCY",
     "DTA_PORT",
+    "MAX_KEY_LEN",
+    "MAX_REDUNDANCY",
     "NACK_PORT",
     "ERROR_REASONS",
     "DatagramFull",

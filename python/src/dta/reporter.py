@@ -22,7 +22,9 @@ import collections
 import socket
 
 from ._native import (
+    DEFAULT_REDUNDANCY,
     DTA_PORT,
+    MAX_REDUNDANCY,
     DatagramFull,
     NativeDatagram,
     decode_native_nack,
@@ -31,6 +33,12 @@ from ._native import (
 )
 
 _SEQ_MASK = 0xFFFFFFFF
+
+
+def _check_redundancy(redundancy):
+    """Key-Write / Key-Increment copies: 1..=MAX_REDUNDANCY (the wire carries no more)."""
+    if not isinstance(redundancy, int) or not 1 <= redundancy <= MAX_REDUNDANCY:
+        raise ValueError(f"redundancy must be 1..={MAX_REDUNDANCY}, not {redundancy!r}")
 
 
 class Reporter:
@@ -121,15 +129,20 @@ class Reporter:
 
     # -- primitives (001 §4; Sketch-Merge: 000 §3.1) ----------------------------------------
 
-    def key_write(self, key, data, redundancy=1, immediate=False):
-        """Key-Write ``data`` under ``key``. Prototype: key is a u32, data 4/12/28 bytes."""
+    def key_write(self, key, data, redundancy=DEFAULT_REDUNDANCY, immediate=False):
+        """Key-Write ``data`` under ``key`` in ``redundancy`` slots (default: the stores'
+        default, ``DEFAULT_REDUNDANCY``). Prototype: key is a u32, data 4/12/28 bytes. Invalid
+        arguments raise ``ValueError`` (``WireError`` for what the wire cannot carry)."""
+        _check_redundancy(redundancy)
         if self._dgram is None:
             return self._prototype("key_write", key=key, data=data, redundancy=redundancy,
                                    immediate=immediate)
         return self._native("key_write", key, data, redundancy=redundancy, immediate=immediate)
 
-    def key_increment(self, key, counter, redundancy=1, immediate=False):
-        """Key-Increment ``key``'s counters by ``counter``."""
+    def key_increment(self, key, counter, redundancy=DEFAULT_REDUNDANCY, immediate=False):
+        """Key-Increment ``key``'s ``redundancy`` counters (default ``DEFAULT_REDUNDANCY``) by
+        ``counter``."""
+        _check_redundancy(redundancy)
         if self._dgram is None:
             return self._prototype("key_increment", key=key, counter=counter,
                                    redundancy=redundancy, immediate=immediate)

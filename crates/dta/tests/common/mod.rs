@@ -1,10 +1,13 @@
-//! Helpers shared by the CLI tests: the binary, free loopback ports, a metrics scrape.
+//! Helpers shared by the CLI tests: the binary, free loopback ports, a metrics scrape, and a
+//! collector + translator run from the example configuration ([`Stack`]).
 
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `dta` binary under test.
 pub fn dta() -> Command {
@@ -41,4 +44,153 @@ pub fn scrape(port: u16) -> Option<String> {
     s.read_to_string(&mut resp).ok()?;
     let (head, body) = resp.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+const EXAMPLE: &str = include_str!("../../../../examples/dta.toml");
+
+/// The example configuration with its region directory and ports replaced, a collector that
+/// created its regions, and a translator running from it.
+pub struct Stack {
+    _dir: tempfile::TempDir,
+    /// The configuration file.
+    pub config: PathBuf,
+    /// The translator's address.
+    pub listen: String,
+    /// The collector's HTTP address.
+    pub http: String,
+    collector: Child,
+    translator: Option<Child>,
+}
+
+/// `text` with `from` replaced by `to`; `from` must occur (the example still says it).
+fn replace(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.contains(from),
+        "examples/dta.toml no longer has {from:?}"
+    );
+    text.replace(from, to)
+}
+
+impl Stack {
+    pub fn start() -> Stack {
+        let dir = tempfile::tempdir().unwrap();
+        let regions = dir.path().join("regions");
+        let listen = format!("127.0.0.1:{}", free_udp_port());
+        let text = replace(
+            EXAMPLE,
+            "region_dir = \"dta-regions\"",
+            &format!("region_dir = {:?}", regions.display().to_string()),
+        );
+        let text = replace(&text, "127.0.0.1:40040", &listen);
+        let http = format!("127.0.0.1:{}", free_tcp_port());
+        let text = replace(&text, "127.0.0.1:40080", &http);
+        let config = dir.path().join("dta.toml");
+        std::fs::write(&config, text).unwrap();
+        let stores = EXAMPLE.matches("[[store]]").count();
+        let collector = spawn(dta().arg("collector").arg("--config").arg(&config));
+        wait_for("the collector's regions", || {
+            std::fs::read_dir(&regions).is_ok_and(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "region"))
+                    .count()
+                    == stores
+            })
+        });
+        let mut s = Stack {
+            _dir: dir,
+            config,
+            listen,
+            http,
+            collector,
+            translator: None,
+        };
+        let mut t = dta();
+        t.args(["translator", "--json", "--stats-interval", "0", "--config"])
+            .arg(&s.config)
+            .stdout(Stdio::piped());
+        s.translator = Some(spawn(&mut t));
+        // The translator listens once its port is taken.
+        let l = s.listen.clone();
+        wait_for("the translator's port", || {
+            std::net::UdpSocket::bind(&l).is_err()
+        });
+        s
+    }
+
+    /// `dta report --to LISTEN -q -c COUNT ARGS`: must succeed.
+    pub fn report(&self, count: u64, args: &[&str]) {
+        let out = dta()
+            .args([
+                "report",
+                "--to",
+                &self.listen,
+                "-q",
+                "-c",
+                &count.to_string(),
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dta report {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stop the translator (SIGINT, as Ctrl-C) and return its final counters.
+    pub fn stop_translator(&mut self) -> serde_json::Value {
+        let t = self.translator.take().unwrap();
+        interrupt(&t, libc::SIGINT);
+        let out = t.wait_with_output().unwrap();
+        assert!(out.status.success(), "translator: {:?}", out.status);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// `dta query WHAT --config CONFIG ARGS --json`, with nothing else.
+    pub fn query(&self, what: &str, args: &[&str]) -> serde_json::Value {
+        let out = dta()
+            .args(["query", what, "--config"])
+            .arg(&self.config)
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "dta query {what} {args:?}: not JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for c in self.translator.iter_mut().chain([&mut self.collector]) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn spawn(c: &mut Command) -> Child {
+    c.stderr(Stdio::null()).spawn().unwrap()
+}
+
+pub fn interrupt(c: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(c.id() as libc::pid_t, sig) }, 0);
+}
+
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
