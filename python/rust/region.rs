@@ -61,6 +61,15 @@ fn apply_err(py: Python<'_>, e: dta_store::ApplyError) -> PyErr {
     region_err(py, e.reason(), e.to_string())
 }
 
+/// A serialisable answer field as a Python dict.
+fn to_py<'py>(
+    py: Python<'py>,
+    v: serde_json::Result<serde_json::Value>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let v = v.map_err(|e| PyValueError::new_err(format!("cannot render the answer: {e}")))?;
+    json_to_py(py, &v)
+}
+
 fn header_dict<'py>(py: Python<'py>, h: &Header) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &h.name)?;
@@ -245,7 +254,8 @@ impl Region {
     /// consensus threshold `threshold`; `redundancy` None reads the store's N from its header):
     /// `{"status": "found", "data": bytes, "votes": n}`,
     /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
-    /// "candidates": [(bytes, votes), ...]}`.
+    /// "candidates": [(bytes, votes), ...]}`, each with `"confidence": {"load", "p_overwritten",
+    /// "p_wrong"}` (docs/regions.md §5).
     #[pyo3(signature = (key, redundancy=None, threshold=1))]
     fn key_write<'py>(
         &self,
@@ -264,6 +274,8 @@ impl Region {
             )
             .map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
+        let c = layout.confidence(self.region.mem(), redundancy_opt(py, redundancy)?);
+        d.set_item("confidence", to_py(py, serde_json::to_value(c))?)?;
         match answer {
             KeyWriteAnswer::Found { data, votes } => {
                 d.set_item("status", "found")?;
@@ -297,10 +309,28 @@ impl Region {
             .map_err(|e| query_err(py, e))
     }
 
+    /// The count-min error bound of this Key-Increment store's answers (docs/regions.md §5):
+    /// `{"total", "epsilon", "error", "delta"}`: an answer exceeds the true count by at most
+    /// `error` with probability at least 1 - `delta`.
+    fn key_increment_bound<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let layout = self.key_increment_layout(py)?;
+        to_py(py, serde_json::to_value(layout.bound(self.region.mem())))
+    }
+
+    /// The region's live counters: `{"writes": copies written, "added": Key-Increment total}`.
+    #[getter]
+    fn tally<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = self.region.mem().tally();
+        let d = PyDict::new(py);
+        d.set_item("writes", t.writes)?;
+        d.set_item("added", t.added)?;
+        Ok(d)
+    }
+
     /// Postcarding query ([DTA §4] "Postcarding", A.2): `values_range` is the value set V, an int
     /// n or `range(n)` for V = {0, ..., n-1}, or an iterable of the values.
     /// `{"status": "found", "path": [hop 0 value, ...]}`, `{"status": "empty", "path": None}`
-    /// or `{"status": "ambiguous", "path": None}`.
+    /// or `{"status": "ambiguous", "path": None}`, each with `"confidence"` as in `key_write`.
     fn postcard<'py>(
         &mut self,
         py: Python<'py>,
@@ -308,24 +338,32 @@ impl Region {
         values_range: Values,
     ) -> PyResult<Bound<'py, PyDict>> {
         let layout = self.postcard_layout(py)?;
-        let answer = match values_range {
+        let mem = self.region.mem();
+        let (answer, confidence) = match values_range {
             Values::Range(n) => {
                 if !matches!(&self.table_cache, Some((m, _)) if *m == n) {
                     let t = ValueTable::range(&layout, n).map_err(|e| query_err(py, e))?;
                     self.table_cache = Some((n, t));
                 }
                 match &self.table_cache {
-                    Some((_, t)) => layout.query(self.region.mem(), key, t),
-                    None => Ok(PostcardAnswer::Empty),
+                    Some((_, t)) => (layout.query(mem, key, t), layout.confidence(mem, t)),
+                    None => (
+                        Ok(PostcardAnswer::Empty),
+                        layout.confidence(
+                            mem,
+                            &ValueTable::range(&layout, 0).map_err(|e| query_err(py, e))?,
+                        ),
+                    ),
                 }
             }
             Values::List(v) => {
                 let t = ValueTable::new(&layout, v).map_err(|e| query_err(py, e))?;
-                layout.query(self.region.mem(), key, &t)
+                (layout.query(mem, key, &t), layout.confidence(mem, &t))
             }
-        }
-        .map_err(|e| query_err(py, e))?;
+        };
+        let answer = answer.map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
+        d.set_item("confidence", to_py(py, serde_json::to_value(confidence))?)?;
         match answer {
             PostcardAnswer::Found(path) => {
                 d.set_item("status", "found")?;

@@ -35,6 +35,32 @@ def native_index(key, n, count):
     return fmix64(fnv1a64(key) ^ ((0x9E3779B97F4A7C15 * (n + 1)) & M64)) & (count - 1)
 
 
+def rotl64(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+
+def native_slot_check(key, slot):
+    """The native Key-Write slot check of docs/regions.md ("Native check"): seed = fmix64(
+    fnv1a64(key) ^ 0x165667B19E3779F9); for each LE u64 word w of the slot with its check field
+    and padding zero, h = rotl64((h ^ w) * 0x9E3779B97F4A7C15, 29); then h = fmix64(h) and the
+    check is (h ^ (h >> 32)) mod 2^32."""
+    h = fmix64(fnv1a64(key) ^ 0x165667B19E3779F9)
+    for i in range(0, len(slot), 8):
+        w = int.from_bytes(slot[i:i + 8], "little")
+        h = rotl64(((h ^ w) * 0x9E3779B97F4A7C15) & M64, 29)
+    h = fmix64(h)
+    return (h ^ (h >> 32)) & 0xFFFFFFFF
+
+
+def answer(d):
+    """A query answer without its confidence (checked separately)."""
+    d = dict(d)
+    c = d.pop("confidence")
+    assert set(c) == {"load", "p_overwritten", "p_wrong"}
+    assert 0.0 <= c["p_wrong"] <= c["p_overwritten"] <= 1.0
+    return d
+
+
 def prototype_index(key, n, count):
     return zlib.crc32(key[::-1] + bytes([n])) & (count - 1)
 
@@ -65,11 +91,17 @@ def test_key_write_written_via_store_is_queried_and_where_the_contract_says(tmp_
     kw_proto.apply_key_write(key, data, redundancy=2)
     kw_proto.flush()
     ro = dta.Region(tmp_path / "kw.region")
-    assert ro.key_write(key, redundancy=2) == {"status": "found", "data": data, "votes": 2}
+    assert answer(ro.key_write(key, redundancy=2)) == {"status": "found", "data": data,
+                                                       "votes": 2}
     # Without a redundancy the query reads the store's N from its header.
-    assert ro.key_write(key) == {"status": "found", "data": data, "votes": 2}
-    assert ro.key_write(bytes.fromhex("0a000002"), redundancy=2) == {"status": "empty",
-                                                                     "data": None}
+    assert answer(ro.key_write(key)) == {"status": "found", "data": data, "votes": 2}
+    assert answer(ro.key_write(bytes.fromhex("0a000002"), redundancy=2)) == {"status": "empty",
+                                                                             "data": None}
+    # How sure: 2 copies written into 1024 slots.
+    assert ro.tally == {"writes": 2, "added": 0}
+    c = ro.key_write(bytes.fromhex("0a000002"))["confidence"]
+    assert c["load"] == 2 / 1024
+    assert math.isclose(c["p_overwritten"], (1 - math.exp(-2 / 1024)) ** 2)
     # Independent check of the prototype layout: slot n at crc32(key_le ‖ n) & (slots-1),
     # holding crc32(key_le) little-endian then the data, in 8-byte slots.
     raw = (tmp_path / "kw.region").read_bytes()
@@ -100,16 +132,20 @@ def test_native_key_write_layout(tmp_path):
     key = bytes.fromhex("0a0000010a00000204d2005006")
     data = bytes(range(20))
     r.apply_key_write(key, data, redundancy=3)
-    assert r.key_write(key, redundancy=3) == {"status": "found", "data": data, "votes": 3}
+    assert answer(r.key_write(key, redundancy=3)) == {"status": "found", "data": data,
+                                                      "votes": 3}
     raw = (tmp_path / "kwn").read_bytes()
     slot_len = (4 + 20 + 7) // 8 * 8
-    checks = set()
+    want = native_slot_check(key, bytes(4) + data + bytes(slot_len - 24))
     for n in range(3):
         at = r.header["data_offset"] + native_index(key, n, 256) * slot_len
-        # The check word covers key and data: the same in every copy, never blank.
-        checks.add(raw[at:at + 4])
+        # The check word covers key and data, computed as documented.
+        assert raw[at:at + 4] == struct.pack("<I", want)
         assert raw[at + 4:at + 24] == data
-    assert len(checks) == 1 and checks != {bytes(4)}
+        assert raw[at + 24:at + slot_len] == bytes(slot_len - 24)
+    # Another key or other data gives another check.
+    assert native_slot_check(key[:-1] + b"\x07", bytes(4) + data + bytes(4)) != want
+    assert native_slot_check(key, bytes(5) + data[1:] + bytes(4)) != want
 
 
 def test_queries_the_store_cannot_answer_raise_value_error(tmp_path, kw_proto):
@@ -126,6 +162,11 @@ def test_queries_the_store_cannot_answer_raise_value_error(tmp_path, kw_proto):
     assert ki.header["spec"]["redundancy"] == 3
     ki.apply_key_increment(b"\x00\x00\x00\x01", 5)
     assert ki.key_increment(b"\x00\x00\x00\x01") == 5
+    # The count-min bound from the store's total and width: e·N/counters·total, rounded up.
+    b = ki.key_increment_bound()
+    assert b["total"] == 5 and ki.tally == {"writes": 3, "added": 5}
+    assert b["error"] == math.ceil(math.e * 3 / 64 * 5)
+    assert math.isclose(b["delta"], math.exp(-3))
     with pytest.raises(ValueError) as e:
         ki.key_increment(b"\x00\x01")
     assert e.value.reason == "bad_key_len"
@@ -189,12 +230,13 @@ def test_postcard(tmp_path):
                                                   "hops": 5, "key_len": 4})
     key = bytes.fromhex("c0a80001")
     r.apply_postcard(key, [3, 17, 42])
-    assert r.postcard(key, 100) == {"status": "found", "path": [3, 17, 42]}
+    assert answer(r.postcard(key, 100)) == {"status": "found", "path": [3, 17, 42]}
     assert r.postcard(key, range(100))["path"] == [3, 17, 42]
     assert r.postcard(key, [3, 17, 42, 99])["path"] == [3, 17, 42]
     # A value set without the reported values cannot decode the chunk.
     assert r.postcard(key, [1, 2])["status"] == "empty"
-    assert r.postcard(bytes.fromhex("c0a80002"), 100) == {"status": "empty", "path": None}
+    assert answer(r.postcard(bytes.fromhex("c0a80002"), 100)) == {"status": "empty",
+                                                                  "path": None}
     with pytest.raises(dta.RegionError) as e:
         r.apply_postcard(key, [1, 2, 3, 4, 5, 6])
     assert e.value.reason == "bad_hop"

@@ -131,6 +131,9 @@ pub struct KeyWriteResult {
     pub candidates: Vec<(String, u8)>,
     /// The N the query read (the store's, from its header, unless asked for fewer).
     pub redundancy: u8,
+    /// How sure the answer is: `p_wrong` for a `found`, `p_overwritten` for an `empty`, from the
+    /// store's load (`docs/regions.md` §5).
+    pub confidence: dta_store::Confidence,
 }
 
 /// Key-Write query ([DTA A.1] Algorithm 2): plurality vote over `redundancy` slots (`None`: the
@@ -152,6 +155,7 @@ pub fn key_write(
         votes: 0,
         candidates: vec![],
         redundancy: redundancy.unwrap_or(layout.redundancy()),
+        confidence: layout.confidence(region.mem(), redundancy),
     };
     match layout.query(region.mem(), key, redundancy, threshold)? {
         KeyWriteAnswer::Found { data, votes } => {
@@ -179,6 +183,9 @@ pub struct KeyIncrementResult {
     pub count: u64,
     /// The N the query read (the store's, from its header, unless asked for fewer).
     pub redundancy: u8,
+    /// The count-min error bound: `count` exceeds the true count by at most `bound.error` with
+    /// probability at least `1 − bound.delta` (`docs/regions.md` §5).
+    pub bound: dta_store::CountBound,
 }
 
 /// Key-Increment query ([DTA A.4] Algorithm 6): the minimum of the key's `redundancy` counters
@@ -196,6 +203,7 @@ pub fn key_increment(
         key: hex::encode(key),
         count: layout.query(region.mem(), key, redundancy)?,
         redundancy: redundancy.unwrap_or(layout.redundancy()),
+        bound: layout.bound(region.mem()),
     })
 }
 
@@ -207,6 +215,9 @@ pub struct PostcardResult {
     pub status: &'static str,
     /// The per-hop values, hop 0 first.
     pub path: Vec<u32>,
+    /// How sure the answer is: `p_wrong` for a `found`, `p_overwritten` for an `empty`, from the
+    /// store's load and the value set (`docs/regions.md` §5).
+    pub confidence: dta_store::Confidence,
 }
 
 /// Postcarding query ([DTA §4]): decode the N chunks with the lookup table of V = 0..`values`
@@ -235,6 +246,7 @@ pub fn postcard_with(
         key: hex::encode(key),
         status,
         path,
+        confidence: layout.confidence(region.mem(), table),
     })
 }
 

@@ -76,12 +76,24 @@ fn http_api_answers_queries_and_reports_errors() {
     assert_eq!(v["status"], "found");
     assert_eq!(v["data"], "deadbeef");
     assert_eq!(v["votes"], 2);
+    // How sure: one report of 2 copies in 1024 slots (load 2/1024).
+    let c = &v["confidence"];
+    assert_eq!(c["load"], 2.0 / 1024.0);
+    let over = 1.0 - (-2.0f64 / 1024.0).exp();
+    let p = c["p_overwritten"].as_f64().unwrap();
+    assert!((p - over * over).abs() < 1e-12, "{v}");
+    assert!(c["p_wrong"].as_f64().unwrap() < p * 1e-9, "{v}");
 
     let (_, v) = get(addr, "/query/kw/kw?key=0x0000002b&redundancy=2");
     assert_eq!(v["status"], "empty");
+    assert!(v["confidence"]["p_overwritten"].as_f64().unwrap() > 0.0);
 
     let (_, v) = get(addr, "/query/ki/ki?key=10.0.0.1&redundancy=2");
     assert_eq!(v["count"], 5);
+    // The count-min bound from the store's total (5) and width: e·2/1024·5, rounded up.
+    assert_eq!(v["bound"]["total"], 5);
+    assert_eq!(v["bound"]["error"], 1);
+    assert!((v["bound"]["delta"].as_f64().unwrap() - (-2.0f64).exp()).abs() < 1e-12);
 
     let (_, v) = get(addr, "/query/list/ev?list=1&tail=0");
     assert_eq!(v["entries"], serde_json::json!(["00000001", "00000002"]));

@@ -445,6 +445,24 @@ impl<L: Link> Sinks for RoceSinks<L> {
             .map_err(sink_err)
     }
 
+    /// One FETCH_ADD per live counter that changes, addressed below the data area at the
+    /// counter's header offset (the responder registers the header page too, docs/regions.md §1).
+    fn count(&mut self, store: usize, writes: u64, added: u64) -> Result<(), SinkError> {
+        let r = self.inner.get_mut();
+        let (va, rkey) = r.locate(store, 0, 0)?;
+        let header = va - dta_store::header::HEADER_LEN as u64;
+        for (at, add) in [
+            (dta_store::header::field::TALLY_WRITES, writes),
+            (dta_store::header::field::TALLY_ADDED, added),
+        ] {
+            if add != 0 {
+                r.post_fetch_add(header + at as u64, rkey, add)
+                    .map_err(sink_err)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Read acknowledgements and retransmit what timed out, without waiting (the translator's
     /// idle timer calls it, so a lost packet is resent even when no reports arrive).
     fn poll(&mut self) -> Result<(), SinkError> {

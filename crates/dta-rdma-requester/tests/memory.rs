@@ -63,6 +63,16 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
     );
     assert_eq!(t.sinks().in_flight(), 0, "flush waited for every ACK");
     assert_same_regions(&remote, &reference);
+    // The live counters arrive by FETCH_ADD on the header words, exactly once each, as the
+    // co-located translator counts them.
+    for name in ["kw", "counters"] {
+        let (r, l) = (
+            remote.store(name).unwrap().region.mem().tally(),
+            reference.store(name).unwrap().region.mem().tally(),
+        );
+        assert_eq!(r, l, "{name}");
+        assert!(r.writes > 0, "{name}");
+    }
     let counters = &remote.store("counters").unwrap().region;
     for (k, s) in sums {
         assert_eq!(

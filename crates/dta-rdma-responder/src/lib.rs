@@ -865,6 +865,11 @@ impl<L: Link> Responder<L> {
             .ok_or(NakCode::RemoteAccessError)?;
         let data_va = mr.va + mr.data_offset;
         let end = va.checked_add(len).ok_or(NakCode::RemoteAccessError)?;
+        // Besides the data area, a FETCH_ADD may reach the header's live counters
+        // (docs/regions.md §1).
+        if atomic && is_tally(va.wrapping_sub(mr.va)) && va >= mr.va {
+            return Ok(());
+        }
         if va < data_va || end > mr.va + mr.len {
             return Err(NakCode::RemoteAccessError);
         }
@@ -892,12 +897,16 @@ impl<L: Link> Responder<L> {
         match op {
             Opcode::RcFetchAdd => {
                 let a = f.atomic_eth.ok_or(NakCode::InvalidRequest)?;
-                let (s, off) = locate(&self.mrs, a.rkey, a.va);
-                let o = self.mrs[s]
-                    .region
-                    .mem()
-                    .fetch_add_u64(off, a.swap_add)
-                    .map_err(|_| NakCode::RemoteAccessError)?;
+                let s = self.mrs.iter().position(|m| m.rkey == a.rkey).unwrap_or(0);
+                let at = a.va.wrapping_sub(self.mrs[s].va);
+                let mem = self.mrs[s].region.mem();
+                let o = if is_tally(at) {
+                    mem.fetch_add_tally(at, a.swap_add)
+                } else {
+                    let (_, off) = locate(&self.mrs, a.rkey, a.va);
+                    mem.fetch_add_u64(off, a.swap_add)
+                }
+                .map_err(|_| NakCode::RemoteAccessError)?;
                 inc(&self.stats.fetch_adds);
                 Ok(o)
             }
@@ -1004,4 +1013,11 @@ impl<L: Link> Responder<L> {
         }
         Ok(())
     }
+}
+
+/// Whether header byte `at` of a region is one of its live counters, the only header words a
+/// peer may FETCH_ADD to (`docs/regions.md` §1).
+fn is_tally(at: u64) -> bool {
+    at == dta_store::header::field::TALLY_WRITES as u64
+        || at == dta_store::header::field::TALLY_ADDED as u64
 }

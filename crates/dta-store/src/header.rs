@@ -2,7 +2,8 @@
 //! of smoltcp's `wire`: a [`field`] module of byte ranges and a [`Header`] repr with
 //! `parse`/`emit`/`buffer_len`. All integers are little-endian. The header is covered by a
 //! CRC-32 (computed over the whole 4096-byte page with the CRC field zeroed), so a reader detects
-//! a corrupt header instead of trusting garbage geometry.
+//! a corrupt header instead of trusting garbage geometry. The live counters ([`field::TALLY`])
+//! sit in the header page but outside the CRC: writers add to them while the region is in use.
 
 use crate::spec::{
     AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec,
@@ -24,13 +25,22 @@ pub mod field {
     pub const NAME: Range<usize> = 48..80;
     /// Kind-specific parameters (see `docs/regions.md`).
     pub const PARAMS: Range<usize> = 80..128;
+    /// Live counters, updated by writers with atomic adds and NOT covered by the CRC: u64 LE
+    /// `writes` at 128 (slots, counters or chunks written: one per copy), u64 LE `added` at 136
+    /// (Key-Increment: the sum of all counter values added), 144..192 reserved (zero).
+    pub const TALLY: Range<usize> = 128..192;
+    /// Byte offset of the `writes` counter in the header page.
+    pub const TALLY_WRITES: usize = 128;
+    /// Byte offset of the `added` counter in the header page.
+    pub const TALLY_ADDED: usize = 136;
     /// Reserved, written as zero (covered by the CRC).
-    pub const RESERVED: Range<usize> = 128..4096;
+    pub const RESERVED: Range<usize> = 192..4096;
 }
 
 pub const MAGIC: &[u8; 8] = b"DTAREGN\0";
-/// 2: Key-Write and Key-Increment record N; native Key-Write slot checks cover key and data.
-pub const VERSION: u16 = 2;
+/// 3: live counters at 128..192, outside the CRC (2: Key-Write and Key-Increment record N;
+/// native Key-Write slot checks cover key and data).
+pub const VERSION: u16 = 3;
 /// Bytes of the header page; the data area starts here.
 pub const HEADER_LEN: usize = 4096;
 /// Bytes of the store name field.
@@ -61,12 +71,15 @@ fn rd64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
-/// CRC-32 of a header page with the CRC field taken as zero.
+/// CRC-32 of a header page with the CRC field and the live counters ([`field::TALLY`]) taken as
+/// zero.
 pub fn header_crc(page: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&page[..field::HEADER_CRC.start]);
     h.update(&[0; 4]);
-    h.update(&page[field::HEADER_CRC.end..HEADER_LEN]);
+    h.update(&page[field::HEADER_CRC.end..field::TALLY.start]);
+    h.update(&[0; field::TALLY.end - field::TALLY.start]);
+    h.update(&page[field::TALLY.end..HEADER_LEN]);
     h.finalize()
 }
 
@@ -392,6 +405,11 @@ mod tests {
                 p[at] ^= 0x10;
                 assert!(Header::parse(&p).is_err(), "flip at {at} undetected");
             }
+            // The live counters are outside the CRC.
+            let mut p = page.clone();
+            p[field::TALLY_WRITES] = 7;
+            p[field::TALLY_ADDED + 3] = 9;
+            assert_eq!(Header::parse(&p).unwrap(), h);
         }
     }
 }

@@ -108,7 +108,14 @@ impl KeyIncrementLayout {
         for &o in &offs[..redundancy as usize] {
             sink.fetch_add(o, counter)?;
         }
+        sink.count(redundancy as u64, counter)?;
         Ok(())
+    }
+
+    /// The count-min error bound of an answer, from the region's live counters
+    /// ([`crate::confidence::key_increment`]).
+    pub fn bound(&self, mem: &RegionMem) -> crate::CountBound {
+        crate::confidence::key_increment(mem.tally(), self.counters, self.redundancy)
     }
 
     /// The minimum of the key's N counters ([DTA A.4] Algorithm 6); `redundancy` `None` reads

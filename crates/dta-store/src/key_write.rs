@@ -514,7 +514,17 @@ impl KeyWriteLayout {
         for &o in &offs[..redundancy as usize] {
             sink.write(o, &slot[..len])?;
         }
+        sink.count(redundancy as u64, 0)?;
         Ok(())
+    }
+
+    /// How sure an answer over `redundancy` copies (`None`: the store's N) is, from the region's
+    /// live counters ([`crate::confidence::key_write`]).
+    pub fn confidence(&self, mem: &RegionMem, redundancy: Option<u8>) -> crate::Confidence {
+        let n = redundancy
+            .unwrap_or(self.redundancy)
+            .clamp(1, self.redundancy);
+        crate::confidence::key_write(mem.tally(), self.slots, n)
     }
 
     /// Query `key` over `redundancy` slots (`None`: the store's N) with consensus threshold

@@ -11,6 +11,7 @@
 
 pub mod append;
 mod bpffs;
+pub mod confidence;
 pub mod error;
 pub mod guard;
 pub mod hash;
@@ -26,13 +27,14 @@ pub mod sketch_store;
 pub mod spec;
 
 pub use append::{AppendLayout, ListReader, PollResult};
+pub use confidence::{Confidence, CountBound};
 pub use error::{ApplyError, QueryError, SinkError, StoreError};
 pub use header::Header;
 pub use info::StoreInfo;
 pub use key_increment::KeyIncrementLayout;
 pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
-pub use region::{MemSink, Region, RegionMem, RegionSink, VecSink};
+pub use region::{MemSink, Region, RegionMem, RegionSink, Tally, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
 pub use spec::{
     AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec, StoreSpec,

@@ -118,7 +118,21 @@ impl PostcardingLayout {
         for j in 0..self.redundancy {
             sink.write(self.chunk_offset(h, j), &buf[..self.chunk_len()])?;
         }
+        sink.count(self.redundancy as u64, 0)?;
         Ok(())
+    }
+
+    /// How sure an answer with lookup table `table` is, from the region's live counters
+    /// ([`crate::confidence::postcard`]).
+    pub fn confidence(&self, mem: &RegionMem, table: &ValueTable) -> crate::Confidence {
+        crate::confidence::postcard(
+            mem.tally(),
+            self.chunks,
+            self.redundancy,
+            self.hops,
+            self.slot_bits,
+            table.len(),
+        )
     }
 
     /// Decode one chunk: the path length ℓ and values if valid.

@@ -11,7 +11,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use crate::guard::Guard;
-use crate::header::{Header, HEADER_LEN};
+use crate::header::{field, Header, HEADER_LEN};
 use crate::{SinkError, StoreError, StoreSpec};
 
 /// Where a translated report's memory operations go: the seam between translator and memory
@@ -21,6 +21,21 @@ pub trait MemSink {
     fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), SinkError>;
     /// RDMA FETCH_ADD of `add` to the little-endian u64 at `offset` (8-byte aligned).
     fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError>;
+    /// Add to the region's live counters ([`Tally`], header bytes 128..144, outside the CRC):
+    /// `writes` slots, counters or chunks written and `added` to the Key-Increment total. A
+    /// writer calls it once per batch it writes, not per report; an RDMA writer issues a
+    /// FETCH_ADD on each counter that changes (`docs/regions.md` §1).
+    fn count(&mut self, writes: u64, added: u64) -> Result<(), SinkError>;
+}
+
+/// A region's live counters, read from its header page ([`crate::header::field::TALLY`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Slots (Key-Write), counters (Key-Increment) or chunks (Postcarding) written: one per copy.
+    pub writes: u64,
+    /// Key-Increment: the sum of every counter value added (each report counted once, not per
+    /// copy).
+    pub added: u64,
 }
 
 impl<S: MemSink + ?Sized> MemSink for &mut S {
@@ -29,6 +44,9 @@ impl<S: MemSink + ?Sized> MemSink for &mut S {
     }
     fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
         (**self).fetch_add(offset, add)
+    }
+    fn count(&mut self, writes: u64, added: u64) -> Result<(), SinkError> {
+        (**self).count(writes, added)
     }
 }
 
@@ -234,6 +252,8 @@ impl Region {
             // SAFETY: data_offset + data_len <= file_len <= map.len() (checked above).
             ptr: unsafe { map.as_mut_ptr().add(header.data_offset as usize) },
             len: header.data_len,
+            // SAFETY: the mapping is at least HEADER_LEN bytes (checked above).
+            tally: unsafe { map.as_mut_ptr().add(field::TALLY.start) },
             writable,
         };
         Ok(Region {
@@ -311,6 +331,8 @@ pub struct RegionMem {
     lost: &'static AtomicBool,
     ptr: *mut u8,
     len: u64,
+    /// The header page's live counters ([`field::TALLY`]), 8-byte aligned.
+    tally: *mut u8,
     writable: bool,
 }
 
@@ -457,6 +479,63 @@ impl RegionMem {
         }
     }
 
+    /// The counter at header byte `at` ([`field::TALLY_WRITES`] or [`field::TALLY_ADDED`]).
+    fn tally_word(&self, at: usize) -> Result<&AtomicU64, SinkError> {
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(SinkError::RegionLost);
+        }
+        // SAFETY: `tally` points at header byte 128 of a mapping of at least HEADER_LEN bytes,
+        // page aligned, so byte `at` (128 or 136) is in bounds and 8-byte aligned.
+        Ok(unsafe { AtomicU64::from_ptr(self.tally.add(at - field::TALLY.start) as *mut u64) })
+    }
+
+    /// The region's live counters (zero for a region that cannot be read).
+    pub fn tally(&self) -> Tally {
+        let load = |at| {
+            self.tally_word(at)
+                .map(|w| u64::from_le(w.load(Ordering::Acquire)))
+                .unwrap_or(0)
+        };
+        Tally {
+            writes: load(field::TALLY_WRITES),
+            added: load(field::TALLY_ADDED),
+        }
+    }
+
+    /// FETCH_ADD `add` to the live counter at header byte `at` ([`field::TALLY_WRITES`] or
+    /// [`field::TALLY_ADDED`]; anything else is out of bounds): the RDMA responder's path for a
+    /// writer's [`MemSink::count`]. Returns the previous value.
+    pub fn fetch_add_tally(&self, at: u64, add: u64) -> Result<u64, SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        if at != field::TALLY_WRITES as u64 && at != field::TALLY_ADDED as u64 {
+            return Err(SinkError::OutOfBounds { offset: at, len: 8 });
+        }
+        let w = self.tally_word(at as usize)?;
+        Ok(u64::from_le(w.fetch_add(add.to_le(), Ordering::AcqRel)))
+    }
+
+    /// Add to the live counters (atomic, wrapping), as an RDMA FETCH_ADD on each would.
+    pub fn count(&self, writes: u64, added: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        for (at, add) in [(field::TALLY_WRITES, writes), (field::TALLY_ADDED, added)] {
+            if add != 0 {
+                let w = self.tally_word(at)?;
+                if cfg!(target_endian = "little") {
+                    w.fetch_add(add, Ordering::AcqRel);
+                } else {
+                    let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                        Some(u64::from_le(c).wrapping_add(add).to_le())
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A [`MemSink`] writing into this data area.
     pub fn sink(&self) -> RegionSink<'_> {
         RegionSink { mem: self }
@@ -518,12 +597,18 @@ impl MemSink for RegionSink<'_> {
     fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
         self.mem.fetch_add_u64(offset, add).map(|_| ())
     }
+    #[inline]
+    fn count(&mut self, writes: u64, added: u64) -> Result<(), SinkError> {
+        self.mem.count(writes, added)
+    }
 }
 
 /// A [`MemSink`] over a plain byte vector (tests, dry runs, building expected images).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VecSink {
     pub bytes: Vec<u8>,
+    /// What [`MemSink::count`] added.
+    pub tally: Tally,
 }
 
 impl VecSink {
@@ -531,6 +616,7 @@ impl VecSink {
     pub fn new(len: usize) -> Self {
         VecSink {
             bytes: vec![0; len],
+            tally: Tally::default(),
         }
     }
 }
@@ -558,6 +644,12 @@ impl MemSink for VecSink {
         let o = offset as usize;
         let v = u64::from_le_bytes(self.bytes[o..o + 8].try_into().unwrap()).wrapping_add(add);
         self.bytes[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+
+    fn count(&mut self, writes: u64, added: u64) -> Result<(), SinkError> {
+        self.tally.writes = self.tally.writes.wrapping_add(writes);
+        self.tally.added = self.tally.added.wrapping_add(added);
         Ok(())
     }
 }

@@ -64,6 +64,20 @@ fn never_underestimates_and_error_within_cm_bound() {
         (-(n as f64)).exp() * 100.0
     );
     assert!(frac <= (-(n as f64)).exp());
+    // The bound each answer carries is this one, from the store's own counters: the total added
+    // and N counter adds per report were counted.
+    let b = l.bound(r.mem());
+    assert_eq!(b.total, total);
+    assert_eq!(r.mem().tally().added, total);
+    assert_eq!(b.error, bound.ceil() as u64);
+    assert!((b.delta - (-(n as f64)).exp()).abs() < 1e-12);
+    assert!((b.epsilon * total as f64 - bound).abs() < 1e-6 * bound);
+    let over_carried = keys
+        .iter()
+        .zip(&truth)
+        .filter(|&(k, &t)| l.query(r.mem(), k, None).unwrap() - t > b.error)
+        .count();
+    assert!(over_carried as f64 / KEYS as f64 <= b.delta);
     // The heaviest key's counters are dominated by itself.
     assert!(l.query(r.mem(), &keys[0], None).unwrap() - truth[0] <= bound as u64);
     // Shapes.

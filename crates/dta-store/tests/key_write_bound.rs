@@ -159,3 +159,65 @@ fn prototype_scheme_copies_are_correlated() {
     assert!(rate > 5.0 * independent);
     assert_eq!(o.wrong, 0);
 }
+
+/// The confidence an answer carries, against measured rates. Each round writes probe keys into
+/// a fresh store, then other keys until the store's load (copies written per slot) is `LOAD`,
+/// and queries the probes: the share lost (empty) must match `p_overwritten`, computed from the
+/// store's live counters, within 15 % (the probes, 1/32 of the writes, saw slightly fewer later
+/// writes than the oldest key the estimate describes) and no found answer may be wrong
+/// (`p_wrong` is ~2^-32 times smaller).
+#[test]
+fn confidence_matches_measured_rates() {
+    const SLOTS: u64 = 1 << 16;
+    const LOAD: f64 = 0.5;
+    let dir = tempfile::tempdir().unwrap();
+    let salt: u64 = dta_testkit::test_seed(0xC0);
+    let mut k = [0u8; 16];
+    for n in [1u8, 2, 4] {
+        let writes = (LOAD * SLOTS as f64) as u64;
+        let reports = writes / n as u64;
+        let probes = reports / 32;
+        let rounds = 40_000 / probes + 1;
+        let (mut lost, mut queried, mut wrong, mut estimate) = (0u64, 0u64, 0u64, 0.0f64);
+        for round in 0..rounds {
+            let path = dir.path().join(format!("c{n}-{round}"));
+            let mut spec = KeyWriteSpec::new(SLOTS, 13, 4);
+            spec.redundancy = n;
+            let r = Region::create(&path, "kw", &StoreSpec::KeyWrite(spec), true).unwrap();
+            let l = KeyWriteLayout::new(r.header()).unwrap();
+            let mut sink = r.mem().sink();
+            let s = salt ^ round.rotate_left(40) ^ n as u64;
+            for t in 0..reports {
+                key(t, 13, s, &mut k);
+                l.apply(&k[..13], &data(t, s), n, &mut sink).unwrap();
+            }
+            let c = l.confidence(r.mem(), None);
+            assert_eq!(r.mem().tally().writes, reports * n as u64);
+            assert!((c.load - (reports * n as u64) as f64 / SLOTS as f64).abs() < 1e-12);
+            assert!(c.p_wrong < 1e-9 && c.p_wrong > 0.0);
+            estimate = c.p_overwritten;
+            for t in 0..probes {
+                key(t, 13, s, &mut k);
+                queried += 1;
+                match l.query(r.mem(), &k[..13], None, 1).unwrap() {
+                    KeyWriteAnswer::Found { data: d, .. } if d == data(t, s) => {}
+                    KeyWriteAnswer::Found { .. } => wrong += 1,
+                    _ => lost += 1,
+                }
+            }
+            drop(r);
+            std::fs::remove_file(&path).unwrap();
+        }
+        let rate = lost as f64 / queried as f64;
+        println!(
+            "key-write N={n} load {LOAD}: lost {:.3}% of {queried}, p_overwritten {:.3}%",
+            rate * 100.0,
+            estimate * 100.0
+        );
+        assert!(
+            (rate - estimate).abs() <= 0.15 * estimate,
+            "N={n}: lost {rate} vs p_overwritten {estimate}"
+        );
+        assert_eq!(wrong, 0);
+    }
+}

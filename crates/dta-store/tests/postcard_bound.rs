@@ -179,3 +179,117 @@ fn query_decodes_and_rejects_mixed_chunks() {
         PostcardAnswer::Empty
     );
 }
+
+/// One round: a fresh store of `C` chunks, `probes` paths written first, then others until
+/// `paths` in all; returns (queried, lost, wrong) over the probes and the carried confidence.
+fn confidence_round(
+    dir: &std::path::Path,
+    spec: &PostcardingSpec,
+    values: u32,
+    paths: u64,
+    probes: u64,
+    seed: u64,
+) -> (u64, u64, u64, dta_store::Confidence) {
+    let path = dir.join(format!("conf-{seed}"));
+    let r = Region::create(&path, "p", &StoreSpec::Postcarding(spec.clone()), true).unwrap();
+    let layout = PostcardingLayout::new(r.header()).unwrap();
+    let table = ValueTable::range(&layout, values).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let salt: u64 = rng.gen();
+    let hops = spec.hops as usize;
+    let mut want = vec![];
+    let mut sink = r.mem().sink();
+    for t in 0..paths {
+        let len = rng.gen_range(1..=hops);
+        let mut vals = [None; 16];
+        for v in vals.iter_mut().take(len) {
+            *v = Some(rng.gen_range(0..values));
+        }
+        layout
+            .apply_chunk(&key(t, salt), &vals[..hops], &mut sink)
+            .unwrap();
+        if t < probes {
+            want.push(vals);
+        }
+    }
+    assert_eq!(r.mem().tally().writes, paths * spec.redundancy as u64);
+    let c = layout.confidence(r.mem(), &table);
+    let (mut lost, mut wrong) = (0, 0);
+    for (t, w) in want.iter().enumerate() {
+        match layout.query(r.mem(), &key(t as u64, salt), &table).unwrap() {
+            PostcardAnswer::Found(p) => {
+                let len = w.iter().take_while(|v| v.is_some()).count();
+                if p.len() != len || p.iter().zip(w).any(|(a, b)| Some(*a) != *b) {
+                    wrong += 1;
+                }
+            }
+            _ => lost += 1,
+        }
+    }
+    drop(r);
+    std::fs::remove_file(&path).unwrap();
+    (probes, lost, wrong, c)
+}
+
+/// The confidence a Postcarding answer carries against measured rates. With b = 32 a path is
+/// lost about as often as all its N chunks were overwritten (`p_overwritten`, within 15 %: the
+/// probes, 1/16 of the paths, saw slightly fewer later writes than the oldest path the estimate
+/// describes). With
+/// b = 8, |V| = 16, B = 2 and N = 1 a foreign chunk decodes as a valid path often enough to
+/// count wrong answers: [DTA A.6] (12), `p_wrong`, is an upper bound that must hold and be
+/// tight (the measured rate is at least half of it: values whose 8-bit g collide decode to
+/// nothing, and a valid path may not start with a blank).
+#[test]
+fn confidence_matches_measured_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = dta_testkit::test_seed(0xC6);
+    const CH: u64 = 1 << 12;
+
+    let wide = PostcardingSpec {
+        chunks: CH,
+        hops: 5,
+        slot_bits: 32,
+        redundancy: 2,
+        key_len: 13,
+    };
+    let (mut q, mut lost, mut wrong, mut est) = (0, 0, 0, 0.0);
+    for round in 0..160 {
+        let (a, b, c, conf) =
+            confidence_round(dir.path(), &wide, 1 << 10, CH / 2, 128, seed ^ round);
+        (q, lost, wrong, est) = (q + a, lost + b, wrong + c, conf.p_overwritten);
+        assert!(conf.p_wrong < 1e-12);
+    }
+    let rate = lost as f64 / q as f64;
+    println!(
+        "postcarding b=32 N=2 load 1: lost {:.3}% of {q}, p_overwritten {:.3}%",
+        rate * 100.0,
+        est * 100.0
+    );
+    assert!((rate - est).abs() <= 0.15 * est, "lost {rate} vs {est}");
+    assert_eq!(wrong, 0);
+
+    let narrow = PostcardingSpec {
+        chunks: CH,
+        hops: 2,
+        slot_bits: 8,
+        redundancy: 1,
+        key_len: 13,
+    };
+    let (mut q, mut wrong, mut est) = (0, 0, 0.0);
+    for round in 0..200 {
+        let (a, _, c, conf) =
+            confidence_round(dir.path(), &narrow, 16, 3 * CH, 1024, seed ^ (round << 20));
+        (q, wrong, est) = (q + a, wrong + c, conf.p_wrong);
+    }
+    let rate = wrong as f64 / q as f64;
+    println!(
+        "postcarding b=8 |V|=16 B=2 N=1 load 3: wrong {:.4}% of {q}, p_wrong {:.4}%",
+        rate * 100.0,
+        est * 100.0
+    );
+    assert!(rate <= est * 1.1, "wrong {rate} above the bound {est}");
+    assert!(
+        rate >= est * 0.5,
+        "wrong {rate} far below the estimate {est}"
+    );
+}

@@ -148,14 +148,18 @@ fn corrupt_headers_give_clear_errors() {
     assert!(e.to_string().contains("corrupt header"));
 
     let p = fresh("version");
-    patch(&p, field::VERSION.start as u64, &3u16.to_le_bytes(), true);
-    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(3))));
+    patch(&p, field::VERSION.start as u64, &4u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(4))));
+    // Version 2 (no live counters; they would fail its CRC) is refused too.
+    let p = fresh("version2");
+    patch(&p, field::VERSION.start as u64, &2u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(2))));
     // Version 1 (no redundancy in the header, key-only slot checks) is refused, not misread.
     let p = fresh("version1");
     patch(&p, field::VERSION.start as u64, &1u16.to_le_bytes(), true);
     let e = Region::open(&p).unwrap_err();
     assert!(matches!(e, StoreError::BadVersion(1)));
-    assert!(e.to_string().contains("reads version 2"), "{e}");
+    assert!(e.to_string().contains("reads version 3"), "{e}");
 
     let p = fresh("kind");
     patch(&p, field::KIND.start as u64, &9u16.to_le_bytes(), true);

@@ -25,6 +25,9 @@ pub trait Sinks {
     ) -> Result<(), SinkError>;
     /// FETCH_ADD `add` to the little-endian u64 at `offset` of store `store`.
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError>;
+    /// Add to store `store`'s live counters ([`MemSink::count`], `docs/regions.md` §1): called
+    /// once per batch written, not per report. The RDMA sink issues a FETCH_ADD per counter.
+    fn count(&mut self, store: usize, writes: u64, added: u64) -> Result<(), SinkError>;
     /// Make everything issued so far durable/visible (e.g. wait for RDMA ACKs).
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
@@ -78,6 +81,11 @@ impl Sinks for RegionSinks {
             .map(|_| ())
     }
 
+    #[inline]
+    fn count(&mut self, store: usize, writes: u64, added: u64) -> Result<(), SinkError> {
+        self.regions[store].mem().count(writes, added)
+    }
+
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
@@ -109,5 +117,9 @@ impl<S: Sinks + ?Sized> MemSink for StoreSink<'_, S> {
     fn fetch_add(&mut self, offset: u64, add: u64) -> Result<(), SinkError> {
         crate::stats::add(&self.stats.fetch_adds, 1);
         self.sinks.fetch_add(self.store, offset, add)
+    }
+
+    fn count(&mut self, writes: u64, added: u64) -> Result<(), SinkError> {
+        self.sinks.count(self.store, writes, added)
     }
 }

@@ -217,6 +217,9 @@ fn sink_errors_are_counted_per_report() {
         fn fetch_add(&mut self, _: usize, _: u64, _: u64) -> Result<(), dta_store::SinkError> {
             Err(dta_store::SinkError::ReadOnly)
         }
+        fn count(&mut self, _: usize, _: u64, _: u64) -> Result<(), dta_store::SinkError> {
+            Err(dta_store::SinkError::ReadOnly)
+        }
     }
     let dir = tempfile::tempdir().unwrap();
     let regions = common::regions(dir.path());

@@ -27,15 +27,18 @@ pub fn print<T: Serialize>(
 }
 
 pub fn key_write(out: &mut dyn Write, r: &KeyWriteResult) -> io::Result<()> {
+    let c = &r.confidence;
     match r.status {
         "found" => writeln!(
             out,
-            "{} key 0x{}: 0x{} ({} matching slot{})",
+            "{} key 0x{}: 0x{} ({} matching slot{}; wrong with probability {:.1e} at load {:.3})",
             r.store,
             r.key,
             r.data.as_deref().unwrap_or(""),
             r.votes,
-            if r.votes == 1 { "" } else { "s" }
+            if r.votes == 1 { "" } else { "s" },
+            c.p_wrong,
+            c.load
         ),
         "ambiguous" => {
             writeln!(out, "{} key 0x{}: ambiguous, candidates:", r.store, r.key)?;
@@ -46,30 +49,48 @@ pub fn key_write(out: &mut dyn Write, r: &KeyWriteResult) -> io::Result<()> {
         }
         _ => writeln!(
             out,
-            "{} key 0x{}: empty (not stored, or overwritten)",
-            r.store, r.key
+            "{} key 0x{}: empty (not stored, or overwritten: a stored key would be with probability {:.3} at load {:.3})",
+            r.store, r.key, c.p_overwritten, c.load
         ),
     }
 }
 
 pub fn key_increment(out: &mut dyn Write, r: &KeyIncrementResult) -> io::Result<()> {
-    writeln!(out, "{} key 0x{}: {}", r.store, r.key, r.count)
+    let b = &r.bound;
+    writeln!(
+        out,
+        "{} key 0x{}: {} (at most {} over the true count with probability {:.3}; total {})",
+        r.store,
+        r.key,
+        r.count,
+        b.error,
+        1.0 - b.delta,
+        b.total
+    )
 }
 
 pub fn postcard(out: &mut dyn Write, r: &PostcardResult) -> io::Result<()> {
+    let c = &r.confidence;
     match r.status {
         "found" => {
             let hops: Vec<String> = r.path.iter().map(|v| v.to_string()).collect();
             writeln!(
                 out,
-                "{} key 0x{}: {} hop{}: {}",
+                "{} key 0x{}: {} hop{}: {} (wrong with probability {:.1e} at load {:.3})",
                 r.store,
                 r.key,
                 r.path.len(),
                 if r.path.len() == 1 { "" } else { "s" },
-                hops.join(" -> ")
+                hops.join(" -> "),
+                c.p_wrong,
+                c.load
             )
         }
+        "empty" => writeln!(
+            out,
+            "{} key 0x{}: empty (not stored, or overwritten: a stored path would be with probability {:.3} at load {:.3})",
+            r.store, r.key, c.p_overwritten, c.load
+        ),
         s => writeln!(out, "{} key 0x{}: {s}", r.store, r.key),
     }
 }
@@ -130,4 +151,60 @@ pub fn inspection(out: &mut dyn Write, i: &Inspection) -> io::Result<()> {
         writeln!(out, "  appended:   {n} entries in all lists")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dta_store::{Confidence, CountBound};
+
+    #[test]
+    fn human_answers_say_how_sure_they_are() {
+        let confidence = Confidence {
+            load: 0.5,
+            p_overwritten: 0.155,
+            p_wrong: 3.6e-11,
+        };
+        let mut r = KeyWriteResult {
+            store: "kw".into(),
+            key: "0000002a".into(),
+            status: "found",
+            data: Some("deadbeef".into()),
+            votes: 2,
+            candidates: vec![],
+            redundancy: 2,
+            confidence,
+        };
+        let mut out = vec![];
+        key_write(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("wrong with probability 3.6e-11 at load 0.500"),
+            "{s}"
+        );
+        r.status = "empty";
+        let mut out = vec![];
+        key_write(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("with probability 0.155 at load 0.500"), "{s}");
+        let k = KeyIncrementResult {
+            store: "ki".into(),
+            key: "0a000001".into(),
+            count: 7,
+            redundancy: 2,
+            bound: CountBound {
+                total: 100,
+                epsilon: 0.01,
+                error: 1,
+                delta: 0.135,
+            },
+        };
+        let mut out = vec![];
+        key_increment(&mut out, &k).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains(": 7 (at most 1 over the true count with probability 0.865; total 100)"),
+            "{s}"
+        );
+    }
 }

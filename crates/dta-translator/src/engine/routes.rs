@@ -184,7 +184,11 @@ mod tests {
         Translator::new(
             &TranslatorConfig::default(),
             infos,
-            Mem { areas, fail: false },
+            Mem {
+                areas,
+                fail: false,
+                tally: vec![],
+            },
             Arc::new(Stats::default()),
         )
     }

@@ -263,6 +263,10 @@ impl<S: Sinks> Translator<S> {
         }
         let stats = &*self.stats;
         let mut sink_errors = 0u64;
+        // The stores' live counters (`docs/regions.md` §1), added once per stage and store:
+        // (store, copies written, Key-Increment total). A stage rarely spans more stores than
+        // this; a further store's counts go out at once.
+        let mut tally = [(usize::MAX, 0u64, 0u64); 4];
         for item in &stage.items[..stage.len] {
             // SAFETY: items[..len] were initialised by `stage` (written before len grew).
             let it = unsafe { item.assume_init_ref() };
@@ -292,6 +296,29 @@ impl<S: Sinks> Translator<S> {
                 }
             }
             sink_errors += failed as u64;
+            if !failed {
+                let added = if it.increment { it.counter } else { 0 };
+                match tally
+                    .iter_mut()
+                    .find(|t| t.0 == it.store || t.0 == usize::MAX)
+                {
+                    Some(t) => {
+                        t.0 = it.store;
+                        t.1 += it.n as u64;
+                        t.2 = t.2.wrapping_add(added);
+                    }
+                    None => {
+                        if self.sinks.count(it.store, it.n as u64, added).is_err() {
+                            sink_errors += 1;
+                        }
+                    }
+                }
+            }
+        }
+        for &(store, writes, added) in tally.iter().take_while(|t| t.0 != usize::MAX) {
+            if self.sinks.count(store, writes, added).is_err() {
+                sink_errors += 1;
+            }
         }
         add(&stats.reports[Opcode::KeyWrite as usize - 1], stage.kw);
         add(&stats.reports[Opcode::KeyIncrement as usize - 1], stage.ki);
@@ -353,6 +380,11 @@ mod tests {
         }
         assert_eq!(t.sinks().areas[KW], want_kw.bytes);
         assert_eq!(t.sinks().areas[KI], want_ki.bytes);
+        // The live counters: what the layouts' apply counts report by report, added per stage.
+        let tally = &t.sinks().tally;
+        assert_eq!(tally[KW], (want_kw.tally.writes, want_kw.tally.added));
+        assert_eq!(tally[KI], (want_ki.tally.writes, want_ki.tally.added));
+        assert_eq!(want_ki.tally.added, (0..40).sum::<u64>());
         let s = t.stats();
         assert_eq!(s.reports_of(dta_wire::Opcode::KeyWrite), 40);
         assert_eq!(s.reports_of(dta_wire::Opcode::KeyIncrement), 40);

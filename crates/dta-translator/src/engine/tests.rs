@@ -20,6 +20,8 @@ use crate::stats::Stats;
 pub(super) struct Mem {
     pub areas: Vec<Vec<u8>>,
     pub fail: bool,
+    /// Each store's live counters (writes, added), as [`Sinks::count`] added them.
+    pub tally: Vec<(u64, u64)>,
 }
 
 impl Sinks for Mem {
@@ -45,6 +47,18 @@ impl Sinks for Mem {
         let w = &mut self.areas[store][off as usize..off as usize + 8];
         let v = u64::from_le_bytes((&*w).try_into().unwrap()).wrapping_add(add);
         w.copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+
+    fn count(&mut self, store: usize, writes: u64, added: u64) -> Result<(), SinkError> {
+        if self.fail {
+            return Err(SinkError::ReadOnly);
+        }
+        if self.tally.len() <= store {
+            self.tally.resize(store + 1, (0, 0));
+        }
+        self.tally[store].0 += writes;
+        self.tally[store].1 += added;
         Ok(())
     }
 }
@@ -129,7 +143,11 @@ pub(super) fn translator_with(cfg: &TranslatorConfig) -> Translator<Mem> {
     Translator::new(
         cfg,
         &infos,
-        Mem { areas, fail: false },
+        Mem {
+            areas,
+            fail: false,
+            tally: vec![],
+        },
         Arc::new(Stats::default()),
     )
     .unwrap()
