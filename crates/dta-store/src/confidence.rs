@@ -62,8 +62,13 @@ pub fn key_write(tally: Tally, slots: u64, n: u8) -> Confidence {
     }
 }
 
+/// Bits of a Postcarding chunk check (`postcard::CHUNK_CHECK_LEN` bytes).
+pub const POSTCARD_CHECK_BITS: i32 = 32;
+
 /// Postcarding ([DTA A.6]): `chunks` chunks of `hops` slots of `bits` bits, `n` copies, and a
-/// query table of `values` distinct values (the blank included, i.e. |V| + 1).
+/// query table of `values` distinct values (the blank included, i.e. |V| + 1). A wrong answer
+/// needs all N copies overwritten, a foreign chunk whose slots decode to a valid path
+/// ([`postcard_slots_valid`]) AND whose 32-bit check matches the queried key (2^−32).
 pub fn postcard(
     tally: Tally,
     chunks: u64,
@@ -74,13 +79,23 @@ pub fn postcard(
 ) -> Confidence {
     let (load, over) = overwritten(tally.writes, chunks);
     let all = over.powi(n as i32);
-    // A slot of a foreign chunk decodes to some value with probability (|V| + 1)·2^−b.
-    let slot_valid = (values as f64 * 2f64.powi(-(bits as i32))).min(1.0);
     Confidence {
         load,
         p_overwritten: all,
-        p_wrong: (all * n as f64 * slot_valid.powi(hops as i32)).min(1.0),
+        p_wrong: all
+            * postcard_slots_valid(n, hops, bits, values)
+            * 2f64.powi(-POSTCARD_CHECK_BITS),
     }
+}
+
+/// [DTA A.6] (12) for a key whose N chunks were all overwritten: the probability that the slots
+/// of one of the N foreign chunks decode to a valid path, `N·((|V| + 1)·2^−b)^B` (at most 1). The
+/// slot decoder alone (`PostcardingLayout::decode_slots`, without the chunk check) answers
+/// wrong this often.
+pub fn postcard_slots_valid(n: u8, hops: usize, bits: u8, values: usize) -> f64 {
+    // A slot of a foreign chunk decodes to some value with probability (|V| + 1)·2^−b.
+    let slot_valid = (values as f64 * 2f64.powi(-(bits as i32))).min(1.0);
+    (n as f64 * slot_valid.powi(hops as i32)).min(1.0)
 }
 
 /// Key-Increment ([DTA A.4]): the N counters of a key are spread over one array of `counters`.

@@ -15,7 +15,8 @@ use crate::HashScheme;
 pub const NATIVE_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Salt of the Postcarding per-hop checksum (architecture.md "Hashing").
 pub const POSTCARD_SALT: u64 = 0xC2B2_AE3D_27D4_EB4F;
-/// Salt of the native Key-Write slot check's per-key seed (`key_write::KeyTag`).
+/// Salt of the per-key seed of the key+data checks ([`data_check`]): native Key-Write slots
+/// (`key_write::KeyTag`) and Postcarding chunks.
 pub const SLOT_CHECK_SALT: u64 = 0x1656_67B1_9E37_79F9;
 /// The Postcarding blank value ⊔ ([DTA §4]): never a member of V.
 pub const BLANK: u32 = 0xFFFF_FFFF;
@@ -191,6 +192,28 @@ pub fn postcard_checksum(h: u64, hop: u8, bits: u8) -> u32 {
 #[inline]
 pub fn postcard_g(v: u32, bits: u8) -> u32 {
     fmix32(v) & mask(bits)
+}
+
+/// The per-key seed of [`data_check`], from `h = fnv1a64(key)`.
+#[inline]
+pub fn check_seed(h: u64) -> u64 {
+    fmix64(h ^ SLOT_CHECK_SALT)
+}
+
+/// The check over key and data of a native Key-Write slot or a Postcarding chunk: the key's
+/// `seed` ([`check_seed`]), then each 8-byte LE word of the data folded in by a multiply-rotate
+/// step, finalised by fmix64 and folded to 32 bits. Each step is a bijection of the state for a
+/// fixed word, so two data that differ in one word always differ before the final fold; data torn
+/// between two writes of the same key therefore match their stored check with probability about
+/// 2^-32, and so does another key's data.
+#[inline(always)]
+pub fn data_check(seed: u64, words: &[u64]) -> u32 {
+    let mut h = seed;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(NATIVE_SEED).rotate_left(29);
+    }
+    let h = fmix64(h);
+    (h ^ (h >> 32)) as u32
 }
 
 /// The 64-bit hash HyperLogLog uses for a key: `fmix64(fnv1a64(key))`.

@@ -38,9 +38,10 @@ pub mod field {
 }
 
 pub const MAGIC: &[u8; 8] = b"DTAREGN\0";
-/// 3: live counters at 128..192, outside the CRC (2: Key-Write and Key-Increment record N;
-/// native Key-Write slot checks cover key and data).
-pub const VERSION: u16 = 3;
+/// 4: every Postcarding chunk ends with a 4-byte check over key and slots (3: live counters at
+/// 128..192, outside the CRC; 2: Key-Write and Key-Increment record N, native Key-Write slot
+/// checks cover key and data).
+pub const VERSION: u16 = 4;
 /// Bytes of the header page; the data area starts here.
 pub const HEADER_LEN: usize = 4096;
 /// Bytes of the store name field.
@@ -227,11 +228,7 @@ impl Header {
                     redundancy: p[10],
                     key_len: p[11],
                 };
-                derived(
-                    "chunk_len",
-                    rd16(p, 12) as u64,
-                    s.hops as u64 * (s.slot_bits as u64 / 8),
-                )?;
+                derived("chunk_len", rd16(p, 12) as u64, s.chunk_len() as u64)?;
                 StoreSpec::Postcarding(s)
             }
             StoreKind::Append => {
@@ -311,8 +308,7 @@ impl Header {
                 p[9] = s.slot_bits;
                 p[10] = s.redundancy;
                 p[11] = s.key_len;
-                let chunk_len = s.hops as u16 * (s.slot_bits as u16 / 8);
-                p[12..14].copy_from_slice(&chunk_len.to_le_bytes());
+                p[12..14].copy_from_slice(&(s.chunk_len() as u16).to_le_bytes());
             }
             StoreSpec::Append(s) => {
                 p[0..4].copy_from_slice(&s.lists.to_le_bytes());

@@ -58,19 +58,11 @@ pub enum Lookup {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyTag(pub u64);
 
-/// The native slot check over key and data: the key's seed, then each 8-byte word of the slot
-/// (check field and padding zeroed) folded in by a multiply-rotate step, finalised by fmix64 and
-/// folded to 32 bits. Each step is a bijection of the state for a fixed word, so two slots that
-/// differ in one word always differ before the final fold; a slot torn between two writes of the
-/// same key therefore matches its stored check with probability about 2^-32.
+/// The native slot check over key and data ([`hash::data_check`] from the key's seed over the
+/// slot's 8-byte words, check field and padding zeroed).
 #[inline(always)]
 fn native_check(tag: KeyTag, words: &[u64]) -> u32 {
-    let mut h = tag.0;
-    for &w in words {
-        h = (h ^ w).wrapping_mul(hash::NATIVE_SEED).rotate_left(29);
-    }
-    let h = hash::fmix64(h);
-    (h ^ (h >> 32)) as u32
+    hash::data_check(tag.0, words)
 }
 
 /// Where Key-Write reports go.
@@ -164,7 +156,7 @@ impl KeyWriteLayout {
                 for i in 0..n {
                     out[i as usize] = hash::native_index(h, i, self.slots) * len;
                 }
-                KeyTag(hash::fmix64(h ^ hash::SLOT_CHECK_SALT))
+                KeyTag(hash::check_seed(h))
             }
             HashScheme::Prototype => {
                 let csum = hash::checksum(HashScheme::Prototype, key);

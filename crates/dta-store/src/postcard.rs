@@ -1,12 +1,15 @@
 //! Postcarding ([DTA §4 "Postcarding", A.2], analysis A.6).
 //!
-//! The data area is `chunks` chunks of B slots of b bits (`chunk_len = B·b/8` bytes, chunks packed
-//! back to back). A path of flow x with values v_0..v_{ℓ-1} is written as one chunk: slot i holds
-//! `checksum(x, i) ⊕ g(v_i)` (little-endian, b/8 bytes), with the blank value ⊔ for hops i ≥ ℓ,
-//! so each flow always writes all B slots. The chunk goes to chunks `h_j(x) = index(native, x, j,
-//! chunks)` for j in 0..N. A query decodes each of the N chunks with a lookup table
-//! `{(g(v), v) | v ∈ V ∪ {⊔}}`: a chunk is valid if slots 0..ℓ decode to values of V and slots ℓ..B
-//! to ⊔ (ℓ ≥ 1); the path is output if all valid chunks agree.
+//! The data area is `chunks` chunks of B slots of b bits followed by a 32-bit check
+//! (`chunk_len = B·b/8 + 4` bytes, chunks packed back to back). A path of flow x with values
+//! v_0..v_{ℓ-1} is written as one chunk: slot i holds `checksum(x, i) ⊕ g(v_i)` (little-endian,
+//! b/8 bytes), with the blank value ⊔ for hops i ≥ ℓ, so each flow always writes all B slots; the
+//! check is [`hash::data_check`] over x and all B slots, so a chunk read while another path of
+//! the same key is written over it (whose slots each decode on their own) fails it instead of
+//! decoding to a mix of two paths. The chunk goes to chunks `h_j(x) = index(native, x, j,
+//! chunks)` for j in 0..N. A query keeps the N chunks whose check matches x and decodes each with
+//! a lookup table `{(g(v), v) | v ∈ V ∪ {⊔}}`: a chunk is valid if slots 0..ℓ decode to values of
+//! V and slots ℓ..B to ⊔ (ℓ ≥ 1); the path is output if all valid chunks agree.
 
 use crate::hash::{self, BLANK};
 use crate::{ApplyError, Header, MemSink, QueryError, RegionMem, StoreError, StoreKind, StoreSpec};
@@ -15,8 +18,26 @@ use crate::{ApplyError, Header, MemSink, QueryError, RegionMem, StoreError, Stor
 /// 24 bytes per value, so this bounds a query's table to ~25 MiB.
 pub const MAX_VALUES: usize = 1 << 20;
 
-/// Largest chunk: 16 hops of 4 bytes.
-const MAX_CHUNK: usize = 64;
+/// Largest slot area of a chunk: 16 hops of 4 bytes.
+const MAX_SLOTS: usize = 64;
+/// Bytes of the check at the end of every chunk.
+pub const CHUNK_CHECK_LEN: usize = 4;
+/// Largest chunk.
+const MAX_CHUNK: usize = MAX_SLOTS + CHUNK_CHECK_LEN;
+
+/// The check of a chunk whose slot bytes are `slots` for a key with check seed `seed`
+/// ([`hash::check_seed`]): [`hash::data_check`] over the slots as LE 8-byte words, the last
+/// zero-padded.
+#[inline]
+fn chunk_check(seed: u64, slots: &[u8]) -> u32 {
+    let mut words = [0u64; MAX_SLOTS / 8];
+    for (w, c) in words.iter_mut().zip(slots.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        *w = u64::from_le_bytes(b);
+    }
+    hash::data_check(seed, &words[..slots.len().div_ceil(8)])
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostcardingLayout {
@@ -24,6 +45,7 @@ pub struct PostcardingLayout {
     hops: usize,
     slot_bits: u8,
     slot_bytes: usize,
+    chunk_len: usize,
     redundancy: u8,
     key_len: usize,
 }
@@ -47,6 +69,7 @@ impl PostcardingLayout {
                 hops: s.hops as usize,
                 slot_bits: s.slot_bits,
                 slot_bytes: s.slot_bits as usize / 8,
+                chunk_len: s.chunk_len(),
                 redundancy: s.redundancy,
                 key_len: s.key_len as usize,
             }),
@@ -75,8 +98,13 @@ impl PostcardingLayout {
     pub fn chunks(&self) -> u64 {
         self.chunks
     }
-    /// Bytes of one chunk (B·b/8).
+    /// Bytes of one chunk: B·b/8 bytes of slots, then the 4-byte check.
     pub fn chunk_len(&self) -> usize {
+        self.chunk_len
+    }
+
+    /// Bytes of a chunk's slots (B·b/8); the check follows them.
+    fn slots_len(&self) -> usize {
         self.hops * self.slot_bytes
     }
 
@@ -86,7 +114,9 @@ impl PostcardingLayout {
         hash::native_index(h, j, self.chunks) * self.chunk_len() as u64
     }
 
-    /// The chunk bytes for `key` and `values` ([DTA §4]: slot i = checksum(x, i) ⊕ g(v_i)).
+    /// The chunk bytes for `key` (`h = fnv1a64(key)`) and `values` into `out[..chunk_len]`
+    /// ([DTA §4]: slot i = checksum(x, i) ⊕ g(v_i)), then the check over key and slots. The one
+    /// chunk encoder: [`Self::apply_chunk`] (the store's and the translator's writes) calls it.
     fn encode(&self, h: u64, values: &[Option<u32>], out: &mut [u8; MAX_CHUNK]) {
         for (i, v) in values.iter().enumerate() {
             let v = v.unwrap_or(BLANK);
@@ -95,6 +125,9 @@ impl PostcardingLayout {
             let at = i * self.slot_bytes;
             out[at..at + self.slot_bytes].copy_from_slice(&s.to_le_bytes()[..self.slot_bytes]);
         }
+        let n = self.slots_len();
+        let check = chunk_check(hash::check_seed(h), &out[..n]);
+        out[n..n + CHUNK_CHECK_LEN].copy_from_slice(&check.to_le_bytes());
     }
 
     /// Write one path: one write of `chunk_len` bytes per redundancy copy. `values` has B entries,
@@ -135,11 +168,48 @@ impl PostcardingLayout {
         )
     }
 
-    /// Decode one chunk: the path length ℓ and values if valid.
-    fn decode(&self, h: u64, chunk: &[u8], table: &ValueTable, out: &mut [u32]) -> Option<usize> {
+    /// Decode one chunk as read from the region: the path length ℓ and values if the chunk's
+    /// check matches the key (seed `seed = check_seed(h)`) and its slots are valid.
+    fn decode(
+        &self,
+        h: u64,
+        seed: u64,
+        chunk: &[u8],
+        table: &ValueTable,
+        out: &mut [u32; 16],
+    ) -> Option<usize> {
+        let n = self.slots_len();
+        let stored = u32::from_le_bytes(chunk.get(n..n + CHUNK_CHECK_LEN)?.try_into().ok()?);
+        if chunk_check(seed, &chunk[..n]) != stored {
+            return None;
+        }
+        self.decode_slots_h(h, chunk, table, out)
+    }
+
+    /// The [DTA A.6] slot decoder alone, WITHOUT the chunk check: the path the slots of `chunk`
+    /// (at least B·b/8 bytes) decode to for `key`, if valid. Queries never answer from it alone
+    /// (a torn or foreign chunk can decode to a path that was never written); it measures the
+    /// per-slot false-candidate rate of [DTA A.6] (12), which the check multiplies by about 2^-32.
+    pub fn decode_slots(&self, key: &[u8], chunk: &[u8], table: &ValueTable) -> Option<Vec<u32>> {
+        if chunk.len() < self.slots_len() || table.bits != self.slot_bits {
+            return None;
+        }
+        let mut out = [0u32; 16];
+        let len = self.decode_slots_h(hash::fnv1a64(key), chunk, table, &mut out)?;
+        Some(out[..len].to_vec())
+    }
+
+    /// The slot decoder from `h = fnv1a64(key)`; `chunk` holds at least B·b/8 bytes.
+    fn decode_slots_h(
+        &self,
+        h: u64,
+        chunk: &[u8],
+        table: &ValueTable,
+        out: &mut [u32; 16],
+    ) -> Option<usize> {
         let mut len = 0;
         let mut blank_seen = false;
-        for (i, slot) in chunk[..self.chunk_len()]
+        for (i, slot) in chunk[..self.slots_len()]
             .chunks_exact(self.slot_bytes)
             .enumerate()
         {
@@ -174,6 +244,7 @@ impl PostcardingLayout {
             });
         }
         let h = hash::fnv1a64(key);
+        let seed = hash::check_seed(h);
         let mut found: Option<([u32; 16], usize)> = None;
         let mut chunk = [0u8; MAX_CHUNK];
         for j in 0..self.redundancy {
@@ -182,7 +253,7 @@ impl PostcardingLayout {
                 continue;
             }
             let mut vals = [0u32; 16];
-            if let Some(len) = self.decode(h, c, table, &mut vals) {
+            if let Some(len) = self.decode(h, seed, c, table, &mut vals) {
                 match &found {
                     None => found = Some((vals, len)),
                     Some((f, l)) if *l == len && f[..len] == vals[..len] => {}

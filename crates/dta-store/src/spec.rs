@@ -120,6 +120,14 @@ pub struct PostcardingSpec {
     pub key_len: u8,
 }
 
+impl PostcardingSpec {
+    /// Bytes of one chunk: B slots of b/8 bytes, then the 4-byte check over key and slots
+    /// (`docs/regions.md` §2.3).
+    pub fn chunk_len(&self) -> usize {
+        self.hops as usize * (self.slot_bits as usize / 8) + crate::postcard::CHUNK_CHECK_LEN
+    }
+}
+
 fn default_hops() -> u8 {
     5
 }
@@ -383,10 +391,9 @@ impl StoreSpec {
         match self {
             StoreSpec::KeyWrite(s) => s.slots.checked_mul(s.slot_len() as u64),
             StoreSpec::KeyIncrement(s) => s.counters.checked_mul(8),
-            StoreSpec::Postcarding(s) => s
-                .chunks
-                .checked_mul(s.hops as u64 * (s.slot_bits as u64 / 8))
-                .and_then(round8),
+            StoreSpec::Postcarding(s) => {
+                s.chunks.checked_mul(s.chunk_len() as u64).and_then(round8)
+            }
             StoreSpec::Append(s) => (s.lists as u64)
                 .checked_mul(s.capacity)?
                 .checked_mul(s.entry_len as u64)?

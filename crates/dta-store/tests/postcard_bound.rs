@@ -34,7 +34,7 @@ fn a6_bound_holds() {
     let dir = tempfile::tempdir().unwrap();
     let r = Region::create(&dir.path().join("pc"), "paths", &spec(32), false).unwrap();
     let layout = PostcardingLayout::new(r.header()).unwrap();
-    assert_eq!(layout.chunk_len(), 20);
+    assert_eq!(layout.chunk_len(), 24);
     let table = ValueTable::range(&layout, V).unwrap();
     let seed: u64 = dta_testkit::test_seed(0xA6);
     println!("seed {seed}");
@@ -84,7 +84,8 @@ fn a6_bound_holds() {
 
 #[test]
 fn chunk_bytes_and_short_paths() {
-    // One path in a tiny store: the chunk is checksum(x,i) ^ g(v_i), blanks after the path.
+    // One path in a tiny store: the chunk is checksum(x,i) ^ g(v_i), blanks after the path,
+    // then the check over key and slots.
     let spec = PostcardingSpec {
         chunks: 4,
         hops: 3,
@@ -112,6 +113,12 @@ fn chunk_bytes_and_short_paths() {
             &(s as u16).to_le_bytes()
         );
     }
+    assert_eq!(layout.chunk_len(), 3 * 2 + 4);
+    let mut word = [0u8; 8];
+    word[..6].copy_from_slice(&sink.bytes[at..at + 6]);
+    let check =
+        dta_store::hash::data_check(dta_store::hash::check_seed(hk), &[u64::from_le_bytes(word)]);
+    assert_eq!(&sink.bytes[at + 6..at + 10], &check.to_le_bytes());
     // Wrong shapes are rejected and write nothing.
     let before = sink.bytes.clone();
     assert_eq!(
@@ -170,6 +177,28 @@ fn query_decodes_and_rejects_mixed_chunks() {
             PostcardAnswer::Ambiguous
         );
     }
+    // A chunk whose slots all decode but whose check fails (slot 0 of one path, the rest of
+    // another: a torn read) is not a candidate, though its slots alone decode to a path.
+    let mut a = VecSink::new(r.mem().len() as usize);
+    let mut b = VecSink::new(r.mem().len() as usize);
+    layout
+        .apply_chunk(&k, &[Some(10), Some(20), None, None, None], &mut a)
+        .unwrap();
+    layout
+        .apply_chunk(&k, &[Some(50), Some(60), None, None, None], &mut b)
+        .unwrap();
+    let len = layout.chunk_len();
+    for j in 0..2 {
+        let at = layout.chunk_offset(hk, j) as usize;
+        let mut torn = b.bytes[at..at + len].to_vec();
+        torn[..4].copy_from_slice(&a.bytes[at..at + 4]);
+        assert_eq!(layout.decode_slots(&k, &torn, &table), Some(vec![10, 60]));
+        r.mem().write(at as u64, &torn).unwrap();
+    }
+    assert_eq!(
+        layout.query(r.mem(), &k, &table).unwrap(),
+        PostcardAnswer::Empty
+    );
     // A hole (blank before a value) is invalid.
     layout
         .apply_chunk(&k, &[Some(10), None, Some(30), None, None], &mut sink)
@@ -180,8 +209,21 @@ fn query_decodes_and_rejects_mixed_chunks() {
     );
 }
 
+/// The outcome of one [`confidence_round`] over its probes.
+#[derive(Default)]
+struct Round {
+    queried: u64,
+    /// Queries that did not find the probe's path.
+    lost: u64,
+    /// Queries that found another path.
+    wrong: u64,
+    /// Probes for which a chunk's slots alone, without the chunk check
+    /// ([`PostcardingLayout::decode_slots`]), decode to another path.
+    slots_wrong: u64,
+}
+
 /// One round: a fresh store of `C` chunks, `probes` paths written first, then others until
-/// `paths` in all; returns (queried, lost, wrong) over the probes and the carried confidence.
+/// `paths` in all; returns the outcome over the probes and the carried confidence.
 fn confidence_round(
     dir: &std::path::Path,
     spec: &PostcardingSpec,
@@ -189,7 +231,7 @@ fn confidence_round(
     paths: u64,
     probes: u64,
     seed: u64,
-) -> (u64, u64, u64, dta_store::Confidence) {
+) -> (Round, dta_store::Confidence) {
     let path = dir.join(format!("conf-{seed}"));
     let r = Region::create(&path, "p", &StoreSpec::Postcarding(spec.clone()), true).unwrap();
     let layout = PostcardingLayout::new(r.header()).unwrap();
@@ -214,31 +256,43 @@ fn confidence_round(
     }
     assert_eq!(r.mem().tally().writes, paths * spec.redundancy as u64);
     let c = layout.confidence(r.mem(), &table);
-    let (mut lost, mut wrong) = (0, 0);
+    let mut out = Round {
+        queried: probes,
+        ..Round::default()
+    };
+    let mut chunk = vec![0u8; layout.chunk_len()];
     for (t, w) in want.iter().enumerate() {
-        match layout.query(r.mem(), &key(t as u64, salt), &table).unwrap() {
-            PostcardAnswer::Found(p) => {
-                let len = w.iter().take_while(|v| v.is_some()).count();
-                if p.len() != len || p.iter().zip(w).any(|(a, b)| Some(*a) != *b) {
-                    wrong += 1;
-                }
-            }
-            _ => lost += 1,
+        let k = key(t as u64, salt);
+        let len = w.iter().take_while(|v| v.is_some()).count();
+        let other = |p: &[u32]| p.len() != len || p.iter().zip(w).any(|(a, b)| Some(*a) != *b);
+        match layout.query(r.mem(), &k, &table).unwrap() {
+            PostcardAnswer::Found(p) => out.wrong += other(&p) as u64,
+            _ => out.lost += 1,
         }
+        let hk = dta_store::hash::fnv1a64(&k);
+        out.slots_wrong += (0..spec.redundancy).any(|j| {
+            r.mem()
+                .read(layout.chunk_offset(hk, j), &mut chunk)
+                .unwrap();
+            layout
+                .decode_slots(&k, &chunk, &table)
+                .is_some_and(|p| other(&p))
+        }) as u64;
     }
     drop(r);
     std::fs::remove_file(&path).unwrap();
-    (probes, lost, wrong, c)
+    (out, c)
 }
 
 /// The confidence a Postcarding answer carries against measured rates. With b = 32 a path is
 /// lost about as often as all its N chunks were overwritten (`p_overwritten`, within 15 %: the
 /// probes, 1/16 of the paths, saw slightly fewer later writes than the oldest path the estimate
-/// describes). With
-/// b = 8, |V| = 16, B = 2 and N = 1 a foreign chunk decodes as a valid path often enough to
-/// count wrong answers: [DTA A.6] (12), `p_wrong`, is an upper bound that must hold and be
-/// tight (the measured rate is at least half of it: values whose 8-bit g collide decode to
-/// nothing, and a valid path may not start with a blank).
+/// describes). With b = 8, |V| = 16, B = 2 and N = 1 the slots of a foreign chunk decode as a
+/// valid path often enough to count: [DTA A.6] (12) for the slot decoder alone
+/// (`p_overwritten · postcard_slots_valid`) is an upper bound that must hold and be tight (the
+/// measured rate is at least half of it: values whose 8-bit g collide decode to nothing, and a
+/// valid path may not start with a blank). The chunk check rejects every such chunk: queries
+/// answer no wrong path, and `p_wrong` (the same times 2^-32) is below one per query made.
 #[test]
 fn confidence_matches_measured_rates() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,9 +308,13 @@ fn confidence_matches_measured_rates() {
     };
     let (mut q, mut lost, mut wrong, mut est) = (0, 0, 0, 0.0);
     for round in 0..160 {
-        let (a, b, c, conf) =
-            confidence_round(dir.path(), &wide, 1 << 10, CH / 2, 128, seed ^ round);
-        (q, lost, wrong, est) = (q + a, lost + b, wrong + c, conf.p_overwritten);
+        let (o, conf) = confidence_round(dir.path(), &wide, 1 << 10, CH / 2, 128, seed ^ round);
+        (q, lost, wrong, est) = (
+            q + o.queried,
+            lost + o.lost,
+            wrong + o.wrong,
+            conf.p_overwritten,
+        );
         assert!(conf.p_wrong < 1e-12);
     }
     let rate = lost as f64 / q as f64;
@@ -275,21 +333,34 @@ fn confidence_matches_measured_rates() {
         redundancy: 1,
         key_len: 13,
     };
-    let (mut q, mut wrong, mut est) = (0, 0, 0.0);
+    let (mut q, mut wrong, mut slots_wrong, mut est, mut p_wrong) = (0, 0, 0, 0.0, 0.0);
     for round in 0..200 {
-        let (a, _, c, conf) =
+        let (o, conf) =
             confidence_round(dir.path(), &narrow, 16, 3 * CH, 1024, seed ^ (round << 20));
-        (q, wrong, est) = (q + a, wrong + c, conf.p_wrong);
+        (q, wrong, slots_wrong) = (q + o.queried, wrong + o.wrong, slots_wrong + o.slots_wrong);
+        // The table holds V = 0..16 and the blank.
+        est = conf.p_overwritten * dta_store::confidence::postcard_slots_valid(1, 2, 8, 17);
+        p_wrong = conf.p_wrong;
     }
-    let rate = wrong as f64 / q as f64;
+    let rate = slots_wrong as f64 / q as f64;
     println!(
-        "postcarding b=8 |V|=16 B=2 N=1 load 3: wrong {:.4}% of {q}, p_wrong {:.4}%",
+        "postcarding b=8 |V|=16 B=2 N=1 load 3: slots alone decode wrong {:.4}% of {q} \
+         ([DTA A.6] (12) {:.4}%); queries wrong {wrong}, p_wrong {p_wrong:e}",
         rate * 100.0,
         est * 100.0
     );
-    assert!(rate <= est * 1.1, "wrong {rate} above the bound {est}");
+    assert!(
+        rate <= est * 1.1,
+        "slots wrong {rate} above the bound {est}"
+    );
     assert!(
         rate >= est * 0.5,
-        "wrong {rate} far below the estimate {est}"
+        "slots wrong {rate} far below the estimate {est}"
     );
+    assert_eq!(
+        wrong, 0,
+        "the chunk check let {wrong} foreign chunks through"
+    );
+    assert!(p_wrong < 1.0 / q as f64, "p_wrong {p_wrong} of {q} queries");
+    assert!((p_wrong - est * 2f64.powi(-32)).abs() <= 1e-9 * p_wrong);
 }

@@ -148,8 +148,14 @@ fn corrupt_headers_give_clear_errors() {
     assert!(e.to_string().contains("corrupt header"));
 
     let p = fresh("version");
-    patch(&p, field::VERSION.start as u64, &4u16.to_le_bytes(), true);
-    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(4))));
+    patch(&p, field::VERSION.start as u64, &5u16.to_le_bytes(), true);
+    assert!(matches!(Region::open(&p), Err(StoreError::BadVersion(5))));
+    // Version 3 (Postcarding chunks without their check) is refused.
+    let p = fresh("version3");
+    patch(&p, field::VERSION.start as u64, &3u16.to_le_bytes(), true);
+    let e = Region::open(&p).unwrap_err();
+    assert!(matches!(e, StoreError::BadVersion(3)));
+    assert!(e.to_string().contains("recreate"), "{e}");
     // Version 2 (no live counters; they would fail its CRC) is refused too.
     let p = fresh("version2");
     patch(&p, field::VERSION.start as u64, &2u16.to_le_bytes(), true);
@@ -159,7 +165,7 @@ fn corrupt_headers_give_clear_errors() {
     patch(&p, field::VERSION.start as u64, &1u16.to_le_bytes(), true);
     let e = Region::open(&p).unwrap_err();
     assert!(matches!(e, StoreError::BadVersion(1)));
-    assert!(e.to_string().contains("reads version 3"), "{e}");
+    assert!(e.to_string().contains("reads version 4"), "{e}");
 
     let p = fresh("kind");
     patch(&p, field::KIND.start as u64, &9u16.to_le_bytes(), true);
