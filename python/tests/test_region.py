@@ -31,6 +31,15 @@ def fmix64(k):
     return k
 
 
+def fmix32(h):
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
 def native_index(key, n, count):
     return fmix64(fnv1a64(key) ^ ((0x9E3779B97F4A7C15 * (n + 1)) & M64)) & (count - 1)
 
@@ -43,7 +52,8 @@ def native_slot_check(key, slot):
     """The native Key-Write slot check of docs/regions.md ("Native check"): seed = fmix64(
     fnv1a64(key) ^ 0x165667B19E3779F9); for each LE u64 word w of the slot with its check field
     and padding zero, h = rotl64((h ^ w) * 0x9E3779B97F4A7C15, 29); then h = fmix64(h) and the
-    check is (h ^ (h >> 32)) mod 2^32."""
+    check is (h ^ (h >> 32)) mod 2^32. The Postcarding chunk check (§2.3) is the same over the
+    chunk's slots, the last word zero-padded."""
     h = fmix64(fnv1a64(key) ^ 0x165667B19E3779F9)
     for i in range(0, len(slot), 8):
         w = int.from_bytes(slot[i:i + 8], "little")
@@ -231,6 +241,19 @@ def test_postcard(tmp_path):
     key = bytes.fromhex("c0a80001")
     r.apply_postcard(key, [3, 17, 42])
     assert answer(r.postcard(key, 100)) == {"status": "found", "path": [3, 17, 42]}
+    # The chunk bytes (docs/regions.md §2.3): slot i = postcard_checksum(h, i) ^ g(v_i), blanks
+    # after the path, then the u32 check over key and slots; copy j at chunk native_index(key, j).
+    h = fnv1a64(key)
+    slots = b"".join(
+        struct.pack("<I", (fmix64(h ^ 0xC2B2AE3D27D4EB4F ^ i) & 0xFFFFFFFF) ^ fmix32(v))
+        for i, v in enumerate([3, 17, 42, 0xFFFFFFFF, 0xFFFFFFFF]))
+    chunk = slots + struct.pack("<I", native_slot_check(key, slots))
+    raw = (tmp_path / "pc").read_bytes()
+    copies = r.header["spec"]["redundancy"]
+    assert copies >= 1
+    for j in range(copies):
+        at = r.header["data_offset"] + native_index(key, j, 1024) * len(chunk)
+        assert raw[at:at + len(chunk)] == chunk
     assert r.postcard(key, range(100))["path"] == [3, 17, 42]
     assert r.postcard(key, [3, 17, 42, 99])["path"] == [3, 17, 42]
     # A value set without the reported values cannot decode the chunk.
