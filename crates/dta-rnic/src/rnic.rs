@@ -1,3 +1,5 @@
+// Size: one rdma-core device context (verbs and RDMA CM calls over FFI) and its safe wrappers,
+// which must agree on every resource's lifetime; about 90 lines are unit tests.
 //! The RNIC collector proper (feature `rdma-core`): libibverbs and librdmacm through `rdma-sys`.
 //!
 //! [DTA §5.3] ("Collector RDMA Service"): the collector registers its per-primitive memory,
