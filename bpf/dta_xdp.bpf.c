@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Size: one XDP program object: the parser and the three primitives' writes share the
+// verifier-checked bounds and the maps, and the loader attaches one program.
 // The DTA XDP translator ([DTA §4], [DTA §5.2]): parses DTA reports in the driver and
 // applies Key-Write, Key-Increment and Append straight into BPF_F_MMAPABLE array maps that ARE
 // the stores (docs/regions.md: a 4096-byte header page, then the data area; one u64 per array

@@ -1,3 +1,5 @@
+// Size: the Python module's bindings of the wire crate, one `#[pyfunction]` or class per exported
+// name, registered in one `#[pymodule]`.
 //! `dta._native`: the PyO3 extension behind the `dta` Python package. It is a thin layer over
 //! the Rust core: report encoding and decoding for both DTA wire protocols come from `dta-wire`
 //! (`encode_prototype`, the `NativeDatagram` builder, `decode`, the NACK codecs), and read-only

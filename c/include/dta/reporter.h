@@ -1,5 +1,6 @@
 /*
  * dta/reporter.h -- header-only DTA (Direct Telemetry Access) reporter.
+ * (One header by design: a switch agent or test harness includes it with no library to link.)
  *
  * Encoders for every header of both DTA wire protocols (docs/protocol.md):
  *   - the original prototype (short/long base header, Key-Write with 1/3/7

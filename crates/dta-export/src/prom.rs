@@ -1,3 +1,5 @@
+// Size: the translator's and the INT sink's exposition share the metric families and the server;
+// about 230 of its lines are unit tests.
 //! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
 //! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
 //! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a `/metrics`

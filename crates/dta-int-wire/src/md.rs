@@ -1,3 +1,5 @@
+// Size: INT-MD and INT-MX metadata stacks share the instruction bitmap and the per-hop field table
+// ([INT v2.1 §5.8]).
 //! The INT headers themselves (INT Dataplane Specification v2.1): the 4-byte TCP/UDP shim
 //! (§5.7.3 "INT over TCP/UDP"), the 12-byte INT-MD metadata header and its per-hop metadata
 //! stack (§5.8 "INT-MD Metadata Header Format"), and the 12-byte INT-MX header (§5.9 "INT-MX

@@ -1,3 +1,5 @@
+// Size: three versions of one format (telemetry report v0.5, v1.0, v2.0 [TR v2.0]) behind one enum,
+// so a caller never needs to know which version arrived.
 //! Telemetry reports: what INT sinks (and INT-XD/MX hops) send to a collector over UDP.
 //! Telemetry Report Format v2.0 (group header, one or more individual reports, RepType 1 INT
 //! main contents, TLVs) and the fixed headers of v0.5 and v1.0 that deployed switches still

@@ -1,3 +1,5 @@
+// Size: the INT sink's pipeline (admission, parsing, FlowCache, events, the writes into its stores)
+// runs per report in this order and shares the sink's state.
 //! The INT sink ([INT-NIC §III]) on top of DTA's translator ([DTA Table 2]). Every INT packet or
 //! telemetry report updates the FlowCache, raises events, and becomes DTA reports fed to an
 //! in-process [`Translator`] through [`Translator::apply`], so the stores it writes are the same

@@ -1,3 +1,5 @@
+// Size: the RC requester's connection set-up, send queue, retransmission and completion all act on
+// one queue pair's state (PSNs, outstanding WRITEs), so they stay together.
 //! The requester: the translator's RoCEv2 sink ([`RoceSinks`], a `dta_translator::Sinks`) and
 //! the active side of RDMA CM ([`connect`]).
 //!

@@ -1,3 +1,5 @@
+// Size: the reporter speaks both protocols and keeps the go-back-N retransmission buffer they
+// share.
 //! The reporter: builds DTA reports into datagrams and sends them over UDP ([DTA §3] "reporters
 //! ... generate telemetry reports"), with per-datagram sequence numbers and NACK-driven
 //! retransmission ([DTA §5.2], [DTA-draft §3.2]).

@@ -1,7 +1,9 @@
 //! The RNIC collector's settings: where RDMA CM listens and how the queue pairs it accepts are
 //! sized. Read from a TOML table (`[rnic]` of an `rnic.toml`, or built from command-line flags).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use dta_wire::prefix::AllowList;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +35,11 @@ pub struct RnicConfig {
     /// Post the prototype 16-byte advertisement (first), then the native ones.
     pub advertise_prototype: bool,
     pub advertise_native: bool,
+    /// Translator addresses (CIDR prefixes) whose connection requests are accepted; any other
+    /// is rejected (`rejected_not_allowed`) before a queue pair is made, so no other host is
+    /// sent the advertisement and its R_Keys. No default: the collector refuses to start
+    /// until it is set (`[rnic] allow` or `--allow`).
+    pub allow: Option<AllowList>,
 }
 
 impl Default for RnicConfig {
@@ -48,6 +55,7 @@ impl Default for RnicConfig {
             initiator_depth: 0,
             advertise_prototype: true,
             advertise_native: true,
+            allow: None,
         }
     }
 }
@@ -87,6 +95,15 @@ impl RnicConfig {
         };
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Whether a connection request from `peer` is accepted (never without an allow-list or a
+    /// known peer address).
+    pub fn admits(&self, peer: Option<IpAddr>) -> bool {
+        match (&self.allow, peer) {
+            (Some(a), Some(ip)) => a.allows(ip),
+            _ => false,
+        }
     }
 
     /// Check the values that do not depend on the stores.
@@ -208,6 +225,16 @@ mod tests {
         let e = c.prototype_index(&names).unwrap_err();
         assert!(e.0.contains("kw, ki, pc"), "{e}");
         assert!(RnicConfig::default().prototype_index(&[]).is_err());
+    }
+
+    #[test]
+    fn connection_requests_only_from_the_allow_list() {
+        let c = RnicConfig::from_toml("[rnic]\nallow = [\"10.0.0.1/32\"]\n").unwrap();
+        assert!(c.admits(Some("10.0.0.1".parse().unwrap())));
+        assert!(!c.admits(Some("10.0.0.2".parse().unwrap())));
+        assert!(!c.admits(None));
+        // No list: nobody (the command refuses to start without one).
+        assert!(!RnicConfig::default().admits(Some("10.0.0.1".parse().unwrap())));
     }
 
     #[test]

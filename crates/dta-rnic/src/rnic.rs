@@ -1,3 +1,5 @@
+// Size: one rdma-core device context (verbs and RDMA CM calls over FFI) and its safe wrappers,
+// which must agree on every resource's lifetime; about 90 lines are unit tests.
 //! The RNIC collector proper (feature `rdma-core`): libibverbs and librdmacm through `rdma-sys`.
 //!
 //! [DTA §5.3] ("Collector RDMA Service"): the collector registers its per-primitive memory,
@@ -122,6 +124,8 @@ pub struct RnicStats {
     pub connect_requests: AtomicU64,
     pub accepted: AtomicU64,
     pub rejected: AtomicU64,
+    /// Connection requests from a source outside the allow-list, rejected unanswered.
+    pub rejected_not_allowed: AtomicU64,
     pub established: AtomicU64,
     pub disconnected: AtomicU64,
     pub connect_errors: AtomicU64,
@@ -391,17 +395,25 @@ impl RnicCollector {
             rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST => {
                 inc(&self.stats.connect_requests);
                 let peer = peer_of(id);
-                match self.accept(id, initiator_depth_req, responder_res_req) {
-                    Ok(()) => {
-                        inc(&self.stats.accepted);
-                        tracing::info!(?peer, "connection request accepted");
-                    }
-                    Err(e) => {
-                        inc(&self.stats.rejected);
-                        tracing::warn!(?peer, "rejecting connection request: {e}");
-                        // SAFETY: id is the request's new id, not yet accepted.
-                        unsafe { rdma_reject(id, ptr::null(), 0) };
-                        destroy_after_ack = true;
+                if !self.cfg.admits(peer.map(|p| p.ip())) {
+                    inc(&self.stats.rejected_not_allowed);
+                    tracing::warn!(?peer, "rejecting a connection request from outside allow");
+                    // SAFETY: id is the request's new id, not yet accepted.
+                    unsafe { rdma_reject(id, ptr::null(), 0) };
+                    destroy_after_ack = true;
+                } else {
+                    match self.accept(id, initiator_depth_req, responder_res_req) {
+                        Ok(()) => {
+                            inc(&self.stats.accepted);
+                            tracing::info!(?peer, "connection request accepted");
+                        }
+                        Err(e) => {
+                            inc(&self.stats.rejected);
+                            tracing::warn!(?peer, "rejecting connection request: {e}");
+                            // SAFETY: id is the request's new id, not yet accepted.
+                            unsafe { rdma_reject(id, ptr::null(), 0) };
+                            destroy_after_ack = true;
+                        }
                     }
                 }
             }

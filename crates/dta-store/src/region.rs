@@ -1,3 +1,6 @@
+// Size: a region's file, mapping, header check, SIGBUS-guard registration and the atomic accessors
+// every store uses belong to one type whose invariants (no `&mut [u8]` into shared memory) are
+// argued once, here.
 //! Regions: one file, a 4096-byte header page then the data area, mapped shared ([DTA §5.3]: the
 //! collector hosts per-primitive memory structures the translator writes into). The data area is
 //! reached only through [`RegionMem`], which bounds-checks every access and goes through raw

@@ -1,3 +1,5 @@
+// Size: one benchmark binary so every section shares the region set-up, the workloads and the table
+// printer (scripts/bench.sh runs it).
 //! The benchmark suite (docs/benchmarks.md §3): every benchmark prints a table and compares, in the
 //! same run, against its own baseline; figures are medians of `--runs` runs.
 //!

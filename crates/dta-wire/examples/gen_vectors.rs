@@ -1,3 +1,4 @@
+// Size: the table of every DTA spec vector, one entry each, generated in one run.
 //! Regenerates `spec/vectors/{prototype,native,invalid}.json` from the emitters:
 //! `cargo run -p dta-wire --example gen_vectors [-- OUT_DIR]`. The committed JSON is the truth;
 //! `tests/vectors.rs` checks parsing and emitting against it field by field and byte by byte.

@@ -1,3 +1,5 @@
+// Size: the CLI's argument definitions (clap derives) and their dispatch; each command's work lives
+// in its own module (report, query, int_cmd, rdma_cmd, decode_cmd, demo).
 //! `dta`: the command line of Direct Telemetry Access. Thin: it parses arguments and calls the
 //! library crates.
 

@@ -37,6 +37,10 @@ pub struct RnicArgs {
     /// Print the final counters as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Translator addresses (CIDR prefixes) allowed to connect (overrides `[rnic] allow`); one
+    /// is required: a host that connects is sent the stores' R_Keys.
+    #[arg(long = "allow", value_name = "PREFIX", num_args = 1..)]
+    pub allow: Vec<dta_wire::prefix::Prefix>,
 }
 
 fn rnic_config(a: &RnicArgs) -> anyhow::Result<RnicConfig> {
@@ -53,6 +57,16 @@ fn rnic_config(a: &RnicArgs) -> anyhow::Result<RnicConfig> {
     }
     if let Some(s) = &a.prototype_store {
         r.prototype_store = Some(s.clone());
+    }
+    if !a.allow.is_empty() {
+        r.allow = Some(dta_wire::prefix::AllowList::new(a.allow.clone()));
+    }
+    match &r.allow {
+        Some(l) if !l.prefixes().is_empty() => {}
+        _ => anyhow::bail!(
+            "no translator may connect: name their addresses with --allow PREFIX (or [rnic] allow); \
+             a host that connects is sent the stores' R_Keys"
+        ),
     }
     r.validate()?;
     Ok(r)
