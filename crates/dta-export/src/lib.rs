@@ -1,5 +1,5 @@
 //! Metrics and exports for DTA: Prometheus exposition of the translator's and the INT
-//! sink's counters with a minimal `/metrics` server ([`prom`]); INT events and flow records as
+//! sink's counters, served on `/metrics` through `dta-http` ([`prom`]); INT events and flow records as
 //! Redis time series, as [INT-NIC §III.D] stores them ([`redis_ts`]), and as InfluxDB line
 //! protocol ([`influx`]), both over the exporter-neutral [`Record`]; and a generator of
 //! realistic INT traffic written as pcap with its ground truth, plus a replayer that sends a

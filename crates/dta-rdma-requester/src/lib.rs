@@ -3,7 +3,7 @@
 //! The requester: the translator's RoCEv2 sink ([`RoceSinks`], a `dta_translator::Sinks`) and
 //! the active side of RDMA CM ([`connect`]).
 //!
-//! Reliability as RC requires (IBA vol. 1 §9.7, [DTA §5.3]; not the prototype's "drop 100 000
+//! Reliability as RC requires ([IBTA §9.7], [DTA §5.3]; not the prototype's "drop 100 000
 //! reports after any ACK"): every packet gets the next PSN and stays in a bounded retransmission
 //! window until acknowledged; AckReq is set every `ack_every` packets and before a flush waits;
 //! a full window blocks the translator thread, which polls for ACKs (backpressure); a "PSN
@@ -991,7 +991,7 @@ impl<L: Link> Requester<L> {
     }
 }
 
-/// The RNR NAK timer field's delay (IBA vol. 1 Table 45), coarsened: 0 is 655.36 ms, 1..=31 go
+/// The RNR NAK timer field's delay ([IBTA] Table 45), coarsened: 0 is 655.36 ms, 1..=31 go
 /// from 0.01 ms to 491.52 ms roughly doubling.
 pub fn rnr_delay(timer: u8) -> Duration {
     const US: [u32; 32] = [

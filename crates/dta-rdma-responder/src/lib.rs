@@ -1,7 +1,6 @@
 // Size: the RC responder is one state machine over one queue pair table, one function per state as
 // in Linux rxe's resp.c; splitting the states across files would hide their order.
-//! The software RoCE responder: the collector side for hosts without an RDMA NIC (
-//! "Collector side"). It plays what an RNIC does for DTA ([DTA §3, §5.3]): the passive side of
+//! The software RoCE responder: the collector side for hosts without an RDMA NIC. It plays what an RNIC does for DTA ([DTA §3, §5.3]): the passive side of
 //! RDMA CM on QP1, one registered memory region per store (its whole region file: the header
 //! page, read-only to peers, and the data area), and Reliable Connection responder semantics.
 //!

@@ -1,4 +1,4 @@
-//! ACK Extended Transport Header (4 bytes, IBA vol. 1 §9.3.5 / §9.7.5.1, Table 43-44): an 8-bit
+//! ACK Extended Transport Header (4 bytes, [IBTA §9.3.5] / §9.7.5.1, Table 43-44): an 8-bit
 //! syndrome and the 24-bit Message Sequence Number.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Atomic Acknowledge Extended Transport Header (8 bytes, IBA vol. 1 §9.5.3): the original value
+//! Atomic Acknowledge Extended Transport Header (8 bytes, [IBTA §9.5.3]): the original value
 //! of the target before the atomic operation.
 
 use super::{header_view, rd64, wr64, Error};

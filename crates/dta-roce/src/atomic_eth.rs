@@ -1,4 +1,4 @@
-//! Atomic Extended Transport Header (28 bytes, IBA vol. 1 §9.3.4): virtual address, R_Key, the
+//! Atomic Extended Transport Header (28 bytes, [IBTA §9.3.4]): virtual address, R_Key, the
 //! swap (CmpSwap) or add (FetchAdd) operand and the compare operand. DTA's Key-Increment is a
 //! FetchAdd ([DTA §4] "Key-Increment").
 

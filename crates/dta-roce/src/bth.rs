@@ -1,4 +1,4 @@
-//! Base Transport Header (12 bytes, IBA vol. 1 §9.2, [P4-RDMA Figure 2] "BTH"):
+//! Base Transport Header (12 bytes, [IBTA §9.2], [P4-RDMA Figure 2] "BTH"):
 //!
 //! ```text
 //!  0               1               2               3

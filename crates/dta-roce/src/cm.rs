@@ -1,6 +1,6 @@
 // Size: the six RDMA CM MADs (REQ, REP, REJ, RTU, DREQ, DREP) share one MAD header and one
 // field-layout table ([IBTA §12.6]); about 150 lines are unit tests.
-//! Communication Management MADs (IBA vol. 1 §12.6, Tables 106-113; Linux
+//! Communication Management MADs ([IBTA §12.6], Tables 106-113; Linux
 //! `include/rdma/ibta_vol1_c12.h` / `drivers/infiniband/core/cm_msgs.h`) as RDMA CM sends them
 //! over RoCEv2: a 256-byte MAD in the payload of a UD SEND Only to QP1 (DETH Q_Key
 //! [`super::QP1_QKEY`]). The MAD is a 24-byte common header (base version 1, management class

@@ -1,4 +1,4 @@
-//! Datagram Extended Transport Header (8 bytes, IBA vol. 1 §9.3.2): Q_Key and source QP of an
+//! Datagram Extended Transport Header (8 bytes, [IBTA §9.3.2]): Q_Key and source QP of an
 //! Unreliable Datagram. CM MADs travel to QP1 with Q_Key [`super::QP1_QKEY`].
 
 use super::{fits, header_view, rd24, rd32, wr24, wr32, Error, MAX_U24};

@@ -1,6 +1,6 @@
 //! A whole RoCEv2 frame: Ethernet, IPv4, UDP to port 4791, BTH, the opcode's extension headers,
-//! the payload padded to a multiple of 4 bytes, and the 4-byte invariant CRC (IBA vol. 1
-//! Annex A17 "RoCEv2", §7.8.1 "Invariant CRC").
+//! the payload padded to a multiple of 4 bytes, and the 4-byte invariant CRC ([RoCEv2]
+//! Annex A17; [IBTA §7.8.1] "Invariant CRC").
 
 use super::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, immdt, ipv4, reth, udp, Error};
 

@@ -1,4 +1,4 @@
-//! Immediate Data Extended Transport Header (4 bytes, IBA vol. 1 §9.3.5): the 32-bit immediate
+//! Immediate Data Extended Transport Header (4 bytes, [IBTA §9.3.5]): the 32-bit immediate
 //! value of a SEND or RDMA WRITE with immediate, delivered in the responder's completion (DTA's
 //! "immediate" flag, [DTA §4]: notify the collector).
 

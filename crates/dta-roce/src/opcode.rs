@@ -1,4 +1,4 @@
-//! BTH opcodes (IBA vol. 1 §9.2.1, Table 38 "OpCode field") and which extension headers each one
+//! BTH opcodes ([IBTA §9.2.1], Table 38 "OpCode field") and which extension headers each one
 //! carries (§9.2, the header order BTH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt).
 
 use super::Error;

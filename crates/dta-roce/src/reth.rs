@@ -1,4 +1,4 @@
-//! RDMA Extended Transport Header (16 bytes, IBA vol. 1 §9.3.3, [P4-RDMA Figure 2] "RETH"): the
+//! RDMA Extended Transport Header (16 bytes, [IBTA §9.3.3], [P4-RDMA Figure 2] "RETH"): the
 //! virtual address, R_Key and DMA length of an RDMA WRITE (First / Only) or READ request.
 
 use super::{header_view, rd32, rd64, wr32, wr64, Error};

@@ -1,6 +1,5 @@
-//! `dta-store`: the collector-side memory of Direct Telemetry Access ([DTA §4], Appendix
-//! A.1-A.6; Sketch-Merge from [DTA-draft §3.1]). A *region* is one file — a 4096-byte
-//! self-describing
+//! `dta-store`: the collector-side memory of Direct Telemetry Access ([DTA §4, A.1-A.6];
+//! Sketch-Merge from [DTA-draft §3.1]). A *region* is one file — a 4096-byte self-describing
 //! header page followed by a page-aligned data area — mapped shared so that the translator (or an
 //! RDMA NIC) writes into it while queries read it. This crate owns the region header
 //! (`docs/regions.md` is its byte-by-byte description), the [`MemSink`] seam through which the
