@@ -429,6 +429,15 @@ impl Region {
                 "sketch_estimate needs a Count-Min sketch store".into(),
             ));
         }
+        if epoch.is_none() && !layout.cm_key_merged(self.region.mem(), key) {
+            return Err(region_err(
+                py,
+                "not_merged",
+                "a column this key reads has not been merged yet (the translator writes a column \
+                 once every reporter of the sketch has sent it)"
+                    .into(),
+            ));
+        }
         Ok(match epoch {
             None => Some(layout.cm_estimate(self.region.mem(), key)),
             Some(e) => layout.cm_estimate_epoch(self.region.mem(), key, e),
@@ -444,6 +453,15 @@ impl Region {
                 py,
                 "wrong_kind",
                 "sketch_cardinality needs a HyperLogLog sketch store".into(),
+            ));
+        }
+        if layout.merged_columns(self.region.mem()) == 0 {
+            return Err(region_err(
+                py,
+                "not_merged",
+                "no column has been merged yet (the translator writes a column once every \
+                 reporter of the sketch has sent it)"
+                    .into(),
             ));
         }
         Ok(layout.hll_cardinality(self.region.mem()))

@@ -296,6 +296,10 @@ def test_sketch_count_min(tmp_path):
                                                   "sketch": "count_min", "rows": rows,
                                                   "columns": cols, "reporters": 2})
     key = b"flow-1"
+    # Nothing merged yet: an error, not an estimate of 0.
+    with pytest.raises(dta.RegionError) as e:
+        r.sketch_estimate(key)
+    assert e.value.reason == "not_merged"
     # A merged sketch where every cell is 100, except the key's cell in each row (7, 5, 9, 6).
     want = [7, 5, 9, 6]
     cells = [[100] * rows for _ in range(cols)]
@@ -316,7 +320,9 @@ def test_sketch_hyperloglog(tmp_path):
                                                     "sketch": "hyper_log_log", "registers": 64,
                                                     "registers_per_column": 16,
                                                     "reporters": 1})
-    assert r.sketch_cardinality() == 0.0
+    # Nothing merged yet: an error, not a cardinality of 0.
+    with pytest.raises(dta.RegionError, match="not_merged"):
+        r.sketch_cardinality()
     regs = [1] * 8 + [0] * 56
     r.apply_sketch_columns(0, 1, 1, regs)
     # Small-range correction (linear counting): m ln(m / zeros).

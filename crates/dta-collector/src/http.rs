@@ -72,7 +72,14 @@ impl IntoResponse for ApiError {
 
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
-        ApiError(StatusCode::BAD_REQUEST, e.to_string())
+        let code = match e {
+            QueryError::NotMerged(_) => StatusCode::NOT_FOUND,
+            QueryError::WrongKind { .. }
+            | QueryError::BadKey { .. }
+            | QueryError::Store(_)
+            | QueryError::Invalid(_) => StatusCode::BAD_REQUEST,
+        };
+        ApiError(code, e.to_string())
     }
 }
 

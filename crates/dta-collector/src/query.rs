@@ -27,6 +27,9 @@ pub enum QueryError {
     /// The request cannot be answered (bad N, key length, value set): the caller's error.
     #[error(transparent)]
     Invalid(#[from] dta_store::QueryError),
+    /// A Sketch-Merge answer would read columns no merge has written yet.
+    #[error("{0}")]
+    NotMerged(String),
 }
 
 fn expect_kind(region: &Region, expected: StoreKind) -> Result<(), QueryError> {
@@ -323,10 +326,24 @@ pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, Query
                 input: String::new(),
                 msg: "a Count-Min query needs --key".into(),
             })?;
+            if !layout.cm_key_merged(region.mem(), key) {
+                return Err(QueryError::NotMerged(format!(
+                    "sketch {:?}: a column this key reads has not been merged yet (the translator \
+                     writes a column once all {} reporters of sketch {} have sent it)",
+                    r.store, spec.reporters, spec.sketch_id
+                )));
+            }
             r.estimate = Some(layout.cm_estimate(region.mem(), key));
         }
         SketchKind::HyperLogLog { .. } => {
             r.sketch = "hyperloglog";
+            if layout.merged_columns(region.mem()) == 0 {
+                return Err(QueryError::NotMerged(format!(
+                    "sketch {:?}: no column has been merged yet (the translator writes a column \
+                     once all {} reporters of sketch {} have sent it)",
+                    r.store, spec.reporters, spec.sketch_id
+                )));
+            }
             r.cardinality = Some(layout.hll_cardinality(region.mem()));
         }
     }

@@ -192,6 +192,23 @@ impl SketchLayout {
             .collect()
     }
 
+    /// Whether every column `key`'s Count-Min estimate reads has been merged at least once (a
+    /// column the translator never wrote holds no reporter's data: an estimate from it would be
+    /// a 0 that means "not yet", not "never seen"). False for a HyperLogLog store.
+    pub fn cm_key_merged(&self, mem: &RegionMem, key: &[u8]) -> bool {
+        let cells = self.cm_cells(mem, key);
+        !cells.is_empty() && cells.iter().all(|(ce, _)| ce.reporters > 0)
+    }
+
+    /// How many columns have been merged at least once (HyperLogLog: registers of unmerged
+    /// columns read as 0).
+    pub fn merged_columns(&self, mem: &RegionMem) -> u32 {
+        self.column_epochs(mem)
+            .iter()
+            .filter(|c| c.reporters > 0)
+            .count() as u32
+    }
+
     /// The merged Count-Min estimate of `key` (minimum over rows), whatever epoch each column
     /// holds. 0 for a HyperLogLog store.
     pub fn cm_estimate(&self, mem: &RegionMem, key: &[u8]) -> u64 {
