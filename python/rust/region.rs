@@ -175,6 +175,7 @@ fn query_err(py: Python<'_>, e: dta_store::QueryError) -> PyErr {
     let reason = match &e {
         Q::BadKeyLen { .. } => "bad_key_len",
         Q::BadRedundancy { .. } => "bad_redundancy",
+        Q::BadThreshold { .. } => "bad_threshold",
         Q::TooManyValues { .. } => "too_many_values",
         Q::BadValueBits { .. } => "bad_value_bits",
         Q::BadBatch { .. } => "bad_batch",

@@ -41,10 +41,21 @@ struct Raw(HashMap<String, String>);
 impl<S: Send + Sync> FromRequestParts<S> for Raw {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Query::<HashMap<String, String>>::from_request_parts(parts, state)
+        let Query(pairs) = Query::<Vec<(String, String)>>::from_request_parts(parts, state)
             .await
-            .map(|Query(m)| Raw(m))
-            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
+        // A parameter given twice is ambiguous (which one would the answer be for?): refused.
+        let mut m = HashMap::with_capacity(pairs.len());
+        for (k, v) in pairs {
+            if m.contains_key(&k) {
+                return Err(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("parameter `{k}` is given more than once"),
+                ));
+            }
+            m.insert(k, v);
+        }
+        Ok(Raw(m))
     }
 }
 

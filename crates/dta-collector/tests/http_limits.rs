@@ -84,6 +84,10 @@ fn parameters_beyond_their_limits_are_400_and_the_server_keeps_answering() {
         // Not UTF-8 once percent-decoded: the extractors' own rejections are JSON too.
         "/stores/%FF".to_owned(),
         "/query/kw/%C3?key=1".to_owned(),
+        // A threshold above the copies read (the store's N = 2) could never be met.
+        "/query/kw/kw?key=1&threshold=3".to_owned(),
+        // A parameter given twice: which one would the answer be for?
+        "/query/kw/kw?key=1&key=2".to_owned(),
     ] {
         let (s, body) = get(addr, &path);
         assert_eq!(s, 400, "{path}: {body}");

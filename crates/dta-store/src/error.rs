@@ -65,6 +65,8 @@ pub enum QueryError {
     BadKeyLen { got: usize, want: usize },
     #[error("redundancy {got} is outside 1..={store} (the store's N)")]
     BadRedundancy { got: u8, store: u8 },
+    #[error("threshold {got} is more than the {n} copies read: no answer could reach it")]
+    BadThreshold { got: u8, n: u8 },
     #[error("{got} values in the value set, at most {max}")]
     TooManyValues { got: usize, max: usize },
     #[error("the value table is for {got}-bit slots, the store's are {want}-bit")]
@@ -85,6 +87,14 @@ impl QueryError {
             Some(n) if (1..=store).contains(&n) => Ok(n),
             Some(got) => Err(QueryError::BadRedundancy { got, store }),
         }
+    }
+
+    /// Check a consensus threshold against the `n` copies a query reads (0 counts as 1).
+    pub fn threshold(threshold: u8, n: u8) -> Result<(), QueryError> {
+        if threshold > n {
+            return Err(QueryError::BadThreshold { got: threshold, n });
+        }
+        Ok(())
     }
 
     /// Check a key's length against the store's.

@@ -281,6 +281,7 @@ impl KeyWriteLayout {
     ) -> Result<Lookup, QueryError> {
         QueryError::key(key, self.key_len)?;
         let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
+        QueryError::threshold(threshold, redundancy)?;
         if out.len() < self.data_len {
             return Err(QueryError::BadBatch {
                 got: 1,
@@ -338,6 +339,7 @@ impl KeyWriteLayout {
     ) -> Result<(), QueryError> {
         let count = answers.len();
         let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
+        QueryError::threshold(threshold, redundancy)?;
         if count.checked_mul(self.key_len) != Some(keys.len()) {
             return Err(QueryError::BadKeyLen {
                 got: keys.len(),
@@ -531,6 +533,7 @@ impl KeyWriteLayout {
     ) -> Result<KeyWriteAnswer, QueryError> {
         QueryError::key(key, self.key_len)?;
         let redundancy = QueryError::redundancy(redundancy, self.redundancy)?;
+        QueryError::threshold(threshold, redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
         let mut cands: Vec<(Vec<u8>, u8)> = Vec::new();

@@ -75,6 +75,21 @@ fn check(
     let count = keys.len() / kl;
     let mut out_b = vec![0xA5u8; count * dl];
     let mut ans_b = vec![Lookup::Ambiguous; count];
+    if t > n {
+        // A threshold above the copies read can never be met: every path refuses it alike.
+        let want = dta_store::QueryError::BadThreshold { got: t, n };
+        assert_eq!(
+            l.lookup_batch(mem, keys, Some(n), t, &mut out_b, &mut ans_b),
+            Err(want.clone())
+        );
+        let key = &keys[..kl];
+        assert_eq!(
+            l.lookup(mem, key, Some(n), t, &mut out_b[..dl]),
+            Err(want.clone())
+        );
+        assert_eq!(l.query(mem, key, Some(n), t), Err(want));
+        return;
+    }
     for (i, (k, a)) in keys
         .chunks(batch * kl)
         .zip(ans_b.chunks_mut(batch))

@@ -107,7 +107,7 @@ fn pcap_replay_into_int_sink_then_query_paths() {
         .args([
             "int-sink",
             "--duration",
-            "5",
+            "60",
             "--metrics",
             &format!("127.0.0.1:{mport}"),
         ])
@@ -144,6 +144,13 @@ fn pcap_replay_into_int_sink_then_query_paths() {
     std::thread::sleep(Duration::from_millis(300));
     let metrics = scrape(mport).expect("metrics endpoint");
     assert!(metrics.contains("dta_int"), "{metrics}");
+    // Stop it once the replay is done (a fixed --duration could end before a loaded machine has
+    // sent everything): SIGTERM flushes every flow held.
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
     let status = sink.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(sink.stderr.as_mut().unwrap(), &mut err).unwrap();
