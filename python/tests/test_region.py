@@ -131,7 +131,10 @@ def test_key_write_ambiguous_and_threshold(kw_proto):
     assert sorted(r["candidates"]) == [(b"AAAA", 1), (b"BBBB", 1)]
     kw_proto.apply_key_write(key, b"BBBB", redundancy=2)
     assert kw_proto.key_write(key, redundancy=2, threshold=2)["votes"] == 2
-    assert kw_proto.key_write(key, redundancy=2, threshold=3)["status"] == "ambiguous"
+    # A threshold above the copies read could never be met: an error, not an "ambiguous".
+    with pytest.raises(dta.RegionError) as e:
+        kw_proto.key_write(key, redundancy=2, threshold=3)
+    assert e.value.reason == "bad_threshold"
 
 
 def test_native_key_write_layout(tmp_path):
