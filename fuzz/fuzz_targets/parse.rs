@@ -1,5 +1,6 @@
-//! Fuzz target `parse`: `dta_wire::parse` with both prototype base formats, and the NACK
-//! parsers. Whatever parses is re-emitted and re-parsed, and must come back identical.
+//! Fuzz target `parse`: `dta_wire::parse` with both prototype base formats, and the NACK and
+//! congestion-notice parsers. Whatever parses is re-emitted and re-parsed, and must come back
+//! identical.
 #![no_main]
 
 use dta_wire::native::{self, DatagramBuilder};
@@ -23,9 +24,10 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(n, data.len());
             }
             Datagram::Native(dg) => {
-                let n = match dg.nack() {
-                    Some(nack) => nack.emit(&mut out).expect("a parsed NACK re-emits"),
-                    None => {
+                let n = match (dg.nack(), dg.notice()) {
+                    (Some(nack), _) => nack.emit(&mut out).expect("a parsed NACK re-emits"),
+                    (None, Some(notice)) => notice.emit(&mut out).expect("a parsed notice re-emits"),
+                    (None, None) => {
                         let h = dg.header;
                         let mut b = DatagramBuilder::new(
                             &mut out,
@@ -45,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
                 let again = native::Datagram::parse(&out[..n]).expect("re-parses");
                 assert_eq!(again.header, dg.header);
                 assert_eq!(again.nack(), dg.nack());
+                assert_eq!(again.notice(), dg.notice());
                 assert!(again.reports().eq(dg.reports()));
             }
         }
