@@ -26,7 +26,7 @@ use dta_wire::{native, prototype, Datagram, Report};
 
 use crate::config::TranslatorConfig;
 use crate::reason::Reason;
-use crate::sequence::{SequenceTracker, Verdict};
+use crate::sequence::{Nack, Numbering, Space, Tracker, Verdict};
 use crate::shard::{Forwarded, Shard};
 use crate::sinks::Sinks;
 use crate::stats::{add, Stats};
@@ -34,6 +34,10 @@ use crate::stats::{add, Stats};
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
 use staging::{RouteCache, Stage, STAGE};
+
+/// NACKs queued between two sends of the ingest loop (one per received batch); more are not
+/// queued (the tracker NACKs again later).
+const NACK_QUEUE: usize = 256;
 
 /// A NACK waiting to be sent by the ingest loop.
 #[derive(Debug, Clone, Copy)]
@@ -47,15 +51,6 @@ impl PendingNack {
     pub fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
-}
-
-/// The go-back-N receiver a retransmittable datagram belongs to, and so its NACK format.
-#[derive(Debug, Clone, Copy)]
-enum Sequenced {
-    /// Prototype: per source address, 8-bit numbers.
-    Prototype,
-    /// Native: per reporter id, 32-bit numbers.
-    Native { reporter_id: u32 },
 }
 
 /// The translator over a set of stores and the sinks that reach them.
@@ -72,8 +67,8 @@ pub struct Translator<S: Sinks> {
     postcarding: Vec<PostcardRoute>,
     append: Option<AppendRoute>,
     sketches: Vec<SketchRoute>,
-    native_seq: SequenceTracker,
-    prototype_seq: SequenceTracker,
+    /// Every sequence space, both protocols ([`crate::sequence`]).
+    tracker: Tracker,
     nacks: Vec<PendingNack>,
     last_append_flush: Instant,
     last_postcard_expire: Instant,
@@ -205,8 +200,9 @@ impl<S: Sinks> Translator<S> {
         match dta_wire::parse(buf, self.format) {
             Err(e) => self.stats.wire_error(e),
             Ok(Datagram::Prototype(repr)) => {
-                if let (true, Some(seq)) = (repr.base.retransmittable, repr.base.seqnum) {
-                    if !self.admit(Sequenced::Prototype, seq as u32, src, now) {
+                if let Some(seq) = repr.base.seqnum {
+                    let space = Space::prototype(src.ip());
+                    if !self.admit(&space, seq as u32, repr.base.retransmittable, now) {
                         return;
                     }
                 }
@@ -221,10 +217,8 @@ impl<S: Sinks> Translator<S> {
                     self.stats.wire_error(dta_wire::Error::UnknownKind);
                     return;
                 }
-                let seq = Sequenced::Native {
-                    reporter_id: h.reporter_id,
-                };
-                if h.retransmittable && !self.admit(seq, h.seq, src, now) {
+                let space = Space::native(src.ip(), h.reporter_id, h.priority);
+                if !self.admit(&space, h.seq, h.retransmittable, now) {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
@@ -251,60 +245,40 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Go-back-N admission of a retransmittable datagram, the same for both protocols
-    /// ([DTA §5.2]; [`crate::sequence`]): true to apply it. A duplicate is dropped; a datagram
-    /// after a gap is dropped as `out_of_order` and the expected number NACKed (rate-limited by
-    /// the tracker), in the datagram's protocol.
-    fn admit(&mut self, seq: Sequenced, number: u32, src: SocketAddr, now: Instant) -> bool {
-        let verdict = match seq {
-            Sequenced::Prototype => self.prototype_seq.check(peer_key(src.ip()), number, now),
-            Sequenced::Native { reporter_id } => {
-                self.native_seq.check(reporter_id as u64, number, now)
-            }
-        };
-        match verdict {
-            Verdict::Apply => true,
-            Verdict::Resync => {
-                add(&self.stats.resyncs, 1);
-                true
-            }
-            Verdict::Duplicate => {
-                add(&self.stats.duplicates, 1);
-                false
-            }
-            Verdict::Gap { nack } => {
-                self.stats.reject(Reason::OutOfOrder);
-                if let Some(expected) = nack {
-                    match seq {
-                        Sequenced::Prototype => {
-                            let n = prototype::NackRepr {
-                                seqnum: expected as u8,
-                                nack: true,
-                            };
-                            let mut b = [0u8; 24];
-                            if let Ok(len) = n.emit(&mut b) {
-                                self.queue_nack(src, b, len);
-                            }
-                        }
-                        Sequenced::Native { reporter_id } => {
-                            self.queue_native_nack(src, reporter_id, expected, None)
-                        }
-                    }
-                }
-                false
-            }
+    /// Sequence admission, the same for both protocols ([`crate::sequence`]): true to apply
+    /// the datagram. A retransmittable duplicate is dropped; a gap is NACKed (rate-limited by the
+    /// tracker) in the datagram's protocol, to the source's NACK port. Non-retransmittable
+    /// datagrams are only accounted for (duplicates, losses) and always applied.
+    fn admit(&mut self, space: &Space, number: u32, retransmittable: bool, now: Instant) -> bool {
+        let verdict = self.tracker.check(space, number, retransmittable, now);
+        if let Verdict::Gap { nack: Some(n) } = verdict {
+            self.queue_seq_nack(space, n);
+        }
+        verdict.applies()
+    }
+
+    fn queue_seq_nack(&mut self, space: &Space, n: Nack) {
+        if let Some((buf, len)) = seq_nack(space, n) {
+            push_nack(
+                &mut self.nacks,
+                &self.stats,
+                space.ip,
+                self.nack_port,
+                buf,
+                len,
+            );
         }
     }
 
     fn queue_nack(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) {
-        if self.nacks.len() < self.nacks.capacity() {
-            self.nacks.push(PendingNack {
-                to: SocketAddr::new(src.ip(), self.nack_port),
-                buf,
-                len,
-            });
-            add(&self.stats.nacks_sent, 1);
-        }
+        push_nack(
+            &mut self.nacks,
+            &self.stats,
+            src.ip(),
+            self.nack_port,
+            buf,
+            len,
+        );
     }
 
     fn queue_native_nack(
@@ -318,11 +292,53 @@ impl<S: Sinks> Translator<S> {
             reporter_id,
             seq,
             sketch,
+            // WIRE-PENDING missing: 0,
         };
         let mut b = [0u8; 24];
         if let Ok(len) = n.emit(&mut b) {
             self.queue_nack(src, b, len);
         }
+    }
+}
+
+/// A sequence NACK in the space's protocol: native selective (with the bitmap), prototype
+/// "resend from".
+fn seq_nack(space: &Space, n: Nack) -> Option<([u8; 24], usize)> {
+    let mut b = [0u8; 24];
+    let len = match space.numbering {
+        Numbering::Prototype => prototype::NackRepr {
+            seqnum: n.seq as u8,
+            nack: true,
+        }
+        .emit(&mut b),
+        Numbering::Native => native::NackRepr {
+            reporter_id: space.reporter,
+            seq: n.seq,
+            sketch: None,
+            // WIRE-PENDING missing: n.missing,
+        }
+        .emit(&mut b),
+    };
+    len.ok().map(|len| (b, len))
+}
+
+/// Queue a NACK to `ip`'s NACK port, if the queue (bounded, drained by the ingest loop after
+/// each batch) has room.
+fn push_nack(
+    nacks: &mut Vec<PendingNack>,
+    stats: &Stats,
+    ip: IpAddr,
+    port: u16,
+    buf: [u8; 24],
+    len: usize,
+) {
+    if nacks.len() < nacks.capacity() {
+        nacks.push(PendingNack {
+            to: SocketAddr::new(ip, port),
+            buf,
+            len,
+        });
+        add(&stats.nacks_sent, 1);
     }
 }
 
@@ -332,17 +348,6 @@ fn allowed(store_allow: &[Option<AllowList>], store: usize, src: IpAddr) -> bool
     match store_allow.get(store) {
         Some(Some(a)) => a.allows(src),
         _ => true,
-    }
-}
-
-fn peer_key(ip: IpAddr) -> u64 {
-    match ip {
-        IpAddr::V4(v4) => u32::from(v4) as u64,
-        IpAddr::V6(v6) => {
-            let o = v6.octets();
-            u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
-                ^ u64::from_be_bytes([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
-        }
     }
 }
 
