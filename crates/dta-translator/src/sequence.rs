@@ -40,7 +40,8 @@
 //! 0.5 % of the spaces. When both buckets are full, the least recently seen space of the two is
 //! evicted (`tracker_evictions`, its known gaps `lost`) and the newcomer starts a fresh window
 //! at its current number; an evicted space that comes back is counted as a resync (remembered
-//! by one bit per slot, so a newcomer whose hash meets an evicted one's bit counts one too). Nothing allocates after construction and the table is
+//! by its fingerprint in one cell per slot: a cell holds the last eviction that hashed there,
+//! and a newcomer with the same fingerprint, about 1 in 32 768, counts one too). Nothing allocates after construction and the table is
 //! never reset wholesale. Times are kept as 32-bit milliseconds: an age beyond 49 days reads
 //! modulo 49 days, which at worst delays a resync or give-up by one `resync_after`.
 
@@ -457,8 +458,8 @@ pub struct Tracker {
     prints: Box<[u16]>,
     /// One bit per slot: the space has a gap (the timer's work list).
     pending: Box<[u64]>,
-    /// One bit per hash: a space hashing here was evicted.
-    ghosts: Box<[u64]>,
+    /// Per hash, the fingerprint of the last space evicted that hashed here (0: none).
+    ghosts: Box<[u16]>,
     mask: usize,
     seed: u64,
     nack_interval: u32,
@@ -487,7 +488,7 @@ impl Tracker {
             slots: vec![Entry::default(); entries].into_boxed_slice(),
             prints: vec![0; entries].into_boxed_slice(),
             pending: vec![0; words].into_boxed_slice(),
-            ghosts: vec![0; words].into_boxed_slice(),
+            ghosts: vec![0; entries].into_boxed_slice(),
             mask: entries - 1,
             // Keyed so that reporters cannot choose ids that collide in the table.
             seed: RandomState::new().build_hasher().finish() | 1,
@@ -534,16 +535,15 @@ impl Tracker {
         mix(mix(mix(self.seed ^ a) ^ b) ^ c)
     }
 
-    fn ghost(&mut self, h: u64, set: bool) -> bool {
-        let i = (h >> 32) as usize & self.mask;
-        let (w, bit) = (i / 64, 1u64 << (i % 64));
-        let was = self.ghosts[w] & bit != 0;
-        if set {
-            self.ghosts[w] |= bit;
-        } else {
-            self.ghosts[w] &= !bit;
-        }
-        was
+    /// Remember an evicted space (by its hash).
+    fn bury(&mut self, h: u64) {
+        self.ghosts[(h >> 32) as usize & self.mask] = fingerprint(h);
+    }
+
+    /// Whether a space (by its hash) was evicted, forgetting it.
+    fn exhume(&mut self, h: u64) -> bool {
+        let g = &mut self.ghosts[(h >> 32) as usize & self.mask];
+        std::mem::take(g) == fingerprint(h)
     }
 
     fn set_pending(&mut self, slot: usize, on: bool) {
@@ -568,27 +568,36 @@ impl Tracker {
     /// The slot of `key`: `Ok` if it is there, `Err` if a fresh entry goes there (a free slot
     /// of the less full of its two buckets, or the least recently seen of both, evicted), with
     /// whether `key` was evicted before.
+    /// The two buckets a space with hash `h` may live in.
+    fn buckets(&self, h: u64) -> [usize; 2] {
+        let n = self.prints.len() / BUCKET;
+        let first = h as usize & (n - 1);
+        let second = (h >> 20) as usize & (n - 1);
+        [first, if second == first { first ^ 1 } else { second }]
+    }
+
+    /// The slot holding `key` (hash `h`), if any.
+    fn find(&self, key: &Key, h: u64) -> Option<usize> {
+        let print = fingerprint(h);
+        self.buckets(h)
+            .into_iter()
+            .flat_map(|b| b * BUCKET..(b + 1) * BUCKET)
+            .find(|&s| self.prints[s] == print && self.slots[s].is(key))
+    }
+
     fn locate(&mut self, key: &Key, now: u32) -> Result<usize, (usize, bool)> {
         let h = self.hash(key);
-        let print = (h >> 48) as u16 | 1;
-        let buckets = self.prints.len() / BUCKET;
-        let first = h as usize & (buckets - 1);
-        let mut second = (h >> 20) as usize & (buckets - 1);
-        if second == first {
-            second = first ^ 1;
+        if let Some(s) = self.find(key, h) {
+            return Ok(s);
         }
-        let mut free = [(0usize, 0usize); 2];
-        for (k, b) in [first, second].into_iter().enumerate() {
-            let group = &self.prints[b * BUCKET..(b + 1) * BUCKET];
-            for (i, &p) in group.iter().enumerate() {
-                let s = b * BUCKET + i;
-                if p == print && self.slots[s].is(key) {
-                    return Ok(s);
-                }
-            }
-            let used = group.iter().filter(|&&p| p != 0).count();
-            free[k] = (BUCKET - used, b * BUCKET + used);
-        }
+        let [first, second] = self.buckets(h);
+        let free = [first, second].map(|b| {
+            let used = self.prints[b * BUCKET..(b + 1) * BUCKET]
+                .iter()
+                .filter(|&&p| p != 0)
+                .count();
+            (BUCKET - used, b * BUCKET + used)
+        });
         // Slots fill in order within a bucket and are never freed: the free ones are its tail.
         let (slot, evicted) = if free[0].0 >= free[1].0 && free[0].0 > 0 {
             (free[0].1, false)
@@ -612,10 +621,10 @@ impl Tracker {
             self.lost(old.priority(), old.retransmittable, old.missing());
             add(&self.stats.tracker_evictions, 1);
             let oh = self.hash(&old.key());
-            self.ghost(oh, true);
+            self.bury(oh);
         }
-        self.prints[slot] = print;
-        Err((slot, self.ghost(h, false)))
+        self.prints[slot] = fingerprint(h);
+        Err((slot, self.exhume(h)))
     }
 
     /// Judge datagram `seq` of `space`, with its R bit.
@@ -784,19 +793,27 @@ impl Tracker {
             return true; // not NACKed, or still sending (its arrivals NACK)
         }
         let space = e.space();
-        let mut next = e.nack(now, interval);
         // A whole window needs at most WORDS NACKs of 65 numbers.
-        for _ in 0..WORDS {
-            let Some(n) = next else { break };
+        for k in 0..WORDS {
             if *sent >= max_nacks {
                 return false;
             }
+            let next = if k == 0 {
+                e.nack(now, interval)
+            } else {
+                e.nack_from()
+            };
+            let Some(n) = next else { break };
             emit(space, n);
             *sent += 1;
-            next = e.nack_from();
         }
         true
     }
+}
+
+/// A space's 16-bit fingerprint (never 0, which marks a free slot).
+fn fingerprint(h: u64) -> u16 {
+    (h >> 48) as u16 | 1
 }
 
 fn mix(mut x: u64) -> u64 {

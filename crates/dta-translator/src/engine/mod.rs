@@ -369,14 +369,14 @@ mod ingress_tests {
         immediate: false,
     };
 
-    fn proto(seq: u8) -> Vec<u8> {
+    fn proto(seq: u8, retransmittable: bool) -> Vec<u8> {
         let mut b = vec![0u8; 64];
         let r = Repr {
             base: BaseRepr {
                 opcode: Opcode::KeyWrite,
                 seqnum: Some(seq),
                 immediate: false,
-                retransmittable: true,
+                retransmittable,
             },
             report: KW,
         };
@@ -385,9 +385,9 @@ mod ingress_tests {
         b
     }
 
-    /// The go-back-N admission is one code path: both protocols apply in order, drop
-    /// duplicates, drop after a gap as out_of_order and NACK the expected number, each in its
-    /// own NACK format, to the source's NACK port.
+    /// Sequence admission is one code path: both protocols apply in order and out of order
+    /// within the window, drop retransmitted duplicates, and NACK a gap in their own NACK
+    /// format, to the source's NACK port.
     #[test]
     fn admission_is_the_same_for_both_protocols() {
         let cfg = TranslatorConfig {
@@ -400,31 +400,67 @@ mod ingress_tests {
         let native = |seq| datagram(true, 3, seq, &[KW]);
         for (d, nack) in [
             (
-                [native(10), native(11), native(11), native(13)],
+                [10, 11, 11, 13, 12, 12].map(native),
                 vec![0x11, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 12],
             ),
-            ([proto(10), proto(11), proto(11), proto(13)], vec![12, 0x80]),
+            (
+                [10, 11, 11, 13, 12, 12].map(|s| proto(s, true)),
+                vec![12, 0x80],
+            ),
         ] {
             let s = t.stats().clone();
-            let (applied, dups, ooo) = (
-                s.reports_of(Opcode::KeyWrite),
-                s.duplicates.load(std::sync::atomic::Ordering::Relaxed),
-                s.rejected_by(Reason::OutOfOrder),
-            );
+            let (applied, dups) = (s.reports_of(Opcode::KeyWrite), count(&s.duplicates));
             for x in &d {
                 t.handle_datagram(x, src(), now);
             }
-            assert_eq!(s.reports_of(Opcode::KeyWrite) - applied, 2);
-            assert_eq!(
-                s.duplicates.load(std::sync::atomic::Ordering::Relaxed) - dups,
-                1
-            );
-            assert_eq!(s.rejected_by(Reason::OutOfOrder) - ooo, 1);
+            // 13 is applied ahead of the gap, 12 when it is resent; 11 and 12 again dropped.
+            assert_eq!(s.reports_of(Opcode::KeyWrite) - applied, 4);
+            assert_eq!(count(&s.duplicates) - dups, 2);
             let nacks: Vec<_> = t.drain_nacks().collect();
             assert_eq!(nacks.len(), 1);
             assert_eq!(nacks[0].to, (src().ip(), cfg.nack_port).into());
             assert_eq!(nacks[0].bytes(), &nack[..]);
         }
+        // Both were medium (the prototype has no priority); nothing was lost.
+        assert_eq!(count(&t.stats().duplicates_by_priority[1]), 4);
+        assert_eq!(t.stats().lost.iter().map(count).sum::<u64>(), 0);
+        assert_eq!(t.stats().rejected_by(Reason::OutOfOrder), 0);
+    }
+
+    /// Non-retransmittable datagrams are sequenced for accounting only: a repeat is applied
+    /// (and counted), a gap is not NACKed, and what the window leaves behind is counted lost.
+    #[test]
+    fn non_retransmittable_datagrams_are_counted_never_dropped_or_nacked() {
+        let cfg = TranslatorConfig {
+            prototype_header: PrototypeHeader::Long,
+            nack_interval_ms: 0,
+            ..TranslatorConfig::default()
+        };
+        let mut t = translator_with(&cfg);
+        let now = Instant::now();
+        let s = t.stats().clone();
+        for x in [10, 11, 11, 13]
+            .map(|q| datagram(false, 3, q, &[KW]))
+            .into_iter()
+            .chain([10, 11, 11, 13].map(|q| proto(q, false)))
+        {
+            t.handle_datagram(&x, src(), now);
+        }
+        assert_eq!(s.reports_of(Opcode::KeyWrite), 8);
+        assert_eq!(count(&s.duplicates_by_priority[1]), 2);
+        assert_eq!(t.drain_nacks().count(), 0);
+        // Native 12 falls out of the window when 269 slides it (W = 256); 14..=268 are missing.
+        t.handle_datagram(&datagram(false, 3, 269, &[KW]), src(), now);
+        assert_eq!(count(&s.lost[1]), 1);
+        // The timer gives up the gaps resync_after has not filled: 255 native, 12 prototype.
+        t.tick(now + std::time::Duration::from_millis(cfg.resync_after_ms + 1));
+        assert_eq!(count(&s.lost[1]), 1 + 255 + 1);
+        assert_eq!(count(&s.unrecovered), 0);
+        assert_eq!(t.drain_nacks().count(), 0);
+    }
+
+    fn count(c: &std::sync::atomic::AtomicU64) -> u64 {
+        c.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[test]
