@@ -1,8 +1,8 @@
 //! The translator proper: one datagram in, memory operations out.
 //!
 //! [`Translator::handle_datagram`] checks the source against the allow-list, parses a datagram
-//! of either protocol, admits retransmittable datagrams by sequence number (go-back-N, written
-//! once for both protocols), and hands every report on: Key-Write and Key-Increment to the
+//! of either protocol, admits sequenced datagrams through the tracker ([`crate::sequence`],
+//! written once for both protocols), and hands every report on: Key-Write and Key-Increment to the
 //! batch staging ([`staging`]), everything else to the per-primitive dispatch ([`dispatch`]):
 //! Postcarding through the cache, Append through per-list batches, Sketch-Merge through
 //! per-reporter column tracking and merging ([DTA §4]). Routes to the stores are built once
@@ -425,6 +425,32 @@ mod ingress_tests {
         assert_eq!(count(&t.stats().duplicates_by_priority[1]), 4);
         assert_eq!(t.stats().lost.iter().map(count).sum::<u64>(), 0);
         assert_eq!(t.stats().rejected_by(Reason::OutOfOrder), 0);
+    }
+
+    /// A native NACK is selective: the lowest missing datagram and a bitmap of the missing
+    /// ones after it, the datagrams the reporter resends.
+    #[test]
+    fn a_native_gap_is_nacked_with_the_missing_bitmap() {
+        let mut t = translator_with(&TranslatorConfig::default());
+        let now = Instant::now();
+        for seq in [20, 23, 25] {
+            t.handle_datagram(&datagram(true, 7, seq, &[KW]), src(), now);
+        }
+        let nacks: Vec<_> = t.drain_nacks().collect();
+        let parsed: Vec<_> = nacks
+            .iter()
+            .map(|n| dta_wire::native::NackRepr::parse(n.bytes()).unwrap())
+            .collect();
+        // 23 reveals 21 and 22 (one NACK, 21 + bit 0); 25 reveals 24 (its own NACK).
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(
+            (parsed[0].reporter_id, parsed[0].seq, parsed[0].missing),
+            (7, 21, 1)
+        );
+        assert_eq!(parsed[0].missing_seqs().collect::<Vec<_>>(), vec![21, 22]);
+        assert_eq!(nacks[0].bytes().len(), 20);
+        assert_eq!((parsed[1].seq, parsed[1].missing), (24, 0));
+        assert_eq!(t.stats().reports_of(Opcode::KeyWrite), 3);
     }
 
     /// Non-retransmittable datagrams are sequenced for accounting only: a repeat is applied
