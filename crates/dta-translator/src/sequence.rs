@@ -468,6 +468,8 @@ pub struct Tracker {
     epoch: Option<Instant>,
     /// The latest time seen (time never goes back inside the tracker).
     now: u32,
+    /// The instant `now` was last computed from.
+    last_instant: Option<Instant>,
     /// The next word of `pending` the timer visits.
     cursor: usize,
     last_tick: Option<Instant>,
@@ -496,6 +498,7 @@ impl Tracker {
             resync_after: millis(resync_after),
             epoch: None,
             now: 0,
+            last_instant: None,
             cursor: 0,
             last_tick: None,
             stats,
@@ -520,6 +523,11 @@ impl Tracker {
     }
 
     fn clock(&mut self, now: Instant) -> u32 {
+        // The ingest loop passes one instant per receive batch.
+        if self.last_instant == Some(now) {
+            return self.now;
+        }
+        self.last_instant = Some(now);
         let epoch = *self.epoch.get_or_insert(now);
         let t = now.saturating_duration_since(epoch).as_millis() as u32;
         if (t.wrapping_sub(self.now) as i32) > 0 {
@@ -577,12 +585,18 @@ impl Tracker {
     }
 
     /// The slot holding `key` (hash `h`), if any.
+    #[inline]
     fn find(&self, key: &Key, h: u64) -> Option<usize> {
         let print = fingerprint(h);
-        self.buckets(h)
-            .into_iter()
-            .flat_map(|b| b * BUCKET..(b + 1) * BUCKET)
-            .find(|&s| self.prints[s] == print && self.slots[s].is(key))
+        for b in self.buckets(h) {
+            let group: &[u16; BUCKET] = self.prints[b * BUCKET..][..BUCKET].try_into().ok()?;
+            for (i, &p) in group.iter().enumerate() {
+                if p == print && self.slots[b * BUCKET + i].is(key) {
+                    return Some(b * BUCKET + i);
+                }
+            }
+        }
+        None
     }
 
     fn locate(&mut self, key: &Key, now: u32) -> Result<usize, (usize, bool)> {
