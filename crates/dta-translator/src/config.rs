@@ -52,9 +52,9 @@ pub struct TranslatorConfig {
     pub resync_after_ms: u64,
     /// Slots of the sequence tracker's table, per translator thread ([`crate::sequence`]): a
     /// power of two from 64 to 2^22; each slot holds one (source, reporter, priority) sequence
-    /// space in 80 bytes. The default, 2^17 (10 MiB), holds 65 536 one-priority reporters at load
-    /// 0.5; when a probe range is full the least recently seen space is evicted
-    /// (`tracker_evictions`).
+    /// space in 100 bytes. The default, 2^17 (12.5 MiB), holds 65 536 one-priority reporters at
+    /// load 0.5; when both of a new space's buckets are full the least recently seen space of
+    /// the two is evicted (`tracker_evictions`).
     pub tracker_entries: usize,
     /// A Sketch-Merge reporter that stopped mid-sketch for this long is NACKed for its next
     /// column (its last column may have been lost, which no later column would reveal).

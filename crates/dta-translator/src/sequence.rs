@@ -41,9 +41,11 @@
 //! evicted (`tracker_evictions`, its known gaps `lost`) and the newcomer starts a fresh window
 //! at its current number; an evicted space that comes back is counted as a resync (remembered
 //! by its fingerprint in one cell per slot: a cell holds the last eviction that hashed there,
-//! and a newcomer with the same fingerprint, about 1 in 32 768, counts one too). Nothing allocates after construction and the table is
-//! never reset wholesale. Times are kept as 32-bit milliseconds: an age beyond 49 days reads
-//! modulo 49 days, which at worst delays a resync or give-up by one `resync_after`.
+//! and a newcomer with the same fingerprint, about 1 in 32 768, counts one too). A slot is a
+//! cache line of state (key, `base`, times) and a 32-byte window kept apart, which an in-order
+//! datagram of a space without a gap never touches. Nothing allocates after construction and
+//! the table is never reset wholesale. Times are kept as 32-bit milliseconds: an age beyond 49
+//! days reads modulo 49 days, which at worst delays a resync or give-up by one `resync_after`.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -62,7 +64,7 @@ pub const BUCKET: usize = 8;
 pub const WINDOW: u32 = 256;
 /// Fewest table entries accepted.
 pub const MIN_ENTRIES: usize = 64;
-/// Most table entries accepted (at 80 bytes an entry, 320 MiB per translator thread).
+/// Most table entries accepted (at 100 bytes a slot, 400 MiB per translator thread).
 pub const MAX_ENTRIES: usize = 1 << 22;
 /// Default table entries: 65 536 reporters x 256 in flight at load 0.5.
 pub const DEFAULT_ENTRIES: usize = 1 << 17;
@@ -184,11 +186,10 @@ const V4: u8 = 0x40;
 const PROTOTYPE: u8 = 0x20;
 const PRIORITY: u8 = 0x03;
 
-/// One space. 80 bytes.
+/// One space's state but its window: one cache line, all an in-order datagram touches.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
 struct Entry {
-    /// Bit i: number `base + i` received (bit 0 is never set: `base` is not received).
-    recv: Bits,
     /// IPv6 address, or IPv4-mapped (`V4` in `tag`).
     ip: [u8; 16],
     reporter: u32,
@@ -209,6 +210,12 @@ struct Entry {
     /// `unrecovered`.
     retransmittable: bool,
 }
+
+/// A space's window: bit i = number `base + i` received (bit 0 is never set: `base` is not
+/// received). All zero exactly when the space's pending bit is clear.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(align(32))]
+struct Window(Bits);
 
 #[derive(Clone, Copy)]
 struct Key {
@@ -277,7 +284,6 @@ impl Entry {
     /// A fresh space whose next number is `next`.
     fn fresh(key: Key, next: u32, r: bool, now: u32, nack_interval: u32) -> Entry {
         Entry {
-            recv: NONE,
             ip: key.ip,
             reporter: key.reporter,
             base: next,
@@ -291,16 +297,11 @@ impl Entry {
         }
     }
 
-    /// Numbers known missing: below the newest received and not received.
-    fn missing(&self) -> u32 {
-        top(&self.recv) - count(&self.recv)
-    }
-
-    /// Move `base` over the received run at its start.
-    fn advance(&mut self, mask: u32, now: u32) {
-        let k = trailing_ones(&self.recv);
+    /// Move `base` over the received run at the start of window `recv`.
+    fn advance(&mut self, recv: &mut Bits, mask: u32, now: u32) {
+        let k = trailing_ones(recv);
         if k > 0 {
-            shr(&mut self.recv, k);
+            shr(recv, k);
             self.base = self.base.wrapping_add(k) & mask;
             self.since = now;
         }
@@ -321,11 +322,11 @@ impl Entry {
 
     /// The next NACK of this interval: the lowest missing number not NACKed in it, with the
     /// missing ones among the next 64 (native).
-    fn nack_from(&mut self) -> Option<Nack> {
+    fn nack_from(&mut self, recv: &Bits) -> Option<Nack> {
         let n = self.numbering();
         let start = self.nacked_to();
-        let top = top(&self.recv);
-        let i = first_zero(&self.recv, start, top)?;
+        let top = top(recv);
+        let i = first_zero(recv, start, top)?;
         let (missing, end) = match n {
             // "Resend from": the reporter resends everything after it too.
             Numbering::Prototype => (0, top),
@@ -336,7 +337,7 @@ impl Entry {
                 } else {
                     (1u64 << span) - 1
                 };
-                (!extract64(&self.recv, i + 1) & valid, (i + 65).min(top))
+                (!extract64(recv, i + 1) & valid, (i + 65).min(top))
             }
         };
         self.nack_to = self.base.wrapping_add(end) & n.mask();
@@ -347,12 +348,12 @@ impl Entry {
     }
 
     /// The first NACK owed now: a new NACK interval begins if the last one has ended.
-    fn nack(&mut self, now: u32, interval: u32) -> Option<Nack> {
+    fn nack(&mut self, recv: &Bits, now: u32, interval: u32) -> Option<Nack> {
         if now.wrapping_sub(self.nack_at) >= interval {
             self.nack_to = self.base;
             self.nack_at = now;
         }
-        self.nack_from()
+        self.nack_from(recv)
     }
 }
 
@@ -360,6 +361,11 @@ impl Entry {
 
 fn count(b: &Bits) -> u32 {
     b.iter().map(|w| w.count_ones()).sum()
+}
+
+/// Numbers known missing: below the newest received and not received.
+fn missing(b: &Bits) -> u32 {
+    top(b) - count(b)
 }
 
 /// One past the highest set bit (0 if none).
@@ -454,6 +460,7 @@ fn millis(d: Duration) -> u32 {
 /// The sequence spaces of one translator thread.
 pub struct Tracker {
     slots: Box<[Entry]>,
+    windows: Box<[Window]>,
     /// Per slot, the fingerprint of the space in it (never 0), or 0 if free.
     prints: Box<[u16]>,
     /// One bit per slot: the space has a gap (the timer's work list).
@@ -488,6 +495,7 @@ impl Tracker {
         let words = entries / 64;
         let t = Tracker {
             slots: vec![Entry::default(); entries].into_boxed_slice(),
+            windows: vec![Window::default(); entries].into_boxed_slice(),
             prints: vec![0; entries].into_boxed_slice(),
             pending: vec![0; words].into_boxed_slice(),
             ghosts: vec![0; entries].into_boxed_slice(),
@@ -512,6 +520,7 @@ impl Tracker {
     /// Memory held by the table.
     pub fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
+            + std::mem::size_of_val(&*self.windows)
             + std::mem::size_of_val(&*self.prints)
             + std::mem::size_of_val(&*self.pending)
             + std::mem::size_of_val(&*self.ghosts)
@@ -632,7 +641,11 @@ impl Tracker {
         };
         if evicted {
             let old = self.slots[slot];
-            self.lost(old.priority(), old.retransmittable, old.missing());
+            self.lost(
+                old.priority(),
+                old.retransmittable,
+                missing(&self.windows[slot].0),
+            );
             add(&self.stats.tracker_evictions, 1);
             let oh = self.hash(&old.key());
             self.bury(oh);
@@ -664,6 +677,7 @@ impl Tracker {
                     now,
                     self.nack_interval,
                 );
+                self.windows[s] = Window::default();
                 self.set_pending(s, false);
                 return if evicted_before {
                     add(&self.stats.resyncs, 1);
@@ -678,6 +692,14 @@ impl Tracker {
         e.seen = now;
         e.retransmittable = retransmittable;
         let d = seq.wrapping_sub(e.base) & mask;
+        if d == 0 && self.pending[slot / 64] >> (slot % 64) & 1 == 0 {
+            // In order with no gap (the window is empty): the window is not touched.
+            e.base = seq.wrapping_add(1) & mask;
+            e.applied = now;
+            e.since = now;
+            return Verdict::Apply;
+        }
+        let recv = &mut self.windows[slot].0;
         let mut lost = 0;
         enum Outcome {
             New,
@@ -685,33 +707,34 @@ impl Tracker {
             Adopted,
         }
         let outcome = if d < w {
-            if test(&e.recv, d) {
+            if test(recv, d) {
                 Outcome::Repeat
             } else {
-                if e.recv == NONE && d > 0 {
+                if *recv == NONE && d > 0 {
                     e.since = now; // a gap opens
                 }
-                set(&mut e.recv, d);
+                set(recv, d);
                 e.applied = now;
-                e.advance(mask, now);
+                e.advance(recv, mask, now);
                 Outcome::New
             }
         } else if d <= mask / 2 {
             // Ahead of the window: slide it so `seq` is its last number.
             let shift = d - (w - 1);
             let within = shift.min(w);
-            lost = within - count_below(&e.recv, within) + (shift - within);
-            shr(&mut e.recv, shift);
+            lost = within - count_below(recv, within) + (shift - within);
+            shr(recv, shift);
             e.base = e.base.wrapping_add(shift) & mask;
             e.since = now;
-            set(&mut e.recv, w - 1);
+            set(recv, w - 1);
             e.applied = now;
-            e.advance(mask, now);
+            e.advance(recv, mask, now);
             Outcome::New
         } else {
             let behind = e.base.wrapping_sub(seq) & mask;
             if behind > n.far() && now.wrapping_sub(e.applied) >= resync_after {
-                lost = e.missing();
+                lost = missing(recv);
+                *recv = NONE;
                 let next = seq.wrapping_add(1) & mask;
                 *e = Entry::fresh(key, next, retransmittable, now, nack_interval);
                 Outcome::Adopted
@@ -719,9 +742,9 @@ impl Tracker {
                 Outcome::Repeat
             }
         };
-        let gap = e.recv != NONE;
+        let gap = *recv != NONE;
         let nack = match outcome {
-            Outcome::New if gap && retransmittable => e.nack(now, nack_interval),
+            Outcome::New if gap && retransmittable => e.nack(recv, now, nack_interval),
             _ => None,
         };
         let priority = e.priority();
@@ -787,15 +810,16 @@ impl Tracker {
     ) -> bool {
         let (resync_after, interval) = (self.resync_after, self.nack_interval);
         let e = &mut self.slots[slot];
-        if e.recv == NONE {
+        let recv = &mut self.windows[slot].0;
+        if *recv == NONE {
             self.set_pending(slot, false);
             return true;
         }
         if now.wrapping_sub(e.since) >= resync_after {
             // Give up: move `base` past the newest received.
-            let (lost, top) = (e.missing(), top(&e.recv));
+            let (lost, top) = (missing(recv), top(recv));
             e.base = e.base.wrapping_add(top) & e.numbering().mask();
-            e.recv = NONE;
+            *recv = NONE;
             e.nack_to = e.base;
             e.since = now;
             let (priority, r) = (e.priority(), e.retransmittable);
@@ -813,9 +837,9 @@ impl Tracker {
                 return false;
             }
             let next = if k == 0 {
-                e.nack(now, interval)
+                e.nack(recv, now, interval)
             } else {
-                e.nack_from()
+                e.nack_from(recv)
             };
             let Some(n) = next else { break };
             emit(space, n);

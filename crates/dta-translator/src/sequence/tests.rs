@@ -105,9 +105,11 @@ fn entries_must_be_a_bounded_power_of_two() {
     let stats = Arc::new(Stats::default());
     let t = Tracker::new(1024, Duration::ZERO, Duration::ZERO, stats.clone()).unwrap();
     assert_eq!(t.entries(), 1024);
-    assert_eq!(std::mem::size_of::<Entry>(), 80);
-    // 80 bytes a slot, its 2-byte fingerprint, an evicted space's fingerprint, a pending bit.
-    assert_eq!(t.bytes(), 1024 * 80 + 1024 * 2 + 1024 * 2 + 1024 / 8);
+    // A cache line of state and a 32-byte window a slot, its 2-byte fingerprint, an evicted
+    // space's fingerprint, a pending bit.
+    assert_eq!(std::mem::size_of::<Entry>(), 64);
+    assert_eq!(std::mem::size_of::<Window>(), 32);
+    assert_eq!(t.bytes(), 1024 * (64 + 32 + 2 + 2) + 1024 / 8);
     assert_eq!(stats.tracker_bytes.load(Relaxed), t.bytes() as u64);
 }
 
