@@ -485,6 +485,39 @@ mod ingress_tests {
         assert_eq!(t.drain_nacks().count(), 0);
     }
 
+    /// A tracker size that is not a bounded power of two is refused with a message, before
+    /// anything is received; a valid one is exported.
+    #[test]
+    fn tracker_entries_are_validated_and_the_table_bytes_exported() {
+        for bad in [0, 1000, 1 << 23] {
+            let cfg = TranslatorConfig {
+                tracker_entries: bad,
+                ..TranslatorConfig::default()
+            };
+            let e = super::Translator::new(
+                &cfg,
+                &[],
+                super::tests::Mem {
+                    areas: vec![],
+                    fail: false,
+                    tally: vec![],
+                },
+                Default::default(),
+            )
+            .err()
+            .expect("refused");
+            assert!(e.to_string().contains("tracker_entries"), "{e}");
+        }
+        let t = translator_with(&TranslatorConfig {
+            tracker_entries: 1 << 10,
+            ..TranslatorConfig::default()
+        });
+        assert_eq!(
+            count(&t.stats().tracker_bytes),
+            (1 << 10) * 100 + (1 << 10) / 8
+        );
+    }
+
     fn count(c: &std::sync::atomic::AtomicU64) -> u64 {
         c.load(std::sync::atomic::Ordering::Relaxed)
     }
