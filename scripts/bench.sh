@@ -10,7 +10,7 @@
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
-# 6 scaling. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
+# 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `--only netns` (alone): end to end over a veth pair across two namespaces, XDP translator

@@ -18,6 +18,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
@@ -67,6 +68,20 @@ fn counter(
     c.encode(m)
 }
 
+fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(v as i64);
+    let m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    g.encode(m)
+}
+
+/// The `priority` label values, indexed as the per-priority counters.
+const PRIORITIES: [&str; 3] = ["low", "medium", "high"];
+
 fn labelled_counter<'a>(
     enc: &mut DescriptorEncoder,
     name: &str,
@@ -110,7 +125,7 @@ impl Collector for TranslatorMetrics {
             &mut enc,
             "dta_translator_reports_by_priority",
             "Native datagrams' reports by priority",
-            ["low", "medium", "high"]
+            PRIORITIES
                 .iter()
                 .enumerate()
                 .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.by_priority[i])))),
@@ -126,15 +141,46 @@ impl Collector for TranslatorMetrics {
                 )
             }),
         )?;
+        labelled_counter(
+            &mut enc,
+            "dta_translator_duplicates",
+            "Sequenced datagrams received again, by priority (retransmittable ones dropped)",
+            PRIORITIES.iter().enumerate().map(|(i, p)| {
+                (
+                    vec![("priority", *p)],
+                    self.sum(|s| l(&s.duplicates_by_priority[i])),
+                )
+            }),
+        )?;
+        labelled_counter(
+            &mut enc,
+            "dta_translator_lost",
+            "Sequence numbers never received, by priority ([DTA-draft §4.2])",
+            PRIORITIES
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.lost[i])))),
+        )?;
+        gauge(
+            &mut enc,
+            "dta_translator_tracker_bytes",
+            "Memory of the sequence trackers' tables",
+            self.sum(|s| l(&s.tracker_bytes)),
+        )?;
         for (name, help, f) in [
             (
-                "dta_translator_duplicates",
-                "Retransmitted datagrams already applied",
-                (|s: &Stats| s.duplicates.load(Relaxed)) as fn(&Stats) -> u64,
+                "dta_translator_unrecovered",
+                "Lost datagrams of retransmittable reporters (NACKs did not recover them)",
+                (|s: &Stats| s.unrecovered.load(Relaxed)) as fn(&Stats) -> u64,
+            ),
+            (
+                "dta_translator_tracker_evictions",
+                "Sequence spaces evicted from a full tracker table",
+                |s| s.tracker_evictions.load(Relaxed),
             ),
             (
                 "dta_translator_resyncs",
-                "Restarted retransmitting reporters resynchronised",
+                "Sequence spaces resynchronised (restarted or evicted reporters)",
                 |s| s.resyncs.load(Relaxed),
             ),
             ("dta_translator_nacks", "NACKs sent to reporters", |s| {
@@ -539,6 +585,15 @@ mod tests {
         a.wire_error(WireError::Truncated);
         b.reject(Reason::NoStore);
         dta_translator::stats::add(&a.nacks_sent, 3);
+        dta_translator::stats::add(&a.lost[2], 4);
+        dta_translator::stats::add(&b.lost[0], 1);
+        dta_translator::stats::add(&a.duplicates_by_priority[1], 2);
+        dta_translator::stats::add(&b.unrecovered, 4);
+        dta_translator::stats::add(&b.tracker_evictions, 6);
+        a.tracker_bytes
+            .store(1000, std::sync::atomic::Ordering::Relaxed);
+        b.tracker_bytes
+            .store(1000, std::sync::atomic::Ordering::Relaxed);
         let reg = TranslatorMetrics::new(vec![a, b]).registry();
         let s = parse_exposition(&encode(&reg)).unwrap();
         let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
@@ -569,6 +624,16 @@ mod tests {
         );
         assert_eq!(v("dta_translator_dropped_total", &[]), 2.0);
         assert_eq!(v("dta_translator_nacks_total", &[]), 3.0);
+        assert_eq!(v("dta_translator_lost_total", &[("priority", "high")]), 4.0);
+        assert_eq!(v("dta_translator_lost_total", &[("priority", "low")]), 1.0);
+        assert_eq!(v("dta_translator_lost_total", &[]), 5.0);
+        assert_eq!(
+            v("dta_translator_duplicates_total", &[("priority", "medium")]),
+            2.0
+        );
+        assert_eq!(v("dta_translator_unrecovered_total", &[]), 4.0);
+        assert_eq!(v("dta_translator_tracker_evictions_total", &[]), 6.0);
+        assert_eq!(v("dta_translator_tracker_bytes", &[]), 2000.0);
     }
 
     #[test]

@@ -18,9 +18,12 @@
 //!    and the baseline of 2 (the difference of two runs of N and 2N reports, so set-up cancels).
 //! 6. `scaling`: Key-Write datagrams on 1 and on 2 threads, each with its own translator and
 //!    `Stats`, into the same region.
+//! 7. `tracker`: the sequence tracker's `check` per datagram with 65 536 active spaces (one per
+//!    reporter, round robin, 1 % lost so gaps are NACKed), against a go-back-N tracker in a std
+//!    `HashMap` keyed the same way (the tracker this one replaced).
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
-//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling] [--prims kw,ki,pc,ap]`
+//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker] [--prims kw,ki,pc,ap]`
 //! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages);
 //! `scripts/bench.sh` runs it.
 
@@ -35,6 +38,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
     PostcardingSpec, Region, StoreSpec,
 };
+use dta_translator::sequence::{Space, Tracker, DEFAULT_ENTRIES};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
 use dta_wire::{Datagram, Priority, Report};
@@ -562,6 +566,85 @@ fn run_scaling(a: &Args, regions: &[Arc<Region>]) {
     table.print(HEAD);
 }
 
+/// `Tracker::check` per datagram at 65 536 active spaces, against a std `HashMap` go-back-N
+/// tracker (next expected number per space) over the same datagrams.
+fn run_tracker(a: &Args) {
+    const SPACES: usize = 65_536;
+    let spaces: Vec<Space> = (0..SPACES)
+        .map(|r| {
+            let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0A00_0000 | r as u32));
+            Space::native(ip, r as u32, dta_wire::Priority::High)
+        })
+        .collect();
+    let mut table = Table::new(format!(
+        "7. sequence tracker, 65 536 active spaces round robin, {} datagrams per run",
+        a.reports
+    ));
+    let mut bytes = 0;
+    for loss in [0u64, 1] {
+        // Numbers from 1 (0 opens each space); `loss` % never arrive and are not resent, so
+        // the spaces keep gaps (NACKs computed) until the window slides past them.
+        let mut rng = Rng(0x5EED);
+        let d: Vec<(u32, u32)> = (0..a.reports)
+            .filter(|_| rng.next() % 100 >= loss)
+            .map(|j| ((j % SPACES) as u32, 1 + (j / SPACES) as u32))
+            .collect();
+        let tracker = |bytes: &mut usize| -> f64 {
+            let mut t = Tracker::new(
+                DEFAULT_ENTRIES,
+                Duration::from_millis(5),
+                Duration::from_millis(1000),
+                Arc::new(Stats::default()),
+            )
+            .unwrap();
+            *bytes = t.bytes();
+            let now = Instant::now();
+            for s in &spaces {
+                t.check(s, 0, true, now);
+            }
+            rate(d.len(), || {
+                let mut now = Instant::now();
+                for (j, &(s, seq)) in d.iter().enumerate() {
+                    // One clock read per receive batch, as the ingest loop does.
+                    if j % 64 == 0 {
+                        now = Instant::now();
+                    }
+                    black_box(t.check(&spaces[s as usize], seq, true, now));
+                }
+            })
+        };
+        let hashmap = || -> f64 {
+            let mut m: std::collections::HashMap<(std::net::IpAddr, u32, dta_wire::Priority), u32> =
+                std::collections::HashMap::new();
+            for s in &spaces {
+                m.insert((s.ip, s.reporter, s.priority), 1);
+            }
+            rate(d.len(), || {
+                for &(s, seq) in &d {
+                    let sp = &spaces[s as usize];
+                    let next = m.entry((sp.ip, sp.reporter, sp.priority)).or_insert(seq);
+                    if *next == seq {
+                        *next = seq + 1;
+                    }
+                    black_box(*next);
+                }
+            })
+        };
+        tracker(&mut bytes); // warm
+        let v = median((0..a.runs).map(|_| tracker(&mut bytes)).collect());
+        let b = median((0..a.runs).map(|_| hashmap()).collect());
+        table.row(
+            &format!("Tracker::check, {loss} % lost ({:.0} ns a check)", 1e9 / v),
+            v,
+            b,
+            "go-back-N in a std HashMap",
+            1e6,
+        );
+    }
+    table.title += &format!(" (table {:.1} MiB)", bytes as f64 / (1 << 20) as f64);
+    table.print(HEAD);
+}
+
 /// Loopback UDP: a sender thread sends prebuilt datagrams as fast as it can for `dur`; the
 /// receiver is either the translator's ingest loop or a `recvmmsg`-and-drop loop (baseline).
 fn run_e2e(a: &Args, regions: &[Arc<Region>]) {
@@ -725,7 +808,14 @@ fn main() {
     // Regions in /dev/shm, or in `--dir` (e.g. a hugetlbfs mount: scripts/hugepages.sh).
     let parent = a.dir.clone().unwrap_or_else(|| shm().to_string());
     let dir = tempfile::tempdir_in(&parent).unwrap();
-    let regions = make_regions(dir.path(), a.bytes);
+    let needs_regions = ["apply", "cuckoo", "query", "e2e", "scaling"]
+        .iter()
+        .any(|s| want(s));
+    let regions = if needs_regions {
+        make_regions(dir.path(), a.bytes)
+    } else {
+        vec![]
+    };
     println!(
         "# dta benchmark suite: {} reports per run, median of {} runs, regions in {}{}",
         a.reports,
@@ -751,5 +841,8 @@ fn main() {
     }
     if want("scaling") {
         run_scaling(&a, &regions);
+    }
+    if want("tracker") {
+        run_tracker(&a);
     }
 }

@@ -43,11 +43,19 @@ pub struct TranslatorConfig {
     pub recv_buffer: usize,
     /// UDP port NACKs are sent to on the reporter's address.
     pub nack_port: u16,
-    /// Do not repeat a NACK for the same gap more often than this.
+    /// Do not NACK a missing number again within this interval; the timer sweeps the spaces
+    /// with gaps about this often.
     pub nack_interval_ms: u64,
-    /// A retransmitting reporter from which nothing in order has arrived for this long is
-    /// resynchronised to its current sequence number (it restarted, or a gap cannot be filled).
+    /// A sequence gap not filled for this long is given up (`unrecovered`, `lost`); a reporter
+    /// sending only numbers far behind its space's for this long (nothing applying) restarted,
+    /// and its number is adopted (`resyncs`).
     pub resync_after_ms: u64,
+    /// Slots of the sequence tracker's table, per translator thread ([`crate::sequence`]): a
+    /// power of two from 64 to 2^22; each slot holds one (source, reporter, priority) sequence
+    /// space in 100 bytes. The default, 2^17 (12.5 MiB), holds 65 536 one-priority reporters at
+    /// load 0.5; when both of a new space's buckets are full the least recently seen space of
+    /// the two is evicted (`tracker_evictions`).
+    pub tracker_entries: usize,
     /// A Sketch-Merge reporter that stopped mid-sketch for this long is NACKed for its next
     /// column (its last column may have been lost, which no later column would reveal).
     pub sketch_stall_ms: u64,
@@ -73,6 +81,7 @@ impl Default for TranslatorConfig {
             nack_port: dta_wire::NACK_PORT,
             nack_interval_ms: 5,
             resync_after_ms: 1000,
+            tracker_entries: crate::sequence::DEFAULT_ENTRIES,
             sketch_stall_ms: 50,
             postcard_cache_entries: 1 << 16,
             postcard_timeout_ms: 100,

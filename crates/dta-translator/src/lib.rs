@@ -6,7 +6,8 @@
 //! collector's stores ([DTA §4]): Key-Write and Key-Increment through the store layouts,
 //! Postcarding through a path cache ([`postcard`]), Append through per-list batches
 //! ([`append`]), Sketch-Merge through per-reporter in-order column tracking and merging
-//! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).
+//! ([`sketch`]). Sequenced datagrams go through a selective-repeat tracker ([`sequence`]):
+//! retransmittable ones are applied exactly once and their gaps NACKed, the others counted.
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
 //! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
 //! the stores and one UDP port ([`shard`], [`ingest::run_threads`]).

@@ -7,7 +7,7 @@ use dta_store::ApplyError;
 use dta_wire::Error as WireError;
 
 /// A reject reason. `Wire` reasons drop a whole datagram (the parser's); the others drop one
-/// report (or, for `SourceNotAllowed` and `OutOfOrder`, one datagram) at the translator.
+/// report (or, for `SourceNotAllowed`, one datagram) at the translator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// The parser rejected the datagram ([`dta_wire::Error`]).
@@ -32,7 +32,8 @@ pub enum Reason {
     RedundancyMismatch,
     /// Sketch-Merge column beyond the store's columns.
     BadColumn,
-    /// A sequence gap (go-back-N: dropped and NACKed) or a sketch column that skips ahead.
+    /// A Sketch-Merge column that skips ahead (dropped; the reporter is NACKed for the missing
+    /// one).
     OutOfOrder,
     /// A sketch column of an epoch already retired.
     StaleEpoch,

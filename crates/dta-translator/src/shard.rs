@@ -3,7 +3,7 @@
 //!
 //! Each thread owns a [`Translator`](crate::Translator) and a socket bound to the same port with
 //! `SO_REUSEPORT`; the kernel spreads reporters over the sockets by their address and port, so
-//! one reporter's datagrams keep reaching one thread, in order (its go-back-N sequence and its
+//! one reporter's datagrams keep reaching one thread, in order (its sequence spaces and its
 //! Sketch-Merge columns stay with that thread). Key-Write and Key-Increment need no shared
 //! state: every thread writes them straight into the stores (Key-Increment with atomic adds,
 //! Key-Write last-writer-wins per slot, as on the hardware). The stateful primitives have one

@@ -28,7 +28,20 @@ pub struct Stats {
     /// Rejected datagrams and reports, one counter per [`Reason`] (indexed by
     /// [`Reason::index`]).
     pub rejects: [AtomicU64; Reason::COUNT],
+    /// Sequenced datagrams seen before ([`crate::sequence`]): retransmittable ones dropped,
+    /// others applied. The sum of `duplicates_by_priority`.
     pub duplicates: AtomicU64,
+    /// `duplicates` by priority (low, medium, high; the prototype counts as medium).
+    pub duplicates_by_priority: [AtomicU64; 3],
+    /// Sequence numbers never received, by priority: fallen out of the window, given up by the
+    /// timer, dropped with an evicted or resynchronised space.
+    pub lost: [AtomicU64; 3],
+    /// Of `lost`, those of retransmittable spaces (NACKs did not recover them).
+    pub unrecovered: AtomicU64,
+    /// Sequence spaces evicted from the full table.
+    pub tracker_evictions: AtomicU64,
+    /// Bytes of the sequence tracker's table (a gauge, set once).
+    pub tracker_bytes: AtomicU64,
     pub resyncs: AtomicU64,
     pub nacks_sent: AtomicU64,
     pub immediates: AtomicU64,
@@ -55,6 +68,11 @@ impl Default for Stats {
             by_priority: Default::default(),
             rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             duplicates: AtomicU64::new(0),
+            duplicates_by_priority: Default::default(),
+            lost: Default::default(),
+            unrecovered: AtomicU64::new(0),
+            tracker_evictions: AtomicU64::new(0),
+            tracker_bytes: AtomicU64::new(0),
             resyncs: AtomicU64::new(0),
             nacks_sent: AtomicU64::new(0),
             immediates: AtomicU64::new(0),
@@ -100,6 +118,15 @@ impl Stats {
             acc(&t.rejects[i], &|s| &s.rejects[i]);
         }
         acc(&t.duplicates, &|s| &s.duplicates);
+        for i in 0..3 {
+            acc(&t.duplicates_by_priority[i], &|s| {
+                &s.duplicates_by_priority[i]
+            });
+            acc(&t.lost[i], &|s| &s.lost[i]);
+        }
+        acc(&t.unrecovered, &|s| &s.unrecovered);
+        acc(&t.tracker_evictions, &|s| &s.tracker_evictions);
+        acc(&t.tracker_bytes, &|s| &s.tracker_bytes);
         acc(&t.resyncs, &|s| &s.resyncs);
         acc(&t.nacks_sent, &|s| &s.nacks_sent);
         acc(&t.immediates, &|s| &s.immediates);
@@ -177,13 +204,18 @@ impl Stats {
             rejected.insert(r.name().into(), self.rejected(r.name()).into());
         }
         let l = |c: &AtomicU64| c.load(Relaxed);
+        let by_priority = |c: &[AtomicU64; 3]| serde_json::json!({"low": l(&c[0]), "medium": l(&c[1]), "high": l(&c[2])});
         serde_json::json!({
             "datagrams": l(&self.datagrams),
             "bytes": l(&self.bytes),
             "reports": reports,
-            "priority": {"low": l(&self.by_priority[0]), "medium": l(&self.by_priority[1]), "high": l(&self.by_priority[2])},
+            "priority": by_priority(&self.by_priority),
             "rejected": rejected,
             "duplicates": l(&self.duplicates),
+            "duplicates_by_priority": by_priority(&self.duplicates_by_priority),
+            "lost": by_priority(&self.lost),
+            "unrecovered": l(&self.unrecovered),
+            "tracker": {"evictions": l(&self.tracker_evictions), "bytes": l(&self.tracker_bytes)},
             "resyncs": l(&self.resyncs),
             "nacks_sent": l(&self.nacks_sent),
             "immediates": l(&self.immediates),

@@ -1,8 +1,8 @@
 //! The translator proper: one datagram in, memory operations out.
 //!
 //! [`Translator::handle_datagram`] checks the source against the allow-list, parses a datagram
-//! of either protocol, admits retransmittable datagrams by sequence number (go-back-N, written
-//! once for both protocols), and hands every report on: Key-Write and Key-Increment to the
+//! of either protocol, admits sequenced datagrams through the tracker ([`crate::sequence`],
+//! written once for both protocols), and hands every report on: Key-Write and Key-Increment to the
 //! batch staging ([`staging`]), everything else to the per-primitive dispatch ([`dispatch`]):
 //! Postcarding through the cache, Append through per-list batches, Sketch-Merge through
 //! per-reporter column tracking and merging ([DTA §4]). Routes to the stores are built once
@@ -26,7 +26,7 @@ use dta_wire::{native, prototype, Datagram, Report};
 
 use crate::config::TranslatorConfig;
 use crate::reason::Reason;
-use crate::sequence::{SequenceTracker, Verdict};
+use crate::sequence::{Nack, Numbering, Space, Tracker, Verdict};
 use crate::shard::{Forwarded, Shard};
 use crate::sinks::Sinks;
 use crate::stats::{add, Stats};
@@ -34,6 +34,10 @@ use crate::stats::{add, Stats};
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
 use staging::{RouteCache, Stage, STAGE};
+
+/// NACKs queued between two sends of the ingest loop (one per received batch); more are not
+/// queued (the tracker NACKs again later).
+const NACK_QUEUE: usize = 256;
 
 /// A NACK waiting to be sent by the ingest loop.
 #[derive(Debug, Clone, Copy)]
@@ -47,15 +51,6 @@ impl PendingNack {
     pub fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
-}
-
-/// The go-back-N receiver a retransmittable datagram belongs to, and so its NACK format.
-#[derive(Debug, Clone, Copy)]
-enum Sequenced {
-    /// Prototype: per source address, 8-bit numbers.
-    Prototype,
-    /// Native: per reporter id, 32-bit numbers.
-    Native { reporter_id: u32 },
 }
 
 /// The translator over a set of stores and the sinks that reach them.
@@ -72,8 +67,8 @@ pub struct Translator<S: Sinks> {
     postcarding: Vec<PostcardRoute>,
     append: Option<AppendRoute>,
     sketches: Vec<SketchRoute>,
-    native_seq: SequenceTracker,
-    prototype_seq: SequenceTracker,
+    /// Every sequence space, both protocols ([`crate::sequence`]).
+    tracker: Tracker,
     nacks: Vec<PendingNack>,
     last_append_flush: Instant,
     last_postcard_expire: Instant,
@@ -205,8 +200,9 @@ impl<S: Sinks> Translator<S> {
         match dta_wire::parse(buf, self.format) {
             Err(e) => self.stats.wire_error(e),
             Ok(Datagram::Prototype(repr)) => {
-                if let (true, Some(seq)) = (repr.base.retransmittable, repr.base.seqnum) {
-                    if !self.admit(Sequenced::Prototype, seq as u32, src, now) {
+                if let Some(seq) = repr.base.seqnum {
+                    let space = Space::prototype(src.ip());
+                    if !self.admit(&space, seq as u32, repr.base.retransmittable, now) {
                         return;
                     }
                 }
@@ -221,10 +217,8 @@ impl<S: Sinks> Translator<S> {
                     self.stats.wire_error(dta_wire::Error::UnknownKind);
                     return;
                 }
-                let seq = Sequenced::Native {
-                    reporter_id: h.reporter_id,
-                };
-                if h.retransmittable && !self.admit(seq, h.seq, src, now) {
+                let space = Space::native(src.ip(), h.reporter_id, h.priority);
+                if !self.admit(&space, h.seq, h.retransmittable, now) {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
@@ -251,60 +245,40 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Go-back-N admission of a retransmittable datagram, the same for both protocols
-    /// ([DTA §5.2]; [`crate::sequence`]): true to apply it. A duplicate is dropped; a datagram
-    /// after a gap is dropped as `out_of_order` and the expected number NACKed (rate-limited by
-    /// the tracker), in the datagram's protocol.
-    fn admit(&mut self, seq: Sequenced, number: u32, src: SocketAddr, now: Instant) -> bool {
-        let verdict = match seq {
-            Sequenced::Prototype => self.prototype_seq.check(peer_key(src.ip()), number, now),
-            Sequenced::Native { reporter_id } => {
-                self.native_seq.check(reporter_id as u64, number, now)
-            }
-        };
-        match verdict {
-            Verdict::Apply => true,
-            Verdict::Resync => {
-                add(&self.stats.resyncs, 1);
-                true
-            }
-            Verdict::Duplicate => {
-                add(&self.stats.duplicates, 1);
-                false
-            }
-            Verdict::Gap { nack } => {
-                self.stats.reject(Reason::OutOfOrder);
-                if let Some(expected) = nack {
-                    match seq {
-                        Sequenced::Prototype => {
-                            let n = prototype::NackRepr {
-                                seqnum: expected as u8,
-                                nack: true,
-                            };
-                            let mut b = [0u8; 24];
-                            if let Ok(len) = n.emit(&mut b) {
-                                self.queue_nack(src, b, len);
-                            }
-                        }
-                        Sequenced::Native { reporter_id } => {
-                            self.queue_native_nack(src, reporter_id, expected, None)
-                        }
-                    }
-                }
-                false
-            }
+    /// Sequence admission, the same for both protocols ([`crate::sequence`]): true to apply
+    /// the datagram. A retransmittable duplicate is dropped; a gap is NACKed (rate-limited by the
+    /// tracker) in the datagram's protocol, to the source's NACK port. Non-retransmittable
+    /// datagrams are only accounted for (duplicates, losses) and always applied.
+    fn admit(&mut self, space: &Space, number: u32, retransmittable: bool, now: Instant) -> bool {
+        let verdict = self.tracker.check(space, number, retransmittable, now);
+        if let Verdict::Gap { nack: Some(n) } = verdict {
+            self.queue_seq_nack(space, n);
+        }
+        verdict.applies()
+    }
+
+    fn queue_seq_nack(&mut self, space: &Space, n: Nack) {
+        if let Some((buf, len)) = seq_nack(space, n) {
+            push_nack(
+                &mut self.nacks,
+                &self.stats,
+                space.ip,
+                self.nack_port,
+                buf,
+                len,
+            );
         }
     }
 
     fn queue_nack(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) {
-        if self.nacks.len() < self.nacks.capacity() {
-            self.nacks.push(PendingNack {
-                to: SocketAddr::new(src.ip(), self.nack_port),
-                buf,
-                len,
-            });
-            add(&self.stats.nacks_sent, 1);
-        }
+        push_nack(
+            &mut self.nacks,
+            &self.stats,
+            src.ip(),
+            self.nack_port,
+            buf,
+            len,
+        );
     }
 
     fn queue_native_nack(
@@ -327,23 +301,53 @@ impl<S: Sinks> Translator<S> {
     }
 }
 
+/// A sequence NACK in the space's protocol: native selective (with the bitmap), prototype
+/// "resend from".
+fn seq_nack(space: &Space, n: Nack) -> Option<([u8; 24], usize)> {
+    let mut b = [0u8; 24];
+    let len = match space.numbering {
+        Numbering::Prototype => prototype::NackRepr {
+            seqnum: n.seq as u8,
+            nack: true,
+        }
+        .emit(&mut b),
+        Numbering::Native => native::NackRepr {
+            reporter_id: space.reporter,
+            seq: n.seq,
+            sketch: None,
+            missing: n.missing,
+        }
+        .emit(&mut b),
+    };
+    len.ok().map(|len| (b, len))
+}
+
+/// Queue a NACK to `ip`'s NACK port, if the queue (bounded, drained by the ingest loop after
+/// each batch) has room.
+fn push_nack(
+    nacks: &mut Vec<PendingNack>,
+    stats: &Stats,
+    ip: IpAddr,
+    port: u16,
+    buf: [u8; 24],
+    len: usize,
+) {
+    if nacks.len() < nacks.capacity() {
+        nacks.push(PendingNack {
+            to: SocketAddr::new(ip, port),
+            buf,
+            len,
+        });
+        add(&stats.nacks_sent, 1);
+    }
+}
+
 /// Whether store `store`'s allow-list (if it has one) lets `src` in.
 #[inline]
 fn allowed(store_allow: &[Option<AllowList>], store: usize, src: IpAddr) -> bool {
     match store_allow.get(store) {
         Some(Some(a)) => a.allows(src),
         _ => true,
-    }
-}
-
-fn peer_key(ip: IpAddr) -> u64 {
-    match ip {
-        IpAddr::V4(v4) => u32::from(v4) as u64,
-        IpAddr::V6(v6) => {
-            let o = v6.octets();
-            u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
-                ^ u64::from_be_bytes([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
-        }
     }
 }
 
@@ -365,14 +369,14 @@ mod ingress_tests {
         immediate: false,
     };
 
-    fn proto(seq: u8) -> Vec<u8> {
+    fn proto(seq: u8, retransmittable: bool) -> Vec<u8> {
         let mut b = vec![0u8; 64];
         let r = Repr {
             base: BaseRepr {
                 opcode: Opcode::KeyWrite,
                 seqnum: Some(seq),
                 immediate: false,
-                retransmittable: true,
+                retransmittable,
             },
             report: KW,
         };
@@ -381,9 +385,9 @@ mod ingress_tests {
         b
     }
 
-    /// The go-back-N admission is one code path: both protocols apply in order, drop
-    /// duplicates, drop after a gap as out_of_order and NACK the expected number, each in its
-    /// own NACK format, to the source's NACK port.
+    /// Sequence admission is one code path: both protocols apply in order and out of order
+    /// within the window, drop retransmitted duplicates, and NACK a gap in their own NACK
+    /// format, to the source's NACK port.
     #[test]
     fn admission_is_the_same_for_both_protocols() {
         let cfg = TranslatorConfig {
@@ -396,31 +400,126 @@ mod ingress_tests {
         let native = |seq| datagram(true, 3, seq, &[KW]);
         for (d, nack) in [
             (
-                [native(10), native(11), native(11), native(13)],
+                [10, 11, 11, 13, 12, 12].map(native),
                 vec![0x11, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 12],
             ),
-            ([proto(10), proto(11), proto(11), proto(13)], vec![12, 0x80]),
+            (
+                [10, 11, 11, 13, 12, 12].map(|s| proto(s, true)),
+                vec![12, 0x80],
+            ),
         ] {
             let s = t.stats().clone();
-            let (applied, dups, ooo) = (
-                s.reports_of(Opcode::KeyWrite),
-                s.duplicates.load(std::sync::atomic::Ordering::Relaxed),
-                s.rejected_by(Reason::OutOfOrder),
-            );
+            let (applied, dups) = (s.reports_of(Opcode::KeyWrite), count(&s.duplicates));
             for x in &d {
                 t.handle_datagram(x, src(), now);
             }
-            assert_eq!(s.reports_of(Opcode::KeyWrite) - applied, 2);
-            assert_eq!(
-                s.duplicates.load(std::sync::atomic::Ordering::Relaxed) - dups,
-                1
-            );
-            assert_eq!(s.rejected_by(Reason::OutOfOrder) - ooo, 1);
+            // 13 is applied ahead of the gap, 12 when it is resent; 11 and 12 again dropped.
+            assert_eq!(s.reports_of(Opcode::KeyWrite) - applied, 4);
+            assert_eq!(count(&s.duplicates) - dups, 2);
             let nacks: Vec<_> = t.drain_nacks().collect();
             assert_eq!(nacks.len(), 1);
             assert_eq!(nacks[0].to, (src().ip(), cfg.nack_port).into());
             assert_eq!(nacks[0].bytes(), &nack[..]);
         }
+        // Both were medium (the prototype has no priority); nothing was lost.
+        assert_eq!(count(&t.stats().duplicates_by_priority[1]), 4);
+        assert_eq!(t.stats().lost.iter().map(count).sum::<u64>(), 0);
+        assert_eq!(t.stats().rejected_by(Reason::OutOfOrder), 0);
+    }
+
+    /// A native NACK is selective: the lowest missing datagram and a bitmap of the missing
+    /// ones after it, the datagrams the reporter resends.
+    #[test]
+    fn a_native_gap_is_nacked_with_the_missing_bitmap() {
+        let mut t = translator_with(&TranslatorConfig::default());
+        let now = Instant::now();
+        for seq in [20, 23, 25] {
+            t.handle_datagram(&datagram(true, 7, seq, &[KW]), src(), now);
+        }
+        let nacks: Vec<_> = t.drain_nacks().collect();
+        let parsed: Vec<_> = nacks
+            .iter()
+            .map(|n| dta_wire::native::NackRepr::parse(n.bytes()).unwrap())
+            .collect();
+        // 23 reveals 21 and 22 (one NACK, 21 + bit 0); 25 reveals 24 (its own NACK).
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(
+            (parsed[0].reporter_id, parsed[0].seq, parsed[0].missing),
+            (7, 21, 1)
+        );
+        assert_eq!(parsed[0].missing_seqs().collect::<Vec<_>>(), vec![21, 22]);
+        assert_eq!(nacks[0].bytes().len(), 20);
+        assert_eq!((parsed[1].seq, parsed[1].missing), (24, 0));
+        assert_eq!(t.stats().reports_of(Opcode::KeyWrite), 3);
+    }
+
+    /// Non-retransmittable datagrams are sequenced for accounting only: a repeat is applied
+    /// (and counted), a gap is not NACKed, and what the window leaves behind is counted lost.
+    #[test]
+    fn non_retransmittable_datagrams_are_counted_never_dropped_or_nacked() {
+        let cfg = TranslatorConfig {
+            prototype_header: PrototypeHeader::Long,
+            nack_interval_ms: 0,
+            ..TranslatorConfig::default()
+        };
+        let mut t = translator_with(&cfg);
+        let now = Instant::now();
+        let s = t.stats().clone();
+        for x in [10, 11, 11, 13]
+            .map(|q| datagram(false, 3, q, &[KW]))
+            .into_iter()
+            .chain([10, 11, 11, 13].map(|q| proto(q, false)))
+        {
+            t.handle_datagram(&x, src(), now);
+        }
+        assert_eq!(s.reports_of(Opcode::KeyWrite), 8);
+        assert_eq!(count(&s.duplicates_by_priority[1]), 2);
+        assert_eq!(t.drain_nacks().count(), 0);
+        // Native 12 falls out of the window when 269 slides it (W = 256); 14..=268 are missing.
+        t.handle_datagram(&datagram(false, 3, 269, &[KW]), src(), now);
+        assert_eq!(count(&s.lost[1]), 1);
+        // The timer gives up the gaps resync_after has not filled: 255 native, 12 prototype.
+        t.tick(now + std::time::Duration::from_millis(cfg.resync_after_ms + 1));
+        assert_eq!(count(&s.lost[1]), 1 + 255 + 1);
+        assert_eq!(count(&s.unrecovered), 0);
+        assert_eq!(t.drain_nacks().count(), 0);
+    }
+
+    /// A tracker size that is not a bounded power of two is refused with a message, before
+    /// anything is received; a valid one is exported.
+    #[test]
+    fn tracker_entries_are_validated_and_the_table_bytes_exported() {
+        for bad in [0, 1000, 1 << 23] {
+            let cfg = TranslatorConfig {
+                tracker_entries: bad,
+                ..TranslatorConfig::default()
+            };
+            let e = super::Translator::new(
+                &cfg,
+                &[],
+                super::tests::Mem {
+                    areas: vec![],
+                    fail: false,
+                    tally: vec![],
+                },
+                Default::default(),
+            )
+            .err()
+            .expect("refused");
+            assert!(e.to_string().contains("tracker_entries"), "{e}");
+        }
+        let t = translator_with(&TranslatorConfig {
+            tracker_entries: 1 << 10,
+            ..TranslatorConfig::default()
+        });
+        assert_eq!(
+            count(&t.stats().tracker_bytes),
+            (1 << 10) * 100 + (1 << 10) / 8
+        );
+    }
+
+    fn count(c: &std::sync::atomic::AtomicU64) -> u64 {
+        c.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[test]

@@ -10,11 +10,11 @@ use dta_store::{
     StoreSpec,
 };
 
-use super::{StoreInfo, Translator};
+use super::{StoreInfo, Translator, NACK_QUEUE};
 use crate::append::AppendBatcher;
 use crate::config::TranslatorConfig;
 use crate::postcard::{PostcardCache, MAX_HOPS};
-use crate::sequence::SequenceTracker;
+use crate::sequence::{BadEntries, Tracker};
 use crate::sinks::Sinks;
 use crate::sketch::{Merge, SketchAggregator};
 use crate::stats::Stats;
@@ -31,6 +31,8 @@ pub enum BuildError {
     UnknownStore(String),
     #[error("Postcarding store with B = {0} hops: the translator supports 1..=16")]
     TooManyHops(usize),
+    #[error(transparent)]
+    TrackerEntries(#[from] BadEntries),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -67,6 +69,12 @@ impl<S: Sinks> Translator<S> {
         stats: Arc<Stats>,
     ) -> Result<Self, BuildError> {
         let layout_err = |e: dta_store::StoreError| BuildError::Layout(e.to_string());
+        let tracker = Tracker::new(
+            cfg.tracker_entries,
+            Duration::from_millis(cfg.nack_interval_ms),
+            Duration::from_millis(cfg.resync_after_ms),
+            stats.clone(),
+        )?;
         let mut t = Translator {
             sinks,
             stats,
@@ -80,17 +88,8 @@ impl<S: Sinks> Translator<S> {
             postcarding: vec![],
             append: None,
             sketches: vec![],
-            native_seq: SequenceTracker::new(
-                32,
-                Duration::from_millis(cfg.nack_interval_ms),
-                Duration::from_millis(cfg.resync_after_ms),
-            ),
-            prototype_seq: SequenceTracker::new(
-                8,
-                Duration::from_millis(cfg.nack_interval_ms),
-                Duration::from_millis(cfg.resync_after_ms),
-            ),
-            nacks: Vec::with_capacity(64),
+            tracker,
+            nacks: Vec::with_capacity(NACK_QUEUE),
             last_append_flush: Instant::now(),
             last_postcard_expire: Instant::now(),
             shard: None,

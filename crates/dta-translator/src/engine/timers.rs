@@ -1,5 +1,6 @@
 //! The timers: partial Append batches and expired Postcarding paths written out, stalled
-//! Sketch-Merge reporters NACKed, the sink's housekeeping; and the final flush.
+//! Sketch-Merge reporters NACKed, sequence gaps NACKed or given up, the sink's housekeeping;
+//! and the final flush.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -7,13 +8,13 @@ use std::time::{Duration, Instant};
 use dta_wire::native;
 
 use super::dispatch::{write_batch, write_chunk, write_columns};
-use super::Translator;
+use super::{push_nack, seq_nack, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
 
 impl<S: Sinks> Translator<S> {
     /// Run the timers: write partial Append batches and expired Postcarding paths, NACK stalled
-    /// Sketch-Merge reporters, and let the sink do its housekeeping (RDMA retransmission). Call
+    /// Sketch-Merge reporters and silent sequence spaces' gaps (giving up old gaps), and let the sink do its housekeeping (RDMA retransmission). Call
     /// it whenever the ingest loop is idle, and at least every few milliseconds.
     pub fn tick(&mut self, now: Instant) {
         self.drain_inbox(now);
@@ -51,6 +52,14 @@ impl<S: Sinks> Translator<S> {
         for (reporter, from, nack) in stalled.into_iter().flatten() {
             self.queue_native_nack(from, reporter, 0, Some(nack));
         }
+        // Sequence gaps: NACK silent spaces' gaps, give up the old ones.
+        let room = self.nacks.capacity() - self.nacks.len();
+        let (nacks, stats, port) = (&mut self.nacks, &*self.stats, self.nack_port);
+        self.tracker.tick(now, room, |space, n| {
+            if let Some((buf, len)) = seq_nack(&space, n) {
+                push_nack(nacks, stats, space.ip, port, buf, len);
+            }
+        });
     }
 
     fn flush_appends(&mut self) {
