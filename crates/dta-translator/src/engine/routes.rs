@@ -13,10 +13,14 @@ use dta_store::{
 use super::{StoreInfo, Translator};
 use crate::append::AppendBatcher;
 use crate::config::TranslatorConfig;
+use crate::ingest::MAX_DATAGRAM;
+use crate::meter::{Meter, Metered};
+use crate::overload::NoticeLimiter;
 use crate::postcard::{PostcardCache, MAX_HOPS};
 use crate::sequence::SequenceTracker;
 use crate::sinks::Sinks;
 use crate::sketch::{Merge, SketchAggregator};
+use crate::spill::Spill;
 use crate::stats::Stats;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +35,8 @@ pub enum BuildError {
     UnknownStore(String),
     #[error("Postcarding store with B = {0} hops: the translator supports 1..=16")]
     TooManyHops(usize),
+    #[error("{0}")]
+    FlowControl(String),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -67,8 +73,25 @@ impl<S: Sinks> Translator<S> {
         stats: Arc<Stats>,
     ) -> Result<Self, BuildError> {
         let layout_err = |e: dta_store::StoreError| BuildError::Layout(e.to_string());
+        let fc = &cfg.flow_control;
+        fc.validate().map_err(BuildError::FlowControl)?;
+        let threads = cfg.threads.max(1) as u64;
         let mut t = Translator {
-            sinks,
+            sinks: Metered::new(sinks),
+            meter: Arc::new(Meter::new(fc)),
+            spill: Spill::new(
+                if fc.metered() {
+                    fc.spill_memory / threads
+                } else {
+                    0
+                },
+                fc.spill_file.as_deref(),
+                fc.spill_file_bytes / threads,
+            ),
+            reinject_buf: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+            notice_limiter: NoticeLimiter::new(fc.notice_interval_ms),
+            notice_hold_ms: fc.notice_hold_ms.min(u32::MAX as u64) as u32,
+            threads: threads as usize,
             stats,
             format: cfg.prototype_header.into(),
             nack_port: cfg.nack_port,
