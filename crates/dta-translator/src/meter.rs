@@ -106,6 +106,11 @@ impl Meter {
         }
     }
 
+    /// The instant the meter's clock starts at (its creation).
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
     /// Whether writes are metered (`write_budget` > 0).
     #[inline]
     pub fn metered(&self) -> bool {

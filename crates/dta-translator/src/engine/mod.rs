@@ -10,6 +10,8 @@
 //! report or takes a lock.
 
 mod dispatch;
+#[cfg(test)]
+mod flow_tests;
 mod routes;
 mod staging;
 #[cfg(test)]

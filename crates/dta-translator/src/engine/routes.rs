@@ -211,6 +211,8 @@ mod tests {
                 areas,
                 fail: false,
                 tally: vec![],
+                adds: vec![],
+                signals: Default::default(),
             },
             Arc::new(Stats::default()),
         )
