@@ -37,12 +37,6 @@ pub trait Sinks {
     fn poll(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
-    /// Congestion signals the sink saw since the last call (RNR NAKs, PSN-sequence NAKs, CNPs,
-    /// a full retransmission window), for the write meter's adaptive budget
-    /// ([`crate::meter::Meter::adapt`]). Polled by the translator's timer.
-    fn congestion(&mut self) -> Congestion {
-        Congestion::default()
-    }
     /// Hint that `offset` of store `store` is about to be written: the co-located sink
     /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
@@ -73,15 +67,6 @@ impl Congestion {
     pub fn any(&self) -> bool {
         self.rnr_naks + self.sequence_naks + self.cnps + self.window_full > 0
     }
-}
-
-/// Congestion signals of a sink, counted since the last [`Sinks::congestion`] call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Congestion {
-    pub rnr_naks: u64,
-    pub sequence_naks: u64,
-    pub cnps: u64,
-    pub window_full: u64,
 }
 
 /// The co-located sink: writes straight into mapped region files shared with the collector.

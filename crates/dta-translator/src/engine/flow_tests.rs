@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use dta_wire::{Priority, Report};
+use dta_wire::{native, Priority, Report};
 
 use super::tests::{datagram_at, src, translator_with, Mem};
 use super::Translator;
@@ -227,4 +227,82 @@ fn congestion_signals_cut_the_budget_and_quiet_raises_it() {
     t.tick(ms(t0, 12));
     assert_eq!(s.budget.load(Relaxed), 900);
     assert_eq!(t.meter().budget(), 900);
+}
+
+#[test]
+fn drops_send_congestion_notices_rate_limited_per_reporter_source() {
+    let (mut t, t0) = metered(FlowControlConfig {
+        write_budget: 1,
+        burst: 10 * KI_OPS,
+        notice_interval_ms: 50,
+        notice_hold_ms: 200,
+        ..FlowControlConfig::default()
+    });
+    let notices = |t: &mut Translator<Mem>| -> Vec<native::NoticeRepr> {
+        t.drain_nacks()
+            .map(|n| {
+                assert_eq!(n.to, (src().ip(), dta_wire::NACK_PORT).into());
+                native::NoticeRepr::parse(n.bytes()).expect("a congestion notice")
+            })
+            .collect()
+    };
+    for i in 0..8 {
+        t.handle_datagram(&ki(Priority::Low, 1, i + 1), src(), t0);
+    }
+    // Two lows dropped: one notice, pausing low only.
+    let n = notices(&mut t);
+    assert_eq!(
+        n,
+        [native::NoticeRepr {
+            reporter_id: 1,
+            hold_ms: 200,
+            low_rate: 0,
+            medium_rate: native::RATE_UNLIMITED
+        }]
+    );
+    for i in 0..4 {
+        t.handle_datagram(&ki(Priority::Medium, 1, i + 100), src(), ms(t0, 10));
+    }
+    assert_eq!(t.stats().overload_dropped[1].load(Relaxed), 2);
+    assert!(
+        notices(&mut t).is_empty(),
+        "one per reporter source per interval"
+    );
+    // Another reporter at the same address has its own limit; a medium drop pauses medium too.
+    t.handle_datagram(&ki(Priority::Medium, 2, 7), src(), ms(t0, 10));
+    let n = notices(&mut t);
+    assert_eq!(
+        (n.len(), n[0].reporter_id, n[0].low_rate, n[0].medium_rate),
+        (1, 2, 0, 0)
+    );
+    // After the interval, reporter 1 is told again.
+    t.handle_datagram(&ki(Priority::Low, 1, 8), src(), ms(t0, 60));
+    assert_eq!(notices(&mut t).len(), 1);
+    // A prototype datagram (medium, no reporter id to address) is dropped without a notice.
+    let mut b = [0u8; 64];
+    let len = dta_wire::prototype::Repr {
+        base: dta_wire::prototype::BaseRepr {
+            opcode: dta_wire::Opcode::KeyWrite,
+            seqnum: None,
+            immediate: false,
+            retransmittable: false,
+        },
+        report: Report::KeyWrite {
+            key: &[1, 2, 3, 4],
+            data: &[5, 6, 7, 8],
+            redundancy: 1,
+            immediate: false,
+        },
+    }
+    .emit(&mut b, dta_wire::prototype::BaseFormat::Short)
+    .unwrap();
+    t.handle_datagram(&b[..len], src(), ms(t0, 200));
+    assert_eq!(t.stats().overload_dropped[1].load(Relaxed), 4);
+    assert!(notices(&mut t).is_empty());
+    assert_eq!(t.stats().notices_sent.load(Relaxed), 3);
+    assert_eq!(
+        t.stats().nacks_sent.load(Relaxed),
+        0,
+        "notices are not NACKs"
+    );
 }

@@ -362,12 +362,12 @@ impl<S: Sinks> Translator<S> {
         if !self.notice_limiter.allow(key, self.meter.ns(now)) {
             return;
         }
-        let n = notice_shim::NoticeRepr {
+        let n = native::NoticeRepr {
             reporter_id,
             hold_ms: self.notice_hold_ms,
             low_rate: 0,
             medium_rate: if dropped == Priority::Low {
-                notice_shim::RATE_UNLIMITED
+                native::RATE_UNLIMITED
             } else {
                 0
             },
@@ -505,28 +505,6 @@ impl<S: Sinks> Translator<S> {
         let mut b = [0u8; 24];
         if let Ok(len) = n.emit(&mut b) {
             self.queue_nack(src, b, len);
-        }
-    }
-}
-
-// TEMPORARY (removed when dta-wire's NoticeRepr lands).
-mod notice_shim {
-    pub const RATE_UNLIMITED: u32 = u32::MAX;
-    pub struct NoticeRepr {
-        pub reporter_id: u32,
-        pub hold_ms: u32,
-        pub low_rate: u32,
-        pub medium_rate: u32,
-    }
-    impl NoticeRepr {
-        pub fn emit(&self, b: &mut [u8]) -> Result<usize, ()> {
-            b[..4].copy_from_slice(&[0x12, 0, 0, 1]);
-            b[4..8].copy_from_slice(&self.reporter_id.to_be_bytes());
-            b[8..12].copy_from_slice(&[0; 4]);
-            b[12..16].copy_from_slice(&self.hold_ms.to_be_bytes());
-            b[16..20].copy_from_slice(&self.low_rate.to_be_bytes());
-            b[20..24].copy_from_slice(&self.medium_rate.to_be_bytes());
-            Ok(24)
         }
     }
 }
