@@ -9,7 +9,11 @@
 //! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
 //! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
-//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]).
+//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]). Flow control
+//! (docs/flow-control.md): a write meter per collector ([`meter`]) admits datagrams by priority
+//! ([`overload`]), spills high priority it cannot write yet ([`spill`]) and re-injects it in
+//! order, notifies reporters of drops and lowers low-priority Key-Write redundancy under
+//! sustained pressure.
 
 pub mod append;
 pub mod config;

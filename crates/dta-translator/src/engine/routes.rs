@@ -76,6 +76,9 @@ impl<S: Sinks> Translator<S> {
         let fc = &cfg.flow_control;
         fc.validate().map_err(BuildError::FlowControl)?;
         let threads = cfg.threads.max(1) as u64;
+        stats
+            .budget
+            .store(fc.write_budget, std::sync::atomic::Ordering::Relaxed);
         let mut t = Translator {
             sinks: Metered::new(sinks),
             meter: Arc::new(Meter::new(fc)),
