@@ -255,8 +255,9 @@ impl Region {
     /// consensus threshold `threshold`; `redundancy` None reads the store's N from its header):
     /// `{"status": "found", "data": bytes, "votes": n}`,
     /// `{"status": "empty", "data": None}` or `{"status": "ambiguous", "data": None,
-    /// "candidates": [(bytes, votes), ...]}`, each with `"confidence": {"load", "p_overwritten",
-    /// "p_wrong"}` (docs/regions.md §5).
+    /// "candidates": [(bytes, votes), ...]}`, each with `"redundancy"` (the copies read: the
+    /// store's N unless asked for fewer; `votes` of them agreed) and `"confidence": {"load",
+    /// "p_overwritten", "p_wrong"}` (docs/regions.md §5).
     #[pyo3(signature = (key, redundancy=None, threshold=1))]
     fn key_write<'py>(
         &self,
@@ -275,7 +276,9 @@ impl Region {
             )
             .map_err(|e| query_err(py, e))?;
         let d = PyDict::new(py);
-        let c = layout.confidence(self.region.mem(), redundancy_opt(py, redundancy)?);
+        let n = redundancy_opt(py, redundancy)?;
+        d.set_item("redundancy", n.unwrap_or(layout.redundancy()))?;
+        let c = layout.confidence(self.region.mem(), n);
         d.set_item("confidence", to_py(py, serde_json::to_value(c))?)?;
         match answer {
             KeyWriteAnswer::Found { data, votes } => {

@@ -65,6 +65,8 @@ def native_slot_check(key, slot):
 def answer(d):
     """A query answer without its confidence (checked separately)."""
     d = dict(d)
+    # The copies read, on every Key-Write answer (checked by the tests that care).
+    d.pop("redundancy", None)
     c = d.pop("confidence")
     assert set(c) == {"load", "p_overwritten", "p_wrong"}
     assert 0.0 <= c["p_wrong"] <= c["p_overwritten"] <= 1.0
@@ -105,6 +107,9 @@ def test_key_write_written_via_store_is_queried_and_where_the_contract_says(tmp_
                                                        "votes": 2}
     # Without a redundancy the query reads the store's N from its header.
     assert answer(ro.key_write(key)) == {"status": "found", "data": data, "votes": 2}
+    # The answer says how many copies it read and how many agreed.
+    assert (ro.key_write(key)["redundancy"], ro.key_write(key)["votes"]) == (2, 2)
+    assert (ro.key_write(key, redundancy=1)["redundancy"], ro.key_write(key, redundancy=1)["votes"]) == (1, 1)
     assert answer(ro.key_write(bytes.fromhex("0a000002"), redundancy=2)) == {"status": "empty",
                                                                              "data": None}
     # How sure: 2 copies written into 1024 slots.

@@ -23,7 +23,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use dta_int::{EventKind, IntStats};
-use dta_translator::stats::PRIMITIVES;
+use dta_translator::stats::{CONGESTION_KINDS, PRIMITIVES, PRIORITIES};
 use dta_translator::Reason;
 use dta_translator::Stats;
 
@@ -78,9 +78,6 @@ fn gauge(
     let m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
     g.encode(m)
 }
-
-/// The `priority` label values, indexed as the per-priority counters.
-const PRIORITIES: [&str; 3] = ["low", "medium", "high"];
 
 fn labelled_counter<'a>(
     enc: &mut DescriptorEncoder,
@@ -227,6 +224,83 @@ impl Collector for TranslatorMetrics {
                 (vec![("op", "write")], self.sum(|s| l(&s.writes))),
                 (vec![("op", "fetch_add")], self.sum(|s| l(&s.fetch_adds))),
             ],
+        )?;
+        // Flow control (docs/flow-control.md).
+        for (name, help, a) in [
+            (
+                "dta_translator_overload_admitted",
+                "Datagrams admitted by the write meter, by priority",
+                (|s: &Stats| &s.overload_admitted)
+                    as fn(&Stats) -> &[std::sync::atomic::AtomicU64; 3],
+            ),
+            (
+                "dta_translator_overload_dropped",
+                "Datagrams dropped by the write meter, by priority (high: spill full)",
+                |s| &s.overload_dropped,
+            ),
+        ] {
+            labelled_counter(
+                &mut enc,
+                name,
+                help,
+                PRIORITIES
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&a(s)[i])))),
+            )?;
+        }
+        for (name, help, f) in [
+            (
+                "dta_translator_spilled",
+                "High-priority datagrams spilled to wait for the write budget",
+                (|s: &Stats| s.spilled.load(Relaxed)) as fn(&Stats) -> u64,
+            ),
+            (
+                "dta_translator_reinjected",
+                "Spilled datagrams applied again",
+                |s| s.reinjected.load(Relaxed),
+            ),
+            (
+                "dta_translator_spill_dropped",
+                "High-priority datagrams dropped because the spill was full (spill_full)",
+                |s| s.spill_dropped.load(Relaxed),
+            ),
+            (
+                "dta_translator_notices_sent",
+                "Congestion notices sent to reporters",
+                |s| s.notices_sent.load(Relaxed),
+            ),
+            (
+                "dta_translator_redundancy_lowered",
+                "Low-priority Key-Write reports written with redundancy 1 ([DTA-draft §6])",
+                |s| s.redundancy_lowered.load(Relaxed),
+            ),
+        ] {
+            counter(&mut enc, name, help, self.sum(f))?;
+        }
+        labelled_counter(
+            &mut enc,
+            "dta_translator_congestion_signals",
+            "Congestion signals from the sink, by kind",
+            CONGESTION_KINDS.iter().enumerate().map(|(i, k)| {
+                (
+                    vec![("kind", *k)],
+                    self.sum(|s| l(&s.congestion_signals[i])),
+                )
+            }),
+        )?;
+        gauge(
+            &mut enc,
+            "dta_translator_spill_bytes",
+            "Bytes held in the spill",
+            self.sum(|s| l(&s.spill_bytes)),
+        )?;
+        gauge(
+            &mut enc,
+            "dta_translator_budget",
+            "Effective write budget, memory writes per second (0: unmetered)",
+            // One meter for all threads: its value, not a sum.
+            self.stats.iter().map(|s| l(&s.budget)).max().unwrap_or(0),
         )?;
         labelled_counter(
             &mut enc,
@@ -594,6 +668,13 @@ mod tests {
             .store(1000, std::sync::atomic::Ordering::Relaxed);
         b.tracker_bytes
             .store(1000, std::sync::atomic::Ordering::Relaxed);
+        dta_translator::stats::add(&a.overload_dropped[0], 4);
+        dta_translator::stats::add(&b.overload_dropped[0], 1);
+        dta_translator::stats::add(&b.congestion_signals[2], 2);
+        a.budget.store(500, Relaxed);
+        b.budget.store(500, Relaxed);
+        b.spill_bytes.store(100, Relaxed);
+        a.spill_bytes.store(20, Relaxed);
         let reg = TranslatorMetrics::new(vec![a, b]).registry();
         let s = parse_exposition(&encode(&reg)).unwrap();
         let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
@@ -634,6 +715,33 @@ mod tests {
         assert_eq!(v("dta_translator_unrecovered_total", &[]), 4.0);
         assert_eq!(v("dta_translator_tracker_evictions_total", &[]), 6.0);
         assert_eq!(v("dta_translator_tracker_bytes", &[]), 2000.0);
+        assert_eq!(
+            v(
+                "dta_translator_overload_dropped_total",
+                &[("priority", "low")]
+            ),
+            5.0
+        );
+        assert_eq!(
+            v(
+                "dta_translator_overload_dropped_total",
+                &[("priority", "high")]
+            ),
+            0.0
+        );
+        assert_eq!(
+            v(
+                "dta_translator_congestion_signals_total",
+                &[("kind", "cnp")]
+            ),
+            2.0
+        );
+        assert_eq!(
+            v("dta_translator_budget", &[]),
+            500.0,
+            "one meter, not summed"
+        );
+        assert_eq!(v("dta_translator_spill_bytes", &[]), 120.0);
     }
 
     #[test]

@@ -24,7 +24,9 @@
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
 //! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker] [--prims kw,ki,pc,ap]`
-//! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages);
+//! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages)
+//! `[--write-budget N]` (every translator metered at N writes/s with the largest burst,
+//! docs/flow-control.md: the cost of the metering itself, nothing is dropped);
 //! `scripts/bench.sh` runs it.
 
 use std::hint::black_box;
@@ -78,6 +80,9 @@ fn parse_args() -> Args {
             "--only" => a.only = val(i).split(',').map(str::to_string).collect(),
             "--prims" => a.prims = val(i).split(',').map(str::to_string).collect(),
             "--dir" => a.dir = Some(val(i)),
+            "--write-budget" => {
+                let _ = WRITE_BUDGET.set(val(i).parse().expect("--write-budget N"));
+            }
             "--refs" => {
                 a.refs = Some((val(i), argv[i + 2].parse().expect("--refs PRIM N")));
                 i += 1;
@@ -166,9 +171,20 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
         .collect()
 }
 
+/// `--write-budget`: the translators' `flow_control.write_budget` (0: unmetered).
+static WRITE_BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
 fn translator(regions: &[Arc<Region>]) -> Translator<RegionSinks> {
     let cfg = TranslatorConfig {
         postcard_cache_entries: 1 << 16,
+        flow_control: dta_translator::FlowControlConfig {
+            write_budget: WRITE_BUDGET.get().copied().unwrap_or(0),
+            min_budget: 1,
+            // The timed loops pass one `now`: a bucket no run empties, so every datagram takes
+            // the whole metered path (debit, level, admission) and is applied.
+            burst: dta_translator::config::MAX_BURST,
+            ..Default::default()
+        },
         ..Default::default()
     };
     Translator::colocated(&cfg, regions.to_vec(), Arc::new(Stats::default())).unwrap()

@@ -1,6 +1,7 @@
 //! Translator configuration (the `[translator]` table of `dta.toml`).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use dta_wire::prefix::AllowList;
 use serde::{Deserialize, Serialize};
@@ -67,6 +68,9 @@ pub struct TranslatorConfig {
     pub append_flush_ms: u64,
     /// Sketch-Merge columns batched into one write.
     pub sketch_batch_columns: u32,
+    /// The write meter, priorities, spill, congestion notices and dynamic redundancy
+    /// (`[translator.flow_control]`, docs/flow-control.md).
+    pub flow_control: FlowControlConfig,
 }
 
 impl Default for TranslatorConfig {
@@ -87,6 +91,186 @@ impl Default for TranslatorConfig {
             postcard_timeout_ms: 100,
             append_flush_ms: 10,
             sketch_batch_columns: 8,
+            flow_control: FlowControlConfig::default(),
+        }
+    }
+}
+
+/// Largest `burst`, in writes (the meter keeps its level in fixed point in an `i64`).
+pub const MAX_BURST: u64 = 1 << 32;
+/// Largest `write_budget`, writes per second.
+pub const MAX_WRITE_BUDGET: u64 = 1 << 36;
+/// Largest `spill_memory`, bytes.
+pub const MAX_SPILL_MEMORY: u64 = 1 << 32;
+/// Largest `spill_file_bytes`.
+pub const MAX_SPILL_FILE_BYTES: u64 = 1 << 40;
+/// Largest of the `*_ms` intervals (one hour).
+pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+
+/// Flow control of the translator's memory writes ([DTA-draft §3.2], [DTA-draft §4.2],
+/// [DTA-draft §6]; docs/flow-control.md): a token bucket of memory writes shared by the
+/// collector's translator threads, admission of datagrams by priority against its level, a
+/// spill of high-priority datagrams re-injected in order, congestion notices to reporters, and
+/// lowered redundancy for low-priority Key-Write under sustained pressure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlowControlConfig {
+    /// Memory writes per second (RDMA WRITE, WRITE WITH IMMEDIATE, FETCH_ADD) the translator
+    /// issues at most on average; 0: unmetered (no admission, no spill, no notices).
+    pub write_budget: u64,
+    /// Bucket depth, writes: how far a burst may run ahead of the budget.
+    pub burst: u64,
+    /// The adaptive budget is never cut below this (writes per second).
+    pub min_budget: u64,
+    /// At most one multiplicative cut per interval; an interval without congestion signals
+    /// raises the budget by `write_budget / 16`.
+    pub adapt_interval_ms: u64,
+    /// A low-priority datagram is admitted while the bucket level (fraction of `burst`) is at
+    /// least this.
+    pub low_threshold: f64,
+    /// A medium-priority datagram is admitted while the level is at least this; the spill is
+    /// re-injected while it is.
+    pub medium_threshold: f64,
+    /// Bytes of memory preallocated for spilled high-priority datagrams (divided among the
+    /// translator threads).
+    pub spill_memory: u64,
+    /// A file the spill continues into when its memory is full; none: a full memory drops.
+    pub spill_file: Option<PathBuf>,
+    /// Most bytes the spill file holds (divided among the translator threads).
+    pub spill_file_bytes: u64,
+    /// At most one congestion notice per reporter source per this interval.
+    pub notice_interval_ms: u64,
+    /// How long a congestion notice holds the reporter's limits.
+    pub notice_hold_ms: u64,
+    /// Below this level, sustained for `redundancy_after_ms`, low-priority Key-Write reports
+    /// are written with redundancy 1.
+    pub redundancy_threshold: f64,
+    pub redundancy_after_ms: u64,
+}
+
+impl Default for FlowControlConfig {
+    fn default() -> Self {
+        FlowControlConfig {
+            write_budget: 0,
+            burst: 65_536,
+            min_budget: 10_000,
+            adapt_interval_ms: 10,
+            low_threshold: 0.5,
+            medium_threshold: 0.25,
+            spill_memory: 16 << 20,
+            spill_file: None,
+            spill_file_bytes: 256 << 20,
+            notice_interval_ms: 50,
+            notice_hold_ms: 200,
+            redundancy_threshold: 0.75,
+            redundancy_after_ms: 100,
+        }
+    }
+}
+
+impl FlowControlConfig {
+    /// Whether memory writes are metered at all.
+    pub fn metered(&self) -> bool {
+        self.write_budget > 0
+    }
+
+    /// Check every value against its range; the message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let p = "translator.flow_control";
+        for (name, v) in [
+            ("low_threshold", self.low_threshold),
+            ("medium_threshold", self.medium_threshold),
+            ("redundancy_threshold", self.redundancy_threshold),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!(
+                    "{p}.{name} = {v}: a fraction of the burst in (0, 1]"
+                ));
+            }
+        }
+        if self.low_threshold < self.medium_threshold {
+            return Err(format!(
+                "{p}.low_threshold = {} is below medium_threshold = {}: low priority must need \
+                 at least the level medium needs",
+                self.low_threshold, self.medium_threshold
+            ));
+        }
+        if self.write_budget > MAX_WRITE_BUDGET {
+            return Err(format!(
+                "{p}.write_budget = {}: at most {MAX_WRITE_BUDGET} writes/s (0 = unmetered)",
+                self.write_budget
+            ));
+        }
+        if !(1..=MAX_BURST).contains(&self.burst) {
+            return Err(format!(
+                "{p}.burst = {}: 1..={MAX_BURST} writes",
+                self.burst
+            ));
+        }
+        if self.metered() && !(1..=self.write_budget).contains(&self.min_budget) {
+            return Err(format!(
+                "{p}.min_budget = {}: 1..=write_budget ({}) writes/s",
+                self.min_budget, self.write_budget
+            ));
+        }
+        for (name, v, min) in [
+            ("adapt_interval_ms", self.adapt_interval_ms, 1),
+            ("notice_interval_ms", self.notice_interval_ms, 0),
+            ("notice_hold_ms", self.notice_hold_ms, 1),
+            ("redundancy_after_ms", self.redundancy_after_ms, 0),
+        ] {
+            if !(min..=MAX_INTERVAL_MS).contains(&v) {
+                return Err(format!("{p}.{name} = {v}: {min}..={MAX_INTERVAL_MS} ms"));
+            }
+        }
+        if self.spill_memory > MAX_SPILL_MEMORY {
+            return Err(format!(
+                "{p}.spill_memory = {}: at most {MAX_SPILL_MEMORY} bytes",
+                self.spill_memory
+            ));
+        }
+        if self.spill_file.is_some() && !(1..=MAX_SPILL_FILE_BYTES).contains(&self.spill_file_bytes)
+        {
+            return Err(format!(
+                "{p}.spill_file_bytes = {}: 1..={MAX_SPILL_FILE_BYTES} bytes with a spill_file",
+                self.spill_file_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<FlowControlConfig, String> {
+        let c: FlowControlConfig = toml::from_str(t).map_err(|e| e.to_string())?;
+        c.validate().map(|()| c)
+    }
+
+    #[test]
+    fn flow_control_values_are_validated_with_messages() {
+        assert_eq!(parse("").unwrap(), FlowControlConfig::default());
+        let c = parse("write_budget = 1000\nmin_budget = 10\nspill_file = '/tmp/s'").unwrap();
+        assert!(c.metered());
+        for (t, says) in [
+            ("low_threshold = 0.0", "low_threshold = 0"),
+            ("medium_threshold = 1.5", "(0, 1]"),
+            ("redundancy_threshold = -1.0", "redundancy_threshold"),
+            (
+                "low_threshold = 0.2\nmedium_threshold = 0.3",
+                "below medium_threshold",
+            ),
+            ("burst = 0", "burst = 0"),
+            ("write_budget = 100\nmin_budget = 200", "min_budget = 200"),
+            ("adapt_interval_ms = 0", "adapt_interval_ms"),
+            ("spill_memory = 99999999999", "spill_memory"),
+            ("spill_file = 'x'\nspill_file_bytes = 0", "spill_file_bytes"),
+            ("write_budgt = 1", "unknown field"),
+        ] {
+            let e = parse(t).unwrap_err();
+            assert!(e.contains(says), "{t}: {e}");
         }
     }
 }

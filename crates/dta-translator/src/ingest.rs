@@ -217,6 +217,8 @@ fn receive<S: Sinks>(
     while !stop.load(Ordering::Relaxed) {
         let n = m.recv(fd, libc::MSG_WAITFORONE)?;
         let now = Instant::now();
+        // The spill goes first, while the budget allows: it is older than this batch.
+        translator.reinject(now);
         for i in 0..n {
             let (data, src) = m.datagram(i);
             translator.handle_datagram(data, src.unwrap_or(unknown), now);
@@ -239,6 +241,9 @@ fn receive<S: Sinks>(
         }
         drained += n;
     }
+    // Spilled datagrams are written regardless of the budget, while the other threads still
+    // take what this one hands them ([`Translator::drain_spill`]; bounded by the spill's size).
+    translator.drain_spill();
     send_nacks(translator, socket);
     Ok(())
 }

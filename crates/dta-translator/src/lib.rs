@@ -10,12 +10,18 @@
 //! retransmittable ones are applied exactly once and their gaps NACKed, the others counted.
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
 //! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
-//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]).
+//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]). Flow control
+//! (docs/flow-control.md): a write meter per collector ([`meter`]) admits datagrams by priority
+//! ([`overload`]), spills high priority it cannot write yet ([`spill`]) and re-injects it in
+//! order, notifies reporters of drops and lowers low-priority Key-Write redundancy under
+//! sustained pressure.
 
 pub mod append;
 pub mod config;
 pub mod engine;
 pub mod ingest;
+pub mod meter;
+pub mod overload;
 pub mod port_owner;
 pub mod postcard;
 pub mod reason;
@@ -23,10 +29,12 @@ pub mod sequence;
 pub mod shard;
 pub mod sinks;
 pub mod sketch;
+pub mod spill;
 pub mod stats;
 
-pub use config::{PrototypeHeader, TranslatorConfig};
+pub use config::{FlowControlConfig, PrototypeHeader, TranslatorConfig};
 pub use engine::{BuildError, PendingNack, Translator};
+pub use meter::Meter;
 pub use reason::Reason;
 pub use shard::{Shard, Shards};
 pub use sinks::{Congestion, RegionSinks, Sinks};

@@ -57,7 +57,34 @@ pub struct Stats {
     /// Reports handed to the translator thread that owns their state ([`crate::shard`]); that
     /// thread counts them as reports.
     pub forwarded: AtomicU64,
+    /// Flow control (docs/flow-control.md), per priority (low, medium, high) where an array:
+    /// datagrams admitted against the write meter.
+    pub overload_admitted: [AtomicU64; 3],
+    /// Datagrams dropped by the meter's admission (high: the spill was full).
+    pub overload_dropped: [AtomicU64; 3],
+    /// High-priority datagrams put in the spill.
+    pub spilled: AtomicU64,
+    /// Spilled datagrams applied again.
+    pub reinjected: AtomicU64,
+    /// Bytes the spill holds now (gauge).
+    pub spill_bytes: AtomicU64,
+    /// High-priority datagrams dropped because the spill was full (`spill_full`), or lost by a
+    /// spill file that could not be read back.
+    pub spill_dropped: AtomicU64,
+    /// The meter's effective budget, writes/s (gauge; the same meter for every thread).
+    pub budget: AtomicU64,
+    /// The sink's congestion signals, by [`CONGESTION_KINDS`].
+    pub congestion_signals: [AtomicU64; 4],
+    /// Congestion notices queued to reporters.
+    pub notices_sent: AtomicU64,
+    /// Low-priority Key-Write reports written with redundancy 1 instead of their N.
+    pub redundancy_lowered: AtomicU64,
 }
+
+/// Labels of `Stats::congestion_signals`, in order.
+pub const CONGESTION_KINDS: [&str; 4] = ["rnr_nak", "sequence_nak", "cnp", "window_full"];
+/// Labels of the per-priority arrays, in order.
+pub const PRIORITIES: [&str; 3] = ["low", "medium", "high"];
 
 impl Default for Stats {
     fn default() -> Self {
@@ -86,6 +113,16 @@ impl Default for Stats {
             append_partial_batches: AtomicU64::new(0),
             sketch_columns_written: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
+            overload_admitted: Default::default(),
+            overload_dropped: Default::default(),
+            spilled: AtomicU64::new(0),
+            reinjected: AtomicU64::new(0),
+            spill_bytes: AtomicU64::new(0),
+            spill_dropped: AtomicU64::new(0),
+            budget: AtomicU64::new(0),
+            congestion_signals: Default::default(),
+            notices_sent: AtomicU64::new(0),
+            redundancy_lowered: AtomicU64::new(0),
         }
     }
 }
@@ -144,6 +181,27 @@ impl Stats {
         acc(&t.append_partial_batches, &|s| &s.append_partial_batches);
         acc(&t.sketch_columns_written, &|s| &s.sketch_columns_written);
         acc(&t.forwarded, &|s| &s.forwarded);
+        for i in 0..3 {
+            acc(&t.overload_admitted[i], &|s| &s.overload_admitted[i]);
+            acc(&t.overload_dropped[i], &|s| &s.overload_dropped[i]);
+        }
+        acc(&t.spilled, &|s| &s.spilled);
+        acc(&t.reinjected, &|s| &s.reinjected);
+        acc(&t.spill_bytes, &|s| &s.spill_bytes);
+        acc(&t.spill_dropped, &|s| &s.spill_dropped);
+        // One meter for all threads: its budget once, not summed.
+        t.budget.store(
+            all.iter()
+                .map(|s| s.budget.load(Relaxed))
+                .max()
+                .unwrap_or(0),
+            Relaxed,
+        );
+        for i in 0..t.congestion_signals.len() {
+            acc(&t.congestion_signals[i], &|s| &s.congestion_signals[i]);
+        }
+        acc(&t.notices_sent, &|s| &s.notices_sent);
+        acc(&t.redundancy_lowered, &|s| &s.redundancy_lowered);
         t
     }
 
@@ -204,7 +262,11 @@ impl Stats {
             rejected.insert(r.name().into(), self.rejected(r.name()).into());
         }
         let l = |c: &AtomicU64| c.load(Relaxed);
-        let by_priority = |c: &[AtomicU64; 3]| serde_json::json!({"low": l(&c[0]), "medium": l(&c[1]), "high": l(&c[2])});
+        let by_priority = |a: &[AtomicU64; 3]| serde_json::json!({"low": l(&a[0]), "medium": l(&a[1]), "high": l(&a[2])});
+        let mut congestion = serde_json::Map::new();
+        for (k, c) in CONGESTION_KINDS.iter().zip(&self.congestion_signals) {
+            congestion.insert((*k).into(), l(c).into());
+        }
         serde_json::json!({
             "datagrams": l(&self.datagrams),
             "bytes": l(&self.bytes),
@@ -224,6 +286,18 @@ impl Stats {
             "append": {"batches": l(&self.append_batches), "partial_batches": l(&self.append_partial_batches)},
             "sketch_merge": {"columns_written": l(&self.sketch_columns_written)},
             "forwarded": l(&self.forwarded),
+            "flow_control": {
+                "admitted": by_priority(&self.overload_admitted),
+                "dropped": by_priority(&self.overload_dropped),
+                "spilled": l(&self.spilled),
+                "reinjected": l(&self.reinjected),
+                "spill_bytes": l(&self.spill_bytes),
+                "spill_dropped": l(&self.spill_dropped),
+                "budget": l(&self.budget),
+                "congestion_signals": congestion,
+                "notices_sent": l(&self.notices_sent),
+                "redundancy_lowered": l(&self.redundancy_lowered),
+            },
         })
     }
 }

@@ -34,18 +34,29 @@ impl Config {
         for s in &cfg.store {
             s.spec()?;
         }
+        cfg.translator
+            .flow_control
+            .validate()
+            .map_err(anyhow::Error::msg)?;
         Ok(cfg)
     }
 
-    /// Load `path`; a relative `region_dir` is taken relative to the file's directory.
+    /// Load `path`; a relative `region_dir` (or spill file) is taken relative to the file's
+    /// directory.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading configuration {}", path.display()))?;
         let mut cfg =
             Config::parse(&text).with_context(|| format!("in configuration {}", path.display()))?;
-        if cfg.region_dir.is_relative() {
-            if let Some(parent) = path.parent() {
+        if let Some(parent) = path.parent() {
+            if cfg.region_dir.is_relative() {
                 cfg.region_dir = parent.join(&cfg.region_dir);
+            }
+            // The spill file too, like every path of the file.
+            if let Some(f) = cfg.translator.flow_control.spill_file.as_mut() {
+                if f.is_relative() {
+                    *f = parent.join(&*f);
+                }
             }
         }
         Ok(cfg)
@@ -76,5 +87,28 @@ mod tests {
         assert!(e.to_string().contains("regoin_dir"), "{e}");
         let e = Config::parse("[[store]]\nname='a'\nkind='append'\nslots=8\n").unwrap_err();
         assert!(format!("{e:#}").contains("`slots` does not apply"), "{e:#}");
+        let e = Config::parse("[translator.flow_control]\nlow_threshold = 0.1\n").unwrap_err();
+        assert!(e.to_string().contains("below medium_threshold"), "{e}");
+        let e = Config::parse("[translator.flow_control]\nbudget = 1\n").unwrap_err();
+        assert!(e.to_string().contains("budget"), "{e}");
+    }
+
+    #[test]
+    fn flow_control_settings_reach_the_translator() {
+        let cfg = Config::parse(
+            "[translator.flow_control]\nwrite_budget = 500000\nburst = 4096\n\
+             spill_file = '/var/tmp/dta-spill'\nredundancy_after_ms = 20\n",
+        )
+        .unwrap();
+        let fc = &cfg.translator.flow_control;
+        assert_eq!(
+            (fc.write_budget, fc.burst, fc.redundancy_after_ms),
+            (500_000, 4096, 20)
+        );
+        assert_eq!(
+            fc.spill_file.as_deref(),
+            Some(Path::new("/var/tmp/dta-spill"))
+        );
+        assert_eq!(fc.low_threshold, 0.5, "unset values keep their defaults");
     }
 }

@@ -488,12 +488,15 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     // One translator per thread over the same regions; Postcarding flows, Append lists and
     // sketches each owned by one of them (dta_translator::shard).
     let shards = Shards::new(threads, SHARD_INBOX);
+    // One write meter for the collector, shared by its translator threads (docs/flow-control.md).
+    let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
     let mut ts = all_stats
         .iter()
         .enumerate()
         .map(|(i, stats)| {
             let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?
-                .with_shard(shards.shard(i));
+                .with_shard(shards.shard(i))
+                .with_meter(meter.clone());
             for st in &cfg.store {
                 if let Some(allow) = &st.allow {
                     t.set_store_allow(&st.name, allow.clone())?;

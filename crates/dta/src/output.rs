@@ -31,19 +31,23 @@ pub fn key_write(out: &mut dyn Write, r: &KeyWriteResult) -> io::Result<()> {
     match r.status {
         "found" => writeln!(
             out,
-            "{} key 0x{}: 0x{} ({} matching slot{}; wrong with probability {:.1e} at load {:.3})",
+            "{} key 0x{}: 0x{} ({} of {} copies agree; wrong with probability {:.1e} at load {:.3})",
             r.store,
             r.key,
             r.data.as_deref().unwrap_or(""),
             r.votes,
-            if r.votes == 1 { "" } else { "s" },
+            r.redundancy,
             c.p_wrong,
             c.load
         ),
         "ambiguous" => {
-            writeln!(out, "{} key 0x{}: ambiguous, candidates:", r.store, r.key)?;
+            writeln!(
+                out,
+                "{} key 0x{}: ambiguous over {} copies, candidates:",
+                r.store, r.key, r.redundancy
+            )?;
             for (d, v) in &r.candidates {
-                writeln!(out, "  0x{d} ({v} votes)")?;
+                writeln!(out, "  0x{d} ({v} of {} copies)", r.redundancy)?;
             }
             Ok(())
         }
@@ -182,6 +186,15 @@ mod tests {
             s.contains("wrong with probability 3.6e-11 at load 0.500"),
             "{s}"
         );
+        // The copies read and how many agreed: a key written once (lowered redundancy, or a
+        // reporter's N = 1) reads 1 of N.
+        assert!(s.contains("(2 of 2 copies agree;"), "{s}");
+        r.votes = 1;
+        r.redundancy = 4;
+        let mut out = vec![];
+        key_write(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("(1 of 4 copies agree;"), "{s}");
         r.status = "empty";
         let mut out = vec![];
         key_write(&mut out, &r).unwrap();

@@ -10,6 +10,8 @@
 //! report or takes a lock.
 
 mod dispatch;
+#[cfg(test)]
+mod flow_tests;
 mod routes;
 mod staging;
 #[cfg(test)]
@@ -22,13 +24,16 @@ use std::time::{Duration, Instant};
 
 use dta_store::{Region, StoreInfo};
 use dta_wire::prefix::AllowList;
-use dta_wire::{native, prototype, Datagram, Report};
+use dta_wire::{native, prototype, Datagram, Priority, Report};
 
 use crate::config::TranslatorConfig;
+use crate::meter::{Meter, Metered};
+use crate::overload::{admission, Admission, NoticeLimiter};
 use crate::reason::Reason;
 use crate::sequence::{Nack, Numbering, Space, Tracker, Verdict};
 use crate::shard::{Forwarded, Shard};
 use crate::sinks::Sinks;
+use crate::spill::Spill;
 use crate::stats::{add, Stats};
 
 pub use routes::BuildError;
@@ -55,7 +60,18 @@ impl PendingNack {
 
 /// The translator over a set of stores and the sinks that reach them.
 pub struct Translator<S: Sinks> {
-    sinks: S,
+    /// The sink, its operations counted for the meter.
+    sinks: Metered<S>,
+    /// The collector's write meter, shared by its translator threads ([`Self::with_meter`]).
+    meter: Arc<Meter>,
+    /// High-priority datagrams waiting for the budget ([`crate::spill`]).
+    spill: Spill,
+    /// Where a spilled datagram is copied back to be applied again.
+    reinject_buf: Box<[u8]>,
+    notice_limiter: NoticeLimiter,
+    notice_hold_ms: u32,
+    /// Translator threads sharing the collector (the spill is divided among them).
+    threads: usize,
     stats: Arc<Stats>,
     format: prototype::BaseFormat,
     nack_port: u16,
@@ -104,8 +120,27 @@ impl<S: Sinks> Translator<S> {
     /// threads' to them, and applies what they hand it ([`Self::drain_inbox`], also run by
     /// [`Self::tick`]).
     pub fn with_shard(mut self, shard: Shard) -> Self {
+        if self.threads > 1 {
+            self.spill.suffix_file(shard.index());
+        }
         self.shard = Some(shard);
         self
+    }
+
+    /// Share `meter` (one per collector, [`crate::meter`]) instead of this translator's own:
+    /// every translator thread of a collector debits and reads the same bucket.
+    pub fn with_meter(mut self, meter: Arc<Meter>) -> Self {
+        self.meter = meter;
+        self
+    }
+
+    pub fn meter(&self) -> &Arc<Meter> {
+        &self.meter
+    }
+
+    /// Datagrams waiting in the spill.
+    pub fn spilled(&self) -> usize {
+        self.spill.len()
     }
 
     /// Restrict the reports for store `name` to sources in `allow` (on top of the translator's
@@ -175,11 +210,11 @@ impl<S: Sinks> Translator<S> {
     }
 
     pub fn sinks(&self) -> &S {
-        &self.sinks
+        &self.sinks.inner
     }
 
     pub fn sinks_mut(&mut self) -> &mut S {
-        &mut self.sinks
+        &mut self.sinks.inner
     }
 
     /// NACKs produced since the last call, for the ingest loop to send.
@@ -206,9 +241,12 @@ impl<S: Sinks> Translator<S> {
                         return;
                     }
                 }
-                // The prototype carries no priority: count it as medium.
+                // The prototype carries no priority: count and meter it as medium. It has no
+                // reporter id to address a congestion notice to.
                 add(&self.stats.by_priority[1], 1);
-                self.apply(&repr.report, 0, src, now);
+                if self.meter_admit(buf, src, Priority::Medium, None, now) {
+                    self.apply_parsed(Datagram::Prototype(repr), src, now);
+                }
             }
             Ok(Datagram::Native(d)) => {
                 let h = d.header;
@@ -222,11 +260,29 @@ impl<S: Sinks> Translator<S> {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
+                if self.meter_admit(buf, src, h.priority, Some(h.reporter_id), now) {
+                    self.apply_parsed(Datagram::Native(d), src, now);
+                }
+            }
+        }
+    }
+
+    /// Apply a datagram that passed the allow-list, the sequence check and the meter (or comes
+    /// back from the spill, which skips both).
+    fn apply_parsed(&mut self, d: Datagram<'_>, src: SocketAddr, now: Instant) {
+        match d {
+            Datagram::Prototype(repr) => self.apply(&repr.report, 0, src, now),
+            Datagram::Native(d) => {
+                let h = d.header;
                 // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
                 // primitives flush the batch first, so memory operations keep report order.
                 let mut stage = Stage::new(src.ip());
+                // Dynamic redundancy ([DTA-draft §6]): under sustained pressure, low-priority
+                // Key-Write is written once instead of N times.
+                stage.lower =
+                    h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
                 let mut routes = RouteCache::default();
                 // One pass over the validated reports (zero-copy views): Key-Write and
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
@@ -245,6 +301,122 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
+    /// Admission by priority against the write meter ([`crate::overload`]): true to apply the
+    /// datagram now. A high-priority datagram that cannot be written now goes to the spill
+    /// (dropped and counted when the spill is full); a low or medium one is dropped, counted,
+    /// and its reporter (`reporter`, native only) sent a congestion notice.
+    #[inline]
+    fn meter_admit(
+        &mut self,
+        buf: &[u8],
+        src: SocketAddr,
+        priority: Priority,
+        reporter: Option<u32>,
+        now: Instant,
+    ) -> bool {
+        if !self.meter.metered() {
+            return true;
+        }
+        self.sinks.settle(&self.meter);
+        let level = self.meter.level(now);
+        let p = priority as usize;
+        match admission(priority, level, self.spill.is_empty()) {
+            Admission::Admit => {
+                add(&self.stats.overload_admitted[p], 1);
+                true
+            }
+            Admission::Spill => {
+                match self.spill.push(buf, src) {
+                    Ok(()) => add(&self.stats.spilled, 1),
+                    Err(_) => {
+                        add(&self.stats.overload_dropped[p], 1);
+                        add(&self.stats.spill_dropped, 1);
+                    }
+                }
+                self.stats
+                    .spill_bytes
+                    .store(self.spill.bytes(), std::sync::atomic::Ordering::Relaxed);
+                false
+            }
+            Admission::Drop => {
+                add(&self.stats.overload_dropped[p], 1);
+                if let Some(r) = reporter {
+                    self.notify(src, r, priority, now);
+                }
+                false
+            }
+        }
+    }
+
+    /// Queue a congestion notice to reporter `reporter_id` at `src`'s NACK port, at most one per
+    /// source and reporter per `notice_interval_ms`: pause low priority for `notice_hold_ms`,
+    /// and medium too when a medium datagram was dropped. High priority is never limited.
+    fn notify(&mut self, src: SocketAddr, reporter_id: u32, dropped: Priority, now: Instant) {
+        let key = peer_key(src.ip()) ^ (reporter_id as u64).rotate_left(29);
+        if !self.notice_limiter.allow(key, self.meter.ns(now)) {
+            return;
+        }
+        let n = native::NoticeRepr {
+            reporter_id,
+            hold_ms: self.notice_hold_ms,
+            low_rate: 0,
+            medium_rate: if dropped == Priority::Low {
+                native::RATE_UNLIMITED
+            } else {
+                0
+            },
+        };
+        let mut b = [0u8; 24];
+        if let Ok(len) = n.emit(&mut b) {
+            if self.queue_to_reporter(src, b, len) {
+                add(&self.stats.notices_sent, 1);
+            }
+        }
+    }
+
+    /// Apply spilled datagrams again, oldest first, while the level is at `medium_threshold`
+    /// (in the timer and before each received batch). Re-injected datagrams skip the sequence
+    /// check (they passed it) and the admission. Returns how many.
+    pub fn reinject(&mut self, now: Instant) -> usize {
+        self.unspill(now, false)
+    }
+
+    /// Apply everything in the spill, whatever the budget (on stop, before the final flush;
+    /// bounded by the spill's size). Returns how many.
+    pub fn drain_spill(&mut self) -> usize {
+        self.unspill(Instant::now(), true)
+    }
+
+    fn unspill(&mut self, now: Instant, regardless: bool) -> usize {
+        if self.spill.is_empty() {
+            return 0;
+        }
+        let mut buf = std::mem::take(&mut self.reinject_buf);
+        let mut n = 0;
+        loop {
+            self.sinks.settle(&self.meter);
+            if !regardless && !self.meter.level(now).medium_ok() {
+                break;
+            }
+            let Some((len, src)) = self.spill.pop(&mut buf) else {
+                break;
+            };
+            match dta_wire::parse(&buf[..len], self.format) {
+                Ok(d) => self.apply_parsed(d, src, now),
+                // It parsed when spilled; a spill file altered underneath is counted as such.
+                Err(e) => self.stats.wire_error(e),
+            }
+            n += 1;
+        }
+        self.reinject_buf = buf;
+        add(&self.stats.reinjected, n as u64);
+        add(&self.stats.spill_dropped, self.spill.take_lost());
+        self.stats
+            .spill_bytes
+            .store(self.spill.bytes(), std::sync::atomic::Ordering::Relaxed);
+        n
+    }
+
     /// Sequence admission, the same for both protocols ([`crate::sequence`]): true to apply
     /// the datagram. A retransmittable duplicate is dropped; a gap is NACKed (rate-limited by the
     /// tracker) in the datagram's protocol, to the source's NACK port. Non-retransmittable
@@ -259,26 +431,22 @@ impl<S: Sinks> Translator<S> {
 
     fn queue_seq_nack(&mut self, space: &Space, n: Nack) {
         if let Some((buf, len)) = seq_nack(space, n) {
-            push_nack(
-                &mut self.nacks,
-                &self.stats,
-                space.ip,
-                self.nack_port,
-                buf,
-                len,
-            );
+            if push_to_reporter(&mut self.nacks, space.ip, self.nack_port, buf, len) {
+                add(&self.stats.nacks_sent, 1);
+            }
         }
     }
 
     fn queue_nack(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) {
-        push_nack(
-            &mut self.nacks,
-            &self.stats,
-            src.ip(),
-            self.nack_port,
-            buf,
-            len,
-        );
+        if self.queue_to_reporter(src, buf, len) {
+            add(&self.stats.nacks_sent, 1);
+        }
+    }
+
+    /// Queue a datagram (NACK or congestion notice) to `src`'s NACK port for the ingest loop to
+    /// send; false when the queue is full (the datagram is not sent).
+    fn queue_to_reporter(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) -> bool {
+        push_to_reporter(&mut self.nacks, src.ip(), self.nack_port, buf, len)
     }
 
     fn queue_native_nack(
@@ -322,23 +490,36 @@ fn seq_nack(space: &Space, n: Nack) -> Option<([u8; 24], usize)> {
     len.ok().map(|len| (b, len))
 }
 
-/// Queue a NACK to `ip`'s NACK port, if the queue (bounded, drained by the ingest loop after
-/// each batch) has room.
-fn push_nack(
+/// Queue a datagram for `ip`'s NACK port (a NACK or a congestion notice), if the queue
+/// (bounded, drained by the ingest loop after each batch) has room: false when it had none.
+fn push_to_reporter(
     nacks: &mut Vec<PendingNack>,
-    stats: &Stats,
     ip: IpAddr,
     port: u16,
     buf: [u8; 24],
     len: usize,
-) {
+) -> bool {
     if nacks.len() < nacks.capacity() {
         nacks.push(PendingNack {
             to: SocketAddr::new(ip, port),
             buf,
             len,
         });
-        add(&stats.nacks_sent, 1);
+        true
+    } else {
+        false
+    }
+}
+
+/// A 64-bit key for a source address (IPv6 folded), for per-source limits.
+fn peer_key(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(v4) => u32::from(v4) as u64,
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
+                ^ u64::from_be_bytes([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
+        }
     }
 }
 
@@ -501,6 +682,8 @@ mod ingress_tests {
                     areas: vec![],
                     fail: false,
                     tally: vec![],
+                    adds: vec![],
+                    signals: Default::default(),
                 },
                 Default::default(),
             )

@@ -13,10 +13,14 @@ use dta_store::{
 use super::{StoreInfo, Translator, NACK_QUEUE};
 use crate::append::AppendBatcher;
 use crate::config::TranslatorConfig;
+use crate::ingest::MAX_DATAGRAM;
+use crate::meter::{Meter, Metered};
+use crate::overload::NoticeLimiter;
 use crate::postcard::{PostcardCache, MAX_HOPS};
 use crate::sequence::{BadEntries, Tracker};
 use crate::sinks::Sinks;
 use crate::sketch::{Merge, SketchAggregator};
+use crate::spill::Spill;
 use crate::stats::Stats;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +37,8 @@ pub enum BuildError {
     TooManyHops(usize),
     #[error(transparent)]
     TrackerEntries(#[from] BadEntries),
+    #[error("{0}")]
+    FlowControl(String),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -75,8 +81,28 @@ impl<S: Sinks> Translator<S> {
             Duration::from_millis(cfg.resync_after_ms),
             stats.clone(),
         )?;
+        let fc = &cfg.flow_control;
+        fc.validate().map_err(BuildError::FlowControl)?;
+        let threads = cfg.threads.max(1) as u64;
+        stats
+            .budget
+            .store(fc.write_budget, std::sync::atomic::Ordering::Relaxed);
         let mut t = Translator {
-            sinks,
+            sinks: Metered::new(sinks),
+            meter: Arc::new(Meter::new(fc)),
+            spill: Spill::new(
+                if fc.metered() {
+                    fc.spill_memory / threads
+                } else {
+                    0
+                },
+                fc.spill_file.as_deref(),
+                fc.spill_file_bytes / threads,
+            ),
+            reinject_buf: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+            notice_limiter: NoticeLimiter::new(fc.notice_interval_ms),
+            notice_hold_ms: fc.notice_hold_ms.min(u32::MAX as u64) as u32,
+            threads: threads as usize,
             stats,
             format: cfg.prototype_header.into(),
             nack_port: cfg.nack_port,
@@ -187,6 +213,8 @@ mod tests {
                 areas,
                 fail: false,
                 tally: vec![],
+                adds: vec![],
+                signals: Default::default(),
             },
             Arc::new(Stats::default()),
         )

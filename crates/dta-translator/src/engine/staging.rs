@@ -42,6 +42,8 @@ pub(super) struct Stage<'a> {
     items: [MaybeUninit<Staged<'a>>; STAGE],
     /// The source of the datagram the reports came in (per-store allow-lists).
     pub(super) src: IpAddr,
+    /// Write Key-Write reports with redundancy 1 (dynamic redundancy, [DTA-draft §6]).
+    pub(super) lower: bool,
     pub(super) len: usize,
     kw: u64,
     ki: u64,
@@ -49,6 +51,7 @@ pub(super) struct Stage<'a> {
     writes: u64,
     write_bytes: u64,
     fetch_adds: u64,
+    lowered: u64,
 }
 
 impl Stage<'_> {
@@ -57,6 +60,7 @@ impl Stage<'_> {
         Stage {
             items: [const { MaybeUninit::uninit() }; STAGE],
             src,
+            lower: false,
             len: 0,
             kw: 0,
             ki: 0,
@@ -64,6 +68,7 @@ impl Stage<'_> {
             writes: 0,
             write_bytes: 0,
             fetch_adds: 0,
+            lowered: 0,
         }
     }
 
@@ -76,6 +81,7 @@ impl Stage<'_> {
         self.writes = 0;
         self.write_bytes = 0;
         self.fetch_adds = 0;
+        self.lowered = 0;
     }
 }
 
@@ -154,6 +160,14 @@ impl<S: Sinks> Translator<S> {
         if self.store_refuses(r.store, stage.src) {
             return true;
         }
+        // Checked at the report's own N (an N the store cannot hold is refused all the same),
+        // then lowered: the first of its N slots, which a query at N reads as 1 vote of N.
+        let redundancy = if stage.lower && redundancy > 1 {
+            stage.lowered += 1;
+            1
+        } else {
+            redundancy
+        };
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
         self.prefetch_lines(r.store, &offs[..redundancy as usize]);
@@ -326,6 +340,7 @@ impl<S: Sinks> Translator<S> {
         add(&stats.writes, stage.writes);
         add(&stats.write_bytes, stage.write_bytes);
         add(&stats.fetch_adds, stage.fetch_adds);
+        add(&stats.redundancy_lowered, stage.lowered);
         if sink_errors > 0 {
             stats.reject_n(Reason::SinkError, sink_errors);
         }

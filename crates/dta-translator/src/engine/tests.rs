@@ -22,6 +22,10 @@ pub(super) struct Mem {
     pub fail: bool,
     /// Each store's live counters (writes, added), as [`Sinks::count`] added them.
     pub tally: Vec<(u64, u64)>,
+    /// Every FETCH_ADD's addend, in the order issued.
+    pub adds: Vec<u64>,
+    /// Congestion signals [`Sinks::congestion`] returns (and clears).
+    pub signals: crate::sinks::Congestion,
 }
 
 impl Sinks for Mem {
@@ -47,7 +51,12 @@ impl Sinks for Mem {
         let w = &mut self.areas[store][off as usize..off as usize + 8];
         let v = u64::from_le_bytes((&*w).try_into().unwrap()).wrapping_add(add);
         w.copy_from_slice(&v.to_le_bytes());
+        self.adds.push(add);
         Ok(())
+    }
+
+    fn congestion(&mut self) -> crate::sinks::Congestion {
+        std::mem::take(&mut self.signals)
     }
 
     fn count(&mut self, store: usize, writes: u64, added: u64) -> Result<(), SinkError> {
@@ -147,6 +156,8 @@ pub(super) fn translator_with(cfg: &TranslatorConfig) -> Translator<Mem> {
             areas,
             fail: false,
             tally: vec![],
+            adds: vec![],
+            signals: Default::default(),
         },
         Arc::new(Stats::default()),
     )
@@ -161,16 +172,26 @@ pub(super) fn src() -> SocketAddr {
     "127.0.0.1:4000".parse().unwrap()
 }
 
-/// A native datagram of `reports`.
+/// A native medium-priority datagram of `reports`.
 pub(super) fn datagram(
     retransmit: bool,
     reporter: u32,
     seq: u32,
     reports: &[Report<'_>],
 ) -> Vec<u8> {
+    datagram_at(Priority::Medium, retransmit, reporter, seq, reports)
+}
+
+/// A native datagram of `reports` at `priority`.
+pub(super) fn datagram_at(
+    priority: Priority,
+    retransmit: bool,
+    reporter: u32,
+    seq: u32,
+    reports: &[Report<'_>],
+) -> Vec<u8> {
     let mut buf = vec![0u8; 1500];
-    let mut b =
-        DatagramBuilder::new(&mut buf, Priority::Medium, retransmit, reporter, seq).unwrap();
+    let mut b = DatagramBuilder::new(&mut buf, priority, retransmit, reporter, seq).unwrap();
     for r in reports {
         b.push(r).unwrap();
     }

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use dta_wire::native;
 
 use super::dispatch::{write_batch, write_chunk, write_columns};
-use super::{push_nack, seq_nack, Translator};
+use super::{push_to_reporter, seq_nack, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
+use crate::stats::add;
+use std::sync::atomic::Ordering::Relaxed;
 
 impl<S: Sinks> Translator<S> {
     /// Run the timers: write partial Append batches and expired Postcarding paths, NACK stalled
@@ -21,6 +23,7 @@ impl<S: Sinks> Translator<S> {
         if self.sinks.poll().is_err() {
             self.stats.reject(Reason::SinkError);
         }
+        self.adapt_and_reinject(now);
         if now.duration_since(self.last_append_flush) >= self.append_flush {
             self.last_append_flush = now;
             self.flush_appends();
@@ -57,9 +60,28 @@ impl<S: Sinks> Translator<S> {
         let (nacks, stats, port) = (&mut self.nacks, &*self.stats, self.nack_port);
         self.tracker.tick(now, room, |space, n| {
             if let Some((buf, len)) = seq_nack(&space, n) {
-                push_nack(nacks, stats, space.ip, port, buf, len);
+                if push_to_reporter(nacks, space.ip, port, buf, len) {
+                    add(&stats.nacks_sent, 1);
+                }
             }
         });
+    }
+
+    /// The meter's side of the timer: count the sink's congestion signals, adapt the budget
+    /// (AIMD, [`crate::meter::Meter::adapt`]) and re-inject the spill while the level allows.
+    fn adapt_and_reinject(&mut self, now: Instant) {
+        let c = self.sinks.congestion();
+        let kinds = [c.rnr_naks, c.sequence_naks, c.cnps, c.window_full];
+        for (counter, n) in self.stats.congestion_signals.iter().zip(kinds) {
+            add(counter, n);
+        }
+        if !self.meter.metered() {
+            return;
+        }
+        self.sinks.settle(&self.meter);
+        let budget = self.meter.adapt(kinds.iter().sum(), now);
+        self.stats.budget.store(budget, Relaxed);
+        self.reinject(now);
     }
 
     fn flush_appends(&mut self) {
@@ -90,6 +112,7 @@ impl<S: Sinks> Translator<S> {
     /// Write out everything the translator holds: partial Append batches, partial paths, complete
     /// sketch columns. Called on shutdown and by tests.
     pub fn flush_all(&mut self) {
+        self.drain_spill();
         self.drain_inbox(Instant::now());
         self.flush_appends();
         self.expire_postcards(Instant::now(), None);
