@@ -9,9 +9,12 @@
 //! ([`sketch`]). Retransmittable datagrams are received go-back-N with NACKs ([`sequence`]).
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
 //! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
-//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]).
+//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]); a first-stage classifier
+//! can receive for them and shed by priority under overload ([`classify`],
+//! [`ingest::run_classified`]).
 
 pub mod append;
+pub mod classify;
 pub mod config;
 pub mod engine;
 pub mod ingest;
