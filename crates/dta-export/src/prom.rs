@@ -117,6 +117,15 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
+            "dta_translator_shed",
+            "Datagrams the first-stage classifier shed because their priority's queue was full",
+            ["low", "medium", "high"]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.shed[i])))),
+        )?;
+        labelled_counter(
+            &mut enc,
             "dta_translator_dropped",
             "Datagrams (wire) and reports (translator) dropped, by reason",
             Reason::ALL.iter().map(|r| {
@@ -539,6 +548,8 @@ mod tests {
         a.wire_error(WireError::Truncated);
         b.reject(Reason::NoStore);
         dta_translator::stats::add(&a.nacks_sent, 3);
+        dta_translator::stats::add(&a.shed[0], 5);
+        dta_translator::stats::add(&b.shed[0], 2);
         let reg = TranslatorMetrics::new(vec![a, b]).registry();
         let s = parse_exposition(&encode(&reg)).unwrap();
         let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
@@ -569,6 +580,8 @@ mod tests {
         );
         assert_eq!(v("dta_translator_dropped_total", &[]), 2.0);
         assert_eq!(v("dta_translator_nacks_total", &[]), 3.0);
+        assert_eq!(v("dta_translator_shed_total", &[("priority", "low")]), 7.0);
+        assert_eq!(v("dta_translator_shed_total", &[("priority", "high")]), 0.0);
     }
 
     #[test]
