@@ -27,6 +27,7 @@ use dta_roce::cm::{
 };
 use dta_roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
 use dta_store::{SinkError, StoreInfo};
+use dta_translator::sinks::Congestion;
 use dta_translator::Sinks;
 
 use dta_rdma::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
@@ -476,6 +477,20 @@ impl<L: Link> Sinks for RoceSinks<L> {
             .get_mut()
             .poll_once(Duration::ZERO)
             .map_err(sink_err)
+    }
+
+    /// The collector's congestion signals since the last call: RNR NAKs (no receive
+    /// resources), PSN-sequence NAKs (packets lost on the way), CNPs (ECN CE on the way,
+    /// [RoCEv2 A17.9.3]) and waits for a full retransmission window.
+    fn congestion(&mut self) -> Congestion {
+        let [rnr_naks, sequence_naks, cnps, window_full] =
+            self.inner.get_mut().congestion_since_last();
+        Congestion {
+            rnr_naks,
+            sequence_naks,
+            cnps,
+            window_full,
+        }
     }
 
     /// Wait until every packet sent is acknowledged; the first NAKed error since the last
