@@ -2,7 +2,7 @@
 //!
 //! Over loopback UDP, a paced sender offers native Key-Write datagrams (`--per` reports each,
 //! 20 % high, 30 % medium, 50 % low priority, from 8 sockets) to the co-located translator, run
-//! either as today (`ingest::run_threads`: each translator thread reads its socket) or behind
+//! either without the classifier (`ingest::run_threads`: each translator thread reads its socket) or behind
 //! the first-stage classifier (`ingest::run_classified`). First the sustainable rate of each
 //! mode is searched (the highest offered rate at which nothing is dropped or shed and the
 //! translator applies at least 95 % of it within the run); then both modes are offered twice
@@ -10,6 +10,8 @@
 //! offered, applied, shed by the classifier, and dropped by the kernel at the full receive
 //! buffer (offered - applied - shed; the socket's `SO_MEMINFO` drop count is printed beside it
 //! as a check).
+//!
+//! The search's probes last at most a second each.
 //!
 //! `cargo bench -p dta-translator --bench overload -- [--secs S] [--runs N] [--threads N]
 //! [--per N] [--rate DATAGRAMS_PER_S] [--smoke]`; `--rate` skips the search and takes that as
@@ -163,6 +165,10 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     fn run(&self, mode: Mode, rate: f64) -> Outcome {
+        self.run_for(mode, rate, self.a.secs)
+    }
+
+    fn run_for(&self, mode: Mode, rate: f64, secs: f64) -> Outcome {
         let cfg = TranslatorConfig::default();
         let threads = self.a.threads.max(1);
         let shards = Shards::new(threads, 8192);
@@ -183,7 +189,6 @@ impl Bench<'_> {
         let to = sockets[0].local_addr().unwrap();
         let lanes = Lanes::new(threads, cfg.classifier_depths(), cfg.recv_batch).unwrap();
         let stop = AtomicBool::new(false);
-        let secs = self.a.secs;
         let mut o = Outcome {
             secs,
             ..Default::default()
@@ -217,13 +222,15 @@ impl Bench<'_> {
         o
     }
 
-    /// The highest rate (datagrams/s) `mode` sustains: doubling from 10 000/s, then bisecting.
+    /// The highest rate (datagrams/s) `mode` sustains: doubling from 10 000/s, then bisecting;
+    /// probes of at most a second.
     fn sustainable(&self, mode: Mode) -> f64 {
+        let secs = self.a.secs.min(1.0);
         let (mut good, mut bad) = (0.0, f64::INFINITY);
         let mut r = 10_000.0;
         let steps = if self.a.smoke { 2 } else { 6 };
         while bad.is_infinite() && r < 4e6 {
-            let o = self.run(mode, r);
+            let o = self.run_for(mode, r, secs);
             eprintln!("  {}: {:.0}/s sustained: {}", mode.name(), r, o.sustained());
             if o.sustained() {
                 good = r;
@@ -237,7 +244,7 @@ impl Bench<'_> {
                 break;
             }
             let mid = (good + bad) / 2.0;
-            let o = self.run(mode, mid);
+            let o = self.run_for(mode, mid, secs);
             eprintln!(
                 "  {}: {:.0}/s sustained: {}",
                 mode.name(),

@@ -283,7 +283,7 @@ pub fn run_threads<S: Sinks + Send>(
                 std::thread::Builder::new()
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
-                        let mut guard = Stopped(stopped);
+                        let mut guard = Stopped::new(stopped);
                         let r = receive(t, socket, batch, stop);
                         if r.is_err() {
                             stop.store(true, Ordering::Relaxed);
@@ -307,23 +307,29 @@ pub fn run_threads<S: Sinks + Send>(
 
 /// Counts a translator thread as stopped receiving, once, also when it unwinds (so the others
 /// do not wait for it forever).
-struct Stopped<'a>(&'a AtomicUsize);
+struct Stopped<'a> {
+    counter: &'a AtomicUsize,
+    counted: bool,
+}
 
-impl Stopped<'_> {
+impl<'a> Stopped<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        Stopped {
+            counter,
+            counted: false,
+        }
+    }
+
     fn now(&mut self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-        self.0 = &DONE_ALREADY;
+        if !std::mem::replace(&mut self.counted, true) {
+            self.counter.fetch_add(1, Ordering::AcqRel);
+        }
     }
 }
 
-/// Where a [`Stopped`] points once it has counted.
-static DONE_ALREADY: AtomicUsize = AtomicUsize::new(0);
-
 impl Drop for Stopped<'_> {
     fn drop(&mut self) {
-        if !std::ptr::eq(self.0, &DONE_ALREADY) {
-            self.0.fetch_add(1, Ordering::AcqRel);
-        }
+        self.now();
     }
 }
 
@@ -335,7 +341,7 @@ fn finish<S: Sinks>(
     stopped: &mut Stopped<'_>,
     threads: usize,
 ) {
-    let counter = stopped.0;
+    let counter = stopped.counter;
     stopped.now();
     while counter.load(Ordering::Acquire) < threads {
         let now = Instant::now();
@@ -401,7 +407,7 @@ pub fn run_classified<S: Sinks + Send>(
                 std::thread::Builder::new()
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
-                        let mut guard = Stopped(stopped);
+                        let mut guard = Stopped::new(stopped);
                         translate_lane(t, lanes, i, socket);
                         finish(t, socket, &mut guard, threads);
                     })
