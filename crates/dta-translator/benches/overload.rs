@@ -14,7 +14,7 @@
 //! The search's probes last at most a second each.
 //!
 //! `cargo bench -p dta-translator --bench overload -- [--secs S] [--runs N] [--threads N]
-//! [--per N] [--rate DATAGRAMS_PER_S] [--smoke]`; `--rate` skips the search and takes that as
+//! [--per N] [--rate DATAGRAMS_PER_S] [--depths LOW,MEDIUM,HIGH] [--smoke]`; `--rate` skips the search and takes that as
 //! the sustainable rate. `scripts/bench.sh --only overload` runs it.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -36,6 +36,8 @@ struct Args {
     threads: usize,
     per: usize,
     rate: Option<f64>,
+    /// Classifier queue depths low, medium, high (default: the configuration's).
+    depths: Option<[usize; 3]>,
     smoke: bool,
 }
 
@@ -48,6 +50,7 @@ fn parse_args() -> Args {
         threads: 1,
         per: 64,
         rate: None,
+        depths: None,
         smoke,
     };
     let val = |i: usize| -> String { argv.get(i + 1).cloned().unwrap_or_default() };
@@ -59,6 +62,13 @@ fn parse_args() -> Args {
             "--threads" => a.threads = val(i).parse().expect("--threads N"),
             "--per" => a.per = val(i).parse().expect("--per N"),
             "--rate" => a.rate = Some(val(i).parse().expect("--rate DATAGRAMS_PER_S")),
+            "--depths" => {
+                let v: Vec<usize> = val(i)
+                    .split(',')
+                    .map(|x| x.parse().expect("--depths LOW,MEDIUM,HIGH"))
+                    .collect();
+                a.depths = Some([v[0], v[1], v[2]]);
+            }
             _ => {
                 i += 1;
                 continue;
@@ -187,7 +197,11 @@ impl Bench<'_> {
         )
         .unwrap();
         let to = sockets[0].local_addr().unwrap();
-        let lanes = Lanes::new(threads, cfg.classifier_depths(), cfg.recv_batch).unwrap();
+        let depths = match self.a.depths {
+            Some([low, medium, high]) => dta_translator::classify::Depths { low, medium, high },
+            None => cfg.classifier_depths(),
+        };
+        let lanes = Lanes::new(threads, depths, cfg.recv_batch).unwrap();
         let stop = AtomicBool::new(false);
         let mut o = Outcome {
             secs,
@@ -348,10 +362,12 @@ fn main() {
         regions,
         d: datagrams(a.per),
     };
+    let d = TranslatorConfig::default().classifier_depths();
     println!(
-        "# overload: {} Key-Write reports per datagram, 20/30/50 % high/medium/low, {} translator thread(s), {:.1} s per run, median of {}{}",
+        "# overload: {} Key-Write reports per datagram, 20/30/50 % high/medium/low, {} translator thread(s), classifier queues {:?} (low, medium, high), {:.1} s per run, median of {}{}",
         a.per,
         a.threads,
+        a.depths.unwrap_or([d.low, d.medium, d.high]),
         a.secs,
         a.runs,
         if a.smoke { " (smoke)" } else { "" }
