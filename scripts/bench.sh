@@ -8,6 +8,7 @@
 #   scripts/bench.sh --gib 4         # the >= 4 GiB Key-Write / Key-Increment regions
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
+#   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
@@ -18,5 +19,11 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "netns" ]; then
     shift 2
     exec cargo bench -q -p dta-xdp --bench netns -- "$@"
+fi
+# `--only overload` (alone): loopback UDP at twice the sustainable rate, with and without the
+# first-stage classifier, by priority (docs/benchmarks.md, "Overload: receive-side shedding").
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
+    shift 2
+    exec cargo bench -q -p dta-translator --bench overload -- "$@"
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"

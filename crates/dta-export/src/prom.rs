@@ -129,6 +129,15 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
+            "dta_translator_shed",
+            "Datagrams the first-stage classifier shed because their priority's queue was full",
+            ["low", "medium", "high"]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (vec![("priority", *p)], self.sum(|s| l(&s.shed[i])))),
+        )?;
+        labelled_counter(
+            &mut enc,
             "dta_translator_dropped",
             "Datagrams (wire) and reports (translator) dropped, by reason",
             Reason::ALL.iter().map(|r| {
@@ -675,6 +684,8 @@ mod tests {
         b.budget.store(500, Relaxed);
         b.spill_bytes.store(100, Relaxed);
         a.spill_bytes.store(20, Relaxed);
+        dta_translator::stats::add(&a.shed[0], 5);
+        dta_translator::stats::add(&b.shed[0], 2);
         let reg = TranslatorMetrics::new(vec![a, b]).registry();
         let s = parse_exposition(&encode(&reg)).unwrap();
         let v = |n, l: &[(&str, &str)]| value(&s, n, l).unwrap();
@@ -742,6 +753,8 @@ mod tests {
             "one meter, not summed"
         );
         assert_eq!(v("dta_translator_spill_bytes", &[]), 120.0);
+        assert_eq!(v("dta_translator_shed_total", &[("priority", "low")]), 7.0);
+        assert_eq!(v("dta_translator_shed_total", &[("priority", "high")]), 0.0);
     }
 
     #[test]

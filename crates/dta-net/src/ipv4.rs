@@ -37,6 +37,10 @@ pub mod field {
     pub const FLAG_MF: u16 = 0x2000;
     /// Fragment offset mask.
     pub const FRAG_OFFSET: u16 = 0x1fff;
+    /// ECN bits of the DSCP/ECN byte ([RFC 3168 §5]).
+    pub const ECN_MASK: u8 = 0x03;
+    /// ECN codepoint "Congestion Experienced" (CE), set by a congested router ([RFC 3168 §5]).
+    pub const ECN_CE: u8 = 0x03;
 }
 
 packet_view!("A zero-copy view of an IPv4 header (options included) and the bytes after it.");
@@ -82,6 +86,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// DSCP (6 bits).
     pub fn dscp(&self) -> u8 {
         self.dscp_ecn() >> 2
+    }
+    /// ECN (2 bits; [`field::ECN_CE`] is Congestion Experienced).
+    pub fn ecn(&self) -> u8 {
+        self.dscp_ecn() & field::ECN_MASK
     }
     /// Total length (header and payload).
     pub fn total_len(&self) -> u16 {

@@ -27,6 +27,7 @@ use dta_roce::cm::{
 };
 use dta_roce::{aeth, atomic_eth, bth, deth, reth, FrameRepr, Opcode, QP1, QP1_QKEY};
 use dta_store::{SinkError, StoreInfo};
+use dta_translator::sinks::Congestion;
 use dta_translator::Sinks;
 
 use dta_rdma::adv::{parse_native, AdvError, AdvertisedStore, ProtoAdv};
@@ -118,6 +119,7 @@ dta_rdma::counters!(
         naks_remote_access,
         naks_other,
         rnr_naks,
+        cnps,
         go_back_n,
         retransmitted_packets,
         timeouts,
@@ -177,6 +179,8 @@ struct Requester<L: Link> {
     messages: Vec<Vec<u8>>,
     last_error: Option<String>,
     atomic_results: VecDeque<(u32, u64)>,
+    /// The congestion counters when `Sinks::congestion` last read them.
+    congestion_mark: [u64; 4],
     stats: Arc<RequesterStats>,
     rx: Vec<u8>,
     tx: Vec<u8>,
@@ -262,6 +266,7 @@ pub fn connect<L: Link>(link: L, cfg: RequesterConfig) -> Result<Connection<L>, 
         messages: vec![],
         last_error: None,
         atomic_results: VecDeque::with_capacity(64),
+        congestion_mark: [0; 4],
         stats: Arc::default(),
         rx: vec![0; MAX_FRAME],
         tx: vec![0; MAX_FRAME],
@@ -474,6 +479,20 @@ impl<L: Link> Sinks for RoceSinks<L> {
             .map_err(sink_err)
     }
 
+    /// The collector's congestion signals since the last call: RNR NAKs (no receive
+    /// resources), PSN-sequence NAKs (packets lost on the way), CNPs (ECN CE on the way,
+    /// [RoCEv2 A17.9.3]) and waits for a full retransmission window.
+    fn congestion(&mut self) -> Congestion {
+        let [rnr_naks, sequence_naks, cnps, window_full] =
+            self.inner.get_mut().congestion_since_last();
+        Congestion {
+            rnr_naks,
+            sequence_naks,
+            cnps,
+            window_full,
+        }
+    }
+
     /// Wait until every packet sent is acknowledged; the first NAKed error since the last
     /// flush is returned.
     fn flush(&mut self) -> Result<(), SinkError> {
@@ -490,6 +509,22 @@ impl<L: Link> Sinks for RoceSinks<L> {
 }
 
 impl<L: Link> Requester<L> {
+    /// The congestion signals counted since the last call, in the order of `Congestion`'s
+    /// fields: RNR NAKs, PSN-sequence NAKs, CNPs, full-window waits.
+    fn congestion_since_last(&mut self) -> [u64; 4] {
+        let s = &self.stats;
+        let now = [
+            &s.rnr_naks,
+            &s.naks_psn_sequence,
+            &s.cnps,
+            &s.window_full_waits,
+        ]
+        .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+        let d: [u64; 4] = std::array::from_fn(|i| now[i].wrapping_sub(self.congestion_mark[i]));
+        self.congestion_mark = now;
+        d
+    }
+
     fn locate(&self, store: usize, offset: u64, len: u64) -> Result<(u64, u32), SinkError> {
         let &(va, data_len, rkey) = self
             .stores
@@ -846,6 +881,13 @@ impl<L: Link> Requester<L> {
         }
         match f.bth.opcode {
             Opcode::RcAcknowledge | Opcode::RcAtomicAcknowledge => self.handle_ack(&f),
+            // A congestion notification ([RoCEv2 A17.9.3]): the collector's side saw ECN CE on
+            // our packets. Counted, and reported by `Sinks::congestion` to the translator's
+            // meter, which slows the writes down; the queue pair itself keeps its pace.
+            Opcode::Cnp => {
+                inc(&self.stats.cnps);
+                Ok(())
+            }
             Opcode::RcSendFirst
             | Opcode::RcSendMiddle
             | Opcode::RcSendLast

@@ -66,6 +66,10 @@ pub struct ResponderConfig {
     /// learns the stores' R_Keys from a memory advertisement. `dta responder` requires it
     /// (`--allow`); the library default admits any source.
     pub allow: AllowList,
+    /// At most one CNP per queue pair per this interval ([RoCEv2 A17.9.3] leaves the CNP
+    /// generation rate to the implementation; 50 µs is DCQCN's notification-point interval, the
+    /// scheme the annex's congestion control is built for).
+    pub cnp_interval: Duration,
 }
 
 impl ResponderConfig {
@@ -79,6 +83,7 @@ impl ResponderConfig {
             rto: Duration::from_millis(50),
             idle_timeout: None,
             allow: AllowList::any(),
+            cnp_interval: Duration::from_micros(50),
         }
     }
 }
@@ -109,6 +114,8 @@ dta_rdma::counters!(
         duplicates,
         duplicate_atomics_replayed,
         acks_sent,
+        ecn_ce_received,
+        cnps_sent,
         naks_psn_sequence,
         naks_invalid_request,
         naks_remote_access,
@@ -238,6 +245,8 @@ struct Qp {
     send_at: Instant,
     /// When the peer last sent anything on this QP (or connected it): the idle timeout.
     last_rx: Instant,
+    /// When we last sent this QP's peer a CNP (rate limit).
+    last_cnp: Option<Instant>,
 }
 
 /// The software responder over a [`Link`].
@@ -413,6 +422,9 @@ impl<L: Link> Responder<L> {
             Err(why) => return self.drop_frame(why),
         };
         self.qps[qi].last_rx = Instant::now();
+        if f.ip.congestion_experienced() {
+            self.congestion_notify(qi)?;
+        }
         match f.bth.opcode {
             Opcode::RcAcknowledge => {
                 self.send_side_ack(qi, &f);
@@ -532,6 +544,7 @@ impl<L: Link> Responder<L> {
                     send_q: VecDeque::new(),
                     send_at: Instant::now(),
                     last_rx: Instant::now(),
+                    last_cnp: None,
                 });
                 inc(&self.stats.cm_rep_sent);
                 self.link.send(&rep_frame)
@@ -975,6 +988,33 @@ impl<L: Link> Responder<L> {
             imm,
         };
         self.subscribers.retain(|s| s.send(n).is_ok());
+    }
+
+    /// A packet of queue pair `qi` arrived marked ECN CE: tell its requester with a CNP
+    /// ([RoCEv2 A17.9.3]: BTH opcode 0x81 to the requester's QP, BECN set, 16 reserved bytes),
+    /// at most one per `cnp_interval` per queue pair. The packet itself is handled as usual.
+    fn congestion_notify(&mut self, qi: usize) -> io::Result<()> {
+        inc(&self.stats.ecn_ce_received);
+        let now = Instant::now();
+        let q = &mut self.qps[qi];
+        if q.last_cnp
+            .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.cnp_interval)
+        {
+            return Ok(());
+        }
+        q.last_cnp = Some(now);
+        let f = FrameRepr {
+            payload: &[0; dta_roce::CNP_PAYLOAD_LEN],
+            ..q.path.frame(bth::Repr {
+                becn: true,
+                ..bth::Repr::new(Opcode::Cnp, q.remote_qpn, 0)
+            })
+        };
+        if let Ok(n) = f.emit(&mut self.tx[..]) {
+            inc(&self.stats.cnps_sent);
+            self.link.send(&self.tx[..n])?;
+        }
+        Ok(())
     }
 
     fn send_ack(&mut self, qi: usize, syndrome: Syndrome, psn: u32) -> io::Result<()> {

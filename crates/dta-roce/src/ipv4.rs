@@ -59,6 +59,12 @@ impl Repr {
         ))
     }
 
+    /// The ECN field says Congestion Experienced: a router on the path was congested
+    /// ([RFC 3168 §5]); a RoCEv2 receiver answers with a CNP ([RoCEv2 A17.9.3]).
+    pub const fn congestion_experienced(&self) -> bool {
+        self.dscp_ecn & field::ECN_MASK == field::ECN_CE
+    }
+
     /// Length on the wire.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
@@ -100,6 +106,14 @@ mod tests {
         assert_eq!(out, h);
         h[11] ^= 1;
         assert_eq!(Repr::parse(&h), Err(Error::BadIpChecksum));
+        assert!(!r.congestion_experienced());
+        for (ecn, ce) in [(0, false), (1, false), (2, false), (3, true)] {
+            let r = Repr {
+                dscp_ecn: (46 << 2) | ecn,
+                ..r
+            };
+            assert_eq!(r.congestion_experienced(), ce);
+        }
         h[11] ^= 1;
         h[6] |= 0x20; // MF
         assert_eq!(Repr::parse(&h), Err(Error::BadIpHeader));

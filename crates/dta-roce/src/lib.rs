@@ -63,6 +63,9 @@ pub const ROCE_PORT: u16 = 4791;
 pub const QP1: u32 = 1;
 /// The well-known Q_Key of QP1 (IBA 1.2 §9.6.1.1 / Linux `IB_QP1_QKEY`).
 pub const QP1_QKEY: u32 = 0x8001_0000;
+/// The payload of a CNP (opcode [`Opcode::Cnp`]): 16 reserved bytes, sent as zeros
+/// ([RoCEv2 A17.9.3]).
+pub const CNP_PAYLOAD_LEN: usize = 16;
 /// The default (full-membership) partition key.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 

@@ -71,6 +71,37 @@ pub struct TranslatorConfig {
     /// The write meter, priorities, spill, congestion notices and dynamic redundancy
     /// (`[translator.flow_control]`, docs/flow-control.md).
     pub flow_control: FlowControlConfig,
+    /// Put the first-stage classifier in front of the translator threads
+    /// ([`crate::classify`]): one more thread receives, queues by priority, and under overload
+    /// sheds low priority first instead of letting the kernel drop blindly. Unset: on when the
+    /// machine has a core for it besides the translator threads (more cores than `threads`),
+    /// off otherwise (on a machine without a spare core it would take CPU from translation to
+    /// receive datagrams only to shed them).
+    pub classifier: Option<bool>,
+    /// Depth of each translator thread's low-priority queue behind the classifier, datagrams.
+    pub classifier_queue_low: usize,
+    /// The same, medium priority.
+    pub classifier_queue_medium: usize,
+    /// The same, high priority.
+    pub classifier_queue_high: usize,
+}
+
+impl TranslatorConfig {
+    /// Whether the classifier runs (the configured choice, or the default for this machine).
+    pub fn classifier_enabled(&self) -> bool {
+        self.classifier.unwrap_or_else(|| {
+            std::thread::available_parallelism().is_ok_and(|n| n.get() > self.threads.max(1))
+        })
+    }
+
+    /// The classifier's queue depths per translator thread.
+    pub fn classifier_depths(&self) -> crate::classify::Depths {
+        crate::classify::Depths {
+            low: self.classifier_queue_low,
+            medium: self.classifier_queue_medium,
+            high: self.classifier_queue_high,
+        }
+    }
 }
 
 impl Default for TranslatorConfig {
@@ -92,6 +123,12 @@ impl Default for TranslatorConfig {
             append_flush_ms: 10,
             sketch_batch_columns: 8,
             flow_control: FlowControlConfig::default(),
+            classifier: None,
+            // A burst of high priority waits rather than being shed; low priority, which is shed
+            // first anyway, holds little (each queued datagram pins a 9 KiB buffer).
+            classifier_queue_low: 256,
+            classifier_queue_medium: 512,
+            classifier_queue_high: 1024,
         }
     }
 }

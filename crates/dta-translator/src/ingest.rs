@@ -1,6 +1,8 @@
 //! The UDP ingest loop: batched `recvmmsg` into preallocated buffers, one `Translator` call per
 //! datagram, NACKs sent back, timers run when the socket is idle. [`run_threads`] runs one such
 //! loop per thread, each on its own `SO_REUSEPORT` socket of the same port ([`crate::shard`]).
+//! [`run_classified`] puts the first-stage classifier in front instead ([`crate::classify`]): one
+//! thread receives and queues by priority, the translator threads take high priority first.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -9,10 +11,14 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use dta_wire::prefix::AllowList;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::classify::{priority_of, Entry, Lanes, Pool};
 use crate::engine::Translator;
+use crate::reason::Reason;
 use crate::sinks::Sinks;
+use crate::stats::{add, Stats};
 
 /// Largest datagram accepted; longer ones are truncated by the kernel and rejected by the parser.
 pub const MAX_DATAGRAM: usize = 9216;
@@ -282,21 +288,12 @@ pub fn run_threads<S: Sinks + Send>(
                 std::thread::Builder::new()
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
+                        let mut guard = Stopped::new(stopped);
                         let r = receive(t, socket, batch, stop);
                         if r.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
-                        stopped.fetch_add(1, Ordering::AcqRel);
-                        // Others may still hand this thread reports until they stop too.
-                        while stopped.load(Ordering::Acquire) < threads {
-                            let now = Instant::now();
-                            if t.drain_inbox(now) == 0 {
-                                std::thread::sleep(Duration::from_micros(200));
-                            }
-                            send_nacks(t, socket);
-                        }
-                        t.flush_all();
-                        send_nacks(t, socket);
+                        finish(t, socket, &mut guard, threads);
                         r
                     })
                     .expect("spawn translator thread")
@@ -313,6 +310,386 @@ pub fn run_threads<S: Sinks + Send>(
     results.into_iter().collect()
 }
 
+/// Counts a translator thread as stopped receiving, once, also when it unwinds (so the others
+/// do not wait for it forever).
+struct Stopped<'a> {
+    counter: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl<'a> Stopped<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        Stopped {
+            counter,
+            counted: false,
+        }
+    }
+
+    fn now(&mut self) {
+        if !std::mem::replace(&mut self.counted, true) {
+            self.counter.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        self.now();
+    }
+}
+
+/// A translator thread that stopped receiving: it keeps applying what the other threads hand
+/// it until all of them have stopped receiving too, then writes out everything it holds.
+fn finish<S: Sinks>(
+    t: &mut Translator<S>,
+    socket: &UdpSocket,
+    stopped: &mut Stopped<'_>,
+    threads: usize,
+) {
+    let counter = stopped.counter;
+    stopped.now();
+    while counter.load(Ordering::Acquire) < threads {
+        let now = Instant::now();
+        if t.drain_inbox(now) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        send_nacks(t, socket);
+    }
+    t.flush_all();
+    send_nacks(t, socket);
+}
+
+/// How long a translator thread behind the classifier waits for a datagram before it runs its
+/// timers (as the socket's receive timeout does without the classifier).
+const IDLE_WAIT: Duration = Duration::from_millis(2);
+
+/// How long, after `stop`, the classifier waits for room in a full queue for a datagram that
+/// arrived before the stop, rather than shedding it (bounded: a stuck translator thread cannot
+/// hold the exit).
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// Run `translators` behind the first-stage classifier ([`crate::classify`]): one thread
+/// (`dta-classifier`) receives from `socket` with `recvmmsg` of `batch` into `lanes`' buffers,
+/// drops sources outside `allow` (counted `source_not_allowed`), and queues each datagram by
+/// priority to the translator thread owning its source, shedding it (counted
+/// `shed{priority}`) when that queue is full; translator thread `i` applies lane `i`, high
+/// priority first. The classifier's counters go to `classifier_stats`. On `stop` the classifier
+/// takes what the kernel still holds (at most [`MAX_DRAIN_DATAGRAMS`]) and stops; the translator
+/// threads apply their queues to the end, then write out everything they hold. An error of the
+/// classifier stops them all.
+pub fn run_classified<S: Sinks + Send>(
+    translators: &mut [Translator<S>],
+    socket: &UdpSocket,
+    lanes: &Lanes,
+    allow: &AllowList,
+    classifier_stats: &Stats,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    assert_eq!(
+        translators.len(),
+        lanes.threads(),
+        "one classifier lane per translator"
+    );
+    let stopped = AtomicUsize::new(0);
+    let threads = translators.len();
+    std::thread::scope(|s| {
+        let classifier = std::thread::Builder::new()
+            .name("dta-classifier".into())
+            .spawn_scoped(s, || {
+                let r = classify(socket, lanes, allow, classifier_stats, batch, stop);
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r
+            })
+            .expect("spawn classifier thread");
+        let handles: Vec<_> = translators
+            .iter_mut()
+            .enumerate()
+            .map(|(i, t)| {
+                let stopped = &stopped;
+                std::thread::Builder::new()
+                    .name(format!("dta-translator-{i}"))
+                    .spawn_scoped(s, move || {
+                        let mut guard = Stopped::new(stopped);
+                        translate_lane(t, lanes, i, socket);
+                        finish(t, socket, &mut guard, threads);
+                    })
+                    .expect("spawn translator thread")
+            })
+            .collect();
+        let mut r = classifier
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("classifier panicked")));
+        for h in handles {
+            if h.join().is_err() && r.is_ok() {
+                r = Err(io::Error::other("translator panicked"));
+            }
+        }
+        r
+    })
+}
+
+/// The classifier thread: receive, classify, queue or shed, until `stop`; then take what the
+/// kernel holds (bounded) and tell the translator threads it is done.
+pub fn classify(
+    socket: &UdpSocket,
+    lanes: &Lanes,
+    allow: &AllowList,
+    stats: &Stats,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let r = classify_until(socket, lanes, allow, stats, batch, stop);
+    lanes.done.store(true, Ordering::SeqCst);
+    for lane in lanes.lanes.iter() {
+        lane.wake();
+    }
+    r
+}
+
+fn classify_until(
+    socket: &UdpSocket,
+    lanes: &Lanes,
+    allow: &AllowList,
+    stats: &Stats,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut rx = PoolRx::new(batch, lanes.threads());
+    let fd = socket.as_raw_fd();
+    let r = (|| {
+        while !stop.load(Ordering::Relaxed) {
+            let n = rx.recv(&lanes.pool, fd, libc::MSG_WAITFORONE)?;
+            rx.dispatch(n, lanes, allow, stats, None);
+        }
+        // Stopping: queue what the kernel already holds for this socket, waiting a bounded time
+        // for room rather than shedding it.
+        let deadline = Instant::now() + DRAIN_WAIT;
+        let mut drained = 0;
+        while drained < MAX_DRAIN_DATAGRAMS {
+            let n = rx.recv(&lanes.pool, fd, libc::MSG_DONTWAIT)?;
+            if n == 0 {
+                break;
+            }
+            rx.dispatch(n, lanes, allow, stats, Some(deadline));
+            drained += n;
+        }
+        Ok(())
+    })();
+    rx.give_back(&lanes.pool);
+    r
+}
+
+/// A translator thread behind the classifier: apply lane `me`'s datagrams, high priority first,
+/// run the timers when idle, until the classifier is done and the lane is empty.
+fn translate_lane<S: Sinks>(t: &mut Translator<S>, lanes: &Lanes, me: usize, socket: &UdpSocket) {
+    let lane = &lanes.lanes[me];
+    lane.register();
+    loop {
+        let now = Instant::now();
+        let mut n = 0;
+        // A turn is bounded so the timers and NACKs keep their pace under load.
+        while n < TURN {
+            let Some(e) = lane.pop() else { break };
+            t.handle_datagram(lanes.pool.bytes(e.buf, e.len), e.src, now);
+            lanes.pool.release(e.buf);
+            n += 1;
+        }
+        if n == 0 && lanes.done.load(Ordering::SeqCst) && lane.is_empty() {
+            break;
+        }
+        send_nacks(t, socket);
+        t.tick(now);
+        send_nacks(t, socket);
+        if n == 0 {
+            lane.wait(IDLE_WAIT, &lanes.done);
+        }
+    }
+}
+
+/// Datagrams a translator thread applies between two runs of its timers.
+const TURN: usize = 256;
+
+/// The classifier's `recvmmsg` state: up to `batch` buffers held from the pool, the headers
+/// pointing at them.
+struct PoolRx {
+    batch: usize,
+    held: Vec<u32>,
+    iovecs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    msgs: Vec<libc::mmsghdr>,
+    woken: Vec<bool>,
+}
+
+/// Marks a held buffer handed to a queue.
+const HANDED: u32 = u32::MAX;
+
+impl PoolRx {
+    fn new(batch: usize, lanes: usize) -> PoolRx {
+        let batch = batch.clamp(1, 1024);
+        let mut m = PoolRx {
+            batch,
+            held: Vec::with_capacity(batch),
+            iovecs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                batch
+            ],
+            // SAFETY: sockaddr_storage and mmsghdr are plain C structs for which all-zero is valid.
+            addrs: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
+            msgs: Vec::with_capacity(batch),
+            woken: vec![false; lanes],
+        };
+        for i in 0..batch {
+            // SAFETY: as above.
+            let mut h: libc::mmsghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+            h.msg_hdr.msg_iov = &mut m.iovecs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
+            m.msgs.push(h);
+        }
+        m
+    }
+
+    /// Top up the held buffers from the pool and receive into them; returns how many arrived.
+    fn recv(&mut self, pool: &Pool, fd: i32, flags: i32) -> io::Result<usize> {
+        while self.held.len() < self.batch {
+            match pool.take() {
+                Some(b) => self.held.push(b),
+                None => break,
+            }
+        }
+        if self.held.is_empty() {
+            // Cannot happen with the pool sized by `Lanes::new`; do not spin if it does.
+            std::thread::sleep(IDLE_WAIT);
+            return Ok(0);
+        }
+        for (j, &b) in self.held.iter().enumerate() {
+            self.iovecs[j] = libc::iovec {
+                iov_base: pool.ptr(b).cast(),
+                iov_len: MAX_DATAGRAM,
+            };
+            let h = &mut self.msgs[j];
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_len = 0;
+        }
+        // SAFETY: the first `held.len()` headers point at buffers this thread holds and at
+        // address storage owned by self, all outliving the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                self.held.len() as u32,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        Ok(n as usize)
+    }
+
+    /// Queue the `n` datagrams received, or shed them. With `wait_until`, a full queue is waited
+    /// on (its translator thread woken) until then before the datagram is shed.
+    fn dispatch(
+        &mut self,
+        n: usize,
+        lanes: &Lanes,
+        allow: &AllowList,
+        stats: &Stats,
+        wait_until: Option<Instant>,
+    ) {
+        let unknown: SocketAddr = SocketAddr::from(([0, 0, 0, 0], 0));
+        for j in 0..n {
+            let b = self.held[j];
+            let len = self.msgs[j].msg_len;
+            let src = sockaddr_to_std(&self.addrs[j]).unwrap_or(unknown);
+            // Trust before work, as the translator does: a source outside the allow-list takes
+            // no place in a queue (a spoofed flood marked high would otherwise crowd out real
+            // high-priority reports).
+            if !allow.allows(src.ip()) {
+                add(&stats.datagrams, 1);
+                add(&stats.bytes, u64::from(len));
+                stats.reject(Reason::SourceNotAllowed);
+                continue;
+            }
+            let p = priority_of(lanes.pool.bytes(b, len));
+            let lane = lanes.lane_of(src);
+            let mut e = Entry { buf: b, len, src };
+            loop {
+                match lanes.push(lane, p, e) {
+                    Ok(()) => {
+                        self.held[j] = HANDED;
+                        self.woken[lane] = true;
+                        break;
+                    }
+                    Err(back) => {
+                        e = back;
+                        if wait_until.is_some_and(|d| Instant::now() < d) {
+                            lanes.lanes[lane].wake();
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        add(&stats.shed[p as usize], 1);
+                        break;
+                    }
+                }
+            }
+        }
+        self.held.retain(|&b| b != HANDED);
+        for (i, w) in self.woken.iter_mut().enumerate() {
+            if std::mem::take(w) {
+                lanes.lanes[i].wake();
+            }
+        }
+    }
+
+    fn give_back(&mut self, pool: &Pool) {
+        for b in self.held.drain(..) {
+            pool.release(b);
+        }
+    }
+}
+
+/// Datagrams the kernel dropped on `socket` because its receive buffer was full
+/// (`SO_MEMINFO`, `SK_MEMINFO_DROPS`): what the translator never saw.
+pub fn kernel_drops(socket: &UdpSocket) -> io::Result<u64> {
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+}
+
+/// `SO_MEMINFO` (Linux 4.12), which libc does not export for glibc targets: 55 everywhere but
+/// SPARC.
+#[cfg(not(target_arch = "sparc64"))]
+const SO_MEMINFO: libc::c_int = 55;
+#[cfg(target_arch = "sparc64")]
+const SO_MEMINFO: libc::c_int = 0x39;
+
 /// Run for at most `duration` (tests and benchmarks).
 pub fn run_for<S: Sinks>(
     translator: &mut Translator<S>,
@@ -328,4 +705,104 @@ pub fn run_for<S: Sinks>(
         });
         run(translator, socket, batch, &stop)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::Depths;
+    use dta_wire::native::DatagramBuilder;
+    use dta_wire::{Priority, Report};
+
+    fn datagram(p: Priority, seq: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        let mut d = DatagramBuilder::new(&mut b, p, false, 1, seq).unwrap();
+        d.push(&Report::KeyIncrement {
+            key: &[0, 0, 0, 1],
+            counter: 1,
+            redundancy: 1,
+            immediate: false,
+        })
+        .unwrap();
+        let n = d.finish();
+        b.truncate(n);
+        b
+    }
+
+    /// The classifier alone (no translator thread takes from its queues): each queue takes its
+    /// depth, the rest of its priority is shed and counted by priority, sources outside the
+    /// allow-list take no place and are counted, and the queue hands out high priority first,
+    /// each priority in arrival order.
+    #[test]
+    fn the_classifier_queues_by_priority_and_sheds_what_does_not_fit() {
+        let socket = bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let to = socket.local_addr().unwrap();
+        let lanes = Lanes::new(
+            1,
+            Depths {
+                low: 2,
+                medium: 2,
+                high: 2,
+            },
+            8,
+        )
+        .unwrap();
+        let allow = AllowList::new(vec![dta_wire::prefix::Prefix::new(
+            "127.0.0.1".parse().unwrap(),
+            32,
+        )
+        .unwrap()]);
+        let stats = Stats::default();
+        let stop = AtomicBool::new(false);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let outsider = UdpSocket::bind("127.0.0.2:0").unwrap();
+        std::thread::scope(|s| {
+            let c = s.spawn(|| classify(&socket, &lanes, &allow, &stats, 8, &stop));
+            let mut seq = 0;
+            for p in [Priority::Low, Priority::Medium, Priority::High] {
+                for _ in 0..5 {
+                    tx.send_to(&datagram(p, seq), to).unwrap();
+                    seq += 1;
+                }
+            }
+            for _ in 0..3 {
+                outsider.send_to(&datagram(Priority::High, 99), to).unwrap();
+            }
+            tx.send_to(b"\x77garbage", to).unwrap(); // unparseable: low, and shed
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let seen = || {
+                stats
+                    .shed
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .sum::<u64>()
+                    + stats.rejected_by(Reason::SourceNotAllowed)
+            };
+            while seen() < 13 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            stop.store(true, Ordering::Relaxed);
+            c.join().unwrap().unwrap();
+        });
+        let shed: Vec<u64> = stats
+            .shed
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(shed, [4, 3, 3]);
+        assert_eq!(stats.rejected_by(Reason::SourceNotAllowed), 3);
+        assert_eq!(stats.datagrams.load(Ordering::Relaxed), 3);
+        assert!(lanes.done.load(Ordering::Relaxed));
+        let mut order = vec![];
+        while let Some(e) = lanes.lanes[0].pop() {
+            let d = lanes.pool.bytes(e.buf, e.len);
+            let p = dta_wire::native::Packet::new_checked(d).unwrap();
+            order.push((p.priority_raw(), p.seq()));
+            lanes.pool.release(e.buf);
+        }
+        assert_eq!(order, [(2, 10), (2, 11), (1, 5), (1, 6), (0, 0), (0, 1)]);
+        // Every buffer is back in the pool.
+        let free = std::iter::from_fn(|| lanes.pool.take()).count();
+        assert_eq!(free * MAX_DATAGRAM, lanes.pool_bytes());
+    }
 }

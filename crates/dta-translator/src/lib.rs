@@ -10,13 +10,15 @@
 //! retransmittable ones are applied exactly once and their gaps NACKed, the others counted.
 //! The operations go to a [`Sinks`]: in this crate the co-located shared-memory sink
 //! ([`RegionSinks`]); the RDMA layer provides a RoCEv2 one. Several translator threads can share
-//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]). Flow control
-//! (docs/flow-control.md): a write meter per collector ([`meter`]) admits datagrams by priority
-//! ([`overload`]), spills high priority it cannot write yet ([`spill`]) and re-injects it in
-//! order, notifies reporters of drops and lowers low-priority Key-Write redundancy under
-//! sustained pressure.
+//! the stores and one UDP port ([`shard`], [`ingest::run_threads`]); a first-stage classifier
+//! can receive for them and shed by priority under overload ([`classify`],
+//! [`ingest::run_classified`]). Flow control (docs/flow-control.md): a write meter per
+//! collector ([`meter`]) admits datagrams by priority ([`overload`]), spills high priority it
+//! cannot write yet ([`spill`]) and re-injects it in order, notifies reporters of drops and
+//! lowers low-priority Key-Write redundancy under sustained pressure.
 
 pub mod append;
+pub mod classify;
 pub mod config;
 pub mod engine;
 pub mod ingest;

@@ -25,6 +25,9 @@ pub struct Stats {
     pub bytes: AtomicU64,
     pub reports: [AtomicU64; 5],
     pub by_priority: [AtomicU64; 3],
+    /// Datagrams the first-stage classifier dropped because their priority's queue was full
+    /// ([`crate::classify`]), by priority (low, medium, high).
+    pub shed: [AtomicU64; 3],
     /// Rejected datagrams and reports, one counter per [`Reason`] (indexed by
     /// [`Reason::index`]).
     pub rejects: [AtomicU64; Reason::COUNT],
@@ -93,6 +96,7 @@ impl Default for Stats {
             bytes: AtomicU64::new(0),
             reports: Default::default(),
             by_priority: Default::default(),
+            shed: Default::default(),
             rejects: std::array::from_fn(|_| AtomicU64::new(0)),
             duplicates: AtomicU64::new(0),
             duplicates_by_priority: Default::default(),
@@ -150,6 +154,9 @@ impl Stats {
         }
         for i in 0..t.by_priority.len() {
             acc(&t.by_priority[i], &|s| &s.by_priority[i]);
+        }
+        for i in 0..t.shed.len() {
+            acc(&t.shed[i], &|s| &s.shed[i]);
         }
         for i in 0..t.rejects.len() {
             acc(&t.rejects[i], &|s| &s.rejects[i]);
@@ -272,6 +279,7 @@ impl Stats {
             "bytes": l(&self.bytes),
             "reports": reports,
             "priority": by_priority(&self.by_priority),
+            "shed": by_priority(&self.shed),
             "rejected": rejected,
             "duplicates": l(&self.duplicates),
             "duplicates_by_priority": by_priority(&self.duplicates_by_priority),
@@ -329,10 +337,13 @@ mod tests {
         a.report(Opcode::Append);
         b.report(Opcode::Append);
         add(&b.forwarded, 4);
+        add(&b.shed[2], 2);
         b.reject(Reason::NoStore);
         let t = Stats::sum(&[a, b]);
         assert_eq!(t.reports_of(Opcode::Append), 2);
         assert_eq!(t.forwarded.load(Relaxed), 4);
+        assert_eq!(t.shed[2].load(Relaxed), 2);
+        assert_eq!(t.snapshot()["shed"]["high"], 2);
         assert_eq!(t.rejected("no_store"), 1);
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_store::{AppendLayout, KeyIncrementLayout, PostcardAnswer, PostcardingLayout, ValueTable};
+use dta_translator::classify::Lanes;
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
 use dta_wire::{Opcode, Priority, Report};
@@ -167,16 +168,37 @@ fn two_shards_leave_the_single_translator_image() {
 /// Key-Increment sums exact, every complete path found, every appended entry counted.
 #[test]
 fn run_threads_over_reuseport_sockets() {
+    sixteen_reporters(false);
+}
+
+/// The same behind the first-stage classifier (one socket, one receiving thread queueing to the
+/// two translator threads by source): the same results, nothing shed at this rate, and the
+/// classifier spreads the sources over both threads as `SO_REUSEPORT` does.
+#[test]
+fn run_classified_over_one_socket() {
+    sixteen_reporters(true);
+}
+
+fn sixteen_reporters(classified: bool) {
     let dir = tempfile::tempdir().unwrap();
     let regions = common::regions(dir.path());
     let shards = Shards::new(2, 1024);
     let mut ts = sharded(&regions, &shards);
     let cfg = TranslatorConfig::default();
-    let sockets = ingest::bind_group("127.0.0.1:0".parse().unwrap(), 2, cfg.recv_buffer).unwrap();
+    let sockets = ingest::bind_group(
+        "127.0.0.1:0".parse().unwrap(),
+        if classified { 1 } else { 2 },
+        cfg.recv_buffer,
+    )
+    .unwrap();
     let to = sockets[0].local_addr().unwrap();
     assert!(sockets.iter().all(|s| s.local_addr().unwrap() == to));
     let stop = AtomicBool::new(false);
-    let stats: Vec<Arc<Stats>> = ts.iter().map(|t| t.stats().clone()).collect();
+    let classifier_stats = Arc::new(Stats::default());
+    let lanes = Lanes::new(2, cfg.classifier_depths(), 64).unwrap();
+    let per_thread_stats: Vec<Arc<Stats>> = ts.iter().map(|t| t.stats().clone()).collect();
+    let mut stats = per_thread_stats.clone();
+    stats.push(classifier_stats.clone());
 
     let ki = KeyIncrementLayout::new(regions[2].header()).unwrap();
     let pc = PostcardingLayout::new(regions[3].header()).unwrap();
@@ -185,7 +207,21 @@ fn run_threads_over_reuseport_sockets() {
     let mut appends = 0u64;
     let mut sent = 0u64;
     std::thread::scope(|s| {
-        let runner = s.spawn(|| ingest::run_threads(&mut ts, &sockets, 64, &stop));
+        let runner = s.spawn(|| {
+            if classified {
+                ingest::run_classified(
+                    &mut ts,
+                    &sockets[0],
+                    &lanes,
+                    &cfg.allow,
+                    &classifier_stats,
+                    64,
+                    &stop,
+                )
+            } else {
+                ingest::run_threads(&mut ts, &sockets, 64, &stop)
+            }
+        });
         let senders: Vec<UdpSocket> = (0..16)
             .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
             .collect();
@@ -227,11 +263,15 @@ fn run_threads_over_reuseport_sockets() {
         "datagrams lost on loopback"
     );
     assert_eq!(sum.total_rejected(), 0);
-    let per_thread: Vec<u64> = stats.iter().map(|s| s.datagrams.load(Relaxed)).collect();
+    let per_thread: Vec<u64> = per_thread_stats
+        .iter()
+        .map(|s| s.datagrams.load(Relaxed))
+        .collect();
     assert!(
         per_thread.iter().all(|&n| n > 0),
-        "SO_REUSEPORT left a thread idle: {per_thread:?}"
+        "a thread was left idle: {per_thread:?}"
     );
+    assert_eq!(sum.shed.iter().map(|c| c.load(Relaxed)).sum::<u64>(), 0);
     assert!(sum.forwarded.load(Relaxed) > 0);
     for (k, want) in expected_ki.iter().enumerate() {
         // Count-min never underestimates; with 16 keys in 4096 counters it is exact.
@@ -271,4 +311,67 @@ fn run_threads_over_reuseport_sockets() {
         .sum();
     assert_eq!(heads, appends);
     assert_eq!(sum.reports_of(Opcode::Append), appends);
+}
+
+/// Stopping behind the classifier: what the kernel already holds when the stop comes is queued
+/// and applied before the final flush. Here every datagram is sent before the translator starts
+/// and the stop is already set, so only that drain can apply them.
+#[test]
+fn run_classified_applies_what_arrived_before_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let shards = Shards::new(2, 1024);
+    let mut ts = sharded(&regions, &shards);
+    let cfg = TranslatorConfig::default();
+    let socket = ingest::bind("127.0.0.1:0".parse().unwrap(), cfg.recv_buffer).unwrap();
+    let to = socket.local_addr().unwrap();
+    let senders: Vec<UdpSocket> = (0..8)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xd2a1);
+    let mut appends = 0;
+    let mut sent = 0;
+    for round in 0..30u32 {
+        for (reporter, tx) in senders.iter().enumerate() {
+            let d = datagram(&mut rng, 8 + reporter as u32, round, &[]);
+            appends += dta_wire::native::Datagram::parse(&d)
+                .unwrap()
+                .reports()
+                .filter(|r| matches!(r, Report::Append { .. }))
+                .count() as u64;
+            tx.send_to(&d, to).unwrap();
+            sent += 1;
+        }
+    }
+    let classifier_stats = Arc::new(Stats::default());
+    // Queues smaller than what waits in the kernel: the drain waits for room, it does not shed.
+    let depths = dta_translator::classify::Depths {
+        low: 4,
+        medium: 4,
+        high: 4,
+    };
+    let lanes = Lanes::new(2, depths, 16).unwrap();
+    let stop = AtomicBool::new(true);
+    ingest::run_classified(
+        &mut ts,
+        &socket,
+        &lanes,
+        &cfg.allow,
+        &classifier_stats,
+        16,
+        &stop,
+    )
+    .unwrap();
+    let mut all: Vec<Arc<Stats>> = ts.iter().map(|t| t.stats().clone()).collect();
+    all.push(classifier_stats);
+    let sum = Stats::sum(&all);
+    assert_eq!(sum.datagrams.load(Relaxed), sent);
+    assert_eq!(sum.shed.iter().map(|c| c.load(Relaxed)).sum::<u64>(), 0);
+    assert_eq!(sum.total_rejected(), 0);
+    // Flushed: every Append entry is in the store, partial batches included.
+    let ap = AppendLayout::new(regions[4].header()).unwrap();
+    let heads: u64 = (0..ap.lists())
+        .map(|l| regions[4].mem().load_u64(ap.head_offset(l)).unwrap())
+        .sum();
+    assert_eq!(heads, appends);
 }

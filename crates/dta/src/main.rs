@@ -474,7 +474,11 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let threads = cfg.translator.threads.max(1);
-    let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
+    let classified = cfg.translator.classifier_enabled();
+    // One `Stats` per translator thread, and the classifier's (its shed and refused datagrams).
+    let all_stats: Vec<Arc<Stats>> = (0..threads + usize::from(classified))
+        .map(|_| Arc::new(Stats::default()))
+        .collect();
     let _metrics = match a.metrics {
         Some(addr) => {
             let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
@@ -490,7 +494,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let shards = Shards::new(threads, SHARD_INBOX);
     // One write meter for the collector, shared by its translator threads (docs/flow-control.md).
     let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
-    let mut ts = all_stats
+    let mut ts = all_stats[..threads]
         .iter()
         .enumerate()
         .map(|(i, stats)| {
@@ -505,12 +509,34 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             Ok(t)
         })
         .collect::<Result<Vec<_>, dta_translator::BuildError>>()?;
-    let sockets = ingest::bind_group(cfg.translator.listen, threads, cfg.translator.recv_buffer)
-        .with_context(|| format!("binding {}", cfg.translator.listen))?;
+    // Behind the classifier one socket is read by one thread; without it every translator
+    // thread reads its own SO_REUSEPORT socket.
+    let sockets = ingest::bind_group(
+        cfg.translator.listen,
+        if classified { 1 } else { threads },
+        cfg.translator.recv_buffer,
+    )
+    .with_context(|| format!("binding {}", cfg.translator.listen))?;
+    let lanes = if classified {
+        Some(dta_translator::classify::Lanes::new(
+            threads,
+            cfg.translator.classifier_depths(),
+            cfg.translator.recv_batch,
+        )?)
+    } else {
+        None
+    };
     eprintln!(
-        "translator on udp://{} ({threads} thread{}) -> {} stores in {}",
+        "translator on udp://{} ({threads} thread{}{}) -> {} stores in {}",
         sockets[0].local_addr()?,
         if threads == 1 { "" } else { "s" },
+        match &lanes {
+            Some(l) => format!(
+                " behind the priority classifier, {} MiB of queue buffers",
+                l.pool_bytes() >> 20
+            ),
+            None => String::new(),
+        },
         collector.stores().len(),
         cfg.region_dir.display()
     );
@@ -551,7 +577,18 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
                 }
             });
         }
-        ingest::run_threads(&mut ts, &sockets, cfg.translator.recv_batch, &stop)?;
+        match &lanes {
+            Some(lanes) => ingest::run_classified(
+                &mut ts,
+                &sockets[0],
+                lanes,
+                &cfg.translator.allow,
+                &all_stats[threads],
+                cfg.translator.recv_batch,
+                &stop,
+            )?,
+            None => ingest::run_threads(&mut ts, &sockets, cfg.translator.recv_batch, &stop)?,
+        }
         Ok(())
     })?;
     for r in collector.regions() {
