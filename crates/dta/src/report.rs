@@ -278,6 +278,7 @@ fn combine(all: &[LoadStats]) -> LoadStats {
         retransmissions: sum(|s| s.retransmissions),
         nacks: sum(|s| s.nacks),
         send_errors: sum(|s| s.send_errors),
+        suppressed: sum(|s| s.suppressed),
         elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
         sketch: None,
     }
@@ -350,6 +351,7 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
         retransmissions: 0,
         nacks: 0,
         send_errors: 0,
+        suppressed: 0,
         elapsed,
         sketch: None,
     };
