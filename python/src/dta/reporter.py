@@ -285,7 +285,7 @@ class Reporter:
             self._seq = 0
         return len(payload)
 
-    # -- primitives ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]) ----------------------------------------
+    # -- primitives ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]) -------------------------------
 
     def key_write(self, key, data, redundancy=DEFAULT_REDUNDANCY, immediate=False):
         """Key-Write ``data`` under ``key`` in ``redundancy`` slots (default: the stores'
