@@ -213,6 +213,10 @@ mod tests {
         assert_eq!(named(11, 10, 4, 1 << 32), Named::Ahead);
         assert_eq!(named(u32::MAX, 1, 4, 1 << 32), Named::Kept(2));
         assert_eq!(named(255, 2, 128, 256), Named::Kept(3));
-        assert_eq!(named(0x1FF, 2, 128, 256), Named::Kept(3), "prototype: low byte");
+        assert_eq!(
+            named(0x1FF, 2, 128, 256),
+            Named::Kept(3),
+            "prototype: low byte"
+        );
     }
 }

@@ -49,7 +49,11 @@ fn seqs(rx: &UdpSocket, prototype: bool, wait: Duration) -> Vec<u64> {
 }
 
 fn ints(v: &Value) -> Vec<u64> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
 }
 
 fn stat(s: &ReporterStats, name: &str) -> u64 {
@@ -105,7 +109,11 @@ fn play(sc: &Value) {
                 .map(|j| u8::from_str_radix(&hex[j..j + 2], 16).unwrap())
                 .collect();
             rep.handle_control(&bytes).unwrap();
-            assert_eq!(seqs(&rx, prototype, WAIT), ints(&step["resent"]), "{name} step {i}: resent");
+            assert_eq!(
+                seqs(&rx, prototype, WAIT),
+                ints(&step["resent"]),
+                "{name} step {i}: resent"
+            );
         }
     }
     let st = rep.stats();

@@ -214,6 +214,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
+    if stats.suppressed > 0 {
+        eprintln!(
+            "warning: {} datagrams were not sent: the translator's congestion notices limited \
+             this priority (their reports are not in the counts above)",
+            stats.suppressed
+        );
+    }
     if stats.send_errors > 0 {
         eprintln!(
             "error: {} of {} datagrams to {} were refused (nothing listens there: ICMP port \
