@@ -805,7 +805,8 @@ impl Reporter {
     /// otherwise it becomes the last honoured one.
     fn held_off(&mut self, seq: u32, now: u64) -> bool {
         if let Some((s, at)) = self.last_nack {
-            if s == seq && now.saturating_sub(at) < self.cfg.nack_holdoff.as_millis() as u64 {
+            let holdoff = self.cfg.nack_holdoff.as_millis() as u64;
+            if s == seq && now >= at && now - at < holdoff {
                 self.stats.nacks_held_off += 1;
                 return true;
             }
