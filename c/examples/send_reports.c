@@ -14,6 +14,13 @@
  * Key-Write and Key-Increment use DTA_DEFAULT_REDUNDANCY copies, postcard
  * values are below DTA_DEFAULT_POSTCARD_VALUES. Exits 1 when anything fails,
  * including a destination where nothing listens (ICMP port unreachable).
+ *
+ * The native datagram is high priority and retransmittable: it is kept in a
+ * retransmission ring, NACKs and congestion notices are read on the NACK socket
+ * (DTA_NACK_PORT; when another program holds it, an ephemeral port, which the
+ * translator does not send to), and the run ends with the tail probe (the newest
+ * datagram resent twice, 10 ms apart: a lost last datagram leaves no gap the
+ * translator could NACK; it drops the copies it already has).
  */
 #include "dta/reporter.h"
 
@@ -22,6 +29,9 @@
 #include <string.h>
 
 #define HOPS 5
+#define KEPT 8 /* ring slots; a long-running reporter keeps DTA_DEFAULT_RETRANSMIT_BUFFER */
+
+static struct dta_retransmit_slot slots[KEPT];
 
 static int fail(struct dta_reporter *r, const char *what, int rc)
 {
@@ -45,7 +55,9 @@ int main(int argc, char **argv)
     const uint8_t host1[4] = {10, 0, 0, 1};
     const uint8_t host2[4] = {10, 0, 0, 2};
     const uint8_t value[4] = {0, 0, 0x30, 0x39};
-    int rc, proto_len, hop;
+    struct dta_retransmit rt;
+    struct dta_governor gov;
+    int rc, proto_len, hop, probes, nack_fd = -1;
 
     rc = dta_reporter_open(&r, host, port, 1);
     if (rc != DTA_OK) {
@@ -59,7 +71,15 @@ int main(int argc, char **argv)
     rc = dta_send(&r, proto, (size_t)proto_len);
     if (rc < 0) return fail(&r, "sending the prototype Key-Write", rc);
 
-    rc = dta_reporter_begin(&r, &b, native, sizeof native, DTA_PRIORITY_MEDIUM, 0);
+    dta_retransmit_init(&rt, slots, KEPT, 0);
+    dta_governor_init(&gov);
+    if (dta_nack_open(&nack_fd, AF_INET, DTA_NACK_PORT) != DTA_OK &&
+        dta_nack_open(&nack_fd, AF_INET, 0) != DTA_OK)
+        return fail(&r, "NACK socket", DTA_ERR_SOCKET);
+
+    /* High priority is never limited by a congestion notice; low and medium ask first. */
+    if (!dta_may_send(&gov, DTA_PRIORITY_HIGH, dta_now_ms())) return fail(&r, "notice", DTA_ERR_RANGE);
+    rc = dta_reporter_begin(&r, &b, native, sizeof native, DTA_PRIORITY_HIGH, 1);
     if (rc < 0) return fail(&r, "native datagram", rc);
     rc = dta_native_key_write(&b, 0, DTA_DEFAULT_REDUNDANCY, flow, sizeof flow, flow_data,
                               sizeof flow_data);
@@ -72,8 +92,12 @@ int main(int argc, char **argv)
         rc = dta_native_postcard(&b, 0, host2, sizeof host2, (uint8_t)hop, HOPS, 101u + (uint32_t)hop);
         if (rc < 0) return fail(&r, "native Postcarding", rc);
     }
-    rc = dta_send_native(&r, &b);
+    rc = dta_send_native_kept(&r, &rt, &b);
     if (rc < 0) return fail(&r, "sending the native datagram", rc);
+    probes = dta_reporter_tail_probe(&r, nack_fd, &rt, &gov, DTA_DEFAULT_TAIL_PROBES,
+                                     DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS);
+    close(nack_fd);
+    if (probes < 0) return fail(&r, "tail probe", probes);
     /* A refusal of the last datagram arrives after its send returned. */
     if (dta_reporter_check(&r) < 0) return fail(&r, "delivery", DTA_ERR_SOCKET);
 
@@ -86,6 +110,8 @@ int main(int argc, char **argv)
     printf("    Key-Increment key 10.0.0.1 by 1500 (N=%d)\n", DTA_DEFAULT_REDUNDANCY);
     printf("    Append list 7 entry 00003039\n");
     printf("    Postcarding key 10.0.0.2 path 101 102 103 104 105\n");
+    printf("  (high priority, retransmittable: %d tail probes, %llu resent on NACKs)\n", probes,
+           (unsigned long long)rt.stats.retransmissions);
     dta_reporter_close(&r);
     return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * Pure-C unit tests for dta/reporter.h: byte layouts, bounds and error
- * codes, builder atomicity on failure, NACK parsing, and a loopback send.
+ * codes, builder atomicity on failure, NACK parsing, a loopback send, the retransmission
+ * ring's selective resend, congestion-notice buckets and the tail probe.
  */
 #include "dta/reporter.h"
 
@@ -316,6 +317,201 @@ static void test_loopback_send(void)
     CHECK_EQ(dta_reporter_open(&r, "no-such-host.invalid", 1, 0), DTA_ERR_RESOLVE);
 }
 
+
+/* A dta_send_fn that records the sequence numbers of what it is given. */
+struct recorder {
+    uint32_t seqs[64];
+    int n;
+};
+
+static int record_seq(void *ctx, const uint8_t *buf, size_t len)
+{
+    struct recorder *rec = (struct recorder *)ctx;
+    if (len >= DTA_NATIVE_HEADER_LEN && rec->n < 64) rec->seqs[rec->n++] = dta_get_u32(buf + 8);
+    return (int)len;
+}
+
+static int refuse(void *ctx, const uint8_t *buf, size_t len)
+{
+    (void)ctx, (void)buf, (void)len;
+    return DTA_ERR_SOCKET;
+}
+
+/* Builds native datagram `seq` (one Append) into buf; returns its length. */
+static size_t native_dgram(uint8_t *buf, size_t cap, uint32_t seq)
+{
+    struct dta_native_builder b;
+    uint8_t data[4] = {0, 0, 0, 0};
+    dta_put_u32(data, seq);
+    dta_native_begin(&b, buf, cap, DTA_PRIORITY_HIGH, 1, 5, seq);
+    dta_native_append(&b, 0, 1, data, 4);
+    return b.len;
+}
+
+static void test_retransmit_ring(void)
+{
+    static struct dta_retransmit_slot slots[4];
+    struct dta_retransmit rt;
+    struct dta_native_nack n;
+    struct recorder rec;
+    uint8_t buf[64], big[DTA_MAX_DATAGRAM + 1];
+    uint32_t s;
+    memset(big, 0, sizeof big);
+    CHECK_EQ(dta_retransmit_init(&rt, NULL, 4, 0), DTA_ERR_NULL);
+    CHECK_EQ(dta_retransmit_init(&rt, slots, 4, 0), DTA_OK);
+    CHECK_EQ(rt.holdoff_ms, DTA_DEFAULT_NACK_HOLDOFF_MS);
+    for (s = 0; s < 10; s++) CHECK_EQ(dta_retransmit_push(&rt, s, buf, native_dgram(buf, sizeof buf, s)), DTA_OK);
+    CHECK_EQ(dta_retransmit_push(&rt, 10, big, sizeof big), DTA_ERR_NO_SPACE);
+    CHECK_EQ(rt.filled, 4);
+    CHECK_EQ(rt.stats.datagrams, 10);
+    /* Kept: 6..9. NACK 5 with bits 0, 2, 4: 5 (gone), 6, 8, 10 (not sent yet). */
+    memset(&n, 0, sizeof n);
+    n.reporter_id = 5;
+    n.seq = 5;
+    n.missing = 0x15;
+    rec.n = 0;
+    CHECK_EQ(dta_on_nack(&rt, &n, 100, record_seq, &rec), 2);
+    CHECK_EQ(rec.n, 2);
+    CHECK_EQ(rec.seqs[0], 6);
+    CHECK_EQ(rec.seqs[1], 8);
+    CHECK_EQ(rt.stats.unrecoverable_nacks, 1);
+    /* Repeated within the hold-off: ignored; after it: honoured. */
+    CHECK_EQ(dta_on_nack(&rt, &n, 109, record_seq, &rec), 0);
+    CHECK_EQ(rt.stats.nacks_held_off, 1);
+    CHECK_EQ(dta_on_nack(&rt, &n, 110, record_seq, &rec), 2);
+    CHECK_EQ(rt.stats.retransmissions, 4);
+    /* The next number alone: nothing missing, and no hold-off recorded. */
+    n.seq = 10;
+    n.missing = 0;
+    CHECK_EQ(dta_on_nack(&rt, &n, 111, record_seq, &rec), 0);
+    /* A failing send is passed on. */
+    n.seq = 9;
+    CHECK_EQ(dta_on_nack(&rt, &n, 200, refuse, NULL), DTA_ERR_SOCKET);
+    CHECK_EQ(rt.stats.nacks, 5);
+    /* The tail probe resends the newest. */
+    rec.n = 0;
+    CHECK_EQ(dta_tail_probe(&rt, record_seq, &rec), 1);
+    CHECK_EQ(rec.seqs[0], 9);
+    CHECK_EQ(rt.stats.tail_probes, 1);
+    /* A number that does not follow the newest restarts the ring. */
+    CHECK_EQ(dta_retransmit_push(&rt, 20, buf, native_dgram(buf, sizeof buf, 20)), DTA_OK);
+    CHECK_EQ(rt.filled, 1);
+    /* Across the 32-bit wrap. */
+    CHECK_EQ(dta_retransmit_init(&rt, slots, 4, 0), DTA_OK);
+    for (s = 0xFFFFFFFEu; s != 2u; s++) dta_retransmit_push(&rt, s, buf, native_dgram(buf, sizeof buf, s));
+    n.seq = 0xFFFFFFFFu;
+    n.missing = 0x1;
+    rec.n = 0;
+    CHECK_EQ(dta_on_nack(&rt, &n, 0, record_seq, &rec), 2);
+    CHECK_EQ(rec.seqs[0], 0xFFFFFFFFu);
+    CHECK_EQ(rec.seqs[1], 0);
+    /* No slots (not retransmittable): every named number is unrecoverable, nothing probed. */
+    CHECK_EQ(dta_retransmit_init(&rt, NULL, 0, 0), DTA_OK);
+    dta_retransmit_push(&rt, 0, buf, native_dgram(buf, sizeof buf, 0));
+    n.seq = 0;
+    n.missing = 0;
+    CHECK_EQ(dta_on_nack(&rt, &n, 0, record_seq, &rec), 0);
+    CHECK_EQ(rt.stats.unrecoverable_nacks, 1);
+    CHECK_EQ(dta_tail_probe(&rt, record_seq, &rec), 0);
+}
+
+static void test_governor(void)
+{
+    struct dta_governor g;
+    struct dta_notice c = {7, 100, 0, DTA_RATE_UNLIMITED};
+    int i, sent;
+    dta_governor_init(&g);
+    CHECK(dta_may_send(&g, DTA_PRIORITY_LOW, 0));
+    dta_on_notice(&g, &c, 10);
+    CHECK(!dta_may_send(&g, DTA_PRIORITY_LOW, 10));
+    CHECK(!dta_may_send(&g, DTA_PRIORITY_LOW, 109));
+    CHECK(dta_may_send(&g, DTA_PRIORITY_MEDIUM, 50));
+    CHECK(dta_may_send(&g, DTA_PRIORITY_HIGH, 50));
+    CHECK(dta_may_send(&g, DTA_PRIORITY_LOW, 110)); /* the hold ended */
+    CHECK_EQ(g.suppressed, 2);
+    /* 1000/s: a burst of 10, then one per millisecond. */
+    c.hold_ms = 1000;
+    c.low_rate = 1000;
+    dta_on_notice(&g, &c, 0);
+    for (i = 0, sent = 0; i < 20; i++) sent += dta_may_send(&g, DTA_PRIORITY_LOW, 0);
+    CHECK_EQ(sent, 10);
+    CHECK(dta_may_send(&g, DTA_PRIORITY_LOW, 1));
+    CHECK(!dta_may_send(&g, DTA_PRIORITY_LOW, 1));
+    /* The largest finite rate over the longest hold does not overflow. */
+    c.hold_ms = 0xFFFFFFFFu;
+    c.low_rate = DTA_RATE_UNLIMITED - 1;
+    dta_on_notice(&g, &c, 0);
+    CHECK(dta_may_send(&g, DTA_PRIORITY_LOW, 0xFFFFFFFEull));
+    /* hold_ms 0 lifts. */
+    c.hold_ms = 0;
+    dta_on_notice(&g, &c, 5);
+    c.hold_ms = 1;
+    CHECK(dta_may_send(&g, DTA_PRIORITY_LOW, 5));
+    CHECK_EQ(g.notices, 4);
+    CHECK(dta_may_send(NULL, DTA_PRIORITY_LOW, 0));
+}
+
+/* Over loopback: the last datagram is lost; a NACK for datagram 0 is waiting; the tail
+ * probe answers the NACK within its first interval, then resends the newest twice. */
+static void test_tail_probe_loopback(void)
+{
+    static struct dta_retransmit_slot slots[8];
+    struct dta_retransmit rt;
+    struct dta_governor g;
+    struct sockaddr_in addr, nack_addr;
+    socklen_t alen = sizeof addr;
+    struct dta_reporter r;
+    struct dta_native_builder b;
+    uint8_t buf[64], got[128], data[4] = {5, 6, 7, 8}, nack[DTA_NATIVE_NACK_LEN];
+    struct timeval tv = {5, 0};
+    uint64_t t0;
+    int nack_fd = -1, i;
+    int rx = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(rx >= 0);
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(bind(rx, (struct sockaddr *)&addr, sizeof addr), 0);
+    CHECK_EQ(getsockname(rx, (struct sockaddr *)&addr, &alen), 0);
+    setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    CHECK_EQ(dta_nack_open(&nack_fd, AF_INET, 0), DTA_OK);
+    alen = sizeof nack_addr;
+    CHECK_EQ(getsockname(nack_fd, (struct sockaddr *)&nack_addr, &alen), 0);
+    nack_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+
+    CHECK_EQ(dta_reporter_open(&r, "127.0.0.1", ntohs(addr.sin_port), 9), DTA_OK);
+    dta_retransmit_init(&rt, slots, 8, 0);
+    dta_governor_init(&g);
+    for (i = 0; i < 3; i++) {
+        CHECK_EQ(dta_reporter_begin(&r, &b, buf, sizeof buf, DTA_PRIORITY_HIGH, 1), DTA_OK);
+        CHECK_EQ(dta_native_append(&b, 0, 1, data, 4), 12);
+        CHECK_EQ(dta_send_native_kept(&r, &rt, &b), 24);
+        CHECK_EQ(recv(rx, got, sizeof got, 0), 24); /* received, or (the last) lost */
+    }
+    /* A NACK for datagram 0 (kind 1, count 0, reporter 9, seq 0). */
+    memset(nack, 0, sizeof nack);
+    nack[0] = 0x11;
+    dta_put_u32(nack + 4, 9);
+    CHECK_EQ(sendto(rx, nack, sizeof nack, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr),
+             (long long)sizeof nack);
+    t0 = dta_now_ms();
+    CHECK_EQ(dta_reporter_tail_probe(&r, nack_fd, &rt, &g, DTA_DEFAULT_TAIL_PROBES,
+                                     DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS),
+             2);
+    CHECK(dta_now_ms() - t0 >= 2 * DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS);
+    CHECK_EQ(recv(rx, got, sizeof got, 0), 24);
+    CHECK_EQ(dta_get_u32(got + 8), 0);
+    CHECK_EQ(recv(rx, got, sizeof got, 0), 24);
+    CHECK_EQ(dta_get_u32(got + 8), 2);
+    CHECK_EQ(recv(rx, got, sizeof got, 0), 24);
+    CHECK_EQ(dta_get_u32(got + 8), 2);
+    CHECK_EQ(rt.stats.retransmissions, 1);
+    CHECK_EQ(rt.stats.tail_probes, 2);
+    dta_reporter_close(&r);
+    close(nack_fd);
+    close(rx);
+}
+
 int main(void)
 {
     test_proto_layouts();
@@ -325,6 +521,9 @@ int main(void)
     test_native_count_limit();
     test_native_nack();
     test_loopback_send();
+    test_retransmit_ring();
+    test_governor();
+    test_tail_probe_loopback();
     CHECK(strcmp(dta_strerror(DTA_ERR_NO_SPACE), "no_space") == 0);
     printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;

@@ -1,6 +1,7 @@
 """dta.reporter.Reporter against a local UDP socket: the bytes received are the encoders'."""
 
 import socket
+import time
 
 import pytest
 
@@ -54,15 +55,15 @@ def test_prototype_short_one_datagram_per_report(sink):
 def test_prototype_long_seqnum_wraps_and_nack_resends(sink):
     port = sink.getsockname()[1]
     r = Reporter("127.0.0.1", port, protocol="prototype", base_header="long",
-                 retransmittable=True, seq=254)
+                 retransmittable=True, seq=254, nack_port=None, tail_probes=0)
     for i in range(4):
         r.append(i, DATA)
     got = recv_all(sink, 4)
     assert [dta.decode(g, "long")["header"]["seqnum"] for g in got] == [254, 255, 0, 1]
     assert all(dta.decode(g, "long")["header"]["retransmittable"] for g in got)
     # A NACK for seqnum 255 resends 255, 0 and 1 in order; with N clear nothing happens.
-    assert r.handle_nack(dta.encode_prototype_nack(255, False)) == 0
-    assert r.handle_nack(dta.encode_prototype_nack(255)) == 3
+    assert r.handle_control(dta.encode_prototype_nack(255, False)) == 0
+    assert r.handle_control(dta.encode_prototype_nack(255)) == 3
     assert recv_all(sink, 3) == got[1:]
     r.close()
     no_more(sink)
@@ -106,7 +107,7 @@ def test_native_every_primitive_and_nack_resend(sink):
     port = sink.getsockname()[1]
     key = bytes.fromhex("0a0000010a00000204d2005006")
     with Reporter("127.0.0.1", port, reporter_id=4, seq=10, retransmittable=True,
-                  priority="high") as r:
+                  priority="high", nack_port=None, tail_probes=0, clock=lambda: 0) as r:
         r.key_write(key, DATA, redundancy=2)
         r.key_increment(key, 99, immediate=True)
         r.flush()
@@ -121,26 +122,35 @@ def test_native_every_primitive_and_nack_resend(sink):
             "key_write", "key_increment", "postcarding", "sketch_merge"]
         assert d1["reports"][0] == {"opcode": "postcarding", "immediate": False,
                                     "key": key.hex(), "hop": 1, "path_len": 5, "value": 0xCAFE}
-        # NACKs: another reporter's is ignored; ours resends from seq 11.
-        assert r.handle_nack(dta.encode_native_nack(5, 10)) == 0
-        assert r.handle_nack(dta.encode_native_nack(4, 11, (3, 0, 1))) == 1
+        # NACKs: another reporter's is ignored; ours resends exactly what it names.
+        assert r.handle_control(dta.encode_native_nack(5, 10)) == 0
+        assert r.handle_control(dta.encode_native_nack(4, 11)) == 1
         assert sink.recv(65535) == got[1]
-        assert r.handle_nack(dta.encode_native_nack(4, 10)) == 2
-        assert recv_all(sink, 2) == got
-        with pytest.raises(dta.WireError):
-            r.handle_nack(b"\x11\x00")
+        assert r.handle_control(dta.encode_native_nack(4, 10)) == 1, "10 alone, not 10..11"
+        assert sink.recv(65535) == got[0]
+        assert r.handle_control(dta.encode_native_nack(4, 10, missing=[11])) == 0, "held off"
+        # A Sketch-Merge NACK names a column for the sketch sender: nothing resent.
+        assert r.handle_control(dta.encode_native_nack(4, 11, (3, 0, 1))) == 0
+        assert r.take_sketch_nack() == {"sketch_id": 3, "column": 0, "epoch": 1}
+        assert r.take_sketch_nack() is None
+        # Malformed: counted, never raised.
+        assert r.handle_control(b"\x11\x00") == 0
+        assert (r.stats["nacks"], r.stats["nacks_held_off"], r.stats["bad_nacks"]) == (4, 1, 2)
     no_more(sink)
 
 
 def test_window_bounds_what_is_kept(sink):
     port = sink.getsockname()[1]
-    r = Reporter("127.0.0.1", port, retransmittable=True, window=2)
+    r = Reporter("127.0.0.1", port, retransmittable=True, retransmit_buffer=2, nack_port=None,
+                 tail_probes=0)
     for i in range(5):
         r.append(i, DATA)
         r.flush()
     recv_all(sink, 5)
-    assert r.handle_nack(dta.encode_native_nack(0, 0)) == 2  # only seq 3 and 4 are kept
+    # Only 3 and 4 are kept: 2 is unrecoverable, 3 and 4 resent, 7 not sent yet.
+    assert r.handle_control(dta.encode_native_nack(0, 2, missing=[3, 4, 7])) == 2
     assert [dta.decode(p)["header"]["seq"] for p in recv_all(sink, 2)] == [3, 4]
+    assert r.stats["unrecoverable_nacks"] == 1
     r.close()
 
 
@@ -152,7 +162,7 @@ def test_send_reports_helper_matches_vectors(sink, protocol):
         h = v["header"]
         n = send_reports(v["reports"], "127.0.0.1", port, reporter_id=h["reporter_id"],
                          seq=h["seq"], priority=h["priority"],
-                         retransmittable=h["retransmittable"])
+                         retransmittable=h["retransmittable"], nack_port=0)
         assert n == 1
         assert sink.recv(65535).hex() == v["hex"]
     else:
@@ -165,9 +175,11 @@ def test_send_reports_helper_matches_vectors(sink, protocol):
 
 
 def test_defaults_are_the_rust_constants():
-    # The core exports the constants of dta-wire; the Reporter's defaults are them.
+    # The core exports the constants of dta-wire; the Reporter's defaults are them (the
+    # loss and congestion defaults: test_reporter_vectors.py).
     import inspect
     assert (dta.DEFAULT_REDUNDANCY, dta.MAX_REDUNDANCY) == (2, 4)
+    assert inspect.signature(Reporter).parameters["nack_port"].default == dta.NACK_PORT
     assert dta.DEFAULT_POSTCARD_VALUES == 1 << 18
     for m in (Reporter.key_write, Reporter.key_increment):
         assert inspect.signature(m).parameters["redundancy"].default == dta.DEFAULT_REDUNDANCY
@@ -219,3 +231,79 @@ def test_reporter_with_defaults_reads_back_with_default_queries(stack):
     assert (v["status"], v["path"]) == ("found", [200, 201, 202, 203, 204]), v
     v = stack.query("ki", "--store", "counters", "--key", "10.0.0.9")
     assert v["count"] == 7, v
+
+
+def test_tail_probe_recovers_a_lost_last_datagram(stack):
+    # A proxy in front of the translator loses the first copy of the last datagram (seq 2).
+    # Nothing follows it, so the translator sees no gap to NACK; the tail probe resends it,
+    # the translator applies it once (the second probe is a duplicate it drops).
+    import threading
+    proxy = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    proxy.bind(("127.0.0.1", 0))
+    proxy.settimeout(0.2)
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    seen, stop = [], threading.Event()
+
+    def forward():
+        while not stop.is_set():
+            try:
+                p = proxy.recv(65535)
+            except socket.timeout:
+                continue
+            seq = int.from_bytes(p[8:12], "big")
+            seen.append(seq)
+            if seq == 2 and seen.count(2) == 1:
+                continue  # lost
+            out.sendto(p, ("127.0.0.1", stack.port))
+
+    t = threading.Thread(target=forward)
+    t.start()
+    try:
+        r = Reporter("127.0.0.1", proxy.getsockname()[1], reporter_id=21, priority="high",
+                     retransmittable=True, nack_port=0)
+        for _ in range(3):
+            r.key_increment(bytes([10, 0, 0, 21]), 5)
+            r.flush()
+        r.close()
+        assert r.stats["tail_probes"] == 2
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+        proxy.close()
+        out.close()
+    assert seen == [0, 1, 2, 2, 2], seen
+    stats = stack.stop_translator()
+    assert stack.rejected(stats) == {}
+    v = stack.query("ki", "--store", "counters", "--key", "10.0.0.21")
+    assert v["count"] == 15, v  # 3 x 5: the lost one recovered, the repeat not applied
+
+
+def test_notice_pauses_low_priority_then_is_lifted(stack):
+    # The translator's congestion notice, sent here by the test to the reporter's NACK port:
+    # low priority is paused (suppressed, counted, no sequence number used), then lifted.
+    r = Reporter("127.0.0.1", stack.port, reporter_id=22, priority="low", nack_port=0)
+    to = ("127.0.0.1", r.nack_addr[1])
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    entries = [bytes([0, 0, 0, i]) for i in range(9)]
+    for e in entries[:2]:
+        r.append(3, e)
+        r.flush()
+    tx.sendto(dta.encode_notice(22, 60_000, 0, 0xFFFFFFFF), to)
+    assert r.poll_nacks(2.0) == 1
+    for e in entries[2:7]:
+        r.append(3, e)
+        assert r.flush() == 0
+    assert (r.stats["suppressed"], r.stats["suppressed_reports"], r.next_seq) == (5, 5, 2)
+    tx.sendto(dta.encode_notice(22, 0, 0, 0), to)
+    assert r.poll_nacks(2.0) == 1
+    for e in entries[7:]:
+        r.append(3, e)
+        assert r.flush() > 0
+    r.close()
+    tx.close()
+    assert (r.stats["notices"], r.stats["datagrams"], r.next_seq) == (2, 4, 4)
+    stats = stack.stop_translator()
+    assert stack.rejected(stats) == {}
+    v = stack.query("list", "--store", "events", "--list", "3")
+    assert v["entries"] == [e.hex() for e in entries[:2] + entries[7:]], v

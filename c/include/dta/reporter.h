@@ -6,8 +6,11 @@
  *   - the original prototype (short/long base header, Key-Write with 1/3/7
  *     data words, Key-Increment, Append, Postcarding) and its 2-byte NACK;
  *   - the native protocol v1 (12-byte datagram header, a builder that packs
- *     reports of every opcode into a caller buffer) and its NACK.
- * plus a tiny UDP sender (dta_reporter_open / dta_send / dta_reporter_close).
+ *     reports of every opcode into a caller buffer), its NACK and congestion notice;
+ *   - loss and congestion: a retransmission ring over caller memory with selective
+ *     resend on NACKs, congestion notices obeyed by token buckets, the tail probe;
+ * plus a tiny UDP sender (dta_reporter_open / dta_send / dta_reporter_close) and the NACK
+ * socket (dta_nack_open / dta_poll_control / dta_reporter_tail_probe).
  *
  * C99, no allocation, no dependency beyond libc and BSD sockets. Every
  * function is `static inline`. All multi-byte integers on the wire are
@@ -36,8 +39,11 @@
 #ifndef DTA_NO_SOCKETS
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -619,6 +625,340 @@ static inline int dta_notice_parse(const uint8_t *buf, size_t len, struct dta_no
 }
 
 /* ------------------------------------------------------------------------ */
+/* Loss and congestion: retransmission ring, NACKs, notices, tail probe      */
+/* ------------------------------------------------------------------------ */
+/*
+ * The same behaviour as the Rust reporter (crates/dta-reporter/src/flow.rs) and the Python
+ * one, played from the same vectors (spec/vectors/reporter.json):
+ *   - a retransmittable reporter keeps its newest datagrams in a ring over caller memory
+ *     (struct dta_retransmit); a native NACK names `seq` and a bitmap of further missing
+ *     numbers, and each one still kept is resent, `seq` first (selective repeat); a named
+ *     number no longer kept is counted (unrecoverable_nacks), one not sent yet ignored. A
+ *     prototype NACK resends from its seqnum to the newest (go-back-N). A repeat of the NACK
+ *     for the same number within the hold-off is ignored (counted).
+ *   - a congestion notice (struct dta_governor) limits low and medium priority for hold_ms:
+ *     one token bucket each, holding at most 10 ms of its rate and at least one datagram,
+ *     starting full, refilled continuously, kept in thousandths of a datagram; rate 0 pauses,
+ *     DTA_RATE_UNLIMITED does not limit; high is never limited; a newer notice replaces the
+ *     older; hold_ms 0 lifts. dta_may_send() never blocks: a datagram it refuses is not sent,
+ *     takes no sequence number, and is counted (suppressed).
+ *   - the tail probe: at the end of a run, resend the newest datagram DTA_DEFAULT_TAIL_PROBES
+ *     times, DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS apart, handling NACKs meanwhile (a lost last
+ *     datagram leaves no gap the translator could NACK).
+ * Times are milliseconds on any monotonic clock the caller keeps. Resends go through a
+ * caller callback, so the logic runs without sockets.
+ */
+
+/** Defaults shared by every reporter (the Rust crate's dta_reporter::flow constants). */
+#define DTA_DEFAULT_PRIORITY DTA_PRIORITY_MEDIUM
+#define DTA_DEFAULT_RETRANSMIT_BUFFER 256
+#define DTA_DEFAULT_TAIL_PROBES 2
+#define DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS 10
+#define DTA_DEFAULT_NACK_HOLDOFF_MS 10
+/** Largest datagram a ring slot keeps: a 1500-byte MTU less IPv4 and UDP headers. */
+#define DTA_MAX_DATAGRAM 1472
+
+/** One kept datagram. */
+struct dta_retransmit_slot {
+    size_t len;
+    uint8_t bytes[DTA_MAX_DATAGRAM];
+};
+
+/** Counters of the ring and of the NACK socket. */
+struct dta_retransmit_stats {
+    uint64_t datagrams;           /* datagrams kept (first transmissions) */
+    uint64_t retransmissions;     /* datagrams resent on a NACK */
+    uint64_t nacks;               /* NACKs for this reporter */
+    uint64_t nacks_held_off;      /* NACKs ignored within the hold-off of the same one */
+    uint64_t unrecoverable_nacks; /* numbers NACKed no longer kept */
+    uint64_t bad_nacks;           /* malformed or foreign datagrams on the NACK socket */
+    uint64_t tail_probes;         /* tail-probe resends */
+};
+
+/**
+ * The newest `cap` datagrams, consecutive in sequence number, in caller memory (`cap` slots;
+ * 0 slots for a reporter that is not retransmittable: every NACKed number is then counted
+ * unrecoverable). `seq_mask` is 0xFFFFFFFF for native numbers, 0xFF for the prototype's.
+ */
+struct dta_retransmit {
+    struct dta_retransmit_slot *slots;
+    size_t cap;
+    size_t head;   /* slot the next datagram goes to */
+    size_t filled; /* slots holding datagrams */
+    uint32_t next_seq; /* number after the newest kept */
+    uint32_t seq_mask;
+    uint32_t holdoff_ms;
+    int has_last_nack;
+    uint32_t last_nack_seq;
+    uint64_t last_nack_ms;
+    struct dta_retransmit_stats stats;
+};
+
+/** Sends one datagram for a resend; returns >= 0, or < 0 to stop and pass the error on. */
+typedef int (*dta_send_fn)(void *ctx, const uint8_t *buf, size_t len);
+
+/**
+ * Initialises a ring over `slots[0 .. cap)` (may be NULL with cap 0). prototype: 8-bit
+ * numbers. The hold-off starts at DTA_DEFAULT_NACK_HOLDOFF_MS.
+ */
+static inline int dta_retransmit_init(struct dta_retransmit *rt, struct dta_retransmit_slot *slots,
+                                      size_t cap, int prototype)
+{
+    if (rt == NULL || (slots == NULL && cap != 0)) return DTA_ERR_NULL;
+    memset(rt, 0, sizeof *rt);
+    rt->slots = slots;
+    rt->cap = cap;
+    rt->seq_mask = prototype ? 0xFFu : 0xFFFFFFFFu;
+    rt->holdoff_ms = DTA_DEFAULT_NACK_HOLDOFF_MS;
+    return DTA_OK;
+}
+
+/**
+ * Records datagram `seq` (just sent) as the newest. A number not following the newest
+ * restarts the ring (kept datagrams must be consecutive). DTA_ERR_NO_SPACE when longer than
+ * DTA_MAX_DATAGRAM (nothing kept).
+ */
+static inline int dta_retransmit_push(struct dta_retransmit *rt, uint32_t seq, const uint8_t *buf,
+                                      size_t len)
+{
+    if (rt == NULL || buf == NULL) return DTA_ERR_NULL;
+    if (len > DTA_MAX_DATAGRAM) return DTA_ERR_NO_SPACE;
+    seq &= rt->seq_mask;
+    if (rt->filled > 0 && seq != rt->next_seq) rt->filled = 0;
+    rt->next_seq = (seq + 1u) & rt->seq_mask;
+    rt->stats.datagrams += 1;
+    if (rt->cap == 0) return DTA_OK;
+    memcpy(rt->slots[rt->head].bytes, buf, len);
+    rt->slots[rt->head].len = len;
+    rt->head = (rt->head + 1) % rt->cap;
+    if (rt->filled < rt->cap) rt->filled += 1;
+    return DTA_OK;
+}
+
+/* How far back `seq` is from the next number: 0 = not sent yet (or ahead). */
+static inline size_t dta__retransmit_back(const struct dta_retransmit *rt, uint32_t seq)
+{
+    uint32_t back = (rt->next_seq - seq) & rt->seq_mask;
+    if (back == 0 || (uint64_t)back > ((uint64_t)rt->seq_mask + 1u) / 2u) return 0;
+    return back;
+}
+
+/* The `back`-th newest kept datagram (1 = newest), resent and counted. */
+static inline int dta__retransmit_resend(struct dta_retransmit *rt, size_t back, dta_send_fn send,
+                                         void *ctx)
+{
+    const struct dta_retransmit_slot *s = &rt->slots[(rt->head + rt->cap - back) % rt->cap];
+    int rc = send(ctx, s->bytes, s->len);
+    if (rc < 0) return rc;
+    rt->stats.retransmissions += 1;
+    return DTA_OK;
+}
+
+/* 1 when a NACK for `seq` repeats the last honoured one within the hold-off (counted). */
+static inline int dta__retransmit_held_off(struct dta_retransmit *rt, uint32_t seq, uint64_t now_ms)
+{
+    if (rt->has_last_nack && rt->last_nack_seq == seq && now_ms >= rt->last_nack_ms &&
+        now_ms - rt->last_nack_ms < rt->holdoff_ms) {
+        rt->stats.nacks_held_off += 1;
+        return 1;
+    }
+    rt->has_last_nack = 1;
+    rt->last_nack_seq = seq;
+    rt->last_nack_ms = now_ms;
+    return 0;
+}
+
+/**
+ * Resends what a parsed native NACK (already checked to be this reporter's, without a
+ * Sketch-Merge body) names: `seq`, then each bitmap number, those still kept. Returns the
+ * number resent, or a negative send error.
+ */
+static inline int dta_on_nack(struct dta_retransmit *rt, const struct dta_native_nack *n,
+                              uint64_t now_ms, dta_send_fn send, void *ctx)
+{
+    int resent = 0, rc;
+    unsigned i;
+    if (rt == NULL || n == NULL || send == NULL) return DTA_ERR_NULL;
+    rt->stats.nacks += 1;
+    if (n->missing == 0 && dta__retransmit_back(rt, n->seq) == 0) return 0; /* nothing missing */
+    if (dta__retransmit_held_off(rt, n->seq, now_ms)) return 0;
+    for (i = 0; i <= 64; i++) {
+        uint32_t seq;
+        size_t back;
+        if (i > 0 && ((n->missing >> (i - 1)) & 1u) == 0) continue;
+        seq = n->seq + i; /* i = 0: seq; bit i-1: seq + 1 + (i - 1) */
+        back = dta__retransmit_back(rt, seq);
+        if (back == 0) continue; /* not sent yet */
+        if (back > rt->filled) {
+            rt->stats.unrecoverable_nacks += 1;
+            continue;
+        }
+        rc = dta__retransmit_resend(rt, back, send, ctx);
+        if (rc < 0) return rc;
+        resent++;
+    }
+    return resent;
+}
+
+/**
+ * Prototype NACK (N bit set): resends every kept datagram from `seqnum` to the newest
+ * (go-back-N). Returns the number resent, or a negative send error.
+ */
+static inline int dta_on_proto_nack(struct dta_retransmit *rt, uint8_t seqnum, uint64_t now_ms,
+                                    dta_send_fn send, void *ctx)
+{
+    size_t back, k;
+    int rc;
+    if (rt == NULL || send == NULL) return DTA_ERR_NULL;
+    rt->stats.nacks += 1;
+    back = dta__retransmit_back(rt, seqnum);
+    if (back == 0) return 0;
+    if (back > rt->filled) {
+        rt->stats.unrecoverable_nacks += 1;
+        return 0;
+    }
+    if (dta__retransmit_held_off(rt, seqnum, now_ms)) return 0;
+    for (k = back; k >= 1; k--) {
+        rc = dta__retransmit_resend(rt, k, send, ctx);
+        if (rc < 0) return rc;
+    }
+    return (int)back;
+}
+
+/** Resends the newest kept datagram once (one tail probe). Returns 1, 0 if none, or < 0. */
+static inline int dta_tail_probe(struct dta_retransmit *rt, dta_send_fn send, void *ctx)
+{
+    int rc;
+    if (rt == NULL || send == NULL) return DTA_ERR_NULL;
+    if (rt->filled == 0) return 0;
+    rc = send(ctx, rt->slots[(rt->head + rt->cap - 1) % rt->cap].bytes,
+              rt->slots[(rt->head + rt->cap - 1) % rt->cap].len);
+    if (rc < 0) return rc;
+    rt->stats.tail_probes += 1;
+    return 1;
+}
+
+/** One limited priority's token bucket, in thousandths of a datagram. */
+struct dta_bucket {
+    uint32_t rate;
+    uint64_t tokens;
+    uint64_t last_ms;
+};
+
+/** The limits of the last congestion notice, and what they refused. */
+struct dta_governor {
+    int limited;
+    uint64_t until_ms;
+    struct dta_bucket low, medium;
+    uint64_t notices;    /* notices for this reporter obeyed */
+    uint64_t suppressed; /* datagrams dta_may_send() refused */
+};
+
+/** No limits. */
+static inline void dta_governor_init(struct dta_governor *g)
+{
+    if (g != NULL) memset(g, 0, sizeof *g);
+}
+
+static inline uint64_t dta__bucket_capacity(uint32_t rate)
+{
+    uint64_t c = (uint64_t)rate * 10u; /* 10 ms of the rate */
+    return c < 1000u ? 1000u : c;      /* at least one datagram */
+}
+
+static inline void dta__bucket_start(struct dta_bucket *b, uint32_t rate, uint64_t now_ms)
+{
+    b->rate = rate;
+    b->tokens = dta__bucket_capacity(rate);
+    b->last_ms = now_ms;
+}
+
+static inline int dta__bucket_take(struct dta_bucket *b, uint64_t now_ms)
+{
+    uint64_t elapsed, cap;
+    if (b->rate == 0) return 0;
+    if (b->rate == DTA_RATE_UNLIMITED) return 1;
+    elapsed = now_ms > b->last_ms ? now_ms - b->last_ms : 0;
+    if (elapsed > 1000u) elapsed = 1000u; /* a full bucket never needs more; bounds the product */
+    cap = dta__bucket_capacity(b->rate);
+    b->tokens += (uint64_t)b->rate * elapsed;
+    if (b->tokens > cap) b->tokens = cap;
+    if (now_ms > b->last_ms) b->last_ms = now_ms;
+    if (b->tokens < 1000u) return 0;
+    b->tokens -= 1000u;
+    return 1;
+}
+
+/** Obeys a parsed notice (already checked to be this reporter's), received at now_ms. */
+static inline void dta_on_notice(struct dta_governor *g, const struct dta_notice *n, uint64_t now_ms)
+{
+    if (g == NULL || n == NULL) return;
+    g->notices += 1;
+    if (n->hold_ms == 0) {
+        g->limited = 0;
+        return;
+    }
+    g->limited = 1;
+    g->until_ms = now_ms + n->hold_ms;
+    dta__bucket_start(&g->low, n->low_rate, now_ms);
+    dta__bucket_start(&g->medium, n->medium_rate, now_ms);
+}
+
+/**
+ * May a datagram of `priority` be sent at now_ms? 1: yes (its token taken); 0: no, counted
+ * in `suppressed`: drop it without using a sequence number. Never blocks.
+ */
+static inline int dta_may_send(struct dta_governor *g, enum dta_priority priority, uint64_t now_ms)
+{
+    int ok;
+    if (g == NULL) return 1;
+    if (g->limited && now_ms >= g->until_ms) g->limited = 0;
+    if (!g->limited || priority == DTA_PRIORITY_HIGH) return 1;
+    ok = dta__bucket_take(priority == DTA_PRIORITY_LOW ? &g->low : &g->medium, now_ms);
+    if (!ok) g->suppressed += 1;
+    return ok;
+}
+
+/**
+ * Handles one datagram received on the NACK socket: a native NACK for `reporter_id`
+ * (dta_on_nack; a Sketch-Merge NACK is copied to *sketch when sketch is not NULL and
+ * returns 0), a notice for it (dta_on_notice), or, for a prototype ring (seq_mask 0xFF), a
+ * prototype NACK. Anything else, or another reporter's, is counted in bad_nacks. Returns
+ * the number resent or a negative send error. g may be NULL (notices then counted bad).
+ */
+static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor *g,
+                                 uint32_t reporter_id, const uint8_t *buf, size_t len,
+                                 uint64_t now_ms, dta_send_fn send, void *ctx,
+                                 struct dta_native_nack *sketch)
+{
+    struct dta_native_nack n;
+    struct dta_notice c;
+    if (rt == NULL || buf == NULL || send == NULL) return DTA_ERR_NULL;
+    if (rt->seq_mask == 0xFFu) {
+        struct dta_proto_nack p;
+        if (dta_proto_nack_parse(buf, len, &p) != DTA_OK) {
+            rt->stats.bad_nacks += 1;
+            return 0;
+        }
+        return p.nack ? dta_on_proto_nack(rt, p.seqnum, now_ms, send, ctx) : 0;
+    }
+    if (dta_native_nack_parse(buf, len, &n) == DTA_OK && n.reporter_id == reporter_id) {
+        if (n.has_sketch) {
+            rt->stats.nacks += 1;
+            if (sketch != NULL) *sketch = n;
+            return 0;
+        }
+        return dta_on_nack(rt, &n, now_ms, send, ctx);
+    }
+    if (g != NULL && dta_notice_parse(buf, len, &c) == DTA_OK && c.reporter_id == reporter_id) {
+        dta_on_notice(g, &c, now_ms);
+        return 0;
+    }
+    rt->stats.bad_nacks += 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Tiny UDP sender                                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -735,6 +1075,140 @@ static inline void dta_reporter_close(struct dta_reporter *r)
         close(r->fd);
         r->fd = -1;
     }
+}
+
+
+/* ---- Loss and congestion over sockets ----------------------------------- */
+
+/** Milliseconds on the monotonic clock (for dta_on_control, dta_may_send). */
+static inline uint64_t dta_now_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/**
+ * Opens the socket the translator's NACKs and notices arrive on: UDP bound on the
+ * wildcard address of `family` (AF_INET or AF_INET6), `port` (DTA_NACK_PORT normally; 0 for
+ * an ephemeral one). Returns DTA_OK with *fd set, or DTA_ERR_SOCKET (errno set).
+ */
+static inline int dta_nack_open(int *fd, int family, uint16_t port)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int s;
+    if (fd == NULL) return DTA_ERR_NULL;
+    *fd = -1;
+    memset(&ss, 0, sizeof ss);
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(port);
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        len = sizeof *a;
+    }
+    s = socket(ss.ss_family, SOCK_DGRAM, 0);
+    if (s < 0) return DTA_ERR_SOCKET;
+    if (bind(s, (struct sockaddr *)&ss, len) != 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return DTA_ERR_SOCKET;
+    }
+    *fd = s;
+    return DTA_OK;
+}
+
+/** dta_send_fn over a struct dta_reporter (ctx). */
+static inline int dta_reporter_send_fn(void *ctx, const uint8_t *buf, size_t len)
+{
+    return dta_send((struct dta_reporter *)ctx, buf, len);
+}
+
+/**
+ * Sends a built native datagram and keeps it in `rt` for resending (rt may be NULL for a
+ * reporter that is not retransmittable). Returns the bytes sent or an error.
+ */
+static inline int dta_send_native_kept(struct dta_reporter *r, struct dta_retransmit *rt,
+                                       const struct dta_native_builder *b)
+{
+    int rc = dta_send_native(r, b);
+    if (rc >= 0 && rt != NULL) {
+        int k = dta_retransmit_push(rt, dta_get_u32(b->buf + 8), b->buf, b->len);
+        if (k < 0) return k;
+    }
+    return rc;
+}
+
+/**
+ * Waits up to timeout_ms (0: does not wait) for datagrams on nack_fd and handles each with
+ * dta_on_control for r's reporter id, resending through r. Returns the datagrams handled,
+ * or a negative error (DTA_ERR_SOCKET with errno).
+ */
+static inline int dta_poll_control(struct dta_reporter *r, int nack_fd, struct dta_retransmit *rt,
+                                   struct dta_governor *g, int timeout_ms)
+{
+    uint8_t buf[64];
+    int handled = 0;
+    if (r == NULL || rt == NULL) return DTA_ERR_NULL;
+    for (;;) {
+        struct pollfd p;
+        ssize_t n;
+        int rc;
+        p.fd = nack_fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        rc = poll(&p, 1, handled == 0 ? timeout_ms : 0);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc < 0) return DTA_ERR_SOCKET;
+        if (rc == 0) return handled;
+        n = recv(nack_fd, buf, sizeof buf, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == ECONNREFUSED)) continue;
+        if (n < 0) return DTA_ERR_SOCKET;
+        handled++;
+        rc = dta_on_control(rt, g, r->reporter_id, buf, (size_t)n, dta_now_ms(),
+                            dta_reporter_send_fn, r, NULL);
+        if (rc < 0) return rc;
+    }
+}
+
+/**
+ * The tail probe at the end of a retransmittable run: `probes` times, handle NACKs for
+ * interval_ms, then resend the newest kept datagram (defaults DTA_DEFAULT_TAIL_PROBES,
+ * DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS). nack_fd < 0: no NACK socket (only waits). Returns the
+ * probes sent or a negative error.
+ */
+static inline int dta_reporter_tail_probe(struct dta_reporter *r, int nack_fd,
+                                          struct dta_retransmit *rt, struct dta_governor *g,
+                                          unsigned probes, unsigned interval_ms)
+{
+    unsigned i;
+    int sent = 0;
+    if (r == NULL || rt == NULL) return DTA_ERR_NULL;
+    if (rt->filled == 0) return 0;
+    for (i = 0; i < probes; i++) {
+        uint64_t end = dta_now_ms() + interval_ms;
+        int rc;
+        for (;;) {
+            uint64_t now = dta_now_ms();
+            if (now >= end) break;
+            if (nack_fd >= 0) {
+                rc = dta_poll_control(r, nack_fd, rt, g, (int)(end - now));
+                if (rc < 0) return rc;
+            } else {
+                poll(NULL, 0, (int)(end - now));
+            }
+        }
+        rc = dta_tail_probe(rt, dta_reporter_send_fn, r);
+        if (rc < 0) return rc;
+        sent += rc;
+    }
+    return sent;
 }
 
 #endif /* DTA_NO_SOCKETS */

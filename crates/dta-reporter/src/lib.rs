@@ -4,7 +4,8 @@
 //! protocol
 //! (one report per datagram) or the native protocol (many per datagram, packed into a buffer
 //! allocated once), numbers datagrams, keeps the last ones of a retransmittable reporter and
-//! resends them go-back-N on a NACK from the translator. [`SketchSender`] sends a sketch column
+//! resends the datagrams a NACK from the translator names (selective repeat; go-back-N for the
+//! prototype's NACK), probes the tail of a run, and obeys congestion notices ([`flow`]). [`SketchSender`] sends a sketch column
 //! by column and restarts from a NACKed column. [`loadgen`] is the load generator behind
 //! `dta report`: token-bucket pacing in batches, uniform or Zipf keys from a seed, and data
 //! derived from the key ([`keys`]) so tests can check what the collector stored. Hashing and
@@ -13,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod flow;
 pub mod keys;
 pub mod loadgen;
 pub mod pacing;
@@ -22,6 +24,6 @@ pub mod reporter;
 pub mod sketch;
 
 pub use reporter::{
-    Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
+    Clock, Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };
 pub use sketch::{ColumnSource, HllColumns, SketchOutcome, SketchSender};

@@ -241,6 +241,8 @@ pub struct LoadStats {
     pub nacks: u64,
     /// Datagrams refused by the kernel (lost).
     pub send_errors: u64,
+    /// Datagrams not sent because a congestion notice's limit was reached.
+    pub suppressed: u64,
     /// From the first report to the end of the flush (and linger).
     pub elapsed: Duration,
     /// Sketch-Merge: what the sketch sender did.
@@ -516,6 +518,7 @@ fn stats(
         retransmissions: now.retransmissions - before.retransmissions,
         nacks: now.nacks - before.nacks,
         send_errors: now.send_errors - before.send_errors,
+        suppressed: now.suppressed - before.suppressed,
         elapsed,
         sketch,
     }

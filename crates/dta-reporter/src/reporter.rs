@@ -1,8 +1,7 @@
-// Size: the reporter speaks both protocols and keeps the go-back-N retransmission buffer they
-// share.
 //! The reporter: builds DTA reports into datagrams and sends them over UDP ([DTA §3] "reporters
-//! ... generate telemetry reports"), with per-datagram sequence numbers and NACK-driven
-//! retransmission ([DTA §5.2], [DTA-draft §3.2]).
+//! ... generate telemetry reports"), with per-datagram sequence numbers, NACK-driven
+//! retransmission ([DTA §5.2], [DTA-draft §3.2]) and congestion notices obeyed
+//! ([DTA-draft §3.2] "Telemetry Flow Control & Prioritization").
 //!
 //! * **Prototype** protocol: one report per datagram. The long base header carries the low
 //!   byte of the reporter's sequence number (`seqnum u8`); the short one carries none, so a
@@ -12,25 +11,40 @@
 //!   [`Reporter::flush`] is called. Nothing is allocated per report: the datagram is built in a
 //!   buffer allocated once.
 //!
-//! **Retransmission** (go-back-N, matching the translator's sequence tracking): a
-//! retransmittable reporter keeps its last `retransmit_buffer` datagrams in a ring. A NACK names
-//! the sequence number the translator expects next; the reporter resends every kept datagram
-//! from that number to its newest, byte for byte. NACKs arrive on a separate, unconnected UDP
-//! socket bound on `nack_port` (default [`NACK_PORT`], 40044, where the translator sends them);
-//! it is polled without blocking every [`NACK_POLL_EVERY`] datagrams, by
-//! [`Reporter::poll_nacks`], and by [`Reporter::linger`] which waits for late NACKs at the end of
-//! a run. A NACK for the same number as the last honoured one within `nack_holdoff` is ignored:
-//! the translator repeats a NACK while datagrams sent before the retransmission keep arriving,
-//! and resending the window for each repeat would multiply the traffic. A NACK for a number
-//! older than the ring is counted in `unrecoverable_nacks`. Sketch-Merge NACKs (a native NACK
-//! with a sketch body, [DTA-draft §3.1]) are not handled here: they are kept for
-//! [`crate::sketch::SketchSender`] to take with [`Reporter::take_sketch_nack`].
+//! **Retransmission**: a retransmittable reporter keeps its last `retransmit_buffer` datagrams
+//! in a ring. A native NACK names the missing datagram `seq` and a bitmap of further missing
+//! ones; the reporter resends exactly those it still keeps, byte for byte (selective repeat,
+//! [`crate::flow`]). A prototype NACK names the number the translator expects next; the
+//! reporter resends every kept datagram from it to the newest (go-back-N). NACKs arrive on a
+//! separate, unconnected UDP socket bound on `nack_port` (default [`NACK_PORT`], 40044, where
+//! the translator sends them); it is polled without blocking every [`NACK_POLL_EVERY`]
+//! datagrams, by [`Reporter::poll_nacks`], and by [`Reporter::linger`] which waits for late
+//! NACKs at the end of a run. A NACK for the same number as the last honoured one within
+//! `nack_holdoff` is ignored: the translator repeats a NACK while datagrams sent before the
+//! retransmission keep arriving. A named number older than the ring is counted in
+//! `unrecoverable_nacks`. Sketch-Merge NACKs (a native NACK with a sketch body,
+//! [DTA-draft §3.1]) are not handled here: they are kept for [`crate::sketch::SketchSender`] to
+//! take with [`Reporter::take_sketch_nack`].
+//!
+//! **Tail probe**: a lost last datagram leaves no gap the translator could see, so at the end
+//! of a retransmittable run ([`Reporter::linger`], [`Reporter::close`]) the newest datagram is
+//! resent `tail_probes` times, `tail_probe_interval` apart, while NACKs are handled. (Not on
+//! every [`Reporter::flush`]: flush ends each batch, and probing there would stall the sender.)
+//!
+//! **Congestion notices** (native kind 2) arrive on the NACK socket too: for their `hold_ms` a
+//! datagram of a limited priority over its token bucket ([`crate::flow::Governor`]) is not
+//! sent, takes no sequence number, and is counted in `suppressed`; sending never blocks.
+//! Retransmissions and tail probes answer the translator and are not limited.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_wire::native::{self, HeaderRepr, Kind, SketchNack};
+
+use crate::flow::{self, Governor, Named};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Priority, Report, NACK_PORT};
 
@@ -58,7 +72,8 @@ pub struct ReporterConfig {
     pub destination: SocketAddr,
     /// The protocol.
     pub protocol: Protocol,
-    /// Native datagram priority (the prototype carries none). Default `Medium`.
+    /// Native datagram priority (the prototype carries none). Default
+    /// [`flow::DEFAULT_PRIORITY`] (medium).
     pub priority: Priority,
     /// Keep datagrams and resend them on a NACK. Default false. Needs the long base header with
     /// the prototype.
@@ -73,10 +88,18 @@ pub struct ReporterConfig {
     /// a NACK socket rather than failing.
     pub nack_port: Option<u16>,
     /// Datagrams kept for retransmission (at most 128 with the prototype, whose sequence
-    /// number is 8 bits). Default 1024.
+    /// number is 8 bits). Default [`flow::DEFAULT_RETRANSMIT_BUFFER`] (256).
     pub retransmit_buffer: usize,
     /// Ignore a repeated NACK for the same sequence number within this time. Default 10 ms.
     pub nack_holdoff: Duration,
+    /// Times the newest datagram is resent at the end of a retransmittable run (0: none).
+    /// Default [`flow::DEFAULT_TAIL_PROBES`] (2).
+    pub tail_probes: u32,
+    /// Spacing of the tail probes. Default 10 ms.
+    pub tail_probe_interval: Duration,
+    /// The clock congestion notices and NACK hold-offs are timed with. Default
+    /// [`Clock::System`].
+    pub clock: Clock,
     /// Local address to send from. Default: unspecified, of the destination's family.
     pub bind: Option<IpAddr>,
 }
@@ -87,14 +110,49 @@ impl ReporterConfig {
         ReporterConfig {
             destination,
             protocol,
-            priority: Priority::Medium,
+            priority: flow::DEFAULT_PRIORITY,
             retransmittable: false,
             max_datagram: DEFAULT_MAX_DATAGRAM,
             max_reports_per_datagram: u8::MAX,
             nack_port: Some(NACK_PORT),
-            retransmit_buffer: 1024,
-            nack_holdoff: Duration::from_millis(10),
+            retransmit_buffer: flow::DEFAULT_RETRANSMIT_BUFFER,
+            nack_holdoff: flow::DEFAULT_NACK_HOLDOFF,
+            tail_probes: flow::DEFAULT_TAIL_PROBES,
+            tail_probe_interval: flow::DEFAULT_TAIL_PROBE_INTERVAL,
+            clock: Clock::System,
             bind: None,
+        }
+    }
+}
+
+/// Milliseconds for the reporter's timing (congestion-notice holds and buckets, NACK hold-off).
+#[derive(Debug, Clone, Default)]
+pub enum Clock {
+    /// Real time since the reporter was created.
+    #[default]
+    System,
+    /// Whatever the shared value says: scripted time for tests and the behaviour vectors
+    /// (`spec/vectors/reporter.json`). Set it with [`Clock::set`].
+    Manual(Arc<AtomicU64>),
+}
+
+impl Clock {
+    /// A manual clock at 0 ms.
+    pub fn manual() -> Clock {
+        Clock::Manual(Arc::new(AtomicU64::new(0)))
+    }
+
+    /// Set a manual clock to `ms` (no-op for the system clock).
+    pub fn set(&self, ms: u64) {
+        if let Clock::Manual(a) = self {
+            a.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    fn now_ms(&self, start: Instant) -> u64 {
+        match self {
+            Clock::System => start.elapsed().as_millis() as u64,
+            Clock::Manual(a) => a.load(Ordering::Relaxed),
         }
     }
 }
@@ -136,9 +194,19 @@ pub struct ReporterStats {
     pub nacks: u64,
     /// NACKs ignored within the hold-off of the same NACK.
     pub nacks_held_off: u64,
-    /// NACKs naming a sequence number no longer kept.
+    /// Sequence numbers NACKed that are no longer kept (or, for a prototype NACK, NACKs
+    /// reaching back further than the ring).
     pub unrecoverable_nacks: u64,
-    /// Malformed or foreign datagrams on the NACK socket.
+    /// Times the newest datagram was resent by the tail probe.
+    pub tail_probes: u64,
+    /// Congestion notices for this reporter received.
+    pub notices: u64,
+    /// Datagrams not sent because a congestion notice's limit was reached.
+    pub suppressed: u64,
+    /// Reports in those datagrams.
+    pub suppressed_reports: u64,
+    /// Malformed or foreign datagrams on the NACK socket (NACKs and notices for another
+    /// reporter id included).
     pub bad_nacks: u64,
     /// Datagrams the kernel refused (e.g. ICMP port unreachable: `ECONNREFUSED`); lost.
     pub send_errors: u64,
@@ -203,8 +271,11 @@ pub struct Reporter {
     ring: RetransmitRing,
     stats: ReporterStats,
     sketch_nack: Option<SketchNack>,
-    last_nack: Option<(u32, Instant)>,
+    /// The last NACK honoured: its number and when (clock ms).
+    last_nack: Option<(u32, u64)>,
     since_poll: u32,
+    governor: Governor,
+    start: Instant,
 }
 
 impl Reporter {
@@ -270,6 +341,8 @@ impl Reporter {
             sketch_nack: None,
             last_nack: None,
             since_poll: 0,
+            governor: Governor::new(),
+            start: Instant::now(),
         })
     }
 
@@ -483,6 +556,10 @@ impl Reporter {
         s.nacks += other.nacks;
         s.nacks_held_off += other.nacks_held_off;
         s.unrecoverable_nacks += other.unrecoverable_nacks;
+        s.tail_probes += other.tail_probes;
+        s.notices += other.notices;
+        s.suppressed += other.suppressed;
+        s.suppressed_reports += other.suppressed_reports;
         s.bad_nacks += other.bad_nacks;
         s.send_errors += other.send_errors;
     }
@@ -511,8 +588,20 @@ impl Reporter {
         Ok(())
     }
 
-    /// Send `buf[..len]` as the datagram `next_seq`, keep it if retransmittable.
+    /// Milliseconds on the configured clock.
+    fn now_ms(&self) -> u64 {
+        self.cfg.clock.now_ms(self.start)
+    }
+
+    /// Send `buf[..len]` as the datagram `next_seq`, keep it if retransmittable; or, over a
+    /// congestion notice's limit, drop it (counted, no sequence number used).
     fn send_buf(&mut self, len: usize, reports: u64) -> Result<(), ReportError> {
+        let now = self.now_ms();
+        if !self.governor.admit(self.cfg.priority, now) {
+            self.stats.suppressed += 1;
+            self.stats.suppressed_reports += reports;
+            return self.count_toward_poll();
+        }
         let bytes = &self.buf[..len];
         match self.socket.send(bytes) {
             Ok(_) => {}
@@ -527,6 +616,12 @@ impl Reporter {
         self.stats.datagrams += 1;
         self.stats.reports += reports;
         self.stats.bytes += len as u64;
+        self.count_toward_poll()
+    }
+
+    /// Poll the NACK socket every [`NACK_POLL_EVERY`] datagrams (sent or suppressed: a
+    /// suppressed reporter must still see the notice that lifts the limit).
+    fn count_toward_poll(&mut self) -> Result<(), ReportError> {
         self.since_poll += 1;
         if self.since_poll >= NACK_POLL_EVERY {
             self.poll_nacks()?;
@@ -534,8 +629,8 @@ impl Reporter {
         Ok(())
     }
 
-    /// Handle every NACK waiting on the NACK socket, without blocking. Returns how many
-    /// datagrams were received on it.
+    /// Handle every NACK or notice waiting on the NACK socket, without blocking. Returns how
+    /// many datagrams were received on it.
     pub fn poll_nacks(&mut self) -> io::Result<usize> {
         self.since_poll = 0;
         let mut handled = 0;
@@ -547,7 +642,7 @@ impl Reporter {
             match s.recv(&mut b) {
                 Ok(n) => {
                     handled += 1;
-                    self.handle_nack(&b[..n])?;
+                    self.handle_control(&b[..n])?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(handled),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -576,7 +671,7 @@ impl Reporter {
         s.set_nonblocking(true)?;
         match r {
             Ok(n) => {
-                self.handle_nack(&b[..n])?;
+                self.handle_control(&b[..n])?;
                 Ok(1 + self.poll_nacks()?)
             }
             Err(e)
@@ -594,10 +689,47 @@ impl Reporter {
         }
     }
 
-    /// Flush, then keep handling NACKs until `quiet` passes with none arriving (at most
-    /// `max` in all): the end of a retransmittable run. Returns the NACK datagrams received.
-    pub fn linger(&mut self, quiet: Duration, max: Duration) -> Result<usize, ReportError> {
+    /// Handle NACKs (and notices) for `d`, however many arrive, until `d` has passed.
+    fn serve_nacks_for(&mut self, d: Duration) -> io::Result<()> {
+        let end = Instant::now() + d;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            if self.wait_nack(left)? == 0 && self.nack_socket.is_none() {
+                std::thread::sleep(left);
+            }
+        }
+    }
+
+    /// Flush, then the tail probe: resend the newest kept datagram `tail_probes` times, each
+    /// after `tail_probe_interval` of handling NACKs (a lost last datagram leaves no gap the
+    /// translator could NACK; the receiver drops the copies it already has). A no-op for a
+    /// reporter that is not retransmittable or has sent nothing. Returns the probes sent.
+    pub fn tail_probe(&mut self) -> Result<u32, ReportError> {
         self.flush()?;
+        if !self.cfg.retransmittable || self.ring.filled == 0 {
+            return Ok(0);
+        }
+        for _ in 0..self.cfg.tail_probes {
+            self.serve_nacks_for(self.cfg.tail_probe_interval)?;
+            match self.socket.send(self.ring.get(1)) {
+                Ok(_) => self.stats.tail_probes += 1,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.stats.send_errors += 1
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(self.cfg.tail_probes)
+    }
+
+    /// Flush, tail-probe (retransmittable), then keep handling NACKs until `quiet` passes with
+    /// none arriving (at most `max` in all): the end of a retransmittable run. Returns the
+    /// NACK datagrams received after the probe.
+    pub fn linger(&mut self, quiet: Duration, max: Duration) -> Result<usize, ReportError> {
+        self.tail_probe()?;
         let end = Instant::now() + max;
         let mut total = 0;
         loop {
@@ -613,19 +745,29 @@ impl Reporter {
         }
     }
 
+    /// End the run: flush, tail-probe (retransmittable), and take an ICMP port unreachable
+    /// for the last datagrams (see [`Reporter::take_refused`]). Returns the counters.
+    pub fn close(mut self) -> Result<ReporterStats, ReportError> {
+        self.tail_probe()?;
+        self.take_refused()?;
+        Ok(self.stats)
+    }
+
     /// The last Sketch-Merge NACK received, if not taken yet.
     pub fn take_sketch_nack(&mut self) -> Option<SketchNack> {
         self.sketch_nack.take()
     }
 
-    fn handle_nack(&mut self, b: &[u8]) -> io::Result<()> {
+    /// Handle one datagram received from the translator on the NACK socket: a NACK (resend
+    /// what it names), a congestion notice (obey it), or anything else (counted `bad_nacks`).
+    /// For callers that receive the translator's datagrams themselves.
+    pub fn handle_control(&mut self, b: &[u8]) -> io::Result<()> {
+        let now = self.now_ms();
         match self.cfg.protocol {
             Protocol::Prototype(_) => match prototype::NackRepr::parse(b) {
                 Ok(n) if n.nack => {
                     self.stats.nacks += 1;
-                    // 8-bit sequence space: how far back from the next number.
-                    let back = (self.next_seq as u8).wrapping_sub(n.seqnum) as usize;
-                    self.resend(n.seqnum as u32, back)
+                    self.go_back_n(n.seqnum as u32, now)
                 }
                 Ok(_) => Ok(()),
                 Err(_) => {
@@ -633,15 +775,23 @@ impl Reporter {
                     Ok(())
                 }
             },
-            Protocol::Native { reporter_id } => match native::NackRepr::parse(b) {
-                Ok(n) if n.reporter_id == reporter_id => {
-                    self.stats.nacks += 1;
-                    if let Some(s) = n.sketch {
-                        self.sketch_nack = Some(s);
-                        return Ok(());
+            Protocol::Native { reporter_id } => match native::Datagram::parse(b) {
+                Ok(d) if d.header.reporter_id == reporter_id => {
+                    if let Some(n) = d.nack() {
+                        self.stats.nacks += 1;
+                        if let Some(s) = n.sketch {
+                            self.sketch_nack = Some(s);
+                            return Ok(());
+                        }
+                        self.selective(&n, now)
+                    } else if let Some(notice) = d.notice() {
+                        self.stats.notices += 1;
+                        self.governor.on_notice(&notice, now);
+                        Ok(())
+                    } else {
+                        self.stats.bad_nacks += 1;
+                        Ok(())
                     }
-                    let back = self.next_seq.wrapping_sub(n.seq) as usize;
-                    self.resend(n.seq, back)
                 }
                 _ => {
                     self.stats.bad_nacks += 1;
@@ -651,32 +801,66 @@ impl Reporter {
         }
     }
 
-    /// Go-back-N: resend the `back` newest datagrams (from sequence number `seq` on).
-    fn resend(&mut self, seq: u32, back: usize) -> io::Result<()> {
-        if back == 0 {
-            // The translator expects the datagram not sent yet: nothing is missing.
-            return Ok(());
-        }
-        if !self.cfg.retransmittable || back > self.ring.filled {
-            self.stats.unrecoverable_nacks += 1;
-            return Ok(());
-        }
-        let now = Instant::now();
+    /// Whether a NACK for `seq` repeats the last honoured one within the hold-off (counted);
+    /// otherwise it becomes the last honoured one.
+    fn held_off(&mut self, seq: u32, now: u64) -> bool {
         if let Some((s, at)) = self.last_nack {
-            if s == seq && now.duration_since(at) < self.cfg.nack_holdoff {
+            let holdoff = self.cfg.nack_holdoff.as_millis() as u64;
+            if s == seq && now >= at && now - at < holdoff {
                 self.stats.nacks_held_off += 1;
-                return Ok(());
+                return true;
             }
         }
         self.last_nack = Some((seq, now));
-        for k in (1..=back).rev() {
-            match self.socket.send(self.ring.get(k)) {
-                Ok(_) => self.stats.retransmissions += 1,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    self.stats.send_errors += 1
-                }
-                Err(e) => return Err(e),
+        false
+    }
+
+    /// Native NACK: resend `seq` and every bitmap number still kept, in that order.
+    fn selective(&mut self, n: &native::NackRepr, now: u64) -> io::Result<()> {
+        if flow::named(n.seq, self.next_seq, self.ring.filled, 1 << 32) == Named::Ahead
+            && n.missing == 0
+        {
+            // The translator expects the datagram not sent yet: nothing is missing.
+            return Ok(());
+        }
+        if self.held_off(n.seq, now) {
+            return Ok(());
+        }
+        for seq in n.missing_seqs() {
+            match flow::named(seq, self.next_seq, self.ring.filled, 1 << 32) {
+                Named::Kept(back) => self.resend_one(back)?,
+                Named::Gone => self.stats.unrecoverable_nacks += 1,
+                Named::Ahead => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Prototype NACK: resend every kept datagram from `seqnum` (8 bits) to the newest.
+    fn go_back_n(&mut self, seqnum: u32, now: u64) -> io::Result<()> {
+        let back = match flow::named(seqnum, self.next_seq, self.ring.filled, 1 << 8) {
+            Named::Kept(back) => back,
+            Named::Gone => {
+                self.stats.unrecoverable_nacks += 1;
+                return Ok(());
+            }
+            Named::Ahead => return Ok(()),
+        };
+        if self.held_off(seqnum, now) {
+            return Ok(());
+        }
+        for k in (1..=back).rev() {
+            self.resend_one(k)?;
+        }
+        Ok(())
+    }
+
+    /// Resend the `back`-th newest kept datagram.
+    fn resend_one(&mut self, back: usize) -> io::Result<()> {
+        match self.socket.send(self.ring.get(back)) {
+            Ok(_) => self.stats.retransmissions += 1,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.stats.send_errors += 1,
+            Err(e) => return Err(e),
         }
         Ok(())
     }

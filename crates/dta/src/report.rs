@@ -214,6 +214,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
+    if stats.suppressed > 0 {
+        eprintln!(
+            "warning: {} datagrams were not sent: the translator's congestion notices limited \
+             this priority (their reports are not in the counts above)",
+            stats.suppressed
+        );
+    }
     if stats.send_errors > 0 {
         eprintln!(
             "error: {} of {} datagrams to {} were refused (nothing listens there: ICMP port \
@@ -278,6 +285,7 @@ fn combine(all: &[LoadStats]) -> LoadStats {
         retransmissions: sum(|s| s.retransmissions),
         nacks: sum(|s| s.nacks),
         send_errors: sum(|s| s.send_errors),
+        suppressed: sum(|s| s.suppressed),
         elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
         sketch: None,
     }
@@ -350,6 +358,7 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
         retransmissions: 0,
         nacks: 0,
         send_errors: 0,
+        suppressed: 0,
         elapsed,
         sketch: None,
     };

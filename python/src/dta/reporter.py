@@ -10,29 +10,123 @@
   configured ``base_header`` ("short" or "long"; the long header carries an 8-bit seqnum,
   incremented per datagram).
 
-When ``retransmittable=True`` the reporter keeps the last ``window`` datagrams it sent and
-``handle_nack(payload)`` resends those from the sequence number a NACK names ([DTA §5.2]: the
-translator "generate[s] a DTA NACK which is bounced back to the reporter").
+Loss and congestion, the same behaviour as the Rust reporter (``dta_reporter::flow``) and the
+C header, played from the same vectors (``spec/vectors/reporter.json``):
+
+* A ``retransmittable`` reporter keeps its last ``retransmit_buffer`` datagrams. A native
+  NACK names ``seq`` and a bitmap of further missing numbers; each one still kept is resent,
+  ``seq`` first (selective repeat); a number no longer kept is counted
+  (``unrecoverable_nacks``), one not sent yet ignored. A prototype NACK resends from its
+  seqnum to the newest (go-back-N). A repeat of the NACK for the same number within
+  ``nack_holdoff_ms`` is ignored. ([DTA-draft §3.2]: "A detected loss will trigger
+  NACK-generation at the translator, which informs the reporter that the data should be
+  re-sent".)
+* A congestion notice for this reporter limits low and medium priority for its ``hold_ms``:
+  one token bucket each, holding at most 10 ms of its rate and at least one datagram,
+  starting full, refilled continuously, in thousandths of a datagram; rate 0 pauses,
+  ``RATE_UNLIMITED`` does not limit, high priority is never limited, a newer notice replaces
+  the older, ``hold_ms`` 0 lifts the limits. A datagram over the limit is not sent, takes no
+  sequence number and is counted (``suppressed``); sending never blocks.
+* The tail probe: ``close()`` / ``linger()`` / ``tail_probe()`` of a retransmittable reporter
+  resend the newest datagram ``tail_probes`` times, ``tail_probe_interval_ms`` apart, handling
+  NACKs meanwhile (a lost last datagram leaves no gap the translator could NACK).
+
+NACKs and notices arrive on a UDP socket bound on ``nack_port`` (default ``NACK_PORT``, where
+the translator sends them; 0: an ephemeral port; None: none, and the caller passes what it
+receives to ``handle_control``). When the port is taken and the reporter is not
+retransmittable, it runs without one. The socket is polled without blocking every
+``NACK_POLL_EVERY`` datagrams, by ``poll_nacks()``, and while lingering.
 
 ``send_reports(reports, host, port)`` is the one-call helper: it sends a list of report dicts
 (the schema of ``spec/vectors`` and of ``dta.decode``) and returns the datagrams it sent.
 """
 
 import collections
+import errno
+import select
 import socket
+import time
 
 from ._native import (
     DEFAULT_REDUNDANCY,
     DTA_PORT,
     MAX_REDUNDANCY,
+    NACK_PORT,
     DatagramFull,
     NativeDatagram,
+    WireError,
     decode_native_nack,
+    decode_notice,
     decode_prototype_nack,
     encode_prototype,
 )
 
 _SEQ_MASK = 0xFFFFFFFF
+
+# The defaults of every reporter: the Rust crate's ``dta_reporter::flow`` constants
+# (tests check both against spec/vectors/reporter.json "defaults").
+DEFAULT_PRIORITY = "medium"
+DEFAULT_RETRANSMIT_BUFFER = 256
+DEFAULT_TAIL_PROBES = 2
+DEFAULT_TAIL_PROBE_INTERVAL_MS = 10
+DEFAULT_NACK_HOLDOFF_MS = 10
+# docs/protocol.md "Congestion notice (kind 2)": a rate of 2**32 - 1 means no limit.
+RATE_UNLIMITED = 0xFFFFFFFF
+# The NACK socket is polled (non-blocking) once every this many datagrams.
+NACK_POLL_EVERY = 64
+# The prototype's 8-bit seqnum: at most half its space kept, so a NACK is never ambiguous.
+_PROTOTYPE_MAX_KEPT = 128
+
+
+class _Bucket:
+    """A token bucket in thousandths of a datagram (see the module doc)."""
+
+    def __init__(self, rate, now_ms):
+        self.rate = rate
+        self.capacity = max(1000, rate * 10)
+        self.tokens = self.capacity
+        self.last_ms = now_ms
+
+    def take(self, now_ms):
+        if self.rate == 0:
+            return False
+        if self.rate == RATE_UNLIMITED:
+            return True
+        elapsed = min(max(now_ms - self.last_ms, 0), 1000)
+        self.tokens = min(self.tokens + self.rate * elapsed, self.capacity)
+        self.last_ms = max(self.last_ms, now_ms)
+        if self.tokens >= 1000:
+            self.tokens -= 1000
+            return True
+        return False
+
+
+class _Governor:
+    """The limits of the last congestion notice."""
+
+    def __init__(self):
+        self.until_ms = None
+        self.buckets = {}
+
+    def on_notice(self, notice, now_ms):
+        if notice["hold_ms"] == 0:
+            self.until_ms = None
+            return
+        self.until_ms = now_ms + notice["hold_ms"]
+        self.buckets = {"low": _Bucket(notice["low_rate"], now_ms),
+                        "medium": _Bucket(notice["medium_rate"], now_ms)}
+
+    def admit(self, priority, now_ms):
+        if self.until_ms is None or now_ms >= self.until_ms:
+            self.until_ms = None
+            return True
+        if priority == "high":
+            return True
+        return self.buckets[priority].take(now_ms)
+
+
+def _monotonic_ms():
+    return int(time.monotonic() * 1000)
 
 
 def _check_redundancy(redundancy):
@@ -42,38 +136,76 @@ def _check_redundancy(redundancy):
 
 
 class Reporter:
-    """Sends DTA reports over UDP. Use as a context manager to flush and close."""
+    """Sends DTA reports over UDP. Use as a context manager to flush, tail-probe and close.
+
+    ``clock`` returns milliseconds on a monotonic clock (default ``time.monotonic``); the
+    behaviour vectors pass a scripted one. ``stats`` holds the counters, named as the Rust
+    reporter's ``ReporterStats``."""
 
     def __init__(self, host="127.0.0.1", port=DTA_PORT, *, protocol="native", base_header="short",
-                 reporter_id=0, priority="low", retransmittable=False, max_datagram=1472,
-                 seq=0, window=1024):
+                 reporter_id=0, priority=DEFAULT_PRIORITY, retransmittable=False,
+                 max_datagram=1472, seq=0, retransmit_buffer=DEFAULT_RETRANSMIT_BUFFER,
+                 nack_port=NACK_PORT, nack_holdoff_ms=DEFAULT_NACK_HOLDOFF_MS,
+                 tail_probes=DEFAULT_TAIL_PROBES,
+                 tail_probe_interval_ms=DEFAULT_TAIL_PROBE_INTERVAL_MS, clock=_monotonic_ms):
         if protocol not in ("native", "prototype"):
             raise ValueError(f"protocol must be 'native' or 'prototype', not {protocol!r}")
         if base_header not in ("short", "long"):
             raise ValueError(f"base_header must be 'short' or 'long', not {base_header!r}")
+        if priority not in ("low", "medium", "high"):
+            raise ValueError(f"priority must be 'low', 'medium' or 'high', not {priority!r}")
         if protocol == "prototype" and retransmittable and base_header != "long":
             raise ValueError("prototype retransmission needs base_header='long' (the short "
                              "header has no seqnum)")
-        if window < 1:
-            raise ValueError("window must be at least 1")
+        if retransmit_buffer < 1:
+            raise ValueError("retransmit_buffer must be at least 1")
         self.protocol = protocol
         self.base_header = base_header
         self.retransmittable = bool(retransmittable)
         self.reporter_id = reporter_id
-        self.window = window
+        self.priority = priority
+        self.retransmit_buffer = (min(retransmit_buffer, _PROTOTYPE_MAX_KEPT)
+                                  if protocol == "prototype" else retransmit_buffer)
+        self.nack_holdoff_ms = nack_holdoff_ms
+        self.tail_probes = tail_probes
+        self.tail_probe_interval_ms = tail_probe_interval_ms
+        self._clock = clock
+        # Every datagram put on the wire, resends and probes included.
         self.sent_datagrams = 0
         self.sent_bytes = 0
+        self.stats = dict.fromkeys(
+            ("datagrams", "reports", "bytes", "retransmissions", "nacks", "nacks_held_off",
+             "unrecoverable_nacks", "tail_probes", "notices", "suppressed",
+             "suppressed_reports", "bad_nacks"), 0)
+        self._governor = _Governor()
+        self._last_nack = None  # (seq, ms) of the last NACK honoured
+        self._sketch_nack = None
+        self._since_poll = 0
         infos = socket.getaddrinfo(host, port, 0, socket.SOCK_DGRAM)
         family, _, _, _, self._addr = infos[0]
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        self._nack_sock = None
+        if nack_port is not None:
+            ns = socket.socket(family, socket.SOCK_DGRAM)
+            try:
+                ns.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", nack_port))
+                ns.setblocking(False)
+                self._nack_sock = ns
+            except OSError as e:
+                ns.close()
+                if e.errno != errno.EADDRINUSE or self.retransmittable:
+                    self._sock.close()
+                    raise
         self._sent = collections.OrderedDict()  # seq -> datagram, oldest first
         if protocol == "native":
             self._dgram = NativeDatagram(priority, self.retransmittable, reporter_id,
                                          seq & _SEQ_MASK, max_datagram)
             self._seq = seq & _SEQ_MASK
+            self._mask = _SEQ_MASK
         else:
             self._dgram = None
             self._seq = seq & 0xFF
+            self._mask = 0xFF
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -87,25 +219,51 @@ class Reporter:
         """Reports batched and not yet sent (native protocol; always 0 for the prototype)."""
         return self._dgram.count if self._dgram is not None else 0
 
-    def _send(self, seq, payload):
+    @property
+    def nack_addr(self):
+        """The (host, port) NACKs are received on, or None without a NACK socket."""
+        return self._nack_sock.getsockname() if self._nack_sock is not None else None
+
+    def _wire(self, payload):
         self._sock.sendto(payload, self._addr)
         self.sent_datagrams += 1
         self.sent_bytes += len(payload)
+
+    def _send(self, payload, reports):
+        """Send ``payload`` as datagram ``next_seq`` and advance it; or, over a congestion
+        notice's limit, drop it (counted). Returns whether it was sent."""
+        if not self._governor.admit(self.priority, self._clock()):
+            self.stats["suppressed"] += 1
+            self.stats["suppressed_reports"] += reports
+            self._count_toward_poll()
+            return False
+        self._wire(payload)
+        self.stats["datagrams"] += 1
+        self.stats["reports"] += reports
+        self.stats["bytes"] += len(payload)
         if self.retransmittable:
-            self._sent[seq] = payload
-            self._sent.move_to_end(seq)
-            while len(self._sent) > self.window:
+            self._sent[self._seq] = payload
+            self._sent.move_to_end(self._seq)
+            while len(self._sent) > self.retransmit_buffer:
                 self._sent.popitem(last=False)
+        self._seq = (self._seq + 1) & self._mask
+        self._count_toward_poll()
+        return True
+
+    def _count_toward_poll(self):
+        self._since_poll += 1
+        if self._since_poll >= NACK_POLL_EVERY:
+            self.poll_nacks()
 
     def flush(self):
-        """Send the batched native datagram, if any. Returns the bytes sent (0 if none)."""
+        """Send the batched native datagram, if any. Returns the bytes sent (0 if none, or
+        when a congestion notice suppressed it)."""
         if self._dgram is None or self._dgram.count == 0:
             return 0
         payload = self._dgram.to_bytes()
-        self._send(self._seq, payload)
-        self._seq = (self._seq + 1) & _SEQ_MASK
+        sent = self._send(payload, self._dgram.count)
         self._dgram.clear(self._seq)
-        return len(payload)
+        return len(payload) if sent else 0
 
     def _native(self, method, *args, **kwargs):
         try:
@@ -122,12 +280,12 @@ class Reporter:
             opcode, base_header=self.base_header,
             seqnum=self._seq if long else None,
             retransmittable=self.retransmittable if long else False, **fields)
-        self._send(self._seq, payload)
-        if long:
-            self._seq = (self._seq + 1) & 0xFF
+        self._send(payload, 1)
+        if not long:
+            self._seq = 0
         return len(payload)
 
-    # -- primitives ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]) ----------------------------------------
+    # -- primitives ([DTA §4]; Sketch-Merge: [DTA-draft §3.1]) -------------------------------
 
     def key_write(self, key, data, redundancy=DEFAULT_REDUNDANCY, immediate=False):
         """Key-Write ``data`` under ``key`` in ``redundancy`` slots (default: the stores'
@@ -183,40 +341,160 @@ class Reporter:
         r["opcode"] = op
         return self._native("add", r)
 
-    # -- NACKs -------------------------------------------------------------------------------
+    # -- NACKs, notices, the tail probe -----------------------------------------------------
 
-    def handle_nack(self, payload):
-        """Resend the kept datagrams from the sequence number a NACK names. Returns how many
-        were resent (0 for a NACK addressed to another reporter, or with the N bit clear)."""
-        if self._dgram is not None:
-            nack = decode_native_nack(payload)
-            if nack["reporter_id"] != self.reporter_id:
+    def handle_control(self, payload):
+        """Handle one datagram from the translator's NACK port: a NACK (resend what it names),
+        a congestion notice (obey it), anything else or another reporter's (counted
+        ``bad_nacks``). Returns how many datagrams were resent."""
+        now = self._clock()
+        if self._dgram is None:
+            try:
+                nack = decode_prototype_nack(payload)
+            except WireError:
+                self.stats["bad_nacks"] += 1
                 return 0
-            start, mask = nack["seq"], _SEQ_MASK
-        else:
-            nack = decode_prototype_nack(payload)
             if not nack["nack"]:
                 return 0
-            start, mask = nack["seqnum"], 0xFF
-        # Datagrams sent at or after `start` (wrapping), oldest first.
-        distance_to_next = (self._seq - start) & mask
-        resend = [p for s, p in self._sent.items() if ((s - start) & mask) < distance_to_next]
-        for p in resend:
-            self._sock.sendto(p, self._addr)
-            self.sent_datagrams += 1
-            self.sent_bytes += len(p)
-        return len(resend)
+            self.stats["nacks"] += 1
+            return self._go_back_n(nack["seqnum"], now)
+        kind = payload[0] & 0x0F if payload else None
+        try:
+            msg = decode_notice(payload) if kind == 2 else decode_native_nack(payload)
+        except WireError:
+            msg = None
+        if msg is None or msg["reporter_id"] != self.reporter_id:
+            self.stats["bad_nacks"] += 1
+            return 0
+        if kind == 2:
+            self.stats["notices"] += 1
+            self._governor.on_notice(msg, now)
+            return 0
+        self.stats["nacks"] += 1
+        if msg["sketch"] is not None:
+            self._sketch_nack = msg["sketch"]
+            return 0
+        return self._selective(msg["seq"], msg["missing"], now)
+
+    def take_sketch_nack(self):
+        """The last Sketch-Merge NACK's ``{"sketch_id", "column", "epoch"}``, once."""
+        s, self._sketch_nack = self._sketch_nack, None
+        return s
+
+    def _back(self, seq):
+        """How far back ``seq`` is from the next number; 0: not sent yet (or ahead)."""
+        back = (self._seq - seq) & self._mask
+        return 0 if back > (self._mask + 1) // 2 else back
+
+    def _held_off(self, seq, now):
+        if self._last_nack is not None:
+            s, at = self._last_nack
+            if s == seq and 0 <= now - at < self.nack_holdoff_ms:
+                self.stats["nacks_held_off"] += 1
+                return True
+        self._last_nack = (seq, now)
+        return False
+
+    def _resend(self, seq):
+        self._wire(self._sent[seq])
+        self.stats["retransmissions"] += 1
+
+    def _selective(self, seq, missing, now):
+        if not missing and self._back(seq) == 0:
+            return 0  # the translator expects the datagram not sent yet: nothing missing
+        if self._held_off(seq, now):
+            return 0
+        resent = 0
+        for s in [seq] + list(missing):
+            s &= self._mask
+            if self._back(s) == 0:
+                continue
+            if s in self._sent:
+                self._resend(s)
+                resent += 1
+            else:
+                self.stats["unrecoverable_nacks"] += 1
+        return resent
+
+    def _go_back_n(self, seqnum, now):
+        back = self._back(seqnum)
+        if back == 0:
+            return 0
+        if back > len(self._sent):
+            self.stats["unrecoverable_nacks"] += 1
+            return 0
+        if self._held_off(seqnum, now):
+            return 0
+        for k in range(back, 0, -1):
+            self._resend((self._seq - k) & self._mask)
+        return back
+
+    def poll_nacks(self, timeout=0.0):
+        """Handle what waits on the NACK socket, waiting up to ``timeout`` seconds for the
+        first datagram. Returns how many datagrams were received."""
+        self._since_poll = 0
+        if self._nack_sock is None:
+            return 0
+        handled = 0
+        while True:
+            wait = timeout if handled == 0 else 0
+            if wait > 0 and not select.select([self._nack_sock], [], [], wait)[0]:
+                return handled
+            try:
+                payload = self._nack_sock.recv(65535)
+            except (BlockingIOError, InterruptedError, ConnectionRefusedError):
+                return handled
+            handled += 1
+            self.handle_control(payload)
+
+    def _serve_nacks_for(self, seconds):
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self._nack_sock is None:
+                time.sleep(left)
+            else:
+                self.poll_nacks(left)
+
+    def tail_probe(self):
+        """Flush, then resend the newest kept datagram ``tail_probes`` times, each after
+        ``tail_probe_interval_ms`` of handling NACKs. A no-op for a reporter that is not
+        retransmittable or has sent nothing. Returns the probes sent."""
+        self.flush()
+        if not self.retransmittable or not self._sent:
+            return 0
+        newest = next(reversed(self._sent.values()))
+        for _ in range(self.tail_probes):
+            self._serve_nacks_for(self.tail_probe_interval_ms / 1000)
+            self._wire(newest)
+            self.stats["tail_probes"] += 1
+        return self.tail_probes
+
+    def linger(self, quiet=0.05, max_wait=1.0):
+        """Flush, tail-probe, then handle NACKs until ``quiet`` seconds pass with none (at
+        most ``max_wait`` in all). Returns the NACK datagrams received after the probe."""
+        self.tail_probe()
+        end = time.monotonic() + max_wait
+        total = 0
+        while (left := end - time.monotonic()) > 0:
+            n = self.poll_nacks(min(quiet, left))
+            if n == 0:
+                break
+            total += n
+        return total
 
     # -- lifetime ----------------------------------------------------------------------------
 
     def close(self):
-        """Flush and close the socket."""
+        """Flush, tail-probe (retransmittable) and close the sockets."""
         if self._sock is not None:
             try:
-                self.flush()
+                self.tail_probe()
             finally:
                 self._sock.close()
                 self._sock = None
+                if self._nack_sock is not None:
+                    self._nack_sock.close()
+                    self._nack_sock = None
 
     def __enter__(self):
         return self
@@ -228,8 +506,9 @@ class Reporter:
 
 def send_reports(reports, host="127.0.0.1", port=DTA_PORT, **options):
     """Send report dicts (``opcode`` and the fields of spec/vectors) with a fresh ``Reporter``
-    (``options`` are its keyword arguments); returns the number of datagrams sent."""
+    (``options`` are its keyword arguments); returns the number of datagrams sent (first
+    transmissions: not the resends or tail probes of a retransmittable reporter)."""
     with Reporter(host, port, **options) as r:
         for report in reports:
             r.add(report)
-    return r.sent_datagrams
+    return r.stats["datagrams"]
