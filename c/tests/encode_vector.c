@@ -16,7 +16,8 @@
  *       postcarding    IMM KEYHEX HOP PATH_LEN VALUE
  *       sketch_merge   IMM SKETCH_ID COLUMN EPOCH DATAHEX
  *   encode_vector proto-nack HEX    -> "seqnum=N nack=0|1"
- *   encode_vector native-nack HEX   -> "reporter_id=N seq=N sketch=none|ID,COLUMN,EPOCH"
+ *   encode_vector native-nack HEX   -> "reporter_id=N seq=N sketch=none|ID,COLUMN,EPOCH missing=HEX16"
+ *   encode_vector notice HEX        -> "reporter_id=N hold_ms=N low_rate=N medium_rate=N"
  *
  * Numbers are decimal (or 0x-prefixed hex). On error it prints
  * "error: <reason>" to stderr and exits 2 (usage errors exit 64).
@@ -223,9 +224,25 @@ static int cmd_native_nack(int argc, char **argv)
     if (rc < 0) fail(rc);
     printf("reporter_id=%lu seq=%lu ", (unsigned long)n.reporter_id, (unsigned long)n.seq);
     if (n.has_sketch)
-        printf("sketch=%u,%u,%lu\n", (unsigned)n.sketch_id, (unsigned)n.column, (unsigned long)n.epoch);
+        printf("sketch=%u,%u,%lu", (unsigned)n.sketch_id, (unsigned)n.column, (unsigned long)n.epoch);
     else
-        printf("sketch=none\n");
+        printf("sketch=none");
+    printf(" missing=%016llx\n", (unsigned long long)n.missing);
+    return 0;
+}
+
+static int cmd_notice(int argc, char **argv)
+{
+    uint8_t buf[256];
+    struct dta_notice n;
+    size_t len;
+    int rc;
+    need(argc, 2, 1);
+    len = unhex(argv[2], buf, sizeof buf);
+    rc = dta_notice_parse(buf, len, &n);
+    if (rc < 0) fail(rc);
+    printf("reporter_id=%lu hold_ms=%lu low_rate=%lu medium_rate=%lu\n", (unsigned long)n.reporter_id,
+           (unsigned long)n.hold_ms, (unsigned long)n.low_rate, (unsigned long)n.medium_rate);
     return 0;
 }
 
@@ -236,6 +253,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "native") == 0) return cmd_native(argc, argv);
     if (strcmp(argv[1], "proto-nack") == 0) return cmd_proto_nack(argc, argv);
     if (strcmp(argv[1], "native-nack") == 0) return cmd_native_nack(argc, argv);
+    if (strcmp(argv[1], "notice") == 0) return cmd_notice(argc, argv);
     usage("unknown command");
     return 64;
 }

@@ -132,8 +132,38 @@ def test_prototype_nack(encoder, v):
 def test_native_nack(encoder, v):
     s = v["sketch"]
     sketch = "none" if s is None else f"{s['sketch_id']},{s['column']},{s['epoch']}"
-    want = f"reporter_id={v['reporter_id']} seq={v['seq']} sketch={sketch}"
+    bitmap = 0
+    for m in v["missing"]:
+        bitmap |= 1 << ((m - v["seq"] - 1) % (1 << 32))
+    want = f"reporter_id={v['reporter_id']} seq={v['seq']} sketch={sketch} missing={bitmap:016x}"
     assert encode(encoder, "native-nack", v["hex"]) == want
+
+
+ALL_NOTICES = NATIVE["notices"] + IND_NATIVE["notices"]
+
+
+@pytest.mark.parametrize("v", ALL_NOTICES, ids=lambda v: v["name"])
+def test_notice(encoder, v):
+    want = (f"reporter_id={v['reporter_id']} hold_ms={v['hold_ms']} low_rate={v['low_rate']} "
+            f"medium_rate={v['medium_rate']}")
+    assert encode(encoder, "notice", v["hex"]) == want
+
+
+INVALID_NOTICES = [v for v in INVALID["vectors"] if v["name"].startswith("native_notice_")]
+
+
+@pytest.mark.parametrize("v", INVALID_NOTICES, ids=lambda v: v["name"])
+def test_invalid_notice(encoder, v):
+    p = run(encoder, "notice", v["hex"])
+    assert p.returncode == 2, p.stdout
+    assert p.stderr.strip() == f"error: {v['error']}"
+
+
+def test_notice_is_not_a_nack(encoder):
+    p = run(encoder, "native-nack", ALL_NOTICES[0]["hex"])
+    assert p.stderr.strip() == "error: unknown_kind"
+    p = run(encoder, "notice", ALL_NATIVE_NACKS[0]["hex"])
+    assert p.stderr.strip() == "error: unknown_kind"
 
 
 def _nack_shaped(v):

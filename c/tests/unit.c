@@ -248,8 +248,15 @@ static void test_native_nack(void)
     tmp[0] = 0x21;
     CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_VERSION);
     tmp[0] = 0x11;
-    tmp[2] = 2;
+    tmp[2] = 3;
     CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_COUNT);
+    tmp[2] = 2; /* a missing bitmap needs 8 more bytes */
+    CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_TRUNCATED);
+    tmp[0] = 0x12; /* a congestion notice is not a NACK */
+    CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_KIND);
+    tmp[0] = 0x13;
+    CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_KIND);
+    tmp[0] = 0x11;
     tmp[2] = 0;
     tmp[1] = 0xC0;
     CHECK_EQ(dta_native_nack_parse(tmp, 12, &n), DTA_ERR_PRIORITY);

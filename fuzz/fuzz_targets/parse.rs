@@ -54,6 +54,11 @@ fuzz_target!(|data: &[u8]| {
         let len = n.emit(&mut out).unwrap();
         assert_eq!(native::NackRepr::parse(&out[..len]), Ok(n));
     }
+    if let Ok(c) = native::NoticeRepr::parse(data) {
+        let mut out = [0u8; native::NOTICE_LEN];
+        let len = c.emit(&mut out).unwrap();
+        assert_eq!(native::NoticeRepr::parse(&out[..len]), Ok(c));
+    }
     if let Ok(n) = prototype::NackRepr::parse(data) {
         let mut out = [0u8; 2];
         n.emit(&mut out).unwrap();

@@ -272,15 +272,28 @@ fn decode_prototype_nack<'py>(
     Ok(d)
 }
 
-/// Encode a native NACK (kind 1): `sketch` is None or `(sketch_id, column, epoch)`.
+/// Encode a native NACK (kind 1): `sketch` is None or `(sketch_id, column, epoch)`; `missing`
+/// the further missing sequence numbers, each 1..=64 after `seq` (not with `sketch`).
 #[pyfunction]
-#[pyo3(signature = (reporter_id, seq, sketch=None))]
+#[pyo3(signature = (reporter_id, seq, sketch=None, missing=Vec::new()))]
 fn encode_native_nack<'py>(
     py: Python<'py>,
     reporter_id: u32,
     seq: u32,
     sketch: Option<(u16, u16, u32)>,
+    missing: Vec<u32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let mut bitmap = 0u64;
+    for m in missing {
+        let d = m.wrapping_sub(seq);
+        if !(1..=native::MISSING_BITS).contains(&d) {
+            return Err(PyValueError::new_err(format!(
+                "missing sequence number {m} is not 1..={} after seq {seq}",
+                native::MISSING_BITS
+            )));
+        }
+        bitmap |= 1 << (d - 1);
+    }
     let repr = native::NackRepr {
         reporter_id,
         seq,
@@ -289,13 +302,44 @@ fn encode_native_nack<'py>(
             column,
             epoch,
         }),
+        missing: bitmap,
     };
     let mut buf = [0u8; native::HEADER_LEN + native::SKETCH_NACK_LEN];
     let n = repr.emit(&mut buf).map_err(|e| wire_err(py, e, ""))?;
     Ok(PyBytes::new(py, &buf[..n]))
 }
 
-/// Decode a native NACK to `{"reporter_id", "seq", "sketch": None | {...}}`.
+/// Encode a congestion notice (kind 2): for `hold_ms` the reporter sends at most `low_rate` /
+/// `medium_rate` datagrams per second of those priorities (0: pause, 2**32 - 1: no limit).
+#[pyfunction]
+fn encode_notice<'py>(
+    py: Python<'py>,
+    reporter_id: u32,
+    hold_ms: u32,
+    low_rate: u32,
+    medium_rate: u32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut buf = [0u8; native::NOTICE_LEN];
+    let n = native::NoticeRepr {
+        reporter_id,
+        hold_ms,
+        low_rate,
+        medium_rate,
+    }
+    .emit(&mut buf)
+    .map_err(|e| wire_err(py, e, ""))?;
+    Ok(PyBytes::new(py, &buf[..n]))
+}
+
+/// Decode a congestion notice to `{"reporter_id", "hold_ms", "low_rate", "medium_rate"}`.
+#[pyfunction]
+fn decode_notice<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let b = bytes_of(buf, "buf")?;
+    let n = native::NoticeRepr::parse(&b).map_err(|e| wire_err(py, e, ""))?;
+    json_to_py(py, &dta_wire::notice_to_json(&n))
+}
+
+/// Decode a native NACK to `{"reporter_id", "seq", "sketch": None | {...}, "missing": [...]}`.
 #[pyfunction]
 fn decode_native_nack<'py>(
     py: Python<'py>,
@@ -746,6 +790,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_prototype_nack, m)?)?;
     m.add_function(wrap_pyfunction!(encode_native_nack, m)?)?;
     m.add_function(wrap_pyfunction!(decode_native_nack, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_notice, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(native_report_len, m)?)?;
     m.add_class::<NativeDatagram>()?;

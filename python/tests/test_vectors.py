@@ -113,12 +113,31 @@ def test_prototype_nacks(v):
 @pytest.mark.parametrize("v", NATIVE["nacks"] + IND_NATIVE["nacks"], ids=lambda v: v["name"])
 def test_native_nacks(v):
     b = bytes.fromhex(v["hex"])
-    want = {"reporter_id": v["reporter_id"], "seq": v["seq"], "sketch": v["sketch"]}
+    want = {"reporter_id": v["reporter_id"], "seq": v["seq"], "sketch": v["sketch"],
+            "missing": v["missing"]}
     assert dta.decode_native_nack(b) == want
     assert dta.decode(b)["nack"] == want
     s = v["sketch"]
     sketch = None if s is None else (s["sketch_id"], s["column"], s["epoch"])
-    assert dta.encode_native_nack(v["reporter_id"], v["seq"], sketch) == b
+    assert dta.encode_native_nack(v["reporter_id"], v["seq"], sketch, v["missing"]) == b
+
+
+def test_native_nack_bitmap_is_bounded():
+    with pytest.raises(ValueError, match="not 1..=64 after seq"):
+        dta.encode_native_nack(1, 10, None, [75])
+    with pytest.raises(ValueError, match="not 1..=64 after seq"):
+        dta.encode_native_nack(1, 10, None, [10])
+
+
+@pytest.mark.parametrize("v", NATIVE["notices"] + IND_NATIVE["notices"], ids=lambda v: v["name"])
+def test_notices(v):
+    b = bytes.fromhex(v["hex"])
+    want = {k: v[k] for k in ("reporter_id", "hold_ms", "low_rate", "medium_rate")}
+    assert dta.decode_notice(b) == want
+    assert dta.decode(b)["notice"] == want
+    assert dta.decode(b)["header"]["kind"] == "notice"
+    assert dta.encode_notice(*(v[k] for k in ("reporter_id", "hold_ms", "low_rate",
+                                              "medium_rate"))) == b
 
 
 @pytest.mark.parametrize("v", INVALID["vectors"], ids=lambda v: v["name"])

@@ -154,14 +154,30 @@ def native_vector(name, priority, retransmittable, reporter_id, seq, reports):
     }
 
 
-def native_nack(name, reporter_id, seq, sketch):
-    """[DTA wire] "NACK (kind 1)": the header with kind 1, Pri 0, R 0, count 0 or 1, then
-    sketch_id u16 | column u16 | epoch u32 when count = 1."""
-    raw = native_header(1, "low", False, 0 if sketch is None else 1, reporter_id, seq)
+def native_nack(name, reporter_id, seq, sketch, missing=()):
+    """[DTA wire] "NACK (kind 1)": the header with kind 1, Pri 0, R 0, count 0, 1 or 2, then
+    sketch_id u16 | column u16 | epoch u32 when count = 1, or the missing bitmap u64 when
+    count = 2 (bit i set: seq + 1 + i is missing too)."""
+    count = 1 if sketch is not None else 2 if missing else 0
+    raw = native_header(1, "low", False, count, reporter_id, seq)
     if sketch is not None:
         raw += struct.pack("!HHI", sketch["sketch_id"], sketch["column"], sketch["epoch"])
+    elif missing:
+        bitmap = 0
+        for m in missing:
+            bitmap |= 1 << ((m - seq - 1) % (1 << 32))
+        raw += struct.pack("!Q", bitmap)
     return {"name": name, "hex": raw.hex(), "reporter_id": reporter_id, "seq": seq,
-            "sketch": sketch}
+            "sketch": sketch, "missing": list(missing)}
+
+
+def native_notice(name, reporter_id, hold_ms, low_rate, medium_rate):
+    """[DTA wire] "Congestion notice (kind 2)": the header with kind 2, Pri 0, R 0, count 1,
+    seq 0, then hold_ms u32 | low_rate u32 | medium_rate u32."""
+    raw = native_header(2, "low", False, 1, reporter_id, 0)
+    raw += struct.pack("!III", hold_ms, low_rate, medium_rate)
+    return {"name": name, "hex": raw.hex(), "reporter_id": reporter_id, "hold_ms": hold_ms,
+            "low_rate": low_rate, "medium_rate": medium_rate}
 
 
 FIVE_TUPLE = "c0a80001" "c0a80002" "1f90" "01bb" "11"  # 192.168.0.1 -> .2, UDP 8080 -> 443
@@ -190,8 +206,14 @@ def native_file():
         native_nack("ind_nack_plain", 0x0A000001, 2, None),
         native_nack("ind_nack_sketch", 5, 7, {"sketch_id": 0x0102, "column": 0x0305,
                                                "epoch": 0x05060708}),
+        native_nack("ind_nack_missing", 6, 0xFFFFFFF0, None,
+                    [0xFFFFFFF2, 0xFFFFFFFF, 0x00000000, 0x0000002F]),
     ]
-    return {"generator": GENERATOR, "vectors": v, "nacks": nacks}
+    notices = [
+        native_notice("ind_notice_pause_both", 0x0A000001, 500, 0, 0),
+        native_notice("ind_notice_lower_low", 2, 30000, 1000, 0xFFFFFFFF),
+    ]
+    return {"generator": GENERATOR, "vectors": v, "nacks": nacks, "notices": notices}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,6 +128,12 @@ static inline uint16_t dta_get_u16(const uint8_t *p)
     return (uint16_t)(((uint16_t)p[0] << 8) | p[1]);
 }
 
+static inline uint32_t dta_get_u32(const uint8_t *p);
+static inline uint64_t dta_get_u64(const uint8_t *p)
+{
+    return ((uint64_t)dta_get_u32(p) << 32) | dta_get_u32(p + 4);
+}
+
 static inline uint32_t dta_get_u32(const uint8_t *p)
 {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -319,6 +325,7 @@ static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dt
 #define DTA_NATIVE_VERSION 1
 #define DTA_NATIVE_KIND_REPORTS 0
 #define DTA_NATIVE_KIND_NACK 1
+#define DTA_NATIVE_KIND_NOTICE 2
 #define DTA_NATIVE_HEADER_LEN 12
 #define DTA_NATIVE_REPORT_HEADER_LEN 4
 #define DTA_NATIVE_MAX_REPORTS 255
@@ -328,6 +335,10 @@ static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dt
 #define DTA_NATIVE_MAX_DATA 64
 #define DTA_NATIVE_NACK_LEN 12
 #define DTA_NATIVE_NACK_SKETCH_LEN 20
+#define DTA_NATIVE_NACK_MISSING_LEN 20
+#define DTA_NATIVE_NOTICE_LEN 24
+/** A congestion notice's rate meaning "no limit". */
+#define DTA_RATE_UNLIMITED 0xFFFFFFFFu
 
 enum dta_priority { DTA_PRIORITY_LOW = 0, DTA_PRIORITY_MEDIUM = 1, DTA_PRIORITY_HIGH = 2 };
 
@@ -512,50 +523,98 @@ static inline int dta_native_sketch_merge(struct dta_native_builder *b, int imme
     return (int)(DTA_NATIVE_REPORT_HEADER_LEN + 8 + data_len);
 }
 
-/** Native NACK (kind 1): the sequence number expected next, optionally a sketch column. */
+/**
+ * Native NACK (kind 1): the translator is missing datagram `seq`, and each
+ * `seq + 1 + i` whose bit `1 << i` is set in `missing`; the reporter resends
+ * each it still keeps. Or (count 1) the Sketch-Merge column to resend from.
+ */
 struct dta_native_nack {
     uint32_t reporter_id;
-    uint32_t seq;        /* sequence number the translator expects next */
+    uint32_t seq;        /* the (first) missing sequence number */
     int has_sketch;      /* count == 1: a Sketch-Merge body follows */
     uint16_t sketch_id;  /* valid when has_sketch */
     uint16_t column;
     uint32_t epoch;
+    uint64_t missing;    /* count == 2: bit i set = seq + 1 + i missing too; else 0 */
 };
+
+/* Header checks shared by the NACK and notice parsers, in dta-wire's order:
+ * DTA_ERR_VERSION, DTA_ERR_TRUNCATED, DTA_ERR_KIND (kind > 2),
+ * DTA_ERR_PRIORITY, DTA_ERR_KIND (not `kind`). */
+static inline int dta__native_control_header(const uint8_t *buf, size_t len, unsigned kind)
+{
+    if (len < 1) return DTA_ERR_TRUNCATED;
+    if ((buf[0] >> 4) != DTA_NATIVE_VERSION) return DTA_ERR_VERSION;
+    if (len < DTA_NATIVE_HEADER_LEN) return DTA_ERR_TRUNCATED;
+    if ((buf[0] & 0x0Fu) > DTA_NATIVE_KIND_NOTICE) return DTA_ERR_KIND;
+    if ((buf[1] >> 6) == 3) return DTA_ERR_PRIORITY;
+    if ((buf[0] & 0x0Fu) != kind) return DTA_ERR_KIND;
+    return DTA_OK;
+}
 
 /**
  * Parses a native NACK. Errors, checked in this order: DTA_ERR_VERSION,
- * DTA_ERR_TRUNCATED (shorter than the header), DTA_ERR_KIND (kind > 1),
- * DTA_ERR_PRIORITY, DTA_ERR_KIND (kind 0: reports, not a NACK),
- * DTA_ERR_COUNT (count > 1), DTA_ERR_TRUNCATED / DTA_ERR_TRAILING (body
- * length). Reserved bits are ignored.
+ * DTA_ERR_TRUNCATED (shorter than the header), DTA_ERR_KIND (kind > 2),
+ * DTA_ERR_PRIORITY, DTA_ERR_KIND (not a NACK), DTA_ERR_COUNT (count > 2),
+ * DTA_ERR_TRUNCATED / DTA_ERR_TRAILING (body length). Reserved bits are
+ * ignored.
  */
 static inline int dta_native_nack_parse(const uint8_t *buf, size_t len, struct dta_native_nack *out)
 {
     size_t need;
+    int rc;
     if (buf == NULL || out == NULL) return DTA_ERR_NULL;
-    if (len < 1) return DTA_ERR_TRUNCATED;
-    /* Same check order as dta-wire's native::NackRepr::parse. */
-    if ((buf[0] >> 4) != DTA_NATIVE_VERSION) return DTA_ERR_VERSION;
-    if (len < DTA_NATIVE_HEADER_LEN) return DTA_ERR_TRUNCATED;
-    if ((buf[0] & 0x0Fu) > DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
-    if ((buf[1] >> 6) == 3) return DTA_ERR_PRIORITY;
-    if ((buf[0] & 0x0Fu) != DTA_NATIVE_KIND_NACK) return DTA_ERR_KIND;
-    if (buf[2] > 1) return DTA_ERR_COUNT;
-    need = buf[2] == 1 ? DTA_NATIVE_NACK_SKETCH_LEN : DTA_NATIVE_NACK_LEN;
+    memset(out, 0, sizeof *out);
+    rc = dta__native_control_header(buf, len, DTA_NATIVE_KIND_NACK);
+    if (rc != DTA_OK) return rc;
+    if (buf[2] > 2) return DTA_ERR_COUNT;
+    need = buf[2] == 1   ? DTA_NATIVE_NACK_SKETCH_LEN
+           : buf[2] == 2 ? DTA_NATIVE_NACK_MISSING_LEN
+                         : DTA_NATIVE_NACK_LEN;
     if (len < need) return DTA_ERR_TRUNCATED;
     if (len > need) return DTA_ERR_TRAILING;
     out->reporter_id = dta_get_u32(buf + 4);
     out->seq = dta_get_u32(buf + 8);
     out->has_sketch = buf[2] == 1;
-    if (out->has_sketch) {
-        out->sketch_id = dta_get_u16(buf + 12);
-        out->column = dta_get_u16(buf + 14);
-        out->epoch = dta_get_u32(buf + 16);
-    } else {
-        out->sketch_id = 0;
-        out->column = 0;
-        out->epoch = 0;
-    }
+    out->sketch_id = out->has_sketch ? dta_get_u16(buf + 12) : 0;
+    out->column = out->has_sketch ? dta_get_u16(buf + 14) : 0;
+    out->epoch = out->has_sketch ? dta_get_u32(buf + 16) : 0;
+    out->missing = buf[2] == 2 ? dta_get_u64(buf + 12) : 0;
+    return DTA_OK;
+}
+
+/**
+ * Congestion notice (kind 2, translator -> reporter): for `hold_ms` from
+ * receipt send at most `low_rate` low- and `medium_rate` medium-priority
+ * datagrams per second (0: pause, DTA_RATE_UNLIMITED: no limit); high
+ * priority is never limited; a newer notice replaces an older one.
+ */
+struct dta_notice {
+    uint32_t reporter_id;
+    uint32_t hold_ms;
+    uint32_t low_rate;
+    uint32_t medium_rate;
+};
+
+/**
+ * Parses a congestion notice: the header checks of dta_native_nack_parse
+ * (DTA_ERR_KIND when not a notice), then DTA_ERR_COUNT (count != 1),
+ * DTA_ERR_TRUNCATED / DTA_ERR_TRAILING (not 24 bytes).
+ */
+static inline int dta_notice_parse(const uint8_t *buf, size_t len, struct dta_notice *out)
+{
+    int rc;
+    if (buf == NULL || out == NULL) return DTA_ERR_NULL;
+    memset(out, 0, sizeof *out);
+    rc = dta__native_control_header(buf, len, DTA_NATIVE_KIND_NOTICE);
+    if (rc != DTA_OK) return rc;
+    if (buf[2] != 1) return DTA_ERR_COUNT;
+    if (len < DTA_NATIVE_NOTICE_LEN) return DTA_ERR_TRUNCATED;
+    if (len > DTA_NATIVE_NOTICE_LEN) return DTA_ERR_TRAILING;
+    out->reporter_id = dta_get_u32(buf + 4);
+    out->hold_ms = dta_get_u32(buf + 12);
+    out->low_rate = dta_get_u32(buf + 16);
+    out->medium_rate = dta_get_u32(buf + 20);
     return DTA_OK;
 }
 

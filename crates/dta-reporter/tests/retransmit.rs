@@ -34,13 +34,7 @@ fn rig(protocol: Protocol, ring: usize) -> Rig {
 
 fn native_nack(rx: &UdpSocket, to: SocketAddr, reporter_id: u32, seq: u32) {
     let mut b = [0u8; 32];
-    let n = NackRepr {
-        reporter_id,
-        seq,
-        sketch: None,
-    }
-    .emit(&mut b)
-    .unwrap();
+    let n = NackRepr::new(reporter_id, seq).emit(&mut b).unwrap();
     rx.send_to(&b[..n], to).unwrap();
 }
 
@@ -190,6 +184,7 @@ fn sketch_nacks_are_kept_for_the_sketch_sender() {
         reporter_id: 4,
         seq: 0,
         sketch: Some(s),
+        missing: 0,
     }
     .emit(&mut b)
     .unwrap();

@@ -68,6 +68,7 @@ fn translator(rx: UdpSocket, nack_to: SocketAddr, columns: u16, lose: u16) -> Se
                         column: expected,
                         epoch: 3,
                     }),
+                    missing: 0,
                 }
                 .emit(&mut nb)
                 .unwrap();

@@ -28,5 +28,5 @@ pub use config::{PrototypeHeader, TranslatorConfig};
 pub use engine::{BuildError, PendingNack, Translator};
 pub use reason::Reason;
 pub use shard::{Shard, Shards};
-pub use sinks::{RegionSinks, Sinks};
+pub use sinks::{Congestion, RegionSinks, Sinks};
 pub use stats::Stats;

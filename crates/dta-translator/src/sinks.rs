@@ -41,6 +41,32 @@ pub trait Sinks {
     /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
     fn prefetch(&self, _store: usize, _offset: u64) {}
+    /// The collector's congestion signals seen since the last call, for the translator's rate
+    /// meter ([DTA-draft §3.2]). The co-located sink has none.
+    fn congestion(&mut self) -> Congestion {
+        Congestion::default()
+    }
+}
+
+/// Congestion signals from the path to the collector, counted since the last
+/// [`Sinks::congestion`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Congestion {
+    /// RNR NAKs: the responder had no resources ([IBTA §9.7.5.2.8]).
+    pub rnr_naks: u64,
+    /// PSN sequence error NAKs: packets to the collector were lost.
+    pub sequence_naks: u64,
+    /// Congestion notification packets ([RoCEv2 A17.9]).
+    pub cnps: u64,
+    /// Times the retransmission window was full.
+    pub window_full: u64,
+}
+
+impl Congestion {
+    /// Whether any signal was seen.
+    pub fn any(&self) -> bool {
+        self.rnr_naks + self.sequence_naks + self.cnps + self.window_full > 0
+    }
 }
 
 /// The co-located sink: writes straight into mapped region files shared with the collector.

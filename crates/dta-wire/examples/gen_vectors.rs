@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use dta_wire::native::{DatagramBuilder, NackRepr, SketchNack};
+use dta_wire::native::{DatagramBuilder, NackRepr, NoticeRepr, SketchNack, RATE_UNLIMITED};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Opcode, Priority, Report};
 use serde_json::{json, Value};
@@ -415,22 +415,52 @@ fn native_file() -> Value {
     ];
     let vectors: Vec<Value> = cases.iter().map(|(v, r)| emit_native(v, r)).collect();
     let nacks: Vec<Value> = [
-        ("nack_plain", 7u32, 257u32, None),
-        ("nack_max", u32::MAX, u32::MAX, None),
-        ("nack_sketch", 9, 12, Some(SketchNack { sketch_id: 3, column: 16, epoch: 2 })),
+        ("nack_plain", 7u32, 257u32, None, 0u64),
+        ("nack_max", u32::MAX, u32::MAX, None, 0),
+        ("nack_sketch", 9, 12, Some(SketchNack { sketch_id: 3, column: 16, epoch: 2 }), 0),
+        ("nack_missing", 3, 100, None, 0b1010 | 1 << 63),
+        ("nack_missing_wraps", 1, u32::MAX, None, 0b11),
     ]
     .iter()
-    .map(|&(name, reporter_id, seq, sketch)| {
-        let n = NackRepr { reporter_id, seq, sketch };
+    .map(|&(name, reporter_id, seq, sketch, missing)| {
+        let n = NackRepr { reporter_id, seq, sketch, missing };
         let mut b = [0u8; 32];
         let len = n.emit(&mut b).unwrap();
         json!({
             "name": name, "hex": hex(&b[..len]), "reporter_id": reporter_id, "seq": seq,
             "sketch": sketch.map(|s| json!({"sketch_id": s.sketch_id, "column": s.column, "epoch": s.epoch})),
+            "missing": n.missing_seqs().skip(1).collect::<Vec<u32>>(),
         })
     })
     .collect();
-    json!({"vectors": vectors, "nacks": nacks})
+    let notices: Vec<Value> = [
+        (
+            "notice_pause_low",
+            0x0102_0304u32,
+            200u32,
+            0u32,
+            RATE_UNLIMITED,
+        ),
+        ("notice_lower_both", 7, 1000, 50, 500),
+        ("notice_lift", 7, 0, RATE_UNLIMITED, RATE_UNLIMITED),
+    ]
+    .iter()
+    .map(|&(name, reporter_id, hold_ms, low_rate, medium_rate)| {
+        let c = NoticeRepr {
+            reporter_id,
+            hold_ms,
+            low_rate,
+            medium_rate,
+        };
+        let mut b = [0u8; 32];
+        let len = c.emit(&mut b).unwrap();
+        json!({
+            "name": name, "hex": hex(&b[..len]), "reporter_id": reporter_id,
+            "hold_ms": hold_ms, "low_rate": low_rate, "medium_rate": medium_rate,
+        })
+    })
+    .collect();
+    json!({"vectors": vectors, "nacks": nacks, "notices": notices})
 }
 
 fn invalid_file() -> Value {
@@ -513,6 +543,20 @@ fn invalid_file() -> Value {
             "11000100000000070000000100030010000000".into(),
             "truncated",
         ),
+        v(
+            "native_nack_missing_body_cut",
+            "native",
+            None,
+            "1100020000000007000000010000000000000001"[..38].into(),
+            "truncated",
+        ),
+        v(
+            "native_notice_body_cut",
+            "native",
+            None,
+            "120001000000000700000000000000c800000000ffffff".into(),
+            "truncated",
+        ),
         // unknown_version
         v(
             "first_byte_zero",
@@ -544,10 +588,10 @@ fn invalid_file() -> Value {
         ),
         // unknown_kind
         v(
-            "native_kind_2",
+            "native_kind_3",
             "native",
             None,
-            "12".to_string() + &hdr[2..] + "01000404" + "0a000001deadbeef",
+            "13".to_string() + &hdr[2..] + "01000404" + "0a000001deadbeef",
             "unknown_kind",
         ),
         v(
@@ -705,10 +749,17 @@ fn invalid_file() -> Value {
             "bad_count",
         ),
         v(
-            "native_nack_count_2",
+            "native_nack_count_3",
             "native",
             None,
-            "11000200000000070000000100030010000000020003001100000002".into(),
+            "11000300000000070000000100030010000000020003001100000002".into(),
+            "bad_count",
+        ),
+        v(
+            "native_notice_count_0",
+            "native",
+            None,
+            "120000000000000700000000000000c800000000ffffffff".into(),
             "bad_count",
         ),
         // trailing_bytes
@@ -752,6 +803,13 @@ fn invalid_file() -> Value {
             "native",
             None,
             "1100000000000007000000010000".into(),
+            "trailing_bytes",
+        ),
+        v(
+            "native_notice_extra_byte",
+            "native",
+            None,
+            "120001000000000700000000000000c800000000ffffffff00".into(),
             "trailing_bytes",
         ),
     ];

@@ -94,11 +94,22 @@ pub fn nack_to_json(nack: &native::NackRepr) -> Value {
         "reporter_id": nack.reporter_id,
         "seq": nack.seq,
         "sketch": nack.sketch.map(|s| json!({"sketch_id": s.sketch_id, "column": s.column, "epoch": s.epoch})),
+        "missing": nack.missing_seqs().skip(1).collect::<Vec<u32>>(),
+    })
+}
+
+/// A congestion notice as JSON (`reporter_id`, `hold_ms`, `low_rate`, `medium_rate`).
+pub fn notice_to_json(notice: &native::NoticeRepr) -> Value {
+    json!({
+        "reporter_id": notice.reporter_id,
+        "hold_ms": notice.hold_ms,
+        "low_rate": notice.low_rate,
+        "medium_rate": notice.medium_rate,
     })
 }
 
 /// A JSON object with every field of a datagram: `protocol`, the header, and the report(s)
-/// (or, for a native NACK, `nack`).
+/// (or, for a native NACK, `nack`; for a congestion notice, `notice`).
 pub fn to_json(datagram: &Datagram<'_>) -> Value {
     match datagram {
         Datagram::Prototype(r) => {
@@ -137,9 +148,10 @@ pub fn to_json(datagram: &Datagram<'_>) -> Value {
                     "seq": h.seq,
                 }),
             );
-            match d.nack() {
-                Some(n) => m.insert("nack".into(), nack_to_json(&n)),
-                None => m.insert(
+            match (d.nack(), d.notice()) {
+                (Some(n), _) => m.insert("nack".into(), nack_to_json(&n)),
+                (None, Some(c)) => m.insert("notice".into(), notice_to_json(&c)),
+                (None, None) => m.insert(
                     "reports".into(),
                     d.reports().map(|r| report_to_json(&r)).collect(),
                 ),
@@ -192,7 +204,16 @@ mod tests {
         let d = crate::parse(&n, BaseFormat::Short).unwrap();
         assert_eq!(
             to_json(&d)["nack"],
-            json!({"reporter_id": 1, "seq": 2, "sketch": {"sketch_id": 1, "column": 2, "epoch": 3}})
+            json!({"reporter_id": 1, "seq": 2, "sketch": {"sketch_id": 1, "column": 2, "epoch": 3}, "missing": []})
+        );
+        let c = [
+            0x12, 0, 1, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0, 10,
+        ];
+        let d = crate::parse(&c, BaseFormat::Short).unwrap();
+        assert_eq!(to_json(&d)["header"]["kind"], "notice");
+        assert_eq!(
+            to_json(&d)["notice"],
+            json!({"reporter_id": 4, "hold_ms": 50, "low_rate": 0, "medium_rate": 10})
         );
     }
 }

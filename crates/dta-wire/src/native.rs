@@ -24,6 +24,16 @@ pub const MIN_DATA_LEN: usize = 4;
 pub const MAX_DATA_LEN: usize = 64;
 /// Length of a NACK's Sketch-Merge body.
 pub const SKETCH_NACK_LEN: usize = 8;
+/// Length of a NACK's missing-datagram bitmap body.
+pub const MISSING_NACK_LEN: usize = 8;
+/// Datagrams after a NACK's `seq` that its bitmap can name.
+pub const MISSING_BITS: u32 = 64;
+/// Length of a congestion notice's body.
+pub const NOTICE_BODY_LEN: usize = 12;
+/// Length of a congestion notice.
+pub const NOTICE_LEN: usize = HEADER_LEN + NOTICE_BODY_LEN;
+/// A congestion notice's rate meaning "no limit".
+pub const RATE_UNLIMITED: u32 = u32::MAX;
 /// Longest report (a Key-Write with a 16-byte key and 64 bytes of data).
 pub const MAX_REPORT_LEN: usize = REPORT_HEADER_LEN + MAX_KEY_LEN + MAX_DATA_LEN;
 
@@ -69,6 +79,15 @@ pub mod field {
     pub const N_COLUMN: Range<usize> = 2..4;
     /// NACK body: epoch.
     pub const N_EPOCH: Range<usize> = 4..8;
+    /// NACK missing-datagram bitmap body (count 2), relative to the end of the header.
+    pub const N_MISSING: Range<usize> = 0..8;
+
+    /// Congestion notice body, relative to the end of the header: how long it holds, ms.
+    pub const C_HOLD_MS: Range<usize> = 0..4;
+    /// Congestion notice body: low-priority datagrams per second allowed meanwhile.
+    pub const C_LOW_RATE: Range<usize> = 4..8;
+    /// Congestion notice body: medium-priority datagrams per second allowed meanwhile.
+    pub const C_MEDIUM_RATE: Range<usize> = 8..12;
 }
 
 /// The message kind (low nibble of byte 0).
@@ -79,14 +98,17 @@ pub enum Kind {
     Reports = 0,
     /// NACK, translator to reporter.
     Nack = 1,
+    /// Congestion notice, translator to reporter.
+    Notice = 2,
 }
 
 impl Kind {
-    /// "reports" or "nack".
+    /// "reports", "nack" or "notice".
     pub fn name(&self) -> &'static str {
         match self {
             Kind::Reports => "reports",
             Kind::Nack => "nack",
+            Kind::Notice => "notice",
         }
     }
 }
@@ -97,6 +119,7 @@ impl TryFrom<u8> for Kind {
         match v {
             0 => Ok(Kind::Reports),
             1 => Ok(Kind::Nack),
+            2 => Ok(Kind::Notice),
             _ => Err(Error::UnknownKind),
         }
     }
@@ -218,17 +241,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// The datagram header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderRepr {
-    /// Reports or NACK.
+    /// Reports, NACK or congestion notice.
     pub kind: Kind,
-    /// Priority (NACKs are sent with `Low`).
+    /// Priority (NACKs and notices are sent with `Low`).
     pub priority: Priority,
     /// The reporter keeps the datagram for resending on a NACK.
     pub retransmittable: bool,
-    /// Number of reports (NACK: 1 when a Sketch-Merge body follows, else 0).
+    /// Number of reports (NACK: 1 when a Sketch-Merge body follows, 2 when a missing-datagram
+    /// bitmap does, else 0; notice: 1).
     pub count: u8,
     /// The reporter.
     pub reporter_id: u32,
-    /// Per-reporter datagram sequence number (NACK: the one expected next).
+    /// Per-reporter datagram sequence number (NACK: the one missing; notice: 0, ignored).
     pub seq: u32,
 }
 
@@ -632,66 +656,133 @@ pub struct SketchNack {
     pub epoch: u32,
 }
 
-/// Validate a NACK's count and body.
-fn parse_nack_body(count: u8, body: &[u8]) -> Result<Option<SketchNack>, Error> {
+/// What follows a NACK's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NackBody {
+    None,
+    Sketch(SketchNack),
+    Missing(u64),
+}
+
+/// Validate a NACK's count and body: count 0 (no body), 1 (Sketch-Merge column) or 2
+/// (missing-datagram bitmap), exact length.
+fn parse_nack_body(count: u8, body: &[u8]) -> Result<NackBody, Error> {
     let want = match count {
         0 => 0,
         1 => SKETCH_NACK_LEN,
+        2 => MISSING_NACK_LEN,
         _ => return Err(Error::BadCount),
     };
     match body.len().cmp(&want) {
         core::cmp::Ordering::Less => Err(Error::Truncated),
         core::cmp::Ordering::Greater => Err(Error::TrailingBytes),
-        core::cmp::Ordering::Equal if count == 0 => Ok(None),
-        core::cmp::Ordering::Equal => Ok(Some(SketchNack {
-            sketch_id: be_u16(&body[field::N_SKETCH_ID]),
-            column: be_u16(&body[field::N_COLUMN]),
-            epoch: be_u32(&body[field::N_EPOCH]),
-        })),
+        core::cmp::Ordering::Equal => Ok(match count {
+            0 => NackBody::None,
+            1 => NackBody::Sketch(SketchNack {
+                sketch_id: be_u16(&body[field::N_SKETCH_ID]),
+                column: be_u16(&body[field::N_COLUMN]),
+                epoch: be_u32(&body[field::N_EPOCH]),
+            }),
+            _ => NackBody::Missing(be_u64(&body[field::N_MISSING])),
+        }),
     }
 }
 
-/// A native NACK (kind 1, translator to reporter on UDP 40044): the reporter must resend from
-/// sequence number `seq` ([DTA §5.2]: "generate a DTA NACK which is bounced back to the
-/// reporter"), and for Sketch-Merge from `sketch`'s column.
+/// A native NACK (kind 1, translator to reporter on UDP 40044): the translator is missing
+/// datagram `seq` of this reporter, and every datagram `seq + 1 + i` whose bit `1 << i` is set
+/// in `missing`; the reporter resends each it still keeps ([DTA-draft §3.2]: "A detected loss
+/// will trigger NACK-generation at the translator, which informs the reporter that the data
+/// should be re-sent"). For Sketch-Merge, `sketch` names the column to resend from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NackRepr {
     /// The reporter being NACKed.
     pub reporter_id: u32,
-    /// The sequence number the translator expects next.
+    /// The (first) sequence number missing.
     pub seq: u32,
     /// The Sketch-Merge column to resend from, if any.
     pub sketch: Option<SketchNack>,
+    /// Further missing datagrams after `seq`: bit i set = `seq + 1 + i` is missing (0: none,
+    /// no bitmap body). Never together with `sketch`.
+    pub missing: u64,
 }
 
 impl NackRepr {
+    /// A NACK for `seq` alone.
+    pub const fn new(reporter_id: u32, seq: u32) -> NackRepr {
+        NackRepr {
+            reporter_id,
+            seq,
+            sketch: None,
+            missing: 0,
+        }
+    }
+
     /// Parse a whole NACK datagram (header checks as [`HeaderRepr::parse`], then kind must be
-    /// NACK (`UnknownKind`), count 0 or 1 (`BadCount`), exact length).
+    /// NACK (`UnknownKind`), count 0, 1 or 2 (`BadCount`), exact length).
     pub fn parse(buf: &[u8]) -> Result<NackRepr, Error> {
         let p = Packet::new_unchecked(buf);
         let h = HeaderRepr::parse(&p)?;
         if h.kind != Kind::Nack {
             return Err(Error::UnknownKind);
         }
-        Ok(NackRepr {
-            reporter_id: h.reporter_id,
-            seq: h.seq,
-            sketch: parse_nack_body(h.count, p.payload())?,
-        })
+        Ok(NackRepr::from_body(
+            h.reporter_id,
+            h.seq,
+            parse_nack_body(h.count, p.payload())?,
+        ))
     }
 
-    /// 12, or 20 with a Sketch-Merge body.
+    fn from_body(reporter_id: u32, seq: u32, body: NackBody) -> NackRepr {
+        let (sketch, missing) = match body {
+            NackBody::None => (None, 0),
+            NackBody::Sketch(s) => (Some(s), 0),
+            NackBody::Missing(m) => (None, m),
+        };
+        NackRepr {
+            reporter_id,
+            seq,
+            sketch,
+            missing,
+        }
+    }
+
+    /// Every sequence number this NACK names, `seq` first, then the bitmap's in increasing
+    /// order (wrapping in the 32-bit space; a prototype-sized space takes them modulo its own).
+    pub fn missing_seqs(&self) -> impl Iterator<Item = u32> + '_ {
+        core::iter::once(self.seq).chain(
+            (0..MISSING_BITS)
+                .filter(|i| self.missing >> i & 1 == 1)
+                .map(|i| self.seq.wrapping_add(1 + i)),
+        )
+    }
+
+    /// The body's count: 0, 1 (Sketch-Merge) or 2 (bitmap).
+    const fn count(&self) -> u8 {
+        if self.sketch.is_some() {
+            1
+        } else if self.missing != 0 {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// 12, or 20 with a Sketch-Merge or bitmap body.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
-            + if self.sketch.is_some() {
-                SKETCH_NACK_LEN
-            } else {
-                0
+            + match self.count() {
+                0 => 0,
+                1 => SKETCH_NACK_LEN,
+                _ => MISSING_NACK_LEN,
             }
     }
 
-    /// Emit into the front of `buf` (priority low, R clear); returns the length.
+    /// Emit into the front of `buf` (priority low, R clear); returns the length. A NACK with
+    /// both a Sketch-Merge body and a bitmap is `BadCount` (the wire carries one body).
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        if self.sketch.is_some() && self.missing != 0 {
+            return Err(Error::BadCount);
+        }
         let len = self.buffer_len();
         let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
         let mut p = Packet::new_unchecked(b);
@@ -699,45 +790,141 @@ impl NackRepr {
             kind: Kind::Nack,
             priority: Priority::Low,
             retransmittable: false,
-            count: self.sketch.is_some() as u8,
+            count: self.count(),
             reporter_id: self.reporter_id,
             seq: self.seq,
         }
         .emit(&mut p);
+        let body = p.payload_mut();
         if let Some(s) = self.sketch {
-            let body = p.payload_mut();
             body[field::N_SKETCH_ID].copy_from_slice(&s.sketch_id.to_be_bytes());
             body[field::N_COLUMN].copy_from_slice(&s.column.to_be_bytes());
             body[field::N_EPOCH].copy_from_slice(&s.epoch.to_be_bytes());
+        } else if self.missing != 0 {
+            body[field::N_MISSING].copy_from_slice(&self.missing.to_be_bytes());
         }
         Ok(len)
     }
 }
 
-/// A whole, validated native datagram: a report datagram (kind 0) or a NACK (kind 1).
+/// A congestion notice (kind 2, translator to reporter on UDP 40044, [DTA-draft §3.2]: the
+/// translator "informs reporters about the congestion so to prevent the reception of
+/// non-critical telemetry data"): for `hold_ms` from receipt the reporter sends at most
+/// `low_rate` low-priority and `medium_rate` medium-priority datagrams per second (0: pause,
+/// [`RATE_UNLIMITED`]: no limit). High priority is never limited; a newer notice replaces an
+/// older one; `hold_ms` 0 lifts the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoticeRepr {
+    /// The reporter addressed.
+    pub reporter_id: u32,
+    /// How long the limits hold, milliseconds.
+    pub hold_ms: u32,
+    /// Low-priority datagrams per second allowed meanwhile.
+    pub low_rate: u32,
+    /// Medium-priority datagrams per second allowed meanwhile.
+    pub medium_rate: u32,
+}
+
+impl NoticeRepr {
+    /// The limit for datagrams of `priority` (high: [`RATE_UNLIMITED`]).
+    pub const fn rate(&self, priority: Priority) -> u32 {
+        match priority {
+            Priority::Low => self.low_rate,
+            Priority::Medium => self.medium_rate,
+            Priority::High => RATE_UNLIMITED,
+        }
+    }
+
+    fn from_body(reporter_id: u32, body: &[u8]) -> NoticeRepr {
+        NoticeRepr {
+            reporter_id,
+            hold_ms: be_u32(&body[field::C_HOLD_MS]),
+            low_rate: be_u32(&body[field::C_LOW_RATE]),
+            medium_rate: be_u32(&body[field::C_MEDIUM_RATE]),
+        }
+    }
+
+    /// Parse a whole notice (header checks as [`HeaderRepr::parse`], then kind must be notice
+    /// (`UnknownKind`), count 1 (`BadCount`), exactly [`NOTICE_LEN`] bytes).
+    pub fn parse(buf: &[u8]) -> Result<NoticeRepr, Error> {
+        let p = Packet::new_unchecked(buf);
+        let h = HeaderRepr::parse(&p)?;
+        if h.kind != Kind::Notice {
+            return Err(Error::UnknownKind);
+        }
+        check_notice_body(h.count, p.payload())?;
+        Ok(NoticeRepr::from_body(h.reporter_id, p.payload()))
+    }
+
+    /// [`NOTICE_LEN`].
+    pub const fn buffer_len(&self) -> usize {
+        NOTICE_LEN
+    }
+
+    /// Emit into the front of `buf` (priority low, R clear, seq 0); returns the length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let b = buf.get_mut(..NOTICE_LEN).ok_or(Error::Truncated)?;
+        let mut p = Packet::new_unchecked(b);
+        HeaderRepr {
+            kind: Kind::Notice,
+            priority: Priority::Low,
+            retransmittable: false,
+            count: 1,
+            reporter_id: self.reporter_id,
+            seq: 0,
+        }
+        .emit(&mut p);
+        let body = p.payload_mut();
+        body[field::C_HOLD_MS].copy_from_slice(&self.hold_ms.to_be_bytes());
+        body[field::C_LOW_RATE].copy_from_slice(&self.low_rate.to_be_bytes());
+        body[field::C_MEDIUM_RATE].copy_from_slice(&self.medium_rate.to_be_bytes());
+        Ok(NOTICE_LEN)
+    }
+}
+
+/// Validate a notice's count (1) and body length.
+fn check_notice_body(count: u8, body: &[u8]) -> Result<(), Error> {
+    if count != 1 {
+        return Err(Error::BadCount);
+    }
+    match body.len().cmp(&NOTICE_BODY_LEN) {
+        core::cmp::Ordering::Less => Err(Error::Truncated),
+        core::cmp::Ordering::Greater => Err(Error::TrailingBytes),
+        core::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// A whole, validated native datagram: a report datagram (kind 0), a NACK (kind 1) or a
+/// congestion notice (kind 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<'a> {
     /// The header.
     pub header: HeaderRepr,
     buf: &'a [u8],
-    nack: Option<SketchNack>,
+    nack: NackBody,
 }
 
 impl<'a> Datagram<'a> {
     /// Parse validates the WHOLE datagram (every report) before returning, so a caller never
     /// applies half a malformed datagram. Check order: header ([`HeaderRepr::parse`]); for
     /// kind 0, count >= 1 (`BadCount`), then each report in turn ([`ReportPacket::check_len`]),
-    /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`].
+    /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`]; for kind 2, as
+    /// [`NoticeRepr::parse`].
     #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<Datagram<'a>, Error> {
         let p = Packet::new_unchecked(buf);
         let mut header = HeaderRepr::parse(&p)?;
-        let mut nack = None;
+        let mut nack = NackBody::None;
         match header.kind {
-            Kind::Nack => {
-                nack = parse_nack_body(header.count, p.payload())?;
-                // A NACK's Pri and R are sent as 0 and ignored on receipt (a value of 3 is
-                // still `BadPriority`: the header is checked before the kind's body).
+            Kind::Nack | Kind::Notice => {
+                if header.kind == Kind::Nack {
+                    nack = parse_nack_body(header.count, p.payload())?;
+                } else {
+                    check_notice_body(header.count, p.payload())?;
+                    header.seq = 0;
+                }
+                // Pri and R (and a notice's seq) are sent as 0 and ignored on receipt (a Pri of
+                // 3 is still `BadPriority`: the header is checked before the kind's body).
                 header.priority = Priority::Low;
                 header.retransmittable = false;
             }
@@ -774,18 +961,21 @@ impl<'a> Datagram<'a> {
             buf: &self.buf[HEADER_LEN..],
             remaining: match self.header.kind {
                 Kind::Reports => self.header.count,
-                Kind::Nack => 0,
+                Kind::Nack | Kind::Notice => 0,
             },
         }
     }
 
     /// The NACK, if this is one.
     pub fn nack(&self) -> Option<NackRepr> {
-        (self.header.kind == Kind::Nack).then_some(NackRepr {
-            reporter_id: self.header.reporter_id,
-            seq: self.header.seq,
-            sketch: self.nack,
-        })
+        (self.header.kind == Kind::Nack)
+            .then(|| NackRepr::from_body(self.header.reporter_id, self.header.seq, self.nack))
+    }
+
+    /// The congestion notice, if this is one.
+    pub fn notice(&self) -> Option<NoticeRepr> {
+        (self.header.kind == Kind::Notice)
+            .then(|| NoticeRepr::from_body(self.header.reporter_id, &self.buf[HEADER_LEN..]))
     }
 
     /// The whole datagram's bytes.
@@ -1010,7 +1200,7 @@ mod tests {
     #[test]
     fn header_rejections_in_order() {
         let mut b = TWO_REPORTS;
-        b[0] = 0x12;
+        b[0] = 0x13;
         assert_eq!(Datagram::parse(&b), Err(Error::UnknownKind));
         b[0] = 0x20;
         assert_eq!(Datagram::parse(&b), Err(Error::UnknownVersion));
@@ -1132,7 +1322,8 @@ mod tests {
             NackRepr {
                 reporter_id: 7,
                 seq: 257,
-                sketch: None
+                sketch: None,
+                missing: 0,
             }
         );
         let mut out = [0u8; 32];
@@ -1166,12 +1357,101 @@ mod tests {
         out[1] = 0xc0;
         assert_eq!(NackRepr::parse(&out[..20]), Err(Error::BadPriority));
         out[1] = 0;
-        out[2] = 2;
+        out[2] = 3;
         assert_eq!(NackRepr::parse(&out[..20]), Err(Error::BadCount));
         assert_eq!(NackRepr::parse(&TWO_REPORTS), Err(Error::UnknownKind));
         let mut extra = plain.to_vec();
         extra.push(0);
         assert_eq!(NackRepr::parse(&extra), Err(Error::TrailingBytes));
+    }
+
+    #[test]
+    fn selective_nacks_name_every_missing_datagram() {
+        let n = NackRepr {
+            missing: 0b101 | 1 << 63,
+            ..NackRepr::new(5, u32::MAX - 1)
+        };
+        assert_eq!(n.buffer_len(), 20);
+        let mut out = [0u8; 24];
+        assert_eq!(n.emit(&mut out), Ok(20));
+        #[rustfmt::skip]
+        assert_eq!(
+            &out[..20],
+            &[0x11, 0, 2, 0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xfe,
+              0x80, 0, 0, 0, 0, 0, 0, 0x05]
+        );
+        assert_eq!(NackRepr::parse(&out[..20]), Ok(n));
+        assert_eq!(Datagram::parse(&out[..20]).unwrap().nack(), Some(n));
+        // seq, then seq+1 (bit 0), seq+3 (bit 2), seq+64 (bit 63), wrapping.
+        let seqs: Vec<u32> = n.missing_seqs().collect();
+        assert_eq!(seqs, vec![u32::MAX - 1, u32::MAX, 1, 62]);
+        assert_eq!(
+            NackRepr::new(1, 9).missing_seqs().collect::<Vec<_>>(),
+            vec![9]
+        );
+        assert_eq!(NackRepr::parse(&out[..19]), Err(Error::Truncated));
+        // One body only.
+        let both = NackRepr {
+            sketch: Some(SketchNack {
+                sketch_id: 1,
+                column: 2,
+                epoch: 3,
+            }),
+            ..n
+        };
+        assert_eq!(both.emit(&mut out), Err(Error::BadCount));
+    }
+
+    #[test]
+    fn congestion_notices() {
+        let c = NoticeRepr {
+            reporter_id: 0x0102_0304,
+            hold_ms: 200,
+            low_rate: 0,
+            medium_rate: RATE_UNLIMITED,
+        };
+        let mut out = [0u8; 32];
+        assert_eq!(c.emit(&mut out), Ok(NOTICE_LEN));
+        #[rustfmt::skip]
+        assert_eq!(
+            &out[..NOTICE_LEN],
+            &[0x12, 0, 1, 0, 1, 2, 3, 4, 0, 0, 0, 0,
+              0, 0, 0, 200, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(NoticeRepr::parse(&out[..NOTICE_LEN]), Ok(c));
+        let d = Datagram::parse(&out[..NOTICE_LEN]).unwrap();
+        assert_eq!(d.notice(), Some(c));
+        assert_eq!(d.nack(), None);
+        assert_eq!(d.reports().count(), 0);
+        assert_eq!(d.header.kind, Kind::Notice);
+        assert_eq!(c.rate(Priority::Low), 0);
+        assert_eq!(c.rate(Priority::High), RATE_UNLIMITED);
+        assert_eq!(
+            NoticeRepr::parse(&out[..NOTICE_LEN - 1]),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            NoticeRepr::parse(&out[..NOTICE_LEN + 1]),
+            Err(Error::TrailingBytes)
+        );
+        assert_eq!(c.emit(&mut out[..NOTICE_LEN - 1]), Err(Error::Truncated));
+        // Pri, R and seq are ignored on receipt; the count must be 1.
+        out[1] = 0xa0;
+        out[11] = 9;
+        assert_eq!(NoticeRepr::parse(&out[..NOTICE_LEN]), Ok(c));
+        assert_eq!(Datagram::parse(&out[..NOTICE_LEN]).unwrap().header.seq, 0);
+        out[2] = 0;
+        assert_eq!(NoticeRepr::parse(&out[..NOTICE_LEN]), Err(Error::BadCount));
+        assert_eq!(Datagram::parse(&out[..NOTICE_LEN]), Err(Error::BadCount));
+        // Not a NACK, and a NACK is not a notice.
+        out[2] = 1;
+        assert_eq!(NackRepr::parse(&out[..NOTICE_LEN]), Err(Error::UnknownKind));
+        let mut nack = [0u8; 12];
+        NackRepr::new(1, 2).emit(&mut nack).unwrap();
+        assert_eq!(NoticeRepr::parse(&nack), Err(Error::UnknownKind));
+        // Kind 3 is still unknown.
+        out[0] = 0x13;
+        assert_eq!(Datagram::parse(&out[..NOTICE_LEN]), Err(Error::UnknownKind));
     }
 
     #[test]

@@ -250,6 +250,7 @@ proptest! {
         reporter_id in any::<u32>(),
         seq in any::<u32>(),
         sketch in proptest::option::of((any::<u16>(), any::<u16>(), any::<u32>())),
+        missing in any::<u64>(),
         pseq in any::<u8>(),
         pn in any::<bool>(),
     ) {
@@ -257,10 +258,20 @@ proptest! {
             reporter_id,
             seq,
             sketch: sketch.map(|(sketch_id, column, epoch)| SketchNack { sketch_id, column, epoch }),
+            missing: if sketch.is_some() { 0 } else { missing },
         };
         let mut buf = [0u8; 32];
         let len = n.emit(&mut buf).unwrap();
         prop_assert_eq!(NackRepr::parse(&buf[..len]), Ok(n));
+        // The named numbers are seq and then distinct, increasing distances within the bitmap.
+        let named: Vec<u32> = n.missing_seqs().collect();
+        prop_assert_eq!(named.len() as u32, 1 + n.missing.count_ones());
+        prop_assert_eq!(named[0], seq);
+        let mut back = 0u64;
+        for s in &named[1..] {
+            back |= 1 << (s.wrapping_sub(seq) - 1);
+        }
+        prop_assert_eq!(back, n.missing);
         let p = prototype::NackRepr { seqnum: pseq, nack: pn };
         let len = p.emit(&mut buf).unwrap();
         prop_assert_eq!(prototype::NackRepr::parse(&buf[..len]), Ok(p));

@@ -2,7 +2,7 @@
 //! truth: every vector must parse to exactly its fields, emitting from its fields must give
 //! exactly its bytes, and every invalid vector must be rejected with its reason.
 
-use dta_wire::native::{self, DatagramBuilder, NackRepr, SketchNack};
+use dta_wire::native::{self, DatagramBuilder, NackRepr, NoticeRepr, SketchNack};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Datagram, Error, Opcode, Priority, Report};
 use serde_json::Value;
@@ -313,8 +313,10 @@ struct NativeCoverage {
     /// A datagram mixing all five primitives.
     mixed: bool,
     max_count: usize,
-    /// NACKs with and without a Sketch-Merge body.
-    nacks: BTreeSet<bool>,
+    /// NACK bodies covered: none, Sketch-Merge, missing bitmap.
+    nacks: BTreeSet<&'static str>,
+    /// Congestion notices checked.
+    notices: usize,
 }
 
 /// Every vector of a native file parses to its fields and emits its bytes; every NACK too.
@@ -413,7 +415,7 @@ fn check_native_file(text: &str) -> NativeCoverage {
     for v in file["nacks"].as_array().unwrap() {
         assert_eq!(
             keys(v),
-            set(&["name", "hex", "reporter_id", "seq", "sketch"])
+            set(&["name", "hex", "reporter_id", "seq", "sketch", "missing"])
         );
         let b = bytes(v);
         let sketch = match &v["sketch"] {
@@ -427,12 +429,33 @@ fn check_native_file(text: &str) -> NativeCoverage {
                 })
             }
         };
+        let seq = int(v, "seq") as u32;
+        let missing = v["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                1u64 << (m.as_u64().unwrap() as u32)
+                    .wrapping_sub(seq)
+                    .wrapping_sub(1)
+            })
+            .fold(0, |a, b| a | b);
         let n = NackRepr {
             reporter_id: int(v, "reporter_id") as u32,
-            seq: int(v, "seq") as u32,
+            seq,
             sketch,
+            missing,
         };
         assert_eq!(NackRepr::parse(&b), Ok(n));
+        assert_eq!(
+            n.missing_seqs().skip(1).map(u64::from).collect::<Vec<_>>(),
+            v["missing"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_u64().unwrap())
+                .collect::<Vec<_>>()
+        );
         match dta_wire::parse(&b, BaseFormat::Long) {
             Ok(Datagram::Native(d)) => assert_eq!(d.nack(), Some(n)),
             other => panic!("{other:?}"),
@@ -441,7 +464,41 @@ fn check_native_file(text: &str) -> NativeCoverage {
         let mut out = vec![0u8; b.len()];
         assert_eq!(n.emit(&mut out), Ok(b.len()));
         assert_eq!(out, b);
-        nack_kinds.insert(sketch.is_some());
+        nack_kinds.insert(match (sketch.is_some(), n.missing != 0) {
+            (true, _) => "sketch",
+            (false, true) => "missing",
+            (false, false) => "plain",
+        });
+    }
+    let mut notices = 0;
+    for v in file["notices"].as_array().unwrap() {
+        assert_eq!(
+            keys(v),
+            set(&[
+                "name",
+                "hex",
+                "reporter_id",
+                "hold_ms",
+                "low_rate",
+                "medium_rate"
+            ])
+        );
+        let b = bytes(v);
+        let c = NoticeRepr {
+            reporter_id: int(v, "reporter_id") as u32,
+            hold_ms: int(v, "hold_ms") as u32,
+            low_rate: int(v, "low_rate") as u32,
+            medium_rate: int(v, "medium_rate") as u32,
+        };
+        assert_eq!(NoticeRepr::parse(&b), Ok(c));
+        match dta_wire::parse(&b, BaseFormat::Long) {
+            Ok(Datagram::Native(d)) => assert_eq!(d.notice(), Some(c)),
+            other => panic!("{other:?}"),
+        }
+        let mut out = vec![0u8; b.len()];
+        assert_eq!(c.emit(&mut out), Ok(b.len()));
+        assert_eq!(out, b);
+        notices += 1;
     }
     NativeCoverage {
         ops,
@@ -450,6 +507,7 @@ fn check_native_file(text: &str) -> NativeCoverage {
         mixed,
         max_count,
         nacks: nack_kinds,
+        notices,
     }
 }
 
@@ -465,7 +523,12 @@ fn native_vectors_parse_and_emit() {
     }
     assert!(c.mixed, "a datagram mixing all five primitives");
     assert!(c.max_count >= 20, "a datagram with many reports");
-    assert_eq!(c.nacks.len(), 2, "NACKs with and without a sketch");
+    assert_eq!(
+        c.nacks.len(),
+        3,
+        "NACKs plain, with a sketch, with a bitmap"
+    );
+    assert!(c.notices >= 2, "congestion notices");
 }
 
 /// The vectors built from docs/protocol.md by `spec/tools/independent_vectors.py`, not by
@@ -475,7 +538,12 @@ fn independent_native_vectors_parse_and_emit() {
     let c = check_native_file(IND_NATIVE);
     assert_eq!(c.ops.len(), 5, "every opcode covered");
     assert!(c.mixed, "a datagram mixing all five primitives");
-    assert_eq!(c.nacks.len(), 2, "NACKs with and without a sketch");
+    assert_eq!(
+        c.nacks.len(),
+        3,
+        "NACKs plain, with a sketch, with a bitmap"
+    );
+    assert!(c.notices >= 2, "congestion notices");
 }
 
 #[test]

@@ -318,6 +318,7 @@ impl<S: Sinks> Translator<S> {
             reporter_id,
             seq,
             sketch,
+            missing: 0,
         };
         let mut b = [0u8; 24];
         if let Ok(len) = n.emit(&mut b) {
@@ -426,13 +427,9 @@ mod ingress_tests {
     fn a_native_nack_arriving_is_misdirected_and_nothing_is_applied_from_outside() {
         let mut t = translator_with(&TranslatorConfig::default());
         let mut nack = [0u8; 24];
-        let n = dta_wire::native::NackRepr {
-            reporter_id: 1,
-            seq: 2,
-            sketch: None,
-        }
-        .emit(&mut nack)
-        .unwrap();
+        let n = dta_wire::native::NackRepr::new(1, 2)
+            .emit(&mut nack)
+            .unwrap();
         t.handle_datagram(&nack[..n], src(), Instant::now());
         assert_eq!(
             t.stats()
