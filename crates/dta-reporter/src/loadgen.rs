@@ -713,7 +713,9 @@ pub fn run_many(
                     continue;
                 }
                 self.stats.nacks += 1;
-                self.resend(r, nack.seq)?;
+                for seq in nack.missing_seqs() {
+                    self.resend(r, seq)?;
+                }
             }
         }
     }

@@ -7,24 +7,20 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use dta_reporter::loadgen::{self, expected_counter, key_indices, key_vec, KeyDist, LoadSpec};
-use dta_wire::native::{self, HeaderRepr, Kind, Packet};
+use dta_wire::native::{self, NackRepr};
 use dta_wire::{Opcode, Priority, Report};
 
 const REPORTERS: u32 = 50;
 const IN_FLIGHT: u32 = 4;
 const FIRST_ID: u32 = 1000;
 
-fn nack(reporter_id: u32, seq: u32) -> Vec<u8> {
-    let mut b = vec![0u8; native::HEADER_LEN];
-    HeaderRepr {
-        kind: Kind::Nack,
-        priority: Priority::Low,
-        retransmittable: false,
-        count: 0,
-        reporter_id,
-        seq,
-    }
-    .emit(&mut Packet::new_unchecked(&mut b[..]));
+fn nack(reporter_id: u32, seq: u32, missing: u64) -> Vec<u8> {
+    let n = NackRepr {
+        missing,
+        ..NackRepr::new(reporter_id, seq)
+    };
+    let mut b = vec![0u8; n.buffer_len()];
+    n.emit(&mut b).unwrap();
     b
 }
 
@@ -69,14 +65,14 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
             panic!("{:?}", reports[0]);
         };
         got.push((d.header.reporter_id, d.header.seq, key.to_vec(), counter));
-        // Once reporter 7 has sent datagram 2, NACK its datagram 1; and one NACK for a reporter
-        // the run does not simulate (ignored).
+        // Once reporter 7 has sent datagram 2, NACK its datagram 0 and, in the bitmap, 2 (not
+        // 1); and one NACK for a reporter the run does not simulate (ignored).
         if !nacked && d.header.reporter_id == FIRST_ID + 7 && d.header.seq == 2 {
             nacked = true;
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.send_to(&nack(FIRST_ID + 7, 1), ("127.0.0.1", nack_port))
+            s.send_to(&nack(FIRST_ID + 7, 0, 0b10), ("127.0.0.1", nack_port))
                 .unwrap();
-            s.send_to(&nack(FIRST_ID + REPORTERS, 0), ("127.0.0.1", nack_port))
+            s.send_to(&nack(FIRST_ID + REPORTERS, 0, 0), ("127.0.0.1", nack_port))
                 .unwrap();
         }
     }
@@ -85,9 +81,9 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
     assert_eq!(stats.reports, total as u64);
     assert_eq!(stats.datagrams, total as u64);
     assert_eq!(stats.nacks, 1, "the foreign NACK is not counted");
-    // One resend on the NACK, one tail probe per reporter.
-    assert_eq!(stats.retransmissions, 1 + REPORTERS as u64);
-    assert_eq!(got.len(), total + 1 + REPORTERS as usize);
+    // Two resends on the NACK, one tail probe per reporter.
+    assert_eq!(stats.retransmissions, 2 + REPORTERS as u64);
+    assert_eq!(got.len(), total + 2 + REPORTERS as usize);
 
     // First transmissions: round by round, every reporter in turn, keys in draw order.
     let keys: Vec<u64> = key_indices(&spec).unwrap().take(total).collect();
@@ -102,7 +98,9 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
     for (id, seq, _, _) in &got {
         *copies.entry((*id, *seq)).or_default() += 1;
     }
-    assert_eq!(copies[&(FIRST_ID + 7, 1)], 2);
+    assert_eq!(copies[&(FIRST_ID + 7, 0)], 2);
+    assert_eq!(copies[&(FIRST_ID + 7, 1)], 1, "not named by the NACK");
+    assert_eq!(copies[&(FIRST_ID + 7, 2)], 2);
     for r in 0..REPORTERS {
         assert_eq!(
             copies[&(FIRST_ID + r, IN_FLIGHT - 1)],
