@@ -11,6 +11,7 @@
 #   scripts/faults.sh                 # every case
 #   scripts/faults.sh loss budget     # some cases (loss, budget, many)
 #   FAULTS_PLOT=docs/img/overload.png scripts/faults.sh budget   # also plot the budget case
+#   FAULTS_KEEP=1 scripts/faults.sh loss   # keep the logs, samples and regions (in /dev/shm)
 #
 # The last line counts the cases: "faults: N passed, N failed, N skipped". Not root or no `ip`:
 # every case is skipped (counted), never passed; with DTA_REQUIRE_ALL=1 (CI) that is a failure.
@@ -52,7 +53,11 @@ cleanup() {
     done
     sleep 0.2
     for ns in "$NS_R" "$NS_F" "$NS_T"; do ip netns del "$ns" 2>/dev/null; done
-    rm -rf "$WORK"
+    if [ "${FAULTS_KEEP:-0}" = 1 ]; then
+        echo "faults: logs, configurations, samples and regions kept in $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
 }
 trap cleanup EXIT
 

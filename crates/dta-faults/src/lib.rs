@@ -4,6 +4,7 @@
 //! - [`impair`]: seeded loss, duplication, reordering and delay applied to DTA datagrams and
 //!   counted by priority, behind the `dta-impair` forwarder (userspace: the test machines have
 //!   no `sch_netem`).
+//! - [`mmsg`]: batched UDP receive and send for the forwarder.
 //! - [`check`]: what a `dta report` run of Key-Increment reports must have left in the store,
 //!   compared key by key with what the store answers (`dta-faults check-ki`).
 
@@ -11,3 +12,4 @@
 
 pub mod check;
 pub mod impair;
+pub mod mmsg;

@@ -24,6 +24,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use dta_faults::impair::{Impairment, Pipeline, MAX_DATAGRAM};
+use dta_faults::mmsg::{self, RecvBatch, SendBatch};
 use dta_wire::native::{Kind, Packet};
 
 #[derive(Parser)]
@@ -127,7 +128,7 @@ fn set_recv_buffer(s: &UdpSocket, bytes: usize) {
 /// Most reporter ids remembered for routing NACKs back.
 const MAX_REPORTERS: usize = 1 << 20;
 /// Datagrams taken from one socket before looking at the other.
-const BATCH: usize = 256;
+const BATCH: usize = 512;
 
 struct Reverse {
     /// Reporter id -> the address its datagrams came from.
@@ -197,7 +198,8 @@ fn run(a: Args) -> anyhow::Result<()> {
         SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
         SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
     });
-    let fwd_out = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
+    let fwd_out =
+        mmsg::connected(bind, a.to).with_context(|| format!("binding {bind} towards {}", a.to))?;
     let rev_listen = a
         .reverse_listen
         .unwrap_or(SocketAddr::new(bind.ip(), a.reverse_port));
@@ -233,9 +235,9 @@ fn run(a: Args) -> anyhow::Result<()> {
         unroutable: 0,
         send_errors: 0,
     };
-    let mut fwd_send_errors = 0u64;
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let to = a.to;
+    let mut inbound = RecvBatch::new();
+    let mut outbound = SendBatch::new();
     let counts_json = |pipe: &Pipeline, rev: &Reverse, errs: u64| {
         serde_json::json!({
             "elapsed_s": start.elapsed().as_secs_f64(),
@@ -272,7 +274,7 @@ fn run(a: Args) -> anyhow::Result<()> {
             break;
         }
         if DUMP.swap(false, Ordering::Relaxed) {
-            write_counts(&counts_json(&pipe, &rev, fwd_send_errors))?;
+            write_counts(&counts_json(&pipe, &rev, outbound.errors))?;
         }
         let now = Instant::now();
         let wait = pipe
@@ -303,24 +305,23 @@ fn run(a: Args) -> anyhow::Result<()> {
             }
             return Err(e).context("poll");
         }
-        let mut send = |b: &[u8]| match fwd_out.send_to(b, to) {
-            Ok(_) => {}
-            Err(_) => fwd_send_errors += 1,
-        };
-        for _ in 0..BATCH {
-            match fwd_in.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    rev.learn(&buf[..n], from.ip());
-                    pipe.push(&buf[..n], Instant::now(), &mut send);
+        let mut send = |b: &[u8]| outbound.push(&fwd_out, b);
+        for _ in 0..BATCH / mmsg::BATCH {
+            let n = inbound.recv(&fwd_in).context("receiving from reporters")?;
+            let now = Instant::now();
+            for i in 0..n {
+                let (d, from) = inbound.get(i);
+                if let Some(ip) = from {
+                    rev.learn(d, ip);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => break,
-                // An ICMP error for an earlier send from this socket (a reporter went away).
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e).context("receiving from reporters"),
+                pipe.push(d, now, &mut send);
+            }
+            if n < mmsg::BATCH {
+                break;
             }
         }
         pipe.poll(Instant::now(), &mut send);
+        outbound.flush(&fwd_out);
         for _ in 0..BATCH {
             match rev_in.recv_from(&mut buf) {
                 Ok((n, _)) => {
@@ -344,12 +345,9 @@ fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     // What is still held or delayed goes out: the run is over, not the network.
-    pipe.drain(&mut |b: &[u8]| {
-        if fwd_out.send_to(b, to).is_err() {
-            fwd_send_errors += 1;
-        }
-    });
-    let v = counts_json(&pipe, &rev, fwd_send_errors);
+    pipe.drain(&mut |b: &[u8]| outbound.push(&fwd_out, b));
+    outbound.flush(&fwd_out);
+    let v = counts_json(&pipe, &rev, outbound.errors);
     write_counts(&v)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
