@@ -205,6 +205,9 @@ pub struct Counts {
     /// Dropped native report datagrams no later datagram of their sequence space followed
     /// (a receiver cannot tell they were sent).
     pub dropped_tail: [u64; Class::COUNT],
+    /// Dropped native report datagrams sent before any datagram of their sequence space got
+    /// through (a receiver that starts a space at the first number it sees cannot tell).
+    pub dropped_head: [u64; Class::COUNT],
     /// Datagrams sent twice.
     pub duplicated: [u64; Class::COUNT],
     /// Datagrams held back (reordered).
@@ -229,6 +232,7 @@ impl Counts {
             "sent": Counts::map(&self.sent),
             "dropped": Counts::map(&self.dropped),
             "dropped_tail": Counts::map(&self.dropped_tail),
+            "dropped_head": Counts::map(&self.dropped_head),
             "duplicated": Counts::map(&self.duplicated),
             "reordered": Counts::map(&self.reordered),
             "overflow": Counts::map(&self.overflow),
@@ -255,11 +259,13 @@ pub const MAX_TAIL_PER_SPACE: usize = 1024;
 /// Largest datagram handled (the largest UDP payload).
 pub const MAX_DATAGRAM: usize = 65507;
 
-/// Per sequence space: the highest number sent (by serial arithmetic) and the drops above it.
+/// Per sequence space: the highest number sent (by serial arithmetic), the drops above it and
+/// the drops before anything was sent.
 #[derive(Debug, Default)]
 struct Space {
     hi: Option<u32>,
     above: Vec<u32>,
+    head: u32,
 }
 
 /// `a` after `b` in 32-bit serial arithmetic.
@@ -311,6 +317,7 @@ impl Pipeline {
         let mut c = self.counts.clone();
         for (&(_, p), s) in &self.spaces {
             c.dropped_tail[p as usize] += s.above.len() as u64;
+            c.dropped_head[p as usize] += s.head as u64;
         }
         c
     }
@@ -455,6 +462,11 @@ impl Pipeline {
     }
 
     fn note_drop(&mut self, id: u32, p: Priority, seq: u32) {
+        if let Some(s) = self.space(id, p) {
+            if s.hi.is_none() {
+                s.head += 1;
+            }
+        }
         match self.space(id, p) {
             Some(s) if s.hi.is_none_or(|hi| after(seq, hi)) => {
                 if s.above.len() < MAX_TAIL_PER_SPACE {
@@ -715,11 +727,18 @@ mod tests {
         p.note_drop(1, Priority::Low, 2);
         p.note_drop(1, Priority::Low, 4);
         p.note_drop(1, Priority::Low, 5);
-        // Reporter 2, high: 0 dropped, nothing sent: tail.
+        // Reporter 2, high: 0 dropped, nothing sent: tail, and head.
         p.note_drop(2, Priority::High, 0);
         let c = p.counts();
         assert_eq!(c.dropped_tail[Priority::Low as usize], 2);
         assert_eq!(c.dropped_tail[Priority::High as usize], 1);
+        assert_eq!(c.dropped_head[Priority::High as usize], 1);
+        assert_eq!(c.dropped_head[Priority::Low as usize], 0);
+        // Once 1 of reporter 2 gets through, 0 is a head drop only.
+        p.push(&datagram(Priority::High, 2, 1), t, &mut sink);
+        let c = p.counts();
+        assert_eq!(c.dropped_tail[Priority::High as usize], 0);
+        assert_eq!(c.dropped_head[Priority::High as usize], 1);
         // 4 retransmitted later: only 5 remains a tail drop.
         p.push(&datagram(Priority::Low, 1, 4), t, &mut sink);
         assert_eq!(p.counts().dropped_tail[Priority::Low as usize], 1);

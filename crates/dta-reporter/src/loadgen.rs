@@ -568,9 +568,11 @@ pub struct ManySpec {
     pub reporters: u32,
     /// The first reporter id.
     pub first_id: u32,
-    /// Datagrams each reporter sends (one report each, sequence numbers from 0), every one kept
-    /// for retransmission: the datagrams each has in flight by the end of the run.
+    /// Datagrams each reporter keeps for retransmission (its ring): at most this many of its
+    /// datagrams are in flight (unconfirmed, resendable) at once.
     pub in_flight: u32,
+    /// Datagrams each reporter sends (one report each, sequence numbers from 0).
+    pub datagrams: u32,
     /// Priority of every datagram.
     pub priority: dta_wire::Priority,
     /// Local UDP port the NACKs arrive on (the translator sends them to the source address's
@@ -593,10 +595,10 @@ pub const MAX_MANY_RING_BYTES: usize = 4 << 30;
 
 /// `many.reporters` native reporters sending from one UDP socket: round `s` sends datagram `s`
 /// of every reporter in turn (one report each, keys drawn from `spec` in send order as
-/// [`key_indices`] yields them, so `many.reporters * many.in_flight` draws in all), paced at
-/// `spec.rate` reports per second. Each reporter keeps its datagrams in a retransmission ring
-/// of the reporter library (capacity `in_flight`) and resends the one a NACK names, and every
-/// number of the NACK's bitmap; after the last round come the tail probes, then NACKs are
+/// [`key_indices`] yields them, so `many.reporters * many.datagrams` draws in all), paced at
+/// `spec.rate` reports per second. Each reporter keeps its last datagrams in a retransmission
+/// ring of the reporter library (capacity `in_flight`) and resends the one a NACK names, and
+/// every number of the NACK's bitmap; after the last round come the tail probes, then NACKs are
 /// handled until `spec.linger` passes without one (at most 60 s). `retransmissions` counts the
 /// resends and the tail probes. Key-Write, Key-Increment and Append.
 pub fn run_many(
@@ -627,12 +629,17 @@ pub fn run_many(
     if !(1..=MAX_IN_FLIGHT).contains(&many.in_flight) {
         return bad(format!("in_flight must be 1..={MAX_IN_FLIGHT}"));
     }
+    if many.datagrams == 0 {
+        return bad("datagrams must be at least 1".into());
+    }
     let slot = HEADER_LEN + native_report_len(spec);
-    let ring_bytes = many.reporters as usize * many.in_flight as usize * slot;
+    // A ring never holds more than the reporter sends.
+    let kept = many.in_flight.min(many.datagrams);
+    let ring_bytes = many.reporters as usize * kept as usize * slot;
     if ring_bytes > MAX_MANY_RING_BYTES {
         return bad(format!(
-            "{} reporters x {} in flight x {slot} bytes = {ring_bytes} bytes of rings, more than {}",
-            many.reporters, many.in_flight, MAX_MANY_RING_BYTES
+            "{} reporters x {kept} kept x {slot} bytes = {ring_bytes} bytes of rings, more than {}",
+            many.reporters, MAX_MANY_RING_BYTES
         ));
     }
     let any: IpAddr = if destination.is_ipv6() {
@@ -724,7 +731,7 @@ pub fn run_many(
         socket,
         nacks,
         rings: (0..many.reporters)
-            .map(|_| RetransmitRing::new(many.in_flight as usize, slot))
+            .map(|_| RetransmitRing::new(kept as usize, slot))
             .collect(),
         next: vec![0; many.reporters as usize],
         first_id: many.first_id,
@@ -734,7 +741,7 @@ pub fn run_many(
     let sampler = KeySampler::new(spec.keys)?;
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let mut pacer = Pacer::new(spec.rate);
-    let total = many.reporters as u64 * many.in_flight as u64;
+    let total = many.reporters as u64 * many.datagrams as u64;
     let mut key = [0u8; MAX_KEY_LEN];
     let key = &mut key[..spec.key_len as usize];
     let mut data = [0u8; MAX_DATA_LEN];
@@ -750,7 +757,7 @@ pub fn run_many(
         elapsed: start.elapsed(),
         target: Some(total),
     };
-    for round in 0..many.in_flight {
+    for round in 0..many.datagrams {
         for r in 0..many.reporters as usize {
             if credit == 0 {
                 credit = pacer.grant(total - sent, None);

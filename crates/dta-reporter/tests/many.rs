@@ -43,7 +43,8 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
     let many = loadgen::ManySpec {
         reporters: REPORTERS,
         first_id: FIRST_ID,
-        in_flight: IN_FLIGHT,
+        in_flight: 256,
+        datagrams: IN_FLIGHT,
         priority: Priority::High,
         nack_port,
         tail_probes: 1,
@@ -125,6 +126,7 @@ fn many_refuses_what_it_cannot_simulate() {
         reporters: 2,
         first_id: 0,
         in_flight: 2,
+        datagrams: 2,
         priority: Priority::High,
         nack_port: 0,
         tail_probes: 0,
@@ -133,10 +135,16 @@ fn many_refuses_what_it_cannot_simulate() {
     let e = loadgen::run_many(&spec, &many, to, &|_| {}).unwrap_err();
     assert!(e.to_string().contains("Key-Write"), "{e}");
     let spec = LoadSpec::new(Opcode::KeyIncrement);
-    for (reporters, in_flight) in [(0, 1), (1, 0), (1, loadgen::MAX_IN_FLIGHT + 1)] {
+    for (reporters, in_flight, datagrams) in [
+        (0, 1, 1),
+        (1, 0, 1),
+        (1, loadgen::MAX_IN_FLIGHT + 1, 1),
+        (1, 1, 0),
+    ] {
         let m = loadgen::ManySpec {
             reporters,
             in_flight,
+            datagrams,
             ..many.clone()
         };
         assert!(loadgen::run_many(&spec, &m, to, &|_| {}).is_err());

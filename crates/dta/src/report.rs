@@ -112,14 +112,17 @@ pub struct ReportArgs {
     #[arg(long, default_value_t = 1)]
     pub senders: u32,
     /// Simulate this many retransmittable reporters (ids REPORTER_ID..) from one socket, each
-    /// sending --in-flight datagrams of one report, round-robin, all kept for retransmission
-    /// (resent on NACKs, then tail-probed): the tracker at scale. Native protocol; the count
-    /// is reporters x in-flight.
+    /// sending --datagrams datagrams of one report, round-robin, and keeping its last
+    /// --in-flight for retransmission (resent on NACKs, then tail-probed): the tracker at
+    /// scale. Native protocol; the count is reporters x datagrams.
     #[arg(long, value_name = "N")]
     pub reporters: Option<u32>,
-    /// With --reporters: datagrams each reporter sends (and keeps).
+    /// With --reporters: datagrams each reporter keeps for retransmission.
     #[arg(long, default_value_t = 256, requires = "reporters")]
     pub in_flight: u32,
+    /// With --reporters: datagrams each reporter sends (default: --in-flight).
+    #[arg(long, requires = "reporters")]
+    pub datagrams: Option<u32>,
     /// Send prebuilt Ethernet/IPv4/UDP frames on an AF_PACKET socket bound to IFACE (root),
     /// bypassing the UDP stack and the qdisc, as fast as the kernel takes them: the load
     /// generator that saturates a translator. Native protocol, one sender, no
@@ -322,6 +325,7 @@ fn run_many(a: &ReportArgs, reporters: u32) -> anyhow::Result<ExitCode> {
         reporters,
         first_id: a.reporter_id,
         in_flight: a.in_flight,
+        datagrams: a.datagrams.unwrap_or(a.in_flight),
         priority: priority_of(a.priority),
         nack_port: dta_wire::NACK_PORT,
         tail_probes: 2,
