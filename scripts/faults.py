@@ -400,7 +400,8 @@ def case_budget():
     budget = offered_writes // 2
     spill_memory = 4 << 20
     stack = Stack("budget",
-                  f"write_budget = {budget}\nspill_memory = {spill_memory}\n",
+                  f"\n[translator.flow_control]\nwrite_budget = {budget}\nburst = {budget // 10}\n"
+                  f"min_budget = {budget // 2}\nspill_memory = {spill_memory}\n",
                   [],
                   KI_STORE)
     hi_count, lo_count = hi_rate * secs, lo_rate * secs
