@@ -531,7 +531,7 @@ def fmt(v):
 
 
 def table(cases):
-    cols = ["case", "result", "offered h/l", "applied l/m/h", "dropped l/m/h", "wire dropped l/m/h",
+    cols = ["case", "result", "offered h/l", "admitted l/m/h", "dropped l/m/h", "wire dropped l/m/h",
             "spilled", "re-injected", "NACKs", "drain s"]
     rows = []
     for c in cases:
