@@ -76,7 +76,8 @@ pub struct KiCheck {
     pub under: u64,
     /// Keys counting more (reports applied twice, or a Count-Min collision).
     pub over: u64,
-    /// The first few mismatches: key (hex), expected, stored.
+    /// The first few mismatches of each kind (under first, then over): key (hex), expected,
+    /// stored.
     pub mismatches: Vec<(String, u64, u64)>,
 }
 
@@ -87,7 +88,7 @@ impl KiCheck {
     }
 }
 
-/// Most mismatches listed in a [`KiCheck`].
+/// Most mismatches of each kind listed in a [`KiCheck`].
 pub const MAX_LISTED: usize = 10;
 
 /// Compares `want` with the answers of `stored` (a key's count in the store).
@@ -96,6 +97,7 @@ pub fn compare<E>(
     mut stored: impl FnMut(&[u8]) -> Result<u64, E>,
 ) -> Result<KiCheck, E> {
     let mut c = KiCheck::default();
+    let mut over = vec![];
     for (k, &w) in want {
         let got = stored(k)?;
         c.keys += 1;
@@ -106,11 +108,17 @@ pub fn compare<E>(
             std::cmp::Ordering::Less => c.under += 1,
             std::cmp::Ordering::Greater => c.over += 1,
         }
-        if got != w && c.mismatches.len() < MAX_LISTED {
+        let list = if got < w {
+            &mut c.mismatches
+        } else {
+            &mut over
+        };
+        if got != w && list.len() < MAX_LISTED {
             let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
-            c.mismatches.push((hex, w, got));
+            list.push((hex, w, got));
         }
     }
+    c.mismatches.append(&mut over);
     Ok(c)
 }
 
