@@ -12,6 +12,7 @@
 #   scripts/faults.sh loss budget     # some cases (loss, budget, many)
 #   FAULTS_PLOT=docs/img/overload.png scripts/faults.sh budget   # also plot the budget case
 #   FAULTS_KEEP=1 scripts/faults.sh loss   # keep the logs, samples and regions (in /dev/shm)
+#   FAULTS_BIN=/some/dir scripts/faults.sh  # binaries built elsewhere (no build here)
 #
 # The last line counts the cases: "faults: N passed, N failed, N skipped". Not root or no `ip`:
 # every case is skipped (counted), never passed; with DTA_REQUIRE_ALL=1 (CI) that is a failure.
@@ -35,11 +36,15 @@ skip_all() {
 [ "$(id -u)" -eq 0 ] || skip_all "needs root to create network namespaces"
 command -v ip >/dev/null 2>&1 || skip_all "needs iproute2 \`ip\`"
 
-echo "faults: building dta and dta-faults (release)" >&2
-if ! CARGO_INCREMENTAL=0 cargo build --release --quiet -p dta -p dta-faults; then
-    echo "faults: build failed" >&2
-    echo "faults: 0 passed, ${#CASES[@]} failed, 0 skipped"
-    exit 1
+# FAULTS_BIN=DIR: run the binaries in DIR as they are (no build).
+if [ -z "${FAULTS_BIN:-}" ]; then
+    echo "faults: building dta and dta-faults (release)" >&2
+    if ! CARGO_INCREMENTAL=0 cargo build --release --quiet -p dta -p dta-faults; then
+        echo "faults: build failed" >&2
+        echo "faults: 0 passed, ${#CASES[@]} failed, 0 skipped"
+        exit 1
+    fi
+    FAULTS_BIN=target/release
 fi
 
 id=$$
@@ -89,5 +94,5 @@ fi
 # (scripts/setup.sh installs it), hence the system interpreter.
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-NS_R=$NS_R NS_F=$NS_F NS_T=$NS_T FAULTS_WORK=$WORK FAULTS_BIN=target/release \
+NS_R=$NS_R NS_F=$NS_F NS_T=$NS_T FAULTS_WORK=$WORK FAULTS_BIN=$FAULTS_BIN \
     "$PY" scripts/faults.py "${CASES[@]}"
