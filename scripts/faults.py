@@ -164,10 +164,12 @@ class Stack:
         self.sampler = self.spawn(self.ns_t, [sys.executable, os.path.abspath(__file__), "sample",
                                               f"http://{METRICS}/metrics", self.samples,
                                               str(self.translator.pid)], err=self.log("sampler"))
+        # Up: its metrics answer and it says it listens (the metrics server starts first).
         deadline = time.time() + 20
-        while not load_samples(self.samples):
+        tr_log = os.path.join(self.dir, "translator.log")
+        while not (load_samples(self.samples) and "translator on udp://" in open(tr_log).read()):
             if time.time() > deadline or self.translator.poll() is not None:
-                raise CaseError(f"the translator did not come up (see {self.dir}/translator.log)")
+                raise CaseError(f"the translator did not come up (see {tr_log})")
             time.sleep(0.1)
         self.base_rss = (load_samples(self.samples)[-1].get("rss") or {}).get("RssAnon")
 
@@ -531,7 +533,11 @@ def fmt(v):
 
 
 def table(cases):
-    cols = ["case", "result", "offered h/l", "admitted l/m/h", "dropped l/m/h", "wire dropped l/m/h",
+    """One row per case. Offered: reports the reporters sent; the other counts are datagrams:
+    admitted and dropped by the translator's flow control, dropped by the forwarder, spilled,
+    re-injected, NACKs sent by the translator; drain: seconds from the reporters' end until
+    nothing more was applied."""
+    cols = ["case", "result", "offered reports h/l", "admitted l/m/h", "dropped l/m/h", "wire dropped l/m/h",
             "spilled", "re-injected", "NACKs", "drain s"]
     rows = []
     for c in cases:
