@@ -36,15 +36,17 @@ skip_all() {
 [ "$(id -u)" -eq 0 ] || skip_all "needs root to create network namespaces"
 command -v ip >/dev/null 2>&1 || skip_all "needs iproute2 \`ip\`"
 
-# FAULTS_BIN=DIR: run the binaries in DIR as they are (no build).
+# FAULTS_BIN=DIR: run the binaries in DIR as they are (no build). Otherwise they are built with
+# the test profile (optimized, like the binaries `cargo test` runs, into target/debug: after
+# scripts/test.sh's cargo step only dta-faults is left to build).
 if [ -z "${FAULTS_BIN:-}" ]; then
-    echo "faults: building dta and dta-faults (release)" >&2
-    if ! CARGO_INCREMENTAL=0 cargo build --release --quiet -p dta -p dta-faults; then
+    echo "faults: building dta and dta-faults (test profile)" >&2
+    if ! CARGO_INCREMENTAL=0 cargo build --profile test --quiet -p dta -p dta-faults; then
         echo "faults: build failed" >&2
         echo "faults: 0 passed, ${#CASES[@]} failed, 0 skipped"
         exit 1
     fi
-    FAULTS_BIN=target/release
+    FAULTS_BIN=target/debug
 fi
 
 id=$$
