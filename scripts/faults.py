@@ -377,9 +377,13 @@ def case_loss():
     case.check(dropped_low > 0 and fwd.get("dropped", {}).get("high", 0) > 0,
                f"the forwarder dropped datagrams of both priorities "
                f"(low {dropped_low}, high {fwd.get('dropped', {}).get('high')})")
-    case.counter(lost["low"], "lost{priority=low}", lambda v: v == dropped_low - tail_low,
+    # Datagrams the translator's classifier shed never reach the tracker: lost there too.
+    shed_low = metric(m, "dta_translator_shed", priority="low") or 0
+    case.counter(lost["low"], "lost{priority=low}",
+                 lambda v: v == dropped_low - tail_low + shed_low,
                  lambda v: f"low loss counted by the translator {v:.0f} = datagrams the forwarder "
-                           f"dropped {dropped_low} - after the last one sent {tail_low}")
+                           f"dropped {dropped_low} - after the last one sent {tail_low}"
+                           f" + shed by the translator {shed_low:.0f}")
     want = fwd.get("duplicated", {}).get("low", 0)
     case.counter(dups["low"], "duplicates{priority=low}", lambda v: v == want,
                  lambda v: f"low duplicates counted {v:.0f} = duplicated by the forwarder {want}")
@@ -435,11 +439,12 @@ def case_budget():
     admitted = by_priority(m, "dta_translator_overload_admitted")
     case.counter(dropped["low"], "overload_dropped{priority=low}", lambda v: v > 0,
                  lambda v: f"low dropped under the budget and counted ({v:.0f} datagrams)")
+    shed_low = metric(m, "dta_translator_shed", priority="low") or 0
     if dropped["low"] is not None:
         case.counter(admitted["low"], "overload_admitted{priority=low}",
-                     lambda v: v + dropped["low"] == lo["datagrams"],
+                     lambda v: v + dropped["low"] + shed_low == lo["datagrams"],
                      lambda v: f"every low datagram admitted or counted dropped: {v:.0f} + "
-                               f"{dropped['low']:.0f} = {lo['datagrams']} sent")
+                               f"{dropped['low']:.0f} + shed {shed_low:.0f} = {lo['datagrams']} sent")
     case.counter(dropped["high"], "overload_dropped{priority=high}", lambda v: v == 0,
                  lambda v: f"no high datagram dropped ({v:.0f})")
     # No NACK storm: with no loss on the wire, NACKs can only follow kernel drops at the
