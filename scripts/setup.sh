@@ -22,6 +22,9 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 [ -f /usr/include/linux/bpf.h ] || need_apt+=(linux-libc-dev)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# scripts/faults.sh plots the overload case (docs/img/overload.png) with the system Python's
+# matplotlib.
+/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need_apt+=(python3-matplotlib)
 # The Redis export's tests start a real redis-server (docs/exports.md).
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -6,7 +6,8 @@
 #   *.log         pytest summary lines (`N passed, N failed, N skipped, N errors in 1.2s`;
 #                 errors count as failed, xfailed as skipped, xpassed as passed) and the C unit
 #                 binaries' `N checks, N failures` lines, and fuzz/run.sh's
-#                 `fuzz: N passed, N failed`.
+#                 `fuzz: N passed, N failed`, and scripts/faults.sh's
+#                 `faults: N passed, N failed, N skipped`.
 set -euo pipefail
 dir=$1
 skip_log=${2:-}
@@ -52,12 +53,19 @@ fuzz_counts() {
         END { print p + 0, f + 0, 0 }'
 }
 
+faults_counts() {
+    cat "$dir"/*.log 2>/dev/null | awk '
+        /^faults: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $2; f += $4; s += $6 }
+        END { print p + 0, f + 0, s + 0 }'
+}
+
 read -r cp cf cs < <(cargo_counts)
 read -r pp pf ps < <(pytest_counts)
 read -r up uf us < <(c_counts)
 read -r zp zf zs < <(fuzz_counts)
+read -r xp xf xs < <(faults_counts)
 self_skipped=0
 if [ -n "$skip_log" ] && [ -f "$skip_log" ]; then
     self_skipped=$(grep -c '^dta-test: SKIPPED ' "$skip_log" || true)
 fi
-echo "$((cp - self_skipped + pp + up + zp)) $((cf + pf + uf + zf)) $((cs + self_skipped + ps + us + zs))"
+echo "$((cp - self_skipped + pp + up + zp + xp)) $((cf + pf + uf + zf + xf)) $((cs + self_skipped + ps + us + zs + xs))"

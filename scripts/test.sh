@@ -10,6 +10,7 @@
 #   pytest  its summary line (passed / failed + errors / skipped + xfailed).
 #   C       the unit binaries' `N checks, N failures` lines.
 #   fuzz    fuzz/run.sh's `fuzz: N passed, N failed` (one test per target).
+#   faults  scripts/faults.sh's `faults: N passed, N failed, N skipped` (one test per case).
 # A step that fails without a count of its own (fmt, clippy, a build) adds 1 to failed.
 # The exit status is non-zero when anything failed.
 #
@@ -49,7 +50,7 @@ step() {
 }
 
 has_counts() {
-    grep -Eq '^test result: |[0-9]+ (passed|failed|error)s? .*in [0-9.]+s|^[0-9]+ checks, [0-9]+ failures$|^fuzz: [0-9]+ passed, [0-9]+ failed$' "$1"
+    grep -Eq '^test result: |[0-9]+ (passed|failed|error)s? .*in [0-9.]+s|^[0-9]+ checks, [0-9]+ failures$|^fuzz: [0-9]+ passed, [0-9]+ failed$|^faults: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$1"
 }
 
 step "cargo fmt" fmt.log 0 cargo fmt --all -- --check
@@ -67,6 +68,9 @@ fi
 step "benchmarks, smoke mode (each runs a moment; no timing is checked)" bench-smoke.log 0 \
     scripts/bench.sh --smoke
 step "C and Python bindings" bindings-test.log 1 scripts/test-bindings.sh
+# Loss, duplication, reordering and overload through an impairment forwarder in network
+# namespaces; "faults: N passed, N failed, N skipped", one test per case (skipped unless root).
+step "fault injection (scripts/faults.sh)" faults.log 1 scripts/faults.sh
 step "spec cross-checks (scapy; independent vectors)" spec-test.log 1 \
     .venv/bin/python -m pytest -q -p no:cacheprovider spec/tests
 

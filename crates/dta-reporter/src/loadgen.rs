@@ -26,7 +26,7 @@ use dta_wire::Opcode;
 use crate::keys::{self, KeyDistError, KeySampler, MAX_DATA_LEN, MAX_KEY_LEN};
 pub use crate::keys::{expected_counter, expected_data, key_vec, postcard_value, KeyDist};
 use crate::pacing::Pacer;
-use crate::reporter::{Protocol, ReportError, Reporter, ReporterStats};
+use crate::reporter::{Protocol, ReportError, Reporter, ReporterStats, NACK_POLL_EVERY};
 use crate::sketch::{SketchOutcome, SketchSender};
 
 /// What to send. [`LoadSpec::new`] gives the defaults.
@@ -397,14 +397,7 @@ pub fn native_datagrams(
     };
     // Reports per datagram: `batch`, fewer if they would not fit a 1500-byte MTU frame, whole
     // paths for Postcarding.
-    let (k, d) = (spec.key_len as usize, spec.data_len as usize);
-    let report_len = dta_wire::native::REPORT_HEADER_LEN
-        + match spec.primitive {
-            Opcode::KeyWrite => k + d,
-            Opcode::KeyIncrement => k + 8,
-            Opcode::Append => 4 + d,
-            _ => k + 6,
-        };
+    let report_len = native_report_len(spec);
     let fit = (MAX_UDP_PAYLOAD - dta_wire::native::HEADER_LEN) / report_len;
     let per = ((batch.max(1) as usize).min(fit) / unit).max(1) * unit;
     let mut key = [0u8; MAX_KEY_LEN];
@@ -427,6 +420,18 @@ pub fn native_datagrams(
         out.push(buf[..len].to_vec());
     }
     Ok(out)
+}
+
+/// Bytes of one native report of `spec` (header and body; Postcarding: one postcard).
+fn native_report_len(spec: &LoadSpec) -> usize {
+    let (k, d) = (spec.key_len as usize, spec.data_len as usize);
+    dta_wire::native::REPORT_HEADER_LEN
+        + match spec.primitive {
+            Opcode::KeyWrite => k + d,
+            Opcode::KeyIncrement => k + 8,
+            Opcode::Append => 4 + d,
+            _ => k + 6,
+        }
 }
 
 /// [`send_one`]'s reports handed to `push` instead of a reporter; returns how many.
@@ -557,4 +562,275 @@ pub fn build_count_min(spec: &LoadSpec) -> Result<CountMin, LoadError> {
         cm.update(key, 1);
     }
     Ok(cm)
+}
+
+/// Many retransmittable reporters simulated from one process ([`run_many`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManySpec {
+    /// Reporters simulated, ids `first_id..first_id + reporters`.
+    pub reporters: u32,
+    /// The first reporter id.
+    pub first_id: u32,
+    /// Datagrams each reporter keeps for retransmission (its ring): at most this many of its
+    /// datagrams are in flight (unconfirmed, resendable) at once.
+    pub in_flight: u32,
+    /// Datagrams each reporter sends (one report each, sequence numbers from 0).
+    pub datagrams: u32,
+    /// Priority of every datagram.
+    pub priority: dta_wire::Priority,
+    /// Local UDP port the NACKs arrive on (the translator sends them to the source address's
+    /// [`dta_wire::NACK_PORT`]).
+    pub nack_port: u16,
+    /// After the last round, every reporter's newest datagram is resent this many times,
+    /// `tail_probe_interval` apart, while NACKs are handled: a lost last datagram leaves no gap
+    /// the translator could see.
+    pub tail_probes: u32,
+    /// Time between tail probes.
+    pub tail_probe_interval: Duration,
+}
+
+/// Most reporters [`run_many`] simulates.
+pub const MAX_MANY_REPORTERS: u32 = 1 << 20;
+/// Most datagrams in flight per simulated reporter.
+pub const MAX_IN_FLIGHT: u32 = 1024;
+/// Most bytes of retransmission rings [`run_many`] allocates.
+pub const MAX_MANY_RING_BYTES: usize = 4 << 30;
+
+/// `many.reporters` native reporters sending from one UDP socket: round `s` sends datagram `s`
+/// of every reporter in turn (one report each, keys drawn from `spec` in send order as
+/// [`key_indices`] yields them, so `many.reporters * many.datagrams` draws in all), paced at
+/// `spec.rate` reports per second. Each reporter keeps its last datagrams in a retransmission
+/// ring of the reporter library (capacity `in_flight`) and resends the one a NACK names, and
+/// every number of the NACK's bitmap; after the last round come the tail probes, then NACKs are
+/// handled until `spec.linger` passes without one (at most 60 s). `retransmissions` counts the
+/// resends and the tail probes. Key-Write, Key-Increment and Append.
+pub fn run_many(
+    spec: &LoadSpec,
+    many: &ManySpec,
+    destination: std::net::SocketAddr,
+    progress: &dyn Fn(Progress),
+) -> Result<LoadStats, LoadError> {
+    use crate::reporter::RetransmitRing;
+    use dta_wire::native::{DatagramBuilder, HEADER_LEN};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+
+    let bad = |m: String| Err(LoadError::Spec(m));
+    let mut check = spec.clone();
+    check.count.get_or_insert(1);
+    check.validate(Protocol::Native {
+        reporter_id: many.first_id,
+    })?;
+    if !matches!(
+        spec.primitive,
+        Opcode::KeyWrite | Opcode::KeyIncrement | Opcode::Append
+    ) {
+        return bad("many reporters send Key-Write, Key-Increment or Append".into());
+    }
+    if !(1..=MAX_MANY_REPORTERS).contains(&many.reporters) {
+        return bad(format!("reporters must be 1..={MAX_MANY_REPORTERS}"));
+    }
+    if !(1..=MAX_IN_FLIGHT).contains(&many.in_flight) {
+        return bad(format!("in_flight must be 1..={MAX_IN_FLIGHT}"));
+    }
+    if many.datagrams == 0 {
+        return bad("datagrams must be at least 1".into());
+    }
+    let slot = HEADER_LEN + native_report_len(spec);
+    // A ring never holds more than the reporter sends.
+    let kept = many.in_flight.min(many.datagrams);
+    let ring_bytes = many.reporters as usize * kept as usize * slot;
+    if ring_bytes > MAX_MANY_RING_BYTES {
+        return bad(format!(
+            "{} reporters x {kept} kept x {slot} bytes = {ring_bytes} bytes of rings, more than {}",
+            many.reporters, MAX_MANY_RING_BYTES
+        ));
+    }
+    let any: IpAddr = if destination.is_ipv6() {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(any, 0))?;
+    socket.connect(destination)?;
+    let nacks = UdpSocket::bind(SocketAddr::new(any, many.nack_port))?;
+    nacks.set_nonblocking(true)?;
+
+    struct Fleet {
+        socket: std::net::UdpSocket,
+        nacks: std::net::UdpSocket,
+        rings: Vec<RetransmitRing>,
+        /// Next sequence number of each reporter.
+        next: Vec<u32>,
+        first_id: u32,
+        stats: ReporterStats,
+        scratch: Vec<u8>,
+    }
+    impl Fleet {
+        fn send(&mut self, b: &[u8]) -> std::io::Result<bool> {
+            match self.socket.send(b) {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    self.stats.send_errors += 1;
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        /// Resend datagram `seq` of reporter `r` if still kept.
+        fn resend(&mut self, r: usize, seq: u32) -> std::io::Result<()> {
+            let back = self.next[r].wrapping_sub(seq) as usize;
+            if back == 0 || back > self.rings[r].filled() {
+                self.stats.unrecoverable_nacks += 1;
+                return Ok(());
+            }
+            // Sent from a copy: the ring and the socket are both fields of self.
+            let d = self.rings[r].get(back);
+            let n = d.len();
+            self.scratch[..n].copy_from_slice(d);
+            let sent = match self.socket.send(&self.scratch[..n]) {
+                Ok(_) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    self.stats.send_errors += 1;
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+            if sent {
+                self.stats.retransmissions += 1;
+            }
+            Ok(())
+        }
+        /// Handle every NACK waiting; returns how many datagrams arrived.
+        fn poll(&mut self) -> std::io::Result<usize> {
+            let mut got = 0;
+            let mut b = [0u8; 64];
+            loop {
+                let n = match self.nacks.recv(&mut b) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(got),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                    Err(e) => return Err(e),
+                };
+                got += 1;
+                let Ok(nack) = dta_wire::native::NackRepr::parse(&b[..n]) else {
+                    self.stats.bad_nacks += 1;
+                    continue;
+                };
+                let r = nack.reporter_id.wrapping_sub(self.first_id) as usize;
+                if r >= self.rings.len() || nack.sketch.is_some() {
+                    self.stats.bad_nacks += 1;
+                    continue;
+                }
+                self.stats.nacks += 1;
+                for seq in nack.missing_seqs() {
+                    self.resend(r, seq)?;
+                }
+            }
+        }
+    }
+
+    let mut fleet = Fleet {
+        socket,
+        nacks,
+        rings: (0..many.reporters)
+            .map(|_| RetransmitRing::new(kept as usize, slot))
+            .collect(),
+        next: vec![0; many.reporters as usize],
+        first_id: many.first_id,
+        stats: ReporterStats::default(),
+        scratch: vec![0; slot],
+    };
+    let sampler = KeySampler::new(spec.keys)?;
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let mut pacer = Pacer::new(spec.rate);
+    let total = many.reporters as u64 * many.datagrams as u64;
+    let mut key = [0u8; MAX_KEY_LEN];
+    let key = &mut key[..spec.key_len as usize];
+    let mut data = [0u8; MAX_DATA_LEN];
+    let data = &mut data[..spec.data_len as usize];
+    let mut buf = vec![0u8; slot];
+    let start = Instant::now();
+    let mut last_progress = start;
+    let mut sent = 0u64;
+    let mut credit = 0u64;
+    let show = |fleet: &Fleet, sent: u64| Progress {
+        reports: sent,
+        datagrams: fleet.stats.datagrams,
+        elapsed: start.elapsed(),
+        target: Some(total),
+    };
+    for round in 0..many.datagrams {
+        for r in 0..many.reporters as usize {
+            if credit == 0 {
+                credit = pacer.grant(total - sent, None);
+            }
+            credit -= 1;
+            let id = many.first_id.wrapping_add(r as u32);
+            let mut b = DatagramBuilder::new(&mut buf, many.priority, true, id, round)
+                .map_err(ReportError::Wire)?;
+            let i = sampler.sample(&mut rng);
+            emit_one(spec, i, key, data, &mut |rep| {
+                b.push(rep).map_err(ReportError::Wire)
+            })?;
+            let len = b.finish();
+            fleet.send(&buf[..len])?;
+            fleet.rings[r].push(&buf[..len]);
+            fleet.next[r] = round.wrapping_add(1);
+            fleet.stats.datagrams += 1;
+            fleet.stats.reports += 1;
+            fleet.stats.bytes += len as u64;
+            sent += 1;
+            if sent % NACK_POLL_EVERY as u64 == 0 {
+                fleet.poll()?;
+                let now = Instant::now();
+                if now.duration_since(last_progress) >= Duration::from_millis(100) {
+                    last_progress = now;
+                    progress(show(&fleet, sent));
+                }
+            }
+        }
+    }
+    // Tail probes, paced like the run, NACKs handled in between.
+    for _ in 0..many.tail_probes {
+        let until = Instant::now() + many.tail_probe_interval;
+        while Instant::now() < until {
+            if fleet.poll()? == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        for r in 0..many.reporters as usize {
+            if credit == 0 {
+                credit = pacer.grant(u64::MAX, None);
+            }
+            credit -= 1;
+            let newest = fleet.next[r].wrapping_sub(1);
+            fleet.resend(r, newest)?;
+            if r % NACK_POLL_EVERY as usize == 0 {
+                fleet.poll()?;
+            }
+        }
+    }
+    // Linger: NACKs until `linger` passes without one.
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < end && quiet_since.elapsed() < spec.linger {
+        if fleet.poll()? > 0 {
+            quiet_since = Instant::now();
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    if let Some(e) = fleet.socket.take_error()? {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            fleet.stats.send_errors += 1;
+        }
+    }
+    progress(show(&fleet, sent));
+    Ok(stats(
+        fleet.stats,
+        &ReporterStats::default(),
+        start.elapsed(),
+        None,
+    ))
 }

@@ -212,8 +212,9 @@ pub struct ReporterStats {
     pub send_errors: u64,
 }
 
-/// The last `cap` retransmittable datagrams, consecutive in sequence number.
-struct RetransmitRing {
+/// The last `cap` retransmittable datagrams, consecutive in sequence number (also the rings of
+/// [`crate::loadgen::run_many`]'s simulated reporters).
+pub(crate) struct RetransmitRing {
     slot_len: usize,
     data: Vec<u8>,
     lens: Vec<usize>,
@@ -223,7 +224,7 @@ struct RetransmitRing {
 }
 
 impl RetransmitRing {
-    fn new(cap: usize, slot_len: usize) -> RetransmitRing {
+    pub(crate) fn new(cap: usize, slot_len: usize) -> RetransmitRing {
         RetransmitRing {
             slot_len,
             data: vec![0; cap * slot_len],
@@ -237,7 +238,7 @@ impl RetransmitRing {
         self.lens.len()
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         if self.cap() == 0 {
             return;
         }
@@ -248,8 +249,13 @@ impl RetransmitRing {
         self.filled = (self.filled + 1).min(self.cap());
     }
 
+    /// Datagrams held (at most the capacity).
+    pub(crate) fn filled(&self) -> usize {
+        self.filled
+    }
+
     /// The `back`-th newest datagram (1 = newest); `back` must be in 1..=filled.
-    fn get(&self, back: usize) -> &[u8] {
+    pub(crate) fn get(&self, back: usize) -> &[u8] {
         let i = (self.head + self.cap() - back) % self.cap();
         let s = i * self.slot_len;
         &self.data[s..s + self.lens[i]]

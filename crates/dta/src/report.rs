@@ -97,6 +97,10 @@ pub struct ReportArgs {
     pub reporter_id: u32,
     #[arg(long, value_enum, default_value = "medium")]
     pub priority: PriorityArg,
+    /// Keep the datagrams sent and resend them on the translator's NACKs (native, or the
+    /// prototype's long header); the run ends after the NACKs stop.
+    #[arg(long)]
+    pub retransmittable: bool,
     /// Native protocol: most reports packed into one datagram.
     #[arg(long, default_value_t = 32)]
     pub batch: u8,
@@ -107,6 +111,18 @@ pub struct ReportArgs {
     /// load over `dta translator --threads` (SO_REUSEPORT hashes by source port).
     #[arg(long, default_value_t = 1)]
     pub senders: u32,
+    /// Simulate this many retransmittable reporters (ids REPORTER_ID..) from one socket, each
+    /// sending --datagrams datagrams of one report, round-robin, and keeping its last
+    /// --in-flight for retransmission (resent on NACKs, then tail-probed): the tracker at
+    /// scale. Native protocol; the count is reporters x datagrams.
+    #[arg(long, value_name = "N")]
+    pub reporters: Option<u32>,
+    /// With --reporters: datagrams each reporter keeps for retransmission.
+    #[arg(long, default_value_t = 256, requires = "reporters")]
+    pub in_flight: u32,
+    /// With --reporters: datagrams each reporter sends (default: --in-flight).
+    #[arg(long, requires = "reporters")]
+    pub datagrams: Option<u32>,
     /// Send prebuilt Ethernet/IPv4/UDP frames on an AF_PACKET socket bound to IFACE (root),
     /// bypassing the UDP stack and the qdisc, as fast as the kernel takes them: the load
     /// generator that saturates a translator. Native protocol, one sender, no
@@ -133,6 +149,9 @@ pub struct ReportArgs {
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     if let Some(iface) = &a.raw {
         return run_raw(&a, iface);
+    }
+    if let Some(n) = a.reporters {
+        return run_many(&a, n);
     }
     let senders = a.senders.max(1);
     let primitive = match a.primitive {
@@ -248,6 +267,7 @@ fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
         PriorityArg::High => Priority::High,
     };
     cfg.max_reports_per_datagram = a.batch;
+    cfg.retransmittable = a.retransmittable;
     cfg
 }
 
@@ -288,6 +308,61 @@ fn combine(all: &[LoadStats]) -> LoadStats {
         suppressed: sum(|s| s.suppressed),
         elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
         sketch: None,
+    }
+}
+
+/// `--reporters N`: many simulated reporters from one socket (`loadgen::run_many`).
+fn run_many(a: &ReportArgs, reporters: u32) -> anyhow::Result<ExitCode> {
+    let primitive = match a.primitive {
+        Primitive::Kw => Opcode::KeyWrite,
+        Primitive::Ki => Opcode::KeyIncrement,
+        Primitive::Append => Opcode::Append,
+        _ => anyhow::bail!("--reporters: Key-Write, Key-Increment or Append"),
+    };
+    if a.senders > 1 || a.count.is_some() || a.duration.is_some() {
+        anyhow::bail!(
+            "--reporters sends reporters x in-flight reports: no --senders, --count or --duration"
+        );
+    }
+    if !matches!(a.protocol, ProtocolArg::Native) {
+        anyhow::bail!("--reporters: native protocol only");
+    }
+    let mut spec = load_spec(a, primitive, Some(1), 0, 1);
+    spec.linger = Duration::from_millis(300);
+    let many = loadgen::ManySpec {
+        reporters,
+        first_id: a.reporter_id,
+        in_flight: a.in_flight,
+        datagrams: a.datagrams.unwrap_or(a.in_flight),
+        priority: priority_of(a.priority),
+        nack_port: dta_wire::NACK_PORT,
+        tail_probes: 2,
+        tail_probe_interval: Duration::from_millis(10),
+    };
+    let stats = loadgen::run_many(&spec, &many, a.to, &|_| {})?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!(
+            "{reporters} reporters sent {} reports in {:.2}s ({} resent on {} NACKs)",
+            stats.reports,
+            stats.elapsed.as_secs_f64(),
+            stats.retransmissions,
+            stats.nacks
+        );
+    }
+    Ok(if stats.send_errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn priority_of(p: PriorityArg) -> Priority {
+    match p {
+        PriorityArg::Low => Priority::Low,
+        PriorityArg::Medium => Priority::Medium,
+        PriorityArg::High => Priority::High,
     }
 }
 
