@@ -669,6 +669,19 @@ impl Tracker {
         let seq = seq & mask;
         let slot = match self.locate(&key, now) {
             Ok(s) => s,
+            Err((s, false)) if n == Numbering::Native && seq != 0 && seq < w => {
+                // A new native space whose first number is within a window of 0: reporters
+                // number from 0, so the numbers below it were sent and lost (a reporter whose
+                // first datagrams are all lost would otherwise never be NACKed for them). The
+                // space starts at 0 and `seq` is checked against it like any other number. The
+                // cost: after a translator restart, a reporter still in its first window is
+                // asked again for numbers applied before the restart. Not for the prototype's
+                // 8-bit numbers, where half the space is "within a window of 0".
+                self.slots[s] = Entry::fresh(key, 0, retransmittable, now, self.nack_interval);
+                self.windows[s] = Window::default();
+                self.set_pending(s, false);
+                s
+            }
             Err((s, evicted_before)) => {
                 self.slots[s] = Entry::fresh(
                     key,

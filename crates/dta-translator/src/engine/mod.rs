@@ -578,11 +578,12 @@ mod ingress_tests {
         };
         let mut t = translator_with(&cfg);
         let now = Instant::now();
-        let native = |seq| datagram(true, 3, seq, &[KW]);
+        // Native numbers past the first window (a new space below it starts at 0).
+        let native = |seq: u32| datagram(true, 3, 1000 + seq, &[KW]);
         for (d, nack) in [
             (
                 [10, 11, 11, 13, 12, 12].map(native),
-                vec![0x11, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 12],
+                vec![0x11, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0x03, 0xf4],
             ),
             (
                 [10, 11, 11, 13, 12, 12].map(|s| proto(s, true)),
@@ -614,7 +615,7 @@ mod ingress_tests {
     fn a_native_gap_is_nacked_with_the_missing_bitmap() {
         let mut t = translator_with(&TranslatorConfig::default());
         let now = Instant::now();
-        for seq in [20, 23, 25] {
+        for seq in [1020, 1023, 1025] {
             t.handle_datagram(&datagram(true, 7, seq, &[KW]), src(), now);
         }
         let nacks: Vec<_> = t.drain_nacks().collect();
@@ -622,15 +623,18 @@ mod ingress_tests {
             .iter()
             .map(|n| dta_wire::native::NackRepr::parse(n.bytes()).unwrap())
             .collect();
-        // 23 reveals 21 and 22 (one NACK, 21 + bit 0); 25 reveals 24 (its own NACK).
+        // 1023 reveals 1021 and 1022 (one NACK, 1021 + bit 0); 1025 reveals 1024 (its own NACK).
         assert_eq!(parsed.len(), 2);
         assert_eq!(
             (parsed[0].reporter_id, parsed[0].seq, parsed[0].missing),
-            (7, 21, 1)
+            (7, 1021, 1)
         );
-        assert_eq!(parsed[0].missing_seqs().collect::<Vec<_>>(), vec![21, 22]);
+        assert_eq!(
+            parsed[0].missing_seqs().collect::<Vec<_>>(),
+            vec![1021, 1022]
+        );
         assert_eq!(nacks[0].bytes().len(), 20);
-        assert_eq!((parsed[1].seq, parsed[1].missing), (24, 0));
+        assert_eq!((parsed[1].seq, parsed[1].missing), (1024, 0));
         assert_eq!(t.stats().reports_of(Opcode::KeyWrite), 3);
     }
 
@@ -646,7 +650,7 @@ mod ingress_tests {
         let mut t = translator_with(&cfg);
         let now = Instant::now();
         let s = t.stats().clone();
-        for x in [10, 11, 11, 13]
+        for x in [1010, 1011, 1011, 1013]
             .map(|q| datagram(false, 3, q, &[KW]))
             .into_iter()
             .chain([10, 11, 11, 13].map(|q| proto(q, false)))
@@ -656,8 +660,9 @@ mod ingress_tests {
         assert_eq!(s.reports_of(Opcode::KeyWrite), 8);
         assert_eq!(count(&s.duplicates_by_priority[1]), 2);
         assert_eq!(t.drain_nacks().count(), 0);
-        // Native 12 falls out of the window when 269 slides it (W = 256); 14..=268 are missing.
-        t.handle_datagram(&datagram(false, 3, 269, &[KW]), src(), now);
+        // Native 1012 falls out of the window when 1269 slides it (W = 256); 1014..=1268 are
+        // missing.
+        t.handle_datagram(&datagram(false, 3, 1269, &[KW]), src(), now);
         assert_eq!(count(&s.lost[1]), 1);
         // The timer gives up the gaps resync_after has not filled: 255 native, 12 prototype.
         t.tick(now + std::time::Duration::from_millis(cfg.resync_after_ms + 1));
