@@ -11,6 +11,7 @@
 use dta_wire::native::{self, HeaderRepr, Kind, SketchNack};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Opcode, Priority, Report};
+use dta_reporter::flow;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -460,18 +461,18 @@ impl NativeDatagram {
 
 #[pymethods]
 impl NativeDatagram {
-    /// `NativeDatagram(priority="low", retransmittable=False, reporter_id=0, seq=0,
-    /// capacity=1472)`.
+    /// `NativeDatagram(priority=DEFAULT_PRIORITY, retransmittable=False, reporter_id=0, seq=0,
+    /// capacity=1472)`: the priority every reporter sends by default ("medium").
     #[new]
-    #[pyo3(signature = (priority="low", retransmittable=false, reporter_id=0, seq=0, capacity=DEFAULT_CAPACITY))]
+    #[pyo3(signature = (priority=None, retransmittable=false, reporter_id=0, seq=0, capacity=DEFAULT_CAPACITY))]
     fn new(
-        priority: &str,
+        priority: Option<&str>,
         retransmittable: bool,
         reporter_id: u32,
         seq: u32,
         capacity: usize,
     ) -> PyResult<Self> {
-        let p = priority_of(priority)?;
+        let p = priority.map_or(Ok(flow::DEFAULT_PRIORITY), priority_of)?;
         if !(native::HEADER_LEN + native::REPORT_HEADER_LEN + native::MIN_DATA_LEN..=65507)
             .contains(&capacity)
         {
@@ -775,6 +776,19 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DTA_PORT", dta_wire::DTA_PORT)?;
     m.add("NACK_PORT", dta_wire::NACK_PORT)?;
     m.add("DEFAULT_REDUNDANCY", dta_wire::DEFAULT_REDUNDANCY)?;
+    // Every reporter's defaults (dta_reporter::flow), for the pure-Python reporter.
+    m.add("DEFAULT_PRIORITY", flow::DEFAULT_PRIORITY.name())?;
+    m.add("DEFAULT_RETRANSMIT_BUFFER", flow::DEFAULT_RETRANSMIT_BUFFER)?;
+    m.add("DEFAULT_TAIL_PROBES", flow::DEFAULT_TAIL_PROBES)?;
+    m.add(
+        "DEFAULT_TAIL_PROBE_INTERVAL_MS",
+        flow::DEFAULT_TAIL_PROBE_INTERVAL.as_millis() as u64,
+    )?;
+    m.add(
+        "DEFAULT_NACK_HOLDOFF_MS",
+        flow::DEFAULT_NACK_HOLDOFF.as_millis() as u64,
+    )?;
+    m.add("RATE_UNLIMITED", dta_wire::native::RATE_UNLIMITED)?;
     m.add("MAX_REDUNDANCY", dta_wire::MAX_REDUNDANCY)?;
     m.add("DEFAULT_POSTCARD_VALUES", dta_wire::DEFAULT_POSTCARD_VALUES)?;
     m.add("MAX_KEY_LEN", dta_wire::native::MAX_KEY_LEN)?;

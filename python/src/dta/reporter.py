@@ -48,10 +48,16 @@ import socket
 import time
 
 from ._native import (
+    DEFAULT_NACK_HOLDOFF_MS,
+    DEFAULT_PRIORITY,
     DEFAULT_REDUNDANCY,
+    DEFAULT_RETRANSMIT_BUFFER,
+    DEFAULT_TAIL_PROBE_INTERVAL_MS,
+    DEFAULT_TAIL_PROBES,
     DTA_PORT,
     MAX_REDUNDANCY,
     NACK_PORT,
+    RATE_UNLIMITED,
     DatagramFull,
     NativeDatagram,
     WireError,
@@ -63,15 +69,10 @@ from ._native import (
 
 _SEQ_MASK = 0xFFFFFFFF
 
-# The defaults of every reporter: the Rust crate's ``dta_reporter::flow`` constants
-# (tests check both against spec/vectors/reporter.json "defaults").
-DEFAULT_PRIORITY = "medium"
-DEFAULT_RETRANSMIT_BUFFER = 256
-DEFAULT_TAIL_PROBES = 2
-DEFAULT_TAIL_PROBE_INTERVAL_MS = 10
-DEFAULT_NACK_HOLDOFF_MS = 10
-# docs/protocol.md "Congestion notice (kind 2)": a rate of 2**32 - 1 means no limit.
-RATE_UNLIMITED = 0xFFFFFFFF
+# The defaults of every reporter (DEFAULT_*, imported above) are the Rust crate's
+# ``dta_reporter::flow`` constants, exported by the core (tests check them against
+# spec/vectors/reporter.json "defaults"). RATE_UNLIMITED: docs/protocol.md "Congestion notice
+# (kind 2)", a rate of 2**32 - 1 means no limit.
 # The NACK socket is polled (non-blocking) once every this many datagrams.
 NACK_POLL_EVERY = 64
 # The prototype's 8-bit seqnum: at most half its space kept, so a NACK is never ambiguous.
