@@ -7,6 +7,7 @@ import pytest
 
 import dta
 from conftest import load_vectors
+import dta.reporter as reporter_mod
 from dta.reporter import Reporter, send_reports
 
 DATA = bytes.fromhex("deadbeef")
@@ -183,6 +184,10 @@ def test_defaults_are_the_rust_constants():
     assert dta.DEFAULT_POSTCARD_VALUES == 1 << 18
     for m in (Reporter.key_write, Reporter.key_increment):
         assert inspect.signature(m).parameters["redundancy"].default == dta.DEFAULT_REDUNDANCY
+    # A datagram built without a priority has the reporters' default one.
+    d = dta.NativeDatagram()
+    d.append(1, b"abcd")
+    assert dta.decode(bytes(d))["header"]["priority"] == reporter_mod.DEFAULT_PRIORITY == "medium"
 
 
 @pytest.mark.parametrize("protocol", ["native", "prototype"])
