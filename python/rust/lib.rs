@@ -8,10 +8,10 @@
 //! the counter name of `docs/protocol.md` (`bad_key_len`, `truncated`, ...); a native datagram
 //! that cannot take one more report raises `dta.DatagramFull`.
 
+use dta_reporter::flow;
 use dta_wire::native::{self, HeaderRepr, Kind, SketchNack};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Opcode, Priority, Report};
-use dta_reporter::flow;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
