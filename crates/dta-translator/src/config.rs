@@ -87,10 +87,17 @@ pub struct TranslatorConfig {
 }
 
 impl TranslatorConfig {
-    /// Whether the classifier runs (the configured choice, or the default for this machine).
+    /// Whether the classifier runs in front of `threads` translator threads (the configured
+    /// choice, or the default for this machine).
     pub fn classifier_enabled(&self) -> bool {
+        self.classifier_for(self.threads)
+    }
+
+    /// [`Self::classifier_enabled`] for a translator that runs `threads` threads whatever
+    /// `threads` says (the RoCE and XDP translators run one).
+    pub fn classifier_for(&self, threads: usize) -> bool {
         self.classifier.unwrap_or_else(|| {
-            std::thread::available_parallelism().is_ok_and(|n| n.get() > self.threads.max(1))
+            std::thread::available_parallelism().is_ok_and(|n| n.get() > threads.max(1))
         })
     }
 

@@ -15,6 +15,7 @@ use dta_wire::prefix::AllowList;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::classify::{priority_of, Entry, Lanes, Pool};
+use crate::config::TranslatorConfig;
 use crate::engine::Translator;
 use crate::reason::Reason;
 use crate::sinks::Sinks;
@@ -197,6 +198,32 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 /// Datagrams taken from a socket after `stop` before the final flush (a receive buffer's worth;
 /// a flood cannot delay the exit beyond it).
 pub const MAX_DRAIN_DATAGRAMS: usize = 65_536;
+
+/// One translator thread on `socket` (the RoCE and XDP translators' userspace path), behind
+/// the classifier when the configuration asks for it or the machine has a spare core
+/// ([`TranslatorConfig::classifier_for`]); the classifier counts into `classifier_stats`.
+pub fn run_one<S: Sinks + Send>(
+    translator: &mut Translator<S>,
+    socket: &UdpSocket,
+    cfg: &TranslatorConfig,
+    classifier_stats: &Stats,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    if cfg.classifier_for(1) {
+        let lanes = Lanes::new(1, cfg.classifier_depths(), cfg.recv_batch)?;
+        run_classified(
+            std::slice::from_mut(translator),
+            socket,
+            &lanes,
+            &cfg.allow,
+            classifier_stats,
+            cfg.recv_batch,
+            stop,
+        )
+    } else {
+        run(translator, socket, cfg.recv_batch, stop)
+    }
+}
 
 /// Run the translator on `socket` until `stop` is set, then write out everything it holds.
 pub fn run<S: Sinks>(

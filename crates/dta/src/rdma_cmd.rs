@@ -165,12 +165,14 @@ pub fn translator(
     eprintln!("translator on udp://{} -> RoCEv2", socket.local_addr()?);
     // ACKs are handled as the sink sends (and whenever its window fills); the final flush
     // waits for every outstanding packet to be acknowledged.
-    let ran = ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop);
+    let classifier = Arc::new(Stats::default());
+    let ran = ingest::run_one(&mut t, &socket, &cfg.translator, &classifier, &stop);
     // Every exit (stop by signal or --duration, or an ingest error) flushes and sends the DREQ
     // of docs/rdma.md, so the collector frees our queue pair at once. Dropping the sinks on a
     // path that skips this (an early `?`) still sends one DREQ.
     let disconnected = t.sinks_mut().disconnect();
     ran?;
+    let stats = Stats::sum(&[stats, classifier]);
     let out = serde_json::json!({ "translator": stats.snapshot(), "rdma": rstats.snapshot() });
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -87,7 +87,9 @@ pub fn translator(
             s.store(true, Ordering::Relaxed);
         });
     }
-    ingest::run(&mut t, &socket, cfg.translator.recv_batch, &stop)?;
+    let classifier = Arc::new(Stats::default());
+    ingest::run_one(&mut t, &socket, &cfg.translator, &classifier, &stop)?;
+    let stats = Stats::sum(&[stats, classifier]);
     let xdp_stats = x.stats().ok();
     for s in x.stores() {
         copy_data(&s.region, &collector.store(&s.name)?.region)
