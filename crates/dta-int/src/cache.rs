@@ -7,7 +7,7 @@
 //! predefined time period"). Nothing here allocates per packet.
 
 use crate::events::{EvictReason, FlowRecord, HopRecord};
-use crate::layout::{FLOW_KEY_LEN, MAX_PATH};
+use crate::layout::{FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// Buckets per row.
 pub const WAYS: usize = 8;
@@ -44,6 +44,41 @@ impl HopAgg {
     }
 }
 
+/// The store writes a flow owes since the last delta flush (`docs/int-sink.md`, "Aggregation"):
+/// the latest INT-MD path record (Key-Write) and the latest Postcarding value per hop. Only the
+/// newest matters: a Key-Write or a Postcarding chunk of a flow overwrites the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// The sink's report sequence number of the last update: writes are replayed in this
+    /// order, so a slot shared by two flows ends with the one written last, as without
+    /// aggregation.
+    pub seq: u64,
+    /// Some write is owed (the entry is on the sink's dirty list).
+    pub dirty: bool,
+    /// A path record is owed.
+    pub has_path: bool,
+    pub path: [u8; PATH_DATA_LEN],
+    /// Postcarding path length of the owed postcards.
+    pub path_len: u8,
+    /// Hops (bit i = hop i) with an owed postcard value.
+    pub postcard_mask: u8,
+    pub postcard: [u32; MAX_PATH],
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            seq: 0,
+            dirty: false,
+            has_path: false,
+            path: [0; PATH_DATA_LEN],
+            path_len: 0,
+            postcard_mask: 0,
+            postcard: [0; MAX_PATH],
+        }
+    }
+}
+
 /// One flow's entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FlowEntry {
@@ -55,6 +90,8 @@ pub struct FlowEntry {
     /// Hops seen (the highest hop index + 1).
     pub hops: u8,
     pub hop: [HopAgg; MAX_PATH],
+    /// Writes owed to the stores (aggregation).
+    pub pending: Pending,
 }
 
 impl FlowEntry {
@@ -120,6 +157,22 @@ impl FlowCache {
         now_ns: u64,
         evict: impl FnOnce(&FlowEntry),
     ) -> &mut FlowEntry {
+        let i = self.entry_index(key, now_ns, evict);
+        &mut self.buckets[i]
+    }
+
+    /// The entry at `index` (from [`FlowCache::entry_index`]; it may hold another flow since).
+    pub fn at_mut(&mut self, index: usize) -> &mut FlowEntry {
+        &mut self.buckets[index]
+    }
+
+    /// [`FlowCache::entry`], returning the entry's index.
+    pub fn entry_index(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        now_ns: u64,
+        evict: impl FnOnce(&FlowEntry),
+    ) -> usize {
         let r = self.row(key);
         let row = &mut self.buckets[r..r + WAYS];
         let i = match row.iter().position(|e| e.in_use && e.key == *key) {
@@ -150,7 +203,7 @@ impl FlowCache {
                 i
             }
         };
-        &mut row[i]
+        r + i
     }
 
     /// Evict every flow not updated for more than `idle_ns` (every flow when `None`).
