@@ -114,6 +114,9 @@ impl FlowEntry {
 /// The cache.
 pub struct FlowCache {
     buckets: Vec<FlowEntry>,
+    /// Per bucket, a tag of its flow's key hash (never 0) or 0 when free: a row's [`WAYS`] tags
+    /// share one cache line, so a lookup reads one line and then only the matching entry.
+    tags: Vec<u64>,
     row_mask: usize,
     occupied: usize,
 }
@@ -124,6 +127,7 @@ impl FlowCache {
         let rows = capacity.div_ceil(WAYS).max(1).next_power_of_two();
         FlowCache {
             buckets: vec![FlowEntry::default(); rows * WAYS],
+            tags: vec![0; rows * WAYS],
             row_mask: rows - 1,
             occupied: 0,
         }
@@ -137,16 +141,23 @@ impl FlowCache {
         self.occupied
     }
 
-    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> usize {
-        (dta_store::hash::fmix64(dta_store::hash::fnv1a64(key)) as usize & self.row_mask) * WAYS
+    /// The first bucket of `key`'s row and its tag.
+    #[inline]
+    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> (usize, u64) {
+        let h = dta_store::hash::fmix64(dta_store::hash::fnv1a64(key));
+        ((h as usize & self.row_mask) * WAYS, h | 1)
+    }
+
+    /// The bucket holding `key` in the row at `r`.
+    #[inline]
+    fn find(&self, r: usize, tag: u64, key: &[u8; FLOW_KEY_LEN]) -> Option<usize> {
+        (r..r + WAYS).find(|&i| self.tags[i] == tag && self.buckets[i].key == *key)
     }
 
     /// The entry of `key`, if cached.
     pub fn get(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<&FlowEntry> {
-        let r = self.row(key);
-        self.buckets[r..r + WAYS]
-            .iter()
-            .find(|e| e.in_use && e.key == *key)
+        let (r, tag) = self.row(key);
+        self.find(r, tag, key).map(|i| &self.buckets[i])
     }
 
     /// The entry of `key`, created if needed (packets 0, first_ns = now). A flow evicted to make
@@ -173,37 +184,32 @@ impl FlowCache {
         now_ns: u64,
         evict: impl FnOnce(&FlowEntry),
     ) -> usize {
-        let r = self.row(key);
-        let row = &mut self.buckets[r..r + WAYS];
-        let i = match row.iter().position(|e| e.in_use && e.key == *key) {
-            Some(i) => i,
+        let (r, tag) = self.row(key);
+        if let Some(i) = self.find(r, tag, key) {
+            return i;
+        }
+        let i = match (r..r + WAYS).find(|&i| self.tags[i] == 0) {
+            Some(i) => {
+                self.occupied += 1;
+                i
+            }
             None => {
-                let i = match row.iter().position(|e| !e.in_use) {
-                    Some(i) => {
-                        self.occupied += 1;
-                        i
-                    }
-                    None => {
-                        let (i, old) = row
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(_, e)| e.last_ns)
-                            .expect("WAYS > 0");
-                        evict(old);
-                        i
-                    }
-                };
-                row[i] = FlowEntry {
-                    key: *key,
-                    in_use: true,
-                    first_ns: now_ns,
-                    last_ns: now_ns,
-                    ..FlowEntry::default()
-                };
+                let i = (r..r + WAYS)
+                    .min_by_key(|&i| self.buckets[i].last_ns)
+                    .expect("WAYS > 0");
+                evict(&self.buckets[i]);
                 i
             }
         };
-        r + i
+        self.tags[i] = tag;
+        self.buckets[i] = FlowEntry {
+            key: *key,
+            in_use: true,
+            first_ns: now_ns,
+            last_ns: now_ns,
+            ..FlowEntry::default()
+        };
+        i
     }
 
     /// Evict every flow not updated for more than `idle_ns` (every flow when `None`).
@@ -211,10 +217,11 @@ impl FlowCache {
         if self.occupied == 0 {
             return;
         }
-        for e in self.buckets.iter_mut().filter(|e| e.in_use) {
-            if idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
+        for (e, tag) in self.buckets.iter_mut().zip(self.tags.iter_mut()) {
+            if *tag != 0 && idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
                 evict(e);
                 e.in_use = false;
+                *tag = 0;
                 self.occupied -= 1;
             }
         }

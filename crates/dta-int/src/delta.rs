@@ -8,10 +8,9 @@ use crate::layout::{hist_key, Metric, HIST_KEY_LEN};
 
 /// Histogram increments owed to the Key-Increment store.
 pub struct HistDeltas {
-    /// Packed keys (`node << 16 | metric << 8 | bucket`; never 0, as a metric is never 0), 0
-    /// for a free slot.
-    keys: Box<[u64]>,
-    counts: Box<[u64]>,
+    /// `(packed key, count)`: the key `node << 16 | metric << 8 | bucket` (never 0, as a metric
+    /// is never 0), 0 for a free slot; key and count share a cache line.
+    slots: Box<[(u64, u64)]>,
     /// Occupied slots, in first-touch order (what a flush walks).
     used: Vec<u32>,
     mask: usize,
@@ -30,8 +29,7 @@ impl HistDeltas {
         let capacity = capacity.max(1);
         let slots = (capacity * 2).next_power_of_two();
         HistDeltas {
-            keys: vec![0; slots].into_boxed_slice(),
-            counts: vec![0; slots].into_boxed_slice(),
+            slots: vec![(0, 0); slots].into_boxed_slice(),
             used: Vec::with_capacity(capacity),
             mask: slots - 1,
             limit: capacity,
@@ -59,14 +57,13 @@ impl HistDeltas {
         let k = pack(node, metric, bucket);
         let mut i = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask;
         loop {
-            let slot = self.keys[i];
-            if slot == k {
-                self.counts[i] += 1;
+            let slot = &mut self.slots[i];
+            if slot.0 == k {
+                slot.1 += 1;
                 return;
             }
-            if slot == 0 {
-                self.keys[i] = k;
-                self.counts[i] = 1;
+            if slot.0 == 0 {
+                *slot = (k, 1);
                 self.used.push(i as u32);
                 return;
             }
@@ -77,16 +74,13 @@ impl HistDeltas {
     /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table.
     pub fn drain(&mut self, mut write: impl FnMut(&[u8; HIST_KEY_LEN], u64)) {
         for &i in &self.used {
-            let i = i as usize;
-            let k = self.keys[i];
+            let (k, count) = std::mem::take(&mut self.slots[i as usize]);
             let metric = match (k >> 8) as u8 {
                 1 => Metric::HopLatency,
                 2 => Metric::QueueOccupancy,
                 _ => Metric::EgressTxUtil,
             };
-            write(&hist_key((k >> 16) as u32, metric, k as u8), self.counts[i]);
-            self.keys[i] = 0;
-            self.counts[i] = 0;
+            write(&hist_key((k >> 16) as u32, metric, k as u8), count);
         }
         self.used.clear();
     }

@@ -4,7 +4,7 @@
 //! telemetry report updates the FlowCache and raises its events at once; what it owes the
 //! stores is aggregated (the flow's latest path record and postcards in its FlowCache entry,
 //! histogram increments summed per counter in [`HistDeltas`]) and written as DTA reports at the
-//! delta flush ([`IntSinkConfig::delta_flush_ms`], a capacity eviction, a path change, a stop),
+//! delta flush ([`IntSinkConfig::delta_flush_ms`], capacity evictions, aging, a stop),
 //! fed to an in-process [`Translator`] through [`Translator::apply`], so the stores it writes are
 //! the same stores any DTA reporter writes (`docs/int-sink.md`, "Aggregation"):
 //!
@@ -104,7 +104,7 @@ impl Default for IntSinkConfig {
             allow: AllowList::loopback(),
             aggregate: true,
             delta_flush_ms: 100,
-            hist_deltas: 1 << 14,
+            hist_deltas: 1 << 12,
         }
     }
 }
@@ -333,8 +333,6 @@ pub struct IntSink<S: Sinks> {
     order: Vec<(u64, u32)>,
     hist: HistDeltas,
     last_delta_flush_ns: u64,
-    /// A path change asked for the deltas to reach the stores after this report.
-    flush_now: bool,
 }
 
 fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason) {
@@ -363,7 +361,6 @@ impl<S: Sinks> IntSink<S> {
             order: Vec::with_capacity(slots),
             hist: HistDeltas::new(cfg.hist_deltas),
             last_delta_flush_ns: 0,
-            flush_now: false,
             report_seq: 0,
             shard: (0, 1),
             detect: cfg.detect(),
@@ -719,8 +716,6 @@ impl<S: Sinks> IntSink<S> {
                             if th.path_change {
                                 evs.push(EventKind::PathChange, hop, id, prev);
                             }
-                            // The new path reaches the store before anyone acts on the change.
-                            self.flush_now = true;
                         }
                     }
                     a.node_id = Some(id);
@@ -809,7 +804,7 @@ impl<S: Sinks> IntSink<S> {
                 }
             }
         }
-        if !self.cfg.aggregate || self.flush_now || self.evicted.len() >= EVICTED_PENDING {
+        if !self.cfg.aggregate || self.evicted.len() >= EVICTED_PENDING {
             self.flush_deltas(now_ns);
         }
     }
@@ -818,7 +813,6 @@ impl<S: Sinks> IntSink<S> {
     /// their last reports (so a slot two flows share ends as it would have without
     /// aggregation), then the histogram sums.
     pub fn flush_deltas(&mut self, now_ns: u64) {
-        self.flush_now = false;
         self.last_delta_flush_ns = now_ns;
         let mut order = std::mem::take(&mut self.order);
         order.clear();
