@@ -240,7 +240,7 @@ impl ShimRepr {
                 b[0] = self.int_type as u8;
                 b[1] = 0;
                 b[field::V1_SHIM_LENGTH] = self.length.checked_add(1).ok_or(Error::BadIntLength)?;
-                b[field::V1_SHIM_DSCP] = self.next as u8 & 0xfc;
+                b[field::V1_SHIM_DSCP] = self.next as u8;
             }
             IntVersion::V2 => {
                 b[0] = ((self.int_type as u8) << 4) | (self.npt << 2);
