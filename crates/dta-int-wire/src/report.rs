@@ -756,7 +756,7 @@ impl<'a> LegacyReport<'a> {
     }
 
     /// Write the report as parsed: the fixed header of `version` (reserved bits zero; v1.0's
-    /// Len as carried, or 4 when 0), the sub-header `sub` selects (its NProto), the frame.
+    /// Len as carried), the sub-header `sub` selects (its NProto), the frame.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
         let n = self.buffer_len();
         let buf = buf.get_mut(..n).ok_or(Error::Truncated)?;
@@ -778,11 +778,7 @@ impl<'a> LegacyReport<'a> {
                 12
             }
             1 => {
-                let len = if self.length == 0 {
-                    4
-                } else {
-                    self.length & 0xf
-                };
+                let len = self.length & 0xf;
                 let w = (1 << 28)
                     | (u32::from(len) << 24)
                     | (next_proto << 21)
