@@ -8,16 +8,19 @@
 //!   baseline the sink rows are compared with);
 //! - the sink writing every report's DTA reports at once (`aggregate = false`: ~21 translator
 //!   reports per telemetry report, the sink's behaviour without aggregation);
-//! - the sink aggregating into per-flush deltas (the default), one thread;
+//! - the sink aggregating into per-flush deltas (the default), one thread, one report per call;
+//! - the same, handed batches of 32 reports (`IntSink::handle_reports`, as a `recvmmsg` receive
+//!   loop does: the batch's FlowCache misses overlap);
 //! - two sinks of a [`SinkGroup`] on two threads over the same stores, flows sharded by
-//!   [`shard_of`] (reports pre-sorted per sink, as a flow-steering receive side hands them).
+//!   [`shard_of`] (reports pre-sorted per sink, as a flow-steering receive side hands them),
+//!   batches of 32.
 //!
 //! Each row gives reports per second of wall time and per second of the measuring threads' own
 //! CPU time (`getrusage(RUSAGE_THREAD)`, summed over threads: robust on a shared machine).
 //!
 //! `cargo bench -p dta-int --bench ingest` or `scripts/bench.sh --only int` (env
 //! DTA_BENCH_PACKETS, default 200 000; DTA_BENCH_RUNS, default 5; DTA_BENCH_INT_ROWS, a
-//! comma-separated subset of `parse,per_report,deltas,two_threads` to profile one row, the
+//! comma-separated subset of `parse,per_report,deltas,batches,two_threads` to profile one row, the
 //! others printing 0). Prints medians.
 
 use std::hint::black_box;
@@ -65,13 +68,29 @@ fn stores() -> Vec<StoreConfig> {
 
 type Reports = Vec<(Vec<u8>, u64)>;
 
-/// Feed `reports` to `sink`, ticking every 1024 (the delta flush and aging run on the trace's
-/// clock) and writing the owed deltas at the end, inside the measurement.
-fn run_sink(sink: &mut IntSink<RegionSinks>, reports: &Reports) {
-    for (i, (r, ts)) in reports.iter().enumerate() {
-        sink.handle_report(r, *ts);
-        if i % 1024 == 1023 {
-            sink.tick(*ts);
+/// Reports per receive batch.
+const BATCH: usize = 32;
+
+/// Feed `reports` to `sink` one by one or in batches of [`BATCH`], ticking every 1024 (the delta
+/// flush and aging run on the trace's clock) and writing the owed deltas at the end, inside the
+/// measurement.
+fn run_sink(sink: &mut IntSink<RegionSinks>, reports: &Reports, batched: bool) {
+    if batched {
+        let mut batch: Vec<(&[u8], u64)> = Vec::with_capacity(BATCH);
+        for (i, chunk) in reports.chunks(BATCH).enumerate() {
+            batch.clear();
+            batch.extend(chunk.iter().map(|(r, t)| (&r[..], *t)));
+            sink.handle_reports(&batch);
+            if i % (1024 / BATCH) == 1024 / BATCH - 1 {
+                sink.tick(chunk.last().unwrap().1);
+            }
+        }
+    } else {
+        for (i, (r, ts)) in reports.iter().enumerate() {
+            sink.handle_report(r, *ts);
+            if i % 1024 == 1023 {
+                sink.tick(*ts);
+            }
         }
     }
     if let Some((_, ts)) = reports.last() {
@@ -139,19 +158,20 @@ fn main() {
     };
     let mut per_report = IntSink::new(&per_report_cfg, translator()).unwrap();
     let mut aggregated = IntSink::new(&sink_cfg, translator()).unwrap();
+    let mut batches = IntSink::new(&sink_cfg, translator()).unwrap();
     let group = SinkGroup::new(&sink_cfg, 2, 4096);
     let mut pair: Vec<IntSink<RegionSinks>> = (0..2)
         .map(|i| group.sink(i, &sink_cfg, translator()).unwrap())
         .collect();
 
     let rows = std::env::var("DTA_BENCH_INT_ROWS")
-        .unwrap_or_else(|_| "parse,per_report,deltas,two_threads".into());
+        .unwrap_or_else(|_| "parse,per_report,deltas,batches,two_threads".into());
     let on = |row: &str| rows.split(',').any(|r| r == row);
     let skipped = Rate {
         wall: 0.0,
         cpu: 0.0,
     };
-    let (mut parse, mut per, mut agg, mut two) = (vec![], vec![], vec![], vec![]);
+    let (mut parse, mut per, mut agg, mut bat, mut two) = (vec![], vec![], vec![], vec![], vec![]);
     // The rows alternate within each run, so load on the machine hits them alike.
     for _ in 0..runs {
         if !on("parse") {
@@ -178,16 +198,17 @@ fn main() {
             });
         }
 
-        for (sink, out, row) in [
-            (&mut per_report, &mut per, "per_report"),
-            (&mut aggregated, &mut agg, "deltas"),
+        for (sink, out, row, batched) in [
+            (&mut per_report, &mut per, "per_report", false),
+            (&mut aggregated, &mut agg, "deltas", false),
+            (&mut batches, &mut bat, "batches", true),
         ] {
             if !on(row) {
                 out.push(Rate { ..skipped });
                 continue;
             }
             let (t0, c0) = (Instant::now(), thread_cpu());
-            run_sink(sink, &reports);
+            run_sink(sink, &reports, batched);
             out.push(Rate {
                 wall: n as f64 / t0.elapsed().as_secs_f64(),
                 cpu: n as f64 / (thread_cpu() - c0),
@@ -206,7 +227,7 @@ fn main() {
                 .map(|(sink, part)| {
                     s.spawn(move || {
                         let c0 = thread_cpu();
-                        run_sink(sink, part);
+                        run_sink(sink, part, true);
                         thread_cpu() - c0
                     })
                 })
@@ -218,7 +239,7 @@ fn main() {
             cpu: n as f64 / cpu,
         });
     }
-    for s in [&per_report, &aggregated, &pair[0], &pair[1]] {
+    for s in [&per_report, &aggregated, &batches, &pair[0], &pair[1]] {
         let st = s.stats_snapshot();
         assert!(st.errors.is_empty(), "{:?}", st.errors);
         assert_eq!(s.translator().stats().total_rejected(), 0);
@@ -230,7 +251,7 @@ fn main() {
             median(v.iter().map(|r| r.cpu).collect()),
         )
     };
-    let (p, pr, ag, tw) = (med(&parse), med(&per), med(&agg), med(&two));
+    let (p, pr, ag, ba, tw) = (med(&parse), med(&per), med(&agg), med(&bat), med(&two));
     println!(
         "dta INT ingest benchmark: {n} telemetry reports (5-hop INT-MD, 3 metrics) per run, median of {runs}"
     );
@@ -245,7 +266,8 @@ fn main() {
             pr,
         ),
         ("INT sink, per-flush deltas, 1 thread", ag),
-        ("INT sink, per-flush deltas, 2 threads (SinkGroup)", tw),
+        ("INT sink, per-flush deltas, batches of 32, 1 thread", ba),
+        ("INT sink, deltas, batches, 2 threads (SinkGroup)", tw),
     ] {
         println!(
             "{:<58} {:>12.0} {:>14.0} {:>10.2}",
@@ -256,8 +278,9 @@ fn main() {
         );
     }
     println!(
-        "aggregation / per-report (CPU time): {:.2}; 2 threads / 1 thread (wall): {:.2}",
+        "deltas / per-report (CPU time): {:.2}; batches / per-report: {:.2}; 2 threads / 1 thread (wall): {:.2}",
         ag.1 / pr.1,
-        tw.0 / ag.0
+        ba.1 / pr.1,
+        tw.0 / ba.0
     );
 }

@@ -154,6 +154,27 @@ impl FlowCache {
         (r..r + WAYS).find(|&i| self.tags[i] == tag && self.buckets[i].key == *key)
     }
 
+    /// Start loading the row of `key` (its tags' cache line) into the cache: a batch of reports
+    /// issues these for all its flows first, so their misses overlap.
+    #[inline]
+    pub fn prefetch_row(&self, key: &[u8; FLOW_KEY_LEN]) {
+        let (r, _) = self.row(key);
+        prefetch(&self.tags[r] as *const u64 as *const u8);
+    }
+
+    /// Start loading the entry of `key`, if cached (after [`FlowCache::prefetch_row`]).
+    #[inline]
+    pub fn prefetch_entry(&self, key: &[u8; FLOW_KEY_LEN]) {
+        let (r, tag) = self.row(key);
+        if let Some(i) = (r..r + WAYS).find(|&i| self.tags[i] == tag) {
+            let e = &self.buckets[i];
+            let base = e as *const FlowEntry as *const u8;
+            for off in (0..core::mem::size_of::<FlowEntry>()).step_by(64) {
+                prefetch(base.wrapping_add(off));
+            }
+        }
+    }
+
     /// The entry of `key`, if cached.
     pub fn get(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<&FlowEntry> {
         let (r, tag) = self.row(key);
@@ -226,6 +247,19 @@ impl FlowCache {
             }
         }
     }
+}
+
+/// A prefetch hint for the cache line holding address `p` (never dereferenced); nothing on
+/// architectures without one.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint: it never faults, whatever the address, and writes nothing.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]

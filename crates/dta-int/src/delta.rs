@@ -1,42 +1,47 @@
 //! Per-flush deltas of the histogram counters: the sink adds each sample's +1 here and writes one
 //! Key-Increment per touched (node, metric, bucket) at the delta flush, with the sum as its
 //! counter. Key-Increment is a wrapping add on each of its N counters ([DTA A.4]), so one add of
-//! `k` leaves every counter exactly as `k` adds of 1 do. A fixed-capacity open-addressing table,
-//! allocated once: nothing here allocates per report.
+//! `k` leaves every counter exactly as `k` adds of 1 do. Fixed capacity, allocated once:
+//! nothing here allocates per report.
 
 use crate::layout::{hist_key, Metric, HIST_KEY_LEN};
 
-/// Histogram increments owed to the Key-Increment store.
+/// Histogram increments owed to the Key-Increment store: per switch, a dense block of
+/// `metrics × buckets` sums, found through a small open-addressing table of node ids. A report's
+/// 15 samples (5 hops × 3 metrics) touch 5 node slots and 5 blocks, which stay in the L1/L2
+/// cache for the switches in use.
 pub struct HistDeltas {
-    /// `(packed key, count)`: the key `node << 16 | metric << 8 | bucket` (never 0, as a metric
-    /// is never 0), 0 for a free slot; key and count share a cache line.
-    slots: Box<[(u64, u64)]>,
-    /// Occupied slots, in first-touch order (what a flush walks).
+    /// Node id + 1 per slot (0: free), then the slot's block index.
+    nodes: Box<[(u64, u32)]>,
+    node_mask: usize,
+    /// Blocks of `Metric::ALL.len() * buckets` sums, one per node in use.
+    sums: Box<[u64]>,
+    buckets: usize,
+    /// Node ids of the blocks in use, in first-touch order.
     used: Vec<u32>,
-    mask: usize,
-    limit: usize,
+    max_nodes: usize,
 }
 
-#[inline]
-fn pack(node: u32, metric: Metric, bucket: u8) -> u64 {
-    (u64::from(node) << 16) | ((metric as u64) << 8) | u64::from(bucket)
-}
+const METRICS: usize = Metric::ALL.len();
 
 impl HistDeltas {
-    /// Room for `capacity` distinct counters (the table is twice that, rounded up to a power of
-    /// two, and reports itself full at `capacity`).
-    pub fn new(capacity: usize) -> HistDeltas {
-        let capacity = capacity.max(1);
-        let slots = (capacity * 2).next_power_of_two();
+    /// Room for `capacity` counters of histograms of `buckets` buckets: `capacity / (3 ·
+    /// buckets)` switches (at least one) between flushes.
+    pub fn new(capacity: usize, buckets: usize) -> HistDeltas {
+        let buckets = buckets.max(1);
+        let nodes = (capacity / (METRICS * buckets)).max(1);
+        let slots = (nodes * 2).next_power_of_two();
         HistDeltas {
-            slots: vec![(0, 0); slots].into_boxed_slice(),
-            used: Vec::with_capacity(capacity),
-            mask: slots - 1,
-            limit: capacity,
+            nodes: vec![(0, 0); slots].into_boxed_slice(),
+            node_mask: slots - 1,
+            sums: vec![0; nodes * METRICS * buckets].into_boxed_slice(),
+            buckets,
+            used: Vec::with_capacity(nodes),
+            max_nodes: nodes,
         }
     }
 
-    /// Distinct counters owed.
+    /// Switches with owed counters.
     pub fn len(&self) -> usize {
         self.used.len()
     }
@@ -45,43 +50,49 @@ impl HistDeltas {
         self.used.is_empty()
     }
 
-    /// The table holds as many counters as it was built for: flush before the next add.
+    /// Every switch block is in use: drain before the next add.
     pub fn is_full(&self) -> bool {
-        self.used.len() >= self.limit
+        self.used.len() >= self.max_nodes
     }
 
-    /// Add 1 to the counter of `(node, metric, bucket)`. The caller flushes when
-    /// [`HistDeltas::is_full`], so a free slot always exists.
+    /// Add 1 to the counter of `(node, metric, bucket)` (`bucket` below the histogram's bucket
+    /// count). The caller drains when [`HistDeltas::is_full`], so there is always room.
     #[inline]
     pub fn add(&mut self, node: u32, metric: Metric, bucket: u8) {
-        let k = pack(node, metric, bucket);
-        let mut i = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask;
-        loop {
-            let slot = &mut self.slots[i];
-            if slot.0 == k {
-                slot.1 += 1;
-                return;
+        let k = u64::from(node) + 1;
+        let mut i = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.node_mask;
+        let block = loop {
+            let (id, block) = self.nodes[i];
+            if id == k {
+                break block as usize;
             }
-            if slot.0 == 0 {
-                *slot = (k, 1);
-                self.used.push(i as u32);
-                return;
+            if id == 0 {
+                let block = self.used.len();
+                self.nodes[i] = (k, block as u32);
+                self.used.push(node);
+                break block;
             }
-            i = (i + 1) & self.mask;
-        }
+            i = (i + 1) & self.node_mask;
+        };
+        let at = (block * METRICS + metric as usize - 1) * self.buckets
+            + usize::from(bucket).min(self.buckets - 1);
+        self.sums[at] += 1;
     }
 
     /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table.
     pub fn drain(&mut self, mut write: impl FnMut(&[u8; HIST_KEY_LEN], u64)) {
-        for &i in &self.used {
-            let (k, count) = std::mem::take(&mut self.slots[i as usize]);
-            let metric = match (k >> 8) as u8 {
-                1 => Metric::HopLatency,
-                2 => Metric::QueueOccupancy,
-                _ => Metric::EgressTxUtil,
-            };
-            write(&hist_key((k >> 16) as u32, metric, k as u8), count);
+        let per_node = METRICS * self.buckets;
+        for (block, &node) in self.used.iter().enumerate() {
+            let sums = &mut self.sums[block * per_node..(block + 1) * per_node];
+            for (j, c) in sums.iter_mut().enumerate() {
+                if *c != 0 {
+                    let metric = Metric::ALL[j / self.buckets];
+                    write(&hist_key(node, metric, (j % self.buckets) as u8), *c);
+                    *c = 0;
+                }
+            }
         }
+        self.nodes.fill((0, 0));
         self.used.clear();
     }
 }
@@ -93,21 +104,23 @@ mod tests {
 
     #[test]
     fn sums_per_key_and_empties() {
-        let mut d = HistDeltas::new(4);
+        let mut d = HistDeltas::new(4 * 3 * 33, 33);
         for _ in 0..3 {
             d.add(7, Metric::HopLatency, 2);
         }
         d.add(7, Metric::QueueOccupancy, 2);
         d.add(0, Metric::EgressTxUtil, 0);
-        assert_eq!(d.len(), 3);
+        assert_eq!(d.len(), 2);
         assert!(!d.is_full());
         d.add(u32::MAX, Metric::HopLatency, 32);
-        assert!(d.is_full());
+        assert!(!d.is_full());
+        d.add(9, Metric::HopLatency, 1);
+        assert!(d.is_full(), "4 switches held");
         let mut got = HashMap::new();
         d.drain(|k, n| {
             got.insert(*k, n);
         });
-        assert_eq!(got.len(), 4);
+        assert_eq!(got.len(), 5);
         assert_eq!(got[&hist_key(7, Metric::HopLatency, 2)], 3);
         assert_eq!(got[&hist_key(7, Metric::QueueOccupancy, 2)], 1);
         assert_eq!(got[&hist_key(0, Metric::EgressTxUtil, 0)], 1);

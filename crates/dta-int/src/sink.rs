@@ -80,7 +80,8 @@ pub struct IntSinkConfig {
     pub aggregate: bool,
     /// Longest time between delta flushes ([`IntSink::tick`]): what a query may miss.
     pub delta_flush_ms: u64,
-    /// Distinct histogram counters held between flushes; a full table is flushed early.
+    /// Histogram counters held between flushes (as blocks of 3 metrics × buckets per switch:
+    /// `hist_deltas / (3 · buckets)` switches); a full table is flushed early.
     pub hist_deltas: usize,
 }
 
@@ -104,7 +105,7 @@ impl Default for IntSinkConfig {
             allow: AllowList::loopback(),
             aggregate: true,
             delta_flush_ms: 100,
-            hist_deltas: 1 << 12,
+            hist_deltas: 1 << 15,
         }
     }
 }
@@ -306,6 +307,14 @@ const EVICTED_PENDING: usize = 256;
 /// Marks an [`IntSink`] flush-order entry as an index into its evicted list.
 const EVICTED_BIT: u32 = 1 << 31;
 
+/// A telemetry report found to carry one INT-MD packet ([`IntSink::handle_reports`]).
+#[derive(Clone, Copy)]
+struct MdReport<'b> {
+    repr: int::IntRepr<'b>,
+    /// A v2.0 report (it counts one individual report).
+    v2: bool,
+}
+
 /// The sink.
 pub struct IntSink<S: Sinks> {
     cfg: IntSinkConfig,
@@ -359,7 +368,7 @@ impl<S: Sinks> IntSink<S> {
             dirty: Vec::with_capacity(slots),
             evicted: Vec::with_capacity(EVICTED_PENDING),
             order: Vec::with_capacity(slots),
-            hist: HistDeltas::new(cfg.hist_deltas),
+            hist: HistDeltas::new(cfg.hist_deltas, cfg.histogram.count()),
             last_delta_flush_ns: 0,
             report_seq: 0,
             shard: (0, 1),
@@ -487,6 +496,62 @@ impl<S: Sinks> IntSink<S> {
             );
         }
         ok
+    }
+
+    /// Telemetry reports received together (one receive batch, `(payload, now_ns)` each):
+    /// handled exactly as [`IntSink::handle_report`] one by one, in order, but each report is
+    /// parsed once up front and the FlowCache rows, then entries, of the batch's flows are
+    /// prefetched before any is updated, so their cache misses overlap.
+    pub fn handle_reports(&mut self, batch: &[(&[u8], u64)]) {
+        const LANES: usize = 16;
+        for chunk in batch.chunks(LANES) {
+            let mut md: [Option<(MdReport<'_>, [u8; FLOW_KEY_LEN])>; LANES] = [None; LANES];
+            for (slot, (buf, _)) in md.iter_mut().zip(chunk) {
+                *slot = self.md_report(buf);
+                if let Some((_, key)) = slot {
+                    self.cache.prefetch_row(key);
+                }
+            }
+            for (_, key) in md.iter().flatten() {
+                self.cache.prefetch_entry(key);
+            }
+            for (slot, &(buf, now_ns)) in md.iter().zip(chunk) {
+                match slot {
+                    Some((m, _)) => {
+                        add(&self.stats.reports, 1);
+                        if m.v2 {
+                            add(&self.stats.individual_reports, 1);
+                        }
+                        self.handle_int(&m.repr, now_ns);
+                    }
+                    None => self.handle_report(buf, now_ns),
+                }
+            }
+        }
+    }
+
+    /// `buf` when [`IntSink::handle_report`] would take it as exactly one INT-MD packet of an
+    /// IPv4 flow (a v2.0 report of one individual report, neither dropped nor a drop report,
+    /// whose inner packet carries an INT-MD stack; or a v0.5/v1.0 report of such a frame), with
+    /// its flow key; `None` for anything else, left to `handle_report`.
+    fn md_report<'b>(&self, buf: &'b [u8]) -> Option<(MdReport<'b>, [u8; FLOW_KEY_LEN])> {
+        let (repr, v2) = match parse_report(buf).ok()? {
+            TelemetryReport::V2(r) if r.len() == 1 => {
+                let ir = r.iter().next()?;
+                let drop = ir.main.as_ref().and_then(|m| m.metadata.drop_reason);
+                if ir.dropped || drop.is_some() {
+                    return None;
+                }
+                (ir.inner_int(&self.detect).ok()??, true)
+            }
+            TelemetryReport::Legacy(l) if l.sub == LegacySubHeader::None => {
+                (l.inner_int(&self.detect).ok()??, false)
+            }
+            _ => return None,
+        };
+        repr.stack()?;
+        let key = repr.flow?.key13()?;
+        Some((MdReport { repr, v2 }, key))
     }
 
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.

@@ -103,8 +103,8 @@ fn aggregated_stores_equal_per_report_stores_byte_for_byte() {
         int_udp_port: Some(gen.int_udp_port),
         // Fewer flows than the trace: capacity evictions with owed writes.
         flow_capacity: 64,
-        // A tiny histogram table: early flushes.
-        hist_deltas: 16,
+        // Room for 12 of the 20 switches' histograms: early flushes.
+        hist_deltas: 1200,
         thresholds: dta_int::ThresholdConfig {
             queue_occupancy: 150,
             ..Default::default()
@@ -321,4 +321,57 @@ fn two_sinks_of_a_group_answer_as_one() {
         assert!(s.stats_snapshot().errors.is_empty());
     }
     check_truth(&env, &cfg, &pkts);
+}
+
+#[test]
+fn a_batch_is_handled_as_its_reports_one_by_one() {
+    let gen = GenConfig {
+        flows: 300,
+        ..GenConfig::default()
+    };
+    let pkts = generate(&gen);
+    // Every kind of input: stacked v2.0 reports, v1.0 reports, postcards, drop reports,
+    // garbage.
+    let mut reports: Vec<(Vec<u8>, u64)> = vec![];
+    for (i, p) in pkts.iter().enumerate() {
+        let r = match i % 7 {
+            0 => report_v1(5, i as u32, &md_frame_v1(p)),
+            1 => dta_int::gen::postcard_report(p, i % gen.hops, i as u32, 64, None),
+            2 if i % 5 == 0 => dta_int::gen::postcard_report(p, 1, i as u32, 64, Some(3)),
+            3 if i % 11 == 0 => vec![0x2f; 9],
+            _ => stacked_report(9, i as u32, &md_frame(p, gen.int_udp_port)),
+        };
+        reports.push((r, p.time_ns));
+    }
+    let cfg = IntSinkConfig {
+        int_udp_port: Some(gen.int_udp_port),
+        int_dscp: Some(V1_DSCP),
+        flow_capacity: 128,
+        thresholds: dta_int::ThresholdConfig {
+            queue_occupancy: 150,
+            ..Default::default()
+        },
+        ..IntSinkConfig::default()
+    };
+    let (a, b) = (Env::new(true), Env::new(true));
+    let (mut one, mut batched) = (a.sink(&cfg), b.sink(&cfg));
+    let (sub_a, sub_b) = (one.subscribe(1 << 16), batched.subscribe(1 << 16));
+    for (r, t) in &reports {
+        one.handle_report(r, *t);
+    }
+    for chunk in reports.chunks(37) {
+        let batch: Vec<(&[u8], u64)> = chunk.iter().map(|(r, t)| (&r[..], *t)).collect();
+        batched.handle_reports(&batch);
+    }
+    let end = pkts.last().unwrap().time_ns + 1;
+    one.flush(end);
+    batched.flush(end);
+    let (sa, sb) = (one.stats_snapshot(), batched.stats_snapshot());
+    assert_eq!(sa, sb);
+    assert!(sa.md_packets > 0 && sa.postcards > 0 && sa.drop_reports > 0 && !sa.errors.is_empty());
+    let (na, nb): (Vec<_>, Vec<_>) = (sub_a.rx.try_iter().collect(), sub_b.rx.try_iter().collect());
+    assert_eq!(format!("{na:?}"), format!("{nb:?}"));
+    for name in STORES {
+        assert!(a.bytes(name) == b.bytes(name), "{name} differs");
+    }
 }
