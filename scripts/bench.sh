@@ -9,6 +9,7 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only int --runs 5              # INT ingest in process (dta-int)
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
@@ -25,5 +26,19 @@ fi
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
     shift 2
     exec cargo bench -q -p dta-translator --bench overload -- "$@"
+fi
+# `--only int` (alone): INT ingest in process, parser alone, the INT sink per core (per-report
+# writes, per-flush deltas, receive batches) and two sink threads (docs/benchmarks.md, "INT
+# ingest in process: before and after"). --runs N and --packets N set its runs and reports.
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int" ]; then
+    shift 2
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --runs) export DTA_BENCH_RUNS="$2"; shift 2 ;;
+            --packets) export DTA_BENCH_PACKETS="$2"; shift 2 ;;
+            *) echo "--only int takes --runs N and --packets N" >&2; exit 2 ;;
+        esac
+    done
+    exec cargo bench -q -p dta-int --bench ingest
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"

@@ -491,6 +491,7 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline(always)]
     fn take(&mut self, n: usize) -> &'a [u8] {
         let s = &self.bytes[self.off..self.off + n];
         self.off += n;

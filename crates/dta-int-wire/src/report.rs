@@ -498,6 +498,9 @@ pub struct ReportV2<'a> {
     pub group: GroupHeader,
     reports: &'a [u8],
     count: usize,
+    /// The first individual report and its length, kept from validation so that iterating
+    /// does not parse it twice (most reports carry one).
+    first: (IndividualReport<'a>, usize),
 }
 
 impl<'a> ReportV2<'a> {
@@ -506,20 +509,22 @@ impl<'a> ReportV2<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<ReportV2<'a>, Error> {
         let group = GroupHeader::parse(buf)?;
         let reports = &buf[GroupHeader::LEN..];
-        let mut rest = reports;
-        let mut count = 0;
+        if reports.is_empty() {
+            return Err(Error::NoReports);
+        }
+        let first = IndividualReport::parse(reports)?;
+        let mut rest = &reports[first.1..];
+        let mut count = 1;
         while !rest.is_empty() {
             let (_, n) = IndividualReport::parse(rest)?;
             rest = &rest[n..];
             count += 1;
         }
-        if count == 0 {
-            return Err(Error::NoReports);
-        }
         Ok(ReportV2 {
             group,
             reports,
             count,
+            first,
         })
     }
 
@@ -535,12 +540,13 @@ impl<'a> ReportV2<'a> {
 
     /// The individual reports, in order.
     pub fn iter(&self) -> impl Iterator<Item = IndividualReport<'a>> + 'a {
-        let mut rest = self.reports;
-        core::iter::from_fn(move || {
+        let (first, n) = self.first;
+        let mut rest = &self.reports[n..];
+        core::iter::once(first).chain(core::iter::from_fn(move || {
             let (r, n) = IndividualReport::parse(rest).ok()?;
             rest = &rest[n..];
             Some(r)
-        })
+        }))
     }
 }
 

@@ -690,15 +690,14 @@ impl<S: Sinks> IntSink<S> {
         let n = len.min(MAX_PATH);
         // Hop index i (0 = the INT source) is stack entry len-1-i.
         let mut hops = [Sample::default(); MAX_PATH];
-        for (i, h) in hops.iter_mut().enumerate().take(n) {
-            if let Some(m) = stack.get(len - 1 - i) {
-                *h = Sample {
-                    node_id: m.node_id,
-                    latency: m.hop_latency,
-                    queue: m.queue_occupancy,
-                    util: m.egress_tx_util,
-                };
-            }
+        // One pass over the stack's oldest n entries (newest first), hop n-1 down to 0.
+        for (h, m) in hops[..n].iter_mut().rev().zip(stack.iter().skip(len - n)) {
+            *h = Sample {
+                node_id: m.node_id,
+                latency: m.hop_latency,
+                queue: m.queue_occupancy,
+                util: m.egress_tx_util,
+            };
         }
         // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).
         let mut ids = [0u32; MAX_PATH];
