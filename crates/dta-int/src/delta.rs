@@ -41,6 +41,12 @@ impl HistDeltas {
         }
     }
 
+    /// The first slot a node (`id + 1`) is looked for in.
+    #[inline]
+    fn home(&self, k: u64) -> usize {
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.node_mask
+    }
+
     /// Switches with owed counters.
     pub fn len(&self) -> usize {
         self.used.len()
@@ -60,7 +66,7 @@ impl HistDeltas {
     #[inline]
     pub fn add(&mut self, node: u32, metric: Metric, bucket: u8) {
         let k = u64::from(node) + 1;
-        let mut i = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.node_mask;
+        let mut i = self.home(k);
         let block = loop {
             let (id, block) = self.nodes[i];
             if id == k {
@@ -92,7 +98,16 @@ impl HistDeltas {
                 }
             }
         }
-        self.nodes.fill((0, 0));
+        // Free the node slots of the drained switches alone, newest first: a later node's probe
+        // may pass an earlier one's slot, which must still be taken while it is looked up.
+        for &node in self.used.iter().rev() {
+            let k = u64::from(node) + 1;
+            let mut i = self.home(k);
+            while self.nodes[i].0 != k {
+                i = (i + 1) & self.node_mask;
+            }
+            self.nodes[i] = (0, 0);
+        }
         self.used.clear();
     }
 }
@@ -129,6 +144,26 @@ mod tests {
         let mut n = 0;
         d.drain(|_, _| n += 1);
         assert_eq!(n, 0);
+        // Many switches sharing probe chains, drained and refilled: every one found again.
+        let mut d2 = HistDeltas::new(64 * 3 * 33, 33);
+        for round in 0..3u64 {
+            for node in 0..64u32 {
+                for _ in 0..=node % 3 {
+                    d2.add(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
+                }
+            }
+            assert!(d2.is_full());
+            let mut got = HashMap::new();
+            d2.drain(|k, n| {
+                got.insert(*k, n);
+            });
+            assert_eq!(got.len(), 64, "round {round}");
+            for node in 0..64u32 {
+                let k = hist_key(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
+                assert_eq!(got[&k], u64::from(node % 3) + 1);
+            }
+            assert!(d2.is_empty());
+        }
         d.add(7, Metric::HopLatency, 2);
         d.drain(|k, c| {
             assert_eq!((*k, c), (hist_key(7, Metric::HopLatency, 2), 1));
