@@ -33,6 +33,8 @@ fi
 # The full run's plots are the documentation's; a quick or redirected run keeps its own.
 png=$out/png
 [ $quick = 0 ] && [ "$out" = "$target/figures-full" ] && png=docs/figures
+# cargo runs a benchmark in its package's directory: give it an absolute path.
+out=$(realpath -m "$out")
 
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
