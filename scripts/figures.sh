@@ -7,7 +7,7 @@
 #   scripts/figures.sh --quick              # CI-sized runs, every plot, into target/figures/png
 #   scripts/figures.sh --only fig12,int6    # some figures (fig10..fig16, int3, int6)
 #   scripts/figures.sh --out DIR            # CSV files in DIR, plots in DIR/png
-#   scripts/figures.sh --runs 5             # runs per point (medians; default 3, quick 1)
+#   scripts/figures.sh --runs 5             # runs per point (medians; default 5, quick 1)
 #
 # The plots need matplotlib (Debian's python3-matplotlib, installed by scripts/setup.sh), hence
 # the system interpreter, as scripts/faults.sh.
