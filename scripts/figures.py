@@ -189,6 +189,7 @@ def fig14(rows, out):
         a.set_xscale("log", base=2)
         a.set_xlabel("translator cache entries")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=1e-3)  # below 1 000 paths/s: the cache is thrashing (success ~0)
     ax.set_ylabel("complete 5-hop paths / s (millions)")
     ax2.set_ylabel("success (complete paths / paths)")
     ax2.set_ylim(0, 1.02)
