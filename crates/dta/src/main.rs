@@ -518,10 +518,9 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     )
     .with_context(|| format!("binding {}", cfg.translator.listen))?;
     let lanes = if classified {
-        Some(dta_translator::classify::Lanes::new(
+        Some(dta_translator::classify::Lanes::from_config(
             threads,
-            cfg.translator.classifier_depths(),
-            cfg.translator.recv_batch,
+            &cfg.translator,
         )?)
     } else {
         None
