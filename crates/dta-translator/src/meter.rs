@@ -298,6 +298,18 @@ impl<S: Sinks> Sinks for Metered<S> {
     }
 
     #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.pending += 1;
+        self.inner.write_u64(store, offset, word, immediate)
+    }
+
+    #[inline]
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
         self.pending += 1;
         self.inner.fetch_add(store, offset, add)

@@ -23,6 +23,19 @@ pub trait Sinks {
         bytes: &[u8],
         immediate: bool,
     ) -> Result<(), SinkError>;
+    /// WRITE the little-endian u64 `word` at `offset` (8-byte aligned) of store `store`: the
+    /// same bytes as [`Self::write`] of `word.to_le_bytes()`, which it is unless the sink can
+    /// store a word at once (the co-located sink: one aligned store, an 8-byte Key-Write slot).
+    #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.write(store, offset, &word.to_le_bytes(), immediate)
+    }
     /// FETCH_ADD `add` to the little-endian u64 at `offset` of store `store`.
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError>;
     /// Add to store `store`'s live counters ([`MemSink::count`], `docs/regions.md` §1): called
@@ -97,6 +110,17 @@ impl Sinks for RegionSinks {
         // immediate flag is counted by the translator and carried as WRITE WITH IMMEDIATE by
         // the RDMA sink.
         self.regions[store].mem().write(offset, bytes)
+    }
+
+    #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        _immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.regions[store].mem().store_u64(offset, word)
     }
 
     #[inline]

@@ -1,6 +1,6 @@
 //! Batch staging of Key-Write and Key-Increment reports ([DTA §6]: the translator batches): a
-//! datagram's reports are routed once per shape, hashed and their lines prefetched, then
-//! written together in report order; counters are added once per batch.
+//! datagram's reports are routed once per shape and hashed, then all their lines prefetched in
+//! one pass, then written together in report order; counters are added once per batch.
 
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
@@ -170,7 +170,6 @@ impl<S: Sinks> Translator<S> {
         };
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
-        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         let slot_len = r.layout.slot_len();
         stage.kw += 1;
         stage.writes += redundancy as u64;
@@ -232,7 +231,6 @@ impl<S: Sinks> Translator<S> {
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         r.layout.counter_offsets(key, redundancy, &mut offs);
-        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         stage.ki += 1;
         stage.fetch_adds += redundancy as u64;
         stage.immediates += immediate as u64;
@@ -261,13 +259,6 @@ impl<S: Sinks> Translator<S> {
         refused
     }
 
-    /// Prefetch the lines a staged report will write.
-    #[inline]
-    fn prefetch_lines(&self, store: usize, offs: &[u64]) {
-        for &o in offs {
-            self.sinks.prefetch(store, o);
-        }
-    }
 
     /// Execute a stage's memory operations in report order and add its counters once.
     #[inline]
@@ -281,9 +272,18 @@ impl<S: Sinks> Translator<S> {
         // (store, copies written, Key-Increment total). A stage rarely spans more stores than
         // this; a further store's counts go out at once.
         let mut tally = [(usize::MAX, 0u64, 0u64); 4];
-        for item in &stage.items[..stage.len] {
-            // SAFETY: items[..len] were initialised by `stage` (written before len grew).
-            let it = unsafe { item.assume_init_ref() };
+        // SAFETY: items[..len] were initialised by `stage` (written before len grew).
+        let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
+        // Every line of the stage prefetched in one tight loop before the first write: the
+        // hashing is done, so the loop is a few instructions per line and the core keeps as
+        // many misses (and page walks) in flight as it can, where prefetches interleaved with
+        // the hashing held only a report or two's worth in the instruction window.
+        for it in items {
+            for &o in &it.offs[..it.n as usize] {
+                self.sinks.prefetch(it.store, o);
+            }
+        }
+        for it in items {
             let offs = &it.offs[..it.n as usize];
             let mut failed = false;
             if it.increment {
@@ -298,6 +298,18 @@ impl<S: Sinks> Translator<S> {
                     .layout
                     .encode_slot(it.tag, it.data, &mut slot)
                 {
+                    Ok(8) => {
+                        // One aligned word store per copy (the common 4-byte data).
+                        let word = u64::from_le_bytes([
+                            slot[0], slot[1], slot[2], slot[3], slot[4], slot[5], slot[6], slot[7],
+                        ]);
+                        for &o in offs {
+                            failed |= self
+                                .sinks
+                                .write_u64(it.store, o, word, it.immediate)
+                                .is_err();
+                        }
+                    }
                     Ok(len) => {
                         for &o in offs {
                             failed |= self
