@@ -445,6 +445,56 @@ impl RegionMem {
         Ok(())
     }
 
+    /// [`Self::store_u64`] of the same `v` at each of `offsets` (a report's N copies): the
+    /// region's state checked once, then one aligned store per offset. Every offset is tried;
+    /// the first error, if any, is returned.
+    #[inline]
+    pub fn store_u64_at(&self, offsets: &[u64], v: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(SinkError::RegionLost);
+        }
+        let mut res = Ok(());
+        for &o in offsets {
+            if o % 8 != 0 {
+                res = res.and(Err(SinkError::Misaligned { offset: o }));
+            } else if o >= self.len || self.len - o < 8 {
+                res = res.and(Err(SinkError::OutOfBounds { offset: o, len: 8 }));
+            } else {
+                // SAFETY: o + 8 <= len and 8-byte aligned (the data area is page aligned).
+                unsafe { AtomicU64::from_ptr(self.ptr.add(o as usize) as *mut u64) }
+                    .store(v.to_le(), Ordering::Release);
+            }
+        }
+        res
+    }
+
+    /// [`Self::fetch_add_u64`] of the same `add` at each of `offsets` (a Key-Increment report's
+    /// N counters), as [`Self::store_u64_at`]: every offset tried, the first error returned.
+    #[inline]
+    pub fn fetch_add_u64_at(&self, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        let mut res = Ok(());
+        for &o in offsets {
+            if let Err(e) = self.fetch_add_u64(o, add) {
+                res = res.and(Err(e));
+            }
+        }
+        res
+    }
+
+    /// [`Self::prefetch`] of each of `offsets`.
+    #[inline(always)]
+    pub fn prefetch_at(&self, offsets: &[u64]) {
+        for &o in offsets {
+            self.prefetch(o);
+        }
+    }
+
     /// Atomically add `add` (wrapping) to the little-endian u64 at `offset`; returns the previous
     /// value. RDMA FETCH_ADD semantics.
     #[inline]

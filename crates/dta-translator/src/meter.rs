@@ -310,6 +310,24 @@ impl<S: Sinks> Sinks for Metered<S> {
     }
 
     #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.pending += offsets.len() as u64;
+        self.inner.write_u64_at(store, offsets, word, immediate)
+    }
+
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        self.pending += offsets.len() as u64;
+        self.inner.fetch_add_at(store, offsets, add)
+    }
+
+    #[inline]
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
         self.pending += 1;
         self.inner.fetch_add(store, offset, add)
@@ -338,6 +356,11 @@ impl<S: Sinks> Sinks for Metered<S> {
     #[inline(always)]
     fn prefetch(&self, store: usize, offset: u64) {
         self.inner.prefetch(store, offset)
+    }
+
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        self.inner.prefetch_at(store, offsets)
     }
 }
 

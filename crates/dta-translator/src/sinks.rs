@@ -36,6 +36,32 @@ pub trait Sinks {
     ) -> Result<(), SinkError> {
         self.write(store, offset, &word.to_le_bytes(), immediate)
     }
+    /// [`Self::write_u64`] of the same `word` at each of `offsets` (a Key-Write report's N
+    /// copies): every offset is written, the first error returned.
+    #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        let mut res = Ok(());
+        for &o in offsets {
+            res = res.and(self.write_u64(store, o, word, immediate));
+        }
+        res
+    }
+    /// [`Self::fetch_add`] of the same `add` at each of `offsets` (a Key-Increment report's N
+    /// counters): every offset is added to, the first error returned.
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        let mut res = Ok(());
+        for &o in offsets {
+            res = res.and(self.fetch_add(store, o, add));
+        }
+        res
+    }
     /// FETCH_ADD `add` to the little-endian u64 at `offset` of store `store`.
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError>;
     /// Add to store `store`'s live counters ([`MemSink::count`], `docs/regions.md` §1): called
@@ -54,6 +80,13 @@ pub trait Sinks {
     /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
     fn prefetch(&self, _store: usize, _offset: u64) {}
+    /// [`Self::prefetch`] of each of `offsets`.
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        for &o in offsets {
+            self.prefetch(store, o);
+        }
+    }
     /// The collector's congestion signals seen since the last call, for the translator's rate
     /// meter ([DTA-draft §3.2]). The co-located sink has none.
     fn congestion(&mut self) -> Congestion {
@@ -124,11 +157,27 @@ impl Sinks for RegionSinks {
     }
 
     #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        _immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.regions[store].mem().store_u64_at(offsets, word)
+    }
+
+    #[inline]
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
         self.regions[store]
             .mem()
             .fetch_add_u64(offset, add)
             .map(|_| ())
+    }
+
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        self.regions[store].mem().fetch_add_u64_at(offsets, add)
     }
 
     #[inline]
@@ -144,6 +193,13 @@ impl Sinks for RegionSinks {
     fn prefetch(&self, store: usize, offset: u64) {
         if let Some(r) = self.regions.get(store) {
             r.mem().prefetch(offset);
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        if let Some(r) = self.regions.get(store) {
+            r.mem().prefetch_at(offsets);
         }
     }
 }

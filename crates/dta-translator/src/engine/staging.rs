@@ -14,27 +14,39 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
 
-/// Reports staged per batch before their writes are issued. 32 reports at N = 2 is 64
-/// outstanding line prefetches, more than a core's fill buffers, so the hashing of the batch
-/// overlaps the misses of its first reports.
+/// Reports staged per batch before their writes are issued: a native datagram's 32 reports. At
+/// N = 2 that is 64 line prefetches issued back to back, more than a core keeps in flight, so
+/// the misses overlap as much as the core allows.
 pub(super) const STAGE: usize = 32;
 /// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
 /// only classifies what it cannot stage.
 const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
 
-/// One Key-Write or Key-Increment report, routed and hashed, waiting to be written.
+/// One Key-Write or Key-Increment report, routed and hashed (and, for an 8-byte slot,
+/// encoded), waiting to be written.
 #[derive(Clone, Copy)]
 struct Staged<'a> {
     store: usize,
-    /// The Key-Write route (index into `key_write`) whose layout encodes the slot.
-    route: usize,
-    increment: bool,
+    op: Op<'a>,
     immediate: bool,
     n: u8,
-    tag: KeyTag,
     offs: [u64; STAGE_MAX_N],
-    data: &'a [u8],
-    counter: u64,
+}
+
+/// What a staged report writes at each of its N offsets.
+#[derive(Clone, Copy)]
+enum Op<'a> {
+    /// An 8-byte Key-Write slot, encoded when staged ([`dta_store::KeyWriteLayout::encode_word`]):
+    /// the write is one word store per copy.
+    Word(u64),
+    /// A longer Key-Write slot, encoded when written by route `route`'s layout.
+    Slot {
+        route: usize,
+        tag: KeyTag,
+        data: &'a [u8],
+    },
+    /// A Key-Increment FETCH_ADD of this counter.
+    Add(u64),
 }
 
 /// A batch of staged reports and its counters, on the stack (no allocation).
@@ -95,7 +107,7 @@ pub(super) struct RouteCache {
 impl<S: Sinks> Translator<S> {
     /// Stage one Key-Write or Key-Increment report ([`Self::stage_key_write`],
     /// [`Self::stage_key_increment`]); false for any other primitive.
-    #[inline]
+    #[inline(always)]
     pub(super) fn stage<'a>(
         &self,
         stage: &mut Stage<'a>,
@@ -119,10 +131,10 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Route, hash and prefetch one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N
-    /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
-    /// encoded by its `encode_slot` and written in
-    /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
+    /// Route and hash one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N indices
+    /// and the key's tag are computed here by the store's `slot_offsets`; an 8-byte slot is
+    /// encoded here by its `encode_word`, a longer one by its `encode_slot` in
+    /// [`Self::write_stage`], which writes them). Returns false, leaving `stage` unchanged, for a report the slow
     /// path must reject: no store of its shape, or redundancy out of 1..=store N.
     #[inline]
     fn stage_key_write<'a>(
@@ -171,26 +183,31 @@ impl<S: Sinks> Translator<S> {
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
         let slot_len = r.layout.slot_len();
+        // The 8-byte slot encoded here, in the hashing pass, so the write pass only stores.
+        let op = match <[u8; 4]>::try_from(data) {
+            Ok(d) => Op::Word(r.layout.encode_word(tag, d)),
+            Err(_) => Op::Slot {
+                route: idx,
+                tag,
+                data,
+            },
+        };
         stage.kw += 1;
         stage.writes += redundancy as u64;
         stage.write_bytes += redundancy as u64 * slot_len as u64;
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
-            route: idx,
-            increment: false,
+            op,
             immediate,
             n: redundancy,
-            tag,
             offs,
-            data,
-            counter: 0,
         });
         stage.len += 1;
         true
     }
 
-    /// Route, hash and prefetch one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
+    /// Route and hash one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
     /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
     /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
     #[inline]
@@ -236,14 +253,10 @@ impl<S: Sinks> Translator<S> {
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
-            route: 0,
-            increment: true,
+            op: Op::Add(counter),
             immediate,
             n: redundancy,
-            tag: KeyTag(0),
             offs,
-            data: &[],
-            counter,
         });
         stage.len += 1;
         true
@@ -259,8 +272,8 @@ impl<S: Sinks> Translator<S> {
         refused
     }
 
-
-    /// Execute a stage's memory operations in report order and add its counters once.
+    /// Execute a stage's memory operations in report order and add its counters once: every
+    /// line prefetched first, then the writes and FETCH_ADDs.
     #[inline]
     pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
         if stage.len == 0 {
@@ -279,51 +292,46 @@ impl<S: Sinks> Translator<S> {
         // many misses (and page walks) in flight as it can, where prefetches interleaved with
         // the hashing held only a report or two's worth in the instruction window.
         for it in items {
-            for &o in &it.offs[..it.n as usize] {
-                self.sinks.prefetch(it.store, o);
-            }
+            self.sinks.prefetch_at(it.store, &it.offs[..it.n as usize]);
         }
         for it in items {
             let offs = &it.offs[..it.n as usize];
-            let mut failed = false;
-            if it.increment {
-                for &o in offs {
-                    failed |= self.sinks.fetch_add(it.store, o, it.counter).is_err();
-                }
-            } else {
+            let (failed, added) = match it.op {
                 // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder
                 // (an 8-byte slot is one word, stored by one aligned store).
-                let mut slot = [0u8; MAX_SLOT];
-                match self.key_write[it.route]
-                    .layout
-                    .encode_slot(it.tag, it.data, &mut slot)
-                {
-                    Ok(8) => {
-                        // One aligned word store per copy (the common 4-byte data).
-                        let word = u64::from_le_bytes([
-                            slot[0], slot[1], slot[2], slot[3], slot[4], slot[5], slot[6], slot[7],
-                        ]);
-                        for &o in offs {
-                            failed |= self
-                                .sinks
-                                .write_u64(it.store, o, word, it.immediate)
-                                .is_err();
+                Op::Word(word) => (
+                    self.sinks
+                        .write_u64_at(it.store, offs, word, it.immediate)
+                        .is_err(),
+                    0,
+                ),
+                Op::Slot { route, tag, data } => {
+                    let mut slot = [0u8; MAX_SLOT];
+                    let failed = match self.key_write[route]
+                        .layout
+                        .encode_slot(tag, data, &mut slot)
+                    {
+                        Ok(len) => {
+                            let mut failed = false;
+                            for &o in offs {
+                                failed |= self
+                                    .sinks
+                                    .write(it.store, o, &slot[..len], it.immediate)
+                                    .is_err();
+                            }
+                            failed
                         }
-                    }
-                    Ok(len) => {
-                        for &o in offs {
-                            failed |= self
-                                .sinks
-                                .write(it.store, o, &slot[..len], it.immediate)
-                                .is_err();
-                        }
-                    }
-                    Err(_) => failed = true,
+                        Err(_) => true,
+                    };
+                    (failed, 0)
                 }
-            }
+                Op::Add(counter) => (
+                    self.sinks.fetch_add_at(it.store, offs, counter).is_err(),
+                    counter,
+                ),
+            };
             sink_errors += failed as u64;
             if !failed {
-                let added = if it.increment { it.counter } else { 0 };
                 match tally
                     .iter_mut()
                     .find(|t| t.0 == it.store || t.0 == usize::MAX)
