@@ -135,7 +135,7 @@ fn fnv1a64_bytes(mut h: u64, b: &[u8]) -> u64 {
 }
 
 /// MurmurHash3's 64-bit finaliser.
-#[inline]
+#[inline(always)]
 pub fn fmix64(mut k: u64) -> u64 {
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -181,7 +181,7 @@ pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
 }
 
 /// The native index from a precomputed `h = fnv1a64(key)`.
-#[inline]
+#[inline(always)]
 pub fn native_index(h: u64, n: u8, count: u64) -> u64 {
     fmix64(h ^ NATIVE_SEED.wrapping_mul(n as u64 + 1)) & count.wrapping_sub(1)
 }
@@ -219,7 +219,7 @@ pub fn postcard_g(v: u32, bits: u8) -> u32 {
 }
 
 /// The per-key seed of [`data_check`], from `h = fnv1a64(key)`.
-#[inline]
+#[inline(always)]
 pub fn check_seed(h: u64) -> u64 {
     fmix64(h ^ SLOT_CHECK_SALT)
 }

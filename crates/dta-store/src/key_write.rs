@@ -141,7 +141,7 @@ impl KeyWriteLayout {
     /// The prototype's index of copy n is CRC-32 of `key_le ‖ n` and its checksum CRC-32 of
     /// `key_le`: the indices continue the checksum's CRC by one byte instead of hashing the key
     /// again for every copy.
-    #[inline]
+    #[inline(always)]
     pub fn slot_offsets(
         &self,
         key: &[u8],

@@ -134,9 +134,10 @@ impl<S: Sinks> Translator<S> {
     /// Route and hash one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N indices
     /// and the key's tag are computed here by the store's `slot_offsets`; an 8-byte slot is
     /// encoded here by its `encode_word`, a longer one by its `encode_slot` in
-    /// [`Self::write_stage`], which writes them). Returns false, leaving `stage` unchanged, for a report the slow
-    /// path must reject: no store of its shape, or redundancy out of 1..=store N.
-    #[inline]
+    /// [`Self::write_stage`], which writes them). Returns false, leaving `stage` unchanged, for
+    /// a report the slow path must reject: no store of its shape, or redundancy out of 1..=store
+    /// N.
+    #[inline(always)]
     fn stage_key_write<'a>(
         &self,
         stage: &mut Stage<'a>,
@@ -210,7 +211,7 @@ impl<S: Sinks> Translator<S> {
     /// Route and hash one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
     /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
     /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
-    #[inline]
+    #[inline(always)]
     fn stage_key_increment(
         &self,
         stage: &mut Stage<'_>,
