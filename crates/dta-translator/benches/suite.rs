@@ -124,14 +124,24 @@ fn pow2_at_most(x: u64) -> u64 {
 const SRC: &str = "127.0.0.1:1";
 
 /// The stores: Key-Write 4/4 N=2, Key-Increment, Postcarding B=5 N=2, Append B=16 (16 lists).
-/// Key-Write and Key-Increment get `bytes` each; Postcarding and Append at most 1 GiB.
-fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
-    let small = bytes.min(1 << 30);
+/// Key-Write and Key-Increment get `bytes` each; Postcarding and Append at most 1 GiB. With
+/// `--prims`, a primitive not listed gets an 8 MiB store (so the huge pages a run needs are
+/// those of the primitives it measures).
+fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
+    let size = |p: &str, b: u64| {
+        if prims.is_empty() || prims.iter().any(|x| x == p) {
+            b
+        } else {
+            b.min(8 << 20)
+        }
+    };
+    let small = |p: &str| size(p, bytes.min(1 << 30));
+    let bytes_of = |p: &str| size(p, bytes);
     let specs = [
         (
             "kw",
             StoreSpec::KeyWrite(KeyWriteSpec {
-                slots: pow2_at_most(bytes / 8),
+                slots: pow2_at_most(bytes_of("kw") / 8),
                 key_len: 4,
                 data_len: 4,
                 hash: HashScheme::Native,
@@ -141,7 +151,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
         (
             "ki",
             StoreSpec::KeyIncrement(KeyIncrementSpec {
-                counters: pow2_at_most(bytes / 8),
+                counters: pow2_at_most(bytes_of("ki") / 8),
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: 2,
@@ -150,7 +160,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
         (
             "pc",
             StoreSpec::Postcarding(PostcardingSpec {
-                chunks: pow2_at_most(small / 20),
+                chunks: pow2_at_most(small("pc") / 20),
                 hops: 5,
                 slot_bits: 32,
                 redundancy: 2,
@@ -161,7 +171,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
             "ap",
             StoreSpec::Append(AppendSpec {
                 lists: 16,
-                capacity: pow2_at_most(small / 64),
+                capacity: pow2_at_most(small("ap") / 64),
                 entry_len: 4,
                 batch: 16,
             }),
@@ -350,8 +360,8 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) {
     let now = Instant::now();
     let n = a.reports;
     let mut table = Table::new(format!(
-        "1. apply rate per primitive, one core, native datagrams of 32 ({} MiB Key-Write region, huge pages: {})",
-        regions[0].mem().len() >> 20,
+        "1. apply rate per primitive, one core, native datagrams of 32 ({} MiB Key-Write and Key-Increment regions, huge pages: {}; each baseline in its primitive's own region)",
+        a.bytes >> 20,
         regions[0].huge_pages()
     ));
     // Warm the pages of every store once (first-touch page faults are not the data path).
@@ -361,7 +371,9 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) {
             t.handle_datagram(x, src, now);
         }
     }
-    random_writes(&regions[0], n, 2, 5);
+    for r in regions {
+        random_writes(r, n, 2, 5);
+    }
     for (p, what, per, base_what) in [
         (
             "kw",
@@ -393,6 +405,8 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) {
         }
         let d = datagrams(p, n, 1);
         let m = reports_in(&d);
+        // The baseline writes into the primitive's own store (make_regions' order).
+        let own = &regions[["kw", "ki", "pc", "ap"].iter().position(|x| *x == p).unwrap()];
         let mut v = vec![];
         let mut b = vec![];
         for run in 0..a.runs {
@@ -402,11 +416,11 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) {
                 }
             }));
             b.push(if per == 0.0 {
-                sequential(&regions[0], m, 4)
+                sequential(own, m, 4)
             } else {
                 // The baseline does `per` writes per report: 2 per report, or 2 per 5 postcards.
                 let k = (m as f64 * per / 2.0) as usize;
-                random_writes(&regions[0], k, 2, run as u64 + 11) * m as f64 / k as f64
+                random_writes(own, k, 2, run as u64 + 11) * m as f64 / k as f64
             });
         }
         let (v, b) = (median(v), median(b));
@@ -820,7 +834,7 @@ fn run_e2e(a: &Args, regions: &[Arc<Region>]) {
 /// The internal mode for cachegrind: apply `n` reports of `prim` (or the cuckoo baseline).
 fn refs_mode(prim: &str, n: usize) {
     let dir = tempfile::tempdir_in(shm()).unwrap();
-    let regions = make_regions(dir.path(), 8 << 20);
+    let regions = make_regions(dir.path(), 8 << 20, &[]);
     // "gen-PRIM" only builds the datagrams: its counts are subtracted from PRIM's.
     let (gen_only, prim) = match prim.strip_prefix("gen-") {
         Some(p) => (true, p),
@@ -928,7 +942,7 @@ fn main() {
         .iter()
         .any(|s| want(s));
     let regions = if needs_regions {
-        make_regions(dir.path(), a.bytes)
+        make_regions(dir.path(), a.bytes, &a.prims)
     } else {
         vec![]
     };
