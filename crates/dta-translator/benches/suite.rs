@@ -406,7 +406,10 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) {
         let d = datagrams(p, n, 1);
         let m = reports_in(&d);
         // The baseline writes into the primitive's own store (make_regions' order).
-        let own = &regions[["kw", "ki", "pc", "ap"].iter().position(|x| *x == p).unwrap()];
+        let own = &regions[["kw", "ki", "pc", "ap"]
+            .iter()
+            .position(|x| *x == p)
+            .unwrap()];
         let mut v = vec![];
         let mut b = vec![];
         for run in 0..a.runs {
@@ -938,9 +941,7 @@ fn main() {
     // Regions in /dev/shm, or in `--dir` (e.g. a hugetlbfs mount: scripts/hugepages.sh).
     let parent = a.dir.clone().unwrap_or_else(|| shm().to_string());
     let dir = tempfile::tempdir_in(&parent).unwrap();
-    let needs_regions = ["apply", "query", "e2e", "scaling"]
-        .iter()
-        .any(|s| want(s));
+    let needs_regions = ["apply", "query", "e2e", "scaling"].iter().any(|s| want(s));
     let regions = if needs_regions {
         make_regions(dir.path(), a.bytes, &a.prims)
     } else {

@@ -278,6 +278,13 @@ impl<S: Sinks> Metered<S> {
         }
     }
 
+    /// Count `ops` operations issued straight on the inner sink's memory
+    /// ([`Sinks::region_mem`]), as if each had gone through this sink.
+    #[inline]
+    pub(crate) fn issued(&mut self, ops: u64) {
+        self.pending += ops;
+    }
+
     /// Operations issued and not yet settled.
     pub fn pending(&self) -> u64 {
         self.pending
@@ -361,6 +368,11 @@ impl<S: Sinks> Sinks for Metered<S> {
     #[inline(always)]
     fn prefetch_at(&self, store: usize, offsets: &[u64]) {
         self.inner.prefetch_at(store, offsets)
+    }
+
+    #[inline(always)]
+    fn region_mem(&self, store: usize) -> Option<&dta_store::RegionMem> {
+        self.inner.region_mem(store)
     }
 }
 

@@ -314,9 +314,15 @@ mod tests {
         assert_eq!(c.bytes(), 4 * 64 + 4 * 32);
         let mut out = vec![];
         for hop in (0..16).filter(|h| h % 3 != 0) {
-            c.insert(b"k", hop, 0, 1000 + hop as u32, hop == 13, Instant::now(), |ch, e| {
-                out.push((*ch, e))
-            });
+            c.insert(
+                b"k",
+                hop,
+                0,
+                1000 + hop as u32,
+                hop == 13,
+                Instant::now(),
+                |ch, e| out.push((*ch, e)),
+            );
         }
         assert!(out.is_empty());
         c.expire(Instant::now(), None, |ch, e| out.push((*ch, e)));

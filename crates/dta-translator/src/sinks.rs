@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use dta_store::{MemSink, Region, SinkError};
+use dta_store::{MemSink, Region, RegionMem, SinkError};
 
 use crate::stats::{add, Stats};
 
@@ -80,6 +80,15 @@ pub trait Sinks {
     /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
     fn prefetch(&self, _store: usize, _offset: u64) {}
+    /// The mapped data area of store `store`, when this sink writes straight into it (the
+    /// co-located sink): the batched apply then issues a stage's operations on it directly,
+    /// with exactly the effect of [`Self::write`], [`Self::write_u64_at`] and
+    /// [`Self::fetch_add_at`] on this sink. `None` (the default): every operation through the
+    /// trait.
+    #[inline(always)]
+    fn region_mem(&self, _store: usize) -> Option<&RegionMem> {
+        None
+    }
     /// [`Self::prefetch`] of each of `offsets`.
     #[inline(always)]
     fn prefetch_at(&self, store: usize, offsets: &[u64]) {
@@ -194,6 +203,11 @@ impl Sinks for RegionSinks {
         if let Some(r) = self.regions.get(store) {
             r.mem().prefetch(offset);
         }
+    }
+
+    #[inline(always)]
+    fn region_mem(&self, store: usize) -> Option<&RegionMem> {
+        self.regions.get(store).map(|r| r.mem())
     }
 
     #[inline(always)]

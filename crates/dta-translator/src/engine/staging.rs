@@ -6,9 +6,10 @@ use std::mem::MaybeUninit;
 use std::net::IpAddr;
 
 use dta_store::key_write::MAX_SLOT;
-use dta_store::{KeyTag, MAX_REDUNDANCY};
+use dta_store::{KeyTag, RegionMem, MAX_REDUNDANCY};
 use dta_wire::{Opcode, Report};
 
+use super::routes::KeyWriteRoute;
 use super::{allowed, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
@@ -274,83 +275,51 @@ impl<S: Sinks> Translator<S> {
     }
 
     /// Execute a stage's memory operations in report order and add its counters once: every
-    /// line prefetched first, then the writes and FETCH_ADDs.
+    /// line prefetched first, then the writes and FETCH_ADDs. A stage for one store of a sink
+    /// that maps it ([`Sinks::region_mem`]) goes straight to the mapped memory, the same
+    /// operations with the same effect, counted for the meter as if issued one by one.
     #[inline]
     pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
         if stage.len == 0 {
             return;
         }
         let stats = &*self.stats;
-        let mut sink_errors = 0u64;
-        // The stores' live counters (`docs/regions.md` §1), added once per stage and store:
-        // (store, copies written, Key-Increment total). A stage rarely spans more stores than
-        // this; a further store's counts go out at once.
-        let mut tally = [(usize::MAX, 0u64, 0u64); 4];
         // SAFETY: items[..len] were initialised by `stage` (written before len grew).
         let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
-        // Every line of the stage prefetched in one tight loop before the first write: the
-        // hashing is done, so the loop is a few instructions per line and the core keeps as
-        // many misses (and page walks) in flight as it can, where prefetches interleaved with
-        // the hashing held only a report or two's worth in the instruction window.
-        for it in items {
-            self.sinks.prefetch_at(it.store, &it.offs[..it.n as usize]);
-        }
-        for it in items {
-            let offs = &it.offs[..it.n as usize];
-            let (failed, added) = match it.op {
-                // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder
-                // (an 8-byte slot is one word, stored by one aligned store).
-                Op::Word(word) => (
-                    self.sinks
-                        .write_u64_at(it.store, offs, word, it.immediate)
-                        .is_err(),
-                    0,
-                ),
-                Op::Slot { route, tag, data } => {
-                    let mut slot = [0u8; MAX_SLOT];
-                    let failed = match self.key_write[route]
-                        .layout
-                        .encode_slot(tag, data, &mut slot)
-                    {
-                        Ok(len) => {
-                            let mut failed = false;
-                            for &o in offs {
-                                failed |= self
-                                    .sinks
-                                    .write(it.store, o, &slot[..len], it.immediate)
-                                    .is_err();
-                            }
-                            failed
-                        }
-                        Err(_) => true,
-                    };
-                    (failed, 0)
-                }
-                Op::Add(counter) => (
-                    self.sinks.fetch_add_at(it.store, offs, counter).is_err(),
-                    counter,
-                ),
-            };
-            sink_errors += failed as u64;
-            if !failed {
-                match tally
-                    .iter_mut()
-                    .find(|t| t.0 == it.store || t.0 == usize::MAX)
-                {
-                    Some(t) => {
-                        t.0 = it.store;
-                        t.1 += it.n as u64;
-                        t.2 = t.2.wrapping_add(added);
-                    }
-                    None => {
-                        if self.sinks.count(it.store, it.n as u64, added).is_err() {
-                            sink_errors += 1;
-                        }
-                    }
-                }
+        let store = items[0].store;
+        let direct = if items.iter().all(|it| it.store == store) {
+            self.sinks.region_mem(store)
+        } else {
+            None
+        };
+        // The common stage writes every report at the same N: its loops then have a known
+        // length (unrolled, no per-copy bounds checks).
+        let n = items[0].n;
+        let n = if items.iter().all(|it| it.n == n) {
+            n
+        } else {
+            0
+        };
+        let mut tally = Tally::new();
+        let kw = &self.key_write;
+        let mut sink_errors = match direct {
+            Some(mem) => {
+                let d = &mut Direct(mem);
+                let errors = match n {
+                    1 => run::<1>(d, items, kw, &mut tally),
+                    2 => run::<2>(d, items, kw, &mut tally),
+                    3 => run::<3>(d, items, kw, &mut tally),
+                    4 => run::<4>(d, items, kw, &mut tally),
+                    _ => run::<0>(d, items, kw, &mut tally),
+                };
+                let ops = items.iter().map(|it| it.n as u64).sum();
+                self.sinks.issued(ops);
+                errors
             }
-        }
-        for &(store, writes, added) in tally.iter().take_while(|t| t.0 != usize::MAX) {
+            None => run::<0>(&mut self.sinks, items, kw, &mut tally),
+        };
+        // The stores' live counters (`docs/regions.md` §1), added once per stage and store.
+        for &(store, writes, added) in tally.stores() {
             if self.sinks.count(store, writes, added).is_err() {
                 sink_errors += 1;
             }
@@ -367,6 +336,147 @@ impl<S: Sinks> Translator<S> {
         }
         stage.clear();
     }
+}
+
+/// Per store of a stage: (store, copies written, Key-Increment total) of the reports written
+/// without error. A stage of `STAGE` reports spans at most `STAGE` stores.
+struct Tally {
+    entries: [(usize, u64, u64); STAGE],
+    used: usize,
+}
+
+impl Tally {
+    #[inline(always)]
+    fn new() -> Self {
+        Tally {
+            entries: [(0, 0, 0); STAGE],
+            used: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, store: usize, writes: u64, added: u64) {
+        let used = &mut self.entries[..self.used];
+        match used.iter_mut().find(|t| t.0 == store) {
+            Some(t) => {
+                t.1 += writes;
+                t.2 = t.2.wrapping_add(added);
+            }
+            None => {
+                self.entries[self.used] = (store, writes, added);
+                self.used += 1;
+            }
+        }
+    }
+
+    fn stores(&self) -> &[(usize, u64, u64)] {
+        &self.entries[..self.used]
+    }
+}
+
+/// Where a stage's memory operations go: the sinks, or straight into one store's mapped memory.
+/// Each operation returns true if it failed (a failed report is counted as a sink error).
+trait StageOps {
+    fn prefetch(&self, store: usize, offs: &[u64]);
+    fn word(&mut self, store: usize, offs: &[u64], word: u64, immediate: bool) -> bool;
+    fn slot(&mut self, store: usize, offs: &[u64], slot: &[u8], immediate: bool) -> bool;
+    fn add(&mut self, store: usize, offs: &[u64], counter: u64) -> bool;
+}
+
+impl<S: Sinks> StageOps for S {
+    #[inline(always)]
+    fn prefetch(&self, store: usize, offs: &[u64]) {
+        self.prefetch_at(store, offs)
+    }
+    #[inline(always)]
+    fn word(&mut self, store: usize, offs: &[u64], word: u64, immediate: bool) -> bool {
+        self.write_u64_at(store, offs, word, immediate).is_err()
+    }
+    #[inline(always)]
+    fn slot(&mut self, store: usize, offs: &[u64], slot: &[u8], immediate: bool) -> bool {
+        let mut failed = false;
+        for &o in offs {
+            failed |= self.write(store, o, slot, immediate).is_err();
+        }
+        failed
+    }
+    #[inline(always)]
+    fn add(&mut self, store: usize, offs: &[u64], counter: u64) -> bool {
+        self.fetch_add_at(store, offs, counter).is_err()
+    }
+}
+
+/// One store's mapped memory: what the co-located sink does with each operation.
+struct Direct<'m>(&'m RegionMem);
+
+impl StageOps for Direct<'_> {
+    #[inline(always)]
+    fn prefetch(&self, _: usize, offs: &[u64]) {
+        self.0.prefetch_at(offs)
+    }
+    #[inline(always)]
+    fn word(&mut self, _: usize, offs: &[u64], word: u64, _: bool) -> bool {
+        self.0.store_u64_at(offs, word).is_err()
+    }
+    #[inline(always)]
+    fn slot(&mut self, _: usize, offs: &[u64], slot: &[u8], _: bool) -> bool {
+        let mut failed = false;
+        for &o in offs {
+            failed |= self.0.write(o, slot).is_err();
+        }
+        failed
+    }
+    #[inline(always)]
+    fn add(&mut self, _: usize, offs: &[u64], counter: u64) -> bool {
+        self.0.fetch_add_u64_at(offs, counter).is_err()
+    }
+}
+
+/// Issue a stage's operations on `ops` in report order, every line prefetched first (the
+/// hashing is done, so the prefetch loop is a few instructions per line and the core keeps as
+/// many misses and page walks in flight as it can). Returns the reports that failed; the
+/// reports written are tallied per store.
+/// `N`: every item's N, or 0 for each item's own.
+#[inline(always)]
+fn run<const N: usize>(
+    ops: &mut impl StageOps,
+    items: &[Staged<'_>],
+    key_write: &[KeyWriteRoute],
+    tally: &mut Tally,
+) -> u64 {
+    let copies = |it: &Staged<'_>| -> usize {
+        if N == 0 {
+            it.n as usize
+        } else {
+            N
+        }
+    };
+    for it in items {
+        ops.prefetch(it.store, &it.offs[..copies(it)]);
+    }
+    let mut sink_errors = 0;
+    for it in items {
+        let offs = &it.offs[..copies(it)];
+        let (failed, added) = match it.op {
+            // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder (an
+            // 8-byte slot is one word, stored by one aligned store).
+            Op::Word(word) => (ops.word(it.store, offs, word, it.immediate), 0),
+            Op::Slot { route, tag, data } => {
+                let mut slot = [0u8; MAX_SLOT];
+                let failed = match key_write[route].layout.encode_slot(tag, data, &mut slot) {
+                    Ok(len) => ops.slot(it.store, offs, &slot[..len], it.immediate),
+                    Err(_) => true,
+                };
+                (failed, 0)
+            }
+            Op::Add(counter) => (ops.add(it.store, offs, counter), counter),
+        };
+        sink_errors += failed as u64;
+        if !failed {
+            tally.add(it.store, offs.len() as u64, added);
+        }
+    }
+    sink_errors
 }
 
 #[cfg(test)]
