@@ -398,7 +398,11 @@ fn single_store_stages_equal_per_report_layouts() {
         for i in 0..count {
             let key: [u8; 4] = rng.gen_range(0u32..3000).to_be_bytes();
             if seq % 2 == 0 {
-                let n = if kind == 0 { uniform } else { rng.gen_range(1..=4) };
+                let n = if kind == 0 {
+                    uniform
+                } else {
+                    rng.gen_range(1..=4)
+                };
                 let data: [u8; 4] = (seq * 100 + i).to_le_bytes();
                 b.push(&Report::KeyWrite {
                     key: &key,
