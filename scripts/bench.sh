@@ -11,6 +11,7 @@
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
 #   scripts/bench.sh --only apply,hashmap --runs 3 --cpu-time   # apply path; rates over CPU time
 #   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
+#   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #
 # Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
 # matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
@@ -28,5 +29,11 @@ fi
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
     shift 2
     exec cargo bench -q -p dta-translator --bench overload -- "$@"
+fi
+# `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
+# docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "figures" ]; then
+    shift 2
+    exec scripts/figures.sh "$@"
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"

@@ -43,6 +43,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
     PostcardingSpec, Region, StoreSpec,
 };
+use dta_testkit::bench::{self, median, pow2_at_most, Rng};
 use dta_translator::sequence::{Space, Tracker, DEFAULT_ENTRIES};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
@@ -99,26 +100,6 @@ fn parse_args() -> Args {
         i += 2;
     }
     a
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn pow2_at_most(x: u64) -> u64 {
-    1u64 << (63 - x.max(1).leading_zeros())
 }
 
 const SRC: &str = "127.0.0.1:1";
@@ -262,29 +243,14 @@ fn reports_in(d: &[Vec<u8>]) -> usize {
 /// shared machine, time the thread spends descheduled is not the code's).
 static CPU_TIME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
-/// The calling thread's CPU time, seconds.
-fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a pointer to a timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 /// Reports per second of `f` over `n` reports (wall clock, or thread CPU time with
 /// `--cpu-time`).
 fn rate(n: usize, f: impl FnOnce()) -> f64 {
     if CPU_TIME.get().copied().unwrap_or(false) {
-        let c0 = thread_cpu();
-        f();
-        return n as f64 / (thread_cpu() - c0);
+        bench::cpu_rate(n, f)
+    } else {
+        bench::rate(n, f)
     }
-    let t0 = Instant::now();
-    f();
-    n as f64 / t0.elapsed().as_secs_f64()
 }
 
 /// Random 8-byte writes, `per` per report, into `region`: the memory baseline.
