@@ -9,9 +9,12 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only apply,hashmap --runs 3 --cpu-time   # apply path; rates over CPU time
+#   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
 #   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #
-# Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
+# Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
+# matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
