@@ -9,6 +9,7 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
@@ -19,6 +20,14 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "netns" ]; then
     shift 2
     exec cargo bench -q -p dta-xdp --bench netns -- "$@"
+fi
+# `--only e2e-raw` (alone): `dta report --raw` (sendmmsg, and the PACKET_MMAP TX ring on several
+# threads) alone into a drop-only XDP program, then into `dta translator --threads 1|2` across a
+# veth pair: the translator's reports per second of its own CPU time (root; docs/benchmarks.md,
+# "Sender and end to end: before and after").
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "e2e-raw" ]; then
+    shift 2
+    exec cargo bench -q -p dta --bench e2e_raw -- "$@"
 fi
 # `--only overload` (alone): loopback UDP at twice the sustainable rate, with and without the
 # first-stage classifier, by priority (docs/benchmarks.md, "Overload: receive-side shedding").

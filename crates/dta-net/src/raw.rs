@@ -797,5 +797,15 @@ mod tests {
             assert_eq!(&buf[..r.len], &frames[(i % 3) as usize][..], "frame {i}");
         }
         assert_eq!(rx.recv(&mut buf, Duration::from_millis(100)).unwrap(), None);
+        // A frame count (prime) no ring size is a multiple of: each slot is rewritten before it
+        // is sent, and the order is still the frames'.
+        let many: Vec<Vec<u8>> = (0..65_521).map(|i| frame(i, 60)).collect();
+        let mut ring = TxRing::open("lo", many.clone()).unwrap();
+        assert!(!ring.prebuilt());
+        assert_eq!(ring.send_cyclic(4, || false).unwrap().sent, 4);
+        for (i, want) in many.iter().take(4).enumerate() {
+            let r = rx.recv(&mut buf, Duration::from_secs(2)).unwrap().unwrap();
+            assert_eq!(&buf[..r.len], &want[..], "frame {i}");
+        }
     }
 }
