@@ -412,6 +412,15 @@ impl TxRing {
         )?;
         // As for the sendmmsg sender: straight to the driver when the kernel allows it.
         let _ = set_int_opt(fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1);
+        // Frames in flight are charged to the send buffer: room for the whole ring, so the
+        // kernel does not refuse a kick while slots are free (best effort: forcing needs
+        // CAP_NET_ADMIN).
+        let _ = set_int_opt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (slots * frame_size * 2).min(i32::MAX as usize / 2) as libc::c_int,
+        );
         let req = libc::tpacket_req {
             tp_block_size: TX_RING_BLOCK as libc::c_uint,
             tp_block_nr: (slots / per_block) as libc::c_uint,
