@@ -148,25 +148,7 @@ impl MmsgBuffers {
             h.msg_len = 0;
         }
         // SAFETY: every mmsghdr points into buffers owned by self that outlive the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                self.msgs.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(n as usize)
+        unsafe { recvmmsg(fd, &mut self.msgs, flags) }
     }
 
     fn datagram(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
@@ -193,6 +175,32 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
         }
         _ => None,
     }
+}
+
+/// `recvmmsg(2)` into `msgs`: how many datagrams arrived, 0 on timeout, on an empty
+/// non-blocking socket or on a signal (EINTR is not an error: the caller's loop checks its stop
+/// flag and comes back).
+///
+/// # Safety
+/// Every header in `msgs` must point at buffers and address storage that outlive the call.
+unsafe fn recvmmsg(fd: i32, msgs: &mut [libc::mmsghdr], flags: i32) -> io::Result<usize> {
+    let n = libc::recvmmsg(
+        fd,
+        msgs.as_mut_ptr(),
+        msgs.len() as u32,
+        flags,
+        std::ptr::null_mut(),
+    );
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {
+                Ok(0)
+            }
+            _ => Err(e),
+        };
+    }
+    Ok(n as usize)
 }
 
 /// Datagrams taken from a socket after `stop` before the final flush (a receive buffer's worth;
@@ -604,27 +612,10 @@ impl PoolRx {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
         }
-        // SAFETY: the first `held.len()` headers point at buffers this thread holds and at
-        // address storage owned by self, all outliving the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                self.held.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(n as usize)
+        let held = self.held.len();
+        // SAFETY: the first `held` headers point at buffers this thread holds and at address
+        // storage owned by self, all outliving the call.
+        unsafe { recvmmsg(fd, &mut self.msgs[..held], flags) }
     }
 
     /// Queue the `n` datagrams received, or shed them. With `wait_until`, a full queue is waited
