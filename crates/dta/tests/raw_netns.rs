@@ -21,10 +21,13 @@ fn raw_sender_into_translator_across_namespaces() {
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("dta.toml");
+    // The classifier off: on a machine busy enough to starve the translator thread it sheds a
+    // raw burst by design, and this test counts every datagram.
     std::fs::write(
         &cfg,
         format!(
             "region_dir = '{}'\n[translator]\nlisten = '10.79.0.1:40040'\nallow = ['10.79.0.0/24']\n\
+             classifier = false\n\
              [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 65536\nkey_len = 4\n\
              data_len = 4\n",
             dir.path().join("r").display()
@@ -95,7 +98,9 @@ fn raw_sender_into_translator_across_namespaces() {
 }
 
 /// A `dta translator` in namespace `ns` on `ip:40040` with one Key-Write store (4-byte keys and
-/// data, N = 2, 2^20 slots), run for `secs`; returns the child and the configuration's path.
+/// data, N = 2, 2^22 slots: two keys' writes rarely meet, so which is written last, which two
+/// translator threads do not fix, rarely matters), run for `secs`; returns the child and the
+/// configuration's path.
 fn translator_in(
     ns: &str,
     ip: &str,
@@ -110,7 +115,7 @@ fn translator_in(
         format!(
             "region_dir = '{}'\n[translator]\nlisten = '{ip}:40040'\nallow = ['{net}']\n\
              classifier = false\n\
-             [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 1048576\nkey_len = 4\n\
+             [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 4194304\nkey_len = 4\n\
              data_len = 4\nredundancy = 2\n",
             dir.join("r").display()
         ),
@@ -216,7 +221,9 @@ fn tx_ring_sender_store_is_exact() {
 }
 
 /// `--tx-ring --senders 2 --src-ports 4` into `--threads 2`: every frame of both senders is
-/// applied, and every key each sender drew reads back with the data derived from it.
+/// applied, and every key each sender drew reads back with the data derived from it (1 000 keys
+/// in 2^22 slots: a key whose two slots were both overwritten by other keys, which Key-Write
+/// allows [DTA A.5], is about one run in 4 000).
 #[test]
 fn tx_ring_two_senders_every_key_applied() {
     if let Some(why) = dta_testkit::netns_unavailable() {
@@ -230,7 +237,7 @@ fn tx_ring_two_senders_every_key_applied() {
         .args(["--raw", &net.dev_b, "--tx-ring", "--to", "10.82.0.1:40040"])
         .args(["--senders", "2", "--src-ports", "4", "--seed", "7"])
         .args([
-            "-p", "kw", "--count", "12800", "--keys", "4000", "--json", "--quiet",
+            "-p", "kw", "--count", "12800", "--keys", "1000", "--json", "--quiet",
         ])
         .output()
         .unwrap();
@@ -255,7 +262,7 @@ fn tx_ring_two_senders_every_key_applied() {
     let mut checked = 0;
     for seed in [7u64, 8] {
         let mut spec = dta_reporter::loadgen::LoadSpec::new(dta_wire::Opcode::KeyWrite);
-        spec.keys = dta_reporter::loadgen::KeyDist::Uniform { n: 4000 };
+        spec.keys = dta_reporter::loadgen::KeyDist::Uniform { n: 1000 };
         spec.seed = seed;
         for i in dta_reporter::loadgen::key_indices(&spec)
             .unwrap()
