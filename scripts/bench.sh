@@ -10,6 +10,7 @@
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
 #   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
+#   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
@@ -34,5 +35,11 @@ fi
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
     shift 2
     exec cargo bench -q -p dta-translator --bench overload -- "$@"
+fi
+# `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
+# docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "figures" ]; then
+    shift 2
+    exec scripts/figures.sh "$@"
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"

@@ -40,6 +40,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
     PostcardingSpec, Region, StoreSpec,
 };
+use dta_testkit::bench::{median, pow2_at_most, rate, Rng};
 use dta_translator::sequence::{Space, Tracker, DEFAULT_ENTRIES};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
@@ -95,26 +96,6 @@ fn parse_args() -> Args {
         i += 2;
     }
     a
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn pow2_at_most(x: u64) -> u64 {
-    1u64 << (63 - x.max(1).leading_zeros())
 }
 
 const SRC: &str = "127.0.0.1:1";
@@ -242,13 +223,6 @@ fn datagrams(prim: &str, n: usize, seed: u64) -> Vec<Vec<u8>> {
 
 fn reports_in(d: &[Vec<u8>]) -> usize {
     d.iter().map(|x| x[2] as usize).sum()
-}
-
-/// Reports per second of `f` over `n` reports.
-fn rate(n: usize, f: impl FnOnce()) -> f64 {
-    let t0 = Instant::now();
-    f();
-    n as f64 / t0.elapsed().as_secs_f64()
 }
 
 /// Random 8-byte writes, `per` per report, into `region`: the memory baseline.
