@@ -23,6 +23,7 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dta_testkit::bench::median;
 use dta_testkit::netns::{run_in, VethPair};
 
 const DTA: &str = env!("CARGO_BIN_EXE_dta");
@@ -55,7 +56,7 @@ fn parse_args() -> Args {
         let mut val = || it.next().unwrap_or_else(|| panic!("{x} needs a value"));
         match x.as_str() {
             "--secs" => a.secs = val().parse().expect("--secs N"),
-            "--runs" => a.runs = val().parse().expect("--runs N"),
+            "--runs" => a.runs = val().parse::<usize>().expect("--runs N").max(1),
             "--senders" => a.senders = val().parse().expect("--senders N"),
             "--recv-batch" => a.recv_batch = val().parse().expect("--recv-batch N"),
             "--only" => a.only = val().split(',').map(String::from).collect(),
@@ -63,15 +64,6 @@ fn parse_args() -> Args {
         }
     }
     a
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
 }
 
 fn mac_text(m: [u8; 6]) -> String {
