@@ -78,14 +78,14 @@ fn clk_tck() -> f64 {
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }
 
-/// utime + stime of process `pid`, seconds (`/proc/<pid>/stat`, all its threads).
-fn proc_cpu(pid: u32) -> f64 {
+/// (utime, stime) of process `pid`, seconds (`/proc/<pid>/stat`, all its threads).
+fn proc_cpu(pid: u32) -> (f64, f64) {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
     // Fields after the command name (which may hold spaces) start at the state, field 3.
     let rest = &s[s.rfind(')').expect("stat format") + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / clk_tck()
+    let tick = |i: usize| f[i].parse::<f64>().unwrap() / clk_tck();
+    (tick(11), tick(12))
 }
 
 /// Wait for `child` (its stdout read first) and return its stdout and its CPU seconds
@@ -251,6 +251,8 @@ struct E2e {
     lost: f64,
     /// The translator's CPU seconds per second of wall clock (its threads' utilisation).
     busy: f64,
+    /// The kernel's share (stime) of the translator's CPU time: receiving, against applying.
+    sys: f64,
     /// Frames the sender got accepted per second.
     sent: f64,
     /// Fraction of the datagrams sent dropped at the translator's full socket buffer.
@@ -332,7 +334,7 @@ fn one_e2e(
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("translator --json");
     let reports = st["reports"]["key_write"].as_f64().unwrap();
     let datagrams = st["datagrams"].as_f64().unwrap();
-    let cpu = c1 - c0;
+    let cpu = (c1.0 + c1.1) - (c0.0 + c0.1);
     let frames = frames.max(1.0);
     E2e {
         per_cpu: reports / cpu.max(1e-9),
@@ -341,6 +343,7 @@ fn one_e2e(
         socket_lost: (s1 - s0) as f64 / frames,
         backlog_lost: (b1 - b0) as f64 / frames,
         busy: cpu / wall,
+        sys: (c1.1 - c0.1) / cpu.max(1e-9),
         sent: frames / secs,
     }
 }
@@ -368,7 +371,7 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
         a.recv_batch, a.secs, a.runs
     );
     println!(
-        "{:<8} {:<30} {:>12} {:>12} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10}",
+        "{:<8} {:<30} {:>12} {:>12} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>10}",
         "threads",
         "sender",
         "M rep/CPU-s",
@@ -378,6 +381,7 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
         "socket",
         "backlog",
         "busy",
+        "sys",
         "bound by"
     );
     for (i, (t, s)) in cases.iter().enumerate() {
@@ -393,7 +397,7 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
             "sender"
         };
         println!(
-            "{:<8} {:<30} {:>12.2} {:>12.2} {:>10.0} {:>6.1}% {:>7.1}% {:>7.1}% {:>6.2} {:>10}",
+            "{:<8} {:<30} {:>12.2} {:>12.2} {:>10.0} {:>6.1}% {:>7.1}% {:>7.1}% {:>6.2} {:>5.0}% {:>10}",
             t,
             s.name,
             m(|e| e.per_cpu) / 1e6,
@@ -403,6 +407,7 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
             sock * 100.0,
             backlog * 100.0,
             busy,
+            m(|e| e.sys) * 100.0,
             bound
         );
     }
