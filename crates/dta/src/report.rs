@@ -397,6 +397,14 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
     };
     let senders = a.senders.max(1);
     let ports = a.src_ports.max(1);
+    // Every sender's frames are built in memory first: bound them before building.
+    if senders > MAX_RAW_SENDERS || a.frames > MAX_RAW_FRAMES {
+        bail!(
+            "--raw: at most {MAX_RAW_SENDERS} senders of at most {MAX_RAW_FRAMES} frames each \
+             (asked: {senders} x {})",
+            a.frames
+        );
+    }
     let count = match (a.count, a.duration) {
         (None, None) => Some(100_000),
         (c, _) => c,
@@ -552,6 +560,12 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Most `--raw` sender threads.
+const MAX_RAW_SENDERS: u32 = 16;
+/// Most distinct frames per `--raw` sender (each built in memory, up to 1514 bytes; a TX ring
+/// holds at most this many slots, `dta_net::raw::TX_RING_MAX_SLOTS`).
+const MAX_RAW_FRAMES: usize = dta_net::raw::TX_RING_MAX_SLOTS;
 
 /// The sum of the first `n` values of `v` repeated cyclically.
 fn cyclic_sum(v: &[u64], n: u64) -> u64 {
