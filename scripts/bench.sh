@@ -9,6 +9,7 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
 #
 # Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
@@ -25,5 +26,14 @@ fi
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
     shift 2
     exec cargo bench -q -p dta-translator --bench overload -- "$@"
+fi
+# `--only int-e2e` (alone): `dta int-sink` over loopback, `dta pcap replay` of a 20 000-flow trace
+# at paced rates and unpaced: reports lost, CPU-seconds per million, flow records against the
+# trace's ground truth (docs/benchmarks.md, "INT sink end to end: before and after"). Add
+# `--bin before=PATH` for a binary built from another commit.
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int-e2e" ]; then
+    shift 2
+    cargo build -q --release -p dta
+    exec python3 scripts/int_e2e.py --bin after=target/release/dta "$@"
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"
