@@ -380,7 +380,7 @@ fn int_sink_flushes_every_flow_on_a_signal_mid_replay() {
         write_config(d, port, "threads = 2\nidle_timeout_ms = 600000");
         let sink = start_sink(d, mport);
         let replay = dta()
-            .args(["pcap", "replay", "--rate", "2000"])
+            .args(["pcap", "replay", "--rate", "500"])
             .args(["--to", &format!("127.0.0.1:{port}")])
             .arg(d.join("trace.pcap"))
             .stdout(Stdio::null())
