@@ -13,7 +13,8 @@ replay` paced at each rate (and unpaced), and per run:
 Runs alternate between the binaries (same machine state for both); medians over --runs.
 
     scripts/bench.sh --only int-e2e [--runs 3] [--rates 50000,200000,max] \
-        [--bin after=target/release/dta] [--bin before=/tmp/dta-main]
+        [--bin after=target/release/dta] [--bin before=/tmp/dta-main] \
+        [--bin after64=target/release/dta --extra "after64:recv_buffer = 67108864"]
 """
 
 import argparse
@@ -37,7 +38,7 @@ flow_capacity = 65536
 [[store]]
 name = "paths"
 kind = "key-write"
-slots = 262144
+slots = 1048576
 key_len = 13
 data_len = 24
 [[store]]
@@ -169,7 +170,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--bin", action="append", default=[],
                     help="NAME=PATH of a dta binary (old CLI if it has no `int-sink --records`)")
-    ap.add_argument("--extra", default="", help="lines for [sink] of the new binary")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="NAME:LINE, a line for [sink] of binary NAME (new CLI only)")
     ap.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp"))
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bin] or [["after", "target/release/dta"]]
@@ -193,7 +195,9 @@ def main():
     for run in range(a.runs):
         for rate in rates:
             for name, path in bins:
-                r = run_once(path, checker, work, pcap, truth, rate, a.extra, new_cli[name])
+                extra = "\n".join(e.split(":", 1)[1] for e in a.extra
+                                   if e.split(":", 1)[0] == name)
+                r = run_once(path, checker, work, pcap, truth, rate, extra, new_cli[name])
                 results.setdefault((rate, name), []).append(r)
                 print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
     print(f"uptime: {os.getloadavg()}")

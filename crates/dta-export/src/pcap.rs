@@ -357,4 +357,3 @@ impl SendBatch {
         self.dgrams.clear();
     }
 }
-

@@ -105,9 +105,10 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         Collector::create(&f.region_dir, &f.store, false)?
     };
     // One sink per thread over the same regions, each with its own translator; the
-    // translators share the stateful primitives' ownership (dta_translator::shard) and one
-    // write meter.
-    let shards = Shards::new(threads, crate::SHARD_INBOX);
+    // translators share the stateful primitives' ownership (dta_translator::shard; a flow's
+    // postcards owned by the thread its reports are steered to) and one write meter.
+    let shards =
+        Shards::with_postcard_owner(threads, crate::SHARD_INBOX, dta::int_steer::postcard_owner);
     let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
     let mut meter = None;
     let mut sinks = Vec::with_capacity(threads);

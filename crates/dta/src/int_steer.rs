@@ -57,6 +57,13 @@ pub fn key_shard(key: &[u8; FLOW_KEY_LEN], n: usize) -> usize {
     flow_shard(w(0), w(4), sport, key[12], n)
 }
 
+/// [`key_shard`] of a Postcarding key: the sink thread that owns a flow's postcards is the one
+/// its reports are steered to (`dta_translator::Shards::with_postcard_owner`). A key that is
+/// not a flow key goes to 0.
+pub fn postcard_owner(key: &[u8], n: usize) -> usize {
+    <&[u8; FLOW_KEY_LEN]>::try_from(key).map_or(0, |k| key_shard(k, n))
+}
+
 /// The socket the steering program picks for a UDP payload among `n`: what the kernel does.
 pub fn steer(payload: &[u8], n: usize) -> usize {
     steer_ip(payload).map_or(0, |(src, dst, sport, proto)| {

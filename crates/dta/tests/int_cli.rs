@@ -341,8 +341,14 @@ fn int_sink_threads_keep_every_flow_record_exact() {
     let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let metrics = scrape(mport).expect("metrics");
-    assert!(metrics.contains("dta_int_sink_kernel_drops_total 0"), "{metrics}");
-    assert!(metrics.contains("dta_int_sink_recv_buffer_bytes"), "{metrics}");
+    assert!(
+        metrics.contains("dta_int_sink_kernel_drops_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("dta_int_sink_recv_buffer_bytes"),
+        "{metrics}"
+    );
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(
         unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
