@@ -148,3 +148,41 @@ impl Shard {
         self.shards.inboxes[self.index].pop()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn postcard(key: &[u8]) -> Report<'_> {
+        Report::Postcard {
+            key,
+            hop: 0,
+            path_len: 5,
+            value: 1,
+            immediate: false,
+        }
+    }
+
+    #[test]
+    fn postcards_go_to_the_owner_given_bounded_to_the_group() {
+        let key = [7u8; 13];
+        let default = Shards::new(3, 8);
+        assert_eq!(
+            default.shard(0).owner(&postcard(&key)),
+            Some((hash::fnv1a64(&key) % 3) as usize)
+        );
+        let to_two = Shards::with_postcard_owner(3, 8, |_, _| 2);
+        assert_eq!(to_two.shard(0).owner(&postcard(&key)), Some(2));
+        // An owner beyond the group is folded into it, never an inbox that does not exist.
+        let beyond = Shards::with_postcard_owner(3, 8, |_, n| n + 1);
+        assert_eq!(beyond.shard(1).owner(&postcard(&key)), Some(1));
+        // The stateless primitives have no owner either way.
+        let kw = Report::KeyWrite {
+            key: &key,
+            data: &[0; 4],
+            redundancy: 2,
+            immediate: false,
+        };
+        assert_eq!(to_two.shard(0).owner(&kw), None);
+    }
+}
