@@ -711,9 +711,9 @@ fn check(a: CheckArgs) -> anyhow::Result<ExitCode> {
         let t = want.get_mut(name).expect("every flow is in the map");
         t.packets += 1;
         for (i, h) in fr.hops.iter().enumerate().take(t.sum.len()) {
-            for m in 0..3 {
-                t.sum[i][m] += u64::from(h[1 + m]);
-                t.last[i][m] = h[1 + m];
+            t.last[i].copy_from_slice(&h[1..4]);
+            for (sum, v) in t.sum[i].iter_mut().zip(&h[1..4]) {
+                *sum += u64::from(*v);
             }
         }
     }
