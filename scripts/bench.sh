@@ -9,9 +9,14 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only apply,hashmap --runs 3 --cpu-time   # apply path; rates over CPU time
+#   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
+#   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
+#   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
 #
-# Sections: 1 apply, 2 cuckoo, 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
+# Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
+# matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
 # 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +25,14 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "netns" ]; then
     shift 2
     exec cargo bench -q -p dta-xdp --bench netns -- "$@"
+fi
+# `--only e2e-raw` (alone): `dta report --raw` (sendmmsg, and the PACKET_MMAP TX ring on several
+# threads) alone into a drop-only XDP program, then into `dta translator --threads 1|2` across a
+# veth pair: the translator's reports per second of its own CPU time (root; docs/benchmarks.md,
+# "Sender and end to end: before and after").
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "e2e-raw" ]; then
+    shift 2
+    exec cargo bench -q -p dta --bench e2e_raw -- "$@"
 fi
 # `--only overload` (alone): loopback UDP at twice the sustainable rate, with and without the
 # first-stage classifier, by priority (docs/benchmarks.md, "Overload: receive-side shedding").
@@ -35,5 +48,11 @@ if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int-e2e" ]; then
     shift 2
     cargo build -q --release -p dta
     exec python3 scripts/int_e2e.py --bin after=target/release/dta "$@"
+fi
+# `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
+# docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "figures" ]; then
+    shift 2
+    exec scripts/figures.sh "$@"
 fi
 exec cargo bench -q -p dta-translator --bench suite -- "$@"

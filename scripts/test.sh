@@ -73,6 +73,10 @@ step "C and Python bindings" bindings-test.log 1 scripts/test-bindings.sh
 step "fault injection (scripts/faults.sh)" faults.log 1 scripts/faults.sh
 step "spec cross-checks (scapy; independent vectors)" spec-test.log 1 \
     .venv/bin/python -m pytest -q -p no:cacheprovider spec/tests
+# The papers' figures in quick mode, two of them end to end (benchmark CSV -> PNG): the script
+# and its plotter cannot rot (scripts/tests/test_figures.py; docs/figures.md).
+step "figures, quick (scripts/figures.sh)" figures-test.log 1 \
+    .venv/bin/python -m pytest -q -rs -p no:cacheprovider scripts/tests
 
 # Fuzzing: every target of fuzz/Cargo.toml (fuzz/run.sh reads the list there, so new targets
 # are included), DTA_FUZZ_BUDGET seconds in all (default 300, split evenly, at least 10 s a

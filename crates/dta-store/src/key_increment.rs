@@ -57,7 +57,7 @@ impl KeyIncrementLayout {
     /// The byte offsets of the `redundancy` counters of `key` into `out[..redundancy]` ([DTA A.4]
     /// Algorithm 5), hashing the key once: the batch API (compute, prefetch, then FETCH_ADD).
     /// Redundancy is capped at [`MAX_REDUNDANCY`].
-    #[inline]
+    #[inline(always)]
     pub fn counter_offsets(
         &self,
         key: &[u8],

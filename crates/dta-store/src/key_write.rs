@@ -141,7 +141,7 @@ impl KeyWriteLayout {
     /// The prototype's index of copy n is CRC-32 of `key_le ‖ n` and its checksum CRC-32 of
     /// `key_le`: the indices continue the checksum's CRC by one byte instead of hashing the key
     /// again for every copy.
-    #[inline]
+    #[inline(always)]
     pub fn slot_offsets(
         &self,
         key: &[u8],
@@ -187,14 +187,7 @@ impl KeyWriteLayout {
             return Err(ApplyError::BadDataLen);
         }
         if let Ok(d) = <[u8; 4]>::try_from(data) {
-            // The common 8-byte slot (4-byte data) as one word: the same bytes as below, without
-            // the variable-length copies (the translator's fast path encodes one per report).
-            let word = u64::from(u32::from_le_bytes(d)) << 32;
-            let check = match self.hash {
-                HashScheme::Native => native_check(tag, &[word]),
-                HashScheme::Prototype => tag.0 as u32,
-            };
-            out[..8].copy_from_slice(&(word | u64::from(check)).to_le_bytes());
+            out[..8].copy_from_slice(&self.encode_word(tag, d).to_le_bytes());
             return Ok(8);
         }
         out[..4].fill(0);
@@ -212,6 +205,19 @@ impl KeyWriteLayout {
         };
         out[..4].copy_from_slice(&check.to_le_bytes());
         Ok(self.slot_len)
+    }
+
+    /// The common 8-byte slot (4-byte data) as its little-endian word: the same bytes as
+    /// [`Self::encode_slot`] gives for `data` (which calls it), without the variable-length
+    /// copies. The translator's batched apply encodes one per report and stores it whole.
+    #[inline(always)]
+    pub fn encode_word(&self, tag: KeyTag, data: [u8; 4]) -> u64 {
+        let word = u64::from(u32::from_le_bytes(data)) << 32;
+        let check = match self.hash {
+            HashScheme::Native => native_check(tag, &[word]),
+            HashScheme::Prototype => tag.0 as u32,
+        };
+        word | u64::from(check)
     }
 
     /// Whether the slot bytes `slot` (`slot_len` of them, as read from the region) carry the

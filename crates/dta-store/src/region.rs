@@ -445,6 +445,65 @@ impl RegionMem {
         Ok(())
     }
 
+    /// [`Self::store_u64`] of the same `v` at each of `offsets` (a report's N copies): the
+    /// region's state checked once, then one aligned store per offset. Every offset is tried;
+    /// the first error, if any, is returned.
+    #[inline]
+    pub fn store_u64_at(&self, offsets: &[u64], v: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(SinkError::RegionLost);
+        }
+        let mut res = Ok(());
+        for &o in offsets {
+            if o % 8 != 0 {
+                res = res.and(Err(SinkError::Misaligned { offset: o }));
+            } else if o >= self.len || self.len - o < 8 {
+                res = res.and(Err(SinkError::OutOfBounds { offset: o, len: 8 }));
+            } else {
+                // SAFETY: o + 8 <= len and 8-byte aligned (the data area is page aligned).
+                unsafe { AtomicU64::from_ptr(self.ptr.add(o as usize) as *mut u64) }
+                    .store(v.to_le(), Ordering::Release);
+            }
+        }
+        res
+    }
+
+    /// [`Self::fetch_add_u64`] of the same `add` at each of `offsets` (a Key-Increment report's
+    /// N counters), as [`Self::store_u64_at`]: every offset tried, the first error returned.
+    #[inline]
+    pub fn fetch_add_u64_at(&self, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        let mut res = Ok(());
+        for &o in offsets {
+            if let Err(e) = self.fetch_add_u64(o, add) {
+                res = res.and(Err(e));
+            }
+        }
+        res
+    }
+
+    /// [`Self::prefetch`] of each of `offsets` (the instruction chosen once for all).
+    #[inline(always)]
+    pub fn prefetch_at(&self, offsets: &[u64]) {
+        let write = prefetch_mode() == PrefetchMode::Write;
+        for &o in offsets {
+            if o < self.len {
+                // SAFETY: o < len, inside the mapping.
+                let p = unsafe { self.ptr.add(o as usize) };
+                if write {
+                    prefetch_line::<true>(p)
+                } else {
+                    prefetch_line::<false>(p)
+                }
+            }
+        }
+    }
+
     /// Atomically add `add` (wrapping) to the little-endian u64 at `offset`; returns the previous
     /// value. RDMA FETCH_ADD semantics.
     #[inline]
@@ -545,9 +604,18 @@ impl RegionMem {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+/// The prefetch instruction for lines about to be written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PrefetchMode {
+    /// PREFETCHW: the line fetched for writing (exclusive).
+    Write,
+    /// `prefetcht0`: the CPU has no PREFETCHW (or the architecture no prefetch at all).
+    Read,
+}
+
+/// Which prefetch this CPU takes, detected once.
 #[inline(always)]
-fn prefetch_write(p: *const u8) {
+fn prefetch_mode() -> PrefetchMode {
     use std::sync::atomic::AtomicU8;
     // 0: unknown, 1: PREFETCHW, 2: prefetcht0.
     static MODE: AtomicU8 = AtomicU8::new(0);
@@ -557,8 +625,29 @@ fn prefetch_write(p: *const u8) {
         MODE.store(mode, Ordering::Relaxed);
     }
     if mode == 1 {
+        PrefetchMode::Write
+    } else {
+        PrefetchMode::Read
+    }
+}
+
+#[inline(always)]
+fn prefetch_write(p: *const u8) {
+    if prefetch_mode() == PrefetchMode::Write {
+        prefetch_line::<true>(p)
+    } else {
+        prefetch_line::<false>(p)
+    }
+}
+
+/// Prefetch the line at `p`: PREFETCHW if `WRITE` (the caller checked the CPU has it),
+/// `prefetcht0` otherwise; nothing on other architectures.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_line<const WRITE: bool>(p: *const u8) {
+    if WRITE {
         // SAFETY: PREFETCHW is a hint: it never faults (even on an unmapped address), reads or
-        // writes no architectural state, and the CPU supports it (checked above).
+        // writes no architectural state, and the CPU supports it (checked by the caller).
         unsafe {
             std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags))
         };
@@ -583,7 +672,12 @@ fn prfchw_supported() -> bool {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn prefetch_write(_p: *const u8) {}
+fn prefetch_line<const WRITE: bool>(_p: *const u8) {}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn prfchw_supported() -> bool {
+    false
+}
 
 /// The co-located [`MemSink`]: operations go straight into the mapped data area.
 #[derive(Debug, Clone, Copy)]

@@ -9,6 +9,7 @@
 //!   a promised test must not silently not run.
 //! - [`is_root`], [`have_tool`]: the usual preconditions.
 //! - [`netns`]: network namespaces joined by a veth pair, removed on drop.
+//! - [`bench`]: what the benchmark binaries share (generator, median, rate, sizing).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -116,4 +117,5 @@ macro_rules! skip {
     }};
 }
 
+pub mod bench;
 pub mod netns;

@@ -6,9 +6,11 @@
 //! 1. `apply`: apply rate per primitive, one core, native datagrams of 32 reports through the
 //!    batched path, against a plain loop doing the same number of random 8-byte writes (or
 //!    sequential bytes for Append) on the same region.
-//! 2. `cuckoo`: the same Key-Write datagrams into a conventional CPU collector that parses each
-//!    report and inserts it into a hashbrown `HashMap` keyed by flow ([DTA §6]'s "Cuckoo"
-//!    collector).
+//! 2. `cuckoo` (or `hashmap`): the same Key-Write datagrams, i.e. the same distinct keys, into a
+//!    DTA Key-Write store sized for them at [`KW_LOAD_FACTOR`] keys per slot, and into a
+//!    conventional CPU collector that parses each report and inserts it into a hashbrown
+//!    `HashMap` keyed by flow ([DTA §6]'s "Cuckoo" collector) reserved to the same memory; rate
+//!    and memory of both side by side.
 //! 3. `query`: Key-Write queries at N = 2 on the filled store: `lookup_batch` (64 keys per
 //!    call) against one-key `lookup`, and `lookup` against the allocating `query`.
 //! 4. `e2e`: over loopback UDP (userspace half): a sender thread and the translator's
@@ -24,6 +26,7 @@
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
 //! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker] [--prims kw,ki,pc,ap]`
+//! `[--cpu-time]` (rates over the measuring thread's CPU time, not wall-clock time)
 //! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages)
 //! `[--write-budget N]` (every translator metered at N writes/s with the largest burst,
 //! docs/flow-control.md: the cost of the metering itself, nothing is dropped);
@@ -40,6 +43,7 @@ use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
     PostcardingSpec, Region, StoreSpec,
 };
+use dta_testkit::bench::{self, median, pow2_at_most, Rng};
 use dta_translator::sequence::{Space, Tracker, DEFAULT_ENTRIES};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator, TranslatorConfig};
 use dta_wire::native::DatagramBuilder;
@@ -59,6 +63,7 @@ struct Args {
 fn parse_args() -> Args {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let smoke = argv.iter().any(|a| a == "--smoke");
+    let _ = CPU_TIME.set(argv.iter().any(|a| a == "--cpu-time"));
     let mut a = Args {
         smoke,
         bytes: if smoke { 8 << 20 } else { 256 << 20 },
@@ -97,37 +102,27 @@ fn parse_args() -> Args {
     a
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn pow2_at_most(x: u64) -> u64 {
-    1u64 << (63 - x.max(1).leading_zeros())
-}
-
 const SRC: &str = "127.0.0.1:1";
 
 /// The stores: Key-Write 4/4 N=2, Key-Increment, Postcarding B=5 N=2, Append B=16 (16 lists).
-/// Key-Write and Key-Increment get `bytes` each; Postcarding and Append at most 1 GiB.
-fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
-    let small = bytes.min(1 << 30);
+/// Key-Write and Key-Increment get `bytes` each; Postcarding and Append at most 1 GiB. With
+/// `--prims`, a primitive not listed gets an 8 MiB store (so the huge pages a run needs are
+/// those of the primitives it measures).
+fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
+    let size = |p: &str, b: u64| {
+        if prims.is_empty() || prims.iter().any(|x| x == p) {
+            b
+        } else {
+            b.min(8 << 20)
+        }
+    };
+    let small = |p: &str| size(p, bytes.min(1 << 30));
+    let bytes_of = |p: &str| size(p, bytes);
     let specs = [
         (
             "kw",
             StoreSpec::KeyWrite(KeyWriteSpec {
-                slots: pow2_at_most(bytes / 8),
+                slots: pow2_at_most(bytes_of("kw") / 8),
                 key_len: 4,
                 data_len: 4,
                 hash: HashScheme::Native,
@@ -137,7 +132,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
         (
             "ki",
             StoreSpec::KeyIncrement(KeyIncrementSpec {
-                counters: pow2_at_most(bytes / 8),
+                counters: pow2_at_most(bytes_of("ki") / 8),
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: 2,
@@ -146,7 +141,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
         (
             "pc",
             StoreSpec::Postcarding(PostcardingSpec {
-                chunks: pow2_at_most(small / 20),
+                chunks: pow2_at_most(small("pc") / 20),
                 hops: 5,
                 slot_bits: 32,
                 redundancy: 2,
@@ -157,7 +152,7 @@ fn make_regions(dir: &Path, bytes: u64) -> Vec<Arc<Region>> {
             "ap",
             StoreSpec::Append(AppendSpec {
                 lists: 16,
-                capacity: pow2_at_most(small / 64),
+                capacity: pow2_at_most(small("ap") / 64),
                 entry_len: 4,
                 batch: 16,
             }),
@@ -244,11 +239,18 @@ fn reports_in(d: &[Vec<u8>]) -> usize {
     d.iter().map(|x| x[2] as usize).sum()
 }
 
-/// Reports per second of `f` over `n` reports.
+/// `--cpu-time`: rates over the calling thread's CPU time instead of wall-clock time (on a
+/// shared machine, time the thread spends descheduled is not the code's).
+static CPU_TIME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Reports per second of `f` over `n` reports (wall clock, or thread CPU time with
+/// `--cpu-time`).
 fn rate(n: usize, f: impl FnOnce()) -> f64 {
-    let t0 = Instant::now();
-    f();
-    n as f64 / t0.elapsed().as_secs_f64()
+    if CPU_TIME.get().copied().unwrap_or(false) {
+        bench::cpu_rate(n, f)
+    } else {
+        bench::rate(n, f)
+    }
 }
 
 /// Random 8-byte writes, `per` per report, into `region`: the memory baseline.
@@ -318,14 +320,14 @@ impl Table {
 
 const HEAD: [&str; 5] = ["what", "M/s", "baseline M/s", "ratio", "baseline"];
 
-fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
+fn run_apply(a: &Args, regions: &[Arc<Region>]) {
     let mut t = translator(regions);
     let src: SocketAddr = SRC.parse().unwrap();
     let now = Instant::now();
     let n = a.reports;
     let mut table = Table::new(format!(
-        "1. apply rate per primitive, one core, native datagrams of 32 ({} MiB Key-Write region, huge pages: {})",
-        regions[0].mem().len() >> 20,
+        "1. apply rate per primitive, one core, native datagrams of 32 ({} MiB Key-Write and Key-Increment regions, huge pages: {}; each baseline in its primitive's own region)",
+        a.bytes >> 20,
         regions[0].huge_pages()
     ));
     // Warm the pages of every store once (first-touch page faults are not the data path).
@@ -335,8 +337,9 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
             t.handle_datagram(x, src, now);
         }
     }
-    random_writes(&regions[0], n, 2, 5);
-    let mut kw_rate = 0.0;
+    for r in regions {
+        random_writes(r, n, 2, 5);
+    }
     for (p, what, per, base_what) in [
         (
             "kw",
@@ -368,6 +371,11 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
         }
         let d = datagrams(p, n, 1);
         let m = reports_in(&d);
+        // The baseline writes into the primitive's own store (make_regions' order).
+        let own = &regions[["kw", "ki", "pc", "ap"]
+            .iter()
+            .position(|x| *x == p)
+            .unwrap()];
         let mut v = vec![];
         let mut b = vec![];
         for run in 0..a.runs {
@@ -377,62 +385,137 @@ fn run_apply(a: &Args, regions: &[Arc<Region>]) -> f64 {
                 }
             }));
             b.push(if per == 0.0 {
-                sequential(&regions[0], m, 4)
+                sequential(own, m, 4)
             } else {
                 // The baseline does `per` writes per report: 2 per report, or 2 per 5 postcards.
                 let k = (m as f64 * per / 2.0) as usize;
-                random_writes(&regions[0], k, 2, run as u64 + 11) * m as f64 / k as f64
+                random_writes(own, k, 2, run as u64 + 11) * m as f64 / k as f64
             });
         }
         let (v, b) = (median(v), median(b));
-        if p == "kw" {
-            kw_rate = v;
-        }
         table.row(what, v, b, base_what, 1e6);
     }
     t.flush_all();
     table.print(HEAD);
-    kw_rate
 }
 
-fn run_cuckoo(a: &Args, regions: &[Arc<Region>], kw_rate: f64) {
+/// Keys per Key-Write slot the comparison sizes the DTA store at: where N = 2, the redundancy
+/// the suite writes, is the best N by [DTA A.5]'s survival bound `1 - (1 - e^{-αN})^N` (the
+/// background of [DTA §6] Fig. 12: N = 2 leads from about α = 0.27 to 0.48, N = 3 below).
+const KW_LOAD_FACTOR: f64 = 0.25;
+
+/// [DTA A.5]: the probability that a key written `α·slots` distinct keys ago still has one of
+/// its N copies (a query can answer it).
+fn a5_success(alpha: f64, n: u8) -> f64 {
+    1.0 - (1.0 - (-alpha * n as f64).exp()).powi(n as i32)
+}
+
+/// The hash-map comparison ([DTA §6] "Cuckoo"): the same Key-Write datagrams (the same distinct
+/// keys) into (a) a DTA Key-Write store sized for those keys at [`KW_LOAD_FACTOR`], through
+/// the translator, and (b) a conventional collector that parses each report and inserts it
+/// into a `hashbrown::HashMap` keyed by flow, given the same memory up front (its capacity
+/// reserved to the store's bytes, the nearest its power-of-two table allows). Both are reported
+/// side by side with their memory.
+fn run_cuckoo(a: &Args, dir: &Path) {
     let d = datagrams("kw", a.reports, 1);
     let m = reports_in(&d);
-    let mut v = vec![];
-    for _ in 0..a.runs {
-        let mut map: hashbrown::HashMap<[u8; 4], [u8; 4]> = hashbrown::HashMap::new();
-        v.push(rate(m, || cuckoo_collect(&d, &mut map)));
-        black_box(map.len());
-    }
-    let kw_rate = if kw_rate > 0.0 {
-        kw_rate
-    } else {
-        let mut t = translator(regions);
-        let src: SocketAddr = SRC.parse().unwrap();
-        let now = Instant::now();
-        median(
-            (0..a.runs)
-                .map(|_| {
-                    rate(m, || {
-                        for x in &d {
-                            t.handle_datagram(x, src, now);
-                        }
-                    })
-                })
-                .collect(),
-        )
+    let distinct = {
+        let mut keys: Vec<[u8; 4]> = Vec::with_capacity(m);
+        for x in &d {
+            if let Ok(Datagram::Native(dg)) =
+                dta_wire::parse(x, dta_wire::prototype::BaseFormat::Short)
+            {
+                for v in dg.views() {
+                    if let Report::KeyWrite { key, .. } = v.report() {
+                        keys.push(key.try_into().unwrap());
+                    }
+                }
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len()
     };
-    let mut table = Table::new(
-        "2. Key-Write vs a conventional CPU collector (parse + hashbrown insert keyed by flow)",
+    // The store: a power of two of slots, the smallest at or under the load factor.
+    let slots = (distinct as f64 / KW_LOAD_FACTOR).ceil() as u64;
+    let slots = slots.next_power_of_two();
+    let alpha = distinct as f64 / slots as f64;
+    let spec = StoreSpec::KeyWrite(KeyWriteSpec {
+        slots,
+        key_len: 4,
+        data_len: 4,
+        hash: HashScheme::Native,
+        redundancy: 2,
+    });
+    let region = Arc::new(Region::create(&dir.join("kw-sized.region"), "kw", &spec, true).unwrap());
+    let store_bytes = region.mem().len();
+    let mut t = translator(std::slice::from_ref(&region));
+    let src: SocketAddr = SRC.parse().unwrap();
+    let now = Instant::now();
+    // The map reserved to the store's bytes: hashbrown's table is a power of two of buckets of
+    // (key, value) plus one control byte each, `capacity` = 7/8 of the buckets.
+    let bucket = std::mem::size_of::<([u8; 4], [u8; 4])>() + 1;
+    let below = pow2_at_most(store_bytes / bucket as u64).max(16);
+    // The power of two whose table is nearest the store's bytes.
+    let buckets = if (2 * below * bucket as u64).abs_diff(store_bytes)
+        < (below * bucket as u64).abs_diff(store_bytes)
+    {
+        2 * below
+    } else {
+        below
+    };
+    let reserve = (buckets as usize / 8) * 7;
+    let fresh = || hashbrown::HashMap::<[u8; 4], [u8; 4]>::with_capacity(reserve);
+    let map_bytes = fresh().allocation_size() as u64;
+    // Warm both (first-touch page faults are not the data path): the store's pages, the map's
+    // allocator.
+    for x in &d {
+        t.handle_datagram(x, src, now);
+    }
+    black_box(fresh().len());
+    let (mut v, mut b, mut w) = (vec![], vec![], vec![]);
+    for run in 0..a.runs {
+        v.push(rate(m, || {
+            for x in &d {
+                t.handle_datagram(x, src, now);
+            }
+        }));
+        let mut map = fresh();
+        b.push(rate(m, || cuckoo_collect(&d, &mut map)));
+        assert_eq!(map.len(), distinct);
+        assert!(map.allocation_size() as u64 == map_bytes, "the map grew");
+        black_box(map.len());
+        w.push(random_writes(&region, m, 2, run as u64 + 11));
+    }
+    let (v, b, w) = (median(v), median(b), median(w));
+    println!(
+        "\n## 2. Key-Write vs a conventional CPU collector (parse + hashbrown insert keyed by flow): \
+         {distinct} distinct keys, {m} reports, store at load factor {alpha:.3} \
+         ([DTA A.5] query success at N=2: {:.1} %), matched memory",
+        100.0 * a5_success(alpha, 2)
     );
-    table.row(
-        "Key-Write N=2 (DTA translator)",
-        kw_rate,
-        median(v),
-        "parse each report, HashMap insert",
-        1e6,
+    println!("| what | M reports/s | memory MiB | ratio to the other | ratio to 2 random writes per report |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| DTA Key-Write N=2 ({slots} slots of 8 bytes) | {:.2} | {:.1} | {:.2} | {:.2} |",
+        v / 1e6,
+        store_bytes as f64 / (1 << 20) as f64,
+        v / b,
+        v / w
     );
-    table.print(HEAD);
+    println!(
+        "| parse + hashbrown insert ({} buckets reserved) | {:.2} | {:.1} | {:.2} | {:.2} |",
+        buckets,
+        b / 1e6,
+        map_bytes as f64 / (1 << 20) as f64,
+        b / v,
+        b / w
+    );
+    println!(
+        "| baseline: 2 random 8-byte writes per report in the store | {:.2} | | | |",
+        w / 1e6
+    );
+    t.flush_all();
 }
 
 /// The conventional collector of [DTA §6] ("Cuckoo"): parse every report, insert it keyed by
@@ -720,7 +803,7 @@ fn run_e2e(a: &Args, regions: &[Arc<Region>]) {
 /// The internal mode for cachegrind: apply `n` reports of `prim` (or the cuckoo baseline).
 fn refs_mode(prim: &str, n: usize) {
     let dir = tempfile::tempdir_in(shm()).unwrap();
-    let regions = make_regions(dir.path(), 8 << 20);
+    let regions = make_regions(dir.path(), 8 << 20, &[]);
     // "gen-PRIM" only builds the datagrams: its counts are subtracted from PRIM's.
     let (gen_only, prim) = match prim.strip_prefix("gen-") {
         Some(p) => (true, p),
@@ -824,11 +907,9 @@ fn main() {
     // Regions in /dev/shm, or in `--dir` (e.g. a hugetlbfs mount: scripts/hugepages.sh).
     let parent = a.dir.clone().unwrap_or_else(|| shm().to_string());
     let dir = tempfile::tempdir_in(&parent).unwrap();
-    let needs_regions = ["apply", "cuckoo", "query", "e2e", "scaling"]
-        .iter()
-        .any(|s| want(s));
+    let needs_regions = ["apply", "query", "e2e", "scaling"].iter().any(|s| want(s));
     let regions = if needs_regions {
-        make_regions(dir.path(), a.bytes)
+        make_regions(dir.path(), a.bytes, &a.prims)
     } else {
         vec![]
     };
@@ -839,12 +920,11 @@ fn main() {
         parent,
         if a.smoke { " (smoke)" } else { "" }
     );
-    let mut kw = 0.0;
     if want("apply") {
-        kw = run_apply(&a, &regions);
+        run_apply(&a, &regions);
     }
-    if want("cuckoo") {
-        run_cuckoo(&a, &regions, kw);
+    if want("cuckoo") || want("hashmap") {
+        run_cuckoo(&a, dir.path());
     }
     if want("query") {
         run_query(&a, &regions);

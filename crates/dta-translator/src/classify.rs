@@ -187,12 +187,19 @@ impl Lane {
     }
 }
 
+/// The default of `classifier_shed_backlog`: the classifier sheds only once the kernel holds
+/// half the socket's receive buffer.
+pub const DEFAULT_SHED_BACKLOG: f64 = 0.5;
+
 /// The classifier's queues (one [`Lane`] per translator thread) and the buffer pool.
 pub struct Lanes {
     pub(crate) lanes: Box<[Lane]>,
     pub(crate) pool: Pool,
     /// Set by the classifier when it will push nothing more.
     pub(crate) done: AtomicBool,
+    /// A full queue sheds only while the kernel holds at least this fraction of the socket's
+    /// receive buffer; below it the classifier waits for room (the buffer absorbs a burst).
+    pub(crate) shed_backlog: f64,
 }
 
 impl Lanes {
@@ -236,7 +243,38 @@ impl Lanes {
             lanes,
             pool: Pool::new(buffers),
             done: AtomicBool::new(false),
+            shed_backlog: DEFAULT_SHED_BACKLOG,
         })
+    }
+
+    /// The lanes a configuration asks for in front of `threads` translator threads: its queue
+    /// depths, receive batch and shed backlog.
+    pub fn from_config(
+        threads: usize,
+        cfg: &crate::config::TranslatorConfig,
+    ) -> std::io::Result<Lanes> {
+        let f = cfg.classifier_shed_backlog;
+        if !(0.0..=1.0).contains(&f) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "translator.classifier_shed_backlog = {f}: a fraction of the receive buffer \
+                     in 0..=1"
+                ),
+            ));
+        }
+        Ok(Lanes::new(threads, cfg.classifier_depths(), cfg.recv_batch)?.with_shed_backlog(f))
+    }
+
+    /// Shed from a full queue only while the kernel holds at least `fraction` (clamped to
+    /// 0..=1) of the socket's receive buffer; 0: whenever a queue is full.
+    pub fn with_shed_backlog(mut self, fraction: f64) -> Lanes {
+        self.shed_backlog = if fraction.is_nan() {
+            DEFAULT_SHED_BACKLOG
+        } else {
+            fraction.clamp(0.0, 1.0)
+        };
+        self
     }
 
     pub fn threads(&self) -> usize {

@@ -84,6 +84,10 @@ pub struct TranslatorConfig {
     pub classifier_queue_medium: usize,
     /// The same, high priority.
     pub classifier_queue_high: usize,
+    /// A full classifier queue sheds only while the kernel holds at least this fraction of the
+    /// socket's receive buffer (0..=1); below it the classifier waits for room, so a burst the
+    /// buffer can hold is delayed, not shed. 0: shed whenever a queue is full.
+    pub classifier_shed_backlog: f64,
 }
 
 impl TranslatorConfig {
@@ -136,6 +140,7 @@ impl Default for TranslatorConfig {
             classifier_queue_low: 256,
             classifier_queue_medium: 512,
             classifier_queue_high: 1024,
+            classifier_shed_backlog: crate::classify::DEFAULT_SHED_BACKLOG,
         }
     }
 }

@@ -153,25 +153,7 @@ impl MmsgBuffers {
             h.msg_len = 0;
         }
         // SAFETY: every mmsghdr points into buffers owned by self that outlive the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                self.msgs.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(n as usize)
+        unsafe { recvmmsg(fd, &mut self.msgs, flags) }
     }
 
     /// Datagram `i` of the last [`Self::recv`] and its source.
@@ -201,6 +183,32 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
+/// `recvmmsg(2)` into `msgs`: how many datagrams arrived, 0 on timeout, on an empty
+/// non-blocking socket or on a signal (EINTR is not an error: the caller's loop checks its stop
+/// flag and comes back).
+///
+/// # Safety
+/// Every header in `msgs` must point at buffers and address storage that outlive the call.
+unsafe fn recvmmsg(fd: i32, msgs: &mut [libc::mmsghdr], flags: i32) -> io::Result<usize> {
+    let n = libc::recvmmsg(
+        fd,
+        msgs.as_mut_ptr(),
+        msgs.len() as u32,
+        flags,
+        std::ptr::null_mut(),
+    );
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {
+                Ok(0)
+            }
+            _ => Err(e),
+        };
+    }
+    Ok(n as usize)
+}
+
 /// Datagrams taken from a socket after `stop` before the final flush (a receive buffer's worth;
 /// a flood cannot delay the exit beyond it).
 pub const MAX_DRAIN_DATAGRAMS: usize = 65_536;
@@ -216,7 +224,7 @@ pub fn run_one<S: Sinks + Send>(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     if cfg.classifier_for(1) {
-        let lanes = Lanes::new(1, cfg.classifier_depths(), cfg.recv_batch)?;
+        let lanes = Lanes::from_config(1, cfg)?;
         run_classified(
             std::slice::from_mut(translator),
             socket,
@@ -495,7 +503,7 @@ fn classify_until(
     let r = (|| {
         while !stop.load(Ordering::Relaxed) {
             let n = rx.recv(&lanes.pool, fd, libc::MSG_WAITFORONE)?;
-            rx.dispatch(n, lanes, allow, stats, None);
+            rx.dispatch(n, lanes, allow, stats, Wait::Backlog { fd, stop });
         }
         // Stopping: queue what the kernel already holds for this socket, waiting a bounded time
         // for room rather than shedding it.
@@ -506,7 +514,7 @@ fn classify_until(
             if n == 0 {
                 break;
             }
-            rx.dispatch(n, lanes, allow, stats, Some(deadline));
+            rx.dispatch(n, lanes, allow, stats, Wait::Until(deadline));
             drained += n;
         }
         Ok(())
@@ -559,6 +567,30 @@ struct PoolRx {
 /// Marks a held buffer handed to a queue.
 const HANDED: u32 = u32::MAX;
 
+/// How long the classifier waits for room in a full queue before shedding.
+#[derive(Clone, Copy)]
+enum Wait<'a> {
+    /// Running: wait while the kernel holds less than the lanes' `shed_backlog` of the socket's
+    /// receive buffer (a burst the buffer can hold is delayed, not shed) and not stopping.
+    Backlog { fd: i32, stop: &'a AtomicBool },
+    /// Stopping: wait until the deadline.
+    Until(Instant),
+}
+
+impl Wait<'_> {
+    /// Whether to wait for room rather than shed.
+    fn for_room(self, shed_backlog: f64) -> bool {
+        match self {
+            Wait::Until(d) => Instant::now() < d,
+            Wait::Backlog { fd, stop } => {
+                !stop.load(Ordering::Relaxed)
+                    && shed_backlog > 0.0
+                    && backlog(fd).is_ok_and(|f| f < shed_backlog)
+            }
+        }
+    }
+}
+
 impl PoolRx {
     fn new(batch: usize, lanes: usize) -> PoolRx {
         let batch = batch.clamp(1, 1024);
@@ -610,38 +642,21 @@ impl PoolRx {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
         }
-        // SAFETY: the first `held.len()` headers point at buffers this thread holds and at
-        // address storage owned by self, all outliving the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                self.held.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(n as usize)
+        let held = self.held.len();
+        // SAFETY: the first `held` headers point at buffers this thread holds and at address
+        // storage owned by self, all outliving the call.
+        unsafe { recvmmsg(fd, &mut self.msgs[..held], flags) }
     }
 
-    /// Queue the `n` datagrams received, or shed them. With `wait_until`, a full queue is waited
-    /// on (its translator thread woken) until then before the datagram is shed.
+    /// Queue the `n` datagrams received, or shed them. A full queue is waited on (its
+    /// translator thread woken) as `wait` says before the datagram is shed.
     fn dispatch(
         &mut self,
         n: usize,
         lanes: &Lanes,
         allow: &AllowList,
         stats: &Stats,
-        wait_until: Option<Instant>,
+        wait: Wait<'_>,
     ) {
         let unknown: SocketAddr = SocketAddr::from(([0, 0, 0, 0], 0));
         for j in 0..n {
@@ -669,7 +684,7 @@ impl PoolRx {
                     }
                     Err(back) => {
                         e = back;
-                        if wait_until.is_some_and(|d| Instant::now() < d) {
+                        if wait.for_room(lanes.shed_backlog) {
                             lanes.lanes[lane].wake();
                             std::thread::yield_now();
                             continue;
@@ -698,12 +713,27 @@ impl PoolRx {
 /// Datagrams the kernel dropped on `socket` because its receive buffer was full
 /// (`SO_MEMINFO`, `SK_MEMINFO_DROPS`): what the translator never saw.
 pub fn kernel_drops(socket: &UdpSocket) -> io::Result<u64> {
+    Ok(u64::from(
+        meminfo(socket.as_raw_fd())?[libc::SK_MEMINFO_DROPS as usize],
+    ))
+}
+
+/// The fraction of its receive buffer the kernel holds for socket `fd` (`SO_MEMINFO`:
+/// `SK_MEMINFO_RMEM_ALLOC` / `SK_MEMINFO_RCVBUF`).
+fn backlog(fd: i32) -> io::Result<f64> {
+    let info = meminfo(fd)?;
+    let rcvbuf = info[libc::SK_MEMINFO_RCVBUF as usize].max(1);
+    Ok(f64::from(info[libc::SK_MEMINFO_RMEM_ALLOC as usize]) / f64::from(rcvbuf))
+}
+
+/// `getsockopt(SO_MEMINFO)`: the socket's memory counters, indexed by `SK_MEMINFO_*`.
+fn meminfo(fd: i32) -> io::Result<[u32; libc::SK_MEMINFO_DROPS as usize + 1]> {
     let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
     let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `info`.
     let r = unsafe {
         libc::getsockopt(
-            socket.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             SO_MEMINFO,
             info.as_mut_ptr().cast(),
@@ -713,7 +743,7 @@ pub fn kernel_drops(socket: &UdpSocket) -> io::Result<u64> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+    Ok(info)
 }
 
 /// `SO_MEMINFO` (Linux 4.12), which libc does not export for glibc targets: 55 everywhere but
@@ -762,10 +792,10 @@ mod tests {
         b
     }
 
-    /// The classifier alone (no translator thread takes from its queues): each queue takes its
-    /// depth, the rest of its priority is shed and counted by priority, sources outside the
-    /// allow-list take no place and are counted, and the queue hands out high priority first,
-    /// each priority in arrival order.
+    /// The classifier alone (no translator thread takes from its queues), shedding whenever a
+    /// queue is full (`shed_backlog` 0): each queue takes its depth, the rest of its priority is
+    /// shed and counted by priority, sources outside the allow-list take no place and are
+    /// counted, and the queue hands out high priority first, each priority in arrival order.
     #[test]
     fn the_classifier_queues_by_priority_and_sheds_what_does_not_fit() {
         let socket = bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
@@ -779,7 +809,8 @@ mod tests {
             },
             8,
         )
-        .unwrap();
+        .unwrap()
+        .with_shed_backlog(0.0);
         let allow = AllowList::new(vec![dta_wire::prefix::Prefix::new(
             "127.0.0.1".parse().unwrap(),
             32,
@@ -837,5 +868,56 @@ mod tests {
         // Every buffer is back in the pool.
         let free = std::iter::from_fn(|| lanes.pool.take()).count();
         assert_eq!(free * MAX_DATAGRAM, lanes.pool_bytes());
+    }
+
+    /// With the default `shed_backlog`, a full queue sheds nothing while the kernel buffer has
+    /// room: the classifier stops taking datagrams and the buffer holds the burst. Once the
+    /// buffer is past the threshold, low priority is shed.
+    #[test]
+    fn the_classifier_sheds_only_when_the_kernel_buffer_fills() {
+        let socket = bind("127.0.0.1:0".parse().unwrap(), 1 << 16).unwrap();
+        let to = socket.local_addr().unwrap();
+        let depth = Depths {
+            low: 2,
+            medium: 2,
+            high: 2,
+        };
+        let lanes = Lanes::new(1, depth, 8).unwrap();
+        assert_eq!(lanes.shed_backlog, crate::classify::DEFAULT_SHED_BACKLOG);
+        let allow = AllowList::loopback();
+        let stats = Stats::default();
+        let stop = AtomicBool::new(false);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let shed = || {
+            stats
+                .shed
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        std::thread::scope(|s| {
+            let c = s.spawn(|| classify(&socket, &lanes, &allow, &stats, 8, &stop));
+            // A burst of 10 low datagrams: 2 queued, the rest wait in the kernel buffer.
+            for seq in 0..10 {
+                tx.send_to(&datagram(Priority::Low, seq), to).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(shed(), 0, "a burst the buffer holds is not shed");
+            assert!(backlog(socket.as_raw_fd()).unwrap() > 0.0);
+            // Fill the buffer past half: now the classifier sheds.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut seq = 10;
+            while shed() == 0 && Instant::now() < deadline {
+                let _ = tx.send_to(&datagram(Priority::Low, seq), to);
+                seq += 1;
+                if seq % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            assert!(shed() > 0, "a buffer past the threshold sheds");
+            assert_eq!(stats.shed[2].load(Ordering::Relaxed), 0);
+            stop.store(true, Ordering::Relaxed);
+            c.join().unwrap().unwrap();
+        });
     }
 }

@@ -278,6 +278,13 @@ impl<S: Sinks> Metered<S> {
         }
     }
 
+    /// Count `ops` operations issued straight on the inner sink's memory
+    /// ([`Sinks::region_mem`]), as if each had gone through this sink.
+    #[inline]
+    pub(crate) fn issued(&mut self, ops: u64) {
+        self.pending += ops;
+    }
+
     /// Operations issued and not yet settled.
     pub fn pending(&self) -> u64 {
         self.pending
@@ -295,6 +302,36 @@ impl<S: Sinks> Sinks for Metered<S> {
     ) -> Result<(), SinkError> {
         self.pending += 1;
         self.inner.write(store, offset, bytes, immediate)
+    }
+
+    #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.pending += 1;
+        self.inner.write_u64(store, offset, word, immediate)
+    }
+
+    #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.pending += offsets.len() as u64;
+        self.inner.write_u64_at(store, offsets, word, immediate)
+    }
+
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        self.pending += offsets.len() as u64;
+        self.inner.fetch_add_at(store, offsets, add)
     }
 
     #[inline]
@@ -326,6 +363,16 @@ impl<S: Sinks> Sinks for Metered<S> {
     #[inline(always)]
     fn prefetch(&self, store: usize, offset: u64) {
         self.inner.prefetch(store, offset)
+    }
+
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        self.inner.prefetch_at(store, offsets)
+    }
+
+    #[inline(always)]
+    fn region_mem(&self, store: usize) -> Option<&dta_store::RegionMem> {
+        self.inner.region_mem(store)
     }
 }
 

@@ -7,7 +7,9 @@
 //! or when it has waited longer than the configured timeout. Hops that never arrived are written
 //! as the blank value, so each chunk always covers all B slots.
 //!
-//! The cache is a fixed, preallocated, direct-mapped table: no allocation on the data path.
+//! The cache is a fixed, preallocated, direct-mapped table of 64-byte lines, one per flow and
+//! aligned to the cache line (key, the first 8 hops' values, a bitmap of the hops seen, the
+//! path length and the time first seen): no allocation on the data path.
 
 use std::time::Instant;
 
@@ -44,21 +46,59 @@ impl Chunk {
     }
 }
 
+/// Hops whose values a cache line holds itself; a store with more hops keeps the rest in a
+/// parallel overflow table.
+const LINE_HOPS: usize = 8;
+
+/// One flow's partial path: exactly one 64-byte cache line, aligned (B <= [`LINE_HOPS`], the
+/// common case: one miss per postcard, not three).
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Line {
-    chunk: Chunk,
-    in_use: bool,
-    seen: u8,
+    key: [u8; MAX_KEY],
+    /// Hops 0..LINE_HOPS; hop h's value is meaningful when bit h of `present` is set.
+    values: [u32; LINE_HOPS],
+    /// When the flow was first seen, nanoseconds after the cache's epoch.
+    since_ns: u64,
+    /// Bit h: hop h's postcard arrived (else it is written as blank).
+    present: u16,
+    key_len: u8,
+    /// The reporter-supplied path length (0: none yet).
     path_len: u8,
-    since: Option<Instant>,
+    in_use: bool,
+    immediate: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<Line>() == 64 && std::mem::align_of::<Line>() == 64);
+const _: () = assert!(MAX_HOPS <= 16, "present is a u16");
+
+impl Line {
+    const EMPTY: Line = Line {
+        key: [0; MAX_KEY],
+        values: [0; LINE_HOPS],
+        since_ns: 0,
+        present: 0,
+        key_len: 0,
+        path_len: 0,
+        in_use: false,
+        immediate: false,
+    };
+
+    fn key(&self) -> &[u8] {
+        &self.key[..self.key_len as usize]
+    }
 }
 
 /// Direct-mapped cache of partially collected paths.
 pub struct PostcardCache {
     lines: Vec<Line>,
+    /// Values of hops LINE_HOPS.. of each line (empty when B <= LINE_HOPS).
+    overflow: Vec<[u32; MAX_HOPS - LINE_HOPS]>,
     mask: usize,
     hops: u8,
     occupied: usize,
+    /// The origin of the lines' `since_ns`.
+    epoch: Instant,
 }
 
 impl PostcardCache {
@@ -66,28 +106,53 @@ impl PostcardCache {
     pub fn new(entries: usize, hops: u8) -> Self {
         assert!((1..=MAX_HOPS as u8).contains(&hops), "hops must be 1..=16");
         let n = entries.max(1).next_power_of_two();
-        let empty = Line {
-            chunk: Chunk {
-                key: [0; MAX_KEY],
-                key_len: 0,
-                values: [None; MAX_HOPS],
-                immediate: false,
-            },
-            in_use: false,
-            seen: 0,
-            path_len: 0,
-            since: None,
-        };
         PostcardCache {
-            lines: vec![empty; n],
+            lines: vec![Line::EMPTY; n],
+            overflow: if hops as usize > LINE_HOPS {
+                vec![[0; MAX_HOPS - LINE_HOPS]; n]
+            } else {
+                vec![]
+            },
             mask: n - 1,
             hops,
             occupied: 0,
+            epoch: Instant::now(),
         }
     }
 
     pub fn occupied(&self) -> usize {
         self.occupied
+    }
+
+    /// Bytes of the table (lines and overflow).
+    pub fn bytes(&self) -> usize {
+        self.lines.len() * std::mem::size_of::<Line>()
+            + self.overflow.len() * std::mem::size_of::<[u32; MAX_HOPS - LINE_HOPS]>()
+    }
+
+    fn ns(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// Line `i` as the chunk it writes: its key and B values, blanks where no postcard arrived.
+    fn chunk(&self, i: usize) -> Chunk {
+        let line = &self.lines[i];
+        let mut c = Chunk {
+            key: line.key,
+            key_len: line.key_len,
+            values: [None; MAX_HOPS],
+            immediate: line.immediate,
+        };
+        for h in 0..self.hops as usize {
+            if line.present & (1 << h) != 0 {
+                c.values[h] = Some(if h < LINE_HOPS {
+                    line.values[h]
+                } else {
+                    self.overflow[i][h - LINE_HOPS]
+                });
+            }
+        }
+        c
     }
 
     /// Insert one postcard. `evict` is called with any chunk that leaves the cache as a result
@@ -107,29 +172,32 @@ impl PostcardCache {
     ) {
         debug_assert!(hop < self.hops && key.len() <= MAX_KEY);
         let i = (dta_store::hash::fnv1a64(key) as usize) & self.mask;
-        let line = &mut self.lines[i];
-        if line.in_use && line.chunk.key() != key {
-            evict(&line.chunk, Eviction::Collision);
-            line.in_use = false;
+        if self.lines[i].in_use && self.lines[i].key() != key {
+            evict(&self.chunk(i), Eviction::Collision);
+            self.lines[i].in_use = false;
             self.occupied -= 1;
         }
-        if !line.in_use {
+        if !self.lines[i].in_use {
+            let since_ns = self.ns(now);
+            let line = &mut self.lines[i];
             line.in_use = true;
-            self.occupied += 1;
-            line.chunk.key[..key.len()].copy_from_slice(key);
-            line.chunk.key_len = key.len() as u8;
-            line.chunk.values = [None; MAX_HOPS];
-            line.chunk.immediate = false;
-            line.seen = 0;
+            line.key[..key.len()].copy_from_slice(key);
+            line.key_len = key.len() as u8;
+            line.present = 0;
+            line.immediate = false;
             line.path_len = 0;
-            line.since = Some(now);
+            line.since_ns = since_ns;
+            self.occupied += 1;
         }
-        let slot = &mut line.chunk.values[hop as usize];
-        if slot.is_none() {
-            line.seen += 1;
+        let h = hop as usize;
+        if h < LINE_HOPS {
+            self.lines[i].values[h] = value;
+        } else {
+            self.overflow[i][h - LINE_HOPS] = value;
         }
-        *slot = Some(value);
-        line.chunk.immediate |= immediate;
+        let line = &mut self.lines[i];
+        line.present |= 1 << h;
+        line.immediate |= immediate;
         if path_len > 0 {
             line.path_len = path_len.min(self.hops);
         }
@@ -138,10 +206,10 @@ impl PostcardCache {
         } else {
             self.hops
         };
-        if line.seen >= target {
-            evict(&line.chunk, Eviction::Complete);
+        if line.present.count_ones() >= target as u32 {
             line.in_use = false;
             self.occupied -= 1;
+            evict(&self.chunk(i), Eviction::Complete);
         }
     }
 
@@ -155,11 +223,16 @@ impl PostcardCache {
         if self.occupied == 0 {
             return;
         }
-        for line in self.lines.iter_mut().filter(|l| l.in_use) {
-            let old = match (timeout, line.since) {
-                (None, _) => true,
-                (Some(t), Some(s)) => now.duration_since(s) >= t,
-                (Some(_), None) => true,
+        let now_ns = self.ns(now);
+        let limit = timeout.map(|t| t.as_nanos().min(u64::MAX as u128) as u64);
+        for i in 0..self.lines.len() {
+            let line = &self.lines[i];
+            if !line.in_use {
+                continue;
+            }
+            let old = match limit {
+                None => true,
+                Some(t) => now_ns.saturating_sub(line.since_ns) >= t,
             };
             if old {
                 let why = if timeout.is_some() {
@@ -167,8 +240,8 @@ impl PostcardCache {
                 } else {
                     Eviction::Flush
                 };
-                evict(&line.chunk, why);
-                line.in_use = false;
+                evict(&self.chunk(i), why);
+                self.lines[i].in_use = false;
                 self.occupied -= 1;
             }
         }
@@ -231,6 +304,59 @@ mod tests {
         );
         assert_eq!(expired, vec![(b"b".to_vec(), Eviction::Timeout)]);
         assert_eq!(c.occupied(), 0);
+    }
+
+    /// B = 16: hops past the line's eight live in the overflow table and come out in place, the
+    /// hops that never arrived as blanks; a flow taking a line again starts with no hops.
+    #[test]
+    fn hops_past_the_line_come_from_the_overflow() {
+        let mut c = PostcardCache::new(4, 16);
+        assert_eq!(c.bytes(), 4 * 64 + 4 * 32);
+        let mut out = vec![];
+        for hop in (0..16).filter(|h| h % 3 != 0) {
+            c.insert(
+                b"k",
+                hop,
+                0,
+                1000 + hop as u32,
+                hop == 13,
+                Instant::now(),
+                |ch, e| out.push((*ch, e)),
+            );
+        }
+        assert!(out.is_empty());
+        c.expire(Instant::now(), None, |ch, e| out.push((*ch, e)));
+        assert_eq!(out.len(), 1);
+        let (ch, e) = out[0];
+        assert_eq!(e, Eviction::Flush);
+        assert_eq!(ch.key(), b"k");
+        assert!(ch.immediate);
+        for h in 0..16u32 {
+            let want = (h % 3 != 0).then_some(1000 + h);
+            assert_eq!(ch.values[h as usize], want, "hop {h}");
+        }
+        // The line again, for the same key: nothing of the old path remains.
+        assert!(collect_n(&mut c, b"k", 15, 0, 7, 16).is_empty());
+        let mut again = vec![];
+        c.expire(Instant::now(), None, |ch, _| again.push(*ch));
+        assert_eq!(again[0].values[..15], [None; 15]);
+        assert_eq!(again[0].values[15], Some(7));
+        assert!(!again[0].immediate);
+    }
+
+    fn collect_n(
+        cache: &mut PostcardCache,
+        key: &[u8],
+        hop: u8,
+        path_len: u8,
+        v: u32,
+        hops: usize,
+    ) -> Vec<(Vec<Option<u32>>, Eviction)> {
+        let mut out = vec![];
+        cache.insert(key, hop, path_len, v, false, Instant::now(), |c, e| {
+            out.push((c.values[..hops].to_vec(), e))
+        });
+        out
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use dta_store::{MemSink, Region, SinkError};
+use dta_store::{MemSink, Region, RegionMem, SinkError};
 
 use crate::stats::{add, Stats};
 
@@ -23,6 +23,45 @@ pub trait Sinks {
         bytes: &[u8],
         immediate: bool,
     ) -> Result<(), SinkError>;
+    /// WRITE the little-endian u64 `word` at `offset` (8-byte aligned) of store `store`: the
+    /// same bytes as [`Self::write`] of `word.to_le_bytes()`, which it is unless the sink can
+    /// store a word at once (the co-located sink: one aligned store, an 8-byte Key-Write slot).
+    #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.write(store, offset, &word.to_le_bytes(), immediate)
+    }
+    /// [`Self::write_u64`] of the same `word` at each of `offsets` (a Key-Write report's N
+    /// copies): every offset is written, the first error returned.
+    #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        immediate: bool,
+    ) -> Result<(), SinkError> {
+        let mut res = Ok(());
+        for &o in offsets {
+            res = res.and(self.write_u64(store, o, word, immediate));
+        }
+        res
+    }
+    /// [`Self::fetch_add`] of the same `add` at each of `offsets` (a Key-Increment report's N
+    /// counters): every offset is added to, the first error returned.
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        let mut res = Ok(());
+        for &o in offsets {
+            res = res.and(self.fetch_add(store, o, add));
+        }
+        res
+    }
     /// FETCH_ADD `add` to the little-endian u64 at `offset` of store `store`.
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError>;
     /// Add to store `store`'s live counters ([`MemSink::count`], `docs/regions.md` §1): called
@@ -41,6 +80,22 @@ pub trait Sinks {
     /// prefetches the cache line (the batched apply); remote sinks ignore it.
     #[inline(always)]
     fn prefetch(&self, _store: usize, _offset: u64) {}
+    /// The mapped data area of store `store`, when this sink writes straight into it (the
+    /// co-located sink): the batched apply then issues a stage's operations on it directly,
+    /// with exactly the effect of [`Self::write`], [`Self::write_u64_at`] and
+    /// [`Self::fetch_add_at`] on this sink. `None` (the default): every operation through the
+    /// trait.
+    #[inline(always)]
+    fn region_mem(&self, _store: usize) -> Option<&RegionMem> {
+        None
+    }
+    /// [`Self::prefetch`] of each of `offsets`.
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        for &o in offsets {
+            self.prefetch(store, o);
+        }
+    }
     /// The collector's congestion signals seen since the last call, for the translator's rate
     /// meter ([DTA-draft §3.2]). The co-located sink has none.
     fn congestion(&mut self) -> Congestion {
@@ -100,11 +155,38 @@ impl Sinks for RegionSinks {
     }
 
     #[inline]
+    fn write_u64(
+        &mut self,
+        store: usize,
+        offset: u64,
+        word: u64,
+        _immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.regions[store].mem().store_u64(offset, word)
+    }
+
+    #[inline]
+    fn write_u64_at(
+        &mut self,
+        store: usize,
+        offsets: &[u64],
+        word: u64,
+        _immediate: bool,
+    ) -> Result<(), SinkError> {
+        self.regions[store].mem().store_u64_at(offsets, word)
+    }
+
+    #[inline]
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {
         self.regions[store]
             .mem()
             .fetch_add_u64(offset, add)
             .map(|_| ())
+    }
+
+    #[inline]
+    fn fetch_add_at(&mut self, store: usize, offsets: &[u64], add: u64) -> Result<(), SinkError> {
+        self.regions[store].mem().fetch_add_u64_at(offsets, add)
     }
 
     #[inline]
@@ -120,6 +202,18 @@ impl Sinks for RegionSinks {
     fn prefetch(&self, store: usize, offset: u64) {
         if let Some(r) = self.regions.get(store) {
             r.mem().prefetch(offset);
+        }
+    }
+
+    #[inline(always)]
+    fn region_mem(&self, store: usize) -> Option<&RegionMem> {
+        self.regions.get(store).map(|r| r.mem())
+    }
+
+    #[inline(always)]
+    fn prefetch_at(&self, store: usize, offsets: &[u64]) {
+        if let Some(r) = self.regions.get(store) {
+            r.mem().prefetch_at(offsets);
         }
     }
 }

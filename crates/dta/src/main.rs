@@ -479,16 +479,6 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let all_stats: Vec<Arc<Stats>> = (0..threads + usize::from(classified))
         .map(|_| Arc::new(Stats::default()))
         .collect();
-    let _metrics = match a.metrics {
-        Some(addr) => {
-            let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
-            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
-                .with_context(|| format!("metrics server on {addr}"))?;
-            eprintln!("metrics on http://{}/metrics", m.local_addr());
-            Some(m)
-        }
-        None => None,
-    };
     // One translator per thread over the same regions; Postcarding flows, Append lists and
     // sketches each owned by one of them (dta_translator::shard).
     let shards = Shards::new(threads, SHARD_INBOX);
@@ -517,11 +507,22 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         cfg.translator.recv_buffer,
     )
     .with_context(|| format!("binding {}", cfg.translator.listen))?;
+    // The metrics server answers once the UDP sockets are bound: a scrape that succeeds means
+    // reports sent from then on are received (queued by the kernel until the threads start).
+    let _metrics = match a.metrics {
+        Some(addr) => {
+            let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
+            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
+                .with_context(|| format!("metrics server on {addr}"))?;
+            eprintln!("metrics on http://{}/metrics", m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
     let lanes = if classified {
-        Some(dta_translator::classify::Lanes::new(
+        Some(dta_translator::classify::Lanes::from_config(
             threads,
-            cfg.translator.classifier_depths(),
-            cfg.translator.recv_batch,
+            &cfg.translator,
         )?)
     } else {
         None

@@ -1,40 +1,53 @@
 //! Batch staging of Key-Write and Key-Increment reports ([DTA §6]: the translator batches): a
-//! datagram's reports are routed once per shape, hashed and their lines prefetched, then
-//! written together in report order; counters are added once per batch.
+//! datagram's reports are routed once per shape and hashed, then all their lines prefetched in
+//! one pass, then written together in report order; counters are added once per batch.
 
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
 
 use dta_store::key_write::MAX_SLOT;
-use dta_store::{KeyTag, MAX_REDUNDANCY};
+use dta_store::{KeyTag, RegionMem, MAX_REDUNDANCY};
 use dta_wire::{Opcode, Report};
 
+use super::routes::KeyWriteRoute;
 use super::{allowed, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
 
-/// Reports staged per batch before their writes are issued. 32 reports at N = 2 is 64
-/// outstanding line prefetches, more than a core's fill buffers, so the hashing of the batch
-/// overlaps the misses of its first reports.
+/// Reports staged per batch before their writes are issued: a native datagram's 32 reports. At
+/// N = 2 that is 64 line prefetches issued back to back, more than a core keeps in flight, so
+/// the misses overlap as much as the core allows.
 pub(super) const STAGE: usize = 32;
 /// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
 /// only classifies what it cannot stage.
 const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
 
-/// One Key-Write or Key-Increment report, routed and hashed, waiting to be written.
+/// One Key-Write or Key-Increment report, routed and hashed (and, for an 8-byte slot,
+/// encoded), waiting to be written.
 #[derive(Clone, Copy)]
 struct Staged<'a> {
     store: usize,
-    /// The Key-Write route (index into `key_write`) whose layout encodes the slot.
-    route: usize,
-    increment: bool,
+    op: Op<'a>,
     immediate: bool,
     n: u8,
-    tag: KeyTag,
     offs: [u64; STAGE_MAX_N],
-    data: &'a [u8],
-    counter: u64,
+}
+
+/// What a staged report writes at each of its N offsets.
+#[derive(Clone, Copy)]
+enum Op<'a> {
+    /// An 8-byte Key-Write slot, encoded when staged ([`dta_store::KeyWriteLayout::encode_word`]):
+    /// the write is one word store per copy.
+    Word(u64),
+    /// A longer Key-Write slot, encoded when written by route `route`'s layout.
+    Slot {
+        route: usize,
+        tag: KeyTag,
+        data: &'a [u8],
+    },
+    /// A Key-Increment FETCH_ADD of this counter.
+    Add(u64),
 }
 
 /// A batch of staged reports and its counters, on the stack (no allocation).
@@ -95,7 +108,7 @@ pub(super) struct RouteCache {
 impl<S: Sinks> Translator<S> {
     /// Stage one Key-Write or Key-Increment report ([`Self::stage_key_write`],
     /// [`Self::stage_key_increment`]); false for any other primitive.
-    #[inline]
+    #[inline(always)]
     pub(super) fn stage<'a>(
         &self,
         stage: &mut Stage<'a>,
@@ -119,12 +132,13 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Route, hash and prefetch one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N
-    /// indices and the key's tag are computed here by the store's `slot_offsets`, the slot is
-    /// encoded by its `encode_slot` and written in
-    /// [`Self::write_stage`]). Returns false, leaving `stage` unchanged, for a report the slow
-    /// path must reject: no store of its shape, or redundancy out of 1..=store N.
-    #[inline]
+    /// Route and hash one Key-Write report into `stage` ([DTA A.1] Algorithm 1: the N indices
+    /// and the key's tag are computed here by the store's `slot_offsets`; an 8-byte slot is
+    /// encoded here by its `encode_word`, a longer one by its `encode_slot` in
+    /// [`Self::write_stage`], which writes them). Returns false, leaving `stage` unchanged, for
+    /// a report the slow path must reject: no store of its shape, or redundancy out of 1..=store
+    /// N.
+    #[inline(always)]
     fn stage_key_write<'a>(
         &self,
         stage: &mut Stage<'a>,
@@ -170,31 +184,35 @@ impl<S: Sinks> Translator<S> {
         };
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = r.layout.slot_offsets(key, redundancy, &mut offs);
-        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         let slot_len = r.layout.slot_len();
+        // The 8-byte slot encoded here, in the hashing pass, so the write pass only stores.
+        let op = match <[u8; 4]>::try_from(data) {
+            Ok(d) => Op::Word(r.layout.encode_word(tag, d)),
+            Err(_) => Op::Slot {
+                route: idx,
+                tag,
+                data,
+            },
+        };
         stage.kw += 1;
         stage.writes += redundancy as u64;
         stage.write_bytes += redundancy as u64 * slot_len as u64;
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
-            route: idx,
-            increment: false,
+            op,
             immediate,
             n: redundancy,
-            tag,
             offs,
-            data,
-            counter: 0,
         });
         stage.len += 1;
         true
     }
 
-    /// Route, hash and prefetch one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
+    /// Route and hash one Key-Increment report into `stage` ([DTA A.4] Algorithm 5: the
     /// N counter indices are computed here, the FETCH_ADDs happen in [`Self::write_stage`]).
     /// Returns false, leaving `stage` unchanged, as [`Self::stage_key_write`].
-    #[inline]
+    #[inline(always)]
     fn stage_key_increment(
         &self,
         stage: &mut Stage<'_>,
@@ -232,20 +250,15 @@ impl<S: Sinks> Translator<S> {
         }
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         r.layout.counter_offsets(key, redundancy, &mut offs);
-        self.prefetch_lines(r.store, &offs[..redundancy as usize]);
         stage.ki += 1;
         stage.fetch_adds += redundancy as u64;
         stage.immediates += immediate as u64;
         stage.items[stage.len] = MaybeUninit::new(Staged {
             store: r.store,
-            route: 0,
-            increment: true,
+            op: Op::Add(counter),
             immediate,
             n: redundancy,
-            tag: KeyTag(0),
             offs,
-            data: &[],
-            counter,
         });
         stage.len += 1;
         true
@@ -261,75 +274,52 @@ impl<S: Sinks> Translator<S> {
         refused
     }
 
-    /// Prefetch the lines a staged report will write.
-    #[inline]
-    fn prefetch_lines(&self, store: usize, offs: &[u64]) {
-        for &o in offs {
-            self.sinks.prefetch(store, o);
-        }
-    }
-
-    /// Execute a stage's memory operations in report order and add its counters once.
+    /// Execute a stage's memory operations in report order and add its counters once: every
+    /// line prefetched first, then the writes and FETCH_ADDs. A stage for one store of a sink
+    /// that maps it ([`Sinks::region_mem`]) goes straight to the mapped memory, the same
+    /// operations with the same effect, counted for the meter as if issued one by one.
     #[inline]
     pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
         if stage.len == 0 {
             return;
         }
         let stats = &*self.stats;
-        let mut sink_errors = 0u64;
-        // The stores' live counters (`docs/regions.md` §1), added once per stage and store:
-        // (store, copies written, Key-Increment total). A stage rarely spans more stores than
-        // this; a further store's counts go out at once.
-        let mut tally = [(usize::MAX, 0u64, 0u64); 4];
-        for item in &stage.items[..stage.len] {
-            // SAFETY: items[..len] were initialised by `stage` (written before len grew).
-            let it = unsafe { item.assume_init_ref() };
-            let offs = &it.offs[..it.n as usize];
-            let mut failed = false;
-            if it.increment {
-                for &o in offs {
-                    failed |= self.sinks.fetch_add(it.store, o, it.counter).is_err();
-                }
-            } else {
-                // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder
-                // (an 8-byte slot is one word, stored by one aligned store).
-                let mut slot = [0u8; MAX_SLOT];
-                match self.key_write[it.route]
-                    .layout
-                    .encode_slot(it.tag, it.data, &mut slot)
-                {
-                    Ok(len) => {
-                        for &o in offs {
-                            failed |= self
-                                .sinks
-                                .write(it.store, o, &slot[..len], it.immediate)
-                                .is_err();
-                        }
-                    }
-                    Err(_) => failed = true,
-                }
+        // SAFETY: items[..len] were initialised by `stage` (written before len grew).
+        let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
+        let store = items[0].store;
+        let direct = if items.iter().all(|it| it.store == store) {
+            self.sinks.region_mem(store)
+        } else {
+            None
+        };
+        // The common stage writes every report at the same N: its loops then have a known
+        // length (unrolled, no per-copy bounds checks).
+        let n = items[0].n;
+        let n = if items.iter().all(|it| it.n == n) {
+            n
+        } else {
+            0
+        };
+        let mut tally = Tally::new();
+        let kw = &self.key_write;
+        let mut sink_errors = match direct {
+            Some(mem) => {
+                let d = &mut Direct(mem);
+                let errors = match n {
+                    1 => run::<1>(d, items, kw, &mut tally),
+                    2 => run::<2>(d, items, kw, &mut tally),
+                    3 => run::<3>(d, items, kw, &mut tally),
+                    4 => run::<4>(d, items, kw, &mut tally),
+                    _ => run::<0>(d, items, kw, &mut tally),
+                };
+                let ops = items.iter().map(|it| it.n as u64).sum();
+                self.sinks.issued(ops);
+                errors
             }
-            sink_errors += failed as u64;
-            if !failed {
-                let added = if it.increment { it.counter } else { 0 };
-                match tally
-                    .iter_mut()
-                    .find(|t| t.0 == it.store || t.0 == usize::MAX)
-                {
-                    Some(t) => {
-                        t.0 = it.store;
-                        t.1 += it.n as u64;
-                        t.2 = t.2.wrapping_add(added);
-                    }
-                    None => {
-                        if self.sinks.count(it.store, it.n as u64, added).is_err() {
-                            sink_errors += 1;
-                        }
-                    }
-                }
-            }
-        }
-        for &(store, writes, added) in tally.iter().take_while(|t| t.0 != usize::MAX) {
+            None => run::<0>(&mut self.sinks, items, kw, &mut tally),
+        };
+        // The stores' live counters (`docs/regions.md` §1), added once per stage and store.
+        for &(store, writes, added) in tally.stores() {
             if self.sinks.count(store, writes, added).is_err() {
                 sink_errors += 1;
             }
@@ -346,6 +336,147 @@ impl<S: Sinks> Translator<S> {
         }
         stage.clear();
     }
+}
+
+/// Per store of a stage: (store, copies written, Key-Increment total) of the reports written
+/// without error. A stage of `STAGE` reports spans at most `STAGE` stores.
+struct Tally {
+    entries: [(usize, u64, u64); STAGE],
+    used: usize,
+}
+
+impl Tally {
+    #[inline(always)]
+    fn new() -> Self {
+        Tally {
+            entries: [(0, 0, 0); STAGE],
+            used: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, store: usize, writes: u64, added: u64) {
+        let used = &mut self.entries[..self.used];
+        match used.iter_mut().find(|t| t.0 == store) {
+            Some(t) => {
+                t.1 += writes;
+                t.2 = t.2.wrapping_add(added);
+            }
+            None => {
+                self.entries[self.used] = (store, writes, added);
+                self.used += 1;
+            }
+        }
+    }
+
+    fn stores(&self) -> &[(usize, u64, u64)] {
+        &self.entries[..self.used]
+    }
+}
+
+/// Where a stage's memory operations go: the sinks, or straight into one store's mapped memory.
+/// Each operation returns true if it failed (a failed report is counted as a sink error).
+trait StageOps {
+    fn prefetch(&self, store: usize, offs: &[u64]);
+    fn word(&mut self, store: usize, offs: &[u64], word: u64, immediate: bool) -> bool;
+    fn slot(&mut self, store: usize, offs: &[u64], slot: &[u8], immediate: bool) -> bool;
+    fn add(&mut self, store: usize, offs: &[u64], counter: u64) -> bool;
+}
+
+impl<S: Sinks> StageOps for S {
+    #[inline(always)]
+    fn prefetch(&self, store: usize, offs: &[u64]) {
+        self.prefetch_at(store, offs)
+    }
+    #[inline(always)]
+    fn word(&mut self, store: usize, offs: &[u64], word: u64, immediate: bool) -> bool {
+        self.write_u64_at(store, offs, word, immediate).is_err()
+    }
+    #[inline(always)]
+    fn slot(&mut self, store: usize, offs: &[u64], slot: &[u8], immediate: bool) -> bool {
+        let mut failed = false;
+        for &o in offs {
+            failed |= self.write(store, o, slot, immediate).is_err();
+        }
+        failed
+    }
+    #[inline(always)]
+    fn add(&mut self, store: usize, offs: &[u64], counter: u64) -> bool {
+        self.fetch_add_at(store, offs, counter).is_err()
+    }
+}
+
+/// One store's mapped memory: what the co-located sink does with each operation.
+struct Direct<'m>(&'m RegionMem);
+
+impl StageOps for Direct<'_> {
+    #[inline(always)]
+    fn prefetch(&self, _: usize, offs: &[u64]) {
+        self.0.prefetch_at(offs)
+    }
+    #[inline(always)]
+    fn word(&mut self, _: usize, offs: &[u64], word: u64, _: bool) -> bool {
+        self.0.store_u64_at(offs, word).is_err()
+    }
+    #[inline(always)]
+    fn slot(&mut self, _: usize, offs: &[u64], slot: &[u8], _: bool) -> bool {
+        let mut failed = false;
+        for &o in offs {
+            failed |= self.0.write(o, slot).is_err();
+        }
+        failed
+    }
+    #[inline(always)]
+    fn add(&mut self, _: usize, offs: &[u64], counter: u64) -> bool {
+        self.0.fetch_add_u64_at(offs, counter).is_err()
+    }
+}
+
+/// Issue a stage's operations on `ops` in report order, every line prefetched first (the
+/// hashing is done, so the prefetch loop is a few instructions per line and the core keeps as
+/// many misses and page walks in flight as it can). Returns the reports that failed; the
+/// reports written are tallied per store.
+/// `N`: every item's N, or 0 for each item's own.
+#[inline(always)]
+fn run<const N: usize>(
+    ops: &mut impl StageOps,
+    items: &[Staged<'_>],
+    key_write: &[KeyWriteRoute],
+    tally: &mut Tally,
+) -> u64 {
+    let copies = |it: &Staged<'_>| -> usize {
+        if N == 0 {
+            it.n as usize
+        } else {
+            N
+        }
+    };
+    for it in items {
+        ops.prefetch(it.store, &it.offs[..copies(it)]);
+    }
+    let mut sink_errors = 0;
+    for it in items {
+        let offs = &it.offs[..copies(it)];
+        let (failed, added) = match it.op {
+            // [DTA A.1] Algorithm 1: N identical slots, encoded by the store's one encoder (an
+            // 8-byte slot is one word, stored by one aligned store).
+            Op::Word(word) => (ops.word(it.store, offs, word, it.immediate), 0),
+            Op::Slot { route, tag, data } => {
+                let mut slot = [0u8; MAX_SLOT];
+                let failed = match key_write[route].layout.encode_slot(tag, data, &mut slot) {
+                    Ok(len) => ops.slot(it.store, offs, &slot[..len], it.immediate),
+                    Err(_) => true,
+                };
+                (failed, 0)
+            }
+            Op::Add(counter) => (ops.add(it.store, offs, counter), counter),
+        };
+        sink_errors += failed as u64;
+        if !failed {
+            tally.add(it.store, offs.len() as u64, added);
+        }
+    }
+    sink_errors
 }
 
 #[cfg(test)]
