@@ -9,6 +9,7 @@
 #   scripts/bench.sh --only apply,query --runs 3
 #   scripts/bench.sh --only netns --secs 3 --runs 3   # root: namespaces, veth, XDP
 #   scripts/bench.sh --only overload --runs 3         # 2x overload, receive-side shedding
+#   scripts/bench.sh --only int --runs 5              # INT ingest in process (dta-int)
 #   scripts/bench.sh --only apply,hashmap --runs 3 --cpu-time   # apply path; rates over CPU time
 #   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
 #   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
@@ -48,6 +49,20 @@ if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int-e2e" ]; then
     shift 2
     cargo build -q --release -p dta
     exec python3 scripts/int_e2e.py --bin after=target/release/dta "$@"
+fi
+# `--only int` (alone): INT ingest in process, parser alone, the INT sink per core (per-report
+# writes, per-flush deltas, receive batches) and two sink threads (docs/benchmarks.md, "INT
+# ingest in process: before and after"). --runs N and --packets N set its runs and reports.
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int" ]; then
+    shift 2
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --runs) export DTA_BENCH_RUNS="$2"; shift 2 ;;
+            --packets) export DTA_BENCH_PACKETS="$2"; shift 2 ;;
+            *) echo "--only int takes --runs N and --packets N" >&2; exit 2 ;;
+        esac
+    done
+    exec cargo bench -q -p dta-int --bench ingest
 fi
 # `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
 # docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).

@@ -344,13 +344,103 @@ def udp_int_frame(int_type, int_body, payload):
     # [INT v2.1 §5.7.3] shim for TCP/UDP: Type:4 (1 INT-MD, 3 INT-MX) | NPT:2 (1 = the
     # original UDP destination port follows) | R:2 | Length:8 (words after the shim) | port (16)
     shim = struct.pack("!BBH", int_type << 4 | 1 << 2, len(int_body) // 4, ORIG_DPORT)
-    udp_payload = shim + int_body + payload
+    return ipv4_udp_frame(shim + int_body + payload, INT_UDP_PORT, 0)
+
+
+# [INT v1.0 §4.7] instruction bitmap, bit 0 = MSB: the same items as v2.1 bits 0..7, but the
+# ingress and egress timestamps are 4 bytes; bits 8..14 are reserved; bit 15 checksum complement.
+INSTR_V1 = [  # (bit mask, words per item, item name)
+    (0x8000, 1, "node_id"),
+    (0x4000, 1, "l1_ports"),
+    (0x2000, 1, "hop_latency"),
+    (0x1000, 1, "queue"),
+    (0x0800, 1, "ingress_timestamp"),       # bit 4: ingress timestamp (32)
+    (0x0400, 1, "egress_timestamp"),        # bit 5: egress timestamp (32)
+    (0x0200, 2, "l2_ports"),
+    (0x0100, 1, "egress_tx_util"),
+    (0x0001, 1, "checksum_complement"),
+]
+INT_V1_DSCP = 0x17  # INT v1.0 over TCP/UDP is detected by a DSCP value ("detect" below)
+
+
+def int_v1_md_frame(hops, instructions, payload, e=0, m=0):
+    """[INT v1.0 §4.6.1, §4.7] An Ethernet frame: IPv4 with DSCP INT_V1_DSCP / UDP with the
+    flow's own ports / INT v1.0 shim / 8-byte INT metadata header / stack / payload. `hops` in
+    path order; the stack holds them newest first."""
+    items = [(name, words) for mask, words, name in INSTR_V1 if instructions & mask]
+    hop_ml = sum(w for _, w in items)
+
+    def item(name, h):
+        if name in ("ingress_timestamp", "egress_timestamp"):
+            return struct.pack("!I", h[name] & 0xFFFFFFFF)
+        return pack_item(name, h)
+
+    stack = b"".join(b"".join(item(name, h) for name, _ in items) for h in reversed(hops))
+    max_hops = 8
+    # Ver:4 = 1 | Rep:2 | C:1 | E:1 | M:1 | Reserved:10 | Hop ML:5 | RemainingHopCnt:8, then
+    # Instruction Bitmap (16) | Reserved (16)
+    md = struct.pack("!BBBBHH", 1 << 4 | e, m << 7, hop_ml, max_hops - len(hops),
+                     instructions, 0)
+    # Shim: Type:8 (1 = hop-by-hop) | Reserved:8 | Length:8 (shim + header + stack, words) |
+    # DSCP:6 (the original DSCP, 0 here) | R:2
+    words = (4 + len(md) + len(stack)) // 4
+    shim = struct.pack("!BBBB", 1, 0, words, 0)
+    frame = ipv4_udp_frame(shim + md + stack + payload, ORIG_DPORT, INT_V1_DSCP << 2)
+
+    def hop_json(h):
+        out = {}
+        for name, _ in items:
+            if name == "l1_ports":
+                out.update(l1_ingress_port=h["l1_ingress_port"],
+                           l1_egress_port=h["l1_egress_port"])
+            elif name == "queue":
+                out.update(queue_id=h["queue_id"], queue_occupancy=h["queue_occupancy"])
+            elif name == "l2_ports":
+                out.update(l2_ingress_port=h["l2_ingress_port"],
+                           l2_egress_port=h["l2_egress_port"])
+            elif name in ("ingress_timestamp", "egress_timestamp"):
+                out[name] = h[name] & 0xFFFFFFFF
+            else:
+                out[name] = h[name]
+        out["domain_specific"] = ""
+        return out
+
+    expect = {
+        "int_type": "int_md",
+        # Read as v2.x carries it: Length counts the words after the shim; the DSCP byte in
+        # `next`, NPT 0.
+        "shim": {"type": 1, "npt": 0, "length": words - 1, "next": 0},
+        "header": {"version": 1, "d": False, "e": bool(e), "m": bool(m), "hop_ml": hop_ml,
+                   "remaining_hop_count": max_hops - len(hops), "instructions": instructions,
+                   "domain_id": 0, "ds_instructions": 0, "ds_flags": 0},
+        "hop_count": len(hops),
+        "hops": [hop_json(h) for h in reversed(hops)],
+        "flow": FLOW,
+    }
+    return frame, expect
+
+
+def tr_v1_report(switch_id, seq, ts, frame, frame_expect, hw_id=0, d=0, q=0, f=1):
+    """Telemetry Report v1.0, NProto 0 (the Ethernet frame follows): `Ver=1 (4) | Len (4) |
+    NProto (3) | RepMdBits (6) | reserved (6) | D | Q | F | hw_id (6)`, switch id, sequence,
+    ingress timestamp (32 each)."""
+    w = 1 << 28 | 4 << 24 | 0 << 21 | 0 << 15 | d << 8 | q << 7 | f << 6 | hw_id
+    head = struct.pack("!IIII", w, switch_id, seq, ts)
+    expect = {"version": "1.0", "length": 4, "next_proto": 0, "rep_md_bits": 0,
+              "d": bool(d), "q": bool(q), "f": bool(f), "hw_id": hw_id, "switch_id": switch_id,
+              "sequence": seq, "ingress_timestamp": ts, "sub_header": None,
+              "inner": frame.hex(), "inner_int": frame_expect}
+    return head + frame, expect
+
+
+def ipv4_udp_frame(udp_payload, dport, tos):
+    """Ethernet / IPv4 (TOS `tos`) / UDP 40000 -> `dport` / `udp_payload`."""
     # [RFC 768] source port, destination port, length, checksum (0: none computed)
-    udp = struct.pack("!HHHH", 40000, INT_UDP_PORT, 8 + len(udp_payload), 0)
+    udp = struct.pack("!HHHH", 40000, dport, 8 + len(udp_payload), 0)
     src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
-    # [RFC 791] version 4 / IHL 5, TOS 0, total length, id 1, DF, TTL 64, UDP, checksum, addrs
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(udp_payload), 1, 0x4000, 64, 17, 0,
-                     src, dst)
+    # [RFC 791] version 4 / IHL 5, TOS, total length, id 1, DF, TTL 64, UDP, checksum, addrs
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + 8 + len(udp_payload), 1, 0x4000, 64, 17,
+                     0, src, dst)
     ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
     eth = bytes.fromhex("020000000002" "020000000001") + struct.pack("!H", 0x0800)
     return eth + ip + udp + udp_payload
@@ -485,7 +575,19 @@ def int_file():
     v.append({"name": "ind_report_v2_ipv4_and_tlv", "kind": "report", "hex": raw.hex(),
               "expect": exp, "note": "TR v2.0: an IPv4 inner (InType 4), then TLVs (InType 1): "
               "domain specific data and an IPv4 packet; hw_id and sequence at their maxima"})
-    detect = {"udp_port": INT_UDP_PORT, "dscp": [0x17, 0x3F], "probe_marker": "123456789abcdef0"}
+    v1_bits = sum(m for m, _, _ in INSTR_V1)
+    v1_hops = [hop_values(n) for n in (1, 2, 3, 4, 5)]
+    frame_v1, exp_v1 = int_v1_md_frame(v1_hops, v1_bits, b"v1.0", e=0, m=1)
+    v.append({"name": "ind_int_v1_md_5hop_all_bits", "kind": "frame", "hex": frame_v1.hex(),
+              "expect": exp_v1, "note": "INT v1.0 INT-MD over UDP (DSCP detection), 5 hops, "
+              "every v1.0 instruction bit (4-byte timestamps), M set"})
+    frame_v1b, exp_v1b = int_v1_md_frame(v1_hops[:3], 0x8000 | 0x2000 | 0x1000 | 0x0100, b"x")
+    raw, exp = tr_v1_report(0x00ABCDEF, 77, 0x01020304, frame_v1b, exp_v1b, hw_id=5)
+    v.append({"name": "ind_report_v1_int_v1", "kind": "report", "hex": raw.hex(),
+              "expect": exp, "note": "TR v1.0 (NProto 0) carrying an INT v1.0 INT-MD frame of 3 "
+              "hops: node id, hop latency, queue, egress utilisation"})
+    detect = {"udp_port": INT_UDP_PORT, "dscp": [INT_V1_DSCP, 0x3F],
+              "probe_marker": "123456789abcdef0"}
     return {"generator": GENERATOR, "detect": detect, "vectors": v}
 
 

@@ -84,7 +84,7 @@ pub fn int_to_json(r: &IntRepr<'_>) -> Value {
             m.insert(
                 "header".into(),
                 json!({
-                    "version": super::INT_VERSION,
+                    "version": s.version.number(),
                     "d": h.discard, "e": h.hop_count_exceeded, "m": h.mtu_exceeded,
                     "hop_ml": h.hop_ml, "remaining_hop_count": h.remaining_hop_count,
                     "instructions": h.instructions, "domain_id": h.domain_id,

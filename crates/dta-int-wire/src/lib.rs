@@ -1,6 +1,7 @@
 //! In-band Network Telemetry (INT) and telemetry reports on the wire, the input of dta's INT
 //! sink ([INT-NIC §III]; DTA's headline workload, [DTA §6.1]). Zero-copy parsing of INT v2.1 over
-//! TCP and UDP (shim, INT-MD header and per-hop stack, INT-MX; [INT v2.1 §5]), configurable INT
+//! TCP and UDP (shim, INT-MD header and per-hop stack, INT-MX; [INT v2.1 §5]) and of INT v1.0
+//! INT-MD ([INT v1.0 §4.6.1, §4.7]) into the same types, configurable INT
 //! detection in Ethernet frames ([`find_int`]; the Ethernet, VLAN, IP and L4 headers around INT are
 //! `dta_net`'s views), and telemetry reports v2.0 plus the older v0.5
 //! and v1.0 ([`report::parse_report`], [TR v2.0 §3]); emitters for INT-MD, INT-MX and report
@@ -18,8 +19,8 @@ pub mod report;
 mod json;
 
 pub use md::{
-    baseline_words, emit_md, emit_mx, field, instr, HopMetadata, HopStack, IntHeader, IntRepr,
-    IntType, MdHeader, MxHeader, ShimRepr, INT_VERSION,
+    baseline_words, emit_md, emit_md_as, emit_mx, field, instr, HopMetadata, HopStack, IntHeader,
+    IntRepr, IntType, IntVersion, MdHeader, MxHeader, ShimRepr, INT_VERSION,
 };
 pub use report::{
     parse_report, GroupHeader, IndividualReport, IntReportMain, LegacyReport, LegacySubHeader,
@@ -51,16 +52,18 @@ pub enum Error {
     /// TCP data offset below 5.
     #[error("bad TCP header")]
     BadL4Header,
-    /// Shim type other than 1 (INT-MD), 2 (INT-Destination), 3 (INT-MX).
+    /// Shim type other than 1 (INT-MD), 2 (INT-Destination), 3 (INT-MX); v1.0: other than 1
+    /// (hop-by-hop) or 2 (destination).
     #[error("unknown INT header type")]
     UnknownIntType,
     /// Shim NPT 3.
     #[error("bad next protocol type")]
     BadNpt,
-    /// Shim Length too short for the header, not a whole number of hops, or INT-MX with a stack.
+    /// Shim Length too short for the header (v1.0: 0, as it counts the shim), not a whole number
+    /// of hops, or INT-MX with a stack.
     #[error("bad INT length")]
     BadIntLength,
-    /// INT-MD/MX header version other than 2.
+    /// INT-MD/MX header version other than its shim's (2 for a v2.x shim, 1 for a v1.0 one).
     #[error("bad INT version")]
     BadIntVersion,
     /// Hop ML smaller than the instruction bitmap's baseline metadata (or 0 with a stack).

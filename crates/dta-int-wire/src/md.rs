@@ -39,7 +39,61 @@ pub mod instr {
 /// Words (4 bytes) of baseline metadata one hop adds for `bitmap`: 1 per set bit, 2 for bits
 /// 4..=6 (INT v2.1 §5.8: "each requires 8 bytes of metadata").
 pub const fn baseline_words(bitmap: u16) -> u32 {
-    bitmap.count_ones() + (bitmap & instr::EIGHT_BYTE).count_ones()
+    IntVersion::V2.baseline_words(bitmap)
+}
+
+/// The INT specification a block follows: the shim, the INT-MD header and the per-hop metadata
+/// sizes differ between them (docs/int.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IntVersion {
+    /// INT v1.0 ([INT v1.0 §4.6.1, §4.7]): shim `Type (8) | Reserved (8) | Length (8, the shim
+    /// included) | DSCP (6) | R R`; 8-byte header `Ver=1 | Rep | C | E | M | R | Hop ML |
+    /// RemainingHopCnt`, `Instruction Bitmap | Reserved`; timestamps are 4 bytes, bits 8..=14
+    /// reserved.
+    V1,
+    /// INT v2.x ([INT v2.1 §5.7.3, §5.8]).
+    #[default]
+    V2,
+}
+
+impl IntVersion {
+    /// The Ver field of its INT-MD header.
+    pub const fn number(self) -> u8 {
+        match self {
+            IntVersion::V1 => 1,
+            IntVersion::V2 => INT_VERSION,
+        }
+    }
+
+    /// Instruction bits whose metadata is 8 bytes: the L2 port ids in v1.0 (its timestamps are
+    /// 4 bytes), bits 4..=6 in v2.x.
+    pub const fn eight_byte(self) -> u16 {
+        match self {
+            IntVersion::V1 => instr::L2_PORTS,
+            IntVersion::V2 => instr::EIGHT_BYTE,
+        }
+    }
+
+    /// Reserved instruction bits (4 bytes each, skipped): 8..=14 in v1.0, 9..=14 in v2.x.
+    pub const fn reserved(self) -> u16 {
+        match self {
+            IntVersion::V1 => instr::RESERVED | instr::BUFFER,
+            IntVersion::V2 => instr::RESERVED,
+        }
+    }
+
+    /// Words of baseline metadata one hop adds for `bitmap`.
+    pub const fn baseline_words(self, bitmap: u16) -> u32 {
+        bitmap.count_ones() + (bitmap & self.eight_byte()).count_ones()
+    }
+
+    /// Bytes of the INT-MD (or MX) header after the shim: 8 in v1.0, 12 in v2.x.
+    pub const fn header_len(self) -> usize {
+        match self {
+            IntVersion::V1 => 8,
+            IntVersion::V2 => 12,
+        }
+    }
 }
 
 /// The INT header type carried in the shim (INT v2.1 §5.3 "INT Header Types").
@@ -106,6 +160,12 @@ pub mod field {
     pub const FIXED_LEN: usize = 16;
     /// MD/MX header length in words.
     pub const HDR_WORDS: u8 = 3;
+    /// INT v1.0 shim: Length in words, the shim included.
+    pub const V1_SHIM_LENGTH: usize = 2;
+    /// INT v1.0 shim: DSCP (6) | R R.
+    pub const V1_SHIM_DSCP: usize = 3;
+    /// INT v1.0 INT-MD header length in words.
+    pub const V1_HDR_WORDS: u8 = 2;
 }
 
 /// The 4-byte INT shim for TCP/UDP (INT v2.1 §5.7.3):
@@ -121,13 +181,37 @@ pub struct ShimRepr {
     /// INT metadata header + stack in 4-byte words, the shim excluded.
     pub length: u8,
     /// The last 16 bits as carried (see `npt`); for NPT 0 and 2 reserved bits are kept as read.
+    /// INT v1.0: its last byte (original DSCP in the high 6 bits), as NPT 0.
     pub next: u16,
+    /// The INT version of the block, told by the shim's first byte: v1.0's Type is a whole
+    /// byte (1 or 2), v2.x's a high nibble (1..=3).
+    pub version: IntVersion,
 }
 
 impl ShimRepr {
-    /// Parse the first 4 bytes of `buf`.
+    /// Parse the first 4 bytes of `buf`. A first byte below 0x10 is an INT v1.0 shim ([INT v1.0
+    /// §4.6.1]: Type 1 hop-by-hop, 2 destination; its Length counts the shim, so `length` is
+    /// kept as the words after the shim, as v2.x carries it).
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<ShimRepr, Error> {
         let b = buf.get(..field::SHIM_LEN).ok_or(Error::Truncated)?;
+        if b[0] >> 4 == 0 {
+            let int_type = match b[0] {
+                1 => IntType::Md,
+                2 => IntType::Destination,
+                _ => return Err(Error::UnknownIntType),
+            };
+            let length = b[field::V1_SHIM_LENGTH]
+                .checked_sub(1)
+                .ok_or(Error::BadIntLength)?;
+            return Ok(ShimRepr {
+                int_type,
+                npt: 0,
+                length,
+                next: u16::from(b[field::V1_SHIM_DSCP]),
+                version: IntVersion::V1,
+            });
+        }
         let int_type = IntType::try_from(b[0] >> 4)?;
         let npt = (b[0] >> 2) & 3;
         if npt == 3 {
@@ -138,18 +222,32 @@ impl ShimRepr {
             npt,
             length: b[field::SHIM_LENGTH],
             next: be_u16(&b[field::SHIM_NEXT]),
+            version: IntVersion::V2,
         })
     }
 
-    /// Write the 4 bytes (reserved bits zero).
+    /// Write the 4 bytes (reserved bits zero), in the layout of `version`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), Error> {
         if self.npt > 2 {
             return Err(Error::BadNpt);
         }
         let b = buf.get_mut(..field::SHIM_LEN).ok_or(Error::Truncated)?;
-        b[0] = ((self.int_type as u8) << 4) | (self.npt << 2);
-        b[1] = self.length;
-        b[2..4].copy_from_slice(&self.next.to_be_bytes());
+        match self.version {
+            IntVersion::V1 => {
+                if self.npt != 0 || self.int_type == IntType::Mx || self.next > 0xff {
+                    return Err(Error::BadNpt);
+                }
+                b[0] = self.int_type as u8;
+                b[1] = 0;
+                b[field::V1_SHIM_LENGTH] = self.length.checked_add(1).ok_or(Error::BadIntLength)?;
+                b[field::V1_SHIM_DSCP] = self.next as u8;
+            }
+            IntVersion::V2 => {
+                b[0] = ((self.int_type as u8) << 4) | (self.npt << 2);
+                b[1] = self.length;
+                b[2..4].copy_from_slice(&self.next.to_be_bytes());
+            }
+        }
         Ok(())
     }
 
@@ -224,6 +322,58 @@ impl MdHeader {
             ds_instructions: be_u16(&h[8..10]),
             ds_flags: be_u16(&h[10..12]),
         })
+    }
+
+    /// Parse the 8-byte INT v1.0 header ([INT v1.0 §4.7]): `Ver=1 (4) | Rep (2) | C | E | M |
+    /// Reserved (10) | Hop ML (5) | RemainingHopCnt (8)`, `Instruction Bitmap (16) | Reserved
+    /// (16)`. v1.0 has no D flag and no domain specific fields (they read 0); Rep and C
+    /// (replication) are not kept.
+    pub fn parse_v1(h: &[u8]) -> Result<MdHeader, Error> {
+        let h = h.get(..8).ok_or(Error::Truncated)?;
+        if h[0] >> 4 != IntVersion::V1.number() {
+            return Err(Error::BadIntVersion);
+        }
+        Ok(MdHeader {
+            discard: false,
+            hop_count_exceeded: h[0] & 0x01 != 0,
+            mtu_exceeded: h[1] & 0x80 != 0,
+            hop_ml: h[2] & 0x1f,
+            remaining_hop_count: h[3],
+            instructions: be_u16(&h[4..6]),
+            ..MdHeader::default()
+        })
+    }
+
+    /// Write the 8-byte INT v1.0 header (Rep, C and reserved bits zero; D and the domain
+    /// specific fields have no place in it).
+    pub fn emit_v1(&self, h: &mut [u8]) -> Result<(), Error> {
+        if self.hop_ml > 31 {
+            return Err(Error::BadHopMl);
+        }
+        let h = h.get_mut(..8).ok_or(Error::Truncated)?;
+        h[0] = (IntVersion::V1.number() << 4) | u8::from(self.hop_count_exceeded);
+        h[1] = u8::from(self.mtu_exceeded) << 7;
+        h[2] = self.hop_ml;
+        h[3] = self.remaining_hop_count;
+        h[4..6].copy_from_slice(&self.instructions.to_be_bytes());
+        h[6..8].fill(0);
+        Ok(())
+    }
+
+    /// Parse the header of `version` (12 or 8 bytes).
+    pub fn parse_as(version: IntVersion, h: &[u8]) -> Result<MdHeader, Error> {
+        match version {
+            IntVersion::V1 => MdHeader::parse_v1(h),
+            IntVersion::V2 => MdHeader::parse(h),
+        }
+    }
+
+    /// Write the header of `version` (12 or 8 bytes).
+    pub fn emit_as(&self, version: IntVersion, h: &mut [u8]) -> Result<(), Error> {
+        match version {
+            IntVersion::V1 => self.emit_v1(h),
+            IntVersion::V2 => self.emit(h),
+        }
     }
 
     /// Write 12 bytes (reserved bits zero).
@@ -341,6 +491,7 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline(always)]
     fn take(&mut self, n: usize) -> &'a [u8] {
         let s = &self.bytes[self.off..self.off + n];
         self.off += n;
@@ -353,9 +504,10 @@ fn opt32(v: u32) -> Option<u32> {
 }
 
 impl<'a> HopMetadata<'a> {
-    /// Decode one hop of exactly `hop_ml * 4` bytes per `bitmap`. The caller has checked
-    /// `baseline_words(bitmap) <= hop_ml` and the length.
-    fn decode(bytes: &'a [u8], bitmap: u16) -> HopMetadata<'a> {
+    /// Decode one hop of exactly `hop_ml * 4` bytes per `bitmap` in the layout of `version`.
+    /// The caller has checked `version.baseline_words(bitmap) <= hop_ml` and the length.
+    #[inline]
+    fn decode(bytes: &'a [u8], bitmap: u16, version: IntVersion) -> HopMetadata<'a> {
         let mut h = HopMetadata::default();
         let mut cur = Cursor { bytes, off: 0 };
         let has = |bit: u16| bitmap & bit != 0;
@@ -379,13 +531,19 @@ impl<'a> HopMetadata<'a> {
                 h.queue_occupancy = Some(w & 0x00ff_ffff);
             }
         }
+        // v2.x timestamps are 8 bytes, v1.0's 4 ([INT v1.0 §4.7]).
+        let ts = |cur: &mut Cursor<'a>| match version {
+            IntVersion::V1 => opt32(be_u32(cur.take(4))).map(u64::from),
+            IntVersion::V2 => {
+                let v = be_u64(cur.take(8));
+                (v != u64::MAX).then_some(v)
+            }
+        };
         if has(instr::INGRESS_TS) {
-            let v = be_u64(cur.take(8));
-            h.ingress_timestamp = (v != u64::MAX).then_some(v);
+            h.ingress_timestamp = ts(&mut cur);
         }
         if has(instr::EGRESS_TS) {
-            let v = be_u64(cur.take(8));
-            h.egress_timestamp = (v != u64::MAX).then_some(v);
+            h.egress_timestamp = ts(&mut cur);
         }
         if has(instr::L2_PORTS) {
             h.l2_ingress_port = opt32(be_u32(cur.take(4)));
@@ -394,17 +552,15 @@ impl<'a> HopMetadata<'a> {
         if has(instr::TX_UTIL) {
             h.egress_tx_util = opt32(be_u32(cur.take(4)));
         }
-        if has(instr::BUFFER) {
+        if has(instr::BUFFER) && version == IntVersion::V2 {
             let w = be_u32(cur.take(4));
             if w != u32::MAX {
                 h.buffer_id = Some((w >> 24) as u8);
                 h.buffer_occupancy = Some(w & 0x00ff_ffff);
             }
         }
-        // Reserved bits 9..=14: 4 bytes each, skipped.
-        for _ in 0..(bitmap & instr::RESERVED).count_ones() {
-            cur.take(4);
-        }
+        // Reserved bits: 4 bytes each, skipped.
+        cur.off += 4 * (bitmap & version.reserved()).count_ones() as usize;
         let cs = usize::from(has(instr::CHECKSUM)) * 4;
         let ds_len = bytes.len().saturating_sub(cur.off + cs);
         h.domain_specific = cur.take(ds_len);
@@ -416,13 +572,29 @@ impl<'a> HopMetadata<'a> {
 
     /// Bytes this hop occupies for `bitmap`: baseline plus its domain specific metadata.
     pub fn wire_len(&self, bitmap: u16) -> usize {
-        baseline_words(bitmap) as usize * 4 + self.domain_specific.len()
+        self.wire_len_as(IntVersion::V2, bitmap)
+    }
+
+    /// [`HopMetadata::wire_len`] in the layout of `version`.
+    pub fn wire_len_as(&self, version: IntVersion, bitmap: u16) -> usize {
+        version.baseline_words(bitmap) as usize * 4 + self.domain_specific.len()
     }
 
     /// Write this hop per `bitmap` (`None` as all-ones, reserved bits as 0xFFFFFFFF) into
     /// exactly [`HopMetadata::wire_len`] bytes at the start of `buf`.
     pub fn emit(&self, bitmap: u16, buf: &mut [u8]) -> Result<usize, Error> {
-        let n = self.wire_len(bitmap);
+        self.emit_as(IntVersion::V2, bitmap, buf)
+    }
+
+    /// [`HopMetadata::emit`] in the layout of `version` (v1.0: 4-byte timestamps, their low 32
+    /// bits; bit 8 reserved).
+    pub fn emit_as(
+        &self,
+        version: IntVersion,
+        bitmap: u16,
+        buf: &mut [u8],
+    ) -> Result<usize, Error> {
+        let n = self.wire_len_as(version, bitmap);
         if self.domain_specific.len() % 4 != 0 {
             return Err(Error::BadHopMl);
         }
@@ -455,11 +627,16 @@ impl<'a> HopMetadata<'a> {
         if has(instr::QUEUE) {
             put(&id24(self.queue_id, self.queue_occupancy));
         }
-        if has(instr::INGRESS_TS) {
-            put(&w64(self.ingress_timestamp));
-        }
-        if has(instr::EGRESS_TS) {
-            put(&w64(self.egress_timestamp));
+        for (bit, v) in [
+            (instr::INGRESS_TS, self.ingress_timestamp),
+            (instr::EGRESS_TS, self.egress_timestamp),
+        ] {
+            if has(bit) {
+                match version {
+                    IntVersion::V1 => put(&w32(v.map(|t| t as u32))),
+                    IntVersion::V2 => put(&w64(v)),
+                }
+            }
         }
         if has(instr::L2_PORTS) {
             put(&w32(self.l2_ingress_port));
@@ -468,10 +645,10 @@ impl<'a> HopMetadata<'a> {
         if has(instr::TX_UTIL) {
             put(&w32(self.egress_tx_util));
         }
-        if has(instr::BUFFER) {
+        if has(instr::BUFFER) && version == IntVersion::V2 {
             put(&id24(self.buffer_id, self.buffer_occupancy));
         }
-        for _ in 0..(bitmap & instr::RESERVED).count_ones() {
+        for _ in 0..(bitmap & version.reserved()).count_ones() {
             put(&[0xff; 4]);
         }
         put(self.domain_specific);
@@ -489,13 +666,24 @@ pub struct HopStack<'a> {
     bytes: &'a [u8],
     instructions: u16,
     hop_ml: u8,
+    version: IntVersion,
 }
 
 impl<'a> HopStack<'a> {
     /// Check and wrap a stack: `hop_ml` must hold the baseline metadata of `instructions`, and
     /// the stack must be a whole number of hops (`bad_hop_ml`, `bad_int_length`).
     pub fn new(bytes: &'a [u8], instructions: u16, hop_ml: u8) -> Result<HopStack<'a>, Error> {
-        if baseline_words(instructions) > u32::from(hop_ml) {
+        HopStack::new_as(IntVersion::V2, bytes, instructions, hop_ml)
+    }
+
+    /// [`HopStack::new`] for a stack of `version` (its per-hop metadata sizes).
+    pub fn new_as(
+        version: IntVersion,
+        bytes: &'a [u8],
+        instructions: u16,
+        hop_ml: u8,
+    ) -> Result<HopStack<'a>, Error> {
+        if version.baseline_words(instructions) > u32::from(hop_ml) {
             return Err(Error::BadHopMl);
         }
         if hop_ml == 0 {
@@ -509,7 +697,13 @@ impl<'a> HopStack<'a> {
             bytes,
             instructions,
             hop_ml,
+            version,
         })
+    }
+
+    /// The INT version whose layout the hops follow.
+    pub fn version(&self) -> IntVersion {
+        self.version
     }
 
     /// Number of hops (derived from the shim Length and Hop ML).
@@ -532,18 +726,23 @@ impl<'a> HopStack<'a> {
     }
 
     /// Hop `i`, 0 being the newest (the last switch before the sink).
+    #[inline]
     pub fn get(&self, i: usize) -> Option<HopMetadata<'a>> {
         let w = usize::from(self.hop_ml) * 4;
-        let s = self.bytes.get(i.checked_mul(w)?..(i + 1).checked_mul(w)?)?;
         if w == 0 {
             return None;
         }
-        Some(HopMetadata::decode(s, self.instructions))
+        let s = self.bytes.get(i.checked_mul(w)?..(i + 1).checked_mul(w)?)?;
+        Some(HopMetadata::decode(s, self.instructions, self.version))
     }
 
-    /// The hops, newest first.
-    pub fn iter(&self) -> impl Iterator<Item = HopMetadata<'a>> + '_ {
-        (0..self.len()).filter_map(move |i| self.get(i))
+    /// The hops, newest first (one pass over whole hops, no per-hop range check).
+    pub fn iter(&self) -> impl Iterator<Item = HopMetadata<'a>> + 'a {
+        let (instructions, version) = (self.instructions, self.version);
+        self.bytes
+            .chunks_exact(usize::from(self.hop_ml).max(1) * 4)
+            .take(self.len())
+            .map(move |s| HopMetadata::decode(s, instructions, version))
     }
 }
 
@@ -583,13 +782,19 @@ impl<'a> IntRepr<'a> {
         let body = buf
             .get(field::SHIM_LEN..shim.total_len())
             .ok_or(Error::Truncated)?;
+        let v = shim.version;
         let header = match shim.int_type {
-            IntType::Md | IntType::Mx if shim.length < field::HDR_WORDS => {
+            IntType::Md | IntType::Mx if usize::from(shim.length) * 4 < v.header_len() => {
                 return Err(Error::BadIntLength)
             }
             IntType::Md => {
-                let header = MdHeader::parse(body)?;
-                let stack = HopStack::new(&body[12..], header.instructions, header.hop_ml)?;
+                let header = MdHeader::parse_as(v, body)?;
+                let stack = HopStack::new_as(
+                    v,
+                    &body[v.header_len()..],
+                    header.instructions,
+                    header.hop_ml,
+                )?;
                 IntHeader::Md { header, stack }
             }
             IntType::Mx => {
@@ -615,8 +820,9 @@ impl<'a> IntRepr<'a> {
     /// Re-emit the block as parsed (reserved bits zero); the stack is copied as is.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
         let n = self.buffer_len();
+        let v = self.shim.version;
         let body_len = match self.header {
-            IntHeader::Md { stack, .. } => 12 + stack.as_bytes().len(),
+            IntHeader::Md { stack, .. } => v.header_len() + stack.as_bytes().len(),
             IntHeader::Mx(_) => 12,
             IntHeader::Destination(b) => b.len(),
         };
@@ -627,8 +833,9 @@ impl<'a> IntRepr<'a> {
         self.shim.emit(buf)?;
         match self.header {
             IntHeader::Md { header, stack } => {
-                header.emit(&mut buf[4..16])?;
-                buf[16..].copy_from_slice(stack.as_bytes());
+                let h = field::SHIM_LEN + v.header_len();
+                header.emit_as(v, &mut buf[field::SHIM_LEN..h])?;
+                buf[h..].copy_from_slice(stack.as_bytes());
             }
             IntHeader::Mx(h) => h.emit(&mut buf[4..16])?,
             IntHeader::Destination(b) => buf[4..].copy_from_slice(b),
@@ -655,10 +862,23 @@ pub fn emit_md(
     hops: &[HopMetadata<'_>],
     buf: &mut [u8],
 ) -> Result<usize, Error> {
+    emit_md_as(IntVersion::V2, npt, next, header, hops, buf)
+}
+
+/// [`emit_md`] in the layout of `version`; INT v1.0 takes NPT 0 only, `next` being its DSCP
+/// byte (the original DSCP in the high 6 bits).
+pub fn emit_md_as(
+    version: IntVersion,
+    npt: u8,
+    next: u16,
+    header: &MdHeader,
+    hops: &[HopMetadata<'_>],
+    buf: &mut [u8],
+) -> Result<usize, Error> {
     let hop_len = usize::from(header.hop_ml) * 4;
-    let words = 3 + hops.len() * usize::from(header.hop_ml);
+    let words = version.header_len() / 4 + hops.len() * usize::from(header.hop_ml);
     let length = u8::try_from(words).map_err(|_| Error::BadIntLength)?;
-    if baseline_words(header.instructions) > u32::from(header.hop_ml) {
+    if version.baseline_words(header.instructions) > u32::from(header.hop_ml) {
         return Err(Error::BadHopMl);
     }
     let shim = ShimRepr {
@@ -666,19 +886,20 @@ pub fn emit_md(
         npt,
         length,
         next,
+        version,
     };
     let n = shim.total_len();
     if buf.len() < n {
         return Err(Error::Truncated);
     }
     shim.emit(buf)?;
-    header.emit(&mut buf[4..16])?;
-    let mut off = field::FIXED_LEN;
+    let mut off = field::SHIM_LEN + version.header_len();
+    header.emit_as(version, &mut buf[field::SHIM_LEN..off])?;
     for h in hops {
-        if h.wire_len(header.instructions) != hop_len {
+        if h.wire_len_as(version, header.instructions) != hop_len {
             return Err(Error::BadHopMl);
         }
-        off += h.emit(header.instructions, &mut buf[off..])?;
+        off += h.emit_as(version, header.instructions, &mut buf[off..])?;
     }
     Ok(n)
 }
@@ -690,6 +911,7 @@ pub fn emit_mx(npt: u8, next: u16, header: &MxHeader, buf: &mut [u8]) -> Result<
         npt,
         length: field::HDR_WORDS,
         next,
+        version: IntVersion::V2,
     };
     if buf.len() < field::FIXED_LEN {
         return Err(Error::Truncated);

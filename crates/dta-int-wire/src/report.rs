@@ -498,6 +498,9 @@ pub struct ReportV2<'a> {
     pub group: GroupHeader,
     reports: &'a [u8],
     count: usize,
+    /// The first individual report and its length, kept from validation so that iterating
+    /// does not parse it twice (most reports carry one).
+    first: (IndividualReport<'a>, usize),
 }
 
 impl<'a> ReportV2<'a> {
@@ -506,20 +509,22 @@ impl<'a> ReportV2<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<ReportV2<'a>, Error> {
         let group = GroupHeader::parse(buf)?;
         let reports = &buf[GroupHeader::LEN..];
-        let mut rest = reports;
-        let mut count = 0;
+        if reports.is_empty() {
+            return Err(Error::NoReports);
+        }
+        let first = IndividualReport::parse(reports)?;
+        let mut rest = &reports[first.1..];
+        let mut count = 1;
         while !rest.is_empty() {
             let (_, n) = IndividualReport::parse(rest)?;
             rest = &rest[n..];
             count += 1;
         }
-        if count == 0 {
-            return Err(Error::NoReports);
-        }
         Ok(ReportV2 {
             group,
             reports,
             count,
+            first,
         })
     }
 
@@ -535,12 +540,13 @@ impl<'a> ReportV2<'a> {
 
     /// The individual reports, in order.
     pub fn iter(&self) -> impl Iterator<Item = IndividualReport<'a>> + 'a {
-        let mut rest = self.reports;
-        core::iter::from_fn(move || {
+        let (first, n) = self.first;
+        let mut rest = &self.reports[n..];
+        core::iter::once(first).chain(core::iter::from_fn(move || {
             let (r, n) = IndividualReport::parse(rest).ok()?;
             rest = &rest[n..];
             Some(r)
-        })
+        }))
     }
 }
 
@@ -742,6 +748,94 @@ impl<'a> LegacyReport<'a> {
         r.sub = sub;
         r.inner = &rest[n..];
         Ok(r)
+    }
+
+    /// Bytes [`LegacyReport::emit`] writes.
+    pub fn buffer_len(&self) -> usize {
+        let fixed = if self.version == 0 { 12 } else { 16 };
+        let sub = match self.sub {
+            LegacySubHeader::None => 0,
+            LegacySubHeader::Drop { .. } => 12,
+            LegacySubHeader::Local { .. } => 16,
+        };
+        fixed + sub + self.inner.len()
+    }
+
+    /// Write the report as parsed: the fixed header of `version` (reserved bits zero; v1.0's
+    /// Len as carried), the sub-header `sub` selects (its NProto), the frame.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = self.buffer_len();
+        let buf = buf.get_mut(..n).ok_or(Error::Truncated)?;
+        let next_proto: u32 = match self.sub {
+            LegacySubHeader::None => 0,
+            LegacySubHeader::Drop { .. } => 1,
+            LegacySubHeader::Local { .. } => 2,
+        };
+        let flags =
+            |d: bool, q: bool, f: bool| (u32::from(d) << 2) | (u32::from(q) << 1) | u32::from(f);
+        let dqf = flags(self.dropped, self.congested_queue, self.tracked_flow);
+        let hw = u32::from(self.hw_id & 0x3f);
+        let fixed = match self.version {
+            0 => {
+                let w = (next_proto << 24) | (dqf << 21) | hw;
+                buf[0..4].copy_from_slice(&w.to_be_bytes());
+                buf[4..8].copy_from_slice(&self.sequence.to_be_bytes());
+                buf[8..12].copy_from_slice(&self.ingress_timestamp.to_be_bytes());
+                12
+            }
+            1 => {
+                let len = self.length & 0xf;
+                let w = (1 << 28)
+                    | (u32::from(len) << 24)
+                    | (next_proto << 21)
+                    | (u32::from(self.rep_md_bits & 0x3f) << 15)
+                    | (dqf << 6)
+                    | hw;
+                buf[0..4].copy_from_slice(&w.to_be_bytes());
+                buf[4..8].copy_from_slice(&self.switch_id.unwrap_or(0).to_be_bytes());
+                buf[8..12].copy_from_slice(&self.sequence.to_be_bytes());
+                buf[12..16].copy_from_slice(&self.ingress_timestamp.to_be_bytes());
+                16
+            }
+            _ => return Err(Error::UnknownReportVersion),
+        };
+        let rest = &mut buf[fixed..];
+        let sub = match self.sub {
+            LegacySubHeader::None => 0,
+            LegacySubHeader::Drop {
+                switch_id,
+                ingress_port,
+                egress_port,
+                queue_id,
+                drop_reason,
+            } => {
+                rest[0..4].copy_from_slice(&switch_id.to_be_bytes());
+                rest[4..6].copy_from_slice(&ingress_port.to_be_bytes());
+                rest[6..8].copy_from_slice(&egress_port.to_be_bytes());
+                rest[8] = queue_id;
+                rest[9] = drop_reason;
+                rest[10..12].fill(0);
+                12
+            }
+            LegacySubHeader::Local {
+                switch_id,
+                ingress_port,
+                egress_port,
+                queue_id,
+                queue_occupancy,
+                egress_timestamp,
+            } => {
+                rest[0..4].copy_from_slice(&switch_id.to_be_bytes());
+                rest[4..6].copy_from_slice(&ingress_port.to_be_bytes());
+                rest[6..8].copy_from_slice(&egress_port.to_be_bytes());
+                let q = (u32::from(queue_id) << 24) | (queue_occupancy & 0xff_ffff);
+                rest[8..12].copy_from_slice(&q.to_be_bytes());
+                rest[12..16].copy_from_slice(&egress_timestamp.to_be_bytes());
+                16
+            }
+        };
+        rest[sub..].copy_from_slice(self.inner);
+        Ok(n)
     }
 
     /// Parse the INT block of the reported Ethernet frame, if any.

@@ -48,7 +48,9 @@ fn int_block<'a>(frame: &'a [u8], r: &IntRepr<'_>) -> &'a [u8] {
     // The stack (or, for MX, the end of the frame minus the payload) locates the block.
     let n = r.buffer_len();
     let start = match r.header {
-        IntHeader::Md { stack, .. } => offset_in(frame, stack.as_bytes()) - 16,
+        IntHeader::Md { stack, .. } => {
+            offset_in(frame, stack.as_bytes()) - 4 - r.shim.version.header_len()
+        }
         _ => (0..frame.len() - n + 1)
             .find(|&i| IntRepr::parse(&frame[i..]).ok().map(|x| x.shim) == Some(r.shim))
             .unwrap(),
@@ -84,14 +86,20 @@ fn check_valid_vectors(d: &Value) -> (usize, usize) {
                     v["expect"],
                     "{name}"
                 );
-                if let TelemetryReport::V2(v2) = r {
-                    let mut out = vec![0u8; bytes.len()];
-                    let mut b = ReportBuilder::new(&mut out, &v2.group).unwrap();
-                    for i in v2.iter() {
-                        b.push(&i).unwrap();
+                let mut out = vec![0u8; bytes.len()];
+                match r {
+                    TelemetryReport::V2(v2) => {
+                        let mut b = ReportBuilder::new(&mut out, &v2.group).unwrap();
+                        for i in v2.iter() {
+                            b.push(&i).unwrap();
+                        }
+                        let n = b.finish().unwrap();
+                        assert_eq!(&out[..n], &bytes[..], "{name}: re-emitted report");
                     }
-                    let n = b.finish().unwrap();
-                    assert_eq!(&out[..n], &bytes[..], "{name}: re-emitted report");
+                    TelemetryReport::Legacy(l) => {
+                        assert_eq!(l.emit(&mut out), Ok(bytes.len()), "{name}");
+                        assert_eq!(out, bytes, "{name}: re-emitted v0.5/v1.0 report");
+                    }
                 }
                 counted.1 += 1;
             }
@@ -111,7 +119,7 @@ fn every_valid_vector_decodes_to_its_fields_and_re_emits() {
 #[test]
 fn independent_vectors_decode_to_their_fields_and_re_emit() {
     let d: Value = serde_json::from_str(IND_INT).unwrap();
-    assert_eq!(check_valid_vectors(&d), (4, 3));
+    assert_eq!(check_valid_vectors(&d), (5, 4));
 }
 
 #[test]
@@ -327,4 +335,45 @@ fn detection_rules_are_respected() {
     let mut arp = f.clone();
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(find_int(&arp, &IntDetect::udp_port(5000)), Ok(None));
+}
+
+/// INT v1.0 ([INT v1.0 §4.6.1, §4.7]), from the independent vectors: the shim's Length counts
+/// the shim, the header is 8 bytes, timestamps 4 bytes; each malformed field fails with its
+/// reason.
+#[test]
+fn int_v1_fields_and_rejections() {
+    let d: Value = serde_json::from_str(IND_INT).unwrap();
+    let det = detect(&d);
+    let frame = vector(&d, "ind_int_v1_md_5hop_all_bits");
+    let r = find_int(&frame, &det).unwrap().unwrap();
+    assert_eq!(r.shim.version, dta_int_wire::IntVersion::V1);
+    let IntHeader::Md { header, stack } = r.header else {
+        panic!("INT-MD")
+    };
+    // node, L1 ports, latency, queue, 2 timestamps, L2 ports (2 words), util, checksum.
+    assert_eq!(header.hop_ml, 10);
+    assert!(header.mtu_exceeded && !header.hop_count_exceeded && !header.discard);
+    assert_eq!(stack.len(), 5);
+    let newest = stack.get(0).unwrap();
+    assert_eq!(newest.node_id, Some(0x1005));
+    assert_eq!(newest.ingress_timestamp, Some(0x0304_0005));
+    assert_eq!(newest.egress_timestamp, Some(0x0304_1005));
+    assert_eq!(newest.l2_egress_port, Some(0x00BB_0005));
+    assert_eq!(newest.checksum_complement, Some(0xC0DE_0005));
+    assert_eq!(stack.iter().last().unwrap().node_id, Some(0x1001));
+    assert_eq!(r.flow.unwrap().dst_port, 4791);
+
+    let shim = 14 + 20 + 8;
+    let bad = |at: usize, v: u8| {
+        let mut f = frame.clone();
+        f[at] = v;
+        find_int(&f, &det).map(|_| ())
+    };
+    assert_eq!(bad(shim, 3), Err(Error::UnknownIntType));
+    assert_eq!(bad(shim + 2, 0), Err(Error::BadIntLength));
+    assert_eq!(bad(shim + 2, 2), Err(Error::BadIntLength)); // shorter than the 8-byte header
+    assert_eq!(bad(shim + 2, frame[shim + 2] - 1), Err(Error::BadIntLength)); // not whole hops
+    assert_eq!(bad(shim + 2, 255), Err(Error::Truncated));
+    assert_eq!(bad(shim + 4, 0x20), Err(Error::BadIntVersion));
+    assert_eq!(bad(shim + 6, 9), Err(Error::BadHopMl)); // below the bitmap's 10 words
 }

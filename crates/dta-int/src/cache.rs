@@ -7,7 +7,7 @@
 //! predefined time period"). Nothing here allocates per packet.
 
 use crate::events::{EvictReason, FlowRecord, HopRecord};
-use crate::layout::{FLOW_KEY_LEN, MAX_PATH};
+use crate::layout::{FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// Buckets per row.
 pub const WAYS: usize = 8;
@@ -44,6 +44,41 @@ impl HopAgg {
     }
 }
 
+/// The store writes a flow owes since the last delta flush (`docs/int-sink.md`, "Aggregation"):
+/// the latest INT-MD path record (Key-Write) and the latest Postcarding value per hop. Only the
+/// newest matters: a Key-Write or a Postcarding chunk of a flow overwrites the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// The sink's report sequence number of the last update: writes are replayed in this
+    /// order, so a slot shared by two flows ends with the one written last, as without
+    /// aggregation.
+    pub seq: u64,
+    /// Some write is owed (the entry is on the sink's dirty list).
+    pub dirty: bool,
+    /// A path record is owed.
+    pub has_path: bool,
+    pub path: [u8; PATH_DATA_LEN],
+    /// Postcarding path length of the owed postcards.
+    pub path_len: u8,
+    /// Hops (bit i = hop i) with an owed postcard value.
+    pub postcard_mask: u8,
+    pub postcard: [u32; MAX_PATH],
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            seq: 0,
+            dirty: false,
+            has_path: false,
+            path: [0; PATH_DATA_LEN],
+            path_len: 0,
+            postcard_mask: 0,
+            postcard: [0; MAX_PATH],
+        }
+    }
+}
+
 /// One flow's entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FlowEntry {
@@ -55,6 +90,8 @@ pub struct FlowEntry {
     /// Hops seen (the highest hop index + 1).
     pub hops: u8,
     pub hop: [HopAgg; MAX_PATH],
+    /// Writes owed to the stores (aggregation).
+    pub pending: Pending,
 }
 
 impl FlowEntry {
@@ -77,6 +114,9 @@ impl FlowEntry {
 /// The cache.
 pub struct FlowCache {
     buckets: Vec<FlowEntry>,
+    /// Per bucket, a tag of its flow's key hash (never 0) or 0 when free: a row's [`WAYS`] tags
+    /// share one cache line, so a lookup reads one line and then only the matching entry.
+    tags: Vec<u64>,
     row_mask: usize,
     occupied: usize,
 }
@@ -87,6 +127,7 @@ impl FlowCache {
         let rows = capacity.div_ceil(WAYS).max(1).next_power_of_two();
         FlowCache {
             buckets: vec![FlowEntry::default(); rows * WAYS],
+            tags: vec![0; rows * WAYS],
             row_mask: rows - 1,
             occupied: 0,
         }
@@ -100,16 +141,44 @@ impl FlowCache {
         self.occupied
     }
 
-    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> usize {
-        (dta_store::hash::fmix64(dta_store::hash::fnv1a64(key)) as usize & self.row_mask) * WAYS
+    /// The first bucket of `key`'s row and its tag.
+    #[inline]
+    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> (usize, u64) {
+        let h = dta_store::hash::fmix64(dta_store::hash::fnv1a64(key));
+        ((h as usize & self.row_mask) * WAYS, h | 1)
+    }
+
+    /// The bucket holding `key` in the row at `r`.
+    #[inline]
+    fn find(&self, r: usize, tag: u64, key: &[u8; FLOW_KEY_LEN]) -> Option<usize> {
+        (r..r + WAYS).find(|&i| self.tags[i] == tag && self.buckets[i].key == *key)
+    }
+
+    /// Start loading the row of `key` (its tags' cache line) into the cache: a batch of reports
+    /// issues these for all its flows first, so their misses overlap.
+    #[inline]
+    pub fn prefetch_row(&self, key: &[u8; FLOW_KEY_LEN]) {
+        let (r, _) = self.row(key);
+        prefetch(&self.tags[r] as *const u64 as *const u8);
+    }
+
+    /// Start loading the entry of `key`, if cached (after [`FlowCache::prefetch_row`]).
+    #[inline]
+    pub fn prefetch_entry(&self, key: &[u8; FLOW_KEY_LEN]) {
+        let (r, tag) = self.row(key);
+        if let Some(i) = (r..r + WAYS).find(|&i| self.tags[i] == tag) {
+            let e = &self.buckets[i];
+            let base = e as *const FlowEntry as *const u8;
+            for off in (0..core::mem::size_of::<FlowEntry>()).step_by(64) {
+                prefetch(base.wrapping_add(off));
+            }
+        }
     }
 
     /// The entry of `key`, if cached.
     pub fn get(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<&FlowEntry> {
-        let r = self.row(key);
-        self.buckets[r..r + WAYS]
-            .iter()
-            .find(|e| e.in_use && e.key == *key)
+        let (r, tag) = self.row(key);
+        self.find(r, tag, key).map(|i| &self.buckets[i])
     }
 
     /// The entry of `key`, created if needed (packets 0, first_ns = now). A flow evicted to make
@@ -120,37 +189,48 @@ impl FlowCache {
         now_ns: u64,
         evict: impl FnOnce(&FlowEntry),
     ) -> &mut FlowEntry {
-        let r = self.row(key);
-        let row = &mut self.buckets[r..r + WAYS];
-        let i = match row.iter().position(|e| e.in_use && e.key == *key) {
-            Some(i) => i,
+        let i = self.entry_index(key, now_ns, evict);
+        &mut self.buckets[i]
+    }
+
+    /// The entry at `index` (from [`FlowCache::entry_index`]; it may hold another flow since).
+    pub fn at_mut(&mut self, index: usize) -> &mut FlowEntry {
+        &mut self.buckets[index]
+    }
+
+    /// [`FlowCache::entry`], returning the entry's index.
+    pub fn entry_index(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        now_ns: u64,
+        evict: impl FnOnce(&FlowEntry),
+    ) -> usize {
+        let (r, tag) = self.row(key);
+        if let Some(i) = self.find(r, tag, key) {
+            return i;
+        }
+        let i = match (r..r + WAYS).find(|&i| self.tags[i] == 0) {
+            Some(i) => {
+                self.occupied += 1;
+                i
+            }
             None => {
-                let i = match row.iter().position(|e| !e.in_use) {
-                    Some(i) => {
-                        self.occupied += 1;
-                        i
-                    }
-                    None => {
-                        let (i, old) = row
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(_, e)| e.last_ns)
-                            .expect("WAYS > 0");
-                        evict(old);
-                        i
-                    }
-                };
-                row[i] = FlowEntry {
-                    key: *key,
-                    in_use: true,
-                    first_ns: now_ns,
-                    last_ns: now_ns,
-                    ..FlowEntry::default()
-                };
+                let i = (r..r + WAYS)
+                    .min_by_key(|&i| self.buckets[i].last_ns)
+                    .expect("WAYS > 0");
+                evict(&self.buckets[i]);
                 i
             }
         };
-        &mut row[i]
+        self.tags[i] = tag;
+        self.buckets[i] = FlowEntry {
+            key: *key,
+            in_use: true,
+            first_ns: now_ns,
+            last_ns: now_ns,
+            ..FlowEntry::default()
+        };
+        i
     }
 
     /// Evict every flow not updated for more than `idle_ns` (every flow when `None`).
@@ -158,14 +238,28 @@ impl FlowCache {
         if self.occupied == 0 {
             return;
         }
-        for e in self.buckets.iter_mut().filter(|e| e.in_use) {
-            if idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
+        for (e, tag) in self.buckets.iter_mut().zip(self.tags.iter_mut()) {
+            if *tag != 0 && idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
                 evict(e);
                 e.in_use = false;
+                *tag = 0;
                 self.occupied -= 1;
             }
         }
     }
+}
+
+/// A prefetch hint for the cache line holding address `p` (never dereferenced); nothing on
+/// architectures without one.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint: it never faults, whatever the address, and writes nothing.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]

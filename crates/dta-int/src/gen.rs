@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Pareto};
 
 use dta_int_wire::{
-    emit_md, instr, GroupHeader, HopMetadata, IndividualReport, IntReportMain, MdHeader,
-    ReportBuilder, ReportMetadata,
+    emit_md, emit_md_as, instr, GroupHeader, HopMetadata, IndividualReport, IntReportMain,
+    IntVersion, LegacyReport, LegacySubHeader, MdHeader, ReportBuilder, ReportMetadata,
 };
 
 use dta_net::{ethernet, ipv4, udp};
@@ -194,19 +194,7 @@ pub fn md_frame(p: &GenPacket, int_udp_port: u16) -> Vec<u8> {
         ds_instructions: 0,
         ds_flags: 0,
     };
-    let hops: Vec<HopMetadata<'_>> = p
-        .hops
-        .iter()
-        .rev()
-        .map(|h| HopMetadata {
-            node_id: Some(h.node_id),
-            hop_latency: Some(h.latency),
-            queue_id: Some(0),
-            queue_occupancy: Some(h.queue),
-            egress_tx_util: Some(h.util),
-            ..HopMetadata::default()
-        })
-        .collect();
+    let hops = hop_metadata(p);
     let mut int = vec![0u8; 16 + 16 * hops.len() + 16];
     let dport = u16::from_be_bytes([p.flow[10], p.flow[11]]);
     let n = emit_md(1, dport, &header, &hops, &mut int).expect("valid INT-MD");
@@ -221,6 +209,76 @@ pub fn md_frame(p: &GenPacket, int_udp_port: u16) -> Vec<u8> {
         int_udp_port,
         &int,
     )
+}
+
+/// The DSCP an INT v1.0 source marks packets with in [`md_frame_v1`] (INT v1.0 over TCP/UDP
+/// is detected by a DSCP value; the packet keeps its own ports). A sink reading them is
+/// configured with `int_dscp = V1_DSCP`.
+pub const V1_DSCP: u8 = 0x17;
+
+/// The INT v1.0 INT-MD frame of `p` ([INT v1.0 §4.6.1, §4.7]): IPv4/UDP with the flow's own
+/// ports and DSCP [`V1_DSCP`], the v1.0 shim (the original DSCP 0 in its last byte), the 8-byte
+/// header and the stack newest hop first, the same metadata as [`md_frame`], 16 payload bytes.
+pub fn md_frame_v1(p: &GenPacket) -> Vec<u8> {
+    let header = MdHeader {
+        hop_ml: 4,
+        remaining_hop_count: 8u8.saturating_sub(p.hops.len() as u8),
+        instructions: INSTRUCTIONS,
+        ..MdHeader::default()
+    };
+    let hops = hop_metadata(p);
+    let mut int = vec![0u8; 12 + 16 * hops.len() + 16];
+    let n = emit_md_as(IntVersion::V1, 0, 0, &header, &hops, &mut int).expect("valid INT-MD");
+    int.truncate(n);
+    int.extend_from_slice(&[0xab; 16]);
+    let dport = u16::from_be_bytes([p.flow[10], p.flow[11]]);
+    let (mut ip, u) = headers(&p.flow, 64 - p.hops.len() as u8, dport);
+    ip.dscp_ecn = V1_DSCP << 2;
+    let eth = ethernet::Repr {
+        dst: [2, 0, 0, 0, 0, 2],
+        src: [2, 0, 0, 0, 0, 1],
+        ethertype: ethernet::ETHERTYPE_IPV4,
+    };
+    dta_net::udp_frame(&eth, &ip, &u, &int).expect(FITS)
+}
+
+/// A telemetry report v1.0 (NProto 0: the frame follows the 16-byte header) from switch
+/// `switch_id` carrying `frame`.
+pub fn report_v1(switch_id: u32, seq: u32, frame: &[u8]) -> Vec<u8> {
+    let r = LegacyReport {
+        version: 1,
+        length: 4,
+        next_proto: 0,
+        rep_md_bits: 0,
+        dropped: false,
+        congested_queue: false,
+        tracked_flow: true,
+        hw_id: 0,
+        switch_id: Some(switch_id),
+        sequence: seq,
+        ingress_timestamp: 0,
+        sub: LegacySubHeader::None,
+        inner: frame,
+    };
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(&mut buf).expect("sized");
+    buf
+}
+
+/// `p`'s hops as INT metadata, newest first (as a stack carries them).
+fn hop_metadata(p: &GenPacket) -> Vec<HopMetadata<'static>> {
+    p.hops
+        .iter()
+        .rev()
+        .map(|h| HopMetadata {
+            node_id: Some(h.node_id),
+            hop_latency: Some(h.latency),
+            queue_id: Some(0),
+            queue_occupancy: Some(h.queue),
+            egress_tx_util: Some(h.util),
+            ..HopMetadata::default()
+        })
+        .collect()
 }
 
 /// A telemetry report v2.0 from sink switch `node_id` carrying `frame` (InType 3, RepType 0).

@@ -12,10 +12,12 @@
 //! `docs/int-sink.md`.
 
 pub mod cache;
+pub mod delta;
 pub mod events;
 pub mod gen;
 pub mod layout;
 pub mod query;
+pub mod shard;
 pub mod sink;
 
 pub use cache::FlowCache;
@@ -24,4 +26,5 @@ pub use events::{
     Subscription, ThresholdConfig, Thresholds,
 };
 pub use layout::{Buckets, Metric};
+pub use shard::{shard_of, SinkGroup};
 pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot, SourceReject};

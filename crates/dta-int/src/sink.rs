@@ -1,9 +1,12 @@
 // Size: the INT sink's pipeline (admission, parsing, FlowCache, events, the writes into its stores)
 // runs per report in this order and shares the sink's state.
 //! The INT sink ([INT-NIC §III]) on top of DTA's translator ([DTA Table 2]). Every INT packet or
-//! telemetry report updates the FlowCache, raises events, and becomes DTA reports fed to an
-//! in-process [`Translator`] through [`Translator::apply`], so the stores it writes are the same
-//! stores any DTA reporter writes:
+//! telemetry report updates the FlowCache and raises its events at once; what it owes the
+//! stores is aggregated (the flow's latest path record and postcards in its FlowCache entry,
+//! histogram increments summed per counter in [`HistDeltas`]) and written as DTA reports at the
+//! delta flush ([`IntSinkConfig::delta_flush_ms`], capacity evictions, aging, a stop),
+//! fed to an in-process [`Translator`] through [`Translator::apply`], so the stores it writes are
+//! the same stores any DTA reporter writes (`docs/int-sink.md`, "Aggregation"):
 //!
 //! | INT data | DTA report |
 //! | --- | --- |
@@ -29,12 +32,13 @@ use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
-use crate::cache::{FlowCache, FlowEntry};
+use crate::cache::{FlowCache, FlowEntry, Pending};
+use crate::delta::HistDeltas;
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
     ThresholdConfig, Thresholds, HOP_NONE,
 };
-use crate::layout::{encode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH};
+use crate::layout::{encode_path, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// The `[int_sink]` configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +83,14 @@ pub struct IntSinkConfig {
     pub recv_buffer: usize,
     /// `dta int-sink`: datagrams taken per `recvmmsg` call.
     pub recv_batch: usize,
+    /// Aggregate store writes into per-flush deltas (`false`: every report's writes go to the
+    /// stores before the next report, at ~21 translator reports per 5-hop report).
+    pub aggregate: bool,
+    /// Longest time between delta flushes ([`IntSink::tick`]): what a query may miss.
+    pub delta_flush_ms: u64,
+    /// Histogram counters held between flushes (as blocks of 3 metrics × buckets per switch:
+    /// `hist_deltas / (3 · buckets)` switches); a full table is flushed early.
+    pub hist_deltas: usize,
 }
 
 /// Most `dta int-sink` threads.
@@ -109,6 +121,9 @@ impl Default for IntSinkConfig {
             threads: 0,
             recv_buffer: 8 << 20,
             recv_batch: 64,
+            aggregate: true,
+            delta_flush_ms: 100,
+            hist_deltas: 1 << 15,
         }
     }
 }
@@ -147,6 +162,9 @@ impl IntSinkConfig {
         }
         if !(1..=MAX_RECV_BATCH).contains(&self.recv_batch) {
             return Err(format!("recv_batch must be 1..={MAX_RECV_BATCH}"));
+        }
+        if self.hist_deltas == 0 || self.hist_deltas > 1 << 24 {
+            return Err("hist_deltas must be 1..=16777216".into());
         }
         Ok(())
     }
@@ -317,6 +335,19 @@ impl EventBuf {
     }
 }
 
+/// Evicted flows whose writes wait for the next delta flush; when this many wait, it runs.
+const EVICTED_PENDING: usize = 256;
+/// Marks an [`IntSink`] flush-order entry as an index into its evicted list.
+const EVICTED_BIT: u32 = 1 << 31;
+
+/// A telemetry report found to carry one INT-MD packet ([`IntSink::handle_reports`]).
+#[derive(Clone, Copy)]
+struct MdReport<'b> {
+    repr: int::IntRepr<'b>,
+    /// A v2.0 report (it counts one individual report).
+    v2: bool,
+}
+
 /// The sink.
 pub struct IntSink<S: Sinks> {
     cfg: IntSinkConfig,
@@ -328,9 +359,22 @@ pub struct IntSink<S: Sinks> {
     stats: Arc<IntStats>,
     base: Instant,
     first_ns: Option<u64>,
-    next_seq: u64,
+    /// Event sequence numbers, shared by the sinks of a [`crate::shard::SinkGroup`].
+    next_seq: Arc<AtomicU64>,
     last_expire_ns: u64,
     src: SocketAddr,
+    /// `(index, threads)` of this sink in its group (`(0, 1)` alone).
+    shard: (usize, usize),
+    /// Report sequence number: the order owed writes are replayed in.
+    report_seq: u64,
+    /// FlowCache indices of entries with owed writes (each at most once while dirty).
+    dirty: Vec<u32>,
+    /// Owed writes of flows evicted since the last delta flush.
+    evicted: Vec<([u8; FLOW_KEY_LEN], Pending)>,
+    /// Scratch of the delta flush: `(seq, index)`.
+    order: Vec<(u64, u32)>,
+    hist: HistDeltas,
+    last_delta_flush_ns: u64,
 }
 
 fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason) {
@@ -351,9 +395,18 @@ impl<S: Sinks> IntSink<S> {
     /// A sink writing through `translator` (built over the collector's stores).
     pub fn new(cfg: &IntSinkConfig, translator: Translator<S>) -> Result<Self, String> {
         cfg.validate()?;
+        let cache = FlowCache::new(cfg.flow_capacity);
+        let slots = cache.capacity() + EVICTED_PENDING;
         Ok(IntSink {
+            dirty: Vec::with_capacity(slots),
+            evicted: Vec::with_capacity(EVICTED_PENDING),
+            order: Vec::with_capacity(slots),
+            hist: HistDeltas::new(cfg.hist_deltas, cfg.histogram.count()),
+            last_delta_flush_ns: 0,
+            report_seq: 0,
+            shard: (0, 1),
             detect: cfg.detect(),
-            cache: FlowCache::new(cfg.flow_capacity),
+            cache,
             thresholds: Arc::new(Thresholds::new(&cfg.thresholds)),
             cfg: cfg.clone(),
             translator,
@@ -361,7 +414,7 @@ impl<S: Sinks> IntSink<S> {
             stats: Arc::new(IntStats::default()),
             base: Instant::now(),
             first_ns: None,
-            next_seq: 0,
+            next_seq: Arc::new(AtomicU64::new(0)),
             last_expire_ns: 0,
             src: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
         })
@@ -369,6 +422,30 @@ impl<S: Sinks> IntSink<S> {
 
     pub fn config(&self) -> &IntSinkConfig {
         &self.cfg
+    }
+
+    /// Join a group of sinks sharing the stores (one per thread): share its thresholds and
+    /// event sequence, and own the flows [`crate::shard::shard_of`] gives `index`.
+    pub(crate) fn join(
+        mut self,
+        index: usize,
+        threads: usize,
+        thresholds: Arc<Thresholds>,
+        next_seq: Arc<AtomicU64>,
+    ) -> Self {
+        self.shard = (index, threads);
+        self.thresholds = thresholds;
+        self.next_seq = next_seq;
+        self
+    }
+
+    /// Whether flow `key` is this sink's ([`crate::shard::shard_of`]); always true alone.
+    pub fn owns(&self, key: &[u8; FLOW_KEY_LEN]) -> bool {
+        crate::shard::shard_of(key, self.shard.1) == self.shard.0
+    }
+
+    pub fn translator_mut(&mut self) -> &mut Translator<S> {
+        &mut self.translator
     }
 
     /// The run-time thresholds: store into them from any thread.
@@ -454,6 +531,62 @@ impl<S: Sinks> IntSink<S> {
         ok
     }
 
+    /// Telemetry reports received together (one receive batch, `(payload, now_ns)` each):
+    /// handled exactly as [`IntSink::handle_report`] one by one, in order, but each report is
+    /// parsed once up front and the FlowCache rows, then entries, of the batch's flows are
+    /// prefetched before any is updated, so their cache misses overlap.
+    pub fn handle_reports(&mut self, batch: &[(&[u8], u64)]) {
+        const LANES: usize = 16;
+        for chunk in batch.chunks(LANES) {
+            let mut md: [Option<(MdReport<'_>, [u8; FLOW_KEY_LEN])>; LANES] = [None; LANES];
+            for (slot, (buf, _)) in md.iter_mut().zip(chunk) {
+                *slot = self.md_report(buf);
+                if let Some((_, key)) = slot {
+                    self.cache.prefetch_row(key);
+                }
+            }
+            for (_, key) in md.iter().flatten() {
+                self.cache.prefetch_entry(key);
+            }
+            for (slot, &(buf, now_ns)) in md.iter().zip(chunk) {
+                match slot {
+                    Some((m, _)) => {
+                        add(&self.stats.reports, 1);
+                        if m.v2 {
+                            add(&self.stats.individual_reports, 1);
+                        }
+                        self.handle_int(&m.repr, now_ns);
+                    }
+                    None => self.handle_report(buf, now_ns),
+                }
+            }
+        }
+    }
+
+    /// `buf` when [`IntSink::handle_report`] would take it as exactly one INT-MD packet of an
+    /// IPv4 flow (a v2.0 report of one individual report, neither dropped nor a drop report,
+    /// whose inner packet carries an INT-MD stack; or a v0.5/v1.0 report of such a frame), with
+    /// its flow key; `None` for anything else, left to `handle_report`.
+    fn md_report<'b>(&self, buf: &'b [u8]) -> Option<(MdReport<'b>, [u8; FLOW_KEY_LEN])> {
+        let (repr, v2) = match parse_report(buf).ok()? {
+            TelemetryReport::V2(r) if r.len() == 1 => {
+                let ir = r.iter().next()?;
+                let drop = ir.main.as_ref().and_then(|m| m.metadata.drop_reason);
+                if ir.dropped || drop.is_some() {
+                    return None;
+                }
+                (ir.inner_int(&self.detect).ok()??, true)
+            }
+            TelemetryReport::Legacy(l) if l.sub == LegacySubHeader::None => {
+                (l.inner_int(&self.detect).ok()??, false)
+            }
+            _ => return None,
+        };
+        repr.stack()?;
+        let key = repr.flow?.key13()?;
+        Some((MdReport { repr, v2 }, key))
+    }
+
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.
     pub fn handle_report(&mut self, buf: &[u8], now_ns: u64) {
         add(&self.stats.reports, 1);
@@ -525,7 +658,7 @@ impl<S: Sinks> IntSink<S> {
             queue: m.queue_occupancy,
             util: m.egress_tx_util,
         };
-        self.handle_hops(&key, &[s], hop, 0, now_ns);
+        self.handle_hops(&key, &[s], hop, 0, None, now_ns);
     }
 
     /// The flow key and hop index (`initial_ttl - TTL`) of a report's inner packet (InType 3
@@ -590,15 +723,14 @@ impl<S: Sinks> IntSink<S> {
         let n = len.min(MAX_PATH);
         // Hop index i (0 = the INT source) is stack entry len-1-i.
         let mut hops = [Sample::default(); MAX_PATH];
-        for (i, h) in hops.iter_mut().enumerate().take(n) {
-            if let Some(m) = stack.get(len - 1 - i) {
-                *h = Sample {
-                    node_id: m.node_id,
-                    latency: m.hop_latency,
-                    queue: m.queue_occupancy,
-                    util: m.egress_tx_util,
-                };
-            }
+        // One pass over the stack's oldest n entries (newest first), hop n-1 down to 0.
+        for (h, m) in hops[..n].iter_mut().rev().zip(stack.iter().skip(len - n)) {
+            *h = Sample {
+                node_id: m.node_id,
+                latency: m.hop_latency,
+                queue: m.queue_occupancy,
+                util: m.egress_tx_util,
+            };
         }
         // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).
         let mut ids = [0u32; MAX_PATH];
@@ -606,35 +738,63 @@ impl<S: Sinks> IntSink<S> {
             ids[i] = hops[n - 1 - i].node_id.unwrap_or(u32::MAX);
         }
         let data = encode_path(&ids[..n]);
-        self.apply(
-            &Report::KeyWrite {
-                key,
-                data: &data,
-                redundancy: self.cfg.redundancy,
-                immediate: false,
-            },
-            now_ns,
-        );
-        self.handle_hops(key, &hops[..n], 0, n as u8, now_ns);
+        self.handle_hops(key, &hops[..n], 0, n as u8, Some(&data), now_ns);
     }
 
     /// Hops `first_hop..first_hop + samples.len()` of one packet of `key`; `path_len` 0 if
-    /// unknown (a single postcard).
+    /// unknown (a single postcard); `path` the INT-MD path record to write.
     fn handle_hops(
         &mut self,
         key: &[u8; FLOW_KEY_LEN],
         samples: &[Sample],
         first_hop: u8,
         path_len: u8,
+        path: Option<&[u8; PATH_DATA_LEN]>,
         now_ns: u64,
     ) {
         let th = self.thresholds.get();
         let mut evs = EventBuf::new();
+        self.report_seq += 1;
+        let md_postcards = path_len > 0 && self.cfg.md_postcards;
         {
-            let (cache, bus, stats) = (&mut self.cache, &mut self.bus, &*self.stats);
-            let e = cache.entry(key, now_ns, |old| {
-                evicted(bus, stats, old, EvictReason::Capacity)
+            let (cache, bus, stats, owed) = (
+                &mut self.cache,
+                &mut self.bus,
+                &*self.stats,
+                &mut self.evicted,
+            );
+            let idx = cache.entry_index(key, now_ns, |old| {
+                evicted(bus, stats, old, EvictReason::Capacity);
+                if old.pending.dirty {
+                    owed.push((old.key, old.pending));
+                }
             });
+            let e = cache.at_mut(idx);
+            if path.is_some() || md_postcards {
+                let p = &mut e.pending;
+                if !p.dirty {
+                    p.dirty = true;
+                    self.dirty.push(idx as u32);
+                }
+                p.seq = self.report_seq;
+                if let Some(d) = path {
+                    p.has_path = true;
+                    p.path = *d;
+                }
+                if md_postcards {
+                    // The newest report's postcards replace the owed ones: the translator
+                    // writes a flow's chunk whole, so only the last one stays in the store.
+                    p.path_len = path_len;
+                    p.postcard_mask = 0;
+                    for (j, s) in samples.iter().enumerate() {
+                        if let Some(v) = s.latency {
+                            let hop = first_hop as usize + j;
+                            p.postcard_mask |= 1 << hop;
+                            p.postcard[hop] = self.cfg.postcard_value(v);
+                        }
+                    }
+                }
+            }
             if first_hop == 0 {
                 e.packets += 1;
             }
@@ -708,16 +868,17 @@ impl<S: Sinks> IntSink<S> {
         for &(kind, hop, node, value) in &evs.ev[..evs.n] {
             self.emit_event(kind, *key, hop, node, value, now_ns);
         }
-        // [DTA Table 2]: postcards (hop latency) → Postcarding; histograms → Key-Increment.
+        // [DTA Table 2]: histograms → Key-Increment, summed until the delta flush; an INT-MX/XD
+        // postcard (path length unknown) → Postcarding at once (the translator's postcard
+        // cache assembles a flow's chunk from several reports).
         for (j, s) in samples.iter().enumerate() {
-            let hop = first_hop + j as u8;
-            if let Some(v) = s.latency {
-                if path_len == 0 || self.cfg.md_postcards {
+            if path_len == 0 {
+                if let Some(v) = s.latency {
                     let value = self.cfg.postcard_value(v);
                     self.apply(
                         &Report::Postcard {
                             key,
-                            hop,
+                            hop: first_hop + j as u8,
                             path_len,
                             value,
                             immediate: false,
@@ -733,19 +894,103 @@ impl<S: Sinks> IntSink<S> {
                 (Metric::EgressTxUtil, s.util),
             ] {
                 if let Some(v) = v {
-                    let k = hist_key(node, m, self.cfg.histogram.bucket(v));
-                    self.apply(
-                        &Report::KeyIncrement {
-                            key: &k,
-                            counter: 1,
-                            redundancy: self.cfg.redundancy,
-                            immediate: false,
-                        },
-                        now_ns,
-                    );
+                    if self.hist.is_full() {
+                        self.flush_hist(now_ns);
+                    }
+                    self.hist.add(node, m, self.cfg.histogram.bucket(v));
                 }
             }
         }
+        if !self.cfg.aggregate || self.evicted.len() >= EVICTED_PENDING {
+            self.flush_deltas(now_ns);
+        }
+    }
+
+    /// Write every owed store write: the flows' path records and postcards in the order of
+    /// their last reports (so a slot two flows share ends as it would have without
+    /// aggregation), then the histogram sums.
+    pub fn flush_deltas(&mut self, now_ns: u64) {
+        self.last_delta_flush_ns = now_ns;
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        for &i in &self.dirty {
+            let p = &self.cache.at_mut(i as usize).pending;
+            if p.dirty {
+                order.push((p.seq, i));
+            }
+        }
+        for (j, (_, p)) in self.evicted.iter().enumerate() {
+            order.push((p.seq, EVICTED_BIT | j as u32));
+        }
+        order.sort_unstable_by_key(|&(seq, _)| seq);
+        for &(_, i) in &order {
+            let (key, p) = if i & EVICTED_BIT != 0 {
+                self.evicted[(i & !EVICTED_BIT) as usize]
+            } else {
+                let e = self.cache.at_mut(i as usize);
+                let p = e.pending;
+                e.pending = Pending::default();
+                (e.key, p)
+            };
+            self.write_pending(&key, &p, now_ns);
+        }
+        self.dirty.clear();
+        self.evicted.clear();
+        self.order = order;
+        self.flush_hist(now_ns);
+    }
+
+    fn write_pending(&mut self, key: &[u8; FLOW_KEY_LEN], p: &Pending, now_ns: u64) {
+        // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).
+        if p.has_path {
+            self.apply(
+                &Report::KeyWrite {
+                    key,
+                    data: &p.path,
+                    redundancy: self.cfg.redundancy,
+                    immediate: false,
+                },
+                now_ns,
+            );
+        }
+        // Hop latencies → Postcarding.
+        for hop in 0..MAX_PATH as u8 {
+            if p.postcard_mask & (1 << hop) != 0 {
+                self.apply(
+                    &Report::Postcard {
+                        key,
+                        hop,
+                        path_len: p.path_len,
+                        value: p.postcard[hop as usize],
+                        immediate: false,
+                    },
+                    now_ns,
+                );
+            }
+        }
+    }
+
+    fn flush_hist(&mut self, now_ns: u64) {
+        let now = self.instant(now_ns);
+        let (hist, translator, src, redundancy) = (
+            &mut self.hist,
+            &mut self.translator,
+            self.src,
+            self.cfg.redundancy,
+        );
+        hist.drain(|key, counter| {
+            translator.apply(
+                &Report::KeyIncrement {
+                    key,
+                    counter,
+                    redundancy,
+                    immediate: false,
+                },
+                0,
+                src,
+                now,
+            );
+        });
     }
 
     fn emit_event(
@@ -758,7 +1003,7 @@ impl<S: Sinks> IntSink<S> {
         now_ns: u64,
     ) {
         let ev = Event {
-            seq: self.next_seq,
+            seq: self.next_seq.fetch_add(1, Relaxed),
             time_ns: now_ns,
             kind,
             flow,
@@ -766,7 +1011,6 @@ impl<S: Sinks> IntSink<S> {
             node_id,
             value,
         };
-        self.next_seq += 1;
         add(&self.stats.events[kind as usize - 1], 1);
         if self.cfg.events_to_store {
             let rec = ev.encode();
@@ -784,10 +1028,16 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
-    /// Run the timers: age out idle flows (at most every idle_timeout/4) and the translator's.
+    /// Run the timers: the delta flush (every `delta_flush_ms`), the aging of idle flows (at most
+    /// every idle_timeout/4, after a delta flush) and the translator's.
     pub fn tick(&mut self, now_ns: u64) {
         let idle = self.cfg.idle_timeout_ms.saturating_mul(1_000_000);
-        if now_ns.saturating_sub(self.last_expire_ns) >= idle / 4 {
+        let expire = now_ns.saturating_sub(self.last_expire_ns) >= idle / 4;
+        let delta = self.cfg.delta_flush_ms.saturating_mul(1_000_000);
+        if expire || now_ns.saturating_sub(self.last_delta_flush_ns) >= delta {
+            self.flush_deltas(now_ns);
+        }
+        if expire {
             self.last_expire_ns = now_ns;
             let (bus, stats) = (&mut self.bus, &*self.stats);
             self.cache.expire(now_ns, Some(idle), |e| {
@@ -798,8 +1048,10 @@ impl<S: Sinks> IntSink<S> {
         self.translator.tick(now);
     }
 
-    /// Evict every flow (emitting their records) and write out everything the translator holds.
+    /// Write the owed deltas, evict every flow (emitting their records) and write out everything
+    /// the translator holds.
     pub fn flush(&mut self, now_ns: u64) {
+        self.flush_deltas(now_ns);
         let (bus, stats) = (&mut self.bus, &*self.stats);
         self.cache
             .expire(now_ns, None, |e| evicted(bus, stats, e, EvictReason::Flush));

@@ -1,0 +1,172 @@
+//! Per-flush deltas of the histogram counters: the sink adds each sample's +1 here and writes one
+//! Key-Increment per touched (node, metric, bucket) at the delta flush, with the sum as its
+//! counter. Key-Increment is a wrapping add on each of its N counters ([DTA A.4]), so one add of
+//! `k` leaves every counter exactly as `k` adds of 1 do. Fixed capacity, allocated once:
+//! nothing here allocates per report.
+
+use crate::layout::{hist_key, Metric, HIST_KEY_LEN};
+
+/// Histogram increments owed to the Key-Increment store: per switch, a dense block of
+/// `metrics × buckets` sums, found through a small open-addressing table of node ids. A report's
+/// 15 samples (5 hops × 3 metrics) touch 5 node slots and 5 blocks, which stay in the L1/L2
+/// cache for the switches in use.
+pub struct HistDeltas {
+    /// Node id + 1 per slot (0: free), then the slot's block index.
+    nodes: Box<[(u64, u32)]>,
+    node_mask: usize,
+    /// Blocks of `Metric::ALL.len() * buckets` sums, one per node in use.
+    sums: Box<[u64]>,
+    buckets: usize,
+    /// Node ids of the blocks in use, in first-touch order.
+    used: Vec<u32>,
+    max_nodes: usize,
+}
+
+const METRICS: usize = Metric::ALL.len();
+
+impl HistDeltas {
+    /// Room for `capacity` counters of histograms of `buckets` buckets: `capacity / (3 ·
+    /// buckets)` switches (at least one) between flushes.
+    pub fn new(capacity: usize, buckets: usize) -> HistDeltas {
+        let buckets = buckets.max(1);
+        let nodes = (capacity / (METRICS * buckets)).max(1);
+        let slots = (nodes * 2).next_power_of_two();
+        HistDeltas {
+            nodes: vec![(0, 0); slots].into_boxed_slice(),
+            node_mask: slots - 1,
+            sums: vec![0; nodes * METRICS * buckets].into_boxed_slice(),
+            buckets,
+            used: Vec::with_capacity(nodes),
+            max_nodes: nodes,
+        }
+    }
+
+    /// The first slot a node (`id + 1`) is looked for in.
+    #[inline]
+    fn home(&self, k: u64) -> usize {
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.node_mask
+    }
+
+    /// Switches with owed counters.
+    pub fn len(&self) -> usize {
+        self.used.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.used.is_empty()
+    }
+
+    /// Every switch block is in use: drain before the next add.
+    pub fn is_full(&self) -> bool {
+        self.used.len() >= self.max_nodes
+    }
+
+    /// Add 1 to the counter of `(node, metric, bucket)` (`bucket` below the histogram's bucket
+    /// count). The caller drains when [`HistDeltas::is_full`], so there is always room.
+    #[inline]
+    pub fn add(&mut self, node: u32, metric: Metric, bucket: u8) {
+        let k = u64::from(node) + 1;
+        let mut i = self.home(k);
+        let block = loop {
+            let (id, block) = self.nodes[i];
+            if id == k {
+                break block as usize;
+            }
+            if id == 0 {
+                let block = self.used.len();
+                self.nodes[i] = (k, block as u32);
+                self.used.push(node);
+                break block;
+            }
+            i = (i + 1) & self.node_mask;
+        };
+        let at = (block * METRICS + metric as usize - 1) * self.buckets
+            + usize::from(bucket).min(self.buckets - 1);
+        self.sums[at] += 1;
+    }
+
+    /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table.
+    pub fn drain(&mut self, mut write: impl FnMut(&[u8; HIST_KEY_LEN], u64)) {
+        let per_node = METRICS * self.buckets;
+        for (block, &node) in self.used.iter().enumerate() {
+            let sums = &mut self.sums[block * per_node..(block + 1) * per_node];
+            for (j, c) in sums.iter_mut().enumerate() {
+                if *c != 0 {
+                    let metric = Metric::ALL[j / self.buckets];
+                    write(&hist_key(node, metric, (j % self.buckets) as u8), *c);
+                    *c = 0;
+                }
+            }
+        }
+        // Free the node slots of the drained switches alone, newest first: a later node's probe
+        // may pass an earlier one's slot, which must still be taken while it is looked up.
+        for &node in self.used.iter().rev() {
+            let k = u64::from(node) + 1;
+            let mut i = self.home(k);
+            while self.nodes[i].0 != k {
+                i = (i + 1) & self.node_mask;
+            }
+            self.nodes[i] = (0, 0);
+        }
+        self.used.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn sums_per_key_and_empties() {
+        let mut d = HistDeltas::new(4 * 3 * 33, 33);
+        for _ in 0..3 {
+            d.add(7, Metric::HopLatency, 2);
+        }
+        d.add(7, Metric::QueueOccupancy, 2);
+        d.add(0, Metric::EgressTxUtil, 0);
+        assert_eq!(d.len(), 2);
+        assert!(!d.is_full());
+        d.add(u32::MAX, Metric::HopLatency, 32);
+        assert!(!d.is_full());
+        d.add(9, Metric::HopLatency, 1);
+        assert!(d.is_full(), "4 switches held");
+        let mut got = HashMap::new();
+        d.drain(|k, n| {
+            got.insert(*k, n);
+        });
+        assert_eq!(got.len(), 5);
+        assert_eq!(got[&hist_key(7, Metric::HopLatency, 2)], 3);
+        assert_eq!(got[&hist_key(7, Metric::QueueOccupancy, 2)], 1);
+        assert_eq!(got[&hist_key(0, Metric::EgressTxUtil, 0)], 1);
+        assert_eq!(got[&hist_key(u32::MAX, Metric::HopLatency, 32)], 1);
+        assert!(d.is_empty());
+        let mut n = 0;
+        d.drain(|_, _| n += 1);
+        assert_eq!(n, 0);
+        // Many switches sharing probe chains, drained and refilled: every one found again.
+        let mut d2 = HistDeltas::new(64 * 3 * 33, 33);
+        for round in 0..3u64 {
+            for node in 0..64u32 {
+                for _ in 0..=node % 3 {
+                    d2.add(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
+                }
+            }
+            assert!(d2.is_full());
+            let mut got = HashMap::new();
+            d2.drain(|k, n| {
+                got.insert(*k, n);
+            });
+            assert_eq!(got.len(), 64, "round {round}");
+            for node in 0..64u32 {
+                let k = hist_key(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
+                assert_eq!(got[&k], u64::from(node % 3) + 1);
+            }
+            assert!(d2.is_empty());
+        }
+        d.add(7, Metric::HopLatency, 2);
+        d.drain(|k, c| {
+            assert_eq!((*k, c), (hist_key(7, Metric::HopLatency, 2), 1));
+        });
+    }
+}
