@@ -475,13 +475,15 @@ def case_many():
     case = Case("many")
     reporters = int(os.environ.get("FAULTS_REPORTERS", 65536))
     in_flight = int(os.environ.get("FAULTS_IN_FLIGHT", 256))
-    # Datagrams per reporter: 16 keeps the case near 30 s on the 2-core VM (1 M datagrams at
-    # the rate below, which the path sustains without kernel drops); 256 fills every ring.
+    # Datagrams per reporter: 16 keeps the case near 40 s on the 2-core VM (1 M datagrams at
+    # the rate below, which the path sustains without kernel drops with room to spare on a
+    # loaded machine, where the forwarder, reporters and translator share 2 cores with other
+    # work); 256 fills every ring.
     datagrams = int(os.environ.get("FAULTS_DATAGRAMS", 16))
-    rate = int(os.environ.get("FAULTS_MANY_RATE", 60000))
+    rate = int(os.environ.get("FAULTS_MANY_RATE", 30000))
     keys = 1000  # few enough that no two keys share both Count-Min counters (2^20 of them)
     stack = Stack("many",
-                  "nack_interval_ms = 5\nresync_after_ms = 2000\nrecv_buffer = 33554432\n",
+                  "nack_interval_ms = 10\nresync_after_ms = 4000\nrecv_buffer = 33554432\n",
                   ["--loss", "1", "--seed", "9", "--recv-buffer", str(32 << 20)],
                   KI_STORE)
     try:
