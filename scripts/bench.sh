@@ -14,6 +14,7 @@
 #   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
 #   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
 #   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
+#   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
 #
 # Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
 # matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
@@ -39,6 +40,15 @@ fi
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "overload" ]; then
     shift 2
     exec cargo bench -q -p dta-translator --bench overload -- "$@"
+fi
+# `--only int-e2e` (alone): `dta int-sink` over loopback, `dta pcap replay` of a 20 000-flow trace
+# at paced rates and unpaced: reports lost, CPU-seconds per million, flow records against the
+# trace's ground truth (docs/benchmarks.md, "INT sink end to end: before and after"). Add
+# `--bin before=PATH` for a binary built from another commit.
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int-e2e" ]; then
+    shift 2
+    cargo build -q --release -p dta
+    exec python3 scripts/int_e2e.py --bin after=target/release/dta "$@"
 fi
 # `--only int` (alone): INT ingest in process, parser alone, the INT sink per core (per-report
 # writes, per-flush deltas, receive batches) and two sink threads (docs/benchmarks.md, "INT

@@ -355,6 +355,49 @@ impl IntSinkMetrics {
     }
 }
 
+/// A UDP receiver's sockets (one per thread), read on each scrape: the receive buffer the
+/// kernel granted each (`SO_RCVBUF`, as asked: half what the kernel reports) and the datagrams
+/// it dropped because a buffer was full (`SO_MEMINFO`): reports the receiver never saw.
+#[derive(Debug)]
+pub struct UdpReceiveMetrics {
+    prefix: &'static str,
+    sockets: Vec<std::net::UdpSocket>,
+}
+
+impl UdpReceiveMetrics {
+    /// Metrics named `PREFIX_recv_buffer_bytes` and `PREFIX_kernel_drops`.
+    pub fn new(prefix: &'static str, sockets: Vec<std::net::UdpSocket>) -> Self {
+        UdpReceiveMetrics { prefix, sockets }
+    }
+}
+
+impl Collector for UdpReceiveMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let buffer = self
+            .sockets
+            .first()
+            .and_then(|s| socket2::SockRef::from(s).recv_buffer_size().ok())
+            .map_or(0, |b| b / 2);
+        gauge(
+            &mut enc,
+            &format!("{}_recv_buffer_bytes", self.prefix),
+            "Receive buffer of each socket, bytes (net.core.rmem_max caps it without CAP_NET_ADMIN)",
+            buffer as u64,
+        )?;
+        let drops = self
+            .sockets
+            .iter()
+            .map(|s| dta_translator::ingest::kernel_drops(s).unwrap_or(0))
+            .fold(0u64, u64::wrapping_add);
+        counter(
+            &mut enc,
+            &format!("{}_kernel_drops", self.prefix),
+            "Datagrams the kernel dropped because a receive buffer was full",
+            drops,
+        )
+    }
+}
+
 /// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind ([INT-NIC §III.C]).
 pub fn event_class(k: EventKind) -> &'static str {
     match k {

@@ -75,6 +75,14 @@ pub struct IntSinkConfig {
     /// the translator's `allow`: default loopback only. Others are dropped unparsed and
     /// counted (`sources_rejected`).
     pub allow: AllowList,
+    /// `dta int-sink`: sink threads, each with its own `SO_REUSEPORT` socket, flows steered to
+    /// them by a hash of the reported flow; 0: one per available core.
+    pub threads: usize,
+    /// `dta int-sink`: receive buffer per socket, bytes (forced with CAP_NET_ADMIN, else capped
+    /// by `net.core.rmem_max`): what a burst can fill before the kernel drops reports.
+    pub recv_buffer: usize,
+    /// `dta int-sink`: datagrams taken per `recvmmsg` call.
+    pub recv_batch: usize,
     /// Aggregate store writes into per-flush deltas (`false`: every report's writes go to the
     /// stores before the next report, at ~21 translator reports per 5-hop report).
     pub aggregate: bool,
@@ -84,6 +92,13 @@ pub struct IntSinkConfig {
     /// `hist_deltas / (3 · buckets)` switches); a full table is flushed early.
     pub hist_deltas: usize,
 }
+
+/// Most `dta int-sink` threads.
+pub const MAX_THREADS: usize = 256;
+/// Smallest and largest `recv_buffer` (the kernel's own floor is a few KiB; a GiB is plenty).
+pub const RECV_BUFFER_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
+/// Largest `recv_batch` (the translator's `recvmmsg` buffers hold at most as many).
+pub const MAX_RECV_BATCH: usize = 1024;
 
 impl Default for IntSinkConfig {
     fn default() -> Self {
@@ -103,6 +118,9 @@ impl Default for IntSinkConfig {
             initial_ttl: 64,
             thresholds: ThresholdConfig::default(),
             allow: AllowList::loopback(),
+            threads: 0,
+            recv_buffer: 8 << 20,
+            recv_batch: 64,
             aggregate: true,
             delta_flush_ms: 100,
             hist_deltas: 1 << 15,
@@ -129,6 +147,21 @@ impl IntSinkConfig {
         }
         if self.postcard_divisor == 0 || self.postcard_values == 0 {
             return Err("postcard_divisor and postcard_values must be > 0".into());
+        }
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "threads must be 0 (one per core) ..= {MAX_THREADS}"
+            ));
+        }
+        if !RECV_BUFFER_RANGE.contains(&self.recv_buffer) {
+            return Err(format!(
+                "recv_buffer must be {}..={} bytes",
+                RECV_BUFFER_RANGE.start(),
+                RECV_BUFFER_RANGE.end()
+            ));
+        }
+        if !(1..=MAX_RECV_BATCH).contains(&self.recv_batch) {
+            return Err(format!("recv_batch must be 1..={MAX_RECV_BATCH}"));
         }
         if self.hist_deltas == 0 || self.hist_deltas > 1 << 24 {
             return Err("hist_deltas must be 1..=16777216".into());

@@ -78,8 +78,9 @@ pub fn refuse_shared_port(port: u16) -> io::Result<()> {
 
 /// Ask for a `bytes` receive buffer. `SO_RCVBUF` is capped by `net.core.rmem_max` (often
 /// 208 KiB, a few hundred datagrams); with CAP_NET_ADMIN, `SO_RCVBUFFORCE` is not. Says so when
-/// the buffer ends up smaller than asked, since that is where bursts are dropped.
-fn set_recv_buffer(socket: &Socket, bytes: usize) {
+/// the buffer ends up smaller than asked, since that is where bursts are dropped. Returns the
+/// buffer the kernel granted, in bytes (of datagram payload and bookkeeping, as asked).
+pub fn set_recv_buffer(socket: &Socket, bytes: usize) -> usize {
     let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     // SAFETY: setsockopt with a valid fd and a c_int option value.
     let forced = unsafe {
@@ -102,10 +103,12 @@ fn set_recv_buffer(socket: &Socket, bytes: usize) {
              or run with CAP_NET_ADMIN, or bursts will be dropped by the kernel"
         );
     }
+    got
 }
 
-/// Preallocated `recvmmsg` state for `batch` datagrams.
-struct MmsgBuffers {
+/// Preallocated `recvmmsg` state for `batch` datagrams of up to [`MAX_DATAGRAM`] bytes: every
+/// UDP receive loop of the workspace (translator threads, the INT sink) reads through it.
+pub struct MmsgBuffers {
     bufs: Vec<u8>,
     iovecs: Vec<libc::iovec>,
     addrs: Vec<libc::sockaddr_storage>,
@@ -113,7 +116,8 @@ struct MmsgBuffers {
 }
 
 impl MmsgBuffers {
-    fn new(batch: usize) -> Self {
+    /// Buffers for `batch` datagrams (clamped to 1..=1024).
+    pub fn new(batch: usize) -> Self {
         let batch = batch.clamp(1, 1024);
         let mut m = MmsgBuffers {
             bufs: vec![0; batch * MAX_DATAGRAM],
@@ -141,8 +145,9 @@ impl MmsgBuffers {
     }
 
     /// Receive up to `batch` datagrams; returns how many (0 on timeout). `flags`:
-    /// `MSG_WAITFORONE` in the loop, `MSG_DONTWAIT` when draining.
-    fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
+    /// `MSG_WAITFORONE` in the loop, `MSG_DONTWAIT` when draining. A timeout, an empty
+    /// non-blocking socket and a signal (`EINTR`) are 0 datagrams, never an error.
+    pub fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
         for h in &mut self.msgs {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
@@ -151,7 +156,8 @@ impl MmsgBuffers {
         unsafe { recvmmsg(fd, &mut self.msgs, flags) }
     }
 
-    fn datagram(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
+    /// Datagram `i` of the last [`Self::recv`] and its source.
+    pub fn datagram(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
         let len = self.msgs[i].msg_len as usize;
         let data = &self.bufs[i * MAX_DATAGRAM..i * MAX_DATAGRAM + len.min(MAX_DATAGRAM)];
         (data, sockaddr_to_std(&self.addrs[i]))

@@ -51,19 +51,36 @@ impl Forwarded {
     }
 }
 
+/// The owner of a Postcarding flow among `threads`, by its key.
+pub type KeyOwner = fn(key: &[u8], threads: usize) -> usize;
+
 /// The inboxes of a group of translator threads.
 pub struct Shards {
     inboxes: Box<[ArrayQueue<Forwarded>]>,
+    /// Who owns a Postcarding flow; `None`: `fnv1a64(key) % threads`.
+    postcard_owner: Option<KeyOwner>,
 }
 
 impl Shards {
     /// Inboxes for `threads` translators, each holding up to `capacity` reports.
     pub fn new(threads: usize, capacity: usize) -> Arc<Shards> {
+        Self::build(threads, capacity, None)
+    }
+
+    /// As [`Shards::new`], the Postcarding flows owned by `owner(key, threads)`: the thread
+    /// that receives a flow's reports anyway (the INT sink steers flows to its threads), so
+    /// its postcards are never handed over.
+    pub fn with_postcard_owner(threads: usize, capacity: usize, owner: KeyOwner) -> Arc<Shards> {
+        Self::build(threads, capacity, Some(owner))
+    }
+
+    fn build(threads: usize, capacity: usize, postcard_owner: Option<KeyOwner>) -> Arc<Shards> {
         let threads = threads.max(1);
         Arc::new(Shards {
             inboxes: (0..threads)
                 .map(|_| ArrayQueue::new(capacity.max(1)))
                 .collect(),
+            postcard_owner,
         })
     }
 
@@ -110,7 +127,11 @@ impl Shard {
         let n = self.threads() as u64;
         let h = match *report {
             Report::KeyWrite { .. } | Report::KeyIncrement { .. } => return None,
-            Report::Postcard { key, .. } => hash::fnv1a64(key),
+            Report::Postcard { key, .. } => match self.shards.postcard_owner {
+                // Bounded: an owner outside the group would be a lost report.
+                Some(owner) => return Some(owner(key, n as usize) % n as usize),
+                None => hash::fnv1a64(key),
+            },
             Report::Append { list_id, .. } => list_id as u64,
             Report::SketchColumn { sketch_id, .. } => sketch_id as u64,
         };
@@ -125,5 +146,43 @@ impl Shard {
     /// The next report handed to this thread.
     pub(crate) fn pop(&self) -> Option<Forwarded> {
         self.shards.inboxes[self.index].pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn postcard(key: &[u8]) -> Report<'_> {
+        Report::Postcard {
+            key,
+            hop: 0,
+            path_len: 5,
+            value: 1,
+            immediate: false,
+        }
+    }
+
+    #[test]
+    fn postcards_go_to_the_owner_given_bounded_to_the_group() {
+        let key = [7u8; 13];
+        let default = Shards::new(3, 8);
+        assert_eq!(
+            default.shard(0).owner(&postcard(&key)),
+            Some((hash::fnv1a64(&key) % 3) as usize)
+        );
+        let to_two = Shards::with_postcard_owner(3, 8, |_, _| 2);
+        assert_eq!(to_two.shard(0).owner(&postcard(&key)), Some(2));
+        // An owner beyond the group is folded into it, never an inbox that does not exist.
+        let beyond = Shards::with_postcard_owner(3, 8, |_, n| n + 1);
+        assert_eq!(beyond.shard(1).owner(&postcard(&key)), Some(1));
+        // The stateless primitives have no owner either way.
+        let kw = Report::KeyWrite {
+            key: &key,
+            data: &[0; 4],
+            redundancy: 2,
+            immediate: false,
+        };
+        assert_eq!(to_two.shard(0).owner(&kw), None);
     }
 }

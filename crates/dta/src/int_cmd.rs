@@ -1,10 +1,13 @@
 //! `dta int-sink` (receive telemetry reports on UDP, run the INT sink, write the DTA stores) and
 //! `dta query int ...` (path, hop latency, events, histogram). The sink itself is `dta-int`.
 
+use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -14,7 +17,9 @@ use serde::Deserialize;
 
 use dta_collector::{Collector, StoreConfig};
 use dta_int::{query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification};
-use dta_translator::{Stats, Translator, TranslatorConfig};
+use dta_translator::ingest::{self, MmsgBuffers};
+use dta_translator::sinks::RegionSinks;
+use dta_translator::{Shards, Stats, Translator, TranslatorConfig};
 
 /// The INT sink's configuration file.
 #[derive(Debug, Deserialize)]
@@ -39,10 +44,17 @@ fn default_listen() -> SocketAddr {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct IntSinkArgs {
+    #[command(subcommand)]
+    cmd: Option<IntSinkCmd>,
     /// Configuration (TOML): region_dir, listen, [sink], [translator], [[store]].
-    #[arg(short, long)]
-    config: PathBuf,
+    #[arg(short, long, required = true)]
+    config: Option<PathBuf>,
+    /// Write every flow record (a flow leaving the FlowCache: aged, evicted or flushed at the
+    /// stop) as a JSON line to FILE.
+    #[arg(long, value_name = "FILE")]
+    records: Option<PathBuf>,
     /// Stop after this many seconds.
     #[arg(long)]
     duration: Option<f64>,
@@ -63,35 +75,76 @@ pub struct IntSinkArgs {
     influx: Option<String>,
 }
 
-/// Datagrams read from the socket after a stop signal before the final flush (a receive
-/// buffer's worth of small reports; a flood cannot delay the exit beyond it).
-const MAX_DRAIN_DATAGRAMS: usize = 65_536;
-
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.config)
-        .with_context(|| format!("reading {}", a.config.display()))?;
+    if let Some(IntSinkCmd::Check(c)) = a.cmd {
+        return check(c);
+    }
+    let config = a
+        .config
+        .expect("clap requires --config without a subcommand");
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("reading {}", config.display()))?;
     let mut f: IntFile =
-        toml::from_str(&text).with_context(|| format!("in {}", a.config.display()))?;
+        toml::from_str(&text).with_context(|| format!("in {}", config.display()))?;
     if f.region_dir.is_relative() {
-        if let Some(p) = a.config.parent() {
+        if let Some(p) = config.parent() {
             f.region_dir = p.join(&f.region_dir);
         }
     }
+    f.sink
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{}: [sink] {e}", config.display()))?;
+    let threads = match f.sink.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(dta_int::sink::MAX_THREADS);
     let collector = if f.store.is_empty() {
         Collector::open_dir(&f.region_dir, true)?
     } else {
         Collector::create(&f.region_dir, &f.store, false)?
     };
-    let stats = Arc::new(Stats::default());
-    let t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
-    let mut sink = IntSink::new(&f.sink, t).map_err(anyhow::Error::msg)?;
+    // One sink per thread over the same regions, each with its own translator; the
+    // translators share the stateful primitives' ownership (dta_translator::shard; a flow's
+    // postcards owned by the thread its reports are steered to) and one write meter.
+    let shards =
+        Shards::with_postcard_owner(threads, crate::SHARD_INBOX, dta::int_steer::postcard_owner);
+    let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
+    let mut meter = None;
+    let mut sinks = Vec::with_capacity(threads);
+    for (i, stats) in all_stats.iter().enumerate() {
+        let mut t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
+        if threads > 1 {
+            t = t.with_shard(shards.shard(i));
+        }
+        let m = meter.get_or_insert_with(|| t.meter().clone()).clone();
+        sinks.push(IntSink::new(&f.sink, t.with_meter(m)).map_err(anyhow::Error::msg)?);
+    }
+    // Receive: one SO_REUSEPORT socket per thread, flows steered to them in the kernel.
+    let sockets = ingest::bind_group(f.listen, threads, f.sink.recv_buffer)
+        .with_context(|| format!("binding {}", f.listen))?;
+    dta::int_steer::attach(&sockets).context("attaching the flow-steering program")?;
+    for s in &sockets {
+        s.set_read_timeout(Some(RECV_WAIT))?;
+    }
+    let recv_buffer = socket2::SockRef::from(&sockets[0])
+        .recv_buffer_size()
+        .unwrap_or(0)
+        / 2;
     let export_metrics = dta_export::prom::ExportMetrics::default();
     let _metrics = match a.metrics {
         Some(addr) => {
-            let mut reg = dta_export::prom::TranslatorMetrics::new(vec![stats]).registry();
-            reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(vec![sink
-                .stats()
-                .clone()])));
+            let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
+            reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(
+                sinks.iter().map(|s| s.stats().clone()).collect(),
+            )));
+            reg.register_collector(Box::new(dta_export::prom::UdpReceiveMetrics::new(
+                "dta_int_sink",
+                sockets
+                    .iter()
+                    .map(UdpSocket::try_clone)
+                    .collect::<std::io::Result<_>>()?,
+            )));
             export_metrics.register(&mut reg);
             let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
                 .with_context(|| format!("metrics server on {addr}"))?;
@@ -127,82 +180,111 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     let exporter = if targets.is_empty() {
         None
     } else {
-        let sub = sink.subscribe(1 << 16);
         Some(dta_export::pipeline::spawn(
-            sub.rx,
+            merged(&mut sinks)?,
             targets,
             export_metrics.clone(),
             Default::default(),
         )?)
     };
-    let socket = UdpSocket::bind(f.listen).with_context(|| format!("binding {}", f.listen))?;
-    socket.set_read_timeout(Some(Duration::from_millis(10)))?;
     eprintln!(
-        "int-sink on udp://{} -> {} stores in {}",
-        socket.local_addr()?,
+        "int-sink on udp://{} ({threads} thread{}, receive buffer {recv_buffer} bytes) -> {} \
+         stores in {}",
+        sockets[0].local_addr()?,
+        if threads == 1 { "" } else { "s" },
         collector.stores().len(),
         f.region_dir.display()
     );
-    let printer = a.events.then(|| {
-        let sub = sink.subscribe(1 << 16);
-        std::thread::spawn(move || {
-            for n in sub.rx {
+    let printer = if a.events {
+        let rx = merged(&mut sinks)?;
+        Some(std::thread::spawn(move || {
+            let out = std::io::stdout();
+            let mut out = std::io::BufWriter::new(out.lock());
+            for n in rx {
                 if let Ok(s) = serde_json::to_string(&n) {
-                    println!("{s}");
+                    let _ = writeln!(out, "{s}");
                 }
             }
-        })
-    });
-    let start = Instant::now();
-    let now_ns = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
+            let _ = out.flush();
+        }))
+    } else {
+        None
     };
-    let mut buf = vec![0u8; 65536];
-    while !stop.load(Ordering::Relaxed)
-        && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d)
-    {
-        match socket.recv_from(&mut buf) {
-            Ok((n, from)) => {
-                if sink.admit(from.ip()) {
-                    sink.handle_report(&buf[..n], now_ns());
+    let records = match &a.records {
+        Some(path) => {
+            let rx = merged(&mut sinks)?;
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            Some(std::thread::spawn(move || -> std::io::Result<()> {
+                let mut out = std::io::BufWriter::new(file);
+                for n in rx {
+                    if let Notification::Flow(r) = n {
+                        serde_json::to_writer(&mut out, &r)?;
+                        writeln!(out)?;
+                    }
                 }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        // A signal (SIGTERM/SIGINT sets `stop`): the loop condition decides.
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e.into()),
+                out.flush()
+            }))
         }
-        sink.tick(now_ns());
-    }
-    // Stopping: take what the kernel already holds for us (reports sent before the signal),
-    // bounded so a flood cannot hold the exit, then flush every flow held.
-    socket.set_nonblocking(true)?;
-    for _ in 0..MAX_DRAIN_DATAGRAMS {
-        match socket.recv_from(&mut buf) {
-            Ok((n, from)) => {
-                if sink.admit(from.ip()) {
-                    sink.handle_report(&buf[..n], now_ns());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    sink.flush(now_ns());
+        None => None,
+    };
+    let deadline = a
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let flushed = AtomicUsize::new(0);
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sinks
+            .iter_mut()
+            .zip(&sockets)
+            .enumerate()
+            .map(|(i, (sink, socket))| {
+                let (stop, flushed) = (&*stop, &flushed);
+                let batch = f.sink.recv_batch;
+                std::thread::Builder::new()
+                    .name(format!("dta-int-sink-{i}"))
+                    .spawn_scoped(scope, move || {
+                        run_sink(sink, socket, batch, stop, deadline, flushed, threads)
+                    })
+                    .expect("spawn sink thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("sink thread panicked")))
+            })
+            .collect()
+    });
     for r in collector.regions() {
         r.flush()?;
     }
-    eprintln!("{}", serde_json::to_string_pretty(&sink.stats_snapshot())?);
-    drop(sink);
+    let kernel_drops = sockets
+        .iter()
+        .map(|s| ingest::kernel_drops(s).unwrap_or(0))
+        .sum::<u64>();
+    let mut summary = sum_json(
+        sinks
+            .iter()
+            .map(|s| serde_json::to_value(s.stats_snapshot()))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    summary["receive"] = serde_json::json!({
+        "threads": threads,
+        "recv_buffer": recv_buffer,
+        "kernel_drops": kernel_drops,
+        "cpu_seconds": cpu_seconds(),
+    });
+    eprintln!("{}", serde_json::to_string_pretty(&summary)?);
+    drop(sinks);
     if let Some(p) = printer {
         let _ = p.join();
+    }
+    if let Some(r) = records {
+        match r.join() {
+            Ok(r) => r.context("writing the flow records")?,
+            Err(_) => bail!("the flow record writer panicked"),
+        }
     }
     if let Some(e) = exporter {
         match e.join() {
@@ -210,7 +292,194 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             Err(_) => eprintln!("the export thread panicked"),
         }
     }
+    for r in results {
+        r.context("receiving")?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long a sink thread lets datagrams gather after a partial batch: at most this much
+/// latency, and at most one wake-up per this long while reports trickle in (the receive buffer
+/// holds far more than arrives meanwhile: 8 MiB is ~6 000 reports, 500 us at 1 M/s is 500).
+const GATHER: Duration = Duration::from_micros(500);
+
+/// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
+const RECV_WAIT: Duration = Duration::from_millis(10);
+
+/// Nanoseconds since the Unix epoch (the sink's clock for FlowCache ages and events).
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The datagrams of one `recvmmsg`, to the sink, a slice of admitted ones at a time
+/// ([`IntSink::handle_reports`]: the same as one by one, in order, with their cache misses
+/// overlapped).
+fn take(sink: &mut IntSink<RegionSinks>, m: &MmsgBuffers, n: usize) {
+    const SLICE: usize = 64;
+    let now = now_ns();
+    let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
+    let mut k = 0;
+    for i in 0..n {
+        let (data, from) = m.datagram(i);
+        if from.is_some_and(|f| sink.admit(f.ip())) {
+            batch[k] = (data, now);
+            k += 1;
+            if k == SLICE {
+                sink.handle_reports(&batch);
+                k = 0;
+            }
+        }
+    }
+    sink.handle_reports(&batch[..k]);
+}
+
+/// One sink thread: receive until `stop` (a signal, an error on any thread) or `deadline`,
+/// take what the kernel already holds (bounded), then flush: this thread's flows first, then,
+/// once every thread has flushed its flows (which may hand reports to the translator that owns
+/// them), what the others handed this one. A signal interrupting `recvmmsg` is not an error.
+fn run_sink(
+    sink: &mut IntSink<RegionSinks>,
+    socket: &UdpSocket,
+    batch: usize,
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+    flushed: &AtomicUsize,
+    threads: usize,
+) -> std::io::Result<()> {
+    let mut m = MmsgBuffers::new(batch);
+    let fd = socket.as_raw_fd();
+    let r = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop.store(true, Ordering::Relaxed);
+            break Ok(());
+        }
+        match m.recv(fd, libc::MSG_WAITFORONE) {
+            Ok(n) => {
+                take(sink, &m, n);
+                sink.tick(now_ns());
+                // A partial batch: let the next one gather in the receive buffer rather than
+                // wake for every few datagrams (a wake-up costs more than the reports it brings).
+                if n > 0 && n < batch {
+                    std::thread::sleep(GATHER);
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    if r.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    // Reports that arrived before the stop, bounded so a flood cannot hold the exit.
+    let mut drained = 0;
+    while drained < ingest::MAX_DRAIN_DATAGRAMS {
+        match m.recv(fd, libc::MSG_DONTWAIT) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                take(sink, &m, n);
+                drained += n;
+            }
+        }
+    }
+    sink.flush(now_ns());
+    flushed.fetch_add(1, Ordering::AcqRel);
+    while flushed.load(Ordering::Acquire) < threads {
+        // `tick` applies what the other threads hand this one.
+        sink.tick(now_ns());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    sink.tick(now_ns());
+    sink.flush(now_ns());
+    r
+}
+
+/// One receiver of every sink's notifications, in each sink's order (a forwarding thread per
+/// sink; they end when the sinks are dropped).
+fn merged(sinks: &mut [IntSink<RegionSinks>]) -> anyhow::Result<Receiver<Notification>> {
+    if let [one] = sinks {
+        return Ok(one.subscribe(NOTIFY_CAPACITY).rx);
+    }
+    let (tx, rx) = sync_channel(NOTIFY_CAPACITY);
+    for (i, s) in sinks.iter_mut().enumerate() {
+        let sub = s.subscribe(NOTIFY_CAPACITY);
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name(format!("dta-int-notify-{i}"))
+            .spawn(move || {
+                for n in sub.rx {
+                    if tx.send(n).is_err() {
+                        break;
+                    }
+                }
+            })?;
+    }
+    Ok(rx)
+}
+
+/// Notifications a subscriber's channel holds.
+const NOTIFY_CAPACITY: usize = 1 << 16;
+
+/// Sum JSON statistics of several sinks: numbers added, objects by key, `[name, n]` lists by
+/// name (the shape of [`dta_int::IntStatsSnapshot`], whatever its fields).
+fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    fn add(into: &mut Value, v: Value) {
+        match (into, v) {
+            (Value::Number(a), Value::Number(b)) => {
+                if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                    *a = (x.wrapping_add(y)).into();
+                }
+            }
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    match a.get_mut(&k) {
+                        Some(x) => add(x, v),
+                        None => {
+                            a.insert(k, v);
+                        }
+                    }
+                }
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                for item in b {
+                    let name = item.get(0).and_then(Value::as_str).map(str::to_owned);
+                    let same = a.iter_mut().find(|x| {
+                        name.is_some() && x.get(0).and_then(Value::as_str) == name.as_deref()
+                    });
+                    match (same, item) {
+                        (Some(Value::Array(x)), Value::Array(mut y)) if x.len() == 2 => {
+                            if let Some(n) = y.pop() {
+                                add(&mut x[1], n);
+                            }
+                        }
+                        (_, item) => a.push(item),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut it = all.into_iter();
+    let mut total = it.next().unwrap_or(Value::Null);
+    for v in it {
+        add(&mut total, v);
+    }
+    total
+}
+
+/// This process's CPU time so far (user + system), seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
 }
 
 #[derive(Args)]
@@ -347,4 +616,277 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
     };
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Subcommand)]
+enum IntSinkCmd {
+    /// Compare the sink's flow records (`--records`) with a trace's ground truth (`dta pcap
+    /// gen`): every flow present, its packets, path and per-hop latest and average metrics
+    /// exact; optionally every flow's path as the stores answer it. Exit 1 on any difference.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The ground truth JSON `dta pcap gen` wrote beside the pcap.
+    #[arg(long)]
+    truth: PathBuf,
+    /// Flow records as JSON lines: `dta int-sink --records`, or its `--events` output (lines
+    /// that are not flow records are skipped).
+    #[arg(long)]
+    records: PathBuf,
+    /// Also query every flow's path from the stores of this sink configuration.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The Key-Write store of paths in that configuration.
+    #[arg(long, default_value = "paths")]
+    paths_store: String,
+    /// Differences printed at most.
+    #[arg(long, default_value_t = 10)]
+    show: usize,
+}
+
+/// One flow as the trace made it: per hop, the sums and the last value of each metric.
+struct TruthFlow {
+    packets: u64,
+    path: Vec<u32>,
+    sum: Vec<[u64; 3]>,
+    last: Vec<[u32; 3]>,
+}
+
+/// One flow as the sink's records say (several records when it aged out and came back).
+#[derive(Default)]
+struct SeenFlow {
+    records: u64,
+    packets: u64,
+    last_ns: u64,
+    /// Per hop: node ids seen, the sums (average x packets of each record), the latest values.
+    nodes: Vec<Vec<Option<u32>>>,
+    sum: Vec<[f64; 3]>,
+    last: Vec<[Option<u32>; 3]>,
+    path_changes: u64,
+}
+
+/// The fields of a flow record the check reads.
+#[derive(Deserialize)]
+struct RecordLine {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    flow: Option<String>,
+    packets: Option<u64>,
+    last_ns: Option<u64>,
+    hops: Option<Vec<HopLine>>,
+}
+
+#[derive(Deserialize)]
+struct HopLine {
+    node_id: Option<u32>,
+    hop_latency: Option<u32>,
+    avg_hop_latency: Option<f64>,
+    queue_occupancy: Option<u32>,
+    avg_queue_occupancy: Option<f64>,
+    egress_tx_util: Option<u32>,
+    avg_egress_tx_util: Option<f64>,
+    path_changes: u32,
+}
+
+const METRICS: [&str; 3] = ["hop_latency", "queue_occupancy", "egress_tx_util"];
+
+fn check(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    use std::collections::HashMap;
+    use std::io::BufRead;
+    let truth = dta_export::intgen::GroundTruth::load(&a.truth)
+        .with_context(|| format!("reading {}", a.truth.display()))?;
+    let mut want: HashMap<String, TruthFlow> = truth
+        .flows
+        .iter()
+        .map(|f| {
+            let n = f.path.len();
+            (
+                f.flow.clone(),
+                TruthFlow {
+                    packets: 0,
+                    path: f.path.clone(),
+                    sum: vec![[0; 3]; n],
+                    last: vec![[0; 3]; n],
+                },
+            )
+        })
+        .collect();
+    for fr in &truth.frames {
+        let name = &truth
+            .flows
+            .get(fr.flow)
+            .with_context(|| format!("frame of flow {} beyond the flows", fr.flow))?
+            .flow;
+        let t = want.get_mut(name).expect("every flow is in the map");
+        t.packets += 1;
+        for (i, h) in fr.hops.iter().enumerate().take(t.sum.len()) {
+            t.last[i].copy_from_slice(&h[1..4]);
+            for (sum, v) in t.sum[i].iter_mut().zip(&h[1..4]) {
+                *sum += u64::from(*v);
+            }
+        }
+    }
+    let file = std::fs::File::open(&a.records)
+        .with_context(|| format!("reading {}", a.records.display()))?;
+    let mut seen: HashMap<String, SeenFlow> = HashMap::new();
+    let mut lines = 0u64;
+    for (no, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: RecordLine = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}", a.records.display(), no + 1))?;
+        if r.kind.as_deref().is_some_and(|k| k != "flow") {
+            continue;
+        }
+        let (Some(flow), Some(packets), Some(hops)) = (r.flow, r.packets, r.hops) else {
+            bail!("{} line {}: not a flow record", a.records.display(), no + 1);
+        };
+        lines += 1;
+        let s = seen.entry(flow).or_default();
+        s.records += 1;
+        s.packets += packets;
+        let latest = r.last_ns.unwrap_or(0) >= s.last_ns;
+        s.last_ns = s.last_ns.max(r.last_ns.unwrap_or(0));
+        if s.nodes.len() < hops.len() {
+            s.nodes.resize(hops.len(), vec![]);
+            s.sum.resize(hops.len(), [0.0; 3]);
+            s.last.resize(hops.len(), [None; 3]);
+        }
+        for (i, h) in hops.iter().enumerate() {
+            s.nodes[i].push(h.node_id);
+            s.path_changes += u64::from(h.path_changes);
+            let avgs = [
+                h.avg_hop_latency,
+                h.avg_queue_occupancy,
+                h.avg_egress_tx_util,
+            ];
+            let lasts = [h.hop_latency, h.queue_occupancy, h.egress_tx_util];
+            for m in 0..3 {
+                s.sum[i][m] += avgs[m].unwrap_or(0.0) * packets as f64;
+                if latest {
+                    s.last[i][m] = lasts[m];
+                }
+            }
+        }
+    }
+    let mut problems: Vec<String> = vec![];
+    let (mut exact, mut missing, mut split) = (0u64, 0u64, 0u64);
+    let mut names: Vec<&String> = want.keys().collect();
+    names.sort();
+    for name in names {
+        let t = &want[name];
+        let Some(s) = seen.get(name) else {
+            missing += 1;
+            problems.push(format!("{name}: no flow record"));
+            continue;
+        };
+        if s.records > 1 {
+            split += 1;
+        }
+        let mut diff = vec![];
+        if s.packets != t.packets {
+            diff.push(format!("packets {} (truth {})", s.packets, t.packets));
+        }
+        if s.nodes.len() != t.path.len() {
+            diff.push(format!("{} hops (truth {})", s.nodes.len(), t.path.len()));
+        }
+        for (i, nodes) in s.nodes.iter().enumerate().take(t.path.len()) {
+            if let Some(bad) = nodes.iter().find(|n| **n != Some(t.path[i])) {
+                diff.push(format!("hop {i} node {bad:?} (truth {})", t.path[i]));
+            }
+            for (m, metric) in METRICS.iter().enumerate() {
+                let want_sum = t.sum[i][m] as f64;
+                if (s.sum[i][m] - want_sum).abs() > 1e-6 * want_sum.max(1.0) {
+                    diff.push(format!(
+                        "hop {i} {metric} sum {:.3} (truth {want_sum})",
+                        s.sum[i][m]
+                    ));
+                }
+                if s.last[i][m] != Some(t.last[i][m]) {
+                    diff.push(format!(
+                        "hop {i} latest {metric} {:?} (truth {})",
+                        s.last[i][m], t.last[i][m]
+                    ));
+                }
+            }
+        }
+        if s.path_changes != 0 {
+            diff.push(format!("{} path changes (truth 0)", s.path_changes));
+        }
+        if diff.is_empty() {
+            exact += 1;
+        } else {
+            problems.push(format!("{name}: {}", diff.join(", ")));
+        }
+    }
+    let unexpected = seen.keys().filter(|k| !want.contains_key(*k)).count();
+    if unexpected > 0 {
+        problems.push(format!(
+            "{unexpected} flows with records are not in the trace"
+        ));
+    }
+    // The stores' answers: every flow's path by Key-Write query.
+    let mut paths = serde_json::Value::Null;
+    if let Some(cfg) = &a.config {
+        let text =
+            std::fs::read_to_string(cfg).with_context(|| format!("reading {}", cfg.display()))?;
+        let mut f: IntFile =
+            toml::from_str(&text).with_context(|| format!("in {}", cfg.display()))?;
+        if f.region_dir.is_relative() {
+            if let Some(p) = cfg.parent() {
+                f.region_dir = p.join(&f.region_dir);
+            }
+        }
+        let c = Collector::open_dir(&f.region_dir, false)?;
+        let region = c.store(&a.paths_store)?.region.clone();
+        let (mut found, mut wrong, mut unanswered) = (0u64, 0u64, 0u64);
+        for fl in &truth.flows {
+            let key = query::parse_flow(&fl.flow)?;
+            let r = query::path(&region, &key, None)?;
+            match r.status {
+                "found" if r.path == fl.path => found += 1,
+                "found" => {
+                    wrong += 1;
+                    problems.push(format!(
+                        "{}: stored path {:?} (truth {:?})",
+                        fl.flow, r.path, fl.path
+                    ));
+                }
+                _ => unanswered += 1,
+            }
+        }
+        paths = serde_json::json!({
+            "found_exact": found,
+            "wrong": wrong,
+            "empty_or_ambiguous": unanswered,
+        });
+    }
+    for p in problems.iter().take(a.show) {
+        eprintln!("{p}");
+    }
+    let ok = problems.is_empty();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "ok": ok,
+            "flows": truth.flows.len(),
+            "frames": truth.frames.len(),
+            "records": lines,
+            "flows_exact": exact,
+            "flows_missing": missing,
+            "flows_in_several_records": split,
+            "flows_unexpected": unexpected,
+            "differences": problems.len(),
+            "paths_from_store": paths,
+        }))?
+    );
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

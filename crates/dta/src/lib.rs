@@ -3,5 +3,6 @@
 
 pub mod config;
 pub mod demo;
+pub mod int_steer;
 pub mod output;
 pub mod report;
