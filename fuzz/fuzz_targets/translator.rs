@@ -64,6 +64,9 @@ fuzz_target!(|input: &[u8]| {
         ]),
         postcard_cache_entries: 8,
         nack_interval_ms: 0,
+        // The smallest sequence tracker: a translator is built per input, and the default
+        // table (12.5 MiB, zeroed) would cost more than the input's work.
+        tracker_entries: dta_translator::sequence::MIN_ENTRIES,
         ..TranslatorConfig::default()
     };
     let stats = Arc::new(Stats::default());
