@@ -62,6 +62,10 @@ def _packets():
         if v["kind"] == "frame":
             yield v["name"], bytes.fromhex(v["hex"]), True, v["expect"]
             continue
+        if "reports" not in v["expect"]:
+            # Telemetry Report v0.5/v1.0: one inner Ethernet frame after a fixed header.
+            yield v["name"], bytes.fromhex(v["expect"]["inner"]), True, v["expect"]["inner_int"]
+            continue
         for i, r in enumerate(v["expect"]["reports"]):
             name = f"{v['name']}[{i}]"
             if r["in_type"] == 1:  # TLVs: the IPv4 packet TLVs
@@ -90,23 +94,37 @@ def test_scapy_reads_the_packet(name, packet, ethernet, expect):
     assert ip.len <= len(packet) < ip.len + 4
     assert udp.len == ip.len - 20
     assert udp.sport == expect["flow"]["src_port"]
-    assert udp.dport == INT["detect"]["udp_port"]
+    v1 = expect.get("header", {}).get("version") == 1
+    if v1:
+        # INT v1.0 is found by DSCP; the packet keeps its flow's destination port.
+        value, mask = INT["detect"]["dscp"]
+        assert (ip.tos >> 2) & mask == value
+        assert udp.dport == expect["flow"]["dst_port"]
+    else:
+        assert udp.dport == INT["detect"]["udp_port"]
     # scapy recomputes the IPv4 header checksum when it is cleared: it must be ours.
     rebuilt = ip.copy()
     del rebuilt.chksum
     assert IP(raw(rebuilt)).chksum == ip.chksum
     # The INT shim starts the UDP payload; its Length counts the words after it.
     payload = raw(udp.payload)
-    assert payload[0] >> 4 == expect["shim"]["type"]
-    assert payload[1] == expect["shim"]["length"]
     stack = 4 * expect["header"]["hop_ml"] * expect["hop_count"] if "hops" in expect else 0
-    assert payload[1] * 4 == 12 + stack
+    if v1:
+        # v1.0 shim: Type, reserved, Length (words, the shim included: one more than the
+        # words after it, which the JSON gives as for v2), reserved; an 8-byte metadata header.
+        assert payload[0] == expect["shim"]["type"]
+        assert payload[2] == expect["shim"]["length"] + 1
+        assert payload[2] * 4 == 4 + 8 + stack
+    else:
+        assert payload[0] >> 4 == expect["shim"]["type"]
+        assert payload[1] == expect["shim"]["length"]
+        assert payload[1] * 4 == 12 + stack
 
 
 def test_every_report_is_a_whole_number_of_words():
     for v in INT["vectors"]:
-        if v["kind"] != "report":
-            continue
+        if v["kind"] != "report" or "reports" not in v["expect"]:
+            continue  # v0.5/v1.0 reports have no report_length words
         raw_report = bytes.fromhex(v["hex"])
         lengths = sum(4 + 4 * r["report_length"] for r in v["expect"]["reports"])
         assert len(raw_report) == 8 + lengths, v["name"]
