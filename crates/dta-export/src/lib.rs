@@ -9,6 +9,7 @@
 
 pub mod influx;
 pub mod int_records;
+pub mod kafka;
 pub mod intgen;
 pub mod pcap;
 pub mod pipeline;
