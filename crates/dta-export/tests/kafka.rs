@@ -115,7 +115,7 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
                 rng.fill(&mut batch[..]);
                 let first = heads[l as usize];
                 layout
-                    .write_entries(l, first, &batch, &mut log.sink())
+                    .write_entries(l, first, &batch, &mut log.mem().sink())
                     .unwrap();
                 for (i, e) in batch.chunks(ENTRY_LEN).enumerate() {
                     written.insert((l, first + i as u64), e.to_vec());
@@ -124,7 +124,7 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
                 let ev = event(step);
                 ev_tx.send(Notification::Event(ev)).unwrap();
                 events.push(ev);
-                ki.apply(&[1, 2, 3, 4], 1, ki.redundancy(), &mut hits.sink())
+                ki.apply(&[1, 2, 3, 4], 1, ki.redundancy(), &mut hits.mem().sink())
                     .unwrap();
                 step += 1;
                 std::thread::sleep(Duration::from_millis(5));
