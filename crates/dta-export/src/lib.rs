@@ -9,8 +9,8 @@
 
 pub mod influx;
 pub mod int_records;
-pub mod kafka;
 pub mod intgen;
+pub mod kafka;
 pub mod pcap;
 pub mod pipeline;
 pub mod prom;

@@ -541,7 +541,11 @@ impl Collector for KafkaMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = self.stats.snapshot();
         for (name, help, v) in [
-            ("dta_export_kafka_queued", "Messages queued for Kafka", s.queued),
+            (
+                "dta_export_kafka_queued",
+                "Messages queued for Kafka",
+                s.queued,
+            ),
             (
                 "dta_export_kafka_delivered",
                 "Messages the broker acknowledged (each once)",
@@ -557,13 +561,21 @@ impl Collector for KafkaMetrics {
                 "Messages still unacknowledged when the exporter stopped",
                 s.abandoned,
             ),
-            ("dta_export_kafka_batches", "Produce requests acknowledged", s.batches),
+            (
+                "dta_export_kafka_batches",
+                "Produce requests acknowledged",
+                s.batches,
+            ),
             (
                 "dta_export_kafka_retries",
                 "Produce requests that failed and were sent again (at least once: may duplicate)",
                 s.retries,
             ),
-            ("dta_export_kafka_connects", "Connections to the brokers made", s.connects),
+            (
+                "dta_export_kafka_connects",
+                "Connections to the brokers made",
+                s.connects,
+            ),
             (
                 "dta_export_kafka_connect_errors",
                 "Connection attempts that failed",

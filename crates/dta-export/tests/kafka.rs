@@ -172,7 +172,10 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     let stats = producer.stats().snapshot();
     eprintln!("kafka test: producer {stats:?}, append {:?}", source.total);
     assert_eq!(broker.starts, 2);
-    assert_eq!(export_summary.targets, vec![("kafka".into(), events.len() as u64, 0)]);
+    assert_eq!(
+        export_summary.targets,
+        vec![("kafka".into(), events.len() as u64, 0)]
+    );
     assert_eq!(source.total.missed, 0);
     assert_eq!(stats.dropped, 0);
     assert_eq!(stats.abandoned, 0);
@@ -180,13 +183,21 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
         stats.retries + stats.connect_errors > 0,
         "the broker was down for seconds while the exporter produced: {stats:?}"
     );
-    assert!(stats.connects >= 2, "reconnected after the restart: {stats:?}");
+    assert!(
+        stats.connects >= 2,
+        "reconnected after the restart: {stats:?}"
+    );
 
     let brokers = vec![broker.bootstrap()];
     let max = 1 << 22;
     // Append entries: every one, same bytes, in its list's owner partition.
-    let got = read_topic(&brokers, &TopicKind::Append.topic(PREFIX), max, Duration::from_secs(30))
-        .unwrap();
+    let got = read_topic(
+        &brokers,
+        &TopicKind::Append.topic(PREFIX),
+        max,
+        Duration::from_secs(30),
+    )
+    .unwrap();
     let mut seen: BTreeMap<(u32, u64), u32> = BTreeMap::new();
     for r in &got {
         let (store, list, index) = r.append_id().expect("append headers");
@@ -218,14 +229,22 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
         let (_, list, index) = r.append_id().unwrap();
         if first_seen.insert((list, index), ()).is_none() {
             if let Some(p) = last.insert(list, index) {
-                assert!(index > p, "list {list}: entry {index} first arrived after {p}");
+                assert!(
+                    index > p,
+                    "list {list}: entry {index} first arrived after {p}"
+                );
             }
         }
     }
 
     // Events: every one, byte for byte the JSON the exporter encodes, in the flow's partition.
-    let got_ev = read_topic(&brokers, &TopicKind::Events.topic(PREFIX), max, Duration::from_secs(30))
-        .unwrap();
+    let got_ev = read_topic(
+        &brokers,
+        &TopicKind::Events.topic(PREFIX),
+        max,
+        Duration::from_secs(30),
+    )
+    .unwrap();
     let mut ev_seen: BTreeMap<u64, u32> = BTreeMap::new();
     for r in &got_ev {
         let v: serde_json::Value = serde_json::from_slice(&r.value).unwrap();

@@ -45,11 +45,8 @@ pub fn unavailable() -> Option<String> {
     }
     let libs = libs_dir();
     let has_kafka = fs::read_dir(&libs).ok().is_some_and(|d| {
-        d.flatten().any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("kafka_2.13-")
-        })
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("kafka_2.13-"))
     });
     if !has_kafka {
         return Some(format!(
@@ -202,9 +199,16 @@ impl KafkaBroker {
             if text.len() > from && String::from_utf8_lossy(&text[from..]).contains(STARTED) {
                 return;
             }
-            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(st) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
-                panic!("the Kafka broker exited ({st}) while starting:\n{}", self.tail());
+                panic!(
+                    "the Kafka broker exited ({st}) while starting:\n{}",
+                    self.tail()
+                );
             }
             if Instant::now() > deadline {
                 self.kill();

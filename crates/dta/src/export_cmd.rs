@@ -146,7 +146,10 @@ struct ConsumeArgs {
     timeout_s: u64,
 }
 
-pub fn run(a: ExportArgs, stop: impl FnOnce() -> anyhow::Result<Arc<AtomicBool>>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    a: ExportArgs,
+    stop: impl FnOnce() -> anyhow::Result<Arc<AtomicBool>>,
+) -> anyhow::Result<ExitCode> {
     match a.cmd {
         ExportCmd::Kafka(k) => kafka(k, stop()?),
         ExportCmd::KafkaConsume(c) => consume(c),
@@ -273,7 +276,10 @@ fn kafka(a: KafkaArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
             if done || last_checkpoint.elapsed() >= checkpoint_every {
                 // Positions are saved only once everything before them was acknowledged.
                 let c = cursors_of(&sources);
-                if producer.flush(ProducerOptions::DEFAULT_REQUEST_TIMEOUT).is_ok() {
+                if producer
+                    .flush(ProducerOptions::DEFAULT_REQUEST_TIMEOUT)
+                    .is_ok()
+                {
                     save_cursors(path, &c)?;
                 }
                 last_checkpoint = Instant::now();

@@ -104,7 +104,10 @@ impl HashPartitioner {
     /// `partitions` ≥ 1.
     pub fn new(partitions: u32) -> Result<HashPartitioner, String> {
         if partitions == 0 || partitions > i32::MAX as u32 {
-            return Err(format!("partitions must be 1..={}, not {partitions}", i32::MAX));
+            return Err(format!(
+                "partitions must be 1..={}, not {partitions}",
+                i32::MAX
+            ));
         }
         Ok(HashPartitioner { partitions })
     }

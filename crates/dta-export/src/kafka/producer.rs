@@ -415,10 +415,7 @@ impl Delivery {
                     open = self.receive_for(&rx, until.saturating_duration_since(Instant::now()));
                 }
                 if !open {
-                    let left = self
-                        .close_deadline
-                        .load(Relaxed)
-                        .saturating_sub(epoch_ms());
+                    let left = self.close_deadline.load(Relaxed).saturating_sub(epoch_ms());
                     tokio::time::sleep(wait.min(Duration::from_millis(left))).await;
                 }
             }
@@ -472,9 +469,7 @@ impl Delivery {
 
     fn abandon(&mut self) {
         for q in self.queues.values_mut() {
-            self.stats
-                .abandoned
-                .fetch_add(q.msgs.len() as u64, Relaxed);
+            self.stats.abandoned.fetch_add(q.msgs.len() as u64, Relaxed);
             self.stats.queued_bytes.fetch_sub(q.bytes as u64, Relaxed);
             *q = Queue::default();
         }
@@ -575,7 +570,12 @@ impl Delivery {
                 client.partition_client(k.0.clone(), k.1, UnknownTopicHandling::Retry),
             )
             .await
-            .map_err(|_| format!("{}/{}: no leader in {:?}", k.0, k.1, self.opts.request_timeout))?
+            .map_err(|_| {
+                format!(
+                    "{}/{}: no leader in {:?}",
+                    k.0, k.1, self.opts.request_timeout
+                )
+            })?
             .map_err(|e| format!("{}/{}: {e}", k.0, k.1))?;
             self.partitions.insert(k.clone(), pc);
         }
@@ -584,8 +584,7 @@ impl Delivery {
         let mut bytes = 0;
         let mut records = Vec::new();
         for m in &q.msgs {
-            if n > 0 && (n >= self.opts.batch_records || bytes + m.size() > self.opts.batch_bytes)
-            {
+            if n > 0 && (n >= self.opts.batch_records || bytes + m.size() > self.opts.batch_bytes) {
                 break;
             }
             n += 1;

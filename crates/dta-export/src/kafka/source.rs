@@ -79,7 +79,8 @@ impl AppendSource {
         let mut readers = Vec::with_capacity(lists as usize);
         let mut partitions = Vec::with_capacity(lists as usize);
         for l in 0..lists {
-            let r = ListReader::new(layout.clone(), l, 0, 1).map_err(|e| format!("{store}: {e}"))?;
+            let r =
+                ListReader::new(layout.clone(), l, 0, 1).map_err(|e| format!("{store}: {e}"))?;
             let head = region
                 .mem()
                 .load_u64(layout.head_offset(l))
@@ -251,9 +252,9 @@ impl SnapshotSource {
 fn snapshot_json(k: &SnapshotKey, timestamp_ms: i64) -> Result<Vec<u8>, String> {
     let err = |e: query::QueryError| format!("{}/{}: {e}", k.store, hex::encode(&k.key));
     let mut v = match k.region.header().kind {
-        StoreKind::KeyWrite => serde_json::to_value(
-            query::key_write(&k.region, &k.key, None, 1).map_err(err)?,
-        ),
+        StoreKind::KeyWrite => {
+            serde_json::to_value(query::key_write(&k.region, &k.key, None, 1).map_err(err)?)
+        }
         StoreKind::KeyIncrement => {
             serde_json::to_value(query::key_increment(&k.region, &k.key, None).map_err(err)?)
         }
