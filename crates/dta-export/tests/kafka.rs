@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use dta_collector::{Collector, StoreConfig};
 use dta_export::kafka::consumer::read_topic;
 use dta_export::kafka::source::{AppendSource, SnapshotSource, Start};
-use dta_export::kafka::{
-    now_ms, HashPartitioner, KafkaProducer, OwnerKey, Partitioner, ProducerOptions, TopicKind,
-};
+use dta_export::kafka::{now_ms, KafkaProducer, OwnerKey, Partitioner, ProducerOptions, TopicKind};
 use dta_export::pipeline::{self, ExportOptions, KafkaTarget, Target};
 use dta_int::{Event, EventKind, Notification};
 use dta_store::append::AppendLayout;
@@ -34,6 +32,40 @@ fn stores() -> Vec<StoreConfig> {
     .iter()
     .map(|t| toml::from_str(t).unwrap())
     .collect()
+}
+
+/// Lists 0 and 1 on c0 and c1, the others on c2; keys by rendezvous hashing.
+fn cluster_map() -> dta_cluster::ClusterMap {
+    dta_cluster::ClusterMap::parse(
+        r#"
+version = 1
+[[collector]]
+name = "c0"
+translator = "127.0.0.1:40140"
+mode = "shm"
+[[collector]]
+name = "c1"
+translator = "127.0.0.1:40141"
+mode = "shm"
+[[collector]]
+name = "c2"
+translator = "127.0.0.1:40142"
+mode = "shm"
+[[store]]
+name = "log"
+kind = "append"
+table = { c0 = [0], c1 = [1] }
+collector = "c2"
+[[store]]
+name = "hits"
+kind = "key-increment"
+[[store]]
+name = "paths"
+kind = "key-write"
+key_len = 13
+"#,
+    )
+    .unwrap()
 }
 
 fn event(seq: u64) -> Event {
@@ -66,10 +98,11 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     let log = collector.store("log").unwrap().region.clone();
     let hits = collector.store("hits").unwrap().region.clone();
 
-    let partitioner: Arc<dyn Partitioner> = Arc::new(HashPartitioner::new(2).unwrap());
+    // Three collectors: a topic has three partitions, each record in its owner's.
+    let partitioner: Arc<dyn Partitioner> = Arc::new(cluster_map());
     let mut opts = ProducerOptions::new(vec![broker.bootstrap()]);
     opts.topics = TopicKind::ALL.iter().map(|k| k.topic(PREFIX)).collect();
-    opts.partitions = 2;
+    opts.partitions = partitioner.partitions();
     opts.request_timeout = Duration::from_secs(3);
     let producer = Arc::new(KafkaProducer::start(opts).unwrap());
 
@@ -221,6 +254,14 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
         &missing[..missing.len().min(5)]
     );
     let append_dups = got.len() - seen.len();
+    // The map puts list 0 on c0, list 1 on c1, lists 2 and 3 on c2.
+    let mut per_partition = [0u64; 3];
+    for r in &got {
+        per_partition[r.partition as usize] += 1;
+    }
+    let per_list = |l: u32| written.keys().filter(|k| k.0 == l).count() as u64;
+    assert!(per_partition[0] >= per_list(0) && per_partition[1] >= per_list(1));
+    assert!(per_partition[2] >= per_list(2) + per_list(3));
     // A list lives in one partition and its entries arrive in order there: the first copy of
     // each entry comes after the first copy of every earlier one (re-sent copies may follow).
     let mut first_seen: BTreeMap<(u32, u64), ()> = BTreeMap::new();

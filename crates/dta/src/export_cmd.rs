@@ -17,8 +17,8 @@ use dta_collector::{query, Collector};
 use dta_export::kafka::consumer::read_topic;
 use dta_export::kafka::source::{AppendSource, SnapshotSource, Start};
 use dta_export::kafka::{
-    now_ms, HashPartitioner, KafkaProducer, Partitioner, ProducerOptions, TopicKind,
-    DEFAULT_TOPIC_PREFIX,
+    cluster_partitioner, now_ms, HashPartitioner, KafkaProducer, Partitioner, ProducerOptions,
+    TopicKind, DEFAULT_TOPIC_PREFIX,
 };
 use dta_store::StoreKind;
 
@@ -43,9 +43,14 @@ pub struct KafkaConn {
     /// Topic prefix: topics are PREFIX.append, PREFIX.events, PREFIX.flows, PREFIX.snapshots.
     #[arg(long, default_value = DEFAULT_TOPIC_PREFIX)]
     pub topic_prefix: String,
-    /// Partitions of each topic, one per collector (records go to their owner's partition).
-    #[arg(long, default_value_t = 1)]
+    /// Partitions of each topic, one per collector (records go to their owner's partition by a
+    /// hash of the key); with --cluster, the map's collectors decide.
+    #[arg(long, default_value_t = 1, conflicts_with = "cluster")]
     pub partitions: u32,
+    /// Cluster map (TOML, docs/scale-out.md): one partition per collector, each record in the
+    /// partition of the collector owning it.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
     /// Most bytes waiting for the broker's acknowledgement; past it records are dropped
     /// (counted).
     #[arg(long, default_value_t = ProducerOptions::DEFAULT_MAX_QUEUE_BYTES)]
@@ -54,8 +59,10 @@ pub struct KafkaConn {
 
 impl KafkaConn {
     pub fn producer(&self, brokers: &str) -> anyhow::Result<(KafkaProducer, Arc<dyn Partitioner>)> {
-        let partitioner: Arc<dyn Partitioner> =
-            Arc::new(HashPartitioner::new(self.partitions).map_err(anyhow::Error::msg)?);
+        let partitioner: Arc<dyn Partitioner> = match &self.cluster {
+            Some(path) => Arc::new(cluster_partitioner(path).map_err(anyhow::Error::msg)?),
+            None => Arc::new(HashPartitioner::new(self.partitions).map_err(anyhow::Error::msg)?),
+        };
         let mut opts = ProducerOptions::new(split_brokers(brokers)?);
         opts.topics = TopicKind::ALL
             .iter()

@@ -80,9 +80,13 @@ pub struct IntSinkArgs {
     /// Kafka topic prefix.
     #[arg(long, default_value = dta_export::kafka::DEFAULT_TOPIC_PREFIX)]
     kafka_topic_prefix: String,
-    /// Kafka partitions per topic, one per collector.
-    #[arg(long, default_value_t = 1)]
+    /// Kafka partitions per topic, one per collector (by a hash of the flow key).
+    #[arg(long, default_value_t = 1, conflicts_with = "kafka_cluster")]
     kafka_partitions: u32,
+    /// Cluster map (TOML, docs/scale-out.md): one Kafka partition per collector, each
+    /// notification in the partition of the collector owning its flow key in --kafka-flow-store.
+    #[arg(long, value_name = "FILE")]
+    kafka_cluster: Option<PathBuf>,
     /// The store whose owner of a flow key decides a notification's partition.
     #[arg(long, default_value = "paths")]
     kafka_flow_store: String,
@@ -150,9 +154,17 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             let conn = crate::export_cmd::KafkaConn {
                 topic_prefix: a.kafka_topic_prefix.clone(),
                 partitions: a.kafka_partitions,
+                cluster: a.kafka_cluster.clone(),
                 max_queue_bytes: dta_export::kafka::ProducerOptions::DEFAULT_MAX_QUEUE_BYTES,
             };
             let (producer, partitioner) = conn.producer(brokers)?;
+            // A flow store the map cannot place is an error now, not a dropped record later.
+            partitioner
+                .partition(
+                    &a.kafka_flow_store,
+                    dta_export::kafka::OwnerKey::Bytes(&[0; dta_int::layout::FLOW_KEY_LEN]),
+                )
+                .map_err(|e| anyhow::anyhow!("--kafka-flow-store: {e}"))?;
             Some((Arc::new(producer), partitioner))
         }
         None => None,

@@ -85,7 +85,8 @@ pub enum OwnerKey<'a> {
     List(u32),
 }
 
-/// Maps a record to its topic partition: the index of the collector owning it.
+/// Maps a record to its topic partition: the index of the collector owning it
+/// ([`dta_cluster::ClusterMap`]; [`HashPartitioner`] without a map).
 pub trait Partitioner: Send + Sync {
     /// Partitions of every topic (the number of collectors).
     fn partitions(&self) -> u32;
@@ -123,6 +124,30 @@ impl Partitioner for HashPartitioner {
             OwnerKey::List(l) => l % self.partitions,
         })
     }
+}
+
+/// With a cluster map (`dta-cluster`): one partition per collector of the map, in the map's
+/// order; a record goes to the partition of the collector owning it (Key-Write / Key-Increment
+/// keys by rendezvous hashing, Append lists by the store's table). A store the map lacks, or a
+/// list no table assigns, is an error.
+impl Partitioner for dta_cluster::ClusterMap {
+    fn partitions(&self) -> u32 {
+        self.collectors.len() as u32
+    }
+    fn partition(&self, store: &str, key: OwnerKey<'_>) -> Result<u32, String> {
+        let key = match key {
+            OwnerKey::Bytes(b) => dta_cluster::Key::Bytes(b),
+            OwnerKey::List(l) => dta_cluster::Key::List(l),
+        };
+        self.owner_index(store, key)
+            .map(|i| i as u32)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The partitioner of the cluster map in `path` (validated as `dta cluster check` does).
+pub fn cluster_partitioner(path: &std::path::Path) -> Result<dta_cluster::ClusterMap, String> {
+    dta_cluster::ClusterMap::load(path).map_err(|e| format!("cluster map {}: {e}", path.display()))
 }
 
 /// How INT notifications are routed: by the owner of their flow key in `flow_store` (the store
