@@ -56,7 +56,14 @@ fn dta(args: &[&str]) -> std::process::Output {
 }
 
 fn consume(broker: &str, topic: &str) -> Vec<serde_json::Value> {
-    let out = dta(&["export", "kafka-consume", "--brokers", broker, "--topic", topic]);
+    let out = dta(&[
+        "export",
+        "kafka-consume",
+        "--brokers",
+        broker,
+        "--topic",
+        topic,
+    ]);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
