@@ -15,6 +15,7 @@
 #   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
 #   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
+#   scripts/bench.sh --only cluster --runs 3          # 1, 2, 3 collectors: apply and query rates
 #
 # Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
 # matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
@@ -63,6 +64,15 @@ if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int" ]; then
         esac
     done
     exec cargo bench -q -p dta-int --bench ingest
+fi
+# `--only cluster` (alone): 1, 2 and 3 shared-memory collectors on loopback behind one
+# `dta translator --cluster`, `dta report --cluster` and `/cluster/batch` queries: aggregate
+# apply and query rates (docs/benchmarks.md, "Many collectors"). Add `--bin PATH` for another
+# binary.
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "cluster" ]; then
+    shift 2
+    cargo build -q --release -p dta
+    exec python3 scripts/cluster_bench.py "$@"
 fi
 # `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
 # docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).

@@ -17,6 +17,7 @@ use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+mod cluster;
 mod region;
 
 create_exception!(
@@ -809,6 +810,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(native_report_len, m)?)?;
     m.add_class::<NativeDatagram>()?;
+    m.add_class::<cluster::ClusterMap>()?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_score, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_owner, m)?)?;
     region::register(m)?;
     Ok(())
 }

@@ -9,6 +9,8 @@
 //! | `GET /query/postcard/{name}?key=K&values=N` | [`PostcardResult`](crate::query::PostcardResult) |
 //! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
+//! | `GET /cluster/query/{kw,ki,postcard,list,sketch}/{name}?...` | the same, answered by the key's owner(s) in the cluster map ([`crate::cluster`]) |
+//! | `GET /cluster/batch/{kw,ki,postcard}/{name}?keys=K1,K2,...` | `{"answers": [...]}`, the owners asked in parallel |
 //! | `GET /metrics` | Prometheus exposition of the stores ([`crate::metrics`]) |
 //! | `GET /healthz` | liveness (`ok`) |
 //!
@@ -29,6 +31,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use tokio::sync::Semaphore;
 
+use crate::cluster::{Ask, ClusterQuery, ClusterQueryError, MAX_BATCH_KEYS};
 use crate::collector::{region_path, Collector, CollectorError};
 use crate::limits::{ParamError, Params, MAX_HEAVY_QUERIES};
 use crate::query::{self, QueryError};
@@ -94,6 +97,14 @@ impl From<QueryError> for ApiError {
     }
 }
 
+impl From<ClusterQueryError> for ApiError {
+    fn from(e: ClusterQueryError) -> Self {
+        let code =
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError(code, e.to_string())
+    }
+}
+
 impl From<ParamError> for ApiError {
     fn from(e: ParamError) -> Self {
         ApiError(StatusCode::BAD_REQUEST, e.to_string())
@@ -111,11 +122,13 @@ impl From<CollectorError> for ApiError {
     }
 }
 
-/// The API's state: the collector and the slots of heavy queries.
+/// The API's state: the collector, the slots of heavy queries, and the cluster queries when
+/// the collector serves a cluster map.
 #[derive(Clone)]
 struct Api {
     c: Arc<Collector>,
     heavy: Arc<Semaphore>,
+    cluster: Option<Arc<ClusterQuery>>,
 }
 
 impl FromRef<Api> for Arc<Collector> {
@@ -292,6 +305,161 @@ async fn sketch(
     served(&a.c, &name, query::sketch(&s.region, key.as_deref())?)
 }
 
+/// `{kind}/{name}` of a cluster route.
+struct KindName(String, String);
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for KindName {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|Path((k, n))| KindName(k, n))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
+
+fn cluster_of(a: &Api) -> Result<Arc<ClusterQuery>, ApiError> {
+    a.cluster.clone().ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "this collector serves no cluster map (`dta collector --cluster MAP --name NAME`)"
+                .to_owned(),
+        )
+    })
+}
+
+/// The parameters of a cluster route of `kind` besides the key(s), checked as the collector's
+/// own routes check theirs.
+fn cluster_ask(kind: &str, p: &Params) -> Result<Ask, ApiError> {
+    Ok(match kind {
+        "kw" => {
+            let redundancy = p.redundancy()?;
+            Ask::Kw {
+                redundancy,
+                threshold: p.threshold(redundancy)?,
+            }
+        }
+        "ki" => Ask::Ki {
+            redundancy: p.redundancy()?,
+        },
+        "postcard" => Ask::Postcard {
+            values: match p.raw("values") {
+                Some(_) => Some(p.postcard_values(0)?),
+                None => None,
+            },
+        },
+        "list" => Ask::List {
+            list: p.bounded("list", Some(0u32), 0, u32::MAX)?,
+            tail: p.opt_u64("tail")?,
+            // The entry length is the owner's to know; the entry count is bounded here.
+            max: p.list_max(1)?,
+        },
+        "sketch" => Ask::Sketch,
+        other => {
+            return Err(ApiError(
+                StatusCode::NOT_FOUND,
+                format!("no cluster query {other:?}: kw, ki, postcard, list, sketch"),
+            ))
+        }
+    })
+}
+
+fn cluster_params(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "kw" => &["key", "keys", "redundancy", "threshold"],
+        "ki" => &["key", "keys", "redundancy"],
+        "postcard" => &["key", "keys", "values"],
+        "list" => &["list", "tail", "max"],
+        _ => &["key"],
+    }
+}
+
+/// `GET /cluster/query/{kind}/{name}`: the answer from the owner(s) of the key.
+async fn cluster_query(
+    State(a): State<Api>,
+    KindName(kind, name): KindName,
+    Raw(raw): Raw,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let cq = cluster_of(&a)?;
+    let p = Params::new(&raw, cluster_params(&kind))?;
+    if p.raw("keys").is_some() {
+        return Err(ParamError::Unknown {
+            name: "keys".into(),
+            allowed: "key (a batch is /cluster/batch/...)".into(),
+        }
+        .into());
+    }
+    let ask = cluster_ask(&kind, &p)?;
+    let key = match (&ask, p.raw("key")) {
+        (Ask::List { .. }, _) => None,
+        (Ask::Sketch, k) => match k {
+            Some(k) => Some(crate::query::parse_key(k, None)?),
+            None => None,
+        },
+        (_, Some(k)) => Some(cq.parse_key(&name, k)?),
+        (_, None) => return Err(ParamError::Missing("key").into()),
+    };
+    a.heavy(move |_| {
+        let v = match &ask {
+            Ask::List { .. } => cq.list(&name, &ask)?,
+            Ask::Sketch => cq.sketch(&name, key.as_deref())?,
+            _ => cq.key(&name, key.as_deref().unwrap_or_default(), &ask)?,
+        };
+        Ok(Json(v))
+    })
+    .await
+}
+
+/// `GET /cluster/batch/{kind}/{name}?keys=K1,K2,...`: each key from its owner, the owners asked
+/// in parallel; `{"answers": [...]}` in the keys' order, an error object for a key that could
+/// not be answered.
+async fn cluster_batch(
+    State(a): State<Api>,
+    KindName(kind, name): KindName,
+    Raw(raw): Raw,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let cq = cluster_of(&a)?;
+    if !matches!(kind.as_str(), "kw" | "ki" | "postcard") {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no cluster batch {kind:?}: kw, ki, postcard"),
+        ));
+    }
+    let p = Params::new(&raw, cluster_params(&kind))?;
+    if p.raw("key").is_some() {
+        return Err(ParamError::Unknown {
+            name: "key".into(),
+            allowed: "keys (comma-separated)".into(),
+        }
+        .into());
+    }
+    let ask = cluster_ask(&kind, &p)?;
+    let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
+    let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
+    if inputs.len() > MAX_BATCH_KEYS {
+        return Err(ParamError::OutOfRange {
+            name: "keys",
+            value: inputs.len() as u64,
+            range: format!("1..={MAX_BATCH_KEYS} keys"),
+        }
+        .into());
+    }
+    let keys = inputs
+        .iter()
+        .map(|k| cq.parse_key(&name, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    a.heavy(move |_| {
+        let answers: Vec<serde_json::Value> = cq
+            .batch(&name, &keys, &ask)?
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| serde_json::json!({"error": e.to_string()})))
+            .collect();
+        Ok(Json(serde_json::json!({ "answers": answers })))
+    })
+    .await
+}
+
 async fn metrics(State(a): State<Api>) -> Response {
     match a.heavy(|c| Ok(crate::metrics::encode(c.clone()))).await {
         Ok(body) => (
@@ -309,11 +477,19 @@ async fn metrics(State(a): State<Api>) -> Response {
 /// The API's routes over `collector` (without the server set-up: see [`serve_with`] and
 /// [`dta_http::app`]).
 pub fn router(collector: Arc<Collector>) -> Router {
+    router_with(collector, None)
+}
+
+/// [`router`], plus the `/cluster/...` routes answering over `cluster`'s collectors.
+pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>) -> Router {
     let api = Api {
         c: collector,
         heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
+        cluster,
     };
     Router::new()
+        .route("/cluster/query/:kind/:name", get(cluster_query))
+        .route("/cluster/batch/:kind/:name", get(cluster_batch))
         .route("/stores", get(stores))
         .route("/stores/:name", get(store))
         .route("/query/kw/:name", get(kw))
@@ -347,6 +523,17 @@ pub async fn serve_with(
     opts: dta_http::ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_cluster(collector, None, addr, opts, shutdown).await
+}
+
+/// [`serve_with`], with the `/cluster/...` routes over `cluster` when given.
+pub async fn serve_cluster(
+    collector: Arc<Collector>,
+    cluster: Option<Arc<ClusterQuery>>,
+    addr: &str,
+    opts: dta_http::ServerOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let listener = dta_http::bind(addr, &opts)
         .await
         .map_err(std::io::Error::other)?;
@@ -359,7 +546,7 @@ pub async fn serve_with(
             "no token: loopback only"
         }
     );
-    dta_http::serve(listener, router(collector), opts, shutdown).await
+    dta_http::serve(listener, router_with(collector, cluster), opts, shutdown).await
 }
 
 /// The server options of `[collector]`: the token of `token_file` (or of the environment), and

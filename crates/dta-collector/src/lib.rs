@@ -5,6 +5,7 @@
 //! anything else that maps the region files. It does no work per report: the translator (or an
 //! RDMA NIC on its behalf) writes the stores directly.
 
+pub mod cluster;
 pub mod collector;
 pub mod config;
 pub mod http;

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod flow;
 pub mod keys;
 pub mod loadgen;
@@ -26,4 +27,5 @@ pub mod sketch;
 pub use reporter::{
     Clock, Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };
+pub use cluster::{ClusterError, ClusterReporter, ReportSink};
 pub use sketch::{ColumnSource, HllColumns, SketchOutcome, SketchSender};

@@ -26,6 +26,7 @@ use dta_wire::Opcode;
 use crate::keys::{self, KeyDistError, KeySampler, MAX_DATA_LEN, MAX_KEY_LEN};
 pub use crate::keys::{expected_counter, expected_data, key_vec, postcard_value, KeyDist};
 use crate::pacing::Pacer;
+use crate::cluster::ReportSink;
 use crate::reporter::{Protocol, ReportError, Reporter, ReporterStats, NACK_POLL_EVERY};
 use crate::sketch::{SketchOutcome, SketchSender};
 
@@ -265,16 +266,16 @@ pub fn key_indices(spec: &LoadSpec) -> Result<impl Iterator<Item = u64>, KeyDist
 }
 
 /// Run `spec` through `reporter`, calling `progress` about every 100 ms. See the module doc.
-pub fn run(
+pub fn run<R: ReportSink>(
     spec: &LoadSpec,
-    reporter: &mut Reporter,
+    reporter: &mut R,
     progress: &dyn Fn(Progress),
 ) -> Result<LoadStats, LoadError> {
-    spec.validate(reporter.config().protocol)?;
+    spec.validate(reporter.protocol())?;
     if spec.primitive == Opcode::SketchMerge {
-        return run_sketch(spec, reporter, progress);
+        return run_sketch(spec, reporter.sketch_reporter(spec.sketch_id)?, progress);
     }
-    let before = reporter.stats();
+    let before = ReportSink::stats(reporter);
     let sampler = KeySampler::new(spec.keys)?;
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let unit = if spec.primitive == Opcode::Postcarding {
@@ -318,53 +319,25 @@ pub fn run(
     }
     reporter.flush()?;
     reporter.take_refused()?;
-    if reporter.config().retransmittable {
+    if reporter.retransmittable() {
         reporter.linger(spec.linger, spec.linger * 20)?;
     } else {
         reporter.poll_nacks()?;
     }
     progress(snapshot(reporter, &before, start, target, sent));
-    Ok(stats(reporter.stats(), &before, start.elapsed(), None))
+    Ok(stats(ReportSink::stats(reporter), &before, start.elapsed(), None))
 }
 
-/// One key's report(s); `key` and `data` are scratch buffers of the spec's lengths.
-fn send_one(
+/// One key's report(s) sent through `reporter`; `key` and `data` are scratch buffers of the
+/// spec's lengths.
+fn send_one<R: ReportSink>(
     spec: &LoadSpec,
-    reporter: &mut Reporter,
+    reporter: &mut R,
     i: u64,
     key: &mut [u8],
     data: &mut [u8],
 ) -> Result<(), ReportError> {
-    let imm = spec.immediate;
-    match spec.primitive {
-        Opcode::KeyWrite => {
-            keys::key_bytes(i, key);
-            keys::fill_data(key, data);
-            reporter.key_write(key, data, spec.redundancy, imm)
-        }
-        Opcode::KeyIncrement => {
-            keys::key_bytes(i, key);
-            reporter.key_increment(key, keys::expected_counter(key), spec.redundancy, imm)
-        }
-        Opcode::Append => {
-            // The entry is the data of key `i` (key_len bytes; 4 when key_len is unset).
-            let mut k = [0u8; MAX_KEY_LEN];
-            let k = &mut k[..(spec.key_len as usize).clamp(1, MAX_KEY_LEN)];
-            keys::key_bytes(i, k);
-            keys::fill_data(k, data);
-            let list = keys::append_list(i, spec.first_list, spec.lists);
-            reporter.append(list, data, imm)
-        }
-        Opcode::Postcarding => {
-            keys::key_bytes(i, key);
-            for hop in 0..spec.hops {
-                let v = keys::postcard_value(key, hop, spec.postcard_values);
-                reporter.postcard(key, hop, spec.hops, v, imm)?;
-            }
-            Ok(())
-        }
-        Opcode::SketchMerge => Err(ReportError::Unsupported("Sketch-Merge is sent whole")),
-    }
+    emit_one(spec, i, key, data, &mut |r| reporter.send(r)).map(|_| ())
 }
 
 /// Largest UDP payload in a 1500-byte Ethernet frame.
@@ -434,7 +407,7 @@ fn native_report_len(spec: &LoadSpec) -> usize {
         }
 }
 
-/// [`send_one`]'s reports handed to `push` instead of a reporter; returns how many.
+/// One key's report(s) handed to `push`; returns how many.
 fn emit_one(
     spec: &LoadSpec,
     i: u64,
@@ -495,8 +468,8 @@ fn emit_one(
     }
 }
 
-fn snapshot(
-    reporter: &Reporter,
+fn snapshot<R: ReportSink>(
+    reporter: &R,
     before: &ReporterStats,
     start: Instant,
     target: Option<u64>,
@@ -504,7 +477,7 @@ fn snapshot(
 ) -> Progress {
     Progress {
         reports,
-        datagrams: reporter.stats().datagrams - before.datagrams,
+        datagrams: ReportSink::stats(reporter).datagrams - before.datagrams,
         elapsed: start.elapsed(),
         target,
     }

@@ -174,6 +174,9 @@ pub enum ReportError {
         /// The configured `max_datagram`.
         max: usize,
     },
+    /// No collector of the cluster map owns the report (`crate::cluster`).
+    #[error("no owner: {0}")]
+    Unroutable(String),
     /// The socket failed.
     #[error("socket: {0}")]
     Io(#[from] io::Error),
@@ -210,6 +213,40 @@ pub struct ReporterStats {
     pub bad_nacks: u64,
     /// Datagrams the kernel refused (e.g. ICMP port unreachable: `ECONNREFUSED`); lost.
     pub send_errors: u64,
+}
+
+impl ReporterStats {
+    /// Add `other`'s counters to these (totals over several reporters).
+    pub fn add(&mut self, other: &ReporterStats) {
+        let ReporterStats {
+            datagrams,
+            reports,
+            bytes,
+            retransmissions,
+            nacks,
+            nacks_held_off,
+            unrecoverable_nacks,
+            tail_probes,
+            notices,
+            suppressed,
+            suppressed_reports,
+            bad_nacks,
+            send_errors,
+        } = *other;
+        self.datagrams += datagrams;
+        self.reports += reports;
+        self.bytes += bytes;
+        self.retransmissions += retransmissions;
+        self.nacks += nacks;
+        self.nacks_held_off += nacks_held_off;
+        self.unrecoverable_nacks += unrecoverable_nacks;
+        self.tail_probes += tail_probes;
+        self.notices += notices;
+        self.suppressed += suppressed;
+        self.suppressed_reports += suppressed_reports;
+        self.bad_nacks += bad_nacks;
+        self.send_errors += send_errors;
+    }
 }
 
 /// The last `cap` retransmittable datagrams, consecutive in sequence number (also the rings of
@@ -554,20 +591,7 @@ impl Reporter {
 
     /// Add another reporter's counters to this one's (for totals over several reporters).
     pub fn add_stats(&mut self, other: ReporterStats) {
-        let s = &mut self.stats;
-        s.datagrams += other.datagrams;
-        s.reports += other.reports;
-        s.bytes += other.bytes;
-        s.retransmissions += other.retransmissions;
-        s.nacks += other.nacks;
-        s.nacks_held_off += other.nacks_held_off;
-        s.unrecoverable_nacks += other.unrecoverable_nacks;
-        s.tail_probes += other.tail_probes;
-        s.notices += other.notices;
-        s.suppressed += other.suppressed;
-        s.suppressed_reports += other.suppressed_reports;
-        s.bad_nacks += other.bad_nacks;
-        s.send_errors += other.send_errors;
+        self.stats.add(&other);
     }
 
     /// Send the open native datagram, if any (a no-op for the prototype).

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod cluster_cmd;
 mod decode_cmd;
 mod export_cmd;
 mod int_cmd;
@@ -44,13 +45,16 @@ enum Command {
     /// Run the demo: collector, translator and reporters on loopback, then queries (embedded config).
     Demo(DemoArgs),
     /// Create the configured regions and serve queries over HTTP until interrupted.
-    Collector(ConfigArgs),
+    Collector(CollectorArgs),
     /// Receive DTA reports and write them into the collector's regions (co-located mode).
     Translator(TranslatorArgs),
     /// Send reports of any primitive at a given rate (the load generator).
     Report(dta::report::ReportArgs),
     /// Query a store.
     Query(QueryArgs),
+    /// Validate a cluster map or print its assignment of keys to collectors.
+    #[command(subcommand)]
+    Cluster(cluster_cmd::ClusterCmd),
     /// Show regions' headers and how full they are.
     Inspect(InspectArgs),
     /// Decode a DTA datagram, a RoCEv2 frame or INT / a telemetry report, given as hex (a whole
@@ -90,6 +94,19 @@ impl ConfigArgs {
         }
         Ok(cfg)
     }
+}
+
+#[derive(Args)]
+struct CollectorArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// A cluster map (docs/scale-out.md): also answer `/cluster/...` HTTP queries, asking the
+    /// owners of each key (this collector's regions, or peers' HTTP APIs).
+    #[arg(long, value_name = "MAP", requires = "name")]
+    cluster: Option<PathBuf>,
+    /// With --cluster: this collector's name in the map.
+    #[arg(long, requires = "cluster")]
+    name: Option<String>,
 }
 
 #[derive(Args)]
@@ -133,6 +150,14 @@ struct TranslatorArgs {
     rdma: rdma_cmd::RdmaArgs,
     #[command(flatten)]
     xdp: xdp_cmd::XdpArgs,
+    /// A cluster map (docs/scale-out.md): serve the collectors named by --collectors, each on
+    /// its own translator address of the map, into its own region directory, with its own
+    /// sequence spaces and write meter (its `nic_budget`). Shared-memory collectors only.
+    #[arg(long, value_name = "MAP", requires = "collectors", conflicts_with_all = ["listen", "region_dir"])]
+    cluster: Option<PathBuf>,
+    /// With --cluster: the collectors this translator serves (comma-separated names).
+    #[arg(long, value_delimiter = ',', requires = "cluster")]
+    collectors: Vec<String>,
 }
 
 #[derive(Args)]
@@ -154,6 +179,11 @@ struct StoreSel {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+    /// A cluster map (docs/scale-out.md): ask the collector(s) owning the key, through their
+    /// region directory when readable here, else their HTTP API (token from DTA_HTTP_TOKEN_FILE
+    /// or DTA_HTTP_TOKEN). Comma-separated keys are a batch, the owners asked in parallel.
+    #[arg(long, value_name = "MAP", conflicts_with = "region")]
+    cluster: Option<PathBuf>,
 }
 
 impl StoreSel {
@@ -293,6 +323,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Translator(a) => translator(a),
         Command::Report(a) => dta::report::run(a),
         Command::Query(q) => query_cmd(q),
+        Command::Cluster(c) => cluster_cmd::run(c),
         Command::Inspect(a) => inspect(a),
         Command::Decode(a) => decode_cmd::decode(a),
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
@@ -317,8 +348,16 @@ const COLLECTOR_DRAIN: Duration = Duration::from_secs(5);
 /// How often `dta collector` checks that every served region is still whole.
 const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 
-fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
+fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
+    let a = &args.config;
     let cfg = a.load()?;
+    let cluster_map = args
+        .cluster
+        .as_deref()
+        .map(|p| {
+            dta_cluster::ClusterMap::load(p).with_context(|| format!("cluster map {}", p.display()))
+        })
+        .transpose()?;
     let started = Instant::now();
     let http_opts = dta_collector::http::options(&cfg.collector)?;
     // Takes the directory's collector lock first: a second collector is refused here.
@@ -343,6 +382,17 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
     // SIGTERM, SIGINT (and SIGHUP) set `stop`; the handler restarts interrupted system calls.
     let stop = stop_on_ctrl_c()?;
     let c = Arc::new(c);
+    let cluster = match (cluster_map, &args.name) {
+        (Some(m), Some(name)) => Some(Arc::new(
+            dta_collector::cluster::ClusterQuery::new(Arc::new(m), http_opts.token.clone())
+                .with_local(name, c.clone())
+                .map_err(anyhow::Error::msg)?,
+        )),
+        _ => None,
+    };
+    if cluster.is_some() && cfg.collector.http.is_empty() {
+        bail!("--cluster answers over the HTTP API: set [collector] http");
+    }
     if cfg.collector.http.is_empty() {
         eprintln!("collector ready (no HTTP API); Ctrl-C or SIGTERM to stop");
         let mut checked = Instant::now();
@@ -364,8 +414,9 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
             let shutdown = async move {
                 let _ = rx.wait_for(|stopping| *stopping).await;
             };
-            let server = dta_collector::http::serve_with(
+            let server = dta_collector::http::serve_cluster(
                 served.clone(),
+                cluster,
                 &cfg.collector.http,
                 http_opts,
                 shutdown,
@@ -439,6 +490,9 @@ fn collector(a: ConfigArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
+    if let Some(map) = &a.cluster {
+        return cluster_translator(&a, map);
+    }
     let mut cfg = a.config.load()?;
     if let Some(l) = a.listen {
         cfg.translator.listen = l;
@@ -463,6 +517,104 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     if a.xdp.xdp.is_some() {
         return xdp_cmd::translator(&cfg, &a.xdp, stop_on_ctrl_c()?, a.duration, a.json);
     }
+    let stats = colocated(&cfg, &a, stop_on_ctrl_c()?, None)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!("{}", serde_json::to_string_pretty(&stats)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dta translator --cluster MAP --collectors A,B`: one co-located translator per collector
+/// (its listen address, region directory and write budget from the map), each on its own
+/// threads, all stopped together; the final counters per collector.
+fn cluster_translator(a: &TranslatorArgs, map_path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let map = dta_cluster::ClusterMap::load(map_path)
+        .with_context(|| format!("cluster map {}", map_path.display()))?;
+    if a.rdma.rdma.is_some() || a.xdp.xdp.is_some() {
+        bail!(
+            "--cluster serves shared-memory collectors; for an RDMA or XDP collector run one \
+             `dta translator --listen ADDR` per collector, ADDR its translator address in the map"
+        );
+    }
+    let base = a.config.load()?;
+    let mut cfgs = vec![];
+    for name in &a.collectors {
+        let c = map
+            .collector(name)
+            .with_context(|| format!("the cluster map names no collector {name:?}"))?;
+        if c.mode != dta_cluster::Mode::Shm {
+            bail!("collector {name} is an RDMA collector; --cluster serves shared-memory ones");
+        }
+        let Some(dir) = &c.region_dir else {
+            bail!("collector {name} has no region_dir in the cluster map");
+        };
+        let mut cfg = base.clone();
+        cfg.region_dir = dir.clone();
+        cfg.translator.listen = c.translator;
+        if let Some(n) = a.threads {
+            cfg.translator.threads = n;
+        }
+        if c.nic_budget > 0 {
+            cfg.translator.flow_control.write_budget = c.nic_budget;
+            cfg.translator
+                .flow_control
+                .validate()
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("collector {name}'s nic_budget"))?;
+        }
+        ingest::refuse_shared_port(c.translator.port())
+            .with_context(|| format!("collector {name}: listening on {}", c.translator))?;
+        cfgs.push((name.clone(), cfg));
+    }
+    if a.metrics.is_some() {
+        bail!("--metrics with --cluster: not supported (one metrics server per translator)");
+    }
+    let stop = stop_on_ctrl_c()?;
+    let results: Vec<(String, anyhow::Result<serde_json::Value>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = cfgs
+            .iter()
+            .map(|(name, cfg)| {
+                let stop = stop.clone();
+                let h = s.spawn(move || colocated(cfg, a, stop.clone(), Some(name)));
+                (name.clone(), h)
+            })
+            .collect();
+        hs.into_iter()
+            .map(|(n, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("translator thread panicked")));
+                if r.is_err() {
+                    // One collector's translator failing stops the others.
+                    stop.store(true, Ordering::Relaxed);
+                }
+                (n, r)
+            })
+            .collect()
+    });
+    let mut all = serde_json::Map::new();
+    for (n, r) in results {
+        all.insert(n.clone(), r.with_context(|| format!("collector {n}"))?);
+    }
+    let v = serde_json::Value::Object(all);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        eprintln!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The co-located translator of `cfg` until `stop` (or `--duration`); its final counters.
+/// `label`: the collector's name when one process serves several.
+fn colocated(
+    cfg: &Config,
+    a: &TranslatorArgs,
+    stop: Arc<AtomicBool>,
+    label: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
     // One writer per region directory (two would race on slots and Append heads).
     let _writer = dta_store::lock::InstanceLock::acquire_in(
         &cfg.region_dir,
@@ -532,7 +684,8 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         None
     };
     eprintln!(
-        "translator on udp://{} ({threads} thread{}{}) -> {} stores in {}",
+        "translator{} on udp://{} ({threads} thread{}{}) -> {} stores in {}",
+        label.map(|l| format!(" of collector {l}")).unwrap_or_default(),
         sockets[0].local_addr()?,
         if threads == 1 { "" } else { "s" },
         match &lanes {
@@ -545,7 +698,6 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         collector.stores().len(),
         cfg.region_dir.display()
     );
-    let stop = stop_on_ctrl_c()?;
     if let Some(d) = a.duration {
         let s = stop.clone();
         std::thread::spawn(move || {
@@ -570,7 +722,8 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
                             .map(|c| c.load(Ordering::Relaxed))
                             .sum();
                         eprintln!(
-                            "{:>8.1}s reports {:>12} ({:>10.0}/s) rejected {}",
+                            "{}{:>8.1}s reports {:>12} ({:>10.0}/s) rejected {}",
+                            label.map(|l| format!("{l}: ")).unwrap_or_default(),
                             start.elapsed().as_secs_f64(),
                             total,
                             (total - last) as f64 / a.stats_interval,
@@ -600,12 +753,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         r.flush()?;
     }
     let stats = Stats::sum(&all_stats);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
-    } else {
-        eprintln!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(serde_json::to_value(stats.snapshot())?)
 }
 
 /// Reports a translator thread's inbox holds for the others ([`Shards`]).
@@ -626,6 +774,9 @@ where
 }
 
 fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
+    if let Some(code) = cluster_cmd::query(&q.what)? {
+        return Ok(code);
+    }
     let mut out = std::io::stdout().lock();
     match q.what {
         QueryWhat::Int(iq) => int_cmd::query_int(iq),

@@ -4,13 +4,15 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
-use dta_reporter::{Protocol, Reporter, ReporterConfig};
+use anyhow::Context;
+use dta_reporter::{ClusterReporter, Protocol, Reporter, ReporterConfig};
 use dta_wire::{prototype::BaseFormat, Opcode, Priority};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -52,6 +54,10 @@ pub struct ReportArgs {
     /// The translator's address.
     #[arg(long, default_value = "127.0.0.1:40040")]
     pub to: SocketAddr,
+    /// A cluster map (docs/scale-out.md): send each report to the translator of the collector
+    /// owning its key instead of --to.
+    #[arg(long, value_name = "MAP", conflicts_with_all = ["raw", "reporters"])]
+    pub cluster: Option<std::path::PathBuf>,
     #[arg(short, long, value_enum, default_value = "kw")]
     pub primitive: Primitive,
     #[arg(long, value_enum, default_value = "native")]
@@ -192,22 +198,45 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         )
         .unwrap(),
     );
+    let map = a
+        .cluster
+        .as_deref()
+        .map(|p| {
+            dta_cluster::ClusterMap::load(p)
+                .map(Arc::new)
+                .with_context(|| format!("cluster map {}", p.display()))
+        })
+        .transpose()?;
+    // Reports per collector of the map, over every sender.
+    let collectors = map.as_ref().map_or(0, |m| m.collectors.len());
+    let per_collector: Vec<AtomicU64> = (0..collectors).map(|_| AtomicU64::new(0)).collect();
     let sent: Vec<AtomicU64> = (0..senders).map(|_| AtomicU64::new(0)).collect();
     let results: Vec<anyhow::Result<LoadStats>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..senders)
             .map(|i| {
-                let (a, bar, sent) = (&a, &bar, &sent);
+                let (a, bar, sent, map, per_collector) =
+                    (&a, &bar, &sent, &map, &per_collector);
                 s.spawn(move || -> anyhow::Result<LoadStats> {
-                    let mut reporter = Reporter::new(reporter_config(a, i))?;
                     let spec = load_spec(a, primitive, count, i, senders);
-                    Ok(loadgen::run(
-                        &spec,
-                        &mut reporter,
-                        &|p: loadgen::Progress| {
-                            sent[i as usize].store(p.reports, Ordering::Relaxed);
-                            bar.set_position(sent.iter().map(|c| c.load(Ordering::Relaxed)).sum());
-                        },
-                    )?)
+                    let progress = |p: loadgen::Progress| {
+                        sent[i as usize].store(p.reports, Ordering::Relaxed);
+                        bar.set_position(sent.iter().map(|c| c.load(Ordering::Relaxed)).sum());
+                    };
+                    match map {
+                        None => {
+                            let mut reporter = Reporter::new(reporter_config(a, i))?;
+                            Ok(loadgen::run(&spec, &mut reporter, &progress)?)
+                        }
+                        Some(map) => {
+                            let mut reporter =
+                                ClusterReporter::new(map.clone(), &reporter_config(a, i))?;
+                            let stats = loadgen::run(&spec, &mut reporter, &progress)?;
+                            for (c, n) in per_collector.iter().zip(reporter.per_collector()) {
+                                c.fetch_add(n, Ordering::Relaxed);
+                            }
+                            Ok(stats)
+                        }
+                    }
                 })
             })
             .collect();
@@ -226,9 +255,25 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         combine(&all)
     };
+    // With a cluster map: the reports each collector was sent.
+    let routed: Option<serde_json::Map<String, serde_json::Value>> = map.as_ref().map(|m| {
+        m.collectors
+            .iter()
+            .zip(&per_collector)
+            .map(|(c, n)| (c.name.clone(), n.load(Ordering::Relaxed).into()))
+            .collect()
+    });
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        let mut v = serde_json::to_value(stats)?;
+        if let (Some(r), Some(o)) = (&routed, v.as_object_mut()) {
+            o.insert("per_collector".into(), r.clone().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        if let Some(r) = &routed {
+            let list: Vec<String> = r.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            eprintln!("reports per collector: {}", list.join(", "));
+        }
         eprintln!(
             "sent {} reports in {} datagrams ({} bytes) in {:.2}s: {:.0} reports/s{}",
             stats.reports,
@@ -254,7 +299,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "error: {} of {} datagrams to {} were refused (nothing listens there: ICMP port \
              unreachable); their reports are lost",
-            stats.send_errors, stats.datagrams, a.to
+            stats.send_errors,
+            stats.datagrams,
+            match &a.cluster {
+                Some(p) => format!("the translators of {}", p.display()),
+                None => a.to.to_string(),
+            }
         );
         return Ok(ExitCode::FAILURE);
     }

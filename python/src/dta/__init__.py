@@ -34,10 +34,19 @@ from ._native import (  # noqa: F401
 )
 
 from ._native import Region, RegionError  # noqa: F401
+from ._native import ClusterMap, cluster_owner, cluster_score, cluster_seed  # noqa: F401
 
 from .reporter import Reporter, send_reports  # noqa: F401,E402
+from .cluster import ClusterClient, ClusterError, ClusterReporter  # noqa: F401,E402
 
 __all__ = [
+    "ClusterClient",
+    "ClusterError",
+    "ClusterMap",
+    "ClusterReporter",
+    "cluster_owner",
+    "cluster_score",
+    "cluster_seed",
     "DEFAULT_POSTCARD_VALUES",
     "DEFAULT_REDUNDANCY",
     "DTA_PORT",

@@ -1,0 +1,496 @@
+//! Queries over a cluster of collectors ([DTA-draft §3.2] "Supporting Multiple Collectors"):
+//! a key is answered by the collector owning it in the cluster map (`dta_cluster`), the user
+//! need not know the map. Used by `dta query --cluster`, the HTTP API's `/cluster/...` routes
+//! and (through the same HTTP routes) Python.
+//!
+//! Each collector is asked where it is reachable from here: this process's own regions (the
+//! collector serving the HTTP API), else its `region_dir` when the region file is readable
+//! (shared memory on this host), else its HTTP API (`/query/...`, answered locally by the
+//! peer, so a request is forwarded at most once).
+//!
+//! * Key-Write and Postcarding: the owners during a change ([`ClusterMap::owners_during_change`],
+//!   new then old) are asked in order; the first `found` answer wins, else the new owner's.
+//! * Key-Increment: a key's counts written under the old map and under the new one add up, so
+//!   the owners' counts are summed (each a Count-Min overestimate of its part).
+//! * Append lists: the previous owner's entries, then the new owner's.
+//! * Sketch-Merge: the owner's sketch; hierarchically, the sections' Count-Min estimates summed
+//!   (each section's estimate is at least its true count, so the sum is at least the
+//!   network-wide count and at most the estimate of the summed rows).
+//! * Batches: keys grouped by owner, the groups asked in parallel (one thread per collector).
+//!
+//! Every answer names the collectors that gave it (`"collectors"`). A collector that cannot be
+//! asked makes the answer an error naming it, never an `empty`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dta_cluster::{ClusterMap, Collector as Member, Key, Placement, SketchPlacement};
+use dta_store::Region;
+use serde_json::{json, Value};
+
+use crate::collector::{region_path, Collector};
+use crate::query;
+
+/// Most keys one batch query may name.
+pub const MAX_BATCH_KEYS: usize = 1024;
+
+/// What is asked of each collector (the parameters of its `/query/...` route).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Key-Write.
+    Kw {
+        /// Slots read (default: the store's N).
+        redundancy: Option<u8>,
+        /// Copies that must agree.
+        threshold: u8,
+    },
+    /// Key-Increment.
+    Ki {
+        /// Counters read (default: the store's N).
+        redundancy: Option<u8>,
+    },
+    /// Postcarding.
+    Postcard {
+        /// The value set size (default: the store's configuration, else 2^18).
+        values: Option<u32>,
+    },
+    /// Append list entries.
+    List {
+        /// The list.
+        list: u32,
+        /// Absolute index to read from (default: the oldest held).
+        tail: Option<u64>,
+        /// Most entries.
+        max: usize,
+    },
+    /// Sketch-Merge.
+    Sketch,
+}
+
+impl Ask {
+    fn route(&self) -> &'static str {
+        match self {
+            Ask::Kw { .. } => "kw",
+            Ask::Ki { .. } => "ki",
+            Ask::Postcard { .. } => "postcard",
+            Ask::List { .. } => "list",
+            Ask::Sketch => "sketch",
+        }
+    }
+
+    /// The query string for a peer (the key in hex so the peer reads exactly these bytes).
+    fn query_string(&self, key: Option<&[u8]>) -> String {
+        let mut p: Vec<String> = vec![];
+        if let Some(k) = key {
+            p.push(format!("key=0x{}", hex::encode(k)));
+        }
+        match self {
+            Ask::Kw {
+                redundancy,
+                threshold,
+            } => {
+                if let Some(n) = redundancy {
+                    p.push(format!("redundancy={n}"));
+                }
+                p.push(format!("threshold={threshold}"));
+            }
+            Ask::Ki { redundancy } => {
+                if let Some(n) = redundancy {
+                    p.push(format!("redundancy={n}"));
+                }
+            }
+            Ask::Postcard { values } => {
+                if let Some(v) = values {
+                    p.push(format!("values={v}"));
+                }
+            }
+            Ask::List { list, tail, max } => {
+                p.push(format!("list={list}"));
+                if let Some(t) = tail {
+                    p.push(format!("tail={t}"));
+                }
+                p.push(format!("max={max}"));
+            }
+            Ask::Sketch => {}
+        }
+        p.join("&")
+    }
+}
+
+/// Why a cluster query has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterQueryError {
+    /// The map has no such store, or the key does not suit its rule.
+    #[error(transparent)]
+    Route(#[from] dta_cluster::RouteError),
+    /// The key or a parameter is malformed.
+    #[error(transparent)]
+    Query(#[from] query::QueryError),
+    /// A collector holding part of the answer could not be asked.
+    #[error("collector {collector}: {reason}")]
+    Unreachable {
+        /// The collector.
+        collector: String,
+        /// Why.
+        reason: String,
+    },
+    /// A collector answered with an error.
+    #[error("collector {collector} answered {status}: {message}")]
+    Refused {
+        /// The collector.
+        collector: String,
+        /// The HTTP status.
+        status: u16,
+        /// Its message.
+        message: String,
+    },
+    /// The request is beyond a limit or cannot be answered network-wide.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClusterQueryError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            ClusterQueryError::Route(dta_cluster::RouteError::UnknownStore(_)) => 404,
+            ClusterQueryError::Route(_)
+            | ClusterQueryError::Query(_)
+            | ClusterQueryError::Invalid(_) => 400,
+            ClusterQueryError::Refused { status, .. } if *status < 500 => *status,
+            ClusterQueryError::Unreachable { .. } | ClusterQueryError::Refused { .. } => 502,
+        }
+    }
+}
+
+/// Queries over the collectors of a map.
+pub struct ClusterQuery {
+    map: Arc<ClusterMap>,
+    /// This process's collector: its name in the map and its regions.
+    local: Option<(String, Arc<Collector>)>,
+    token: Option<dta_http::Token>,
+    timeout: Duration,
+}
+
+impl ClusterQuery {
+    /// Queries over `map`, asking peers' HTTP APIs with `token` (if they need one).
+    pub fn new(map: Arc<ClusterMap>, token: Option<dta_http::Token>) -> ClusterQuery {
+        ClusterQuery {
+            map,
+            local: None,
+            token,
+            timeout: dta_http::client::DEFAULT_CLIENT_TIMEOUT,
+        }
+    }
+
+    /// This process serves the collector `name` of the map from `collector`'s regions.
+    pub fn with_local(mut self, name: &str, collector: Arc<Collector>) -> Result<Self, String> {
+        if self.map.collector(name).is_none() {
+            return Err(format!("the cluster map names no collector {name:?}"));
+        }
+        self.local = Some((name.to_owned(), collector));
+        Ok(self)
+    }
+
+    /// The map.
+    pub fn map(&self) -> &ClusterMap {
+        &self.map
+    }
+
+    /// Ask collector `c` the query `ask` on `store` (for `key`, if any); its JSON answer.
+    pub fn ask(
+        &self,
+        c: &Member,
+        store: &str,
+        ask: &Ask,
+        key: Option<&[u8]>,
+    ) -> Result<Value, ClusterQueryError> {
+        let unreachable = |reason: String| ClusterQueryError::Unreachable {
+            collector: c.name.clone(),
+            reason,
+        };
+        if let Some((name, col)) = &self.local {
+            if *name == c.name {
+                let s = col.store(store).map_err(|e| unreachable(e.to_string()))?;
+                let values = s.config.as_ref().and_then(|c| c.values);
+                let v = local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
+                col.store(store).map_err(|e| unreachable(e.to_string()))?;
+                return Ok(v);
+            }
+        }
+        if let Some(dir) = &c.region_dir {
+            let path = region_path(dir, store);
+            if path.exists() {
+                let r = Region::open_read_only(&path)
+                    .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
+                let v = local(&r, ask, key, None).map_err(|e| refused(c, e))?;
+                r.check()
+                    .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
+                return Ok(v);
+            }
+        }
+        let Some(addr) = c.http else {
+            return Err(unreachable(
+                "neither its region directory is readable here nor does it have an HTTP API"
+                    .into(),
+            ));
+        };
+        self.http(c, addr, store, ask, key)
+    }
+
+    fn http(
+        &self,
+        c: &Member,
+        addr: SocketAddr,
+        store: &str,
+        ask: &Ask,
+        key: Option<&[u8]>,
+    ) -> Result<Value, ClusterQueryError> {
+        let target = format!("/query/{}/{}?{}", ask.route(), store, ask.query_string(key));
+        let a = dta_http::client::get(addr, &target, self.token.as_ref(), self.timeout).map_err(
+            |e| ClusterQueryError::Unreachable {
+                collector: c.name.clone(),
+                reason: e.to_string(),
+            },
+        )?;
+        let v: Value =
+            serde_json::from_slice(&a.body).map_err(|e| ClusterQueryError::Unreachable {
+                collector: c.name.clone(),
+                reason: format!("answer is not JSON: {e}"),
+            })?;
+        if a.status != 200 {
+            return Err(ClusterQueryError::Refused {
+                collector: c.name.clone(),
+                status: a.status,
+                message: v["error"].as_str().unwrap_or("").to_owned(),
+            });
+        }
+        Ok(v)
+    }
+
+    /// The key bytes of `input` for a hashed store of the map.
+    pub fn parse_key(&self, store: &str, input: &str) -> Result<Vec<u8>, ClusterQueryError> {
+        let rule = self.map.store(store)?;
+        Ok(query::parse_key(input, rule.key_len)?)
+    }
+
+    /// Key-Write, Key-Increment or Postcarding: `key` of `store` from its owner(s).
+    pub fn key(&self, store: &str, key: &[u8], ask: &Ask) -> Result<Value, ClusterQueryError> {
+        let owners = self.map.owners_during_change(store, Key::Bytes(key))?;
+        match ask {
+            Ask::Ki { .. } => {
+                let mut total = 0u64;
+                let mut first: Option<Value> = None;
+                let mut parts = vec![];
+                for o in &owners {
+                    let v = self.ask(o, store, ask, Some(key))?;
+                    let n = v["count"].as_u64().ok_or_else(|| ClusterQueryError::Unreachable {
+                        collector: o.name.clone(),
+                        reason: "answer has no count".into(),
+                    })?;
+                    total = total.saturating_add(n);
+                    parts.push(json!({"collector": o.name, "count": n}));
+                    first.get_or_insert(v);
+                }
+                let mut v = first.unwrap_or(Value::Null);
+                v["count"] = total.into();
+                v["collectors"] = parts.into();
+                Ok(v)
+            }
+            Ask::Kw { .. } | Ask::Postcard { .. } => {
+                let mut first: Option<Value> = None;
+                let mut asked = vec![];
+                for o in &owners {
+                    let mut v = self.ask(o, store, ask, Some(key))?;
+                    asked.push(o.name.clone());
+                    if v["status"] == "found" {
+                        v["collectors"] = json!([o.name]);
+                        return Ok(v);
+                    }
+                    first.get_or_insert(v);
+                }
+                let mut v = first.unwrap_or(Value::Null);
+                v["collectors"] = asked.into();
+                Ok(v)
+            }
+            Ask::List { .. } | Ask::Sketch => Err(ClusterQueryError::Invalid(
+                "lists and sketches are not asked by key".into(),
+            )),
+        }
+    }
+
+    /// An Append list from its owner (the previous owner's entries first during a change).
+    pub fn list(&self, store: &str, ask: &Ask) -> Result<Value, ClusterQueryError> {
+        let Ask::List { list, .. } = ask else {
+            return Err(ClusterQueryError::Invalid("not a list query".into()));
+        };
+        let mut owners = self.map.owners_during_change(store, Key::List(*list))?;
+        owners.reverse();
+        let mut entries = vec![];
+        let mut parts = vec![];
+        let mut first: Option<Value> = None;
+        for o in owners {
+            let v = self.ask(o, store, ask, None)?;
+            let e = v["entries"].as_array().cloned().unwrap_or_default();
+            parts.push(json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}));
+            entries.extend(e);
+            first.get_or_insert(v);
+        }
+        let mut v = first.unwrap_or(Value::Null);
+        v["entries"] = entries.into();
+        v["collectors"] = parts.into();
+        Ok(v)
+    }
+
+    /// A Sketch-Merge answer network-wide: the owner's, or the sections' merged.
+    pub fn sketch(&self, store: &str, key: Option<&[u8]>) -> Result<Value, ClusterQueryError> {
+        let rule = self.map.store(store)?;
+        let readers = self.map.readers(store)?;
+        let hierarchical = matches!(
+            rule.placement,
+            Placement::Sketch(SketchPlacement::Hierarchical { .. })
+        );
+        let mut answers = vec![];
+        for &i in &readers {
+            let c = &self.map.collectors[i];
+            match self.ask(c, store, &Ask::Sketch, key) {
+                Ok(v) => answers.push((c.name.clone(), v)),
+                // A section whose collector has merged no sketch yet adds nothing.
+                Err(ClusterQueryError::Refused { status: 404, .. }) if hierarchical => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !hierarchical || answers.len() == 1 {
+            let Some((name, mut v)) = answers.pop() else {
+                return Err(ClusterQueryError::Invalid(format!(
+                    "no collector has merged sketch {store:?} yet"
+                )));
+            };
+            v["collectors"] = json!([name]);
+            return Ok(v);
+        }
+        if answers.is_empty() {
+            return Err(ClusterQueryError::Invalid(format!(
+                "no section has merged sketch {store:?} yet"
+            )));
+        }
+        if answers.iter().any(|(_, v)| v["estimate"].is_null()) {
+            return Err(ClusterQueryError::Invalid(format!(
+                "sketch {store:?} is merged per section: its network-wide answer is a Count-Min \
+                 key estimate (the sum over sections); a HyperLogLog's cardinality is answered \
+                 per section only (ask a section's collector)"
+            )));
+        }
+        let total: u64 = answers
+            .iter()
+            .map(|(_, v)| v["estimate"].as_u64().unwrap_or(0))
+            .sum();
+        let parts: Vec<Value> = answers
+            .iter()
+            .map(|(n, v)| json!({"collector": n, "estimate": v["estimate"]}))
+            .collect();
+        let mut v = answers.swap_remove(0).1;
+        v["estimate"] = total.into();
+        v["collectors"] = parts.into();
+        Ok(v)
+    }
+
+    /// Many keys of one store: grouped by owner, the groups asked in parallel. One answer (or
+    /// error) per key, in order.
+    pub fn batch(
+        &self,
+        store: &str,
+        keys: &[Vec<u8>],
+        ask: &Ask,
+    ) -> Result<Vec<Result<Value, ClusterQueryError>>, ClusterQueryError> {
+        if keys.len() > MAX_BATCH_KEYS {
+            return Err(ClusterQueryError::Invalid(format!(
+                "{} keys; a batch names at most {MAX_BATCH_KEYS}",
+                keys.len()
+            )));
+        }
+        let mut groups: Vec<Vec<usize>> = vec![vec![]; self.map.collectors.len()];
+        for (i, k) in keys.iter().enumerate() {
+            groups[self.map.owner_index(store, Key::Bytes(k))?].push(i);
+        }
+        let mut out: Vec<Option<Result<Value, ClusterQueryError>>> =
+            (0..keys.len()).map(|_| None).collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = groups
+                .iter()
+                .filter(|g| !g.is_empty())
+                .map(|g| {
+                    s.spawn(move || {
+                        g.iter()
+                            .map(|&i| (i, self.key(store, &keys[i], ask)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for h in handles {
+                match h.join() {
+                    Ok(v) => {
+                        for (i, r) in v {
+                            out[i] = Some(r);
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+        Ok(out
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(ClusterQueryError::Invalid("the query thread failed".into()))
+                })
+            })
+            .collect())
+    }
+}
+
+/// A sketch not merged yet reads as the peer's 404 would, wherever the collector was asked.
+fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {
+    match e {
+        ClusterQueryError::Query(q @ query::QueryError::NotMerged(_)) => {
+            ClusterQueryError::Refused {
+                collector: c.name.clone(),
+                status: 404,
+                message: q.to_string(),
+            }
+        }
+        e => e,
+    }
+}
+
+/// `ask` answered from a mapped region.
+fn local(
+    r: &Region,
+    ask: &Ask,
+    key: Option<&[u8]>,
+    values: Option<u32>,
+) -> Result<Value, ClusterQueryError> {
+    let need_key = || {
+        key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()))
+    };
+    let v = match ask {
+        Ask::Kw {
+            redundancy,
+            threshold,
+        } => serde_json::to_value(query::key_write(r, need_key()?, *redundancy, *threshold)?),
+        Ask::Ki { redundancy } => {
+            serde_json::to_value(query::key_increment(r, need_key()?, *redundancy)?)
+        }
+        Ask::Postcard { values: v } => serde_json::to_value(query::postcard(
+            r,
+            need_key()?,
+            v.or(values).unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES),
+        )?),
+        Ask::List { list, tail, max } => {
+            serde_json::to_value(query::list(r, *list, *tail, *max)?)
+        }
+        Ask::Sketch => serde_json::to_value(query::sketch(r, key)?),
+    };
+    v.map_err(|e| ClusterQueryError::Invalid(e.to_string()))
+}

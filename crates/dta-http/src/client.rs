@@ -1,0 +1,139 @@
+//! A minimal blocking HTTP/1.1 `GET` client, for asking a peer collector's query API (the
+//! cluster queries of `dta_collector::cluster`): one request per connection
+//! (`Connection: close`), a connect and an I/O timeout, an answer of at most
+//! [`MAX_RESPONSE_BYTES`], a bearer token when given. The peer is another collector, but its
+//! answer is still bounded and parsed defensively: a malformed status line, a header section
+//! over [`MAX_HEAD_BYTES`] or a body beyond its `Content-Length` is an error, never a panic.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::Token;
+
+/// Largest answer read (head and body).
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+/// Largest response head (status line and headers).
+pub const MAX_HEAD_BYTES: usize = 16 << 10;
+/// Connect, read and write timeout of a request unless told otherwise.
+pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Connecting, sending or receiving failed (timeouts included).
+    #[error("http://{addr}{target}: {source}")]
+    Io {
+        /// The peer.
+        addr: SocketAddr,
+        /// The request target.
+        target: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The answer is not HTTP/1.x, or exceeds the limits.
+    #[error("http://{addr}{target}: malformed answer: {msg}")]
+    Malformed {
+        /// The peer.
+        addr: SocketAddr,
+        /// The request target.
+        target: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// An answer: the status code and the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// `GET target` (path and query, already percent-encoded) from `addr`.
+pub fn get(
+    addr: SocketAddr,
+    target: &str,
+    token: Option<&Token>,
+    timeout: Duration,
+) -> Result<Answer, ClientError> {
+    let io = |source| ClientError::Io {
+        addr,
+        target: target.to_owned(),
+        source,
+    };
+    let bad = |msg: String| ClientError::Malformed {
+        addr,
+        target: target.to_owned(),
+        msg,
+    };
+    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(bad("the request target must be an encoded path".into()));
+    }
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
+    s.set_read_timeout(Some(timeout)).map_err(io)?;
+    s.set_write_timeout(Some(timeout)).map_err(io)?;
+    let _ = s.set_nodelay(true);
+    let mut req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str("Authorization: Bearer ");
+        req.push_str(std::str::from_utf8(&t.0).unwrap_or_default());
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).map_err(io)?;
+    let mut buf = Vec::with_capacity(4096);
+    (&mut s)
+        .take(MAX_RESPONSE_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(io)?;
+    if buf.len() > MAX_RESPONSE_BYTES {
+        return Err(bad(format!("more than {MAX_RESPONSE_BYTES} bytes")));
+    }
+    let head_end = buf
+        .windows(4)
+        .take(MAX_HEAD_BYTES)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad(format!("no end of head within {MAX_HEAD_BYTES} bytes")))?;
+    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("head is not UTF-8".into()))?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    let (version, code) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    if !version.starts_with("HTTP/1.") || code.len() != 3 {
+        return Err(bad(format!("status line {status_line:?}")));
+    }
+    let status: u16 = code
+        .parse()
+        .map_err(|_| bad(format!("status line {status_line:?}")))?;
+    let mut content_length = None;
+    for l in lines {
+        let Some((name, value)) = l.split_once(':') else {
+            return Err(bad(format!("header line {l:?}")));
+        };
+        if name.eq_ignore_ascii_case("content-length") {
+            content_length = Some(
+                value
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| bad(format!("Content-Length {value:?}")))?,
+            );
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(bad("chunked answers are not read".into()));
+        }
+    }
+    let body = &buf[head_end + 4..];
+    let body = match content_length {
+        Some(n) if n > body.len() => {
+            return Err(bad(format!("{} of {n} body bytes", body.len())))
+        }
+        Some(n) => &body[..n],
+        None => body,
+    };
+    Ok(Answer {
+        status,
+        body: body.to_vec(),
+    })
+}
