@@ -4,7 +4,7 @@
 //! ports, and it is stopped (and the directory removed) on drop. [`KafkaBroker::restart`] stops
 //! it gracefully and starts it again on the same ports and data, as an operator's restart does.
 //!
-//! ```ignore
+//! ```text
 //! let broker = match dta_testkit::kafka::KafkaBroker::start() {
 //!     Ok(b) => b,
 //!     Err(why) => dta_testkit::skip!("{why}"),

@@ -529,6 +529,25 @@ impl Delivery {
                 Err(e) => return Err(format!("creating topic {t}: {e}")),
             }
         }
+        // A topic created earlier with fewer partitions than collectors would refuse the
+        // records of the missing ones forever: say so on every attempt.
+        let listed = client
+            .list_topics()
+            .await
+            .map_err(|e| format!("listing topics: {e}"))?;
+        for t in &self.opts.topics {
+            let have = listed
+                .iter()
+                .find(|l| &l.name == t)
+                .map_or(0, |l| l.partitions.len());
+            if have < self.opts.partitions as usize {
+                return Err(format!(
+                    "topic {t} has {have} partitions, {} needed (one per collector): add them \
+                     with kafka-topics.sh --alter --partitions {}",
+                    self.opts.partitions, self.opts.partitions
+                ));
+            }
+        }
         self.client = Some(client);
         Ok(())
     }
