@@ -323,6 +323,27 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     assert_eq!(last_snap["key"], "01020304");
     assert!(last_snap["count"].as_u64().unwrap() >= events.len() as u64);
 
+    // A map with more collectors than the topics have partitions is refused, counted and
+    // explained, never silently sent elsewhere.
+    let mut opts = ProducerOptions::new(vec![broker.bootstrap()]);
+    opts.topics = vec![TopicKind::Append.topic(PREFIX)];
+    opts.partitions = 4;
+    opts.request_timeout = Duration::from_secs(2);
+    let wide = KafkaProducer::start(opts).unwrap();
+    wide.send(dta_export::kafka::Message {
+        topic: TopicKind::Append.topic(PREFIX),
+        partition: 3,
+        key: None,
+        value: vec![1],
+        headers: vec![],
+        timestamp_ms: 0,
+    })
+    .unwrap();
+    assert!(wide.flush(Duration::from_secs(3)).is_err());
+    let w = wide.close(Duration::ZERO);
+    assert_eq!((w.delivered, w.abandoned), (0, 1), "{w:?}");
+    assert!(w.connect_errors >= 1 && w.connects == 0, "{w:?}");
+
     eprintln!(
         "kafka test: {} append entries ({} duplicates), {} events ({} duplicates), {} snapshots, \
          producer retries {} connect errors {}",

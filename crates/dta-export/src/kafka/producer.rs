@@ -153,9 +153,9 @@ pub struct KafkaStats {
     pub batches: AtomicU64,
     /// Produce requests that failed and were sent again.
     pub retries: AtomicU64,
-    /// Connections made (the first one included).
+    /// Connections made and found usable (the first one included).
     pub connects: AtomicU64,
-    /// Connection attempts that failed.
+    /// Connection attempts that failed, or found a topic with too few partitions.
     pub connect_errors: AtomicU64,
     /// Bytes queued now (gauge).
     pub queued_bytes: AtomicU64,
@@ -507,7 +507,21 @@ impl Delivery {
                 ));
             }
         };
-        self.stats.connects.fetch_add(1, Relaxed);
+        match self.prepare_topics(&client).await {
+            Ok(()) => {
+                self.stats.connects.fetch_add(1, Relaxed);
+                self.client = Some(client);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.connect_errors.fetch_add(1, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Create the topics that are missing and check every one has a partition per collector.
+    async fn prepare_topics(&self, client: &Client) -> Result<(), String> {
         let ctl = client
             .controller_client()
             .map_err(|e| format!("controller client: {e}"))?;
@@ -548,7 +562,6 @@ impl Delivery {
                 ));
             }
         }
-        self.client = Some(client);
         Ok(())
     }
 
