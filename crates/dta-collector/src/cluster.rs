@@ -232,8 +232,7 @@ impl ClusterQuery {
         }
         let Some(addr) = c.http else {
             return Err(unreachable(
-                "neither its region directory is readable here nor does it have an HTTP API"
-                    .into(),
+                "neither its region directory is readable here nor does it have an HTTP API".into(),
             ));
         };
         self.http(c, addr, store, ask, key)
@@ -285,10 +284,12 @@ impl ClusterQuery {
                 let mut parts = vec![];
                 for o in &owners {
                     let v = self.ask(o, store, ask, Some(key))?;
-                    let n = v["count"].as_u64().ok_or_else(|| ClusterQueryError::Unreachable {
-                        collector: o.name.clone(),
-                        reason: "answer has no count".into(),
-                    })?;
+                    let n = v["count"]
+                        .as_u64()
+                        .ok_or_else(|| ClusterQueryError::Unreachable {
+                            collector: o.name.clone(),
+                            reason: "answer has no count".into(),
+                        })?;
                     total = total.saturating_add(n);
                     parts.push(json!({"collector": o.name, "count": n}));
                     first.get_or_insert(v);
@@ -333,7 +334,9 @@ impl ClusterQuery {
         for o in owners {
             let v = self.ask(o, store, ask, None)?;
             let e = v["entries"].as_array().cloned().unwrap_or_default();
-            parts.push(json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}));
+            parts.push(
+                json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}),
+            );
             entries.extend(e);
             first.get_or_insert(v);
         }
@@ -429,13 +432,11 @@ impl ClusterQuery {
                 })
                 .collect();
             for h in handles {
-                match h.join() {
-                    Ok(v) => {
-                        for (i, r) in v {
-                            out[i] = Some(r);
-                        }
+                // A thread that panicked leaves its keys unanswered: an error each, below.
+                if let Ok(v) = h.join() {
+                    for (i, r) in v {
+                        out[i] = Some(r);
                     }
-                    Err(_) => {}
                 }
             }
         });
@@ -471,9 +472,8 @@ fn local(
     key: Option<&[u8]>,
     values: Option<u32>,
 ) -> Result<Value, ClusterQueryError> {
-    let need_key = || {
-        key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()))
-    };
+    let need_key =
+        || key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()));
     let v = match ask {
         Ask::Kw {
             redundancy,
@@ -487,9 +487,7 @@ fn local(
             need_key()?,
             v.or(values).unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES),
         )?),
-        Ask::List { list, tail, max } => {
-            serde_json::to_value(query::list(r, *list, *tail, *max)?)
-        }
+        Ask::List { list, tail, max } => serde_json::to_value(query::list(r, *list, *tail, *max)?),
         Ask::Sketch => serde_json::to_value(query::sketch(r, key)?),
     };
     v.map_err(|e| ClusterQueryError::Invalid(e.to_string()))

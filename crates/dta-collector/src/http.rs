@@ -99,8 +99,7 @@ impl From<QueryError> for ApiError {
 
 impl From<ClusterQueryError> for ApiError {
     fn from(e: ClusterQueryError) -> Self {
-        let code =
-            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         ApiError(code, e.to_string())
     }
 }

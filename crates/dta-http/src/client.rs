@@ -97,11 +97,15 @@ pub fn get(
         .take(MAX_HEAD_BYTES)
         .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| bad(format!("no end of head within {MAX_HEAD_BYTES} bytes")))?;
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("head is not UTF-8".into()))?;
+    let head =
+        std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("head is not UTF-8".into()))?;
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.splitn(3, ' ');
-    let (version, code) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (version, code) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     if !version.starts_with("HTTP/1.") || code.len() != 3 {
         return Err(bad(format!("status line {status_line:?}")));
     }
@@ -126,9 +130,7 @@ pub fn get(
     }
     let body = &buf[head_end + 4..];
     let body = match content_length {
-        Some(n) if n > body.len() => {
-            return Err(bad(format!("{} of {n} body bytes", body.len())))
-        }
+        Some(n) if n > body.len() => return Err(bad(format!("{} of {n} body bytes", body.len()))),
         Some(n) => &body[..n],
         None => body,
     };
