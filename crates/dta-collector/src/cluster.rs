@@ -16,7 +16,9 @@
 //! * Sketch-Merge: the owner's sketch; hierarchically, the sections' Count-Min estimates summed
 //!   (each section's estimate is at least its true count, so the sum is at least the
 //!   network-wide count and at most the estimate of the summed rows).
-//! * Batches: keys grouped by owner, the groups asked in parallel (one thread per collector).
+//! * Batches: keys grouped by owner, the groups asked in parallel (one thread per collector);
+//!   a peer asked over HTTP gets its keys in requests of many (`/local/batch/...`, answered
+//!   from its own regions), except keys that also have a previous owner, asked one by one.
 //!
 //! Every answer names the collectors that gave it (`"collectors"`). A collector that cannot be
 //! asked makes the answer an error naming it, never an `empty`.
@@ -214,7 +216,7 @@ impl ClusterQuery {
             if *name == c.name {
                 let s = col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 let values = s.config.as_ref().and_then(|c| c.values);
-                let v = local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
+                let v = answer_local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
                 col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 return Ok(v);
             }
@@ -224,7 +226,7 @@ impl ClusterQuery {
             if path.exists() {
                 let r = Region::open_read_only(&path)
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
-                let v = local(&r, ask, key, None).map_err(|e| refused(c, e))?;
+                let v = answer_local(&r, ask, key, None).map_err(|e| refused(c, e))?;
                 r.check()
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
                 return Ok(v);
@@ -422,14 +424,9 @@ impl ClusterQuery {
         std::thread::scope(|s| {
             let handles: Vec<_> = groups
                 .iter()
-                .filter(|g| !g.is_empty())
-                .map(|g| {
-                    s.spawn(move || {
-                        g.iter()
-                            .map(|&i| (i, self.key(store, &keys[i], ask)))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .enumerate()
+                .filter(|(_, g)| !g.is_empty())
+                .map(|(c, g)| s.spawn(move || self.group(c, store, keys, g, ask)))
                 .collect();
             for h in handles {
                 // A thread that panicked leaves its keys unanswered: an error each, below.
@@ -451,6 +448,138 @@ impl ClusterQuery {
     }
 }
 
+impl ClusterQuery {
+    /// Whether collector `c` is asked over HTTP for `store` (neither this process's own nor
+    /// its region readable here); its HTTP address then.
+    fn remote(&self, c: &Member, store: &str) -> Option<SocketAddr> {
+        if self.local.as_ref().is_some_and(|(n, _)| *n == c.name) {
+            return None;
+        }
+        if c.region_dir
+            .as_ref()
+            .is_some_and(|d| region_path(d, store).exists())
+        {
+            return None;
+        }
+        c.http
+    }
+
+    /// The keys `idx` of a batch, all owned by collector `c`: keys with one owner that is
+    /// asked over HTTP go to its `/local/batch/...` route in requests of many keys; the others
+    /// (local, or with a previous owner to ask too) one by one.
+    fn group(
+        &self,
+        c: usize,
+        store: &str,
+        keys: &[Vec<u8>],
+        idx: &[usize],
+        ask: &Ask,
+    ) -> Vec<(usize, Result<Value, ClusterQueryError>)> {
+        let member = &self.map.collectors[c];
+        let mut out = Vec::with_capacity(idx.len());
+        let mut forward = vec![];
+        for &i in idx {
+            let single = self
+                .map
+                .owners_during_change(store, Key::Bytes(&keys[i]))
+                .is_ok_and(|o| o.len() == 1);
+            match self.remote(member, store) {
+                Some(addr) if single => forward.push((i, addr)),
+                _ => out.push((i, self.key(store, &keys[i], ask))),
+            }
+        }
+        // Requests whose target stays well within the server's URI limit.
+        let mut chunk: Vec<usize> = vec![];
+        let mut len = 0;
+        let flush = |chunk: &mut Vec<usize>, out: &mut Vec<_>| {
+            if chunk.is_empty() {
+                return;
+            }
+            let addr = forward[0].1;
+            let ks: Vec<&[u8]> = chunk.iter().map(|&i| &keys[i][..]).collect();
+            match self.http_batch(member, addr, store, ask, &ks) {
+                Ok(answers) => out.extend(chunk.iter().copied().zip(answers)),
+                // A peer without the batch route (or that failed it): one key at a time.
+                Err(_) => out.extend(chunk.iter().map(|&i| (i, self.key(store, &keys[i], ask)))),
+            }
+            chunk.clear();
+        };
+        for &(i, _) in &forward {
+            let l = 2 * keys[i].len() + 3;
+            if len + l > FORWARD_KEYS_BYTES {
+                flush(&mut chunk, &mut out);
+                len = 0;
+            }
+            chunk.push(i);
+            len += l;
+        }
+        flush(&mut chunk, &mut out);
+        out
+    }
+
+    /// `GET /local/batch/{route}/{store}?keys=...` of collector `c`: its answers, in order.
+    fn http_batch(
+        &self,
+        c: &Member,
+        addr: SocketAddr,
+        store: &str,
+        ask: &Ask,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Result<Value, ClusterQueryError>>, ClusterQueryError> {
+        let list: Vec<String> = keys.iter().map(|k| format!("0x{}", hex::encode(k))).collect();
+        let params = ask.query_string(None);
+        let target = format!(
+            "/local/batch/{}/{}?keys={}{}{}",
+            ask.route(),
+            store,
+            list.join(","),
+            if params.is_empty() { "" } else { "&" },
+            params
+        );
+        let unreachable = |reason: String| ClusterQueryError::Unreachable {
+            collector: c.name.clone(),
+            reason,
+        };
+        let a = dta_http::client::get(addr, &target, self.token.as_ref(), self.timeout)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let v: Value = serde_json::from_slice(&a.body)
+            .map_err(|e| unreachable(format!("answer is not JSON: {e}")))?;
+        if a.status != 200 {
+            return Err(ClusterQueryError::Refused {
+                collector: c.name.clone(),
+                status: a.status,
+                message: v["error"].as_str().unwrap_or("").to_owned(),
+            });
+        }
+        let answers = v["answers"]
+            .as_array()
+            .filter(|a| a.len() == keys.len())
+            .ok_or_else(|| unreachable(format!("not {} answers", keys.len())))?;
+        Ok(answers
+            .iter()
+            .map(|a| match a["error"].as_str() {
+                Some(m) => Err(ClusterQueryError::Refused {
+                    collector: c.name.clone(),
+                    status: 400,
+                    message: m.to_owned(),
+                }),
+                None => {
+                    let mut a = a.clone();
+                    a["collectors"] = match ask {
+                        Ask::Ki { .. } => json!([{"collector": c.name, "count": a["count"]}]),
+                        _ => json!([c.name]),
+                    };
+                    Ok(a)
+                }
+            })
+            .collect())
+    }
+}
+
+/// Bytes of keys (hex, with separators) in one forwarded batch request: the request target
+/// stays under `dta_http::MAX_URI_LEN`.
+const FORWARD_KEYS_BYTES: usize = 3000;
+
 /// A sketch not merged yet reads as the peer's 404 would, wherever the collector was asked.
 fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {
     match e {
@@ -465,8 +594,8 @@ fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {
     }
 }
 
-/// `ask` answered from a mapped region.
-fn local(
+/// `ask` answered from a mapped region (`values`: the store's configured Postcarding value set).
+pub fn answer_local(
     r: &Region,
     ask: &Ask,
     key: Option<&[u8]>,

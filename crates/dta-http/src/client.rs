@@ -139,3 +139,63 @@ pub fn get(
         body: body.to_vec(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A one-shot server answering `raw` to the first request; its address.
+    fn serve(raw: &'static [u8]) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(raw);
+        });
+        addr
+    }
+
+    fn ask(raw: &'static [u8]) -> Result<Answer, ClientError> {
+        get(serve(raw), "/query/kw/kw?key=1", None, Duration::from_secs(5))
+    }
+
+    #[test]
+    fn answers_are_read_to_their_length() {
+        let a = ask(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing").unwrap();
+        assert_eq!((a.status, &a.body[..]), (200, &b"{}"[..]));
+        let a = ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
+        assert_eq!((a.status, &a.body[..]), (404, &b"{\"error\":\"x\"}"[..]));
+    }
+
+    #[test]
+    fn malformed_answers_are_errors() {
+        for raw in [
+            &b"SMTP 220 hello\r\n\r\n"[..],
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n",
+        ] {
+            let raw: &'static [u8] = raw;
+            assert!(
+                matches!(ask(raw), Err(ClientError::Malformed { .. })),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        let nobody = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        assert!(matches!(
+            get(nobody, "/x", None, Duration::from_secs(1)),
+            Err(ClientError::Io { .. })
+        ));
+        assert!(matches!(
+            get(nobody, "/x y", None, Duration::from_secs(1)),
+            Err(ClientError::Malformed { .. })
+        ));
+    }
+}
