@@ -20,14 +20,17 @@ pub struct ClusterMap {
     map: Arc<Map>,
 }
 
-fn collector_dict<'py>(py: Python<'py>, c: &dta_cluster::Collector) -> PyResult<Bound<'py, PyDict>> {
+fn collector_dict<'py>(
+    py: Python<'py>,
+    c: &dta_cluster::Collector,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &c.name)?;
-    d.set_item("translator", (c.translator.ip().to_string(), c.translator.port()))?;
     d.set_item(
-        "http",
-        c.http.map(|h| (h.ip().to_string(), h.port())),
+        "translator",
+        (c.translator.ip().to_string(), c.translator.port()),
     )?;
+    d.set_item("http", c.http.map(|h| (h.ip().to_string(), h.port())))?;
     d.set_item("region_dir", c.region_dir.clone())?;
     d.set_item(
         "mode",
@@ -211,6 +214,9 @@ pub fn cluster_score(key: &[u8], seed: u64) -> u64 {
 /// The index in `names` of the collector owning `key` (rendezvous hashing).
 #[pyfunction]
 pub fn cluster_owner(names: Vec<String>, key: &[u8]) -> PyResult<usize> {
-    let seeds: Vec<u64> = names.iter().map(|n| dta_cluster::collector_seed(n)).collect();
+    let seeds: Vec<u64> = names
+        .iter()
+        .map(|n| dta_cluster::collector_seed(n))
+        .collect();
     dta_cluster::rendezvous(&seeds, key).ok_or_else(|| map_err("no collectors"))
 }

@@ -16,7 +16,9 @@
 //! * Sketch-Merge: the owner's sketch; hierarchically, the sections' Count-Min estimates summed
 //!   (each section's estimate is at least its true count, so the sum is at least the
 //!   network-wide count and at most the estimate of the summed rows).
-//! * Batches: keys grouped by owner, the groups asked in parallel (one thread per collector).
+//! * Batches: keys grouped by owner, the groups asked in parallel (one thread per collector);
+//!   a peer asked over HTTP gets its keys in requests of many (`/local/batch/...`, answered
+//!   from its own regions), except keys that also have a previous owner, asked one by one.
 //!
 //! Every answer names the collectors that gave it (`"collectors"`). A collector that cannot be
 //! asked makes the answer an error naming it, never an `empty`.
@@ -214,7 +216,7 @@ impl ClusterQuery {
             if *name == c.name {
                 let s = col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 let values = s.config.as_ref().and_then(|c| c.values);
-                let v = local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
+                let v = answer_local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
                 col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 return Ok(v);
             }
@@ -224,7 +226,7 @@ impl ClusterQuery {
             if path.exists() {
                 let r = Region::open_read_only(&path)
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
-                let v = local(&r, ask, key, None).map_err(|e| refused(c, e))?;
+                let v = answer_local(&r, ask, key, None).map_err(|e| refused(c, e))?;
                 r.check()
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
                 return Ok(v);
@@ -232,8 +234,7 @@ impl ClusterQuery {
         }
         let Some(addr) = c.http else {
             return Err(unreachable(
-                "neither its region directory is readable here nor does it have an HTTP API"
-                    .into(),
+                "neither its region directory is readable here nor does it have an HTTP API".into(),
             ));
         };
         self.http(c, addr, store, ask, key)
@@ -285,10 +286,12 @@ impl ClusterQuery {
                 let mut parts = vec![];
                 for o in &owners {
                     let v = self.ask(o, store, ask, Some(key))?;
-                    let n = v["count"].as_u64().ok_or_else(|| ClusterQueryError::Unreachable {
-                        collector: o.name.clone(),
-                        reason: "answer has no count".into(),
-                    })?;
+                    let n = v["count"]
+                        .as_u64()
+                        .ok_or_else(|| ClusterQueryError::Unreachable {
+                            collector: o.name.clone(),
+                            reason: "answer has no count".into(),
+                        })?;
                     total = total.saturating_add(n);
                     parts.push(json!({"collector": o.name, "count": n}));
                     first.get_or_insert(v);
@@ -333,7 +336,9 @@ impl ClusterQuery {
         for o in owners {
             let v = self.ask(o, store, ask, None)?;
             let e = v["entries"].as_array().cloned().unwrap_or_default();
-            parts.push(json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}));
+            parts.push(
+                json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}),
+            );
             entries.extend(e);
             first.get_or_insert(v);
         }
@@ -419,23 +424,16 @@ impl ClusterQuery {
         std::thread::scope(|s| {
             let handles: Vec<_> = groups
                 .iter()
-                .filter(|g| !g.is_empty())
-                .map(|g| {
-                    s.spawn(move || {
-                        g.iter()
-                            .map(|&i| (i, self.key(store, &keys[i], ask)))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .enumerate()
+                .filter(|(_, g)| !g.is_empty())
+                .map(|(c, g)| s.spawn(move || self.group(c, store, keys, g, ask)))
                 .collect();
             for h in handles {
-                match h.join() {
-                    Ok(v) => {
-                        for (i, r) in v {
-                            out[i] = Some(r);
-                        }
+                // A thread that panicked leaves its keys unanswered: an error each, below.
+                if let Ok(v) = h.join() {
+                    for (i, r) in v {
+                        out[i] = Some(r);
                     }
-                    Err(_) => {}
                 }
             }
         });
@@ -449,6 +447,138 @@ impl ClusterQuery {
             .collect())
     }
 }
+
+impl ClusterQuery {
+    /// Whether collector `c` is asked over HTTP for `store` (neither this process's own nor
+    /// its region readable here); its HTTP address then.
+    fn remote(&self, c: &Member, store: &str) -> Option<SocketAddr> {
+        if self.local.as_ref().is_some_and(|(n, _)| *n == c.name) {
+            return None;
+        }
+        if c.region_dir
+            .as_ref()
+            .is_some_and(|d| region_path(d, store).exists())
+        {
+            return None;
+        }
+        c.http
+    }
+
+    /// The keys `idx` of a batch, all owned by collector `c`: keys with one owner that is
+    /// asked over HTTP go to its `/local/batch/...` route in requests of many keys; the others
+    /// (local, or with a previous owner to ask too) one by one.
+    fn group(
+        &self,
+        c: usize,
+        store: &str,
+        keys: &[Vec<u8>],
+        idx: &[usize],
+        ask: &Ask,
+    ) -> Vec<(usize, Result<Value, ClusterQueryError>)> {
+        let member = &self.map.collectors[c];
+        let mut out = Vec::with_capacity(idx.len());
+        let mut forward = vec![];
+        for &i in idx {
+            let single = self
+                .map
+                .owners_during_change(store, Key::Bytes(&keys[i]))
+                .is_ok_and(|o| o.len() == 1);
+            match self.remote(member, store) {
+                Some(addr) if single => forward.push((i, addr)),
+                _ => out.push((i, self.key(store, &keys[i], ask))),
+            }
+        }
+        // Requests whose target stays well within the server's URI limit.
+        let mut chunk: Vec<usize> = vec![];
+        let mut len = 0;
+        let flush = |chunk: &mut Vec<usize>, out: &mut Vec<_>| {
+            if chunk.is_empty() {
+                return;
+            }
+            let addr = forward[0].1;
+            let ks: Vec<&[u8]> = chunk.iter().map(|&i| &keys[i][..]).collect();
+            match self.http_batch(member, addr, store, ask, &ks) {
+                Ok(answers) => out.extend(chunk.iter().copied().zip(answers)),
+                // A peer without the batch route (or that failed it): one key at a time.
+                Err(_) => out.extend(chunk.iter().map(|&i| (i, self.key(store, &keys[i], ask)))),
+            }
+            chunk.clear();
+        };
+        for &(i, _) in &forward {
+            let l = 2 * keys[i].len() + 3;
+            if len + l > FORWARD_KEYS_BYTES {
+                flush(&mut chunk, &mut out);
+                len = 0;
+            }
+            chunk.push(i);
+            len += l;
+        }
+        flush(&mut chunk, &mut out);
+        out
+    }
+
+    /// `GET /local/batch/{route}/{store}?keys=...` of collector `c`: its answers, in order.
+    fn http_batch(
+        &self,
+        c: &Member,
+        addr: SocketAddr,
+        store: &str,
+        ask: &Ask,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Result<Value, ClusterQueryError>>, ClusterQueryError> {
+        let list: Vec<String> = keys.iter().map(|k| format!("0x{}", hex::encode(k))).collect();
+        let params = ask.query_string(None);
+        let target = format!(
+            "/local/batch/{}/{}?keys={}{}{}",
+            ask.route(),
+            store,
+            list.join(","),
+            if params.is_empty() { "" } else { "&" },
+            params
+        );
+        let unreachable = |reason: String| ClusterQueryError::Unreachable {
+            collector: c.name.clone(),
+            reason,
+        };
+        let a = dta_http::client::get(addr, &target, self.token.as_ref(), self.timeout)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let v: Value = serde_json::from_slice(&a.body)
+            .map_err(|e| unreachable(format!("answer is not JSON: {e}")))?;
+        if a.status != 200 {
+            return Err(ClusterQueryError::Refused {
+                collector: c.name.clone(),
+                status: a.status,
+                message: v["error"].as_str().unwrap_or("").to_owned(),
+            });
+        }
+        let answers = v["answers"]
+            .as_array()
+            .filter(|a| a.len() == keys.len())
+            .ok_or_else(|| unreachable(format!("not {} answers", keys.len())))?;
+        Ok(answers
+            .iter()
+            .map(|a| match a["error"].as_str() {
+                Some(m) => Err(ClusterQueryError::Refused {
+                    collector: c.name.clone(),
+                    status: 400,
+                    message: m.to_owned(),
+                }),
+                None => {
+                    let mut a = a.clone();
+                    a["collectors"] = match ask {
+                        Ask::Ki { .. } => json!([{"collector": c.name, "count": a["count"]}]),
+                        _ => json!([c.name]),
+                    };
+                    Ok(a)
+                }
+            })
+            .collect())
+    }
+}
+
+/// Bytes of keys (hex, with separators) in one forwarded batch request: the request target
+/// stays under `dta_http::MAX_URI_LEN`.
+const FORWARD_KEYS_BYTES: usize = 3000;
 
 /// A sketch not merged yet reads as the peer's 404 would, wherever the collector was asked.
 fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {
@@ -464,16 +594,15 @@ fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {
     }
 }
 
-/// `ask` answered from a mapped region.
-fn local(
+/// `ask` answered from a mapped region (`values`: the store's configured Postcarding value set).
+pub fn answer_local(
     r: &Region,
     ask: &Ask,
     key: Option<&[u8]>,
     values: Option<u32>,
 ) -> Result<Value, ClusterQueryError> {
-    let need_key = || {
-        key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()))
-    };
+    let need_key =
+        || key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()));
     let v = match ask {
         Ask::Kw {
             redundancy,
@@ -487,9 +616,7 @@ fn local(
             need_key()?,
             v.or(values).unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES),
         )?),
-        Ask::List { list, tail, max } => {
-            serde_json::to_value(query::list(r, *list, *tail, *max)?)
-        }
+        Ask::List { list, tail, max } => serde_json::to_value(query::list(r, *list, *tail, *max)?),
         Ask::Sketch => serde_json::to_value(query::sketch(r, key)?),
     };
     v.map_err(|e| ClusterQueryError::Invalid(e.to_string()))

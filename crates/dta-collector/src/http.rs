@@ -11,6 +11,7 @@
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
 //! | `GET /cluster/query/{kw,ki,postcard,list,sketch}/{name}?...` | the same, answered by the key's owner(s) in the cluster map ([`crate::cluster`]) |
 //! | `GET /cluster/batch/{kw,ki,postcard}/{name}?keys=K1,K2,...` | `{"answers": [...]}`, the owners asked in parallel |
+//! | `GET /local/batch/{kw,ki,postcard}/{name}?keys=K1,K2,...` | `{"answers": [...]}` from this collector's own regions (what a cluster peer forwards to) |
 //! | `GET /metrics` | Prometheus exposition of the stores ([`crate::metrics`]) |
 //! | `GET /healthz` | liveness (`ok`) |
 //!
@@ -99,8 +100,7 @@ impl From<QueryError> for ApiError {
 
 impl From<ClusterQueryError> for ApiError {
     fn from(e: ClusterQueryError) -> Self {
-        let code =
-            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         ApiError(code, e.to_string())
     }
 }
@@ -460,6 +460,60 @@ async fn cluster_batch(
     .await
 }
 
+/// `GET /local/batch/{kw,ki,postcard}/{name}?keys=K1,K2,...`: each key answered from this
+/// collector's own region (what a cluster peer forwards a batch of keys it owns to; never
+/// forwarded further). `{"answers": [...]}`, an `{"error"}` object for a key that could not be
+/// answered.
+async fn local_batch(
+    State(a): State<Api>,
+    KindName(kind, name): KindName,
+    Raw(raw): Raw,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !matches!(kind.as_str(), "kw" | "ki" | "postcard") {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no local batch {kind:?}: kw, ki, postcard"),
+        ));
+    }
+    let p = Params::new(&raw, cluster_params(&kind))?;
+    if p.raw("key").is_some() {
+        return Err(ParamError::Unknown {
+            name: "key".into(),
+            allowed: "keys (comma-separated)".into(),
+        }
+        .into());
+    }
+    let ask = cluster_ask(&kind, &p)?;
+    let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
+    let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
+    if inputs.len() > MAX_BATCH_KEYS {
+        return Err(ParamError::OutOfRange {
+            name: "keys",
+            value: inputs.len() as u64,
+            range: format!("1..={MAX_BATCH_KEYS} keys"),
+        }
+        .into());
+    }
+    let key_len = query::key_len(a.c.store(&name)?.region.header());
+    let keys = inputs
+        .iter()
+        .map(|k| query::parse_key(k, key_len))
+        .collect::<Result<Vec<_>, _>>()?;
+    a.heavy(move |c| {
+        let s = c.store(&name)?;
+        let values = s.config.as_ref().and_then(|c| c.values);
+        let answers: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|k| {
+                crate::cluster::answer_local(&s.region, &ask, Some(k), values)
+                    .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}))
+            })
+            .collect();
+        served(c, &name, serde_json::json!({ "answers": answers }))
+    })
+    .await
+}
+
 async fn metrics(State(a): State<Api>) -> Response {
     match a.heavy(|c| Ok(crate::metrics::encode(c.clone()))).await {
         Ok(body) => (
@@ -490,6 +544,7 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
     Router::new()
         .route("/cluster/query/:kind/:name", get(cluster_query))
         .route("/cluster/batch/:kind/:name", get(cluster_batch))
+        .route("/local/batch/:kind/:name", get(local_batch))
         .route("/stores", get(stores))
         .route("/stores/:name", get(store))
         .route("/query/kw/:name", get(kw))

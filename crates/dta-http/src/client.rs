@@ -97,11 +97,15 @@ pub fn get(
         .take(MAX_HEAD_BYTES)
         .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| bad(format!("no end of head within {MAX_HEAD_BYTES} bytes")))?;
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("head is not UTF-8".into()))?;
+    let head =
+        std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("head is not UTF-8".into()))?;
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.splitn(3, ' ');
-    let (version, code) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (version, code) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     if !version.starts_with("HTTP/1.") || code.len() != 3 {
         return Err(bad(format!("status line {status_line:?}")));
     }
@@ -126,9 +130,7 @@ pub fn get(
     }
     let body = &buf[head_end + 4..];
     let body = match content_length {
-        Some(n) if n > body.len() => {
-            return Err(bad(format!("{} of {n} body bytes", body.len())))
-        }
+        Some(n) if n > body.len() => return Err(bad(format!("{} of {n} body bytes", body.len()))),
         Some(n) => &body[..n],
         None => body,
     };
@@ -136,4 +138,64 @@ pub fn get(
         status,
         body: body.to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A one-shot server answering `raw` to the first request; its address.
+    fn serve(raw: &'static [u8]) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(raw);
+        });
+        addr
+    }
+
+    fn ask(raw: &'static [u8]) -> Result<Answer, ClientError> {
+        get(serve(raw), "/query/kw/kw?key=1", None, Duration::from_secs(5))
+    }
+
+    #[test]
+    fn answers_are_read_to_their_length() {
+        let a = ask(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing").unwrap();
+        assert_eq!((a.status, &a.body[..]), (200, &b"{}"[..]));
+        let a = ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
+        assert_eq!((a.status, &a.body[..]), (404, &b"{\"error\":\"x\"}"[..]));
+    }
+
+    #[test]
+    fn malformed_answers_are_errors() {
+        for raw in [
+            &b"SMTP 220 hello\r\n\r\n"[..],
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n",
+        ] {
+            let raw: &'static [u8] = raw;
+            assert!(
+                matches!(ask(raw), Err(ClientError::Malformed { .. })),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        let nobody = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        assert!(matches!(
+            get(nobody, "/x", None, Duration::from_secs(1)),
+            Err(ClientError::Io { .. })
+        ));
+        assert!(matches!(
+            get(nobody, "/x y", None, Duration::from_secs(1)),
+            Err(ClientError::Malformed { .. })
+        ));
+    }
 }

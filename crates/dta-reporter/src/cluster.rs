@@ -173,7 +173,10 @@ impl ClusterReporter {
 
     /// Send `report` to its owner's translator; the collector's index.
     pub fn route(&mut self, report: &Report<'_>) -> Result<usize, ReportError> {
-        let c = self.map.route(report, self.reporter_id).map_err(route_err)?;
+        let c = self
+            .map
+            .route(report, self.reporter_id)
+            .map_err(route_err)?;
         self.reporters[self.of_collector[c]].report(report)?;
         self.per_collector[c] += 1;
         Ok(c)
@@ -201,7 +204,9 @@ impl ReportSink for ClusterReporter {
         self.reporters.iter_mut().try_for_each(Reporter::flush)
     }
     fn take_refused(&mut self) -> io::Result<()> {
-        self.reporters.iter_mut().try_for_each(Reporter::take_refused)
+        self.reporters
+            .iter_mut()
+            .try_for_each(Reporter::take_refused)
     }
     fn poll_nacks(&mut self) -> io::Result<usize> {
         let mut n = 0;
@@ -238,7 +243,10 @@ impl ReportSink for ClusterReporter {
             data: &[],
             immediate: false,
         };
-        let c = self.map.route(&probe, self.reporter_id).map_err(route_err)?;
+        let c = self
+            .map
+            .route(&probe, self.reporter_id)
+            .map_err(route_err)?;
         let r = &mut self.reporters[self.of_collector[c]];
         self.sketch_to = Some((c, r.stats().reports));
         Ok(r)

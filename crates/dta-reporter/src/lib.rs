@@ -24,8 +24,8 @@ pub mod progress;
 pub mod reporter;
 pub mod sketch;
 
+pub use cluster::{ClusterError, ClusterReporter, ReportSink};
 pub use reporter::{
     Clock, Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };
-pub use cluster::{ClusterError, ClusterReporter, ReportSink};
 pub use sketch::{ColumnSource, HllColumns, SketchOutcome, SketchSender};

@@ -23,10 +23,10 @@ use rand::SeedableRng;
 use dta_store::sketch::CountMin;
 use dta_wire::Opcode;
 
+use crate::cluster::ReportSink;
 use crate::keys::{self, KeyDistError, KeySampler, MAX_DATA_LEN, MAX_KEY_LEN};
 pub use crate::keys::{expected_counter, expected_data, key_vec, postcard_value, KeyDist};
 use crate::pacing::Pacer;
-use crate::cluster::ReportSink;
 use crate::reporter::{Protocol, ReportError, Reporter, ReporterStats, NACK_POLL_EVERY};
 use crate::sketch::{SketchOutcome, SketchSender};
 
@@ -325,7 +325,12 @@ pub fn run<R: ReportSink>(
         reporter.poll_nacks()?;
     }
     progress(snapshot(reporter, &before, start, target, sent));
-    Ok(stats(ReportSink::stats(reporter), &before, start.elapsed(), None))
+    Ok(stats(
+        ReportSink::stats(reporter),
+        &before,
+        start.elapsed(),
+        None,
+    ))
 }
 
 /// One key's report(s) sent through `reporter`; `key` and `data` are scratch buffers of the

@@ -107,8 +107,7 @@ fn shares(m: &ClusterMap, keys: u32) -> (Vec<u64>, Option<u64>) {
         ks.iter()
             .filter(|k| {
                 let now = &m.collectors[dta_cluster::rendezvous(m.seeds(), &k[..]).unwrap_or(0)];
-                let before =
-                    &p.collectors[dta_cluster::rendezvous(p.seeds(), &k[..]).unwrap_or(0)];
+                let before = &p.collectors[dta_cluster::rendezvous(p.seeds(), &k[..]).unwrap_or(0)];
                 now.name != before.name
             })
             .count() as u64
@@ -371,7 +370,10 @@ fn summary(v: &serde_json::Value) -> String {
     } else if let Some(p) = v["path"].as_array().filter(|p| !p.is_empty()) {
         format!(
             "path {}",
-            p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+            p.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
         )
     } else if let Some(c) = v["count"].as_u64() {
         format!("count {c}")
@@ -391,7 +393,10 @@ fn summary(v: &serde_json::Value) -> String {
     } else {
         v["status"].as_str().unwrap_or("?").to_owned()
     };
-    let key = v["key"].as_str().map(|k| format!(" key 0x{k}")).unwrap_or_default();
+    let key = v["key"]
+        .as_str()
+        .map(|k| format!(" key 0x{k}"))
+        .unwrap_or_default();
     format!(
         "{}{key}: {what} (from {})",
         v["store"].as_str().unwrap_or("?"),

@@ -685,7 +685,9 @@ fn colocated(
     };
     eprintln!(
         "translator{} on udp://{} ({threads} thread{}{}) -> {} stores in {}",
-        label.map(|l| format!(" of collector {l}")).unwrap_or_default(),
+        label
+            .map(|l| format!(" of collector {l}"))
+            .unwrap_or_default(),
         sockets[0].local_addr()?,
         if threads == 1 { "" } else { "s" },
         match &lanes {

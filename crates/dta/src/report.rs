@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
 use anyhow::Context;
+use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
 use dta_reporter::{ClusterReporter, Protocol, Reporter, ReporterConfig};
 use dta_wire::{prototype::BaseFormat, Opcode, Priority};
 
@@ -214,8 +214,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let results: Vec<anyhow::Result<LoadStats>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..senders)
             .map(|i| {
-                let (a, bar, sent, map, per_collector) =
-                    (&a, &bar, &sent, &map, &per_collector);
+                let (a, bar, sent, map, per_collector) = (&a, &bar, &sent, &map, &per_collector);
                 s.spawn(move || -> anyhow::Result<LoadStats> {
                     let spec = load_spec(a, primitive, count, i, senders);
                     let progress = |p: loadgen::Progress| {

@@ -166,15 +166,16 @@ fn drawn(primitive: Opcode, count: u64) -> Vec<u64> {
     let mut spec = LoadSpec::new(primitive);
     spec.keys = KeyDist::Uniform { n: KEYS };
     spec.seed = 1;
-    loadgen::key_indices(&spec).unwrap().take(count as usize).collect()
+    loadgen::key_indices(&spec)
+        .unwrap()
+        .take(count as usize)
+        .collect()
 }
 
 fn python() -> Option<PathBuf> {
     let p = std::env::var_os("DTA_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"));
     let ok = Command::new(&p)
         .args(["-c", "import dta; dta.ClusterClient"])
         .stdout(Stdio::null())
@@ -229,12 +230,10 @@ fn three_collectors_then_four() {
     // One configuration for every collector and translator: the example's stores, sketches
     // merged from one reporter, reporters of the bridge's network allowed.
     let example = include_str!("../../../examples/dta.toml");
-    let mut cfg = example
-        .replace("reporters = 2", "reporters = 1")
-        .replace(
-            "allow = [\"127.0.0.0/8\", \"::1/128\"]",
-            &format!("allow = [\"{NET}.0/24\"]"),
-        );
+    let mut cfg = example.replace("reporters = 2", "reporters = 1").replace(
+        "allow = [\"127.0.0.0/8\", \"::1/128\"]",
+        &format!("allow = [\"{NET}.0/24\"]"),
+    );
     assert!(cfg.contains(&format!("{NET}.0/24")));
     cfg = cfg.replace("lists = 16", "lists = 4");
     let mut procs = Procs(vec![]);
@@ -317,7 +316,10 @@ fn three_collectors_then_four() {
     // ---- 1. every primitive reported through the map ----
     let c = COUNT.to_string();
     let sent_kw = report(&full1, &["-p", "kw", "-c", &c]);
-    let sent_flows = report(&full1, &["-p", "kw", "-c", &c, "--key-len", "13", "--data-len", "8"]);
+    let sent_flows = report(
+        &full1,
+        &["-p", "kw", "-c", &c, "--key-len", "13", "--data-len", "8"],
+    );
     let sent_ki = report(&full1, &["-p", "ki", "-c", &c]);
     let sent_pc = report(&full1, &["-p", "postcard", "-c", "1000", "--hops", "5"]);
     let sent_ap = report(&full1, &["-p", "append", "-c", "400", "--lists", "4"]);
@@ -380,7 +382,11 @@ fn three_collectors_then_four() {
         for n in names3 {
             let r = dta_store::Region::open_read_only(&regions.join(n).join("kw.region")).unwrap();
             let a = dta_collector::query::key_write(&r, &k, None, 1).unwrap();
-            assert_eq!(a.status == "found", n == owner, "key {i} on {n} (owner {owner})");
+            assert_eq!(
+                a.status == "found",
+                n == owner,
+                "key {i} on {n} (owner {owner})"
+            );
         }
     }
     let ta = start_translator("t1", &full1, &["c0", "c1"], &map1);
@@ -398,7 +404,10 @@ fn three_collectors_then_four() {
             * times
     };
     let key_list = |ks: &[u64]| -> String {
-        ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(",")
+        ks.iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let check_kw = |answers: &serde_json::Value, via: &str| {
         let answers = answers.as_array().unwrap();
@@ -413,7 +422,11 @@ fn three_collectors_then_four() {
             );
             // Answered by the collector the data was written to (the first map's owner).
             let written = &map1.owner("kw", Key::Bytes(&k)).unwrap().name;
-            assert_eq!(a["collectors"][0].as_str().unwrap(), written, "{via}: key {i}");
+            assert_eq!(
+                a["collectors"][0].as_str().unwrap(),
+                written,
+                "{via}: key {i}"
+            );
         }
     };
     let cli = |map: &Path, what: &str, store: &str, args: &[&str]| -> serde_json::Value {
@@ -434,24 +447,46 @@ fn three_collectors_then_four() {
             dta_http::client::get(addr, &t, Some(&token), Duration::from_secs(20))
         })
         .unwrap();
-        assert_eq!(a.status, 200, "{target}: {}", String::from_utf8_lossy(&a.body));
+        assert_eq!(
+            a.status,
+            200,
+            "{target}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
         serde_json::from_slice(&a.body).unwrap()
     };
     let check_all = |full: &Path, query: &Path, via_http: u8, times: u64| {
         // Key-Write: a batch through the CLI (the regions read here) and through HTTP (the
         // collector forwards to its peers' APIs).
-        check_kw(&cli(full, "kw", "kw", &["--key", &key_list(&sample)]), "CLI");
-        let h = http(via_http, &format!("/cluster/batch/kw/kw?keys={}", key_list(&sample)));
+        check_kw(
+            &cli(full, "kw", "kw", &["--key", &key_list(&sample)]),
+            "CLI",
+        );
+        let h = http(
+            via_http,
+            &format!("/cluster/batch/kw/kw?keys={}", key_list(&sample)),
+        );
         check_kw(&h["answers"], "HTTP");
         // Key-Increment, one key at a time and as a batch.
         let ki_sample: Vec<u64> = sample.iter().copied().take(100).collect();
         let batch = cli(full, "ki", "counters", &["--key", &key_list(&ki_sample)]);
         for (i, a) in ki_sample.iter().zip(batch.as_array().unwrap()) {
-            assert_eq!(a["count"].as_u64().unwrap(), ki_count(*i, times), "CLI ki {i}");
+            assert_eq!(
+                a["count"].as_u64().unwrap(),
+                ki_count(*i, times),
+                "CLI ki {i}"
+            );
         }
-        let h = http(via_http, &format!("/cluster/batch/ki/counters?keys={}", key_list(&ki_sample)));
+        let h = http(
+            via_http,
+            &format!("/cluster/batch/ki/counters?keys={}", key_list(&ki_sample)),
+        );
         for (i, a) in ki_sample.iter().zip(h["answers"].as_array().unwrap()) {
-            assert_eq!(a["count"].as_u64().unwrap(), ki_count(*i, times), "HTTP ki {i}");
+            assert_eq!(
+                a["count"].as_u64().unwrap(),
+                ki_count(*i, times),
+                "HTTP ki {i}"
+            );
         }
         // Postcarding: whole paths.
         let pc_keys = drawn(Opcode::Postcarding, 200);
@@ -473,14 +508,22 @@ fn three_collectors_then_four() {
         }
         // Append: every list from its owner, each entry as appended.
         for l in 0..4u32 {
-            let a = cli(full, "list", "events", &["--list", &l.to_string(), "--max", "1000"]);
+            let a = cli(
+                full,
+                "list",
+                "events",
+                &["--list", &l.to_string(), "--max", "1000"],
+            );
             let want: Vec<String> = ap_keys
                 .iter()
                 .filter(|&&i| i % 4 == l as u64)
                 .map(|&i| hex::encode(keys::expected_data(&keys::key_vec(i, 4), 4)))
                 .collect();
             assert_eq!(a["entries"], serde_json::json!(want), "CLI list {l}");
-            let h = http(via_http, &format!("/cluster/query/list/events?list={l}&max=1000"));
+            let h = http(
+                via_http,
+                &format!("/cluster/query/list/events?list={l}&max=1000"),
+            );
             assert_eq!(h["entries"], a["entries"], "HTTP list {l}");
         }
         // Sketch-Merge: a key's estimate is at least its count among the sketch's keys.
@@ -490,7 +533,10 @@ fn three_collectors_then_four() {
         let a = cli(full, "sketch", "flowsizes", &["--key", &k0.to_string()]);
         assert!(a["estimate"].as_u64().unwrap() >= n0, "CLI sketch: {a}");
         assert_eq!(a["collectors"][0], "c1");
-        let h = http(via_http, &format!("/cluster/query/sketch/flowsizes?key={k0}"));
+        let h = http(
+            via_http,
+            &format!("/cluster/query/sketch/flowsizes?key={k0}"),
+        );
         assert_eq!(h["estimate"], a["estimate"]);
         // Python: the map from the Rust core, the owners' HTTP APIs.
         match python() {
@@ -539,11 +585,18 @@ fn three_collectors_then_four() {
         })
         .count();
     let frac = moved as f64 / distinct.len() as f64;
-    assert!((0.19..0.31).contains(&frac), "{moved} of {} keys moved", distinct.len());
+    assert!(
+        (0.19..0.31).contains(&frac),
+        "{moved} of {} keys moved",
+        distinct.len()
+    );
     // Keys written before the change are answered (by their old owner) through the new map;
     // Key-Increment counts written again after the change add up across old and new owner.
     let sent_ki2 = report(&full2, &["-p", "ki", "-c", &c]);
-    assert!(per(&sent_ki2, "c3") > COUNT / 6, "c3 takes its share: {sent_ki2}");
+    assert!(
+        per(&sent_ki2, "c3") > COUNT / 6,
+        "c3 takes its share: {sent_ki2}"
+    );
     check_all(&full2, &query2, 3, 2);
     let stats_a = stop_translator(ta);
     let stats_b = stop_translator(tb);
