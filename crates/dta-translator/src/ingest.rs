@@ -266,10 +266,13 @@ fn receive<S: Sinks>(
         let now = Instant::now();
         // The spill goes first, while the budget allows: it is older than this batch.
         translator.reinject(now);
-        for i in 0..n {
-            let (data, src) = m.datagram(i);
-            translator.handle_datagram(data, src.unwrap_or(unknown), now);
-        }
+        translator.handle_batch(
+            (0..n).map(|i| {
+                let (data, src) = m.datagram(i);
+                (data, src.unwrap_or(unknown))
+            }),
+            now,
+        );
         send_nacks(translator, socket);
         translator.tick(now);
     }

@@ -38,7 +38,7 @@ use crate::stats::{add, Stats};
 
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
-use staging::{RouteCache, Stage, STAGE};
+use staging::{Pipe, RouteCache, STAGE};
 
 /// NACKs queued between two sends of the ingest loop (one per received batch); more are not
 /// queued (the tracker NACKs again later).
@@ -224,6 +224,33 @@ impl<S: Sinks> Translator<S> {
 
     /// Handle one UDP payload received from `src`.
     pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
+        let mut pipe = Pipe::new(src.ip());
+        self.receive(buf, src, now, &mut pipe);
+        self.write_pipe(&mut pipe);
+    }
+
+    /// Handle a received batch of UDP payloads (a `recvmmsg` batch), in order: the same as
+    /// [`Self::handle_datagram`] of each, but Key-Write and Key-Increment reports are staged
+    /// across datagram boundaries, one stage's lines prefetched while the one before is written
+    /// ([`staging::Pipe`]). Everything is written when it returns.
+    pub fn handle_batch<'a>(
+        &mut self,
+        batch: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+        now: Instant,
+    ) {
+        let mut pipe: Option<Pipe<'a>> = None;
+        for (buf, src) in batch {
+            let p = pipe.get_or_insert_with(|| Pipe::new(src.ip()));
+            self.receive(buf, src, now, p);
+        }
+        if let Some(p) = pipe.as_mut() {
+            self.write_pipe(p);
+        }
+    }
+
+    /// One datagram of [`Self::handle_batch`]: its Key-Write and Key-Increment reports may be
+    /// left staged in `pipe`.
+    fn receive<'a>(&mut self, buf: &'a [u8], src: SocketAddr, now: Instant, pipe: &mut Pipe<'a>) {
         add(&self.stats.datagrams, 1);
         add(&self.stats.bytes, buf.len() as u64);
         // Trust before work: a source outside the allow-list is neither parsed, applied,
@@ -244,8 +271,10 @@ impl<S: Sinks> Translator<S> {
                 // The prototype carries no priority: count and meter it as medium. It has no
                 // reporter id to address a congestion notice to.
                 add(&self.stats.by_priority[1], 1);
+                // What is staged is written first (report order; the meter sees it).
+                self.write_pipe(pipe);
                 if self.meter_admit(buf, src, Priority::Medium, None, now) {
-                    self.apply_parsed(Datagram::Prototype(repr), src, now);
+                    self.apply_parsed(Datagram::Prototype(repr), src, now, pipe);
                 }
             }
             Ok(Datagram::Native(d)) => {
@@ -260,43 +289,59 @@ impl<S: Sinks> Translator<S> {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
+                if self.meter.metered() {
+                    // The meter's admission counts every write issued before it.
+                    self.write_pipe(pipe);
+                }
                 if self.meter_admit(buf, src, h.priority, Some(h.reporter_id), now) {
-                    self.apply_parsed(Datagram::Native(d), src, now);
+                    self.apply_parsed(Datagram::Native(d), src, now, pipe);
                 }
             }
         }
     }
 
     /// Apply a datagram that passed the allow-list, the sequence check and the meter (or comes
-    /// back from the spill, which skips both).
-    fn apply_parsed(&mut self, d: Datagram<'_>, src: SocketAddr, now: Instant) {
+    /// back from the spill, which skips both). Its Key-Write and Key-Increment reports may be
+    /// left staged in `pipe` (written by the caller's [`Self::write_pipe`]).
+    fn apply_parsed<'a>(
+        &mut self,
+        d: Datagram<'a>,
+        src: SocketAddr,
+        now: Instant,
+        pipe: &mut Pipe<'a>,
+    ) {
         match d {
-            Datagram::Prototype(repr) => self.apply(&repr.report, 0, src, now),
+            Datagram::Prototype(repr) => {
+                self.write_pipe(pipe);
+                self.apply(&repr.report, 0, src, now)
+            }
             Datagram::Native(d) => {
                 let h = d.header;
                 // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
-                // primitives flush the batch first, so memory operations keep report order.
-                let mut stage = Stage::new(src.ip());
+                // primitives write what is staged first, so memory operations keep report
+                // order.
+                let stage = pipe.cur();
+                stage.src = src.ip();
                 // Dynamic redundancy ([DTA-draft §6]): under sustained pressure, low-priority
                 // Key-Write is written once instead of N times.
                 stage.lower =
                     h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
                 let mut routes = RouteCache::default();
                 // One pass over the validated reports (zero-copy views): Key-Write and
-                // Key-Increment are staged; anything else flushes the stage and takes `apply`.
+                // Key-Increment are staged; anything else writes what is staged and takes
+                // `apply`.
                 for view in d.views() {
-                    if stage.len == STAGE {
-                        self.write_stage(&mut stage);
+                    if pipe.cur().len == STAGE {
+                        self.rotate_pipe(pipe);
                     }
                     let report = view.report();
-                    if !self.stage(&mut stage, &mut routes, &report) {
-                        self.write_stage(&mut stage);
+                    if !self.stage(pipe.cur(), &mut routes, &report) {
+                        self.write_pipe(pipe);
                         self.apply(&report, h.reporter_id, src, now);
                     }
                 }
-                self.write_stage(&mut stage);
             }
         }
     }
@@ -402,7 +447,11 @@ impl<S: Sinks> Translator<S> {
                 break;
             };
             match dta_wire::parse(&buf[..len], self.format) {
-                Ok(d) => self.apply_parsed(d, src, now),
+                Ok(d) => {
+                    let mut pipe = Pipe::new(src.ip());
+                    self.apply_parsed(d, src, now, &mut pipe);
+                    self.write_pipe(&mut pipe);
+                }
                 // It parsed when spilled; a spill file altered underneath is counted as such.
                 Err(e) => self.stats.wire_error(e),
             }

@@ -153,7 +153,10 @@ impl<S: Sinks> Translator<S> {
                     let layout = AppendLayout::new(h).map_err(layout_err)?;
                     let mut heads = info.append_heads.clone();
                     heads.resize(layout.lists() as usize, 0);
-                    let batcher = AppendBatcher::new(layout.entry_len(), layout.batch(), heads);
+                    // Entries in place when the sink maps the store ([`crate::append`]).
+                    let in_place = t.sinks.region_mem(store).is_some();
+                    let batcher =
+                        AppendBatcher::new(layout.entry_len(), layout.batch(), heads, in_place);
                     t.append = Some(AppendRoute {
                         store,
                         layout,
