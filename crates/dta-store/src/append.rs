@@ -78,7 +78,7 @@ impl AppendLayout {
     /// its batch is complete; until then a reader does not read it (it is at or above the
     /// head). A writer has at most one batch of `batch()` entries reserved beyond the head of a
     /// list (the distance [`ListReader`] keeps from the overwrite frontier).
-    #[inline]
+    #[inline(always)]
     pub fn write_entry(
         &self,
         list: u32,

@@ -21,13 +21,24 @@ pub struct AppendBatcher {
     /// Entries are written in place by the caller; `buf` is empty.
     in_place: bool,
     buf: Vec<u8>,
-    fill: Vec<u32>,
-    heads: Vec<u64>,
+    /// Per list, what one entry touches (one bounds check, one line).
+    lists: Vec<List>,
     /// Lists that received entries since the last flush, each once, for flushing without
     /// scanning every list.
     dirty: Vec<u32>,
-    queued: Vec<bool>,
-    immediate: Vec<bool>,
+}
+
+/// One list's batch state.
+#[derive(Clone, Copy, Default)]
+struct List {
+    /// Entries published (the head pointer written last).
+    head: u64,
+    /// Entries in the batch.
+    fill: u32,
+    /// In `dirty`.
+    queued: bool,
+    /// An entry of the batch asked for an immediate.
+    immediate: bool,
 }
 
 /// A batch ready to be written.
@@ -59,20 +70,23 @@ impl AppendBatcher {
             } else {
                 vec![0; lists * batch * entry_len]
             },
-            fill: vec![0; lists],
-            heads,
+            lists: heads
+                .into_iter()
+                .map(|head| List {
+                    head,
+                    ..List::default()
+                })
+                .collect(),
             dirty: Vec::with_capacity(lists.min(1 << 16)),
-            queued: vec![false; lists],
-            immediate: vec![false; lists],
         }
     }
 
     pub fn lists(&self) -> u32 {
-        self.heads.len() as u32
+        self.lists.len() as u32
     }
 
     pub fn head(&self, list: u32) -> u64 {
-        self.heads[list as usize]
+        self.lists[list as usize].head
     }
 
     /// Whether entries are written in place ([`Self::reserve`]) rather than pushed.
@@ -84,25 +98,26 @@ impl AppendBatcher {
     /// entries reserved since). The caller writes the entry into that slot, then calls
     /// [`Self::placed`]; a failed write calls nothing and the slot is reserved again next time.
     /// The caller has checked `list < lists()`.
-    #[inline]
+    #[inline(always)]
     pub fn reserve(&self, list: u32) -> u64 {
-        let l = list as usize;
-        self.heads[l] + self.fill[l] as u64
+        let s = &self.lists[list as usize];
+        s.head + s.fill as u64
     }
 
     /// In place: the entry at [`Self::reserve`]'s index was written; when it completes the
     /// list's batch, the batch to publish.
-    #[inline]
+    #[inline(always)]
     pub fn placed(&mut self, list: u32, immediate: bool) -> Option<Batch<'_>> {
         debug_assert!(self.in_place);
         let l = list as usize;
-        if !self.queued[l] {
-            self.queued[l] = true;
+        let s = &mut self.lists[l];
+        if !s.queued {
+            s.queued = true;
             self.dirty.push(list);
         }
-        self.immediate[l] |= immediate;
-        self.fill[l] += 1;
-        if self.fill[l] as usize == self.batch {
+        s.immediate |= immediate;
+        s.fill += 1;
+        if s.fill as usize == self.batch {
             Some(self.take(l, true))
         } else {
             None
@@ -120,15 +135,16 @@ impl AppendBatcher {
     ) -> Result<(), E> {
         debug_assert!(!self.in_place);
         let l = list as usize;
-        let fill = self.fill[l] as usize;
-        if !self.queued[l] {
-            self.queued[l] = true;
+        let s = &mut self.lists[l];
+        let fill = s.fill as usize;
+        if !s.queued {
+            s.queued = true;
             self.dirty.push(list);
         }
+        s.immediate |= immediate;
+        s.fill += 1;
         let base = (l * self.batch + fill) * self.entry_len;
         self.buf[base..base + self.entry_len].copy_from_slice(data);
-        self.immediate[l] |= immediate;
-        self.fill[l] += 1;
         if fill + 1 == self.batch {
             self.emit_list(l, true, emit)?;
         }
@@ -147,12 +163,13 @@ impl AppendBatcher {
     /// List `l`'s batch, its entries counted into the head.
     #[inline]
     fn take(&mut self, l: usize, full: bool) -> Batch<'_> {
-        let n = self.fill[l] as usize;
-        let first_index = self.heads[l];
-        let imm = self.immediate[l];
-        self.fill[l] = 0;
-        self.immediate[l] = false;
-        self.heads[l] += n as u64;
+        let s = &mut self.lists[l];
+        let n = s.fill as usize;
+        let first_index = s.head;
+        let imm = s.immediate;
+        s.fill = 0;
+        s.immediate = false;
+        s.head += n as u64;
         let entries = if self.in_place {
             &[][..]
         } else {
@@ -177,8 +194,8 @@ impl AppendBatcher {
         let dirty = std::mem::take(&mut self.dirty);
         let mut result = Ok(());
         for &list in &dirty {
-            self.queued[list as usize] = false;
-            if self.fill[list as usize] > 0 {
+            self.lists[list as usize].queued = false;
+            if self.lists[list as usize].fill > 0 {
                 let r = self.emit_list(list as usize, false, &mut emit);
                 if result.is_ok() {
                     result = r;
@@ -193,7 +210,7 @@ impl AppendBatcher {
     pub fn pending(&self) -> usize {
         self.dirty
             .iter()
-            .map(|&l| self.fill[l as usize] as usize)
+            .map(|&l| self.lists[l as usize].fill as usize)
             .sum()
     }
 }

@@ -84,9 +84,7 @@ impl<S: Sinks> Translator<S> {
                     };
                     match placed {
                         Ok(()) => match r.batcher.placed(list_id, immediate) {
-                            Some(b) => {
-                                write_batch(&r.layout, r.store, &mut self.sinks, stats, b)
-                            }
+                            Some(b) => write_batch(&r.layout, r.store, &mut self.sinks, stats, b),
                             None => Ok(()),
                         },
                         Err(e) => Err(e),
@@ -213,10 +211,7 @@ pub(super) fn write_batch<S: Sinks>(
     if b.entries.is_empty() && b.count > 0 {
         let ops = layout.batch_writes(b.first_index, b.count);
         add(&stats.writes, ops);
-        add(
-            &stats.write_bytes,
-            b.count * layout.entry_len() as u64 + 8,
-        );
+        add(&stats.write_bytes, b.count * layout.entry_len() as u64 + 8);
         sinks.issued(ops);
         return match sinks.region_mem(store) {
             Some(mem) => layout.publish(b.list, b.first_index + b.count, &mut mem.sink()),

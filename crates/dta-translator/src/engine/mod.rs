@@ -38,7 +38,7 @@ use crate::stats::{add, Stats};
 
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
-use staging::{Pipe, RouteCache, STAGE};
+use staging::{RouteCache, Stage, STAGE};
 
 /// NACKs queued between two sends of the ingest loop (one per received batch); more are not
 /// queued (the tracker NACKs again later).
@@ -224,33 +224,33 @@ impl<S: Sinks> Translator<S> {
 
     /// Handle one UDP payload received from `src`.
     pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
-        let mut pipe = Pipe::new(src.ip());
-        self.receive(buf, src, now, &mut pipe);
-        self.write_pipe(&mut pipe);
+        let mut stage = Stage::new(src.ip());
+        self.receive(buf, src, now, &mut stage);
+        self.write_stage(&mut stage);
     }
 
     /// Handle a received batch of UDP payloads (a `recvmmsg` batch), in order: the same as
-    /// [`Self::handle_datagram`] of each, but Key-Write and Key-Increment reports are staged
-    /// across datagram boundaries, one stage's lines prefetched while the one before is written
-    /// ([`staging::Pipe`]). Everything is written when it returns.
+    /// [`Self::handle_datagram`] of each, but the Key-Write and Key-Increment reports of
+    /// consecutive datagrams are staged together (a stage spans datagrams, so more line misses
+    /// overlap). Everything is written when it returns.
     pub fn handle_batch<'a>(
         &mut self,
         batch: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
         now: Instant,
     ) {
-        let mut pipe: Option<Pipe<'a>> = None;
+        let mut stage: Option<Stage<'a>> = None;
         for (buf, src) in batch {
-            let p = pipe.get_or_insert_with(|| Pipe::new(src.ip()));
-            self.receive(buf, src, now, p);
+            let s = stage.get_or_insert_with(|| Stage::new(src.ip()));
+            self.receive(buf, src, now, s);
         }
-        if let Some(p) = pipe.as_mut() {
-            self.write_pipe(p);
+        if let Some(s) = stage.as_mut() {
+            self.write_stage(s);
         }
     }
 
     /// One datagram of [`Self::handle_batch`]: its Key-Write and Key-Increment reports may be
-    /// left staged in `pipe`.
-    fn receive<'a>(&mut self, buf: &'a [u8], src: SocketAddr, now: Instant, pipe: &mut Pipe<'a>) {
+    /// left in `stage`.
+    fn receive<'a>(&mut self, buf: &'a [u8], src: SocketAddr, now: Instant, stage: &mut Stage<'a>) {
         add(&self.stats.datagrams, 1);
         add(&self.stats.bytes, buf.len() as u64);
         // Trust before work: a source outside the allow-list is neither parsed, applied,
@@ -272,9 +272,9 @@ impl<S: Sinks> Translator<S> {
                 // reporter id to address a congestion notice to.
                 add(&self.stats.by_priority[1], 1);
                 // What is staged is written first (report order; the meter sees it).
-                self.write_pipe(pipe);
+                self.write_stage(stage);
                 if self.meter_admit(buf, src, Priority::Medium, None, now) {
-                    self.apply_parsed(Datagram::Prototype(repr), src, now, pipe);
+                    self.apply_parsed(Datagram::Prototype(repr), src, now, stage);
                 }
             }
             Ok(Datagram::Native(d)) => {
@@ -291,10 +291,10 @@ impl<S: Sinks> Translator<S> {
                 add(&self.stats.by_priority[h.priority as usize], 1);
                 if self.meter.metered() {
                     // The meter's admission counts every write issued before it.
-                    self.write_pipe(pipe);
+                    self.write_stage(stage);
                 }
                 if self.meter_admit(buf, src, h.priority, Some(h.reporter_id), now) {
-                    self.apply_parsed(Datagram::Native(d), src, now, pipe);
+                    self.apply_parsed(Datagram::Native(d), src, now, stage);
                 }
             }
         }
@@ -302,17 +302,17 @@ impl<S: Sinks> Translator<S> {
 
     /// Apply a datagram that passed the allow-list, the sequence check and the meter (or comes
     /// back from the spill, which skips both). Its Key-Write and Key-Increment reports may be
-    /// left staged in `pipe` (written by the caller's [`Self::write_pipe`]).
+    /// left in `stage` (the caller writes it).
     fn apply_parsed<'a>(
         &mut self,
         d: Datagram<'a>,
         src: SocketAddr,
         now: Instant,
-        pipe: &mut Pipe<'a>,
+        stage: &mut Stage<'a>,
     ) {
         match d {
             Datagram::Prototype(repr) => {
-                self.write_pipe(pipe);
+                self.write_stage(stage);
                 self.apply(&repr.report, 0, src, now)
             }
             Datagram::Native(d) => {
@@ -320,9 +320,7 @@ impl<S: Sinks> Translator<S> {
                 // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
-                // primitives write what is staged first, so memory operations keep report
-                // order.
-                let stage = pipe.cur();
+                // primitives flush the batch first, so memory operations keep report order.
                 stage.src = src.ip();
                 // Dynamic redundancy ([DTA-draft §6]): under sustained pressure, low-priority
                 // Key-Write is written once instead of N times.
@@ -330,15 +328,14 @@ impl<S: Sinks> Translator<S> {
                     h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
                 let mut routes = RouteCache::default();
                 // One pass over the validated reports (zero-copy views): Key-Write and
-                // Key-Increment are staged; anything else writes what is staged and takes
-                // `apply`.
+                // Key-Increment are staged; anything else flushes the stage and takes `apply`.
                 for view in d.views() {
-                    if pipe.cur().len == STAGE {
-                        self.rotate_pipe(pipe);
+                    if stage.len == STAGE {
+                        self.write_stage(stage);
                     }
                     let report = view.report();
-                    if !self.stage(pipe.cur(), &mut routes, &report) {
-                        self.write_pipe(pipe);
+                    if !self.stage(stage, &mut routes, &report) {
+                        self.write_stage(stage);
                         self.apply(&report, h.reporter_id, src, now);
                     }
                 }
@@ -448,9 +445,9 @@ impl<S: Sinks> Translator<S> {
             };
             match dta_wire::parse(&buf[..len], self.format) {
                 Ok(d) => {
-                    let mut pipe = Pipe::new(src.ip());
-                    self.apply_parsed(d, src, now, &mut pipe);
-                    self.write_pipe(&mut pipe);
+                    let mut stage = Stage::new(src.ip());
+                    self.apply_parsed(d, src, now, &mut stage);
+                    self.write_stage(&mut stage);
                 }
                 // It parsed when spilled; a spill file altered underneath is counted as such.
                 Err(e) => self.stats.wire_error(e),

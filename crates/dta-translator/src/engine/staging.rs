@@ -15,10 +15,11 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
 
-/// Reports staged per batch before their writes are issued: a native datagram's 32 reports. At
-/// N = 2 that is 64 line prefetches issued back to back, more than a core keeps in flight, so
-/// the misses overlap as much as the core allows.
-pub(super) const STAGE: usize = 32;
+/// Reports staged per batch before their writes are issued: two native datagrams of 32 reports
+/// ([`Translator::handle_batch`] stages across the datagrams of a received batch). At N = 2
+/// that is 128 line prefetches issued back to back, more than a core keeps in flight, so the
+/// misses overlap as much as the core allows.
+pub(super) const STAGE: usize = 64;
 /// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
 /// only classifies what it cannot stage.
 const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
@@ -65,8 +66,6 @@ pub(super) struct Stage<'a> {
     write_bytes: u64,
     fetch_adds: u64,
     lowered: u64,
-    /// Every line already prefetched ([`Translator::prefetch_stage`]): the write skips it.
-    prefetched: bool,
 }
 
 impl Stage<'_> {
@@ -84,7 +83,6 @@ impl Stage<'_> {
             write_bytes: 0,
             fetch_adds: 0,
             lowered: 0,
-            prefetched: false,
         }
     }
 
@@ -98,35 +96,6 @@ impl Stage<'_> {
         self.write_bytes = 0;
         self.fetch_adds = 0;
         self.lowered = 0;
-        self.prefetched = false;
-    }
-}
-
-/// Two stages in flight across the datagrams of a received batch ([`Translator::handle_batch`]):
-/// while one is being staged (hashed), the other, full, has had its lines prefetched and waits
-/// to be written. When the staging one fills, its lines are prefetched and the waiting one is
-/// written, so each stage's misses have a whole stage's hashing to complete in. Report order
-/// is kept: the waiting stage is always written before the staging one, and both before
-/// anything else is applied ([`Translator::write_pipe`]).
-pub(super) struct Pipe<'a> {
-    stages: [Stage<'a>; 2],
-    /// The stage being staged; the other one waits (prefetched) or is empty.
-    cur: usize,
-}
-
-impl<'a> Pipe<'a> {
-    #[inline]
-    pub(super) fn new(src: IpAddr) -> Self {
-        Pipe {
-            stages: [Stage::new(src), Stage::new(src)],
-            cur: 0,
-        }
-    }
-
-    /// The stage being staged.
-    #[inline(always)]
-    pub(super) fn cur(&mut self) -> &mut Stage<'a> {
-        &mut self.stages[self.cur]
     }
 }
 
@@ -306,48 +275,20 @@ impl<S: Sinks> Translator<S> {
         refused
     }
 
-    /// A full stage of `pipe` moves on: its lines are prefetched, the waiting stage is written,
-    /// and the stage written (now empty) is staged next, from `src` at `lower`.
-    #[inline]
-    pub(super) fn rotate_pipe(&mut self, pipe: &mut Pipe<'_>) {
-        let cur = pipe.cur;
-        self.prefetch_stage(&mut pipe.stages[cur]);
-        let (src, lower) = (pipe.stages[cur].src, pipe.stages[cur].lower);
-        self.write_stage(&mut pipe.stages[cur ^ 1]);
-        pipe.cur ^= 1;
-        let next = pipe.cur();
-        next.src = src;
-        next.lower = lower;
-    }
-
-    /// Write both stages of `pipe`, the waiting one first (report order).
-    #[inline]
-    pub(super) fn write_pipe(&mut self, pipe: &mut Pipe<'_>) {
-        let cur = pipe.cur;
-        self.write_stage(&mut pipe.stages[cur ^ 1]);
-        self.write_stage(&mut pipe.stages[cur]);
-    }
-
-    /// Prefetch every line `stage` will write ([`Sinks::prefetch_at`]).
-    #[inline]
-    fn prefetch_stage(&self, stage: &mut Stage<'_>) {
-        // SAFETY: items[..len] were initialised by `stage` (written before len grew).
-        let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
-        for it in items {
-            self.sinks.prefetch_at(it.store, &it.offs[..it.n as usize]);
-        }
-        stage.prefetched = true;
-    }
-
     /// Execute a stage's memory operations in report order and add its counters once: every
     /// line prefetched first, then the writes and FETCH_ADDs. A stage for one store of a sink
     /// that maps it ([`Sinks::region_mem`]) goes straight to the mapped memory, the same
     /// operations with the same effect, counted for the meter as if issued one by one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
-        if stage.len == 0 {
-            return;
+        if stage.len != 0 {
+            self.write_staged(stage);
         }
+    }
+
+    /// [`Self::write_stage`] of a stage that holds reports.
+    #[inline]
+    fn write_staged(&mut self, stage: &mut Stage<'_>) {
         let stats = &*self.stats;
         // SAFETY: items[..len] were initialised by `stage` (written before len grew).
         let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
@@ -367,22 +308,21 @@ impl<S: Sinks> Translator<S> {
         };
         let mut tally = Tally::new();
         let kw = &self.key_write;
-        let prefetch = !stage.prefetched;
         let mut sink_errors = match direct {
             Some(mem) => {
                 let d = &mut Direct(mem);
                 let errors = match n {
-                    1 => run::<1>(d, items, kw, prefetch, &mut tally),
-                    2 => run::<2>(d, items, kw, prefetch, &mut tally),
-                    3 => run::<3>(d, items, kw, prefetch, &mut tally),
-                    4 => run::<4>(d, items, kw, prefetch, &mut tally),
-                    _ => run::<0>(d, items, kw, prefetch, &mut tally),
+                    1 => run::<1>(d, items, kw, &mut tally),
+                    2 => run::<2>(d, items, kw, &mut tally),
+                    3 => run::<3>(d, items, kw, &mut tally),
+                    4 => run::<4>(d, items, kw, &mut tally),
+                    _ => run::<0>(d, items, kw, &mut tally),
                 };
                 let ops = items.iter().map(|it| it.n as u64).sum();
                 self.sinks.issued(ops);
                 errors
             }
-            None => run::<0>(&mut self.sinks, items, kw, prefetch, &mut tally),
+            None => run::<0>(&mut self.sinks, items, kw, &mut tally),
         };
         // The stores' live counters (`docs/regions.md` §1), added once per stage and store.
         for &(store, writes, added) in tally.stores() {
@@ -498,18 +438,16 @@ impl StageOps for Direct<'_> {
     }
 }
 
-/// Issue a stage's operations on `ops` in report order, every line prefetched first unless
-/// `prefetch` is false (a [`Pipe`] prefetched them a stage earlier) (the hashing is done, so
-/// the prefetch loop is a few instructions per line and the core keeps as many misses and page
-/// walks in flight as it can). Returns the reports that failed; the reports written are
-/// tallied per store.
+/// Issue a stage's operations on `ops` in report order, every line prefetched first (the
+/// hashing is done, so the prefetch loop is a few instructions per line and the core keeps as
+/// many misses and page walks in flight as it can). Returns the reports that failed; the
+/// reports written are tallied per store.
 /// `N`: every item's N, or 0 for each item's own.
 #[inline(always)]
 fn run<const N: usize>(
     ops: &mut impl StageOps,
     items: &[Staged<'_>],
     key_write: &[KeyWriteRoute],
-    prefetch: bool,
     tally: &mut Tally,
 ) -> u64 {
     let copies = |it: &Staged<'_>| -> usize {
@@ -519,10 +457,8 @@ fn run<const N: usize>(
             N
         }
     };
-    if prefetch {
-        for it in items {
-            ops.prefetch(it.store, &it.offs[..copies(it)]);
-        }
+    for it in items {
+        ops.prefetch(it.store, &it.offs[..copies(it)]);
     }
     let mut sink_errors = 0;
     for it in items {
