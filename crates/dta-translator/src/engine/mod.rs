@@ -77,6 +77,8 @@ pub struct Translator<S: Sinks> {
     nack_port: u16,
     postcard_timeout: Duration,
     append_flush: Duration,
+    /// `recv_gather_us`, for the ingest loop ([`Self::recv_gather`]).
+    recv_gather: Duration,
     sketch_stall: Duration,
     key_write: Vec<KeyWriteRoute>,
     key_increment: Vec<KeyIncrementRoute>,
@@ -132,6 +134,12 @@ impl<S: Sinks> Translator<S> {
     pub fn with_meter(mut self, meter: Arc<Meter>) -> Self {
         self.meter = meter;
         self
+    }
+
+    /// How long the ingest loop sleeps after a partial receive batch
+    /// ([`TranslatorConfig::recv_gather_us`]).
+    pub fn recv_gather(&self) -> Duration {
+        self.recv_gather
     }
 
     pub fn meter(&self) -> &Arc<Meter> {
