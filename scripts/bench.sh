@@ -13,6 +13,8 @@
 #   scripts/bench.sh --only apply,hashmap --runs 3 --cpu-time   # apply path; rates over CPU time
 #   scripts/bench.sh --only apply --prims kw --gib 4 --dir /dev/hugepages   # one 4 GiB store
 #   scripts/bench.sh --only e2e-raw --runs 3          # root: raw sender, translator CPU time
+#   scripts/bench.sh --only e2e-raw --only e2e --recv-gather-us 0   # ... without the receive gather
+#   scripts/bench.sh --only apply,e2e --prims kw,ki,ap --runs 5 --cpu-time   # e2e per CPU-second too
 #   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
 #   scripts/bench.sh --only cluster --runs 3          # 1, 2, 3 collectors: apply and query rates

@@ -6,6 +6,9 @@
 //! appended to the list (monotone, never wraps in practice); entry number `i` lives at ring
 //! position `i mod capacity`. The translator writes a batch of entries first and the new head
 //! second (one atomic 8-byte write), so a reader that sees head h can read every entry below h.
+//! A writer that maps the region places each entry straight into its slot as it arrives
+//! ([`AppendLayout::write_entry`], reserve-then-publish) and publishes the head only once the
+//! batch is complete ([`AppendLayout::publish`]): the same two steps, the entry copied once.
 //! Readers ([`ListReader`]) are seqlock-style: read the head, copy, re-read the head, and discard
 //! (counting as *missed*) whatever the writer may have overwritten meanwhile.
 
@@ -70,6 +73,52 @@ impl AppendLayout {
             + (list as u64 * self.capacity + (index & (self.capacity - 1))) * self.entry_len as u64
     }
 
+    /// Write one entry at its slot, entry number `index` of `list`, without publishing it: the
+    /// reserve half of reserve-then-publish. The caller publishes it with [`Self::publish`] once
+    /// its batch is complete; until then a reader does not read it (it is at or above the
+    /// head). A writer has at most one batch of `batch()` entries reserved beyond the head of a
+    /// list (the distance [`ListReader`] keeps from the overwrite frontier).
+    #[inline(always)]
+    pub fn write_entry(
+        &self,
+        list: u32,
+        index: u64,
+        entry: &[u8],
+        sink: &mut impl MemSink,
+    ) -> Result<(), ApplyError> {
+        if list >= self.lists {
+            return Err(ApplyError::BadListId);
+        }
+        if entry.len() != self.entry_len {
+            return Err(ApplyError::BadDataLen);
+        }
+        sink.write(self.entry_offset(list, index), entry)?;
+        Ok(())
+    }
+
+    /// Publish `list`'s entries below `head` (one atomic 8-byte write of the head): the publish
+    /// half of reserve-then-publish, after every entry below `head` was written.
+    #[inline]
+    pub fn publish(&self, list: u32, head: u64, sink: &mut impl MemSink) -> Result<(), ApplyError> {
+        if list >= self.lists {
+            return Err(ApplyError::BadListId);
+        }
+        sink.write(self.head_offset(list), &head.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// Memory writes [`Self::write_entries`] issues for `k` entries (k ≥ 1) from `first_index`:
+    /// the entries (two writes when they wrap at the ring's end) and the head.
+    #[inline]
+    pub fn batch_writes(&self, first_index: u64, k: u64) -> u64 {
+        let pos = first_index & (self.capacity - 1);
+        if k > self.capacity - pos {
+            3
+        } else {
+            2
+        }
+    }
+
     /// Write `entries` (k·entry_len bytes, k ≤ capacity) as entries `first_index..first_index+k`
     /// of `list` ([DTA A.3] Algorithm 3, `WriteBatch`): the entries first, split in two writes at
     /// the ring's end if needed, then the head `first_index + k`.
@@ -98,11 +147,7 @@ impl AppendLayout {
         if first < k as usize {
             sink.write(self.entry_offset(list, 0), &entries[first * e..])?;
         }
-        sink.write(
-            self.head_offset(list),
-            &first_index.wrapping_add(k).to_le_bytes(),
-        )?;
-        Ok(())
+        self.publish(list, first_index.wrapping_add(k), sink)
     }
 }
 

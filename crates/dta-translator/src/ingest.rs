@@ -117,6 +117,11 @@ pub struct MmsgBuffers {
 
 impl MmsgBuffers {
     /// Buffers for `batch` datagrams (clamped to 1..=1024).
+    /// Datagrams one [`Self::recv`] takes at most.
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
     pub fn new(batch: usize) -> Self {
         let batch = batch.clamp(1, 1024);
         let mut m = MmsgBuffers {
@@ -266,12 +271,20 @@ fn receive<S: Sinks>(
         let now = Instant::now();
         // The spill goes first, while the budget allows: it is older than this batch.
         translator.reinject(now);
-        for i in 0..n {
-            let (data, src) = m.datagram(i);
-            translator.handle_datagram(data, src.unwrap_or(unknown), now);
-        }
+        translator.handle_batch(
+            (0..n).map(|i| {
+                let (data, src) = m.datagram(i);
+                (data, src.unwrap_or(unknown))
+            }),
+            now,
+        );
         send_nacks(translator, socket);
         translator.tick(now);
+        // A partial batch: let the next one gather in the receive buffer rather than wake for
+        // every few datagrams (`recv_gather_us`).
+        if n > 0 && n < m.capacity() && !translator.recv_gather().is_zero() {
+            std::thread::sleep(translator.recv_gather());
+        }
     }
     // Stopping: apply what the kernel already holds for this socket (datagrams that arrived
     // before the signal), bounded so a flood cannot hold the exit.

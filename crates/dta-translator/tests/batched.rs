@@ -444,3 +444,100 @@ fn single_store_stages_equal_per_report_layouts() {
     assert_eq!(s.total_rejected(), 0);
     assert!(writes > 0 && fetch_adds > 0);
 }
+
+/// A received batch through `handle_batch` (Key-Write and Key-Increment stages spanning its
+/// datagrams; Append, prototype datagrams and reports no store takes in between) leaves every
+/// store exactly as the same datagrams one at a time, with the same counters.
+#[test]
+fn a_batch_equals_its_datagrams_one_at_a_time() {
+    let (dir, dir2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (regions, regions2) = (common::regions(dir.path()), common::regions(dir2.path()));
+    let (mut t, mut t2) = (common::translator(&regions), common::translator(&regions2));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xBA7D);
+    let now = Instant::now();
+    let mut datagrams = vec![];
+    for seq in 0..600u32 {
+        if seq % 50 == 7 {
+            // A prototype Key-Write between native datagrams (applied at once, in order).
+            let key = rng.gen_range(0u32..40).to_be_bytes();
+            let repr = dta_wire::prototype::Repr {
+                base: dta_wire::prototype::BaseRepr {
+                    opcode: Opcode::KeyWrite,
+                    immediate: false,
+                    retransmittable: false,
+                    seqnum: None,
+                },
+                report: Report::KeyWrite {
+                    key: &key,
+                    data: &[7, 7, 7, 7],
+                    redundancy: 2,
+                    immediate: false,
+                },
+            };
+            let mut buf = vec![0u8; 64];
+            let format = dta_translator::TranslatorConfig::default()
+                .prototype_header
+                .into();
+            let len = repr.emit(&mut buf, format).unwrap();
+            buf.truncate(len);
+            datagrams.push(buf);
+            continue;
+        }
+        // Mostly Key-Write and Key-Increment, so stages fill across datagrams.
+        let count = rng.gen_range(1..=45);
+        let gens: Vec<Gen> = (0..count)
+            .map(|_| {
+                if rng.gen_bool(0.8) {
+                    let k = rng.gen_range(0u32..40).to_be_bytes();
+                    if rng.gen_bool(0.5) {
+                        Gen::Kw4(k, rng.gen(), rng.gen_range(1..=4), false)
+                    } else {
+                        Gen::Ki(k, rng.gen_range(1..1000), dta_store::DEFAULT_REDUNDANCY)
+                    }
+                } else {
+                    random_report(&mut rng)
+                }
+            })
+            .collect();
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, seq).unwrap();
+        for g in &gens {
+            b.push(&g.report()).unwrap();
+        }
+        let len = b.finish();
+        buf.truncate(len);
+        datagrams.push(buf);
+    }
+    for chunk in datagrams.chunks(13) {
+        t.handle_batch(chunk.iter().map(|d| (&d[..], common::src())), now);
+        for d in chunk {
+            t2.handle_datagram(d, common::src(), now);
+        }
+    }
+    t.flush_all();
+    t2.flush_all();
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    for (a, b) in regions.iter().zip(&regions2) {
+        assert_eq!(image(a), image(b), "store {}", a.header().name);
+    }
+    let (s, s2) = (t.stats(), t2.stats());
+    for op in [Opcode::KeyWrite, Opcode::KeyIncrement, Opcode::Append] {
+        assert_eq!(s.reports_of(op), s2.reports_of(op), "{op:?}");
+    }
+    assert!(s.reports_of(Opcode::KeyWrite) > 3_000);
+    for (what, x, y) in [
+        ("writes", &s.writes, &s2.writes),
+        ("write_bytes", &s.write_bytes, &s2.write_bytes),
+        ("fetch_adds", &s.fetch_adds, &s2.fetch_adds),
+        ("datagrams", &s.datagrams, &s2.datagrams),
+    ] {
+        assert_eq!(x.load(Relaxed), y.load(Relaxed), "{what}");
+    }
+    assert_eq!(s.total_rejected(), s2.total_rejected());
+    assert_eq!(s.rejected("no_store"), s2.rejected("no_store"));
+    assert!(s.rejected("no_store") > 0);
+}

@@ -17,7 +17,7 @@
 //! Every case runs `--runs` times, alternating, `--secs` each; medians. Needs root (namespaces,
 //! BPF): prints a SKIPPED line and exits otherwise.
 //! `cargo bench -p dta --bench e2e_raw -- [--secs N] [--runs N] [--senders S] [--recv-batch N]
-//! [--only send,e2e]`
+//! [--recv-gather-us N] [--only send,e2e]`
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -40,6 +40,8 @@ struct Args {
     senders: u32,
     /// The translator's `recv_batch` (datagrams per `recvmmsg`).
     recv_batch: usize,
+    /// The translator's `recv_gather_us`; `None`: its default.
+    recv_gather_us: Option<u64>,
     only: Vec<String>,
 }
 
@@ -49,6 +51,7 @@ fn parse_args() -> Args {
         runs: 3,
         senders: 2,
         recv_batch: 64,
+        recv_gather_us: None,
         only: vec!["send".into(), "e2e".into()],
     };
     let mut it = std::env::args().skip(1);
@@ -59,6 +62,9 @@ fn parse_args() -> Args {
             "--runs" => a.runs = val().parse::<usize>().expect("--runs N").max(1),
             "--senders" => a.senders = val().parse().expect("--senders N"),
             "--recv-batch" => a.recv_batch = val().parse().expect("--recv-batch N"),
+            "--recv-gather-us" => {
+                a.recv_gather_us = Some(val().parse().expect("--recv-gather-us N"))
+            }
             "--only" => a.only = val().split(',').map(String::from).collect(),
             _ => {} // cargo bench passes --bench
         }
@@ -217,7 +223,12 @@ fn drop_print(
 
 /// The translator's configuration: one Key-Write store like the suite's, the sender's subnet
 /// allowed, the classifier off (its thread would be counted in the process's CPU time).
-fn write_config(dir: &std::path::Path, net: &VethPair, recv_batch: usize) -> std::path::PathBuf {
+fn write_config(
+    dir: &std::path::Path,
+    net: &VethPair,
+    recv_batch: usize,
+    recv_gather_us: Option<u64>,
+) -> std::path::PathBuf {
     let shm = std::path::Path::new("/dev/shm");
     let regions = if shm.is_dir() {
         tempfile::tempdir_in(shm).unwrap().keep()
@@ -229,11 +240,14 @@ fn write_config(dir: &std::path::Path, net: &VethPair, recv_batch: usize) -> std
         &cfg,
         format!(
             "region_dir = '{}'\n[translator]\nlisten = '{}:40040'\nallow = ['10.{NET}.0.0/24']\n\
-             classifier = false\nrecv_buffer = 67108864\nrecv_batch = {recv_batch}\n\
+             classifier = false\nrecv_buffer = 67108864\nrecv_batch = {recv_batch}\n{gather}\
              [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = {SLOTS}\nkey_len = 4\n\
              data_len = 4\nredundancy = 2\n",
             regions.display(),
-            net.ip_a
+            net.ip_a,
+            gather = recv_gather_us
+                .map(|us| format!("recv_gather_us = {us}\n"))
+                .unwrap_or_default(),
         ),
     )
     .unwrap();
@@ -350,7 +364,7 @@ fn one_e2e(
 
 fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Sender) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(dir.path(), net, a.recv_batch);
+    let cfg = write_config(dir.path(), net, a.recv_batch, a.recv_gather_us);
     let cases: Vec<(u32, Sender)> = [1u32, 2]
         .iter()
         .flat_map(|&t| [(t, before), (t, after)])
@@ -366,9 +380,13 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
     let _ = std::fs::remove_dir_all(&parsed.region_dir);
     println!(
         "\n2. end to end: dta report --raw (namespace B) -> veth -> dta translator (namespace A), \
-         32 Key-Write reports per datagram, N = 2, 256 MiB store, recv_batch {} ({} s per case, \
-         median of {} runs)",
-        a.recv_batch, a.secs, a.runs
+         32 Key-Write reports per datagram, N = 2, 256 MiB store, recv_batch {}, recv_gather_us {} \
+         ({} s per case, median of {} runs)",
+        a.recv_batch,
+        a.recv_gather_us
+            .map_or("default".to_string(), |us| us.to_string()),
+        a.secs,
+        a.runs
     );
     println!(
         "{:<8} {:<30} {:>12} {:>12} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>10}",

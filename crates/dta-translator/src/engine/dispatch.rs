@@ -13,6 +13,7 @@ use super::routes::{KeyIncrementRoute, KeyWriteRoute};
 use super::staging::{RouteCache, Stage};
 use super::{allowed, Translator};
 use crate::append::Batch;
+use crate::meter::Metered;
 use crate::postcard::{Chunk, Eviction, MAX_KEY};
 use crate::reason::Reason;
 use crate::sinks::{Sinks, StoreSink};
@@ -73,6 +74,23 @@ impl<S: Sinks> Translator<S> {
                 }
                 Some(r) if list_id >= r.layout.lists() => Err(Reason::BadListId),
                 Some(r) if data.len() != r.layout.entry_len() => Err(Reason::BadDataLen),
+                Some(r) if r.batcher.in_place() => {
+                    // Reserve-then-publish: the entry straight into its slot, the head once
+                    // the batch is complete.
+                    let index = r.batcher.reserve(list_id);
+                    let placed = match self.sinks.region_mem(r.store) {
+                        Some(mem) => r.layout.write_entry(list_id, index, data, &mut mem.sink()),
+                        None => Err(dta_store::SinkError::RegionLost.into()),
+                    };
+                    match placed {
+                        Ok(()) => match r.batcher.placed(list_id, immediate) {
+                            Some(b) => write_batch(&r.layout, r.store, &mut self.sinks, stats, b),
+                            None => Ok(()),
+                        },
+                        Err(e) => Err(e),
+                    }
+                    .map_err(|e| Reason::from(&e))
+                }
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
                     r.batcher
@@ -175,10 +193,13 @@ fn unstaged(check: Option<Result<(), dta_store::ApplyError>>) -> Reason {
     }
 }
 
+/// Write out one Append batch: its entries then its head, or, in place (the entries already
+/// in their slots), the head alone, counted (stats and meter) as the same writes as the
+/// buffered batch.
 pub(super) fn write_batch<S: Sinks>(
     layout: &AppendLayout,
     store: usize,
-    sinks: &mut S,
+    sinks: &mut Metered<S>,
     stats: &Stats,
     b: Batch<'_>,
 ) -> Result<(), dta_store::ApplyError> {
@@ -186,6 +207,16 @@ pub(super) fn write_batch<S: Sinks>(
         add(&stats.append_batches, 1);
     } else {
         add(&stats.append_partial_batches, 1);
+    }
+    if b.entries.is_empty() && b.count > 0 {
+        let ops = layout.batch_writes(b.first_index, b.count);
+        add(&stats.writes, ops);
+        add(&stats.write_bytes, b.count * layout.entry_len() as u64 + 8);
+        sinks.issued(ops);
+        return match sinks.region_mem(store) {
+            Some(mem) => layout.publish(b.list, b.first_index + b.count, &mut mem.sink()),
+            None => Err(dta_store::SinkError::RegionLost.into()),
+        };
     }
     let mut sink = StoreSink {
         sinks,

@@ -77,6 +77,8 @@ pub struct Translator<S: Sinks> {
     nack_port: u16,
     postcard_timeout: Duration,
     append_flush: Duration,
+    /// `recv_gather_us`, for the ingest loop ([`Self::recv_gather`]).
+    recv_gather: Duration,
     sketch_stall: Duration,
     key_write: Vec<KeyWriteRoute>,
     key_increment: Vec<KeyIncrementRoute>,
@@ -132,6 +134,12 @@ impl<S: Sinks> Translator<S> {
     pub fn with_meter(mut self, meter: Arc<Meter>) -> Self {
         self.meter = meter;
         self
+    }
+
+    /// How long the ingest loop sleeps after a partial receive batch
+    /// ([`TranslatorConfig::recv_gather_us`]).
+    pub fn recv_gather(&self) -> Duration {
+        self.recv_gather
     }
 
     pub fn meter(&self) -> &Arc<Meter> {
@@ -224,6 +232,33 @@ impl<S: Sinks> Translator<S> {
 
     /// Handle one UDP payload received from `src`.
     pub fn handle_datagram(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
+        let mut stage = Stage::new(src.ip());
+        self.receive(buf, src, now, &mut stage);
+        self.write_stage(&mut stage);
+    }
+
+    /// Handle a received batch of UDP payloads (a `recvmmsg` batch), in order: the same as
+    /// [`Self::handle_datagram`] of each, but the Key-Write and Key-Increment reports of
+    /// consecutive datagrams are staged together (a stage spans datagrams, so more line misses
+    /// overlap). Everything is written when it returns.
+    pub fn handle_batch<'a>(
+        &mut self,
+        batch: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+        now: Instant,
+    ) {
+        let mut stage: Option<Stage<'a>> = None;
+        for (buf, src) in batch {
+            let s = stage.get_or_insert_with(|| Stage::new(src.ip()));
+            self.receive(buf, src, now, s);
+        }
+        if let Some(s) = stage.as_mut() {
+            self.write_stage(s);
+        }
+    }
+
+    /// One datagram of [`Self::handle_batch`]: its Key-Write and Key-Increment reports may be
+    /// left in `stage`.
+    fn receive<'a>(&mut self, buf: &'a [u8], src: SocketAddr, now: Instant, stage: &mut Stage<'a>) {
         add(&self.stats.datagrams, 1);
         add(&self.stats.bytes, buf.len() as u64);
         // Trust before work: a source outside the allow-list is neither parsed, applied,
@@ -244,8 +279,10 @@ impl<S: Sinks> Translator<S> {
                 // The prototype carries no priority: count and meter it as medium. It has no
                 // reporter id to address a congestion notice to.
                 add(&self.stats.by_priority[1], 1);
+                // What is staged is written first (report order; the meter sees it).
+                self.write_stage(stage);
                 if self.meter_admit(buf, src, Priority::Medium, None, now) {
-                    self.apply_parsed(Datagram::Prototype(repr), src, now);
+                    self.apply_parsed(Datagram::Prototype(repr), src, now, stage);
                 }
             }
             Ok(Datagram::Native(d)) => {
@@ -260,25 +297,39 @@ impl<S: Sinks> Translator<S> {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
+                if self.meter.metered() {
+                    // The meter's admission counts every write issued before it.
+                    self.write_stage(stage);
+                }
                 if self.meter_admit(buf, src, h.priority, Some(h.reporter_id), now) {
-                    self.apply_parsed(Datagram::Native(d), src, now);
+                    self.apply_parsed(Datagram::Native(d), src, now, stage);
                 }
             }
         }
     }
 
     /// Apply a datagram that passed the allow-list, the sequence check and the meter (or comes
-    /// back from the spill, which skips both).
-    fn apply_parsed(&mut self, d: Datagram<'_>, src: SocketAddr, now: Instant) {
+    /// back from the spill, which skips both). Its Key-Write and Key-Increment reports may be
+    /// left in `stage` (the caller writes it).
+    fn apply_parsed<'a>(
+        &mut self,
+        d: Datagram<'a>,
+        src: SocketAddr,
+        now: Instant,
+        stage: &mut Stage<'a>,
+    ) {
         match d {
-            Datagram::Prototype(repr) => self.apply(&repr.report, 0, src, now),
+            Datagram::Prototype(repr) => {
+                self.write_stage(stage);
+                self.apply(&repr.report, 0, src, now)
+            }
             Datagram::Native(d) => {
                 let h = d.header;
                 // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
                 // Key-Increment reports are routed once per shape, hashed and their lines
                 // prefetched, then written together; counters are added once per batch. Other
                 // primitives flush the batch first, so memory operations keep report order.
-                let mut stage = Stage::new(src.ip());
+                stage.src = src.ip();
                 // Dynamic redundancy ([DTA-draft §6]): under sustained pressure, low-priority
                 // Key-Write is written once instead of N times.
                 stage.lower =
@@ -288,15 +339,14 @@ impl<S: Sinks> Translator<S> {
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
                 for view in d.views() {
                     if stage.len == STAGE {
-                        self.write_stage(&mut stage);
+                        self.write_stage(stage);
                     }
                     let report = view.report();
-                    if !self.stage(&mut stage, &mut routes, &report) {
-                        self.write_stage(&mut stage);
+                    if !self.stage(stage, &mut routes, &report) {
+                        self.write_stage(stage);
                         self.apply(&report, h.reporter_id, src, now);
                     }
                 }
-                self.write_stage(&mut stage);
             }
         }
     }
@@ -402,7 +452,11 @@ impl<S: Sinks> Translator<S> {
                 break;
             };
             match dta_wire::parse(&buf[..len], self.format) {
-                Ok(d) => self.apply_parsed(d, src, now),
+                Ok(d) => {
+                    let mut stage = Stage::new(src.ip());
+                    self.apply_parsed(d, src, now, &mut stage);
+                    self.write_stage(&mut stage);
+                }
                 // It parsed when spilled; a spill file altered underneath is counted as such.
                 Err(e) => self.stats.wire_error(e),
             }

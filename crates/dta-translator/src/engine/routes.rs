@@ -39,6 +39,11 @@ pub enum BuildError {
     TrackerEntries(#[from] BadEntries),
     #[error("{0}")]
     FlowControl(String),
+    #[error(
+        "translator.recv_gather_us = {0}: at most {max} microseconds",
+        max = crate::config::MAX_RECV_GATHER_US
+    )]
+    RecvGather(u64),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -83,6 +88,9 @@ impl<S: Sinks> Translator<S> {
         )?;
         let fc = &cfg.flow_control;
         fc.validate().map_err(BuildError::FlowControl)?;
+        if cfg.recv_gather_us > crate::config::MAX_RECV_GATHER_US {
+            return Err(BuildError::RecvGather(cfg.recv_gather_us));
+        }
         let threads = cfg.threads.max(1) as u64;
         stats
             .budget
@@ -108,6 +116,7 @@ impl<S: Sinks> Translator<S> {
             nack_port: cfg.nack_port,
             postcard_timeout: Duration::from_millis(cfg.postcard_timeout_ms),
             append_flush: Duration::from_millis(cfg.append_flush_ms),
+            recv_gather: Duration::from_micros(cfg.recv_gather_us),
             sketch_stall: Duration::from_millis(cfg.sketch_stall_ms),
             key_write: vec![],
             key_increment: vec![],
@@ -153,7 +162,10 @@ impl<S: Sinks> Translator<S> {
                     let layout = AppendLayout::new(h).map_err(layout_err)?;
                     let mut heads = info.append_heads.clone();
                     heads.resize(layout.lists() as usize, 0);
-                    let batcher = AppendBatcher::new(layout.entry_len(), layout.batch(), heads);
+                    // Entries in place when the sink maps the store ([`crate::append`]).
+                    let in_place = t.sinks.region_mem(store).is_some();
+                    let batcher =
+                        AppendBatcher::new(layout.entry_len(), layout.batch(), heads, in_place);
                     t.append = Some(AppendRoute {
                         store,
                         layout,
@@ -269,5 +281,37 @@ mod tests {
             t.set_store_allow("none", dta_wire::prefix::AllowList::any()),
             Err(BuildError::UnknownStore(_))
         ));
+    }
+
+    /// A receive gather past its bound is refused with a message naming the setting; the bound
+    /// itself is taken.
+    #[test]
+    fn recv_gather_is_bounded() {
+        let mem = || Mem {
+            areas: vec![],
+            fail: false,
+            tally: vec![],
+            adds: vec![],
+            signals: Default::default(),
+        };
+        let with = |us| {
+            Translator::new(
+                &TranslatorConfig {
+                    recv_gather_us: us,
+                    ..Default::default()
+                },
+                &[],
+                mem(),
+                Arc::new(Stats::default()),
+            )
+        };
+        let max = crate::config::MAX_RECV_GATHER_US;
+        assert_eq!(
+            with(max).unwrap().recv_gather(),
+            std::time::Duration::from_micros(max)
+        );
+        let e = with(max + 1).err().unwrap();
+        assert!(matches!(e, BuildError::RecvGather(v) if v == max + 1));
+        assert!(e.to_string().contains("translator.recv_gather_us"), "{e}");
     }
 }

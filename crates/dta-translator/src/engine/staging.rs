@@ -15,10 +15,11 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
 
-/// Reports staged per batch before their writes are issued: a native datagram's 32 reports. At
-/// N = 2 that is 64 line prefetches issued back to back, more than a core keeps in flight, so
-/// the misses overlap as much as the core allows.
-pub(super) const STAGE: usize = 32;
+/// Reports staged per batch before their writes are issued: two native datagrams of 32 reports
+/// ([`Translator::handle_batch`] stages across the datagrams of a received batch). At N = 2
+/// that is 128 line prefetches issued back to back, more than a core keeps in flight, so the
+/// misses overlap as much as the core allows.
+pub(super) const STAGE: usize = 64;
 /// The batch path handles every redundancy the stores accept (1..=MAX_REDUNDANCY); `apply`
 /// only classifies what it cannot stage.
 const STAGE_MAX_N: usize = MAX_REDUNDANCY as usize;
@@ -278,11 +279,16 @@ impl<S: Sinks> Translator<S> {
     /// line prefetched first, then the writes and FETCH_ADDs. A stage for one store of a sink
     /// that maps it ([`Sinks::region_mem`]) goes straight to the mapped memory, the same
     /// operations with the same effect, counted for the meter as if issued one by one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn write_stage(&mut self, stage: &mut Stage<'_>) {
-        if stage.len == 0 {
-            return;
+        if stage.len != 0 {
+            self.write_staged(stage);
         }
+    }
+
+    /// [`Self::write_stage`] of a stage that holds reports.
+    #[inline]
+    fn write_staged(&mut self, stage: &mut Stage<'_>) {
         let stats = &*self.stats;
         // SAFETY: items[..len] were initialised by `stage` (written before len grew).
         let items = unsafe { &*(&stage.items[..stage.len] as *const _ as *const [Staged<'_>]) };
