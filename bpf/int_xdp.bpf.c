@@ -5,7 +5,7 @@
 // ([INT v2.1 §5.7.3]) of a flow the userspace sink already knows, on the path it knows, with no
 // event (every metric at or under its threshold), is aggregated here and dropped (XDP_DROP):
 // per flow (a slot the sink gave it) the report count, per hop and metric the sum and the latest
-// value; per switch, metric and log2 bucket the histogram count. Everything else goes up the
+// value (with the report's sequence number, which orders it against the sink's own); per switch, metric and log2 bucket the histogram count. Everything else goes up the
 // stack (XDP_PASS) to the sink's sockets. The aggregates live in BPF_F_MMAPABLE arrays the sink
 // maps and drains at each delta flush into the same deltas its own reports make, so flow records
 // and histograms stay exact. crates/dta-xdp (`IntFastPath`) loads it; docs/int-sink.md
@@ -71,7 +71,7 @@ struct flow_agg {
     __u64 last_ns;                  // bpf_ktime_get_ns of the latest report
     __u64 sum[MAX_HOPS][METRICS];
     __u32 last[MAX_HOPS][METRICS];
-    __u32 pad;
+    __u32 seq;                      // Telemetry Report sequence number of the latest report
 };
 
 struct {
@@ -261,6 +261,7 @@ int int_xdp(struct xdp_md *ctx)
         }
     }
     a->last_ns = bpf_ktime_get_ns();
+    a->seq = be32(p) & 0x3fffff;
     // The count last: a drain that sees it sees the report's sums (or the next drain does).
     __sync_fetch_and_add(&a->packets, 1);
     return count(C_FAST, XDP_DROP);

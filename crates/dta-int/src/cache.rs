@@ -22,7 +22,7 @@ pub const UTIL: usize = Metric::EgressTxUtil as usize - 1;
 /// `last[1 + m]` metric `m`, each valid where its bit of the entry's `present[hop]` is set), and
 /// per metric the sum and count of its samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct HopAgg {
     pub sum: [u64; 3],
     pub n: [u64; 3],
@@ -77,6 +77,11 @@ pub struct FlowEntry {
     pub present: [u8; MAX_PATH],
     /// The sink's fast path knows this flow ([`crate::fast::FastPath::learn`]).
     pub fast: bool,
+    /// `report_seq` holds the Telemetry Report sequence number ([TR v2.0 §3.1], 22 bits) of the
+    /// report the latest values came from: reports taken by the fast path and by the sink are
+    /// ordered by it ([`seq_newer`]), not by when each side handled them.
+    pub seq_known: bool,
+    pub report_seq: u32,
     pub packets: u64,
     pub first_ns: u64,
     pub last_ns: u64,
@@ -102,7 +107,9 @@ impl FlowEntry {
             first_ns: self.first_ns,
             last_ns: self.last_ns,
             reason,
-            hops: (0..self.hops as usize).map(|h| self.hop_record(h)).collect(),
+            hops: (0..self.hops as usize)
+                .map(|h| self.hop_record(h))
+                .collect(),
         }
     }
 
@@ -121,6 +128,16 @@ impl FlowEntry {
         }
     }
 }
+
+/// Whether Telemetry Report sequence number `a` is `b` or comes after it (22-bit serial
+/// arithmetic: within 2^21 reports of each other).
+#[inline]
+pub fn seq_newer(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) & SEQ_MASK < (SEQ_MASK + 1) / 2
+}
+
+/// The 22 bits of a Telemetry Report v2.0 sequence number.
+pub const SEQ_MASK: u32 = 0x3f_ffff;
 
 /// The cache.
 pub struct FlowCache {
@@ -290,6 +307,17 @@ fn prefetch(p: *const u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(seq_newer(5, 5));
+        assert!(seq_newer(6, 5));
+        assert!(!seq_newer(5, 6));
+        assert!(seq_newer(2, SEQ_MASK - 3));
+        assert!(!seq_newer(SEQ_MASK - 3, 2));
+        assert!(seq_newer(1 << 20, 0));
+        assert!(!seq_newer(1 << 21, 0));
+    }
 
     #[test]
     fn an_entry_is_seven_cache_lines() {

@@ -24,21 +24,21 @@ use serde::{Deserialize, Serialize};
 
 use dta_int_wire as int;
 use dta_int_wire::{
-    find_int, find_int_ip, parse_report, HopStack, IndividualReport, IntDetect, LegacySubHeader,
-    TelemetryReport,
+    find_int, find_int_ip, parse_report, GroupHeader, HopStack, IndividualReport, IntDetect,
+    LegacySubHeader, TelemetryReport,
 };
 use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
-use crate::cache::{FlowCache, FlowEntry, Pending, LATENCY, QUEUE, UTIL};
+use crate::cache::{seq_newer, FlowCache, FlowEntry, Pending, LATENCY, QUEUE, SEQ_MASK, UTIL};
 use crate::delta::HistDeltas;
-use crate::fast::{FastFlow, FastPath, FastThresholds, FAST_METRICS};
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
     ThresholdConfig, Thresholds, HOP_NONE,
 };
+use crate::fast::{FastFlow, FastPath, FastThresholds, FAST_METRICS};
 use crate::layout::{encode_path, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// The `[int_sink]` configuration.
@@ -369,6 +369,8 @@ struct MdReport<'b> {
     hash: u64,
     /// A v2.0 report (it counts one individual report).
     v2: bool,
+    /// Its Telemetry Report sequence number.
+    seq: u32,
 }
 
 /// The sink.
@@ -552,11 +554,11 @@ impl<S: Sinks> IntSink<S> {
         match find_int(frame, &self.detect) {
             Err(e) => self.stats.error(e),
             Ok(None) => add(&self.stats.not_int, 1),
-            Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+            Ok(Some(repr)) => self.handle_int(&repr, None, now_ns),
         }
     }
 
-    fn handle_int(&mut self, repr: &int::IntRepr<'_>, now_ns: u64) {
+    fn handle_int(&mut self, repr: &int::IntRepr<'_>, seq: Option<u32>, now_ns: u64) {
         let key = match repr.flow.as_ref().map(|f| f.key13()) {
             Some(Some(k)) => k,
             Some(None) => {
@@ -569,7 +571,7 @@ impl<S: Sinks> IntSink<S> {
             }
         };
         match repr.stack() {
-            Some(stack) => self.handle_md(&key, &stack, now_ns),
+            Some(stack) => self.md_hashed(&key, FlowCache::hash(&key), &stack, seq, now_ns),
             // INT-MX / INT-Destination carry no stack: their hops report separately.
             None => add(&self.stats.ignored_reports, 1),
         }
@@ -612,7 +614,7 @@ impl<S: Sinks> IntSink<S> {
                         if m.v2 {
                             add(&self.stats.individual_reports, 1);
                         }
-                        self.md_hashed(&m.key, m.hash, &m.stack, now_ns);
+                        self.md_hashed(&m.key, m.hash, &m.stack, Some(m.seq), now_ns);
                     }
                     None => self.handle_report(buf, now_ns),
                 }
@@ -625,17 +627,17 @@ impl<S: Sinks> IntSink<S> {
     /// whose inner packet carries an INT-MD stack; or a v0.5/v1.0 report of such a frame), with
     /// its flow key; `None` for anything else, left to `handle_report`.
     fn md_report<'b>(&self, buf: &'b [u8]) -> Option<MdReport<'b>> {
-        let (repr, v2) = match parse_report(buf).ok()? {
+        let (repr, v2, seq) = match parse_report(buf).ok()? {
             TelemetryReport::V2(ref r) if r.len() == 1 => {
                 let ir = r.first();
                 let drop = ir.main.as_ref().and_then(|m| m.metadata.drop_reason);
                 if ir.dropped || drop.is_some() {
                     return None;
                 }
-                (ir.inner_int(&self.detect).ok()??, true)
+                (ir.inner_int(&self.detect).ok()??, true, r.group.sequence)
             }
             TelemetryReport::Legacy(l) if l.sub == LegacySubHeader::None => {
-                (l.inner_int(&self.detect).ok()??, false)
+                (l.inner_int(&self.detect).ok()??, false, l.sequence)
             }
             _ => return None,
         };
@@ -646,6 +648,7 @@ impl<S: Sinks> IntSink<S> {
             key,
             hash: FlowCache::hash(&key),
             v2,
+            seq,
         })
     }
 
@@ -657,7 +660,7 @@ impl<S: Sinks> IntSink<S> {
             Ok(TelemetryReport::V2(r)) => {
                 for ir in r.iter() {
                     add(&self.stats.individual_reports, 1);
-                    self.handle_individual(r.group.node_id, &ir, now_ns);
+                    self.handle_individual(&r.group, &ir, now_ns);
                 }
             }
             Ok(TelemetryReport::Legacy(l)) => {
@@ -672,7 +675,7 @@ impl<S: Sinks> IntSink<S> {
                 } else {
                     match l.inner_int(&self.detect) {
                         Err(e) => self.stats.error(e),
-                        Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+                        Ok(Some(repr)) => self.handle_int(&repr, Some(l.sequence), now_ns),
                         Ok(None) => add(&self.stats.ignored_reports, 1),
                     }
                 }
@@ -680,7 +683,8 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
-    fn handle_individual(&mut self, node_id: u32, ir: &IndividualReport<'_>, now_ns: u64) {
+    fn handle_individual(&mut self, group: &GroupHeader, ir: &IndividualReport<'_>, now_ns: u64) {
+        let node_id = group.node_id;
         let md = ir.main.as_ref().map(|m| m.metadata);
         let drop_reason = md.and_then(|m| m.drop_reason);
         if ir.dropped || drop_reason.is_some() {
@@ -698,7 +702,7 @@ impl<S: Sinks> IntSink<S> {
                 return;
             }
             Ok(Some(repr)) if repr.stack().is_some() => {
-                self.handle_int(&repr, now_ns);
+                self.handle_int(&repr, Some(group.sequence), now_ns);
                 return;
             }
             Ok(_) => {}
@@ -720,7 +724,16 @@ impl<S: Sinks> IntSink<S> {
             queue: m.queue_occupancy,
             util: m.egress_tx_util,
         };
-        self.handle_hops(&key, FlowCache::hash(&key), &[s], hop, 0, None, now_ns);
+        self.handle_hops(
+            &key,
+            FlowCache::hash(&key),
+            &[s],
+            hop,
+            0,
+            None,
+            None,
+            now_ns,
+        );
     }
 
     /// The flow key and hop index (`initial_ttl - TTL`) of a report's inner packet (InType 3
@@ -777,11 +790,19 @@ impl<S: Sinks> IntSink<S> {
 
     /// An INT-MD stack (newest hop first) of flow `key` ([INT-NIC §III], per packet).
     pub fn handle_md(&mut self, key: &[u8; FLOW_KEY_LEN], stack: &HopStack<'_>, now_ns: u64) {
-        self.md_hashed(key, FlowCache::hash(key), stack, now_ns);
+        self.md_hashed(key, FlowCache::hash(key), stack, None, now_ns);
     }
 
-    /// [`IntSink::handle_md`] of a key of [`FlowCache::hash`] `hash`.
-    fn md_hashed(&mut self, key: &[u8; FLOW_KEY_LEN], hash: u64, stack: &HopStack<'_>, now_ns: u64) {
+    /// [`IntSink::handle_md`] of a key of [`FlowCache::hash`] `hash`, from a telemetry report
+    /// of sequence number `seq`.
+    fn md_hashed(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        hash: u64,
+        stack: &HopStack<'_>,
+        seq: Option<u32>,
+        now_ns: u64,
+    ) {
         add(&self.stats.md_packets, 1);
         let len = stack.len();
         if len > MAX_PATH {
@@ -805,12 +826,15 @@ impl<S: Sinks> IntSink<S> {
             ids[i] = hops[n - 1 - i].node_id.unwrap_or(u32::MAX);
         }
         let data = encode_path(&ids[..n]);
-        self.handle_hops(key, hash, &hops[..n], 0, n as u8, Some(&data), now_ns);
+        self.handle_hops(key, hash, &hops[..n], 0, n as u8, Some(&data), seq, now_ns);
     }
 
     /// Hops `first_hop..first_hop + samples.len()` of one packet of `key` (of
     /// [`FlowCache::hash`] `hash`); `path_len` 0 if unknown (a single postcard); `path` the
-    /// INT-MD path record to write.
+    /// INT-MD path record to write; `seq` the Telemetry Report sequence number of an INT-MD
+    /// report. A report older than the one the flow's latest values came from (by `seq`: the
+    /// fast path took a later one first) still counts, but leaves the latest values and owed
+    /// writes as they are.
     #[allow(clippy::too_many_arguments)]
     fn handle_hops(
         &mut self,
@@ -820,6 +844,7 @@ impl<S: Sinks> IntSink<S> {
         first_hop: u8,
         path_len: u8,
         path: Option<&[u8; PATH_DATA_LEN]>,
+        seq: Option<u32>,
         now_ns: u64,
     ) {
         if self.report_seq == u32::MAX {
@@ -838,11 +863,11 @@ impl<S: Sinks> IntSink<S> {
                 &mut self.evicted,
                 &mut self.fast,
             );
-            let (cfg, seq) = (&self.cfg, self.report_seq);
+            let (cfg, owed_seq) = (&self.cfg, self.report_seq);
             let idx = cache.entry_index(key, hash, now_ns, |i, old| {
                 let mut old = *old;
                 if let Some(f) = fast.as_deref_mut() {
-                    fast_leave(f, cfg, stats, i, &mut old, seq, now_ns);
+                    fast_leave(f, cfg, stats, i, &mut old, owed_seq, now_ns);
                 }
                 evicted(bus, stats, &old, EvictReason::Capacity);
                 if old.pending.dirty {
@@ -850,7 +875,19 @@ impl<S: Sinks> IntSink<S> {
                 }
             });
             let e = cache.at_mut(idx);
-            if path.is_some() || md_postcards {
+            // With a fast path, the order of a flow's reports is their sequence numbers' (it
+            // may take later ones before the sink reads earlier ones off its socket).
+            let newest = match seq {
+                Some(_) if fast.is_none() => true,
+                Some(s) if e.seq_known && !seq_newer(s & SEQ_MASK, e.report_seq) => false,
+                Some(s) => {
+                    e.seq_known = true;
+                    e.report_seq = s & SEQ_MASK;
+                    true
+                }
+                None => true,
+            };
+            if newest && (path.is_some() || md_postcards) {
                 let p = &mut e.pending;
                 if !p.dirty {
                     p.dirty = true;
@@ -878,7 +915,7 @@ impl<S: Sinks> IntSink<S> {
             if first_hop == 0 {
                 e.packets += 1;
             }
-            e.last_ns = now_ns;
+            e.last_ns = e.last_ns.max(now_ns);
             let mut path_latency: u64 = 0;
             let mut path_changed = false;
             for (j, s) in samples.iter().enumerate() {
@@ -896,21 +933,24 @@ impl<S: Sinks> IntSink<S> {
                             evs.push(EventKind::PathChange, hop, id, a.last[0]);
                         }
                     }
-                    a.last[0] = id;
-                    *present |= 1;
+                    if newest {
+                        a.last[0] = id;
+                        *present |= 1;
+                    }
                 }
                 if let Some(v) = s.latency {
                     const BIT: u8 = 1 << (1 + LATENCY);
-                    if *present & BIT != 0 && a.last[1 + LATENCY].abs_diff(v) > th.latency_change
-                    {
+                    if *present & BIT != 0 && a.last[1 + LATENCY].abs_diff(v) > th.latency_change {
                         evs.push(EventKind::LatencyChange, hop, node, v);
                     }
                     // [INT-NIC §III] 𝒯 events: the current value above the threshold.
                     if v > th.hop_latency {
                         evs.push(EventKind::HopLatency, hop, node, v);
                     }
-                    a.last[1 + LATENCY] = v;
-                    *present |= BIT;
+                    if newest {
+                        a.last[1 + LATENCY] = v;
+                        *present |= BIT;
+                    }
                     a.sum[LATENCY] += u64::from(v);
                     a.n[LATENCY] += 1;
                     path_latency += u64::from(v);
@@ -923,8 +963,10 @@ impl<S: Sinks> IntSink<S> {
                     if v > th.queue_occupancy {
                         evs.push(EventKind::QueueOccupancy, hop, node, v);
                     }
-                    a.last[1 + QUEUE] = v;
-                    *present |= BIT;
+                    if newest {
+                        a.last[1 + QUEUE] = v;
+                        *present |= BIT;
+                    }
                     a.sum[QUEUE] += u64::from(v);
                     a.n[QUEUE] += 1;
                 }
@@ -932,8 +974,10 @@ impl<S: Sinks> IntSink<S> {
                     if v > th.egress_tx_util {
                         evs.push(EventKind::EgressTxUtil, hop, node, v);
                     }
-                    a.last[1 + UTIL] = v;
-                    *present |= 1 << (1 + UTIL);
+                    if newest {
+                        a.last[1 + UTIL] = v;
+                        *present |= 1 << (1 + UTIL);
+                    }
                     a.sum[UTIL] += u64::from(v);
                     a.n[UTIL] += 1;
                 }
@@ -1239,7 +1283,13 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
         add(c, d.packets);
     }
     e.packets += d.packets;
-    let latest = d.last_ns >= e.last_ns;
+    // The program's latest report against the sink's: by sequence number where the sink has
+    // one (the order the switch sent them in), else by time.
+    let latest = if e.seq_known {
+        seq_newer(d.seq & SEQ_MASK, e.report_seq)
+    } else {
+        d.last_ns >= e.last_ns
+    };
     for h in 0..n {
         let a = &mut e.hop[h];
         for m in 0..FAST_METRICS {
@@ -1253,13 +1303,16 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
             e.present[h] |= 0b1110;
         }
     }
+    e.last_ns = e.last_ns.max(d.last_ns);
     if !latest {
         return;
     }
-    e.last_ns = d.last_ns;
+    e.seq_known = true;
+    e.report_seq = d.seq & SEQ_MASK;
+    // The path record lists the newest hop first, as the report's stack (`handle_md`).
     let mut ids = [0u32; MAX_PATH];
-    for (h, id) in ids[..n].iter_mut().enumerate() {
-        *id = e.hop[h].last[0];
+    for (i, id) in ids[..n].iter_mut().enumerate() {
+        *id = e.hop[n - 1 - i].last[0];
     }
     let p = &mut e.pending;
     p.dirty = true;

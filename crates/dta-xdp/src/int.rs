@@ -81,7 +81,7 @@ struct FlowAgg {
     last_ns: AtomicU64,
     sum: [[AtomicU64; INT_METRICS]; INT_MAX_HOPS],
     last: [[AtomicU32; INT_METRICS]; INT_MAX_HOPS],
-    _pad: u32,
+    seq: AtomicU32,
 }
 
 /// One flow's aggregate as taken ([`IntXdp::take`]); `last_mono_ns` on `CLOCK_MONOTONIC`.
@@ -90,6 +90,8 @@ pub struct IntFlowAgg {
     pub packets: u64,
     pub hops: u8,
     pub last_mono_ns: u64,
+    /// Telemetry Report sequence number of the latest report taken.
+    pub seq: u32,
     pub sum: [[u64; INT_METRICS]; INT_MAX_HOPS],
     pub last: [[u32; INT_METRICS]; INT_MAX_HOPS],
 }
@@ -378,6 +380,7 @@ impl IntXdp {
             packets,
             hops: self.hops[slot as usize],
             last_mono_ns: a.last_ns.load(Relaxed),
+            seq: a.seq.load(Relaxed),
             ..IntFlowAgg::default()
         };
         for h in 0..INT_MAX_HOPS {

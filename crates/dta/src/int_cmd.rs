@@ -16,15 +16,13 @@ use clap::{Args, Subcommand};
 use serde::Deserialize;
 
 use dta_collector::{Collector, StoreConfig};
-use dta_int::{
-    query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification, SinkGroup,
-};
 use dta_int::fast::{FastFlow, FastPath, FastThresholds};
+use dta_int::{query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification, SinkGroup};
 use dta_int_wire::instr;
 use dta_translator::ingest::{self, MmsgBuffers};
-use dta_xdp::{IntXdp, IntXdpConfig};
 use dta_translator::sinks::RegionSinks;
 use dta_translator::{Stats, Translator, TranslatorConfig};
+use dta_xdp::{IntXdp, IntXdpConfig};
 
 /// The INT sink's configuration file.
 #[derive(Debug, Deserialize)]
@@ -421,6 +419,7 @@ impl FastPath for XdpFast {
             hops: a.hops,
             // The sink's clock: as long before now as the report was.
             last_ns: now_ns.saturating_sub(monotonic_ns().saturating_sub(a.last_mono_ns)),
+            seq: a.seq,
             sum: a.sum,
             last: a.last,
         })

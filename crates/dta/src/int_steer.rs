@@ -452,7 +452,12 @@ mod tests {
     ) -> Vec<u8> {
         let mut p = vec![0x20, 0, 0, 0, 0, 0, 0, 1];
         let in_type = if ethernet { 3 } else { 4 };
-        p.extend([(u8::from(int.is_some()) << 4) | in_type, 0, 0, int.unwrap_or(0)]);
+        p.extend([
+            (u8::from(int.is_some()) << 4) | in_type,
+            0,
+            0,
+            int.unwrap_or(0),
+        ]);
         if let Some(words) = int {
             p.extend([0u8; 8]);
             p.extend(std::iter::repeat_n(0xee, usize::from(words) * 4));
@@ -495,7 +500,11 @@ mod tests {
             let ethernet = (r >> 41) & 1 == 1;
             let ihl = 5 + (r >> 42) as u8 % 11;
             // Some reports end early: the program returns 0 where the Rust side finds no flow.
-            let truncate = if i % 16 == 0 { (r >> 48) as usize % 24 } else { 0 };
+            let truncate = if i % 16 == 0 {
+                (r >> 48) as usize % 24
+            } else {
+                0
+            };
             let p = raw_report(&key, int, ethernet, ihl, truncate);
             for (n, prog) in &progs {
                 let kernel = run_cbpf(prog, &p) as usize;

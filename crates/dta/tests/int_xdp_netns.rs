@@ -94,7 +94,9 @@ fn run(d: &Path, net: &VethPair, xdp: bool) -> serde_json::Value {
         s
     });
     let out = Command::new("ip")
-        .args(["netns", "exec", &net.b, exe, "pcap", "replay", "--rate", "40000"])
+        .args([
+            "netns", "exec", &net.b, exe, "pcap", "replay", "--rate", "40000",
+        ])
         .args(["--to", &format!("{}:32766", net.ip_a)])
         .arg(d.join("trace.pcap"))
         .output()
@@ -202,6 +204,7 @@ fn xdp_fast_path_keeps_records_and_histograms_exact() {
         }
         write_config(&d, &format!("{}:32766", net.ip_a), "10.83.0.0/24");
         let stats = run(&d, &net, xdp);
+        eprintln!("fast path {xdp}: {stats}");
         check(&d, 2000);
         if xdp {
             let x = &stats["xdp"];
@@ -210,15 +213,26 @@ fn xdp_fast_path_keeps_records_and_histograms_exact() {
             // Every flow's first report is the sink's (it learns the flow); the rest are the
             // program's (no event: no thresholds are set).
             assert!(fast > sent / 2, "{stats}");
-            assert_eq!(stats["fast_path_reports"].as_u64().unwrap(), fast, "{stats}");
+            assert_eq!(
+                stats["fast_path_reports"].as_u64().unwrap(),
+                fast,
+                "{stats}"
+            );
             assert_eq!(x["pass_event"], 0, "{stats}");
         } else {
             assert!(stats.get("xdp").is_none(), "{stats}");
         }
         hists.push(histograms(&d, &nodes));
     }
-    assert_eq!(hists[0], hists[1], "histograms with and without the fast path");
+    assert_eq!(
+        hists[0], hists[1],
+        "histograms with and without the fast path"
+    );
     for (k, counts) in &want {
-        assert_eq!(&hists[1][k], counts, "histogram of switch {} metric {}", k.0, k.1);
+        assert_eq!(
+            &hists[1][k], counts,
+            "histogram of switch {} metric {}",
+            k.0, k.1
+        );
     }
 }
