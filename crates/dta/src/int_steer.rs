@@ -452,11 +452,12 @@ mod tests {
     ) -> Vec<u8> {
         let mut p = vec![0x20, 0, 0, 0, 0, 0, 0, 1];
         let in_type = if ethernet { 3 } else { 4 };
+        // RepType | InType, Report Length, MD Length, flags.
         p.extend([
             (u8::from(int.is_some()) << 4) | in_type,
             0,
-            0,
             int.unwrap_or(0),
+            0,
         ]);
         if let Some(words) = int {
             p.extend([0u8; 8]);
