@@ -133,7 +133,7 @@ impl FlowEntry {
 /// arithmetic: within 2^21 reports of each other).
 #[inline]
 pub fn seq_newer(a: u32, b: u32) -> bool {
-    a.wrapping_sub(b) & SEQ_MASK < (SEQ_MASK + 1) / 2
+    a.wrapping_sub(b) & SEQ_MASK <= SEQ_MASK >> 1
 }
 
 /// The 22 bits of a Telemetry Report v2.0 sequence number.
