@@ -47,7 +47,8 @@ fi
 # `--only int-e2e` (alone): `dta int-sink` over loopback, `dta pcap replay` of a 20 000-flow trace
 # at paced rates and unpaced: reports lost, CPU-seconds per million, flow records against the
 # trace's ground truth (docs/benchmarks.md, "INT sink end to end: before and after"). Add
-# `--bin before=PATH` for a binary built from another commit.
+# `--bin before=PATH` for a binary built from another commit; `--netns --bin xdp=PATH --xdp xdp`
+# for the INT XDP fast path (root; docs/benchmarks.md, "INT per-report cost").
 if [ "${1:-}" = "--only" ] && [ "${2:-}" = "int-e2e" ]; then
     shift 2
     cargo build -q --release -p dta

@@ -12,6 +12,11 @@ replay` paced at each rate (and unpaced), and per run:
 
 Runs alternate between the binaries (same machine state for both); medians over --runs.
 
+With --netns (root), the sink runs in a network namespace and the replay in another, joined by a
+veth pair the script creates (and deletes); --xdp NAME runs binary NAME's sink with the INT XDP
+fast path on its veth (`--xdp IFACE --xdp-generic`), and its CPU time is the process's plus the
+program's run time (the sink's final stats, `xdp.run_time_ns`), both reported.
+
     scripts/bench.sh --only int-e2e [--runs 3] [--rates 50000,200000,max] \
         [--bin after=target/release/dta] [--bin before=/tmp/dta-main] \
         [--bin after64=target/release/dta --extra "after64:recv_buffer = 67108864"]
@@ -29,7 +34,7 @@ import tempfile
 import time
 
 CONFIG = """region_dir = "regions"
-listen = "127.0.0.1:{port}"
+listen = "{host}:{port}"
 [sink]
 int_udp_port = 5000
 idle_timeout_ms = {idle_ms}
@@ -64,6 +69,30 @@ key_len = 6
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+class Netns:
+    """Two namespaces joined by a veth pair: the sink's (10.91.0.1) and the sender's."""
+
+    def __init__(self):
+        tag = os.getpid() % 100000
+        self.sink, self.sender = f"dtae2es{tag}", f"dtae2ec{tag}"
+        self.dev_sink, self.dev_sender = f"ve2es{tag}", f"ve2ec{tag}"
+        self.host = "10.91.0.1"
+        ip = lambda *a: subprocess.run(["ip", *a], check=True)
+        ip("netns", "add", self.sink)
+        ip("netns", "add", self.sender)
+        ip("link", "add", self.dev_sink, "netns", self.sink, "type", "veth", "peer", "name",
+           self.dev_sender, "netns", self.sender)
+        for ns, dev, addr in [(self.sink, self.dev_sink, "10.91.0.1/24"),
+                              (self.sender, self.dev_sender, "10.91.0.2/24")]:
+            ip("-n", ns, "addr", "add", addr, "dev", dev)
+            ip("-n", ns, "link", "set", dev, "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+
+    def close(self):
+        for ns in (self.sink, self.sender):
+            subprocess.run(["ip", "netns", "del", ns])
+
+
 def free_udp_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
@@ -79,38 +108,53 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def udp_drops(port):
+def proc_net_udp(ns):
+    """The lines of /proc/net/udp (of namespace `ns`, if given) after the header."""
+    if ns is None:
+        with open("/proc/net/udp") as f:
+            return f.read().splitlines()[1:]
+    r = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/udp"],
+                       capture_output=True, text=True, check=True)
+    return r.stdout.splitlines()[1:]
+
+
+def udp_drops(port, ns=None):
     """Sum of the `drops` column of /proc/net/udp for sockets bound to `port`."""
     total = 0
-    with open("/proc/net/udp") as f:
-        next(f)
-        for line in f:
-            cols = line.split()
-            if int(cols[1].split(":")[1], 16) == port:
-                total += int(cols[-1])
+    for line in proc_net_udp(ns):
+        cols = line.split()
+        if int(cols[1].split(":")[1], 16) == port:
+            total += int(cols[-1])
     return total
 
 
-def wait_bound(port, proc, timeout=60):
+def wait_bound(port, proc, ns=None, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"sink exited: {proc.stderr.read()}")
-        with open("/proc/net/udp") as f:
-            if any(int(l.split()[1].split(":")[1], 16) == port for l in list(f)[1:]):
-                return
+        if any(int(l.split()[1].split(":")[1], 16) == port for l in proc_net_udp(ns)):
+            return
         time.sleep(0.05)
     raise RuntimeError("sink did not bind")
 
 
-def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli):
+def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=None, xdp=False):
     d = tempfile.mkdtemp(dir=work)
     port = free_udp_port()
     cfg = os.path.join(d, "int.toml")
+    host = net.host if net else "127.0.0.1"
+    if net:
+        extra = "\n".join(l for l in [extra, 'allow = ["10.91.0.0/24"]'] if l)
     with open(cfg, "w") as f:
-        f.write(CONFIG.format(port=port, idle_ms=600000, extra=extra if new_cli else ""))
+        f.write(CONFIG.format(host=host, port=port, idle_ms=600000,
+                              extra=extra if new_cli else ""))
     records = os.path.join(d, "records.jsonl")
-    args = [bin_path, "int-sink", "--config", cfg]
+    ns_sink = ["ip", "netns", "exec", net.sink] if net else []
+    ns_sender = ["ip", "netns", "exec", net.sender] if net else []
+    args = ns_sink + [bin_path, "int-sink", "--config", cfg]
+    if xdp:
+        args += ["--xdp", net.dev_sink, "--xdp-generic"]
     out = open(records, "w")
     if new_cli:
         args += ["--records", records]
@@ -120,10 +164,10 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli):
         stdout = out
     sink = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, text=True)
     try:
-        wait_bound(port, sink)
+        wait_bound(port, sink, net.sink if net else None)
         time.sleep(0.2)
         cpu0 = cpu_seconds(sink.pid)
-        rep = [bin_path, "pcap", "replay", "--to", f"127.0.0.1:{port}", pcap]
+        rep = ns_sender + [bin_path, "pcap", "replay", "--to", f"{host}:{port}", pcap]
         if rate != "max":
             rep += ["--rate", str(rate)]
         r = subprocess.run(rep, capture_output=True, text=True, check=True)
@@ -131,7 +175,7 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli):
         # Let the sink drain what is queued, then read its CPU time and the kernel's drops.
         time.sleep(0.5)
         cpu1 = cpu_seconds(sink.pid)
-        drops = udp_drops(port)
+        drops = udp_drops(port, net.sink if net else None)
         sink.send_signal(signal.SIGTERM)
         _, err = sink.communicate(timeout=120)
     finally:
@@ -140,6 +184,9 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli):
         out.close()
     stats = json.loads(err[err.index("{\n"):].split("\nexported")[0])
     received = stats["reports"]
+    # The XDP program's run time: it ran only for this sink's reports (its veth carries nothing
+    # else), all of them between the two CPU readings.
+    xdp_s = stats.get("xdp", {}).get("run_time_ns", 0) / 1e9
     chk = subprocess.run(
         [checker, "int-sink", "check", "--truth", truth, "--records", records,
          "--config", cfg, "--show", "3"],
@@ -156,6 +203,8 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli):
         "lost": sent["sent"] - received,
         "kernel_drops": drops,
         "cpu_s_per_m": (cpu1 - cpu0) / (sent["sent"] / 1e6),
+        "xdp_s_per_m": xdp_s / (sent["sent"] / 1e6),
+        "fast": stats.get("fast_path_reports", 0),
         "exact": c.get("flows_exact", 0),
         "ok": c.get("ok", False),
         "paths": c.get("paths_from_store", {}).get("found_exact"),
@@ -173,7 +222,13 @@ def main():
     ap.add_argument("--extra", action="append", default=[],
                     help="NAME:LINE, a line for [sink] of binary NAME (new CLI only)")
     ap.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp"))
+    ap.add_argument("--netns", action="store_true",
+                    help="sink and sender in two network namespaces joined by a veth pair")
+    ap.add_argument("--xdp", action="append", default=[],
+                    help="NAME: run binary NAME's sink with the INT XDP fast path (--netns)")
     a = ap.parse_args()
+    if a.xdp and not a.netns:
+        sys.exit("--xdp needs --netns (the fast path goes on the sink's veth)")
     bins = [b.split("=", 1) for b in a.bin] or [["after", "target/release/dta"]]
     checker = bins[0][1]
     for name, path in bins:
@@ -190,28 +245,36 @@ def main():
         h = subprocess.run([path, "int-sink", "--help"], capture_output=True, text=True)
         new_cli[name] = "--records" in h.stdout
     rates = a.rates.split(",")
+    net = Netns() if a.netns else None
     print(f"uptime: {os.getloadavg()}")
     results = {}
-    for run in range(a.runs):
-        for rate in rates:
-            for name, path in bins:
-                extra = "\n".join(e.split(":", 1)[1] for e in a.extra
-                                   if e.split(":", 1)[0] == name)
-                r = run_once(path, checker, work, pcap, truth, rate, extra, new_cli[name])
-                results.setdefault((rate, name), []).append(r)
-                print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
+    try:
+        for run in range(a.runs):
+            for rate in rates:
+                for name, path in bins:
+                    extra = "\n".join(e.split(":", 1)[1] for e in a.extra
+                                       if e.split(":", 1)[0] == name)
+                    r = run_once(path, checker, work, pcap, truth, rate, extra, new_cli[name],
+                                 net, name in a.xdp)
+                    results.setdefault((rate, name), []).append(r)
+                    print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
+    finally:
+        if net:
+            net.close()
     print(f"uptime: {os.getloadavg()}")
     print()
     print("| rate asked | binary | sent/s | lost (median, max) | kernel drops | CPU-s per M reports"
-          " | flows exact | paths from store |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          " (process + XDP = total) | reports taken in XDP | flows exact | paths from store |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for rate in rates:
         for name, _ in bins:
             rs = results[(rate, name)]
             med = lambda k: statistics.median(r[k] for r in rs)
+            total = statistics.median(r["cpu_s_per_m"] + r["xdp_s_per_m"] for r in rs)
             print(f"| {rate} | {name} | {med('rate'):,.0f} | {med('lost'):,.0f}, "
                   f"{max(r['lost'] for r in rs):,} | {med('kernel_drops'):,.0f} | "
-                  f"{med('cpu_s_per_m'):.2f} | {min(r['exact'] for r in rs):,} of {a.flows:,}"
+                  f"{med('cpu_s_per_m'):.2f} + {med('xdp_s_per_m'):.3f} = {total:.2f} | "
+                  f"{med('fast'):,.0f} | {min(r['exact'] for r in rs):,} of {a.flows:,}"
                   f" | {min((r['paths'] or 0) for r in rs):,} |")
     subprocess.run(["rm", "-rf", work])
 

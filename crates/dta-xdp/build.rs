@@ -8,6 +8,8 @@ fn main() {
     // The drop-only baseline of benchmark 4 (crates/dta-xdp/src/drop.rs).
     compile("xdp_drop");
     compile("dta_xdp");
+    // The INT sink's fast path (crates/dta-xdp/src/int.rs).
+    compile("int_xdp");
 }
 
 fn compile(name: &str) {

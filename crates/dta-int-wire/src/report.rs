@@ -528,6 +528,11 @@ impl<'a> ReportV2<'a> {
         })
     }
 
+    /// The first individual report (parsed once, at validation; borrowed, not copied).
+    pub fn first(&self) -> &IndividualReport<'a> {
+        &self.first.0
+    }
+
     /// Number of individual reports.
     pub fn len(&self) -> usize {
         self.count

@@ -7,61 +7,47 @@
 //! predefined time period"). Nothing here allocates per packet.
 
 use crate::events::{EvictReason, FlowRecord, HopRecord};
-use crate::layout::{FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
+use crate::layout::{Metric, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// Buckets per row.
 pub const WAYS: usize = 8;
 
-/// One hop's aggregate.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HopAgg {
-    pub node_id: Option<u32>,
-    pub latency: Option<u32>,
-    pub queue: Option<u32>,
-    pub util: Option<u32>,
-    pub sum_latency: u64,
-    pub n_latency: u64,
-    pub sum_queue: u64,
-    pub n_queue: u64,
-    pub sum_util: u64,
-    pub n_util: u64,
-    pub path_changes: u32,
-}
+/// The metrics a hop aggregates, in [`HopAgg`]'s arrays (`sum`, `n`; `last` after the node id).
+/// (The order of [`Metric::ALL`].)
+pub const LATENCY: usize = Metric::HopLatency as usize - 1;
+pub const QUEUE: usize = Metric::QueueOccupancy as usize - 1;
+pub const UTIL: usize = Metric::EgressTxUtil as usize - 1;
 
-impl HopAgg {
-    fn record(&self) -> HopRecord {
-        let avg = |s: u64, n: u64| (n > 0).then(|| s as f64 / n as f64);
-        HopRecord {
-            node_id: self.node_id,
-            hop_latency: self.latency,
-            avg_hop_latency: avg(self.sum_latency, self.n_latency),
-            queue_occupancy: self.queue,
-            avg_queue_occupancy: avg(self.sum_queue, self.n_queue),
-            egress_tx_util: self.util,
-            avg_egress_tx_util: avg(self.sum_util, self.n_util),
-            path_changes: self.path_changes,
-        }
-    }
+/// One hop's aggregate, one cache line: the latest node id and metrics (`last[0]` the node id,
+/// `last[1 + m]` metric `m`, each valid where its bit of the entry's `present[hop]` is set), and
+/// per metric the sum and count of its samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, align(64))]
+pub struct HopAgg {
+    pub sum: [u64; 3],
+    pub n: [u64; 3],
+    pub last: [u32; 4],
 }
 
 /// The store writes a flow owes since the last delta flush (`docs/int-sink.md`, "Aggregation"):
 /// the latest INT-MD path record (Key-Write) and the latest Postcarding value per hop. Only the
 /// newest matters: a Key-Write or a Postcarding chunk of a flow overwrites the previous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Pending {
-    /// The sink's report sequence number of the last update: writes are replayed in this
-    /// order, so a slot shared by two flows ends with the one written last, as without
-    /// aggregation.
-    pub seq: u64,
+    /// The sink's report sequence number of the last update, counted from the last delta flush
+    /// (which runs before it could wrap): writes are replayed in this order, so a slot shared by
+    /// two flows ends with the one written last, as without aggregation.
+    pub seq: u32,
     /// Some write is owed (the entry is on the sink's dirty list).
     pub dirty: bool,
     /// A path record is owed.
     pub has_path: bool,
-    pub path: [u8; PATH_DATA_LEN],
     /// Postcarding path length of the owed postcards.
     pub path_len: u8,
     /// Hops (bit i = hop i) with an owed postcard value.
     pub postcard_mask: u8,
+    pub path: [u8; PATH_DATA_LEN],
     pub postcard: [u32; MAX_PATH],
 }
 
@@ -71,30 +57,48 @@ impl Default for Pending {
             seq: 0,
             dirty: false,
             has_path: false,
-            path: [0; PATH_DATA_LEN],
             path_len: 0,
             postcard_mask: 0,
+            path: [0; PATH_DATA_LEN],
             postcard: [0; MAX_PATH],
         }
     }
 }
 
-/// One flow's entry.
+/// One flow's entry: 7 cache lines, aligned to one: the key, counters, per-hop flags and owed
+/// writes in the first two, then one line per hop, so a report touches no more than it needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, align(64))]
 pub struct FlowEntry {
     pub key: [u8; FLOW_KEY_LEN],
-    pub in_use: bool,
+    /// Hops seen (the highest hop index + 1).
+    pub hops: u8,
+    /// Per hop, bit i: `hop[h].last[i]` holds a value.
+    pub present: [u8; MAX_PATH],
+    /// The sink's fast path knows this flow ([`crate::fast::FastPath::learn`]).
+    pub fast: bool,
+    /// `report_seq` holds the Telemetry Report sequence number ([TR v2.0 §3.1], 22 bits) of the
+    /// report the latest values came from: reports taken by the fast path and by the sink are
+    /// ordered by it ([`seq_newer`]), not by when each side handled them.
+    pub seq_known: bool,
+    pub report_seq: u32,
     pub packets: u64,
     pub first_ns: u64,
     pub last_ns: u64,
-    /// Hops seen (the highest hop index + 1).
-    pub hops: u8,
-    pub hop: [HopAgg; MAX_PATH],
+    /// Per hop, times its node id changed.
+    pub path_changes: [u32; MAX_PATH],
     /// Writes owed to the stores (aggregation).
     pub pending: Pending,
+    pub hop: [HopAgg; MAX_PATH],
 }
 
 impl FlowEntry {
+    /// Hop `h`'s latest `last[i]` (0 node id, 1 + m metric m), if any.
+    #[inline]
+    pub fn latest(&self, h: usize, i: usize) -> Option<u32> {
+        (self.present[h] & (1 << i) != 0).then_some(self.hop[h].last[i])
+    }
+
     /// The flow record of this entry.
     pub fn record(&self, reason: EvictReason) -> FlowRecord {
         FlowRecord {
@@ -103,13 +107,37 @@ impl FlowEntry {
             first_ns: self.first_ns,
             last_ns: self.last_ns,
             reason,
-            hops: self.hop[..self.hops as usize]
-                .iter()
-                .map(HopAgg::record)
+            hops: (0..self.hops as usize)
+                .map(|h| self.hop_record(h))
                 .collect(),
         }
     }
+
+    fn hop_record(&self, h: usize) -> HopRecord {
+        let a = &self.hop[h];
+        let avg = |m: usize| (a.n[m] > 0).then(|| a.sum[m] as f64 / a.n[m] as f64);
+        HopRecord {
+            node_id: self.latest(h, 0),
+            hop_latency: self.latest(h, 1 + LATENCY),
+            avg_hop_latency: avg(LATENCY),
+            queue_occupancy: self.latest(h, 1 + QUEUE),
+            avg_queue_occupancy: avg(QUEUE),
+            egress_tx_util: self.latest(h, 1 + UTIL),
+            avg_egress_tx_util: avg(UTIL),
+            path_changes: self.path_changes[h],
+        }
+    }
 }
+
+/// Whether Telemetry Report sequence number `a` is `b` or comes after it (22-bit serial
+/// arithmetic: within 2^21 reports of each other).
+#[inline]
+pub fn seq_newer(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) & SEQ_MASK <= SEQ_MASK >> 1
+}
+
+/// The 22 bits of a Telemetry Report v2.0 sequence number.
+pub const SEQ_MASK: u32 = 0x3f_ffff;
 
 /// The cache.
 pub struct FlowCache {
@@ -141,10 +169,16 @@ impl FlowCache {
         self.occupied
     }
 
-    /// The first bucket of `key`'s row and its tag.
+    /// The hash of `key` the cache places it by: compute it once per report and hand it to the
+    /// `*_hashed` methods.
     #[inline]
-    fn row(&self, key: &[u8; FLOW_KEY_LEN]) -> (usize, u64) {
-        let h = dta_store::hash::fmix64(dta_store::hash::fnv1a64(key));
+    pub fn hash(key: &[u8; FLOW_KEY_LEN]) -> u64 {
+        dta_store::hash::fmix64(dta_store::hash::fnv1a64(key))
+    }
+
+    /// The first bucket of the row of a key of hash `h` and its tag.
+    #[inline]
+    fn row(&self, h: u64) -> (usize, u64) {
         ((h as usize & self.row_mask) * WAYS, h | 1)
     }
 
@@ -157,15 +191,16 @@ impl FlowCache {
     /// Start loading the row of `key` (its tags' cache line) into the cache: a batch of reports
     /// issues these for all its flows first, so their misses overlap.
     #[inline]
-    pub fn prefetch_row(&self, key: &[u8; FLOW_KEY_LEN]) {
-        let (r, _) = self.row(key);
+    pub fn prefetch_row(&self, hash: u64) {
+        let (r, _) = self.row(hash);
         prefetch(&self.tags[r] as *const u64 as *const u8);
     }
 
-    /// Start loading the entry of `key`, if cached (after [`FlowCache::prefetch_row`]).
+    /// Start loading the entry of a key of hash `hash`, if cached (after
+    /// [`FlowCache::prefetch_row`]).
     #[inline]
-    pub fn prefetch_entry(&self, key: &[u8; FLOW_KEY_LEN]) {
-        let (r, tag) = self.row(key);
+    pub fn prefetch_entry(&self, hash: u64) {
+        let (r, tag) = self.row(hash);
         if let Some(i) = (r..r + WAYS).find(|&i| self.tags[i] == tag) {
             let e = &self.buckets[i];
             let base = e as *const FlowEntry as *const u8;
@@ -177,19 +212,19 @@ impl FlowCache {
 
     /// The entry of `key`, if cached.
     pub fn get(&self, key: &[u8; FLOW_KEY_LEN]) -> Option<&FlowEntry> {
-        let (r, tag) = self.row(key);
+        let (r, tag) = self.row(Self::hash(key));
         self.find(r, tag, key).map(|i| &self.buckets[i])
     }
 
     /// The entry of `key`, created if needed (packets 0, first_ns = now). A flow evicted to make
-    /// room is passed to `evict` first.
+    /// room is passed to `evict` first, with its index.
     pub fn entry(
         &mut self,
         key: &[u8; FLOW_KEY_LEN],
         now_ns: u64,
-        evict: impl FnOnce(&FlowEntry),
+        evict: impl FnOnce(usize, &FlowEntry),
     ) -> &mut FlowEntry {
-        let i = self.entry_index(key, now_ns, evict);
+        let i = self.entry_index(key, Self::hash(key), now_ns, evict);
         &mut self.buckets[i]
     }
 
@@ -198,14 +233,17 @@ impl FlowCache {
         &mut self.buckets[index]
     }
 
-    /// [`FlowCache::entry`], returning the entry's index.
+    /// [`FlowCache::entry`] of `key` of hash `hash` ([`FlowCache::hash`]), returning the
+    /// entry's index.
+    #[inline]
     pub fn entry_index(
         &mut self,
         key: &[u8; FLOW_KEY_LEN],
+        hash: u64,
         now_ns: u64,
-        evict: impl FnOnce(&FlowEntry),
+        evict: impl FnOnce(usize, &FlowEntry),
     ) -> usize {
-        let (r, tag) = self.row(key);
+        let (r, tag) = self.row(hash);
         if let Some(i) = self.find(r, tag, key) {
             return i;
         }
@@ -218,14 +256,13 @@ impl FlowCache {
                 let i = (r..r + WAYS)
                     .min_by_key(|&i| self.buckets[i].last_ns)
                     .expect("WAYS > 0");
-                evict(&self.buckets[i]);
+                evict(i, &self.buckets[i]);
                 i
             }
         };
         self.tags[i] = tag;
         self.buckets[i] = FlowEntry {
             key: *key,
-            in_use: true,
             first_ns: now_ns,
             last_ns: now_ns,
             ..FlowEntry::default()
@@ -233,15 +270,20 @@ impl FlowCache {
         i
     }
 
-    /// Evict every flow not updated for more than `idle_ns` (every flow when `None`).
-    pub fn expire(&mut self, now_ns: u64, idle_ns: Option<u64>, mut evict: impl FnMut(&FlowEntry)) {
+    /// Evict every flow not updated for more than `idle_ns` (every flow when `None`), each
+    /// passed to `evict` with its index.
+    pub fn expire(
+        &mut self,
+        now_ns: u64,
+        idle_ns: Option<u64>,
+        mut evict: impl FnMut(usize, &FlowEntry),
+    ) {
         if self.occupied == 0 {
             return;
         }
-        for (e, tag) in self.buckets.iter_mut().zip(self.tags.iter_mut()) {
+        for (i, (e, tag)) in self.buckets.iter().zip(self.tags.iter_mut()).enumerate() {
             if *tag != 0 && idle_ns.is_none_or(|t| now_ns.saturating_sub(e.last_ns) > t) {
-                evict(e);
-                e.in_use = false;
+                evict(i, e);
                 *tag = 0;
                 self.occupied -= 1;
             }
@@ -266,6 +308,25 @@ fn prefetch(p: *const u8) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(seq_newer(5, 5));
+        assert!(seq_newer(6, 5));
+        assert!(!seq_newer(5, 6));
+        assert!(seq_newer(2, SEQ_MASK - 3));
+        assert!(!seq_newer(SEQ_MASK - 3, 2));
+        assert!(seq_newer(1 << 20, 0));
+        assert!(!seq_newer(1 << 21, 0));
+    }
+
+    #[test]
+    fn an_entry_is_seven_cache_lines() {
+        assert_eq!(core::mem::size_of::<HopAgg>(), 64);
+        assert_eq!(core::mem::offset_of!(FlowEntry, hop), 128);
+        assert_eq!(core::mem::size_of::<FlowEntry>(), 7 * 64);
+        assert_eq!(core::mem::align_of::<FlowEntry>(), 64);
+    }
+
     fn key(i: u32) -> [u8; 13] {
         let mut k = [0u8; 13];
         k[..4].copy_from_slice(&i.to_be_bytes());
@@ -275,19 +336,19 @@ mod tests {
     #[test]
     fn entries_persist_and_age_out() {
         let mut c = FlowCache::new(64);
-        c.entry(&key(1), 10, |_| panic!()).packets += 1;
-        c.entry(&key(1), 20, |_| panic!()).packets += 1;
-        c.entry(&key(2), 30, |_| panic!()).packets += 1;
+        c.entry(&key(1), 10, |_, _| panic!()).packets += 1;
+        c.entry(&key(1), 20, |_, _| panic!()).packets += 1;
+        c.entry(&key(2), 30, |_, _| panic!()).packets += 1;
         assert_eq!(c.get(&key(1)).unwrap().packets, 2);
         assert_eq!(c.get(&key(1)).unwrap().first_ns, 10);
         assert_eq!(c.occupied(), 2);
-        c.entry(&key(1), 100, |_| panic!()).last_ns = 100;
+        c.entry(&key(1), 100, |_, _| panic!()).last_ns = 100;
         let mut gone = vec![];
-        c.expire(140, Some(50), |e| gone.push(e.key));
+        c.expire(140, Some(50), |_, e| gone.push(e.key));
         assert_eq!(gone, vec![key(2)]);
         assert!(c.get(&key(2)).is_none());
         assert_eq!(c.occupied(), 1);
-        c.expire(140, None, |e| gone.push(e.key));
+        c.expire(140, None, |_, e| gone.push(e.key));
         assert_eq!(c.occupied(), 0);
     }
 
@@ -295,12 +356,12 @@ mod tests {
     fn full_row_evicts_least_recent() {
         let mut c = FlowCache::new(WAYS); // one row
         for i in 0..WAYS as u32 {
-            let e = c.entry(&key(i), 100 + i as u64, |_| panic!("room left"));
+            let e = c.entry(&key(i), 100 + i as u64, |_, _| panic!("room left"));
             e.last_ns = 100 + i as u64;
         }
-        c.entry(&key(0), 500, |_| panic!()).last_ns = 500;
+        c.entry(&key(0), 500, |_, _| panic!()).last_ns = 500;
         let mut evicted = None;
-        c.entry(&key(99), 600, |e| evicted = Some(e.key));
+        c.entry(&key(99), 600, |_, e| evicted = Some(e.key));
         assert_eq!(evicted, Some(key(1)));
         assert!(c.get(&key(99)).is_some());
         assert!(c.get(&key(0)).is_some());

@@ -65,9 +65,35 @@ impl HistDeltas {
     /// count). The caller drains when [`HistDeltas::is_full`], so there is always room.
     #[inline]
     pub fn add(&mut self, node: u32, metric: Metric, bucket: u8) {
+        self.add_n(node, metric, bucket, 1);
+    }
+
+    /// Add `n` to the counter of `(node, metric, bucket)`, as [`HistDeltas::add`].
+    pub fn add_n(&mut self, node: u32, metric: Metric, bucket: u8, n: u64) {
+        let block = self.block(node);
+        let at = (block * METRICS + metric as usize - 1) * self.buckets
+            + usize::from(bucket).min(self.buckets - 1);
+        self.sums[at] += n;
+    }
+
+    /// Add 1 to the counter of `(node, Metric::ALL[m], bucket)` for every `Some(bucket)` at
+    /// `buckets[m]`: one hop's samples, its switch looked up once.
+    #[inline]
+    pub fn add_hop(&mut self, node: u32, buckets: [Option<u8>; METRICS]) {
+        let base = self.block(node) * METRICS * self.buckets;
+        for (m, b) in buckets.iter().enumerate() {
+            if let Some(b) = *b {
+                self.sums[base + m * self.buckets + usize::from(b).min(self.buckets - 1)] += 1;
+            }
+        }
+    }
+
+    /// The block of `node`'s sums, taken if it has none.
+    #[inline]
+    fn block(&mut self, node: u32) -> usize {
         let k = u64::from(node) + 1;
         let mut i = self.home(k);
-        let block = loop {
+        loop {
             let (id, block) = self.nodes[i];
             if id == k {
                 break block as usize;
@@ -79,10 +105,7 @@ impl HistDeltas {
                 break block;
             }
             i = (i + 1) & self.node_mask;
-        };
-        let at = (block * METRICS + metric as usize - 1) * self.buckets
-            + usize::from(bucket).min(self.buckets - 1);
-        self.sums[at] += 1;
+        }
     }
 
     /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table.

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod delta;
 pub mod events;
+pub mod fast;
 pub mod gen;
 pub mod layout;
 pub mod query;

@@ -2,32 +2,70 @@
 //!
 //! A flow belongs to sink [`shard_of`]`(key, threads)`: its FlowCache entry, its aggregated
 //! writes and its change events live in that sink only, so no per-flow state is shared or
-//! locked. The function is the one the translator uses to give a Postcarding flow's state to
-//! one of its threads ([`dta_translator::Shard::owner`]), so a sink's postcards are applied by
-//! its own translator, never handed over. Key-Write and Key-Increment need no owner (the stores
-//! take them from any thread: last writer wins per slot, atomic adds); events go to their
-//! Append list's owner through the translator's inboxes ([`dta_translator::shard`]), which each
-//! sink's [`IntSink::tick`] drains. The sinks of a group share their run-time thresholds and the
-//! event sequence numbers; each keeps its own counters ([`IntSink::stats`]).
+//! locked. The one sharding function of the INT sink: `dta int-sink`'s kernel steering program
+//! (a classic BPF program on its `SO_REUSEPORT` group, `dta::int_steer`) computes the same
+//! [`flow_shard`] of the inner packet, and the group's translators give a Postcarding flow to the
+//! same thread ([`postcard_owner`] through `dta_translator::Shards::with_postcard_owner`), so a
+//! sink's postcards are applied by its own translator, never handed over. Key-Write and
+//! Key-Increment need no owner (the stores take them from any thread: last writer wins per
+//! slot, atomic adds); events go to their Append list's owner through the translator's inboxes
+//! ([`dta_translator::shard`]), which each sink's [`IntSink::tick`] drains. The sinks of a group
+//! share their run-time thresholds and the event sequence numbers; each keeps its own counters
+//! ([`IntSink::stats`]).
 //!
-//! The receive side routes each report to the sink of its flow (a dispatcher, or sockets steered
-//! by flow); a sink handed a flow it does not own still processes it correctly, but that flow's
-//! cache entry then splits across sinks ([`IntSink::owns`] tells).
+//! The receive side routes each report to the sink of its flow (sockets steered by flow, or a
+//! dispatcher); a sink handed a flow it does not own still processes it correctly, but that
+//! flow's cache entry then splits across sinks ([`IntSink::owns`] tells).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use dta_store::hash;
 use dta_translator::{Shards, Sinks, Translator};
 
 use crate::events::Thresholds;
 use crate::layout::FLOW_KEY_LEN;
-use crate::sink::{IntSink, IntSinkConfig};
+use crate::sink::{IntSink, IntSinkConfig, MAX_THREADS};
 
-/// The sink (of `threads`) that owns flow `key`: `fnv1a64(key) % threads`.
+/// The multipliers of [`flow_shard`] (odd 32-bit constants of the murmur3 / golden-ratio
+/// family; any odd constants spread the bits).
+pub const K1: u32 = 0x9E37_79B1;
+pub const K2: u32 = 0x85EB_CA77;
+pub const K3: u32 = 0xC2B2_AE3D;
+
+/// The sink thread of a flow among `n` (clamped to 1..=[`MAX_THREADS`]): a hash of the IPv4
+/// source and destination, the source port and the protocol in 32-bit arithmetic, the words
+/// big-endian as a packet holds them. The destination port is left out: an INT-MD sink's
+/// frames carry the original one in the INT shim, not in the UDP header, and a classic BPF
+/// program steering the reports sees only the latter; the same function of a flow for stacked
+/// reports and for postcards.
+#[inline]
+pub fn flow_shard(src: u32, dst: u32, sport: u16, proto: u8, n: usize) -> usize {
+    let mut h = src.wrapping_mul(K1);
+    h ^= dst;
+    h = h.wrapping_mul(K2);
+    h ^= (u32::from(sport) << 16) | u32::from(proto);
+    h = h.wrapping_mul(K3);
+    h ^= h >> 15;
+    (h % n.clamp(1, MAX_THREADS) as u32) as usize
+}
+
+/// The sink (of `threads`) that owns flow `key` (`src ‖ dst ‖ sport ‖ dport ‖ proto`):
+/// [`flow_shard`] of its addresses, its source port (0 unless UDP or TCP) and protocol.
 #[inline]
 pub fn shard_of(key: &[u8; FLOW_KEY_LEN], threads: usize) -> usize {
-    (hash::fnv1a64(key) % threads.max(1) as u64) as usize
+    let w = |i: usize| u32::from_be_bytes([key[i], key[i + 1], key[i + 2], key[i + 3]]);
+    let sport = match key[12] {
+        dta_net::IPPROTO_UDP | dta_net::IPPROTO_TCP => u16::from_be_bytes([key[8], key[9]]),
+        _ => 0,
+    };
+    flow_shard(w(0), w(4), sport, key[12], threads)
+}
+
+/// [`shard_of`] of a Postcarding key, for `dta_translator::Shards::with_postcard_owner`: the
+/// thread that owns a flow's postcards is the one its reports reach. A key that is not a flow
+/// key goes to 0.
+pub fn postcard_owner(key: &[u8], threads: usize) -> usize {
+    <&[u8; FLOW_KEY_LEN]>::try_from(key).map_or(0, |k| shard_of(k, threads))
 }
 
 /// What the sinks of one group share.
@@ -41,7 +79,7 @@ impl SinkGroup {
     /// A group of `threads` sinks for `cfg`; each translator inbox holds `inbox` reports.
     pub fn new(cfg: &IntSinkConfig, threads: usize, inbox: usize) -> SinkGroup {
         SinkGroup {
-            shards: Shards::new(threads, inbox),
+            shards: Shards::with_postcard_owner(threads, inbox, postcard_owner),
             thresholds: Arc::new(Thresholds::new(&cfg.thresholds)),
             next_seq: Arc::new(AtomicU64::new(0)),
         }
@@ -84,9 +122,10 @@ mod tests {
 
     #[test]
     fn shard_of_is_the_translators_postcard_owner() {
+        let cfg = IntSinkConfig::default();
         for threads in 1..=4 {
-            let shards = Shards::new(threads, 1);
-            let s = shards.shard(0);
+            let group = SinkGroup::new(&cfg, threads, 1);
+            let s = group.shards.shard(0);
             let mut seen = vec![0usize; threads];
             for i in 0..1000u32 {
                 let mut key = [0u8; FLOW_KEY_LEN];

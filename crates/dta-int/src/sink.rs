@@ -24,20 +24,21 @@ use serde::{Deserialize, Serialize};
 
 use dta_int_wire as int;
 use dta_int_wire::{
-    find_int, find_int_ip, parse_report, HopStack, IndividualReport, IntDetect, LegacySubHeader,
-    TelemetryReport,
+    find_int, find_int_ip, parse_report, GroupHeader, HopStack, IndividualReport, IntDetect,
+    LegacySubHeader, TelemetryReport,
 };
 use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
-use crate::cache::{FlowCache, FlowEntry, Pending};
+use crate::cache::{seq_newer, FlowCache, FlowEntry, Pending, LATENCY, QUEUE, SEQ_MASK, UTIL};
 use crate::delta::HistDeltas;
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
     ThresholdConfig, Thresholds, HOP_NONE,
 };
+use crate::fast::{FastFlow, FastPath, FastThresholds, FAST_METRICS};
 use crate::layout::{encode_path, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
 
 /// The `[int_sink]` configuration.
@@ -78,8 +79,9 @@ pub struct IntSinkConfig {
     /// `dta int-sink`: sink threads, each with its own `SO_REUSEPORT` socket, flows steered to
     /// them by a hash of the reported flow; 0: one per available core.
     pub threads: usize,
-    /// `dta int-sink`: receive buffer per socket, bytes (forced with CAP_NET_ADMIN, else capped
-    /// by `net.core.rmem_max`): what a burst can fill before the kernel drops reports.
+    /// `dta int-sink`: receive buffer per socket, bytes (forced with `SO_RCVBUFFORCE` where
+    /// permitted, else capped by `net.core.rmem_max`; a smaller grant is warned about and
+    /// counted in `recv_buffer_short`): what a burst can fill before the kernel drops reports.
     pub recv_buffer: usize,
     /// `dta int-sink`: datagrams taken per `recvmmsg` call.
     pub recv_batch: usize,
@@ -95,6 +97,10 @@ pub struct IntSinkConfig {
 
 /// Most `dta int-sink` threads.
 pub const MAX_THREADS: usize = 256;
+/// Default `recv_buffer`: 64 MiB per socket, what lost no report at the sender's full rate end
+/// to end on a loaded 2-core VM (`docs/benchmarks.md`, "INT sink end to end"; 8 MiB lost
+/// 0.01-1 % there while the sink threads waited for a CPU).
+pub const DEFAULT_RECV_BUFFER: usize = 64 << 20;
 /// Smallest and largest `recv_buffer` (the kernel's own floor is a few KiB; a GiB is plenty).
 pub const RECV_BUFFER_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
 /// Largest `recv_batch` (the translator's `recvmmsg` buffers hold at most as many).
@@ -119,7 +125,7 @@ impl Default for IntSinkConfig {
             thresholds: ThresholdConfig::default(),
             allow: AllowList::loopback(),
             threads: 0,
-            recv_buffer: 8 << 20,
+            recv_buffer: DEFAULT_RECV_BUFFER,
             recv_batch: 64,
             aggregate: true,
             delta_flush_ms: 100,
@@ -214,6 +220,13 @@ pub struct IntStats {
     pub errors: [AtomicU64; int::Error::ALL.len()],
     /// Datagrams dropped for their source, by [`SourceReject`].
     pub sources_rejected: [AtomicU64; SourceReject::ALL.len()],
+    /// Receive sockets the kernel gave a smaller buffer than `recv_buffer` (`dta int-sink`).
+    pub recv_buffer_short: AtomicU64,
+    /// Reports the fast path took (`dta int-sink --xdp`; also counted in `reports`,
+    /// `individual_reports` and `md_packets`).
+    pub fast_path_reports: AtomicU64,
+    /// Flows the fast path could not take on (its table full): their reports stay the sink's.
+    pub fast_path_full: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -244,6 +257,9 @@ pub struct IntStatsSnapshot {
     pub notifications_dropped: u64,
     /// By `SourceReject::reason`, non-zero only.
     pub sources_rejected: Vec<(&'static str, u64)>,
+    pub recv_buffer_short: u64,
+    pub fast_path_reports: u64,
+    pub fast_path_full: u64,
 }
 
 impl IntStats {
@@ -301,6 +317,9 @@ impl IntStats {
                 .map(|r| (r.reason(), self.sources_rejected_of(*r)))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            recv_buffer_short: l(&self.recv_buffer_short),
+            fast_path_reports: l(&self.fast_path_reports),
+            fast_path_full: l(&self.fast_path_full),
         }
     }
 }
@@ -340,12 +359,18 @@ const EVICTED_PENDING: usize = 256;
 /// Marks an [`IntSink`] flush-order entry as an index into its evicted list.
 const EVICTED_BIT: u32 = 1 << 31;
 
-/// A telemetry report found to carry one INT-MD packet ([`IntSink::handle_reports`]).
+/// A telemetry report found to carry one INT-MD packet of an IPv4 flow
+/// ([`IntSink::handle_reports`]).
 #[derive(Clone, Copy)]
 struct MdReport<'b> {
-    repr: int::IntRepr<'b>,
+    stack: HopStack<'b>,
+    key: [u8; FLOW_KEY_LEN],
+    /// [`FlowCache::hash`] of `key`, computed once.
+    hash: u64,
     /// A v2.0 report (it counts one individual report).
     v2: bool,
+    /// Its Telemetry Report sequence number.
+    seq: u32,
 }
 
 /// The sink.
@@ -365,16 +390,22 @@ pub struct IntSink<S: Sinks> {
     src: SocketAddr,
     /// `(index, threads)` of this sink in its group (`(0, 1)` alone).
     shard: (usize, usize),
-    /// Report sequence number: the order owed writes are replayed in.
-    report_seq: u64,
+    /// Report sequence number since the last delta flush: the order owed writes are replayed in.
+    report_seq: u32,
     /// FlowCache indices of entries with owed writes (each at most once while dirty).
     dirty: Vec<u32>,
     /// Owed writes of flows evicted since the last delta flush.
     evicted: Vec<([u8; FLOW_KEY_LEN], Pending)>,
     /// Scratch of the delta flush: `(seq, index)`.
-    order: Vec<(u64, u32)>,
+    order: Vec<(u32, u32)>,
     hist: HistDeltas,
     last_delta_flush_ns: u64,
+    /// The fast path in front of this sink, if any, and the FlowCache indices of the flows it
+    /// knows (drained at each delta flush; an index whose entry is no longer `fast` is dropped).
+    fast: Option<Box<dyn FastPath>>,
+    fast_slots: Vec<u32>,
+    /// Scratch of the fast path's histogram drain: `(node, metric index, bucket, count)`.
+    fast_hist: Vec<(u32, u8, u8, u64)>,
 }
 
 fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason) {
@@ -403,6 +434,9 @@ impl<S: Sinks> IntSink<S> {
             order: Vec::with_capacity(slots),
             hist: HistDeltas::new(cfg.hist_deltas, cfg.histogram.count()),
             last_delta_flush_ns: 0,
+            fast: None,
+            fast_slots: Vec::new(),
+            fast_hist: Vec::new(),
             report_seq: 0,
             shard: (0, 1),
             detect: cfg.detect(),
@@ -422,6 +456,31 @@ impl<S: Sinks> IntSink<S> {
 
     pub fn config(&self) -> &IntSinkConfig {
         &self.cfg
+    }
+
+    /// Put `fast` in front of this sink ([`crate::fast`]): flows it handles MD reports of are
+    /// handed to it as they are learned, and its aggregates drained at each delta flush.
+    pub fn set_fast_path(&mut self, mut fast: Box<dyn FastPath>) {
+        fast.set_thresholds(&self.fast_thresholds());
+        self.fast_slots = Vec::with_capacity(self.cache.capacity());
+        self.fast = Some(fast);
+    }
+
+    /// What the fast path may take under the current thresholds: nothing while a change event
+    /// (which compares a report with the one before), per-report writes or non-log2 histograms
+    /// are configured.
+    fn fast_thresholds(&self) -> FastThresholds {
+        let th = self.thresholds.get();
+        FastThresholds {
+            enabled: th.latency_change == u32::MAX
+                && th.queue_change == u32::MAX
+                && self.cfg.aggregate
+                && self.cfg.histogram == Buckets::Log2,
+            hop_latency: th.hop_latency,
+            queue_occupancy: th.queue_occupancy,
+            egress_tx_util: th.egress_tx_util,
+            path_latency: th.path_latency,
+        }
     }
 
     /// Join a group of sinks sharing the stores (one per thread): share its thresholds and
@@ -495,11 +554,11 @@ impl<S: Sinks> IntSink<S> {
         match find_int(frame, &self.detect) {
             Err(e) => self.stats.error(e),
             Ok(None) => add(&self.stats.not_int, 1),
-            Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+            Ok(Some(repr)) => self.handle_int(&repr, None, now_ns),
         }
     }
 
-    fn handle_int(&mut self, repr: &int::IntRepr<'_>, now_ns: u64) {
+    fn handle_int(&mut self, repr: &int::IntRepr<'_>, seq: Option<u32>, now_ns: u64) {
         let key = match repr.flow.as_ref().map(|f| f.key13()) {
             Some(Some(k)) => k,
             Some(None) => {
@@ -512,7 +571,7 @@ impl<S: Sinks> IntSink<S> {
             }
         };
         match repr.stack() {
-            Some(stack) => self.handle_md(&key, &stack, now_ns),
+            Some(stack) => self.md_hashed(&key, FlowCache::hash(&key), &stack, seq, now_ns),
             // INT-MX / INT-Destination carry no stack: their hops report separately.
             None => add(&self.stats.ignored_reports, 1),
         }
@@ -538,24 +597,24 @@ impl<S: Sinks> IntSink<S> {
     pub fn handle_reports(&mut self, batch: &[(&[u8], u64)]) {
         const LANES: usize = 16;
         for chunk in batch.chunks(LANES) {
-            let mut md: [Option<(MdReport<'_>, [u8; FLOW_KEY_LEN])>; LANES] = [None; LANES];
+            let mut md: [Option<MdReport<'_>>; LANES] = [None; LANES];
             for (slot, (buf, _)) in md.iter_mut().zip(chunk) {
                 *slot = self.md_report(buf);
-                if let Some((_, key)) = slot {
-                    self.cache.prefetch_row(key);
+                if let Some(m) = slot {
+                    self.cache.prefetch_row(m.hash);
                 }
             }
-            for (_, key) in md.iter().flatten() {
-                self.cache.prefetch_entry(key);
+            for m in md.iter().flatten() {
+                self.cache.prefetch_entry(m.hash);
             }
             for (slot, &(buf, now_ns)) in md.iter().zip(chunk) {
                 match slot {
-                    Some((m, _)) => {
+                    Some(m) => {
                         add(&self.stats.reports, 1);
                         if m.v2 {
                             add(&self.stats.individual_reports, 1);
                         }
-                        self.handle_int(&m.repr, now_ns);
+                        self.md_hashed(&m.key, m.hash, &m.stack, Some(m.seq), now_ns);
                     }
                     None => self.handle_report(buf, now_ns),
                 }
@@ -567,24 +626,30 @@ impl<S: Sinks> IntSink<S> {
     /// IPv4 flow (a v2.0 report of one individual report, neither dropped nor a drop report,
     /// whose inner packet carries an INT-MD stack; or a v0.5/v1.0 report of such a frame), with
     /// its flow key; `None` for anything else, left to `handle_report`.
-    fn md_report<'b>(&self, buf: &'b [u8]) -> Option<(MdReport<'b>, [u8; FLOW_KEY_LEN])> {
-        let (repr, v2) = match parse_report(buf).ok()? {
-            TelemetryReport::V2(r) if r.len() == 1 => {
-                let ir = r.iter().next()?;
+    fn md_report<'b>(&self, buf: &'b [u8]) -> Option<MdReport<'b>> {
+        let (repr, v2, seq) = match parse_report(buf).ok()? {
+            TelemetryReport::V2(ref r) if r.len() == 1 => {
+                let ir = r.first();
                 let drop = ir.main.as_ref().and_then(|m| m.metadata.drop_reason);
                 if ir.dropped || drop.is_some() {
                     return None;
                 }
-                (ir.inner_int(&self.detect).ok()??, true)
+                (ir.inner_int(&self.detect).ok()??, true, r.group.sequence)
             }
             TelemetryReport::Legacy(l) if l.sub == LegacySubHeader::None => {
-                (l.inner_int(&self.detect).ok()??, false)
+                (l.inner_int(&self.detect).ok()??, false, l.sequence)
             }
             _ => return None,
         };
-        repr.stack()?;
+        let stack = repr.stack()?;
         let key = repr.flow?.key13()?;
-        Some((MdReport { repr, v2 }, key))
+        Some(MdReport {
+            stack,
+            key,
+            hash: FlowCache::hash(&key),
+            v2,
+            seq,
+        })
     }
 
     /// A telemetry report (UDP payload): v2.0, v1.0 or v0.5.
@@ -595,7 +660,7 @@ impl<S: Sinks> IntSink<S> {
             Ok(TelemetryReport::V2(r)) => {
                 for ir in r.iter() {
                     add(&self.stats.individual_reports, 1);
-                    self.handle_individual(r.group.node_id, &ir, now_ns);
+                    self.handle_individual(&r.group, &ir, now_ns);
                 }
             }
             Ok(TelemetryReport::Legacy(l)) => {
@@ -610,7 +675,7 @@ impl<S: Sinks> IntSink<S> {
                 } else {
                     match l.inner_int(&self.detect) {
                         Err(e) => self.stats.error(e),
-                        Ok(Some(repr)) => self.handle_int(&repr, now_ns),
+                        Ok(Some(repr)) => self.handle_int(&repr, Some(l.sequence), now_ns),
                         Ok(None) => add(&self.stats.ignored_reports, 1),
                     }
                 }
@@ -618,7 +683,8 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
-    fn handle_individual(&mut self, node_id: u32, ir: &IndividualReport<'_>, now_ns: u64) {
+    fn handle_individual(&mut self, group: &GroupHeader, ir: &IndividualReport<'_>, now_ns: u64) {
+        let node_id = group.node_id;
         let md = ir.main.as_ref().map(|m| m.metadata);
         let drop_reason = md.and_then(|m| m.drop_reason);
         if ir.dropped || drop_reason.is_some() {
@@ -636,7 +702,7 @@ impl<S: Sinks> IntSink<S> {
                 return;
             }
             Ok(Some(repr)) if repr.stack().is_some() => {
-                self.handle_int(&repr, now_ns);
+                self.handle_int(&repr, Some(group.sequence), now_ns);
                 return;
             }
             Ok(_) => {}
@@ -658,7 +724,16 @@ impl<S: Sinks> IntSink<S> {
             queue: m.queue_occupancy,
             util: m.egress_tx_util,
         };
-        self.handle_hops(&key, &[s], hop, 0, None, now_ns);
+        self.handle_hops(
+            &key,
+            FlowCache::hash(&key),
+            &[s],
+            hop,
+            0,
+            None,
+            None,
+            now_ns,
+        );
     }
 
     /// The flow key and hop index (`initial_ttl - TTL`) of a report's inner packet (InType 3
@@ -715,6 +790,19 @@ impl<S: Sinks> IntSink<S> {
 
     /// An INT-MD stack (newest hop first) of flow `key` ([INT-NIC §III], per packet).
     pub fn handle_md(&mut self, key: &[u8; FLOW_KEY_LEN], stack: &HopStack<'_>, now_ns: u64) {
+        self.md_hashed(key, FlowCache::hash(key), stack, None, now_ns);
+    }
+
+    /// [`IntSink::handle_md`] of a key of [`FlowCache::hash`] `hash`, from a telemetry report
+    /// of sequence number `seq`.
+    fn md_hashed(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        hash: u64,
+        stack: &HopStack<'_>,
+        seq: Option<u32>,
+        now_ns: u64,
+    ) {
         add(&self.stats.md_packets, 1);
         let len = stack.len();
         if len > MAX_PATH {
@@ -738,39 +826,68 @@ impl<S: Sinks> IntSink<S> {
             ids[i] = hops[n - 1 - i].node_id.unwrap_or(u32::MAX);
         }
         let data = encode_path(&ids[..n]);
-        self.handle_hops(key, &hops[..n], 0, n as u8, Some(&data), now_ns);
+        self.handle_hops(key, hash, &hops[..n], 0, n as u8, Some(&data), seq, now_ns);
     }
 
-    /// Hops `first_hop..first_hop + samples.len()` of one packet of `key`; `path_len` 0 if
-    /// unknown (a single postcard); `path` the INT-MD path record to write.
+    /// Hops `first_hop..first_hop + samples.len()` of one packet of `key` (of
+    /// [`FlowCache::hash`] `hash`); `path_len` 0 if unknown (a single postcard); `path` the
+    /// INT-MD path record to write; `seq` the Telemetry Report sequence number of an INT-MD
+    /// report. A report older than the one the flow's latest values came from (by `seq`: the
+    /// fast path took a later one first) still counts, but leaves the latest values and owed
+    /// writes as they are.
+    #[allow(clippy::too_many_arguments)]
     fn handle_hops(
         &mut self,
         key: &[u8; FLOW_KEY_LEN],
+        hash: u64,
         samples: &[Sample],
         first_hop: u8,
         path_len: u8,
         path: Option<&[u8; PATH_DATA_LEN]>,
+        seq: Option<u32>,
         now_ns: u64,
     ) {
+        if self.report_seq == u32::MAX {
+            // The owed writes' order is counted from the last flush: flush before it wraps.
+            self.flush_deltas(now_ns);
+        }
         let th = self.thresholds.get();
         let mut evs = EventBuf::new();
         self.report_seq += 1;
         let md_postcards = path_len > 0 && self.cfg.md_postcards;
         {
-            let (cache, bus, stats, owed) = (
+            let (cache, bus, stats, owed, fast) = (
                 &mut self.cache,
                 &mut self.bus,
                 &*self.stats,
                 &mut self.evicted,
+                &mut self.fast,
             );
-            let idx = cache.entry_index(key, now_ns, |old| {
-                evicted(bus, stats, old, EvictReason::Capacity);
+            let (cfg, owed_seq) = (&self.cfg, self.report_seq);
+            let idx = cache.entry_index(key, hash, now_ns, |i, old| {
+                let mut old = *old;
+                if let Some(f) = fast.as_deref_mut() {
+                    fast_leave(f, cfg, stats, i, &mut old, owed_seq, now_ns);
+                }
+                evicted(bus, stats, &old, EvictReason::Capacity);
                 if old.pending.dirty {
                     owed.push((old.key, old.pending));
                 }
             });
             let e = cache.at_mut(idx);
-            if path.is_some() || md_postcards {
+            // With a fast path, the order of a flow's reports is their sequence numbers' (it
+            // may take later ones before the sink reads earlier ones off its socket).
+            let newest = match seq {
+                Some(_) if fast.is_none() => true,
+                Some(s) if e.seq_known && !seq_newer(s & SEQ_MASK, e.report_seq) => false,
+                Some(s) => {
+                    e.seq_known = true;
+                    e.report_seq = s & SEQ_MASK;
+                    true
+                }
+                None => true,
+            };
+            if newest && (path.is_some() || md_postcards) {
                 let p = &mut e.pending;
                 if !p.dirty {
                     p.dirty = true;
@@ -798,60 +915,91 @@ impl<S: Sinks> IntSink<S> {
             if first_hop == 0 {
                 e.packets += 1;
             }
-            e.last_ns = now_ns;
+            e.last_ns = e.last_ns.max(now_ns);
             let mut path_latency: u64 = 0;
+            let mut path_changed = false;
             for (j, s) in samples.iter().enumerate() {
                 let hop = first_hop + j as u8;
+                let h = hop as usize;
                 e.hops = e.hops.max(hop + 1);
-                let a = &mut e.hop[hop as usize];
+                let (a, present) = (&mut e.hop[h], &mut e.present[h]);
                 let node = s.node_id.unwrap_or(u32::MAX);
                 // [INT-NIC §III] 𝒞 events: per switch, previous vs current.
                 if let Some(id) = s.node_id {
-                    if let Some(prev) = a.node_id {
-                        if prev != id {
-                            a.path_changes += 1;
-                            if th.path_change {
-                                evs.push(EventKind::PathChange, hop, id, prev);
-                            }
+                    if *present & 1 != 0 && a.last[0] != id {
+                        path_changed = true;
+                        e.path_changes[h] += 1;
+                        if th.path_change {
+                            evs.push(EventKind::PathChange, hop, id, a.last[0]);
                         }
                     }
-                    a.node_id = Some(id);
+                    if newest {
+                        a.last[0] = id;
+                        *present |= 1;
+                    }
                 }
                 if let Some(v) = s.latency {
-                    if let Some(p) = a.latency {
-                        if p.abs_diff(v) > th.latency_change {
-                            evs.push(EventKind::LatencyChange, hop, node, v);
-                        }
+                    const BIT: u8 = 1 << (1 + LATENCY);
+                    if *present & BIT != 0 && a.last[1 + LATENCY].abs_diff(v) > th.latency_change {
+                        evs.push(EventKind::LatencyChange, hop, node, v);
                     }
                     // [INT-NIC §III] 𝒯 events: the current value above the threshold.
                     if v > th.hop_latency {
                         evs.push(EventKind::HopLatency, hop, node, v);
                     }
-                    a.latency = Some(v);
-                    a.sum_latency += v as u64;
-                    a.n_latency += 1;
-                    path_latency += v as u64;
+                    if newest {
+                        a.last[1 + LATENCY] = v;
+                        *present |= BIT;
+                    }
+                    a.sum[LATENCY] += u64::from(v);
+                    a.n[LATENCY] += 1;
+                    path_latency += u64::from(v);
                 }
                 if let Some(v) = s.queue {
-                    if let Some(p) = a.queue {
-                        if p.abs_diff(v) > th.queue_change {
-                            evs.push(EventKind::QueueChange, hop, node, v);
-                        }
+                    const BIT: u8 = 1 << (1 + QUEUE);
+                    if *present & BIT != 0 && a.last[1 + QUEUE].abs_diff(v) > th.queue_change {
+                        evs.push(EventKind::QueueChange, hop, node, v);
                     }
                     if v > th.queue_occupancy {
                         evs.push(EventKind::QueueOccupancy, hop, node, v);
                     }
-                    a.queue = Some(v);
-                    a.sum_queue += v as u64;
-                    a.n_queue += 1;
+                    if newest {
+                        a.last[1 + QUEUE] = v;
+                        *present |= BIT;
+                    }
+                    a.sum[QUEUE] += u64::from(v);
+                    a.n[QUEUE] += 1;
                 }
                 if let Some(v) = s.util {
                     if v > th.egress_tx_util {
                         evs.push(EventKind::EgressTxUtil, hop, node, v);
                     }
-                    a.util = Some(v);
-                    a.sum_util += v as u64;
-                    a.n_util += 1;
+                    if newest {
+                        a.last[1 + UTIL] = v;
+                        *present |= 1 << (1 + UTIL);
+                    }
+                    a.sum[UTIL] += u64::from(v);
+                    a.n[UTIL] += 1;
+                }
+            }
+            // A flow's whole path, newly seen: hand the flow to the fast path (again).
+            if let Some(f) = fast.as_deref_mut() {
+                if path.is_some() && first_hop == 0 && (!e.fast || path_changed) {
+                    let mut ids = [0u32; MAX_PATH];
+                    let known = samples.iter().zip(&mut ids).all(|(s, id)| {
+                        *id = s.node_id.unwrap_or(0);
+                        s.node_id.is_some()
+                    });
+                    if !known {
+                        // A hop without its node id: the fast path cannot check the path.
+                    } else if f.learn(key, idx as u32, &ids[..samples.len()]).is_ok() {
+                        if !e.fast {
+                            e.fast = true;
+                            self.fast_slots.push(idx as u32);
+                        }
+                    } else {
+                        add(&stats.fast_path_full, 1);
+                    }
                 }
             }
             // [INT-NIC §III] end-to-end: the aggregate hop latency of a whole path.
@@ -888,17 +1036,17 @@ impl<S: Sinks> IntSink<S> {
                 }
             }
             let Some(node) = s.node_id else { continue };
-            for (m, v) in [
-                (Metric::HopLatency, s.latency),
-                (Metric::QueueOccupancy, s.queue),
-                (Metric::EgressTxUtil, s.util),
-            ] {
-                if let Some(v) = v {
-                    if self.hist.is_full() {
-                        self.flush_hist(now_ns);
-                    }
-                    self.hist.add(node, m, self.cfg.histogram.bucket(v));
+            let b = &self.cfg.histogram;
+            let buckets = [
+                s.latency.map(|v| b.bucket(v)),
+                s.queue.map(|v| b.bucket(v)),
+                s.util.map(|v| b.bucket(v)),
+            ];
+            if buckets != [None; 3] {
+                if self.hist.is_full() {
+                    self.flush_hist(now_ns);
                 }
+                self.hist.add_hop(node, buckets);
             }
         }
         if !self.cfg.aggregate || self.evicted.len() >= EVICTED_PENDING {
@@ -911,6 +1059,7 @@ impl<S: Sinks> IntSink<S> {
     /// aggregation), then the histogram sums.
     pub fn flush_deltas(&mut self, now_ns: u64) {
         self.last_delta_flush_ns = now_ns;
+        self.drain_fast(now_ns);
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         for &i in &self.dirty {
@@ -936,6 +1085,7 @@ impl<S: Sinks> IntSink<S> {
         }
         self.dirty.clear();
         self.evicted.clear();
+        self.report_seq = 0;
         self.order = order;
         self.flush_hist(now_ns);
     }
@@ -1039,10 +1189,7 @@ impl<S: Sinks> IntSink<S> {
         }
         if expire {
             self.last_expire_ns = now_ns;
-            let (bus, stats) = (&mut self.bus, &*self.stats);
-            self.cache.expire(now_ns, Some(idle), |e| {
-                evicted(bus, stats, e, EvictReason::Idle)
-            });
+            self.expire(now_ns, Some(idle), EvictReason::Idle);
         }
         let now = self.instant(now_ns);
         self.translator.tick(now);
@@ -1052,9 +1199,152 @@ impl<S: Sinks> IntSink<S> {
     /// the translator holds.
     pub fn flush(&mut self, now_ns: u64) {
         self.flush_deltas(now_ns);
-        let (bus, stats) = (&mut self.bus, &*self.stats);
-        self.cache
-            .expire(now_ns, None, |e| evicted(bus, stats, e, EvictReason::Flush));
+        self.expire(now_ns, None, EvictReason::Flush);
+        // What the fast path took of the flows just evicted.
+        self.flush_deltas(now_ns);
         self.translator.flush_all();
     }
+
+    /// Evict the flows idle longer than `idle_ns` (all: `None`), emitting their records; what
+    /// the fast path took of them is folded in first (its writes owed to the next delta flush).
+    fn expire(&mut self, now_ns: u64, idle_ns: Option<u64>, why: EvictReason) {
+        let (bus, stats, owed, fast, cfg) = (
+            &mut self.bus,
+            &*self.stats,
+            &mut self.evicted,
+            &mut self.fast,
+            &self.cfg,
+        );
+        let seq = self.report_seq;
+        self.cache.expire(now_ns, idle_ns, |i, e| {
+            let mut e = *e;
+            if let Some(f) = fast.as_deref_mut() {
+                fast_leave(f, cfg, stats, i, &mut e, seq, now_ns);
+                if e.pending.dirty {
+                    owed.push((e.key, e.pending));
+                }
+            }
+            evicted(bus, stats, &e, why)
+        });
+    }
+
+    /// Fold what the fast path took since the last drain into the FlowCache and the histogram
+    /// deltas, and give it the current thresholds.
+    fn drain_fast(&mut self, now_ns: u64) {
+        if self.fast.is_none() {
+            return;
+        }
+        let th = self.fast_thresholds();
+        let Some(f) = self.fast.as_deref_mut() else {
+            return;
+        };
+        f.set_thresholds(&th);
+        let mut slots = std::mem::take(&mut self.fast_slots);
+        slots.retain(|&i| self.cache.at_mut(i as usize).fast);
+        slots.sort_unstable();
+        slots.dedup();
+        for &i in &slots {
+            if let Some(d) = f.take(i, now_ns) {
+                self.report_seq += 1;
+                let e = self.cache.at_mut(i as usize);
+                let was_dirty = e.pending.dirty;
+                fast_apply(&self.cfg, &self.stats, e, &d, self.report_seq);
+                if e.pending.dirty && !was_dirty {
+                    self.dirty.push(i);
+                }
+            }
+        }
+        self.fast_slots = slots;
+        let mut counts = std::mem::take(&mut self.fast_hist);
+        f.take_hist(&mut |node, m, bucket, n| counts.push((node, m as u8, bucket, n)));
+        for &(node, m, bucket, n) in &counts {
+            if self.hist.is_full() {
+                self.flush_hist(now_ns);
+            }
+            self.hist.add_n(node, Metric::ALL[m as usize], bucket, n);
+        }
+        counts.clear();
+        self.fast_hist = counts;
+    }
+}
+
+/// Fold the fast path's aggregate `d` of flow entry `e` into it, as the sink's own handling of
+/// those reports would have left it: counts and sums added, the latest values, path record and
+/// postcards taken when its latest report is newer than the entry's (its writes owed with
+/// sequence `seq`).
+fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &FastFlow, seq: u32) {
+    let n = usize::from(d.hops).min(MAX_PATH);
+    for c in [
+        &stats.reports,
+        &stats.individual_reports,
+        &stats.md_packets,
+        &stats.fast_path_reports,
+    ] {
+        add(c, d.packets);
+    }
+    e.packets += d.packets;
+    // The program's latest report against the sink's: by sequence number where the sink has
+    // one (the order the switch sent them in), else by time.
+    let latest = if e.seq_known {
+        seq_newer(d.seq & SEQ_MASK, e.report_seq)
+    } else {
+        d.last_ns >= e.last_ns
+    };
+    for h in 0..n {
+        let a = &mut e.hop[h];
+        for m in 0..FAST_METRICS {
+            a.sum[m] += d.sum[h][m];
+            a.n[m] += d.packets;
+            if latest {
+                a.last[1 + m] = d.last[h][m];
+            }
+        }
+        if latest {
+            e.present[h] |= 0b1110;
+        }
+    }
+    e.last_ns = e.last_ns.max(d.last_ns);
+    if !latest {
+        return;
+    }
+    e.seq_known = true;
+    e.report_seq = d.seq & SEQ_MASK;
+    // The path record lists the newest hop first, as the report's stack (`handle_md`).
+    let mut ids = [0u32; MAX_PATH];
+    for (i, id) in ids[..n].iter_mut().enumerate() {
+        *id = e.hop[n - 1 - i].last[0];
+    }
+    let p = &mut e.pending;
+    p.dirty = true;
+    p.seq = seq;
+    p.has_path = true;
+    p.path = encode_path(&ids[..n]);
+    if cfg.md_postcards {
+        p.path_len = n as u8;
+        p.postcard_mask = ((1u16 << n) - 1) as u8;
+        for h in 0..n {
+            p.postcard[h] = cfg.postcard_value(d.last[h][LATENCY]);
+        }
+    }
+}
+
+/// Flow entry `e` (at FlowCache index `slot`) leaves the cache: the fast path forgets it, and
+/// what it took since the last drain is folded in.
+fn fast_leave(
+    f: &mut dyn FastPath,
+    cfg: &IntSinkConfig,
+    stats: &IntStats,
+    slot: usize,
+    e: &mut FlowEntry,
+    seq: u32,
+    now_ns: u64,
+) {
+    if !e.fast {
+        return;
+    }
+    f.forget(&e.key);
+    if let Some(d) = f.take(slot as u32, now_ns) {
+        fast_apply(cfg, stats, e, &d, seq);
+    }
+    e.fast = false;
 }

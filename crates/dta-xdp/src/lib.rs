@@ -9,8 +9,10 @@
 //! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
 
 mod drop;
+pub mod int;
 
 pub use drop::DropProgram;
+pub use int::{IntFlowAgg, IntXdp, IntXdpConfig, IntXdpStats};
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

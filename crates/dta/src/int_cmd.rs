@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -16,10 +16,13 @@ use clap::{Args, Subcommand};
 use serde::Deserialize;
 
 use dta_collector::{Collector, StoreConfig};
-use dta_int::{query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification};
+use dta_int::fast::{FastFlow, FastPath, FastThresholds};
+use dta_int::{query, Buckets, EventKind, IntSink, IntSinkConfig, Metric, Notification, SinkGroup};
+use dta_int_wire::instr;
 use dta_translator::ingest::{self, MmsgBuffers};
 use dta_translator::sinks::RegionSinks;
-use dta_translator::{Shards, Stats, Translator, TranslatorConfig};
+use dta_translator::{Stats, Translator, TranslatorConfig};
+use dta_xdp::{IntXdp, IntXdpConfig};
 
 /// The INT sink's configuration file.
 #[derive(Debug, Deserialize)]
@@ -90,6 +93,15 @@ pub struct IntSinkArgs {
     /// The store whose owner of a flow key decides a notification's partition.
     #[arg(long, default_value = "paths")]
     kafka_flow_store: String,
+    /// Put the XDP fast path on IFACE (native mode where the driver has it, else generic mode,
+    /// which works on loopback and veth): telemetry reports of flows the sink knows, on their
+    /// known path, with no event, are aggregated in the kernel and drained at each delta flush
+    /// (docs/int-sink.md "XDP fast path").
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
+    /// With --xdp: attach in generic mode even where the driver has a native one.
+    #[arg(long, requires = "xdp")]
+    xdp_generic: bool,
 }
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
@@ -121,22 +133,28 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     } else {
         Collector::create(&f.region_dir, &f.store, false)?
     };
-    // One sink per thread over the same regions, each with its own translator; the
-    // translators share the stateful primitives' ownership (dta_translator::shard; a flow's
-    // postcards owned by the thread its reports are steered to) and one write meter.
-    let shards =
-        Shards::with_postcard_owner(threads, crate::SHARD_INBOX, dta::int_steer::postcard_owner);
+    // One sink per thread over the same regions, each with its own translator; the sinks share
+    // their thresholds and event sequence, the translators the stateful primitives' ownership
+    // (a flow's postcards owned by the thread its reports are steered to: one sharding
+    // function, dta_int::shard) and one write meter.
+    let group = SinkGroup::new(&f.sink, threads, crate::SHARD_INBOX);
     let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
     let mut meter = None;
     let mut sinks = Vec::with_capacity(threads);
     for (i, stats) in all_stats.iter().enumerate() {
-        let mut t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
-        if threads > 1 {
-            t = t.with_shard(shards.shard(i));
-        }
+        let t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
         let m = meter.get_or_insert_with(|| t.meter().clone()).clone();
-        sinks.push(IntSink::new(&f.sink, t.with_meter(m)).map_err(anyhow::Error::msg)?);
+        sinks.push(
+            group
+                .sink(i, &f.sink, t.with_meter(m))
+                .map_err(anyhow::Error::msg)?,
+        );
     }
+    // The XDP fast path, shared by the sink threads (each its own range of flow slots).
+    let xdp = match &a.xdp {
+        Some(iface) => Some(attach_xdp(&f, iface, a.xdp_generic, &mut sinks)?),
+        None => None,
+    };
     // Receive: one SO_REUSEPORT socket per thread, flows steered to them in the kernel.
     let sockets = ingest::bind_group(f.listen, threads, f.sink.recv_buffer)
         .with_context(|| format!("binding {}", f.listen))?;
@@ -144,10 +162,21 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     for s in &sockets {
         s.set_read_timeout(Some(RECV_WAIT))?;
     }
-    let recv_buffer = socket2::SockRef::from(&sockets[0])
-        .recv_buffer_size()
-        .unwrap_or(0)
-        / 2;
+    // What the kernel granted each socket (Linux reports double what was asked: it counts its
+    // bookkeeping); a smaller buffer than configured is where bursts are lost: `ingest` warns,
+    // each such socket is counted (`recv_buffer_short`).
+    let granted: Vec<usize> = sockets
+        .iter()
+        .map(|s| socket2::SockRef::from(s).recv_buffer_size().unwrap_or(0) / 2)
+        .collect();
+    for (sink, &g) in sinks.iter().zip(&granted) {
+        if g < f.sink.recv_buffer {
+            sink.stats()
+                .recv_buffer_short
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let recv_buffer = granted.iter().copied().min().unwrap_or(0);
     let export_metrics = dta_export::prom::ExportMetrics::default();
     let kafka = match &a.kafka {
         Some(brokers) => {
@@ -327,6 +356,10 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         "kernel_drops": kernel_drops,
         "cpu_seconds": cpu_seconds(),
     });
+    if let Some((x, _stats_fd)) = &xdp {
+        let s = lock(x).stats()?;
+        summary["xdp"] = serde_json::to_value(s)?;
+    }
     eprintln!("{}", serde_json::to_string_pretty(&summary)?);
     drop(sinks);
     if let Some(p) = printer {
@@ -355,6 +388,117 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         r.context("receiving")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Histogram blocks of the XDP fast path: switches whose histograms it counts (3 metrics × 33
+/// log2 buckets × 8 bytes each, 3.2 MiB in all); flows through other switches stay the sink's.
+const XDP_SWITCHES: u32 = 4096;
+
+fn lock(x: &Mutex<IntXdp>) -> std::sync::MutexGuard<'_, IntXdp> {
+    x.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Load the INT fast path for `f`'s sinks, attach it to `iface` and give each sink its part
+/// (flow slots `i * capacity ..`); with the kernel's BPF run-time statistics on while the
+/// returned descriptor lives.
+fn attach_xdp(
+    f: &IntFile,
+    iface: &str,
+    force_generic: bool,
+    sinks: &mut [IntSink<RegionSinks>],
+) -> anyhow::Result<(Arc<Mutex<IntXdp>>, Option<std::os::fd::OwnedFd>)> {
+    let Some(int_port) = f.sink.int_udp_port else {
+        bail!("--xdp needs [sink] int_udp_port (INT over UDP is what the fast path reads)");
+    };
+    let per = sinks.first().map_or(0, |s| s.flow_cache().capacity()) as u32;
+    let cfg = IntXdpConfig {
+        port: f.listen.port(),
+        int_port,
+        instructions: instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL,
+        flows: per
+            .checked_mul(sinks.len() as u32)
+            .context("flow_capacity x threads")?,
+        switches: XDP_SWITCHES,
+    };
+    let mut x = IntXdp::load(&cfg).context("loading the INT XDP program")?;
+    let mode = x
+        .attach(iface, force_generic)
+        .with_context(|| format!("attaching the INT XDP program to {iface}"))?;
+    let stats_fd = match dta_xdp::int::enable_run_time_stats() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!("warning: {e}: the XDP program's run time is not measured");
+            None
+        }
+    };
+    eprintln!("INT XDP fast path on {iface} ({mode:?} mode)");
+    let x = Arc::new(Mutex::new(x));
+    for (i, s) in sinks.iter_mut().enumerate() {
+        s.set_fast_path(Box::new(XdpFast {
+            xdp: x.clone(),
+            base: i as u32 * per,
+        }));
+    }
+    Ok((x, stats_fd))
+}
+
+/// One sink thread's view of the shared fast path.
+struct XdpFast {
+    xdp: Arc<Mutex<IntXdp>>,
+    /// This sink's first flow slot.
+    base: u32,
+}
+
+/// CLOCK_MONOTONIC, ns (the clock of `bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+impl FastPath for XdpFast {
+    fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32]) -> Result<(), String> {
+        lock(&self.xdp)
+            .learn(key, self.base + slot, nodes)
+            .map_err(|e| e.to_string())
+    }
+
+    fn forget(&mut self, key: &[u8; 13]) {
+        lock(&self.xdp).forget(key);
+    }
+
+    fn take(&mut self, slot: u32, now_ns: u64) -> Option<FastFlow> {
+        let a = lock(&self.xdp).take(self.base + slot)?;
+        Some(FastFlow {
+            packets: a.packets,
+            hops: a.hops,
+            // The sink's clock: as long before now as the report was.
+            last_ns: now_ns.saturating_sub(monotonic_ns().saturating_sub(a.last_mono_ns)),
+            seq: a.seq,
+            sum: a.sum,
+            last: a.last,
+        })
+    }
+
+    fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
+        lock(&self.xdp).take_hist(add);
+    }
+
+    fn set_thresholds(&mut self, t: &FastThresholds) {
+        if let Err(e) = lock(&self.xdp).set_thresholds(
+            t.enabled,
+            t.hop_latency,
+            t.queue_occupancy,
+            t.egress_tx_util,
+            t.path_latency,
+        ) {
+            eprintln!("INT XDP fast path: {e}");
+        }
+    }
 }
 
 /// How long a sink thread lets datagrams gather after a partial batch: at most this much

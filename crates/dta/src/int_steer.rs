@@ -12,7 +12,9 @@
 //! then the inner packet, InType 3 (Ethernet, untagged, IPv4) or 4 (IPv4). The hash is
 //! [`flow_shard`] of the inner IPv4 source, destination, protocol and source port (the INT-MD
 //! sink's frames carry the original destination port in the INT shim, not in the UDP header, so
-//! it is left out: the same function of a flow for stacked reports and for postcards). Anything
+//! it is left out: the same function of a flow for stacked reports and for postcards), the one
+//! sharding function of the INT sink (`dta_int::shard`: its sinks and their translators
+//! own flows by it). Anything
 //! else (v0.5 / v1.0 reports, IPv6, VLAN tags, a truncated packet) goes to socket 0: whole
 //! flows still, as such a flow's reports all take that way. A datagram with several
 //! individual reports goes by its first.
@@ -23,46 +25,10 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
-use dta_int::layout::FLOW_KEY_LEN;
-
-/// The multipliers of [`flow_shard`] (odd 32-bit constants of the murmur3 / golden-ratio
-/// family; any odd constants spread the bits).
-const K1: u32 = 0x9E37_79B1;
-const K2: u32 = 0x85EB_CA77;
-const K3: u32 = 0xC2B2_AE3D;
+use dta_int::shard::{flow_shard, K1, K2, K3};
 
 /// Most sockets (threads) the steering program spreads over: the sink's thread limit.
 pub const MAX_SHARDS: usize = dta_int::sink::MAX_THREADS;
-
-/// The sink thread of a flow among `n`: a hash of the IPv4 source and destination, the source
-/// port and the protocol, exactly as the kernel's steering program computes it (32-bit
-/// arithmetic; the words big-endian as loaded from the packet).
-pub fn flow_shard(src: u32, dst: u32, sport: u16, proto: u8, n: usize) -> usize {
-    let mut h = src.wrapping_mul(K1);
-    h ^= dst;
-    h = h.wrapping_mul(K2);
-    h ^= (u32::from(sport) << 16) | u32::from(proto);
-    h = h.wrapping_mul(K3);
-    h ^= h >> 15;
-    (h % n.clamp(1, MAX_SHARDS) as u32) as usize
-}
-
-/// [`flow_shard`] of a 13-byte flow key (`src ‖ dst ‖ sport ‖ dport ‖ proto`).
-pub fn key_shard(key: &[u8; FLOW_KEY_LEN], n: usize) -> usize {
-    let w = |i: usize| u32::from_be_bytes([key[i], key[i + 1], key[i + 2], key[i + 3]]);
-    let sport = match key[12] {
-        dta_net::IPPROTO_UDP | dta_net::IPPROTO_TCP => u16::from_be_bytes([key[8], key[9]]),
-        _ => 0,
-    };
-    flow_shard(w(0), w(4), sport, key[12], n)
-}
-
-/// [`key_shard`] of a Postcarding key: the sink thread that owns a flow's postcards is the one
-/// its reports are steered to (`dta_translator::Shards::with_postcard_owner`). A key that is
-/// not a flow key goes to 0.
-pub fn postcard_owner(key: &[u8], n: usize) -> usize {
-    <&[u8; FLOW_KEY_LEN]>::try_from(key).map_or(0, |k| key_shard(k, n))
-}
 
 /// The socket the steering program picks for a UDP payload among `n`: what the kernel does.
 pub fn steer(payload: &[u8], n: usize) -> usize {
@@ -332,6 +298,8 @@ pub fn attach(sockets: &[UdpSocket]) -> io::Result<()> {
 mod tests {
     use super::*;
     use dta_int::gen::{generate, md_frame, postcard_report, stacked_report, GenConfig};
+    use dta_int::layout::FLOW_KEY_LEN;
+    use dta_int::shard::shard_of;
     use std::collections::HashMap;
     use std::time::Duration;
 
@@ -359,7 +327,7 @@ mod tests {
         let mut per_shard = [0usize; 4];
         for (key, r) in reports(300) {
             let s = steer(&r, 4);
-            assert_eq!(s, key_shard(&key, 4));
+            assert_eq!(s, shard_of(&key, 4));
             per_shard[s] += 1;
         }
         // Spread: every shard takes a fair part.
@@ -399,6 +367,163 @@ mod tests {
         }
         assert_eq!(got, sent.len());
         assert!(per_socket.iter().all(|&c| c > 0), "{per_socket:?}");
+    }
+
+    /// Run a classic BPF program over `pkt` as the kernel does (a load past the end returns 0).
+    fn run_cbpf(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
+        let (mut a, mut x, mut mem, mut pc) = (0u32, 0u32, [0u32; 16], 0usize);
+        let load = |off: u32, size: usize| -> Option<u32> {
+            let off = off as usize;
+            let b = pkt.get(off..off.checked_add(size)?)?;
+            Some(b.iter().fold(0u32, |v, &c| (v << 8) | u32::from(c)))
+        };
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            let src = |k: u32| if i.code & X != 0 { x } else { k };
+            match i.code & 0x07 {
+                LD | LDX => {
+                    let size = match i.code & 0x18 {
+                        W => 4,
+                        H => 2,
+                        _ => 1,
+                    };
+                    let v = match i.code & 0xe0 {
+                        IMM => i.k,
+                        MEM => mem[i.k as usize],
+                        ABS => match load(i.k, size) {
+                            Some(v) => v,
+                            None => return 0,
+                        },
+                        IND => match load(x.wrapping_add(i.k), size) {
+                            Some(v) => v,
+                            None => return 0,
+                        },
+                        m => panic!("load mode {m:#x}"),
+                    };
+                    if i.code & 0x07 == LD {
+                        a = v
+                    } else {
+                        x = v
+                    }
+                }
+                ST => mem[i.k as usize] = a,
+                STX => mem[i.k as usize] = x,
+                ALU => {
+                    let v = src(i.k);
+                    a = match i.code & 0xf0 {
+                        ADD => a.wrapping_add(v),
+                        MUL => a.wrapping_mul(v),
+                        AND => a & v,
+                        OR => a | v,
+                        XOR => a ^ v,
+                        LSH => a << v,
+                        RSH => a >> v,
+                        MOD => a % v,
+                        op => panic!("alu op {op:#x}"),
+                    }
+                }
+                JMP => match i.code & 0xf0 {
+                    JA => pc += i.k as usize,
+                    JEQ => pc += usize::from(if a == src(i.k) { i.jt } else { i.jf }),
+                    op => panic!("jump op {op:#x}"),
+                },
+                RET => return if i.code & RET_A != 0 { a } else { i.k },
+                MISC => {
+                    if i.code & TXA != 0 {
+                        a = x
+                    } else {
+                        x = a
+                    }
+                }
+                c => panic!("class {c:#x}"),
+            }
+        }
+    }
+
+    /// A v2.0 report of one individual report about an IPv4 packet of flow `key`: RepType 1 (with
+    /// `md_words` of metadata) or 0, InType 3 (Ethernet) or 4, an IPv4 header of `ihl` words.
+    fn raw_report(
+        key: &[u8; FLOW_KEY_LEN],
+        int: Option<u8>,
+        ethernet: bool,
+        ihl: u8,
+        truncate: usize,
+    ) -> Vec<u8> {
+        let mut p = vec![0x20, 0, 0, 0, 0, 0, 0, 1];
+        let in_type = if ethernet { 3 } else { 4 };
+        // RepType | InType, Report Length, MD Length, flags.
+        p.extend([
+            (u8::from(int.is_some()) << 4) | in_type,
+            0,
+            int.unwrap_or(0),
+            0,
+        ]);
+        if let Some(words) = int {
+            p.extend([0u8; 8]);
+            p.extend(std::iter::repeat_n(0xee, usize::from(words) * 4));
+        }
+        if ethernet {
+            p.extend([0u8; 12]);
+            p.extend([0x08, 0x00]);
+        }
+        let mut ip = vec![0u8; usize::from(ihl) * 4];
+        ip[0] = 0x40 | ihl;
+        ip[8] = 60;
+        ip[9] = key[12];
+        ip[12..20].copy_from_slice(&key[..8]);
+        p.extend(ip);
+        p.extend(&key[8..12]);
+        p.extend([0u8; 4]);
+        p.truncate(p.len().saturating_sub(truncate));
+        p
+    }
+
+    #[test]
+    fn the_steering_program_computes_shard_of_for_many_keys() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let progs: Vec<(usize, Vec<libc::sock_filter>)> =
+            [2, 3, 4, 7, 16, MAX_SHARDS].map(|n| (n, program(n))).into();
+        let mut per_shard = [0usize; 4];
+        for i in 0..20_000 {
+            let r = next();
+            let mut key = [0u8; FLOW_KEY_LEN];
+            key[..8].copy_from_slice(&next().to_be_bytes());
+            key[8..12].copy_from_slice(&(r as u32).to_be_bytes());
+            key[12] = [dta_net::IPPROTO_UDP, dta_net::IPPROTO_TCP, 1, 47][(r >> 32) as usize % 4];
+            let int = ((r >> 34) & 1 == 1).then_some((r >> 35) as u8 % 40);
+            let ethernet = (r >> 41) & 1 == 1;
+            let ihl = 5 + (r >> 42) as u8 % 11;
+            // Some reports end early: the program returns 0 where the Rust side finds no flow.
+            let truncate = if i % 16 == 0 {
+                (r >> 48) as usize % 24
+            } else {
+                0
+            };
+            let p = raw_report(&key, int, ethernet, ihl, truncate);
+            for (n, prog) in &progs {
+                let kernel = run_cbpf(prog, &p) as usize;
+                assert_eq!(kernel, steer(&p, *n), "report {i} of {n} sockets: {p:02x?}");
+                if truncate == 0 {
+                    assert_eq!(kernel, shard_of(&key, *n), "report {i} of {n} sockets");
+                }
+            }
+            if truncate == 0 {
+                per_shard[steer(&p, 4)] += 1;
+            }
+        }
+        assert!(per_shard.iter().all(|&c| c > 4000), "{per_shard:?}");
+        // What is not a v2.0 report over IPv4 goes to 0 in both.
+        for p in [&[0x10u8; 64][..], &[0x20; 5], &[]] {
+            assert_eq!(run_cbpf(&progs[2].1, p), 0);
+            assert_eq!(steer(p, 4), 0);
+        }
     }
 
     #[test]

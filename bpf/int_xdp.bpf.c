@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// Size: one XDP program object: the Telemetry Report / INT-MD parser and the per-flow and
+// histogram aggregation share the verifier-checked bounds and the maps.
+// The INT sink's XDP fast path: a telemetry report ([TR v2.0 §3]) of one INT-MD packet
+// ([INT v2.1 §5.7.3]) of a flow the userspace sink already knows, on the path it knows, with no
+// event (every metric at or under its threshold), is aggregated here and dropped (XDP_DROP):
+// per flow (a slot the sink gave it) the report count, per hop and metric the sum and the latest
+// value (with the report's sequence number, which orders it against the sink's own); per switch, metric and log2 bucket the histogram count. Everything else goes up the
+// stack (XDP_PASS) to the sink's sockets. The aggregates live in BPF_F_MMAPABLE arrays the sink
+// maps and drains at each delta flush into the same deltas its own reports make, so flow records
+// and histograms stay exact. crates/dta-xdp (`IntFastPath`) loads it; docs/int-sink.md
+// "XDP fast path" describes it.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_HOPS 5       // dta_int::layout::MAX_PATH
+#define HOP_WORDS 4      // node id, hop latency, queue id + occupancy, egress tx util
+#define METRICS 3        // hop latency, queue occupancy, egress tx util
+#define BUCKETS 33       // log2 buckets of a u32 (dta_int::Buckets::Log2)
+#define TR_HDR 12        // group header (8) + individual report header (4)
+#define INNER_ETH 14
+#define INNER_IP 20      // IHL 5 only; others go to userspace
+#define SHIM 4
+#define MD_HDR 12
+
+// Counters (per CPU); crates/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
+enum {
+    C_PACKETS = 0,   // frames seen
+    C_FAST,          // reports aggregated here and dropped
+    C_PASS_OTHER,    // not a UDP datagram to the sink's port (or disabled)
+    C_PASS_SHAPE,    // not one v2.0 INT-MD report of the handled shape (userspace parses it)
+    C_PASS_UNKNOWN,  // a flow the sink has not handed over (yet)
+    C_PASS_PATH,     // another hop count or node id than the flow's known path
+    C_PASS_EVENT,    // a metric over its threshold: the sink raises the event
+    C_COUNT
+};
+
+struct int_cfg {
+    __u32 enabled;
+    __u32 port;         // UDP destination port of the telemetry reports (the sink's listen)
+    __u32 int_port;     // UDP destination port of INT over UDP in the inner packet
+    __u32 instructions; // the one instruction bitmap handled (node id, latency, queue, util)
+    __u32 th_latency;   // events: a value above its threshold goes to userspace
+    __u32 th_queue;
+    __u32 th_util;
+    __u32 th_path;      // the sum of a path's hop latencies
+    __u32 slots;        // entries of int_flows
+    __u32 blocks;       // switches of int_hist (METRICS * BUCKETS counters each)
+};
+
+struct flow_key {
+    __u8 k[16];  // src (4) | dst (4) | sport (2) | dport (2) | proto (1) | 0 0 0
+};
+
+struct known {
+    __u32 slot;              // index into int_flows (the sink's FlowCache index)
+    __u32 hops;
+    __u32 node[MAX_HOPS];    // hop 0 = the INT source
+    __u32 block[MAX_HOPS];   // int_hist block of each hop's switch
+};
+
+// One flow's aggregate (the sink swaps each word to 0 as it drains it).
+struct flow_agg {
+    __u64 packets;
+    __u64 last_ns;                  // bpf_ktime_get_ns of the latest report
+    __u64 sum[MAX_HOPS][METRICS];
+    __u32 last[MAX_HOPS][METRICS];
+    __u32 seq;                      // Telemetry Report sequence number of the latest report
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct int_cfg);
+} int_cfg SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);   // set by the loader: the FlowCache capacity
+    __type(key, struct flow_key);
+    __type(value, struct known);
+} int_known SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, 65536);   // set by the loader
+    __type(key, __u32);
+    __type(value, struct flow_agg);
+} int_flows SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, 4096 * METRICS * BUCKETS);   // set by the loader
+    __type(key, __u32);
+    __type(value, __u64);
+} int_hist SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, C_COUNT);
+    __type(key, __u32);
+    __type(value, __u64);
+} int_stats SEC(".maps");
+
+static __always_inline int count(__u32 c, int verdict)
+{
+    __u64 *v = bpf_map_lookup_elem(&int_stats, &c);
+    if (v)
+        *v += 1;
+    return verdict;
+}
+
+static __always_inline __u32 be32(const __u8 *p)
+{
+    return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) | p[3];
+}
+
+// dta_int::Buckets::Log2: 0 -> 0, v >= 1 -> 1 + floor(log2 v).
+static __always_inline __u32 log2_bucket(__u32 v)
+{
+    __u32 b = 0;
+    if (v >= (1u << 16)) { v >>= 16; b += 16; }
+    if (v >= (1u << 8)) { v >>= 8; b += 8; }
+    if (v >= (1u << 4)) { v >>= 4; b += 4; }
+    if (v >= (1u << 2)) { v >>= 2; b += 2; }
+    if (v >= (1u << 1)) { v >>= 1; b += 1; }
+    return v ? b + 1 : 0;
+}
+
+static __always_inline void hist_add(const struct int_cfg *cfg, __u32 block, __u32 m, __u32 v)
+{
+    if (block >= cfg->blocks)
+        return;
+    __u32 i = (block * METRICS + m) * BUCKETS + log2_bucket(v);
+    __u64 *c = bpf_map_lookup_elem(&int_hist, &i);
+    if (c)
+        __sync_fetch_and_add(c, 1);
+}
+
+SEC("xdp")
+int int_xdp(struct xdp_md *ctx)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 zero = 0;
+    count(C_PACKETS, 0);
+    struct int_cfg *cfg = bpf_map_lookup_elem(&int_cfg, &zero);
+    if (!cfg || !cfg->enabled)
+        return count(C_PASS_OTHER, XDP_PASS);
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+        return count(C_PASS_OTHER, XDP_PASS);
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP ||
+        (ip->frag_off & bpf_htons(0x3fff)))
+        return count(C_PASS_OTHER, XDP_PASS);
+    struct udphdr *udp = (void *)(ip + 1);
+    if ((void *)(udp + 1) > end || udp->dest != bpf_htons(cfg->port))
+        return count(C_PASS_OTHER, XDP_PASS);
+
+    // The fixed part: TR group and individual headers, the inner Ethernet, IPv4 and UDP
+    // headers, the INT shim and MD header.
+    __u8 *p = (void *)(udp + 1);
+    const __u32 fixed = TR_HDR + INNER_ETH + INNER_IP + 8 + SHIM + MD_HDR;
+    if ((void *)(p + fixed) > end)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    // Version 2; one individual report, RepType 0 (inner only), InType 3 (Ethernet), no
+    // metadata, not dropped (D clear): taking the rest of the datagram (Report Length 0xFF) or
+    // exactly it.
+    __u32 payload = (__u32)((long)end - (long)p);
+    if ((p[0] >> 4) != 2 || p[8] != 0x03 || p[10] != 0 || (p[11] & 0x80))
+        return count(C_PASS_SHAPE, XDP_PASS);
+    if (p[9] != 0xff && (__u32)p[9] * 4 + TR_HDR != payload)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u8 *ie = p + TR_HDR;
+    if (ie[12] != 0x08 || ie[13] != 0x00)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u8 *ii = ie + INNER_ETH;
+    if (ii[0] != 0x45 || ii[9] != IPPROTO_UDP)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u8 *iu = ii + INNER_IP;
+    if (((__u32)iu[2] << 8 | iu[3]) != cfg->int_port)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u8 *shim = iu + 8;
+    // INT v2.1 shim: Type 1 (INT-MD), NPT 1 (the original UDP destination port follows).
+    if ((shim[0] >> 4) != 1 || ((shim[0] >> 2) & 3) != 1)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u8 *md = shim + SHIM;
+    if ((md[0] >> 4) != 2 || (md[2] & 0x1f) != HOP_WORDS ||
+        (((__u32)md[4] << 8) | md[5]) != cfg->instructions)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u32 words = shim[1];
+    if (words < MD_HDR / 4 || (words - MD_HDR / 4) % HOP_WORDS)
+        return count(C_PASS_SHAPE, XDP_PASS);
+    __u32 hops = (words - MD_HDR / 4) / HOP_WORDS;
+    if (hops < 1 || hops > MAX_HOPS)
+        return count(C_PASS_SHAPE, XDP_PASS);
+
+    struct flow_key key = {};
+    __builtin_memcpy(&key.k[0], ii + 12, 8);  // source, destination
+    key.k[8] = iu[0];                          // source port
+    key.k[9] = iu[1];
+    key.k[10] = shim[2];                       // the original destination port (NPT 1)
+    key.k[11] = shim[3];
+    key.k[12] = IPPROTO_UDP;
+    struct known *kn = bpf_map_lookup_elem(&int_known, &key);
+    if (!kn)
+        return count(C_PASS_UNKNOWN, XDP_PASS);
+    if (kn->hops != hops)
+        return count(C_PASS_PATH, XDP_PASS);
+
+    // The stack, newest hop first: entry j is hop hops-1-j. Check every hop before counting any.
+    __u8 *st = md + MD_HDR;
+    __u32 v[MAX_HOPS][METRICS] = {};
+    __u64 path = 0;
+    for (__u32 j = 0; j < MAX_HOPS; j++) {
+        if (j >= hops)
+            break;
+        __u8 *w = st + j * HOP_WORDS * 4;
+        if ((void *)(w + HOP_WORDS * 4) > end)
+            return count(C_PASS_SHAPE, XDP_PASS);
+        __u32 h = hops - 1 - j;
+        if (h >= MAX_HOPS)
+            return count(C_PASS_SHAPE, XDP_PASS);
+        if (be32(w) != kn->node[h])
+            return count(C_PASS_PATH, XDP_PASS);
+        __u32 lat = be32(w + 4), q = be32(w + 8) & 0xffffff, u = be32(w + 12);
+        if (lat > cfg->th_latency || q > cfg->th_queue || u > cfg->th_util)
+            return count(C_PASS_EVENT, XDP_PASS);
+        v[h][0] = lat;
+        v[h][1] = q;
+        v[h][2] = u;
+        path += lat;
+    }
+    if (path > cfg->th_path)
+        return count(C_PASS_EVENT, XDP_PASS);
+
+    __u32 slot = kn->slot;
+    if (slot >= cfg->slots)
+        return count(C_PASS_UNKNOWN, XDP_PASS);
+    struct flow_agg *a = bpf_map_lookup_elem(&int_flows, &slot);
+    if (!a)
+        return count(C_PASS_UNKNOWN, XDP_PASS);
+    for (__u32 h = 0; h < MAX_HOPS; h++) {
+        if (h >= hops)
+            break;
+        for (__u32 m = 0; m < METRICS; m++) {
+            __sync_fetch_and_add(&a->sum[h][m], v[h][m]);
+            a->last[h][m] = v[h][m];
+            hist_add(cfg, kn->block[h], m, v[h][m]);
+        }
+    }
+    a->last_ns = bpf_ktime_get_ns();
+    a->seq = be32(p) & 0x3fffff;
+    // The count last: a drain that sees it sees the report's sums (or the next drain does).
+    __sync_fetch_and_add(&a->packets, 1);
+    return count(C_FAST, XDP_DROP);
+}
+
+char LICENSE[] SEC("license") = "GPL";

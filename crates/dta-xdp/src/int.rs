@@ -1,0 +1,463 @@
+//! The INT sink's XDP fast path (`bpf/int_xdp.bpf.c`): the loader, the flows it is told about
+//! (a BPF hash map: flow key → FlowCache slot, path, histogram blocks), and the aggregates it
+//! writes (two `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
+//! metric the sum and the latest value; per switch block, metric and log2 bucket a count),
+//! which [`IntXdp::take`] and [`IntXdp::take_hist`] swap to zero as they read them.
+//! `dta int-sink --xdp IFACE` puts it in front of its sink threads (`dta_int::fast`).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use aya::maps::{Array, HashMap as BpfHashMap, Map, PerCpuArray};
+use aya::programs::{Xdp, XdpFlags};
+use aya::{Ebpf, EbpfLoader};
+use serde::Serialize;
+
+use crate::{AttachMode, XdpError};
+
+static INT_PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/int_xdp.o"));
+
+/// Hops per flow the program aggregates (`MAX_HOPS` in the C source).
+pub const INT_MAX_HOPS: usize = 5;
+/// Metrics per hop (hop latency, queue occupancy, egress tx utilisation).
+pub const INT_METRICS: usize = 3;
+/// Log2 buckets of a u32 value (`dta_int::Buckets::Log2`).
+pub const INT_BUCKETS: usize = 33;
+
+/// What the program is told at load.
+#[derive(Debug, Clone, Copy)]
+pub struct IntXdpConfig {
+    /// UDP destination port of the telemetry reports.
+    pub port: u16,
+    /// UDP destination port of INT over UDP in the reported packets.
+    pub int_port: u16,
+    /// The one INT instruction bitmap taken (node id, hop latency, queue, egress tx util).
+    pub instructions: u16,
+    /// Flow slots (the sink's FlowCache capacity); also the most flows known at once.
+    pub flows: u32,
+    /// Switches with histogram counters.
+    pub switches: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct IntCfg {
+    enabled: u32,
+    port: u32,
+    int_port: u32,
+    instructions: u32,
+    th_latency: u32,
+    th_queue: u32,
+    th_util: u32,
+    th_path: u32,
+    slots: u32,
+    blocks: u32,
+}
+// SAFETY: plain C struct of u32s, no padding.
+unsafe impl aya::Pod for IntCfg {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FlowKey([u8; 16]);
+// SAFETY: a byte array.
+unsafe impl aya::Pod for FlowKey {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Known {
+    slot: u32,
+    hops: u32,
+    node: [u32; INT_MAX_HOPS],
+    block: [u32; INT_MAX_HOPS],
+}
+// SAFETY: plain C struct of u32s, no padding.
+unsafe impl aya::Pod for Known {}
+
+/// `struct flow_agg` of the C source, as mapped (the program adds with atomic instructions).
+#[repr(C)]
+struct FlowAgg {
+    packets: AtomicU64,
+    last_ns: AtomicU64,
+    sum: [[AtomicU64; INT_METRICS]; INT_MAX_HOPS],
+    last: [[AtomicU32; INT_METRICS]; INT_MAX_HOPS],
+    seq: AtomicU32,
+}
+
+/// One flow's aggregate as taken ([`IntXdp::take`]); `last_mono_ns` on `CLOCK_MONOTONIC`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntFlowAgg {
+    pub packets: u64,
+    pub hops: u8,
+    pub last_mono_ns: u64,
+    /// Telemetry Report sequence number of the latest report taken.
+    pub seq: u32,
+    pub sum: [[u64; INT_METRICS]; INT_MAX_HOPS],
+    pub last: [[u32; INT_METRICS]; INT_MAX_HOPS],
+}
+
+/// The program's counters (`enum` at the top of the C source), summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IntXdpStats {
+    pub packets: u64,
+    /// Reports aggregated in the program and dropped.
+    pub fast: u64,
+    pub pass_other: u64,
+    pub pass_shape: u64,
+    pub pass_unknown_flow: u64,
+    pub pass_path: u64,
+    pub pass_event: u64,
+    /// `bpf_prog_info` run time and count (with `kernel.bpf_stats_enabled` = 1; else 0).
+    pub run_time_ns: u64,
+    pub run_count: u64,
+}
+
+const N_COUNTERS: u32 = 7;
+
+/// A shared mapping of an mmapable array map.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, read and written with atomics.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn new(ebpf: &Ebpf, name: &str, bytes: usize) -> Result<Mapping, XdpError> {
+        let map = ebpf
+            .map(name)
+            .ok_or_else(|| XdpError::MissingMap(name.into()))?;
+        let Map::Array(data) = map else {
+            return Err(XdpError::MissingMap(name.into()));
+        };
+        let page = 4096;
+        let len = bytes.div_ceil(page) * page;
+        // SAFETY: a shared, writable mapping of the map's value area (an mmapable array), kept
+        // for the life of `self` and unmapped in Drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                data.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(XdpError::Io(
+                format!("mapping {name}"),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Mapping { ptr, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with this length.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// The loaded fast path.
+pub struct IntXdp {
+    ebpf: Ebpf,
+    flows: Mapping,
+    hist: Mapping,
+    cfg: IntCfg,
+    /// Per slot, the hop count of the flow learned there.
+    hops: Vec<u8>,
+    /// Histogram block of each switch, and the switch of each block.
+    block_of: HashMap<u32, u32>,
+    nodes: Vec<u32>,
+    attached: Option<(String, AttachMode)>,
+}
+
+fn key16(key: &[u8; 13]) -> FlowKey {
+    let mut k = [0u8; 16];
+    k[..13].copy_from_slice(key);
+    FlowKey(k)
+}
+
+impl IntXdp {
+    /// Load the program sized for `cfg` (nothing attached: [`IntXdp::attach`]); it takes nothing
+    /// until [`IntXdp::set_thresholds`] enables it.
+    pub fn load(cfg: &IntXdpConfig) -> Result<IntXdp, XdpError> {
+        if INT_PROGRAM.is_empty() {
+            return Err(XdpError::NotBuilt);
+        }
+        let slots = cfg.flows.max(1);
+        let blocks = cfg.switches.max(1);
+        let counters = blocks as u64 * (INT_METRICS * INT_BUCKETS) as u64;
+        if counters > u32::MAX as u64 {
+            return Err(XdpError::TooLarge("int_hist".into(), counters * 8));
+        }
+        let mut ebpf = EbpfLoader::new()
+            .set_max_entries("int_known", slots)
+            .set_max_entries("int_flows", slots)
+            .set_max_entries("int_hist", counters as u32)
+            .load(INT_PROGRAM)?;
+        let flows = Mapping::new(
+            &ebpf,
+            "int_flows",
+            slots as usize * std::mem::size_of::<FlowAgg>(),
+        )?;
+        let hist = Mapping::new(&ebpf, "int_hist", counters as usize * 8)?;
+        let c = IntCfg {
+            enabled: 0,
+            port: u32::from(cfg.port),
+            int_port: u32::from(cfg.int_port),
+            instructions: u32::from(cfg.instructions),
+            th_latency: u32::MAX,
+            th_queue: u32::MAX,
+            th_util: u32::MAX,
+            th_path: u32::MAX,
+            slots,
+            blocks,
+        };
+        let prog: &mut Xdp = ebpf
+            .program_mut("int_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
+            .try_into()?;
+        prog.load()?;
+        let mut x = IntXdp {
+            ebpf,
+            flows,
+            hist,
+            cfg: c,
+            hops: vec![0; slots as usize],
+            block_of: HashMap::new(),
+            nodes: Vec::new(),
+            attached: None,
+        };
+        x.write_cfg()?;
+        Ok(x)
+    }
+
+    fn write_cfg(&mut self) -> Result<(), XdpError> {
+        let mut a: Array<_, IntCfg> = Array::try_from(
+            self.ebpf
+                .map_mut("int_cfg")
+                .ok_or_else(|| XdpError::MissingMap("int_cfg".into()))?,
+        )?;
+        a.set(0, self.cfg, 0)?;
+        Ok(())
+    }
+
+    /// Attach to `iface`: native mode if the driver has it (and not `force_generic`), else
+    /// generic mode.
+    pub fn attach(&mut self, iface: &str, force_generic: bool) -> Result<AttachMode, XdpError> {
+        let prog: &mut Xdp = self
+            .ebpf
+            .program_mut("int_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
+            .try_into()?;
+        let mode = if force_generic {
+            prog.attach(iface, XdpFlags::SKB_MODE)?;
+            AttachMode::Generic
+        } else {
+            match prog.attach(iface, XdpFlags::DRV_MODE) {
+                Ok(_) => AttachMode::Native,
+                Err(_) => {
+                    prog.attach(iface, XdpFlags::SKB_MODE)?;
+                    AttachMode::Generic
+                }
+            }
+        };
+        self.attached = Some((iface.to_string(), mode));
+        Ok(mode)
+    }
+
+    /// Enable (or not) the program, with the event thresholds: a report with a value above one
+    /// goes to userspace.
+    pub fn set_thresholds(
+        &mut self,
+        enabled: bool,
+        latency: u32,
+        queue: u32,
+        util: u32,
+        path: u32,
+    ) -> Result<(), XdpError> {
+        let c = IntCfg {
+            enabled: u32::from(enabled),
+            th_latency: latency,
+            th_queue: queue,
+            th_util: util,
+            th_path: path,
+            ..self.cfg
+        };
+        if c.enabled != self.cfg.enabled
+            || (c.th_latency, c.th_queue, c.th_util, c.th_path)
+                != (
+                    self.cfg.th_latency,
+                    self.cfg.th_queue,
+                    self.cfg.th_util,
+                    self.cfg.th_path,
+                )
+        {
+            self.cfg = c;
+            self.write_cfg()?;
+        }
+        Ok(())
+    }
+
+    /// Flow `key` (13 bytes: src, dst, sport, dport, proto) at `slot` takes path `nodes` (hop 0
+    /// first, at most [`INT_MAX_HOPS`]).
+    pub fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32]) -> Result<(), XdpError> {
+        if slot >= self.cfg.slots || nodes.is_empty() || nodes.len() > INT_MAX_HOPS {
+            return Err(XdpError::MissingMap(format!(
+                "flow slot {slot} of {} with {} hops",
+                self.cfg.slots,
+                nodes.len()
+            )));
+        }
+        let mut k = Known {
+            slot,
+            hops: nodes.len() as u32,
+            node: [0; INT_MAX_HOPS],
+            block: [u32::MAX; INT_MAX_HOPS],
+        };
+        for (i, &n) in nodes.iter().enumerate() {
+            k.node[i] = n;
+            k.block[i] = match self.block_of.get(&n) {
+                Some(&b) => b,
+                None if (self.nodes.len() as u32) < self.cfg.blocks => {
+                    let b = self.nodes.len() as u32;
+                    self.nodes.push(n);
+                    self.block_of.insert(n, b);
+                    b
+                }
+                // No block left: the program counts no histogram for it, so it cannot take the
+                // flow's reports.
+                None => {
+                    return Err(XdpError::MissingMap(format!(
+                        "histogram blocks: all {} switches in use",
+                        self.cfg.blocks
+                    )))
+                }
+            };
+        }
+        self.hops[slot as usize] = nodes.len() as u8;
+        let mut m: BpfHashMap<_, FlowKey, Known> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("int_known")
+                .ok_or_else(|| XdpError::MissingMap("int_known".into()))?,
+        )?;
+        m.insert(key16(key), k, 0)?;
+        Ok(())
+    }
+
+    /// Flow `key` is no longer taken.
+    pub fn forget(&mut self, key: &[u8; 13]) {
+        if let Some(map) = self.ebpf.map_mut("int_known") {
+            if let Ok(mut m) = BpfHashMap::<_, FlowKey, Known>::try_from(map) {
+                let _ = m.remove(&key16(key));
+            }
+        }
+    }
+
+    fn agg(&self, slot: u32) -> &FlowAgg {
+        debug_assert!(slot < self.cfg.slots);
+        // SAFETY: `slot` is below the map's entries (callers check), the mapping holds
+        // `slots` elements of `struct flow_agg` (200 bytes, 8-aligned), alive while `self` is.
+        unsafe { &*(self.flows.ptr as *const FlowAgg).add(slot as usize) }
+    }
+
+    /// Take (zero) slot `slot`'s aggregate; `None` if it took no report since.
+    pub fn take(&self, slot: u32) -> Option<IntFlowAgg> {
+        if slot >= self.cfg.slots {
+            return None;
+        }
+        let a = self.agg(slot);
+        let packets = a.packets.swap(0, Relaxed);
+        if packets == 0 {
+            return None;
+        }
+        let mut out = IntFlowAgg {
+            packets,
+            hops: self.hops[slot as usize],
+            last_mono_ns: a.last_ns.load(Relaxed),
+            seq: a.seq.load(Relaxed),
+            ..IntFlowAgg::default()
+        };
+        for h in 0..INT_MAX_HOPS {
+            for m in 0..INT_METRICS {
+                out.sum[h][m] = a.sum[h][m].swap(0, Relaxed);
+                out.last[h][m] = a.last[h][m].load(Relaxed);
+            }
+        }
+        Some(out)
+    }
+
+    /// Hand every histogram count (switch, metric index, log2 bucket, count) to `add`, zeroing
+    /// it.
+    pub fn take_hist(&self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
+        // SAFETY: the mapping holds `blocks * METRICS * BUCKETS` u64 counters.
+        let c = unsafe {
+            std::slice::from_raw_parts(
+                self.hist.ptr as *const AtomicU64,
+                self.cfg.blocks as usize * INT_METRICS * INT_BUCKETS,
+            )
+        };
+        for (b, &node) in self.nodes.iter().enumerate() {
+            for m in 0..INT_METRICS {
+                for k in 0..INT_BUCKETS {
+                    let w = &c[(b * INT_METRICS + m) * INT_BUCKETS + k];
+                    if w.load(Relaxed) != 0 {
+                        add(node, m, k as u8, w.swap(0, Relaxed));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The program's counters and run time.
+    pub fn stats(&self) -> Result<IntXdpStats, XdpError> {
+        let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("int_stats")
+                .ok_or_else(|| XdpError::MissingMap("int_stats".into()))?,
+        )?;
+        let mut c = [0u64; N_COUNTERS as usize];
+        for (i, v) in c.iter_mut().enumerate() {
+            *v = arr.get(&(i as u32), 0)?.iter().sum();
+        }
+        let prog: &Xdp = self
+            .ebpf
+            .program("int_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
+            .try_into()?;
+        let info = prog.info()?;
+        Ok(IntXdpStats {
+            packets: c[0],
+            fast: c[1],
+            pass_other: c[2],
+            pass_shape: c[3],
+            pass_unknown_flow: c[4],
+            pass_path: c[5],
+            pass_event: c[6],
+            run_time_ns: info.run_time().as_nanos() as u64,
+            run_count: info.run_count(),
+        })
+    }
+
+    /// The interface and mode the program is attached with, if any.
+    pub fn attached(&self) -> Option<(&str, AttachMode)> {
+        self.attached.as_ref().map(|(i, m)| (i.as_str(), *m))
+    }
+}
+
+/// Turn on the kernel's BPF run-time statistics (`run_time_ns` / `run_cnt` of every program,
+/// [`IntXdpStats::run_time_ns`]) for as long as the returned descriptor is open (as
+/// `kernel.bpf_stats_enabled = 1` does).
+pub fn enable_run_time_stats() -> Result<std::os::fd::OwnedFd, XdpError> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| {
+        XdpError::Io(
+            "enabling BPF run-time statistics".into(),
+            std::io::Error::other(e.to_string()),
+        )
+    })
+}
