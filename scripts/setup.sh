@@ -27,11 +27,32 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need_apt+=(python3-matplotlib)
 # The Redis export's tests start a real redis-server (docs/exports.md).
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# The Kafka export's tests run a single-node Apache Kafka broker (KRaft) with Java 17 from the
+# jars Maven resolves below (docs/kafka.md). DTA_KAFKA=0 skips both.
+if [ "${DTA_KAFKA:-1}" != 0 ]; then
+    command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+    command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The Kafka broker's jars from Maven Central (scripts/kafka/pom.xml) into the directory
+# dta_testkit::kafka reads: $DTA_KAFKA_LIBS, else ~/.cache/dta/kafka/libs. Resolved again when
+# the pom changes (its checksum is kept beside the jars).
+if [ "${DTA_KAFKA:-1}" != 0 ]; then
+    kafka_libs=${DTA_KAFKA_LIBS:-$HOME/.cache/dta/kafka/libs}
+    kafka_pom_sum=$(sha256sum scripts/kafka/pom.xml | cut -d' ' -f1)
+    if [ "$(cat "$kafka_libs/.pom.sha256" 2>/dev/null)" != "$kafka_pom_sum" ]; then
+        echo "setup: resolving the Kafka broker's jars into $kafka_libs (Maven)" >&2
+        rm -rf "$kafka_libs"
+        mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$kafka_libs" >&2
+        echo "$kafka_pom_sum" >"$kafka_libs/.pom.sha256"
+    fi
 fi
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }

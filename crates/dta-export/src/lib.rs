@@ -10,6 +10,7 @@
 pub mod influx;
 pub mod int_records;
 pub mod intgen;
+pub mod kafka;
 pub mod pcap;
 pub mod pipeline;
 pub mod prom;

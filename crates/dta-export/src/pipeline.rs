@@ -1,10 +1,11 @@
 //! The export thread: drains the INT sink's notifications (a subscription's receiver, delivered
-//! in the order the sink produced them) into Redis and/or InfluxDB line protocol, in batches
+//! in the order the sink produced them) into Redis, InfluxDB line protocol and/or Kafka, in batches
 //! ([INT-NIC §III.D]: the host "periodically flushes" notifications to Redis from a dedicated
 //! core), counting what it wrote in [`ExportMetrics`]. Ends when the sink drops its sender.
 
 use std::io::Write;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use dta_int::Notification;
 
 use crate::influx::{LineWriter, UdpLineSink};
 use crate::int_records::notification_record;
+use crate::kafka::{notification_message, KafkaProducer, NotificationRoute, Partitioner};
 use crate::prom::ExportMetrics;
 use crate::record::Record;
 use crate::redis_ts::RedisExporter;
@@ -23,6 +25,44 @@ pub enum Target {
     Lines(LineWriter<Box<dyn Write + Send>>),
     /// Line protocol over UDP.
     LinesUdp(UdpLineSink),
+    /// Kafka topics `{prefix}.events` and `{prefix}.flows` (docs/kafka.md).
+    Kafka(KafkaTarget),
+}
+
+/// INT notifications to Kafka. The producer is shared: its owner reads its counters and waits
+/// for delivery ([`KafkaProducer::flush`]) once the export thread ended.
+pub struct KafkaTarget {
+    pub producer: Arc<KafkaProducer>,
+    /// Topic prefix.
+    pub prefix: String,
+    pub partitioner: Arc<dyn Partitioner>,
+    /// The store whose owner of a flow key decides the partition (the INT sink's flow store).
+    pub flow_store: String,
+}
+
+impl KafkaTarget {
+    /// Queue the batch; returns (queued, refused).
+    fn write(&self, pending: &[Notification]) -> (u64, u64) {
+        let route = NotificationRoute {
+            partitioner: &*self.partitioner,
+            flow_store: &self.flow_store,
+        };
+        let ts = crate::kafka::now_ms();
+        let (mut ok, mut failed) = (0, 0);
+        for n in pending {
+            match notification_message(n, &self.prefix, &route, ts) {
+                Ok(m) => match self.producer.send(m) {
+                    Ok(()) => ok += 1,
+                    Err(_) => failed += 1,
+                },
+                Err(e) => {
+                    tracing::warn!("kafka export: {e}");
+                    failed += 1;
+                }
+            }
+        }
+        (ok, failed)
+    }
 }
 
 impl Target {
@@ -30,12 +70,15 @@ impl Target {
         match self {
             Target::Redis(_) => "redis",
             Target::Lines(_) | Target::LinesUdp(_) => "influx",
+            Target::Kafka(_) => "kafka",
         }
     }
 
-    /// Write a batch; returns (written, failed).
-    fn write(&mut self, batch: &[&dyn Record]) -> (u64, u64) {
+    /// Write a batch (`pending` and the same notifications as `batch`'s records); returns
+    /// (written, failed).
+    fn write(&mut self, pending: &[Notification], batch: &[&dyn Record]) -> (u64, u64) {
         match self {
+            Target::Kafka(k) => k.write(pending),
             Target::Redis(r) => match r.write_batch(batch) {
                 Ok(()) => (batch.len() as u64, 0),
                 Err(e) => {
@@ -139,7 +182,7 @@ pub fn spawn(
                 if !pending.is_empty() && (pending.len() >= opts.batch.max(1) || due || !open) {
                     let batch: Vec<&dyn Record> = pending.iter().map(notification_record).collect();
                     for (t, s) in targets.iter_mut().zip(sum.targets.iter_mut()) {
-                        let (ok, failed) = t.write(&batch);
+                        let (ok, failed) = t.write(&pending, &batch);
                         s.1 += ok;
                         s.2 += failed;
                         metrics.exported(t.name(), ok, failed);

@@ -524,6 +524,75 @@ impl ExportMetrics {
     }
 }
 
+/// The Kafka export's delivery counters (`dta_export_kafka_*`, [`crate::kafka::KafkaStats`]),
+/// read at scrape time.
+#[derive(Debug)]
+pub struct KafkaMetrics {
+    stats: Arc<crate::kafka::KafkaStats>,
+}
+
+impl KafkaMetrics {
+    pub fn new(stats: Arc<crate::kafka::KafkaStats>) -> KafkaMetrics {
+        KafkaMetrics { stats }
+    }
+}
+
+impl Collector for KafkaMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.stats.snapshot();
+        for (name, help, v) in [
+            (
+                "dta_export_kafka_queued",
+                "Messages queued for Kafka",
+                s.queued,
+            ),
+            (
+                "dta_export_kafka_delivered",
+                "Messages the broker acknowledged (each once)",
+                s.delivered,
+            ),
+            (
+                "dta_export_kafka_dropped",
+                "Messages refused because the queue was full (max_queue_bytes)",
+                s.dropped,
+            ),
+            (
+                "dta_export_kafka_abandoned",
+                "Messages still unacknowledged when the exporter stopped",
+                s.abandoned,
+            ),
+            (
+                "dta_export_kafka_batches",
+                "Produce requests acknowledged",
+                s.batches,
+            ),
+            (
+                "dta_export_kafka_retries",
+                "Produce requests that failed and were sent again (at least once: may duplicate)",
+                s.retries,
+            ),
+            (
+                "dta_export_kafka_connects",
+                "Connections to the brokers made",
+                s.connects,
+            ),
+            (
+                "dta_export_kafka_connect_errors",
+                "Connection attempts that failed",
+                s.connect_errors,
+            ),
+        ] {
+            counter(&mut enc, name, help, v)?;
+        }
+        gauge(
+            &mut enc,
+            "dta_export_kafka_queued_bytes",
+            "Bytes queued for Kafka, not yet acknowledged",
+            s.queued_bytes,
+        )
+    }
+}
+
 /// The registry's exposition text (OpenMetrics, ends with `# EOF`).
 pub fn encode(registry: &Registry) -> String {
     let mut s = String::new();

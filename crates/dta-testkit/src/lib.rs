@@ -10,6 +10,7 @@
 //! - [`is_root`], [`have_tool`]: the usual preconditions.
 //! - [`netns`]: network namespaces joined by a veth pair, removed on drop.
 //! - [`bench`]: what the benchmark binaries share (generator, median, rate, sizing).
+//! - [`kafka`]: a single-node Kafka broker (KRaft) started and stopped by a test.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -118,4 +119,5 @@ macro_rules! skip {
 }
 
 pub mod bench;
+pub mod kafka;
 pub mod netns;

@@ -73,6 +73,23 @@ pub struct IntSinkArgs {
     /// or udp://HOST:PORT.
     #[arg(long)]
     influx: Option<String>,
+    /// Export events and flow records to Kafka: bootstrap brokers HOST:PORT[,HOST:PORT...]
+    /// (topics PREFIX.events and PREFIX.flows; docs/kafka.md).
+    #[arg(long, value_name = "BROKERS")]
+    kafka: Option<String>,
+    /// Kafka topic prefix.
+    #[arg(long, default_value = dta_export::kafka::DEFAULT_TOPIC_PREFIX)]
+    kafka_topic_prefix: String,
+    /// Kafka partitions per topic, one per collector (by a hash of the flow key).
+    #[arg(long, default_value_t = 1, conflicts_with = "kafka_cluster")]
+    kafka_partitions: u32,
+    /// Cluster map (TOML, docs/scale-out.md): one Kafka partition per collector, each
+    /// notification in the partition of the collector owning its flow key in --kafka-flow-store.
+    #[arg(long, value_name = "FILE")]
+    kafka_cluster: Option<PathBuf>,
+    /// The store whose owner of a flow key decides a notification's partition.
+    #[arg(long, default_value = "paths")]
+    kafka_flow_store: String,
 }
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
@@ -132,6 +149,26 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         .unwrap_or(0)
         / 2;
     let export_metrics = dta_export::prom::ExportMetrics::default();
+    let kafka = match &a.kafka {
+        Some(brokers) => {
+            let conn = crate::export_cmd::KafkaConn {
+                topic_prefix: a.kafka_topic_prefix.clone(),
+                partitions: a.kafka_partitions,
+                cluster: a.kafka_cluster.clone(),
+                max_queue_bytes: dta_export::kafka::ProducerOptions::DEFAULT_MAX_QUEUE_BYTES,
+            };
+            let (producer, partitioner) = conn.producer(brokers)?;
+            // A flow store the map cannot place is an error now, not a dropped record later.
+            partitioner
+                .partition(
+                    &a.kafka_flow_store,
+                    dta_export::kafka::OwnerKey::Bytes(&[0; dta_int::layout::FLOW_KEY_LEN]),
+                )
+                .map_err(|e| anyhow::anyhow!("--kafka-flow-store: {e}"))?;
+            Some((Arc::new(producer), partitioner))
+        }
+        None => None,
+    };
     let _metrics = match a.metrics {
         Some(addr) => {
             let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
@@ -146,6 +183,11 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
                     .collect::<std::io::Result<_>>()?,
             )));
             export_metrics.register(&mut reg);
+            if let Some((p, _)) = &kafka {
+                reg.register_collector(Box::new(dta_export::prom::KafkaMetrics::new(
+                    p.stats().clone(),
+                )));
+            }
             let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
                 .with_context(|| format!("metrics server on {addr}"))?;
             eprintln!("metrics on http://{}/metrics", m.local_addr());
@@ -176,6 +218,16 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             };
             dta_export::pipeline::Target::Lines(dta_export::influx::LineWriter::new(out))
         });
+    }
+    if let Some((producer, partitioner)) = &kafka {
+        targets.push(dta_export::pipeline::Target::Kafka(
+            dta_export::pipeline::KafkaTarget {
+                producer: producer.clone(),
+                prefix: a.kafka_topic_prefix.clone(),
+                partitioner: partitioner.clone(),
+                flow_store: a.kafka_flow_store.clone(),
+            },
+        ));
     }
     let exporter = if targets.is_empty() {
         None
@@ -291,6 +343,13 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             Ok(summary) => eprintln!("exported: {summary:?}"),
             Err(_) => eprintln!("the export thread panicked"),
         }
+    }
+    if let Some((p, _)) = kafka {
+        // At least once: wait for the broker's acknowledgement of what was queued.
+        if let Err(e) = p.flush(Duration::from_secs(30)) {
+            eprintln!("kafka export: {e}");
+        }
+        eprintln!("kafka: {:?}", p.stats().snapshot());
     }
     for r in results {
         r.context("receiving")?;

@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod cluster_cmd;
 mod decode_cmd;
+mod export_cmd;
 mod int_cmd;
 mod pcap_cmd;
 mod rdma_cmd;
@@ -63,6 +64,8 @@ enum Command {
     IntSink(int_cmd::IntSinkArgs),
     /// Generate an INT trace as pcap (with ground truth), or replay a pcap over UDP.
     Pcap(pcap_cmd::PcapArgs),
+    /// Export the stores to Kafka (Append lists, key snapshots), or read a topic back.
+    Export(export_cmd::ExportArgs),
     /// Serve the collector's regions over RoCEv2 with the software responder (no RDMA NIC needed).
     Responder(rdma_cmd::ResponderArgs),
     /// Serve the collector's regions through a real RDMA NIC (rdma-core; built with feature rdma-core).
@@ -325,6 +328,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Decode(a) => decode_cmd::decode(a),
         Command::IntSink(a) => int_cmd::int_sink(a, stop_on_ctrl_c()?),
         Command::Pcap(a) => pcap_cmd::run(a),
+        Command::Export(a) => export_cmd::run(a, stop_on_ctrl_c),
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
         #[cfg(feature = "rdma-core")]
         Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
