@@ -55,6 +55,9 @@ has_counts() {
 
 step "cargo fmt" fmt.log 0 cargo fmt --all -- --check
 step "cargo clippy" clippy.log 0 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The bindings first: they install the `dta` Python package into .venv, which the many-collectors
+# namespace test (crates/dta/tests/cluster_netns.rs) queries through.
+step "C and Python bindings" bindings-test.log 1 scripts/test-bindings.sh
 step "cargo test" cargo-test.log 1 env DTA_SKIP_LOG="$SKIP_LOG" cargo test --workspace --no-fail-fast --quiet
 if pkg-config --exists libibverbs librdmacm 2>/dev/null; then
     step "rdma-core collector: clippy" rnic-clippy.log 0 \
@@ -67,7 +70,6 @@ else
 fi
 step "benchmarks, smoke mode (each runs a moment; no timing is checked)" bench-smoke.log 0 \
     scripts/bench.sh --smoke
-step "C and Python bindings" bindings-test.log 1 scripts/test-bindings.sh
 # Loss, duplication, reordering and overload through an impairment forwarder in network
 # namespaces; "faults: N passed, N failed, N skipped", one test per case (skipped unless root).
 step "fault injection (scripts/faults.sh)" faults.log 1 scripts/faults.sh

@@ -526,7 +526,10 @@ impl ClusterQuery {
         ask: &Ask,
         keys: &[&[u8]],
     ) -> Result<Vec<Result<Value, ClusterQueryError>>, ClusterQueryError> {
-        let list: Vec<String> = keys.iter().map(|k| format!("0x{}", hex::encode(k))).collect();
+        let list: Vec<String> = keys
+            .iter()
+            .map(|k| format!("0x{}", hex::encode(k)))
+            .collect();
         let params = ask.query_string(None);
         let target = format!(
             "/local/batch/{}/{}?keys={}{}{}",

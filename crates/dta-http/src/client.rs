@@ -159,14 +159,20 @@ mod tests {
     }
 
     fn ask(raw: &'static [u8]) -> Result<Answer, ClientError> {
-        get(serve(raw), "/query/kw/kw?key=1", None, Duration::from_secs(5))
+        get(
+            serve(raw),
+            "/query/kw/kw?key=1",
+            None,
+            Duration::from_secs(5),
+        )
     }
 
     #[test]
     fn answers_are_read_to_their_length() {
         let a = ask(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing").unwrap();
         assert_eq!((a.status, &a.body[..]), (200, &b"{}"[..]));
-        let a = ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
+        let a =
+            ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
         assert_eq!((a.status, &a.body[..]), (404, &b"{\"error\":\"x\"}"[..]));
     }
 
@@ -188,7 +194,10 @@ mod tests {
                 String::from_utf8_lossy(raw)
             );
         }
-        let nobody = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let nobody = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         assert!(matches!(
             get(nobody, "/x", None, Duration::from_secs(1)),
             Err(ClientError::Io { .. })

@@ -8,12 +8,21 @@ const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/clust
 
 #[test]
 fn check_show_export_the_example() {
-    let out = dta().args(["cluster", "check", "--map", EXAMPLE]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = dta()
+        .args(["cluster", "check", "--map", EXAMPLE])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 collectors, 7 stores"));
 
     let out = dta()
-        .args(["cluster", "show", "--map", EXAMPLE, "--json", "--keys", "30000"])
+        .args([
+            "cluster", "show", "--map", EXAMPLE, "--json", "--keys", "30000",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -25,7 +34,10 @@ fn check_show_export_the_example() {
         .map(|c| c["hashed_keys"].as_u64().unwrap())
         .collect();
     assert_eq!(shares.iter().sum::<u64>(), 30000);
-    assert!(shares.iter().all(|&n| (9000..11000).contains(&n)), "{shares:?}");
+    assert!(
+        shares.iter().all(|&n| (9000..11000).contains(&n)),
+        "{shares:?}"
+    );
     let events = v["stores"]
         .as_array()
         .unwrap()
@@ -34,7 +46,10 @@ fn check_show_export_the_example() {
         .unwrap();
     assert_eq!(events["placement"], "table");
 
-    let out = dta().args(["cluster", "export", "--map", EXAMPLE]).output().unwrap();
+    let out = dta()
+        .args(["cluster", "export", "--map", EXAMPLE])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("collector c0 127.0.0.1:40140\n"), "{text}");
@@ -47,14 +62,24 @@ fn refused_maps_say_why() {
     let dir = tempfile::tempdir().unwrap();
     let example = std::fs::read_to_string(EXAMPLE).unwrap();
     for (text, why) in [
-        (example.replace("name = \"c1\"", "name = \"c0\""), "named twice"),
-        (example.replace("collector = \"c2\"\n", "collector = \"c9\"\n"), "c9"),
+        (
+            example.replace("name = \"c1\"", "name = \"c0\""),
+            "named twice",
+        ),
+        (
+            example.replace("collector = \"c2\"\n", "collector = \"c9\"\n"),
+            "c9",
+        ),
         (example.replace("version = 1", "version = 0"), "version 0"),
         ("version = 1\n".to_string(), "no collector"),
     ] {
         let p = dir.path().join("map.toml");
         std::fs::write(&p, text).unwrap();
-        let out = dta().args(["cluster", "check", "--map"]).arg(&p).output().unwrap();
+        let out = dta()
+            .args(["cluster", "check", "--map"])
+            .arg(&p)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(why), "{why}: {err}");
