@@ -322,6 +322,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/query/list/:name", get(list))
         .route("/query/sketch/:name", get(sketch))
         .route("/metrics", get(metrics))
+        .merge(dta_http::notify::router(api.c.dir().to_path_buf()))
         .fallback(|| async {
             dta_http::error_response(StatusCode::NOT_FOUND, "no such route; see docs/http.md")
         })

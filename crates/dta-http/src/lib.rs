@@ -14,6 +14,8 @@
 //!
 //! Limits are the `DEFAULT_*`/`MAX_*` constants below; `docs/http.md` documents them.
 
+pub mod notify;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -17,7 +17,8 @@ pub struct AppendBatcher {
     /// scanning every list.
     dirty: Vec<u32>,
     queued: Vec<bool>,
-    immediate: Vec<bool>,
+    /// Flagged (immediate) entries in each list's batch.
+    flagged: Vec<u32>,
 }
 
 /// A batch ready to be written.
@@ -27,6 +28,8 @@ pub struct Batch<'a> {
     pub first_index: u64,
     pub entries: &'a [u8],
     pub immediate: bool,
+    /// Entries of the batch that carried the immediate flag.
+    pub flagged: u32,
     pub full: bool,
 }
 
@@ -43,7 +46,7 @@ impl AppendBatcher {
             heads,
             dirty: Vec::with_capacity(lists.min(1 << 16)),
             queued: vec![false; lists],
-            immediate: vec![false; lists],
+            flagged: vec![0; lists],
         }
     }
 
@@ -72,7 +75,7 @@ impl AppendBatcher {
         }
         let base = (l * self.batch + fill) * self.entry_len;
         self.buf[base..base + self.entry_len].copy_from_slice(data);
-        self.immediate[l] |= immediate;
+        self.flagged[l] += immediate as u32;
         self.fill[l] += 1;
         if fill + 1 == self.batch {
             self.emit_list(l, true, emit)?;
@@ -89,15 +92,16 @@ impl AppendBatcher {
         let n = self.fill[l] as usize;
         let start = l * self.batch * self.entry_len;
         let first_index = self.heads[l];
-        let imm = self.immediate[l];
+        let flagged = self.flagged[l];
         self.fill[l] = 0;
-        self.immediate[l] = false;
+        self.flagged[l] = 0;
         self.heads[l] += n as u64;
         emit(Batch {
             list: l as u32,
             first_index,
             entries: &self.buf[start..start + n * self.entry_len],
-            immediate: imm,
+            immediate: flagged > 0,
+            flagged,
             full,
         })
     }

@@ -20,6 +20,7 @@ mod pcap_cmd;
 mod rdma_cmd;
 #[cfg(feature = "rdma-core")]
 mod rnic_cmd;
+mod watch_cmd;
 mod xdp_cmd;
 
 use dta::config::Config;
@@ -64,10 +65,12 @@ enum Command {
     /// Serve the collector's regions through a real RDMA NIC (rdma-core; built with feature rdma-core).
     #[cfg(feature = "rdma-core")]
     RnicCollector(rnic_cmd::RnicArgs),
+    /// Print push notifications (the writes of reports flagged immediate) as JSON lines.
+    Watch(watch_cmd::WatchArgs),
 }
 
 #[derive(Args, Clone)]
-struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// Configuration file (TOML); without it, the embedded example configuration.
     #[arg(short, long)]
     config: Option<PathBuf>,
@@ -77,7 +80,7 @@ struct ConfigArgs {
 }
 
 impl ConfigArgs {
-    fn load(&self) -> anyhow::Result<Config> {
+    pub(crate) fn load(&self) -> anyhow::Result<Config> {
         let mut cfg = match &self.config {
             Some(p) => Config::load(p)?,
             None => Config::embedded(),
@@ -297,6 +300,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
         #[cfg(feature = "rdma-core")]
         Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
+        Command::Watch(a) => watch_cmd::watch(a, &stop_on_ctrl_c()?),
     }
 }
 
@@ -484,13 +488,33 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let shards = Shards::new(threads, SHARD_INBOX);
     // One write meter for the collector, shared by its translator threads (docs/flow-control.md).
     let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
+    // The rules (docs/rules.md), compiled against the stores being served, one set shared by
+    // the threads and replaced on reload; flagged reports announced on the directory's ring.
+    let specs: Vec<(String, dta_store::StoreSpec)> = collector
+        .regions()
+        .iter()
+        .map(|r| (r.header().name.clone(), r.header().spec.clone()))
+        .collect();
+    let rules = dta_translator::rules::Rules::new(cfg.compile_rules(
+        &specs
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.clone()))
+            .collect::<Vec<_>>(),
+        0,
+    )?);
+    let ring = Arc::new(dta_store::notify::NotifyRing::open_or_create(
+        &cfg.region_dir,
+        dta_store::notify::DEFAULT_CAPACITY,
+    )?);
     let mut ts = all_stats[..threads]
         .iter()
         .enumerate()
         .map(|(i, stats)| {
             let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?
                 .with_shard(shards.shard(i))
-                .with_meter(meter.clone());
+                .with_meter(meter.clone())
+                .with_rules(rules.clone(), cfg.translator.rule_state_entries);
+            t.sinks_mut().set_ring(ring.clone());
             for st in &cfg.store {
                 if let Some(allow) = &st.allow {
                     t.set_store_allow(&st.name, allow.clone())?;
@@ -542,6 +566,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         cfg.region_dir.display()
     );
     let stop = stop_on_ctrl_c()?;
+    watch_cmd::reload_on_sighup();
     if let Some(d) = a.duration {
         let s = stop.clone();
         std::thread::spawn(move || {
@@ -550,6 +575,10 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         });
     }
     std::thread::scope(|scope| -> anyhow::Result<()> {
+        if let Some(path) = a.config.config.clone() {
+            let (rules, specs, stop) = (&rules, &specs, &stop);
+            scope.spawn(move || watch_cmd::reload_loop(path, rules, specs, stop));
+        }
         if a.stats_interval > 0.0 {
             let (all_stats, stop) = (all_stats.clone(), stop.clone());
             scope.spawn(move || {
@@ -596,10 +625,12 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         r.flush()?;
     }
     let stats = Stats::sum(&all_stats);
+    let mut snap = stats.snapshot();
+    snap["rules"] = rules.stats().snapshot();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
+        println!("{}", serde_json::to_string_pretty(&snap)?);
     } else {
-        eprintln!("{}", serde_json::to_string_pretty(&stats.snapshot())?);
+        eprintln!("{}", serde_json::to_string_pretty(&snap)?);
     }
     Ok(ExitCode::SUCCESS)
 }

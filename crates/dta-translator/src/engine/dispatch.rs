@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use dta_store::{AppendLayout, PostcardingLayout, SketchLayout};
-use dta_wire::{native, Report};
+use dta_wire::{native, Opcode, Report};
 
 use super::routes::{KeyIncrementRoute, KeyWriteRoute};
 use super::staging::{RouteCache, Stage};
@@ -15,7 +15,7 @@ use super::{allowed, Translator};
 use crate::append::Batch;
 use crate::postcard::{Chunk, Eviction, MAX_KEY};
 use crate::reason::Reason;
-use crate::sinks::{Sinks, StoreSink};
+use crate::sinks::{Flagged, Sinks, StoreSink};
 use crate::sketch::{ColumnVerdict, ReadyColumns};
 use crate::stats::{add, Stats};
 
@@ -101,10 +101,14 @@ impl<S: Sinks> Translator<S> {
                 Some(_) if key.len() > MAX_KEY => Err(Reason::BadKeyLen),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+                    let rules = &mut self.rules;
                     let mut err = Ok(());
                     r.cache
                         .insert(key, hop, path_len, value, immediate, now, |chunk, why| {
-                            let res = write_chunk(layout, store, sinks, stats, chunk, why);
+                            let Some(chunk) = rules.path(chunk) else {
+                                return;
+                            };
+                            let res = write_chunk(layout, store, sinks, stats, &chunk, why);
                             if err.is_ok() {
                                 err = res;
                             }
@@ -193,7 +197,19 @@ pub(super) fn write_batch<S: Sinks>(
         immediate: b.immediate,
         stats,
     };
-    layout.write_entries(b.list, b.first_index, b.entries, &mut sink)
+    layout.write_entries(b.list, b.first_index, b.entries, &mut sink)?;
+    if b.flagged > 0 {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::Append,
+                key: &[],
+                list: b.list as u64,
+                reports: b.flagged,
+            },
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn write_chunk<S: Sinks>(
@@ -216,7 +232,19 @@ pub(super) fn write_chunk<S: Sinks>(
         immediate: chunk.immediate,
         stats,
     };
-    layout.apply_chunk(chunk.key(), &chunk.values[..layout.hops()], &mut sink)
+    layout.apply_chunk(chunk.key(), &chunk.values[..layout.hops()], &mut sink)?;
+    if chunk.immediate {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::Postcarding,
+                key: chunk.key(),
+                list: 0,
+                reports: (chunk.flagged as u32).max(1),
+            },
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn write_columns<S: Sinks>(

@@ -13,6 +13,7 @@ mod dispatch;
 #[cfg(test)]
 mod flow_tests;
 mod routes;
+mod rules_hook;
 mod staging;
 #[cfg(test)]
 mod tests;
@@ -96,6 +97,8 @@ pub struct Translator<S: Sinks> {
     store_allow: Vec<Option<AllowList>>,
     /// Store names, indexed as the sinks index stores (per-store settings are by name).
     store_names: Vec<String>,
+    /// The translator rules ([`crate::rules`], [`rules_hook`]).
+    rules: rules_hook::RuleHook,
 }
 
 impl Translator<crate::sinks::RegionSinks> {
@@ -169,6 +172,7 @@ impl<S: Sinks> Translator<S> {
             }
             n += 1;
         }
+        self.finish_reports(None, now);
         n
     }
 
@@ -271,7 +275,13 @@ impl<S: Sinks> Translator<S> {
     /// back from the spill, which skips both).
     fn apply_parsed(&mut self, d: Datagram<'_>, src: SocketAddr, now: Instant) {
         match d {
-            Datagram::Prototype(repr) => self.apply(&repr.report, 0, src, now),
+            Datagram::Prototype(repr) => {
+                self.rules.engine.refresh();
+                if let Some(report) = self.ruled(&repr.report, now) {
+                    self.apply(&report, 0, src, now);
+                }
+                self.finish_reports(Some(src), now);
+            }
             Datagram::Native(d) => {
                 let h = d.header;
                 // Batched apply ([DTA §6] "the translator … batches"): Key-Write and
@@ -284,19 +294,27 @@ impl<S: Sinks> Translator<S> {
                 stage.lower =
                     h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
                 let mut routes = RouteCache::default();
+                self.rules.engine.refresh();
                 // One pass over the validated reports (zero-copy views): Key-Write and
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
                 for view in d.views() {
                     if stage.len == STAGE {
                         self.write_stage(&mut stage);
                     }
-                    let report = view.report();
+                    if !self.rules.has_room() {
+                        self.write_stage(&mut stage);
+                        self.finish_reports(Some(src), now);
+                    }
+                    let Some(report) = self.ruled(&view.report(), now) else {
+                        continue;
+                    };
                     if !self.stage(&mut stage, &mut routes, &report) {
                         self.write_stage(&mut stage);
                         self.apply(&report, h.reporter_id, src, now);
                     }
                 }
                 self.write_stage(&mut stage);
+                self.finish_reports(Some(src), now);
             }
         }
     }
