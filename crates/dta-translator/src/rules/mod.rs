@@ -534,13 +534,14 @@ impl RuleEngine {
             let Some(v) = r.value.read(view.data) else {
                 continue;
             };
-            let fire = match (r.over, r.agg) {
+            // The value the action carries: the report's, or the window's aggregate.
+            let fired = match (r.over, r.agg) {
                 (Over::Window { ns }, Some(agg)) => self.window(i, r, ns, agg, view.key, v, now),
-                _ => r.when.holds(v),
+                _ => Some(v).filter(|&v| r.when.holds(v)),
             };
-            if !fire {
+            let Some(v) = fired else {
                 continue;
-            }
+            };
             bump(&self.shared.stats.fired);
             match r.action {
                 Action::Drop => {
@@ -563,9 +564,9 @@ impl RuleEngine {
         })
     }
 
-    /// A window rule's running aggregate for `key`, stepped by `v`: whether the rule acts.
-    /// Append and Write act once per key and window (when the aggregate first satisfies the
-    /// condition); Drop and Immediate on every report of the window from then on.
+    /// A window rule's running aggregate for `key`, stepped by `v`: the aggregate if the rule
+    /// acts. Append and Write act once per key and window (when the aggregate first satisfies
+    /// the condition); Drop and Immediate on every report of the window from then on.
     #[allow(clippy::too_many_arguments)] // the rule and the report's parts, on the data path
     fn window(
         &mut self,
@@ -576,7 +577,7 @@ impl RuleEngine {
         key: &[u8],
         v: u64,
         now: Instant,
-    ) -> bool {
+    ) -> Option<u64> {
         let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
         let key = &key[..key.len().min(MAX_KEY)];
         let h = dta_store::hash::fnv1a64(key) ^ ((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -604,12 +605,13 @@ impl RuleEngine {
         }
         s.acc = agg.step(s.acc, v);
         if !r.when.holds(s.acc) {
-            return false;
+            return None;
         }
-        match r.action {
+        let acts = match r.action {
             Action::Drop | Action::Immediate => true,
             Action::Append { .. } | Action::Write { .. } => !std::mem::replace(&mut s.fired, true),
-        }
+        };
+        acts.then_some(s.acc)
     }
 
     /// Evaluate the path rules on a chunk leaving the Postcarding cache (its key and the hops'
