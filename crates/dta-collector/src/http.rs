@@ -313,6 +313,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         c: collector,
         heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
     };
+    let dir = api.c.dir().to_path_buf();
     Router::new()
         .route("/stores", get(stores))
         .route("/stores/:name", get(store))
@@ -322,11 +323,12 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/query/list/:name", get(list))
         .route("/query/sketch/:name", get(sketch))
         .route("/metrics", get(metrics))
-        .merge(dta_http::notify::router(api.c.dir().to_path_buf()))
         .fallback(|| async {
             dta_http::error_response(StatusCode::NOT_FOUND, "no such route; see docs/http.md")
         })
         .with_state(api)
+        // Push notifications of the region directory ([`dta_http::notify`]).
+        .merge(dta_http::notify::router(dir))
 }
 
 /// Serve the API on `addr` until `shutdown` resolves, with the default limits and the token of

@@ -300,7 +300,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
         #[cfg(feature = "rdma-core")]
         Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
-        Command::Watch(a) => watch_cmd::watch(a, &stop_on_ctrl_c()?),
+        Command::Watch(a) => watch_cmd::watch(a, &*stop_on_ctrl_c()?),
     }
 }
 

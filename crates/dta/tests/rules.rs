@@ -105,7 +105,7 @@ fn flows_over_t_are_exactly_those_in_the_list() {
     tr.flush_all();
     let snap = stats.snapshot();
     assert_eq!(
-        snap["postcard_chunks_collision"], 0,
+        snap["postcarding"]["collision"], 0,
         "no path split by a cache collision: {snap}"
     );
     assert_eq!(stats.total_rejected(), 0, "{snap}");
