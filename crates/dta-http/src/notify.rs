@@ -93,7 +93,7 @@ async fn notifications(State(n): State<Notify>) -> Response {
 mod tests {
     use super::*;
     use dta_store::notify::Announce;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use std::io::{Read, Write};
 
     /// A client of the stream gets every notice announced after it connected, once, in order.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,37 +104,40 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let app = router(dir.path().to_path_buf());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /notifications HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut got = String::new();
-        let mut buf = [0u8; 4096];
-        // The headers first: the stream is subscribed once they are sent.
-        while !got.contains("\r\n\r\n") {
-            let n = s.read(&mut buf).await.unwrap();
-            got.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-        assert!(got.contains("text/event-stream"), "{got}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        for k in 0..20u32 {
-            ring.announce(&Announce {
-                store: "kw",
-                primitive: 1,
-                key: &k.to_be_bytes(),
-                list: 0,
-                reports: 1,
-            });
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while got.matches("event: notice").count() < 20 && tokio::time::Instant::now() < deadline
-        {
-            if let Ok(Ok(n)) =
-                tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await
-            {
+        let got = tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            s.write_all(b"GET /notifications HTTP/1.1\r\nhost: x\r\n\r\n")
+                .unwrap();
+            let mut got = String::new();
+            let mut buf = [0u8; 4096];
+            // The headers first: the stream is subscribed once they are sent.
+            while !got.contains("\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
                 got.push_str(&String::from_utf8_lossy(&buf[..n]));
             }
-        }
+            std::thread::sleep(Duration::from_millis(200));
+            for k in 0..20u32 {
+                ring.announce(&Announce {
+                    store: "kw",
+                    primitive: 1,
+                    key: &k.to_be_bytes(),
+                    list: 0,
+                    reports: 1,
+                });
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while got.matches("event: notice").count() < 20 && std::time::Instant::now() < deadline
+            {
+                if let Ok(n) = s.read(&mut buf) {
+                    got.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+            got
+        })
+        .await
+        .unwrap();
+        assert!(got.contains("text/event-stream"), "{got}");
         let ids: Vec<u64> = got
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))

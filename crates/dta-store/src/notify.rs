@@ -85,6 +85,18 @@ pub struct Announce<'a> {
     pub reports: u32,
 }
 
+/// The 32-bit immediate data of the WRITE WITH IMMEDIATE that announces flagged reports over
+/// RDMA (docs/rdma.md): store number (bits 0..8), primitive (8..16), flagged reports (16..32,
+/// saturated).
+pub fn immediate_data(store: usize, primitive: u8, reports: u32) -> u32 {
+    (store.min(255) as u32) | (primitive as u32) << 8 | reports.min(0xffff) << 16
+}
+
+/// [`immediate_data`] back: (store, primitive, reports).
+pub fn parse_immediate(imm: u32) -> (usize, u8, u32) {
+    ((imm & 0xff) as usize, (imm >> 8) as u8, imm >> 16)
+}
+
 /// A mapped ring, for writing and reading.
 pub struct NotifyRing {
     map: MmapRaw,

@@ -29,6 +29,10 @@ impl<S: Sinks> Translator<S> {
             let mut stage = Stage::new(src.ip());
             if self.stage(&mut stage, &mut RouteCache::default(), report) {
                 self.write_stage(&mut stage);
+                if report.immediate() {
+                    self.rules.flag(report);
+                    self.announce_flagged();
+                }
                 return;
             }
         }
@@ -268,7 +272,19 @@ pub(super) fn write_columns<S: Sinks>(
         ready.reporters,
         ready.values,
         &mut sink,
-    )
+    )?;
+    if immediate {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::SketchMerge,
+                key: &[],
+                list: ready.first_column as u64,
+                reports: 1,
+            },
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

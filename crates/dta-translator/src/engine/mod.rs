@@ -311,6 +311,9 @@ impl<S: Sinks> Translator<S> {
                     if !self.stage(&mut stage, &mut routes, &report) {
                         self.write_stage(&mut stage);
                         self.apply(&report, h.reporter_id, src, now);
+                    } else if report.immediate() {
+                        // Announced once the stage is written.
+                        self.rules.flag(&report);
                     }
                 }
                 self.write_stage(&mut stage);

@@ -3,8 +3,8 @@
 //! immediate), every path leaving the Postcarding cache before it is written; the reports the
 //! rules derive (Append entries, Key-Write results) are applied right after, through the same
 //! dispatch, without being checked again; and each flagged Key-Write or Key-Increment report
-//! is announced ([`Sinks::announce`]) once its writes are issued (Append batches and paths are
-//! announced where they are written).
+//! is announced ([`Sinks::announce`]) once its writes are issued (Append batches, paths and
+//! sketch columns are announced where they are written).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl RuleHook {
 
     /// Hold a flagged Key-Write or Key-Increment report until its write is issued.
     #[inline]
-    fn flag(&mut self, r: &Report<'_>) {
+    pub(super) fn flag(&mut self, r: &Report<'_>) {
         let (primitive, key, data_len) = match *r {
             Report::KeyWrite { key, data, .. } => (Opcode::KeyWrite, key, data.len()),
             Report::KeyIncrement { key, .. } => (Opcode::KeyIncrement, key, 0),
@@ -104,42 +104,38 @@ impl<S: Sinks> Translator<S> {
         self.rules.engine.shared()
     }
 
-    /// The rules' verdict on a received report; `None`: dropped. A flagged Key-Write or
-    /// Key-Increment report is held for [`Self::finish_reports`] to announce.
+    /// The rules' verdict on a received report; `None`: dropped.
     #[inline]
     pub(super) fn ruled<'a>(&mut self, report: &Report<'a>, now: Instant) -> Option<Report<'a>> {
-        let r = if self.rules.engine.active() {
-            match self.rules.engine.check(report, now) {
-                Verdict::Apply(r) => r,
-                Verdict::Drop => return None,
-            }
-        } else {
-            *report
-        };
-        if r.immediate() {
-            self.rules.flag(&r);
+        if !self.rules.engine.active() {
+            return Some(*report);
         }
-        Some(r)
+        match self.rules.engine.check(report, now) {
+            Verdict::Apply(r) => Some(r),
+            Verdict::Drop => None,
+        }
     }
 
     /// After a datagram's reports were written (from `src`, or by the timer): apply the
     /// reports the rules derived, then announce the flagged Key-Write and Key-Increment
-    /// reports.
+    /// reports staged meanwhile.
     pub(super) fn finish_reports(&mut self, src: Option<SocketAddr>, now: Instant) {
         if self.rules.engine.pending() > 0 {
             let mut taken = std::mem::take(&mut self.rules.taken);
             self.rules.engine.take_outputs(&mut taken);
             let src = src.unwrap_or(TIMER_SOURCE);
             for d in &taken {
-                let r = d.report();
-                if r.immediate() {
-                    self.rules.flag(&r);
-                }
-                self.apply(&r, 0, src, now);
+                self.apply(&d.report(), 0, src, now);
             }
             taken.clear();
             self.rules.taken = taken;
         }
+        self.announce_flagged();
+    }
+
+    /// Announce the flagged Key-Write and Key-Increment reports held (their writes are
+    /// issued).
+    pub(super) fn announce_flagged(&mut self) {
         if self.rules.flagged.is_empty() {
             return;
         }
