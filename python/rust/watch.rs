@@ -85,7 +85,10 @@ impl Watcher {
             }
             waited += step;
             py.check_signals()?;
-            if slf.timeout.is_some_and(|t| waited >= Duration::from_secs_f64(t)) {
+            if slf
+                .timeout
+                .is_some_and(|t| waited >= Duration::from_secs_f64(t))
+            {
                 return Ok(None);
             }
         }

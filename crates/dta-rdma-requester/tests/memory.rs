@@ -98,7 +98,9 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
     let notes: Vec<_> = srv.notes.try_iter().collect();
     assert_eq!(notes.len() as u64, imm);
     let parse = dta_store::notify::parse_immediate;
-    assert!(notes.iter().all(|n| parse(n.imm).0 == n.store && n.len == 0));
+    assert!(notes
+        .iter()
+        .all(|n| parse(n.imm).0 == n.store && n.len == 0));
     let flagged = t.stats().immediates.load(Ordering::Relaxed);
     let announced: u64 = notes.iter().map(|n| parse(n.imm).2 as u64).sum();
     assert_eq!(announced, flagged);

@@ -281,8 +281,12 @@ impl NotifyRing {
         let word = self.u64_at(s + 24).load(Ordering::Relaxed);
         let mut kb = [0u8; KEY + NAME];
         for j in 0..(KEY + NAME) / 8 {
-            kb[8 * j..8 * j + 8]
-                .copy_from_slice(&self.u64_at(s + 32 + 8 * j).load(Ordering::Relaxed).to_le_bytes());
+            kb[8 * j..8 * j + 8].copy_from_slice(
+                &self
+                    .u64_at(s + 32 + 8 * j)
+                    .load(Ordering::Relaxed)
+                    .to_le_bytes(),
+            );
         }
         std::sync::atomic::fence(Ordering::Acquire);
         if self.u64_at(s).load(Ordering::Relaxed) != i + 1 {
@@ -478,7 +482,11 @@ mod tests {
     #[test]
     fn a_bad_ring_file_is_refused_with_a_message() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(RING_FILE), b"garbage that is not a ring.....").unwrap();
+        std::fs::write(
+            dir.path().join(RING_FILE),
+            b"garbage that is not a ring.....",
+        )
+        .unwrap();
         let e = NotifyRing::open(dir.path()).err().unwrap().to_string();
         assert!(e.contains("bad magic"), "{e}");
         let _ = std::fs::remove_file(dir.path().join(RING_FILE));

@@ -238,7 +238,8 @@ fn notify(dir: &std::path::Path, regions: &[Arc<Region>], n: usize) {
         for i in 0..n {
             let key = (i as u32).to_be_bytes();
             let data = [0u8; 8];
-            let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, i as u32).unwrap();
+            let mut b =
+                DatagramBuilder::new(&mut buf, Priority::Medium, false, 1, i as u32).unwrap();
             b.push(&Report::KeyWrite {
                 key: &key,
                 data: &data,

@@ -42,8 +42,7 @@ fn every_flagged_report_is_announced_exactly_once() {
         rules,
         ..TranslatorConfig::default()
     };
-    let mut t =
-        Translator::colocated(&cfg, regions.clone(), Arc::new(Stats::default())).unwrap();
+    let mut t = Translator::colocated(&cfg, regions.clone(), Arc::new(Stats::default())).unwrap();
     let ring = Arc::new(NotifyRing::open_or_create(dir.path(), DEFAULT_CAPACITY).unwrap());
     t.sinks_mut().set_ring(ring.clone());
     // A second mapping, as a subscriber in another process has.
@@ -53,7 +52,9 @@ fn every_flagged_report_is_announced_exactly_once() {
     let mut want: BTreeMap<(u8, String), u32> = BTreeMap::new();
     let mut expect = |p: Opcode, key: String, n: u32| *want.entry((p as u8, key)).or_default() += n;
     let keys: Vec<[u8; 4]> = (0..300u32).map(|k| k.to_be_bytes()).collect();
-    let hot: Vec<[u8; 4]> = (0..50u32).map(|k| (0xff00_0000 | k).to_be_bytes()).collect();
+    let hot: Vec<[u8; 4]> = (0..50u32)
+        .map(|k| (0xff00_0000 | k).to_be_bytes())
+        .collect();
     let mut seq = 0;
     for chunk in keys.chunks(20) {
         let mut reports = vec![];

@@ -147,7 +147,11 @@ fn a_reload_under_load_loses_and_doubles_no_report() {
         .chunks(16)
         .map(|e| u32::from_be_bytes(e[..4].try_into().unwrap()))
         .collect();
-    assert_eq!(keys.len(), REPORTS as usize, "each report's key exactly once");
+    assert_eq!(
+        keys.len(),
+        REPORTS as usize,
+        "each report's key exactly once"
+    );
     assert!(keys.iter().all(|&k| k < REPORTS));
     assert_eq!(rules.stats().derived_overflow.load(Relaxed), 0);
 }

@@ -495,13 +495,15 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|r| (r.header().name.clone(), r.header().spec.clone()))
         .collect();
-    let rules = dta_translator::rules::Rules::new(cfg.compile_rules(
-        &specs
-            .iter()
-            .map(|(n, s)| (n.as_str(), s.clone()))
-            .collect::<Vec<_>>(),
-        0,
-    )?);
+    let rules = dta_translator::rules::Rules::new(
+        cfg.compile_rules(
+            &specs
+                .iter()
+                .map(|(n, s)| (n.as_str(), s.clone()))
+                .collect::<Vec<_>>(),
+            0,
+        )?,
+    );
     let ring = Arc::new(dta_store::notify::NotifyRing::open_or_create(
         &cfg.region_dir,
         dta_store::notify::DEFAULT_CAPACITY,

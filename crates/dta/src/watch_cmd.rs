@@ -37,19 +37,28 @@ pub fn watch(a: WatchArgs, stop: &AtomicBool) -> anyhow::Result<ExitCode> {
     // The translator creates the ring too; whichever starts first, both map the same file.
     let ring = NotifyRing::open_or_create(&cfg.region_dir, DEFAULT_CAPACITY)?;
     let mut cursor = ring.subscribe();
-    eprintln!("watching {} from notice {}", ring.path().display(), cursor.position());
+    eprintln!(
+        "watching {} from notice {}",
+        ring.path().display(),
+        cursor.position()
+    );
     let started = Instant::now();
     let mut out = std::io::stdout().lock();
     let (mut n, mut missed) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed)
         && a.count.is_none_or(|c| n < c)
-        && a.duration.is_none_or(|d| started.elapsed().as_secs_f64() < d)
+        && a.duration
+            .is_none_or(|d| started.elapsed().as_secs_f64() < d)
     {
         let Some(notice) = ring.next(&mut cursor, POLL) else {
             continue;
         };
         if cursor.missed() > missed {
-            writeln!(out, "{}", serde_json::json!({ "missed": cursor.missed() - missed }))?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "missed": cursor.missed() - missed })
+            )?;
             missed = cursor.missed();
         }
         let now = SystemTime::now()
@@ -105,7 +114,11 @@ pub fn reload_loop(path: PathBuf, rules: &Rules, specs: &[(String, StoreSpec)], 
         seen = now;
         let cat: Vec<_> = specs.iter().map(|(n, s)| (n.as_str(), s)).collect();
         let r = Config::load(&path)
-            .and_then(|c| rules.replace(&c.translator.rules, &cat).map_err(anyhow::Error::msg))
+            .and_then(|c| {
+                rules
+                    .replace(&c.translator.rules, &cat)
+                    .map_err(anyhow::Error::msg)
+            })
             .with_context(|| format!("reloading the rules of {}", path.display()));
         match r {
             Ok(g) => eprintln!(

@@ -147,10 +147,7 @@ fn the_configuration_validates_its_rules() {
     assert!(Config::parse(&text).is_ok());
     let bad = text.replace("list = 0", "list = 3");
     let e = format!("{:#}", Config::parse(&bad).unwrap_err());
-    assert!(
-        e.contains("slow-paths") && e.contains("list = 3"),
-        "{e}"
-    );
+    assert!(e.contains("slow-paths") && e.contains("list = 3"), "{e}");
     let bad = text.replace("store = \"paths\"", "store = \"slow\"");
     let e = format!("{:#}", Config::parse(&bad).unwrap_err());
     assert!(e.contains("is not a Postcarding store"), "{e}");

@@ -52,7 +52,11 @@ fn a_rule_added_live_flags_reports_and_watch_prints_each_once() {
     let out = wait_exit(&mut quiet, Duration::from_secs(30));
     assert!(out, "watch --duration 1 did not stop");
     let out = quiet.wait_with_output().unwrap();
-    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // Add the rule to the file: the translator picks it up while running.
     let mut text = std::fs::read_to_string(&s.config).unwrap();
@@ -88,7 +92,10 @@ fn a_rule_added_live_flags_reports_and_watch_prints_each_once() {
     let first = lines[0]["seq"].as_u64().unwrap();
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["seq"].as_u64().unwrap(), first + i as u64, "{l}");
-        assert_eq!((l["store"].as_str(), l["primitive"].as_u64()), (Some("kw"), Some(1)));
+        assert_eq!(
+            (l["store"].as_str(), l["primitive"].as_u64()),
+            (Some("kw"), Some(1))
+        );
         assert_eq!(l["reports"], 1);
         assert!(l["latency_ns"].as_u64().is_some(), "{l}");
     }
@@ -99,5 +106,9 @@ fn a_rule_added_live_flags_reports_and_watch_prints_each_once() {
 
     let stats = s.stop_translator();
     assert_eq!(stats["rules"]["reloads"], 1, "{}", stats["rules"]);
-    assert!(stats["rules"]["flagged"].as_u64().unwrap() > N, "{}", stats["rules"]);
+    assert!(
+        stats["rules"]["flagged"].as_u64().unwrap() > N,
+        "{}",
+        stats["rules"]
+    );
 }

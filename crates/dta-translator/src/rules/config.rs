@@ -248,7 +248,10 @@ impl RuleSet {
         let mut out = Vec::with_capacity(rules.len());
         for (i, r) in rules.iter().enumerate() {
             if rules[..i].iter().any(|o| o.name == r.name) {
-                return Err(format!("translator.rules: two rules are named {:?}", r.name));
+                return Err(format!(
+                    "translator.rules: two rules are named {:?}",
+                    r.name
+                ));
             }
             out.push(compile_one(r, stores).map_err(|e| format!("rule {:?}: {e}", r.name))?);
         }
@@ -337,7 +340,9 @@ fn compile_one(r: &RuleConfig, stores: &StoreCatalog<'_>) -> Result<Rule, String
         (Some(_), None, _) => return Err("aggregate needs over = \"path\" or \"window\"".into()),
         (Some(_), Some(OverName::Path), None) => {
             if r.primitive != PrimitiveName::Postcarding {
-                return Err("over = \"path\" aggregates postcards (primitive = \"postcarding\")".into());
+                return Err(
+                    "over = \"path\" aggregates postcards (primitive = \"postcarding\")".into(),
+                );
             }
             Over::Path
         }

@@ -244,7 +244,10 @@ impl Rule {
     fn matches(&self, v: &View<'_>) -> bool {
         self.primitive == v.primitive
             && self.shape.key_len.is_none_or(|k| k as usize == v.key.len())
-            && self.shape.data_len.is_none_or(|d| d as usize == v.data.len())
+            && self
+                .shape
+                .data_len
+                .is_none_or(|d| d as usize == v.data.len())
             && self.shape.id.is_none_or(|id| Some(id) == v.id)
             && self.key.matches(v.key)
             && self.fields[..self.nfields as usize]
@@ -461,7 +464,9 @@ pub struct RuleEngine {
 impl RuleEngine {
     /// `state_entries` is rounded up to a power of two (at most [`MAX_STATE_ENTRIES`]).
     pub fn new(shared: Arc<Rules>, state_entries: usize) -> RuleEngine {
-        let n = state_entries.clamp(1, MAX_STATE_ENTRIES).next_power_of_two();
+        let n = state_entries
+            .clamp(1, MAX_STATE_ENTRIES)
+            .next_power_of_two();
         let set = shared.current();
         RuleEngine {
             seen: set.generation,
@@ -580,7 +585,8 @@ impl RuleEngine {
     ) -> Option<u64> {
         let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
         let key = &key[..key.len().min(MAX_KEY)];
-        let h = dta_store::hash::fnv1a64(key) ^ ((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let h =
+            dta_store::hash::fnv1a64(key) ^ ((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let s = &mut self.state[h as usize & self.mask];
         let mine = s.in_use
             && s.generation == self.seen
@@ -633,8 +639,7 @@ impl RuleEngine {
             let Some(agg) = r.agg.filter(|_| r.over == Over::Path) else {
                 continue;
             };
-            if !(r.shape.key_len.is_none_or(|k| k as usize == key.len())
-                && r.key.matches(view.key))
+            if !(r.shape.key_len.is_none_or(|k| k as usize == key.len()) && r.key.matches(view.key))
             {
                 continue;
             }

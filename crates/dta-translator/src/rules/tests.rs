@@ -180,10 +180,7 @@ action = "immediate"
     };
     assert_eq!(e.check(&r, now), Verdict::Apply(r));
     let st = e.shared().stats();
-    assert_eq!(
-        (st.dropped.load(Relaxed), st.flagged.load(Relaxed)),
-        (1, 1)
-    );
+    assert_eq!((st.dropped.load(Relaxed), st.flagged.load(Relaxed)), (1, 1));
 }
 
 /// A window rule: COUNT per key in a tumbling window, acting once per key and window when
