@@ -134,29 +134,17 @@ fn datagrams(prim: &str, n: usize) -> Vec<Vec<u8>> {
     out
 }
 
-/// ns per report of applying `d` (median of `runs`).
-fn ns_per_report(
-    regions: &[Arc<Region>],
-    set: &str,
-    d: &[Vec<u8>],
-    reports: usize,
-    runs: usize,
-) -> f64 {
+/// ns per report of applying `d` once with rule set `set`.
+fn ns_per_report(regions: &[Arc<Region>], set: &str, d: &[Vec<u8>], reports: usize) -> f64 {
     let src = "127.0.0.1:9".parse().unwrap();
-    median(
-        (0..runs)
-            .map(|_| {
-                let mut t = translator(regions, rules(set));
-                let now = Instant::now();
-                let t0 = Instant::now();
-                for x in d {
-                    t.handle_datagram(x, src, now);
-                }
-                t.flush_all();
-                t0.elapsed().as_nanos() as f64 / reports as f64
-            })
-            .collect(),
-    )
+    let mut t = translator(regions, rules(set));
+    let now = Instant::now();
+    let t0 = Instant::now();
+    for x in d {
+        t.handle_datagram(x, src, now);
+    }
+    t.flush_all();
+    t0.elapsed().as_nanos() as f64 / reports as f64
 }
 
 fn cost(regions: &[Arc<Region>], reports: usize, runs: usize) {
@@ -179,29 +167,40 @@ fn cost(regions: &[Arc<Region>], reports: usize, runs: usize) {
                 action = 'append'\nlist = 0\nentry = 'key_value'\n";
     let ki = datagrams("ki", reports);
     let pc = datagrams("pc", reports);
+    let cases: [(&str, &str, &Vec<Vec<u8>>); 6] = [
+        ("key_increment, no rules", "", &ki),
+        ("key_increment, 1 rule, no match (4 field tests)", &one, &ki),
+        (
+            "key_increment, 32 rules, no match (4 field tests)",
+            &all,
+            &ki,
+        ),
+        ("key_increment, window COUNT, every report", window, &ki),
+        ("postcarding, no rules", "", &pc),
+        ("postcarding, SUM(latency) > T path rule", path, &pc),
+    ];
+    // One untimed pass touches every page of the regions; then the cases take turns, run
+    // after run, so a change in the machine's load falls on all of them alike.
+    for (_, set, d) in &cases {
+        ns_per_report(regions, set, d, reports);
+    }
+    let mut ns: Vec<Vec<f64>> = vec![vec![]; cases.len()];
+    for _ in 0..runs {
+        for (i, (_, set, d)) in cases.iter().enumerate() {
+            ns[i].push(ns_per_report(regions, set, d, reports));
+        }
+    }
+    let ns: Vec<f64> = ns.into_iter().map(median).collect();
     println!("rule cost, {reports} reports, median of {runs} runs (ns/report; ratio to no rules)");
-    let base = ns_per_report(regions, "", &ki, reports, runs);
-    println!("  key_increment, no rules               {base:>8.1}");
-    for (what, set) in [
-        ("1 rule, no match (4 field tests)", one.as_str()),
-        ("32 rules, no match (4 field tests)", all.as_str()),
-        ("window COUNT, every report", window),
-    ] {
-        let ns = ns_per_report(regions, set, &ki, reports, runs);
+    for (i, (what, _, _)) in cases.iter().enumerate() {
+        let base = if i < 4 { ns[0] } else { ns[4] };
         println!(
-            "  key_increment, {what:<34} {ns:>8.1}  {:.2}x  (+{:.1} ns)",
-            ns / base,
-            ns - base
+            "  {what:<52} {:>7.1}  {:.2}x  ({:+.1} ns)",
+            ns[i],
+            ns[i] / base,
+            ns[i] - base
         );
     }
-    let base = ns_per_report(regions, "", &pc, reports, runs);
-    println!("  postcarding, no rules                 {base:>8.1}");
-    let ns = ns_per_report(regions, path, &pc, reports, runs);
-    println!(
-        "  postcarding, SUM(latency) > T path rule  {ns:>8.1}  {:.2}x  (+{:.1} ns)",
-        ns / base,
-        ns - base
-    );
 }
 
 fn unix_ns() -> u64 {

@@ -529,37 +529,51 @@ impl RuleEngine {
         }
         let (mut kb, mut db) = ([0u8; 4], [0u8; 8]);
         let view = view(report, &mut kb, &mut db);
-        let set = self.set.clone();
+        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        // Disjoint borrows: the set is read while the state and the queue change.
+        let (set, stats) = (&*self.set, &self.shared.stats);
+        let mut win = Windows {
+            state: &mut self.state,
+            mask: self.mask,
+            generation: self.seen,
+        };
         let mut immediate = false;
         for (i, r) in set.rules.iter().enumerate() {
             if r.over == Over::Path || !r.matches(&view) {
                 continue;
             }
-            bump(&self.shared.stats.matched);
+            bump(&stats.matched);
             let Some(v) = r.value.read(view.data) else {
                 continue;
             };
             // The value the action carries: the report's, or the window's aggregate.
             let fired = match (r.over, r.agg) {
-                (Over::Window { ns }, Some(agg)) => self.window(i, r, ns, agg, view.key, v, now),
+                (Over::Window { ns }, Some(agg)) => win.step(stats, i, r, ns, agg, view.key, v, t),
                 _ => Some(v).filter(|&v| r.when.holds(v)),
             };
             let Some(v) = fired else {
                 continue;
             };
-            bump(&self.shared.stats.fired);
+            bump(&stats.fired);
             match r.action {
                 Action::Drop => {
-                    bump(&self.shared.stats.dropped);
+                    bump(&stats.dropped);
                     return Verdict::Drop;
                 }
                 Action::Immediate => {
                     if !report.immediate() && !immediate {
-                        bump(&self.shared.stats.flagged);
+                        bump(&stats.flagged);
                     }
                     immediate = true;
                 }
-                a => self.derive(a, r.derived_immediate, view.key, v),
+                a => derive(
+                    &mut self.outputs,
+                    stats,
+                    a,
+                    r.derived_immediate,
+                    view.key,
+                    v,
+                ),
             }
         }
         Verdict::Apply(if immediate {
@@ -569,36 +583,104 @@ impl RuleEngine {
         })
     }
 
-    /// A window rule's running aggregate for `key`, stepped by `v`: the aggregate if the rule
-    /// acts. Append and Write act once per key and window (when the aggregate first satisfies
-    /// the condition); Drop and Immediate on every report of the window from then on.
+    /// Evaluate the path rules on a chunk leaving the Postcarding cache (its key and the hops'
+    /// values).
+    pub fn check_path(&mut self, chunk: &Chunk) -> PathVerdict {
+        let mut immediate = chunk.immediate;
+        if !self.path_rules {
+            return PathVerdict::Write { immediate };
+        }
+        let key = chunk.key();
+        let view = View {
+            primitive: PrimitiveName::Postcarding,
+            key,
+            data: &[],
+            id: None,
+        };
+        let (set, stats) = (&*self.set, &self.shared.stats);
+        for r in set.rules.iter() {
+            let Some(agg) = r.agg.filter(|_| r.over == Over::Path) else {
+                continue;
+            };
+            if !(r.shape.key_len.is_none_or(|k| k as usize == key.len()) && r.key.matches(view.key))
+            {
+                continue;
+            }
+            bump(&stats.matched);
+            // The hops' values that pass the field tests are aggregated.
+            let (mut acc, mut n) = (agg.start(), 0u32);
+            for v in chunk.values.iter().flatten() {
+                let b = v.to_be_bytes();
+                let ok = r.fields[..r.nfields as usize]
+                    .iter()
+                    .all(|(f, c, mask)| f.read(&b).is_some_and(|x| c.holds(x & mask)));
+                if let (true, Some(x)) = (ok, r.value.read(&b)) {
+                    acc = agg.step(acc, x);
+                    n += 1;
+                }
+            }
+            if (n == 0 && agg != Agg::Count) || !r.when.holds(acc) {
+                continue;
+            }
+            bump(&stats.fired);
+            match r.action {
+                Action::Drop => {
+                    bump(&stats.dropped);
+                    return PathVerdict::Drop;
+                }
+                Action::Immediate => {
+                    if !immediate {
+                        bump(&stats.flagged);
+                    }
+                    immediate = true;
+                }
+                a => derive(&mut self.outputs, stats, a, r.derived_immediate, key, acc),
+            }
+        }
+        PathVerdict::Write { immediate }
+    }
+}
+
+/// The window state table, borrowed for one report's evaluation.
+struct Windows<'a> {
+    state: &'a mut [Slot],
+    mask: usize,
+    generation: u64,
+}
+
+impl Windows<'_> {
+    /// Rule `i`'s (`r`) running aggregate for `key`, stepped by `v` at `t` (ns): the aggregate
+    /// if the rule acts. Append and Write act once per key and window (when the aggregate first
+    /// satisfies the condition); Drop and Immediate on every report of the window from then on.
     #[allow(clippy::too_many_arguments)] // the rule and the report's parts, on the data path
-    fn window(
+    #[inline]
+    fn step(
         &mut self,
+        stats: &RuleStats,
         i: usize,
         r: &Rule,
         ns: u64,
         agg: Agg,
         key: &[u8],
         v: u64,
-        now: Instant,
+        t: u64,
     ) -> Option<u64> {
-        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
         let key = &key[..key.len().min(MAX_KEY)];
         let h =
             dta_store::hash::fnv1a64(key) ^ ((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let generation = self.generation;
         let s = &mut self.state[h as usize & self.mask];
         let mine = s.in_use
-            && s.generation == self.seen
+            && s.generation == generation
             && s.rule == i as u16
             && &s.key[..s.key_len as usize] == key;
-        let live = s.in_use && s.generation == self.seen && t < s.start_ns.saturating_add(ns);
+        let live = s.in_use && s.generation == generation && t < s.start_ns.saturating_add(ns);
         if !mine || !live {
             if !mine && live {
-                bump(&self.shared.stats.state_evictions);
+                bump(&stats.state_evictions);
             }
             *s = Slot {
-                generation: self.seen,
+                generation,
                 start_ns: t,
                 acc: agg.start(),
                 key: [0; MAX_KEY],
@@ -619,135 +701,84 @@ impl RuleEngine {
         };
         acts.then_some(s.acc)
     }
+}
 
-    /// Evaluate the path rules on a chunk leaving the Postcarding cache (its key and the hops'
-    /// values).
-    pub fn check_path(&mut self, chunk: &Chunk) -> PathVerdict {
-        let mut immediate = chunk.immediate;
-        if !self.path_rules {
-            return PathVerdict::Write { immediate };
-        }
-        let key = chunk.key();
-        let view = View {
-            primitive: PrimitiveName::Postcarding,
-            key,
-            data: &[],
-            id: None,
-        };
-        let set = self.set.clone();
-        for r in set.rules.iter() {
-            let Some(agg) = r.agg.filter(|_| r.over == Over::Path) else {
-                continue;
+/// Queue the derived report of action `a` for `key` and `value`.
+fn derive(
+    outputs: &mut Vec<Derived>,
+    stats: &RuleStats,
+    a: Action,
+    immediate: bool,
+    key: &[u8],
+    value: u64,
+) {
+    if outputs.len() >= OUTPUTS {
+        bump(&stats.derived_overflow);
+        return;
+    }
+    let mut d = Derived {
+        kind: DerivedKind::Append { list: 0 },
+        key: [0; MAX_KEY],
+        key_len: 0,
+        data: [0; MAX_OUT],
+        data_len: 0,
+        immediate,
+    };
+    let vb = value.to_be_bytes();
+    match a {
+        Action::Append {
+            list,
+            entry,
+            entry_len,
+        } => {
+            let e = entry_len as usize;
+            let fits = match entry {
+                Entry::Key => key.len() <= e,
+                Entry::KeyValue => key.len() + 8 <= e,
+                Entry::Value => 8 <= e,
             };
-            if !(r.shape.key_len.is_none_or(|k| k as usize == key.len()) && r.key.matches(view.key))
-            {
-                continue;
+            if !fits || e > MAX_OUT {
+                bump(&stats.derived_unfit);
+                return;
             }
-            bump(&self.shared.stats.matched);
-            // The hops' values that pass the field tests are aggregated.
-            let (mut acc, mut n) = (agg.start(), 0u32);
-            for v in chunk.values.iter().flatten() {
-                let b = v.to_be_bytes();
-                let ok = r.fields[..r.nfields as usize]
-                    .iter()
-                    .all(|(f, c, mask)| f.read(&b).is_some_and(|x| c.holds(x & mask)));
-                if let (true, Some(x)) = (ok, r.value.read(&b)) {
-                    acc = agg.step(acc, x);
-                    n += 1;
+            match entry {
+                Entry::Key => d.data[..key.len()].copy_from_slice(key),
+                Entry::KeyValue => {
+                    d.data[..key.len()].copy_from_slice(key);
+                    d.data[key.len()..key.len() + 8].copy_from_slice(&vb);
                 }
+                Entry::Value => d.data[e - 8..e].copy_from_slice(&vb),
             }
-            if (n == 0 && agg != Agg::Count) || !r.when.holds(acc) {
-                continue;
-            }
-            bump(&self.shared.stats.fired);
-            match r.action {
-                Action::Drop => {
-                    bump(&self.shared.stats.dropped);
-                    return PathVerdict::Drop;
-                }
-                Action::Immediate => {
-                    if !immediate {
-                        bump(&self.shared.stats.flagged);
-                    }
-                    immediate = true;
-                }
-                a => self.derive(a, r.derived_immediate, key, acc),
-            }
+            d.kind = DerivedKind::Append { list };
+            d.data_len = entry_len;
         }
-        PathVerdict::Write { immediate }
+        Action::Write {
+            key_len,
+            data_len,
+            redundancy,
+        } => {
+            let dl = data_len as usize;
+            if key.len() != key_len as usize || dl > MAX_OUT {
+                bump(&stats.derived_unfit);
+                return;
+            }
+            d.key[..key.len()].copy_from_slice(key);
+            d.key_len = key_len;
+            // The value, big-endian, right-aligned; saturated when the data is narrower.
+            let w = dl.min(8);
+            let v = if w < 8 && value >> (8 * w) != 0 {
+                (1u64 << (8 * w)) - 1
+            } else {
+                value
+            };
+            d.data[dl - w..dl].copy_from_slice(&v.to_be_bytes()[8 - w..]);
+            d.data_len = data_len;
+            d.kind = DerivedKind::Write { redundancy };
+        }
+        Action::Immediate | Action::Drop => return,
     }
-
-    /// Queue the derived report of action `a` for `key` and `value`.
-    fn derive(&mut self, a: Action, immediate: bool, key: &[u8], value: u64) {
-        let stats = &self.shared.stats;
-        if self.outputs.len() >= OUTPUTS {
-            bump(&stats.derived_overflow);
-            return;
-        }
-        let mut d = Derived {
-            kind: DerivedKind::Append { list: 0 },
-            key: [0; MAX_KEY],
-            key_len: 0,
-            data: [0; MAX_OUT],
-            data_len: 0,
-            immediate,
-        };
-        let vb = value.to_be_bytes();
-        match a {
-            Action::Append {
-                list,
-                entry,
-                entry_len,
-            } => {
-                let e = entry_len as usize;
-                let fits = match entry {
-                    Entry::Key => key.len() <= e,
-                    Entry::KeyValue => key.len() + 8 <= e,
-                    Entry::Value => 8 <= e,
-                };
-                if !fits || e > MAX_OUT {
-                    bump(&stats.derived_unfit);
-                    return;
-                }
-                match entry {
-                    Entry::Key => d.data[..key.len()].copy_from_slice(key),
-                    Entry::KeyValue => {
-                        d.data[..key.len()].copy_from_slice(key);
-                        d.data[key.len()..key.len() + 8].copy_from_slice(&vb);
-                    }
-                    Entry::Value => d.data[e - 8..e].copy_from_slice(&vb),
-                }
-                d.kind = DerivedKind::Append { list };
-                d.data_len = entry_len;
-            }
-            Action::Write {
-                key_len,
-                data_len,
-                redundancy,
-            } => {
-                let dl = data_len as usize;
-                if key.len() != key_len as usize || dl > MAX_OUT {
-                    bump(&stats.derived_unfit);
-                    return;
-                }
-                d.key[..key.len()].copy_from_slice(key);
-                d.key_len = key_len;
-                // The value, big-endian, right-aligned; saturated when the data is narrower.
-                let w = dl.min(8);
-                let v = if w < 8 && value >> (8 * w) != 0 {
-                    (1u64 << (8 * w)) - 1
-                } else {
-                    value
-                };
-                d.data[dl - w..dl].copy_from_slice(&v.to_be_bytes()[8 - w..]);
-                d.data_len = data_len;
-                d.kind = DerivedKind::Write { redundancy };
-            }
-            Action::Immediate | Action::Drop => return,
-        }
-        bump(&stats.derived);
-        self.outputs.push(d);
-    }
+    bump(&stats.derived);
+    outputs.push(d);
 }
 
 /// The rules' view of `report`: its key (an Append's list id, a sketch's id, big-endian) and
