@@ -19,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 mod cluster;
 mod region;
+mod watch;
 
 create_exception!(
     _native,
@@ -772,6 +773,7 @@ fn native_report_len(py: Python<'_>, opcode: &str, key_len: u8, data_len: u8) ->
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_class::<watch::Watcher>()?;
     m.add("WireError", py.get_type::<WireError>())?;
     m.add("DatagramFull", py.get_type::<DatagramFull>())?;
     m.add("DTA_PORT", dta_wire::DTA_PORT)?;

@@ -541,6 +541,7 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
         heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
         cluster,
     };
+    let dir = api.c.dir().to_path_buf();
     Router::new()
         .route("/cluster/query/:kind/:name", get(cluster_query))
         .route("/cluster/batch/:kind/:name", get(cluster_batch))
@@ -557,6 +558,8 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
             dta_http::error_response(StatusCode::NOT_FOUND, "no such route; see docs/http.md")
         })
         .with_state(api)
+        // Push notifications of the region directory ([`dta_http::notify`]).
+        .merge(dta_http::notify::router(dir))
 }
 
 /// Serve the API on `addr` until `shutdown` resolves, with the default limits and the token of

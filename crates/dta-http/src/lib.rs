@@ -15,6 +15,7 @@
 //! Limits are the `DEFAULT_*`/`MAX_*` constants below; `docs/http.md` documents them.
 
 pub mod client;
+pub mod notify;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -433,11 +433,30 @@ impl<L: Link> Sinks for RoceSinks<L> {
         bytes: &[u8],
         immediate: bool,
     ) -> Result<(), SinkError> {
+        // The flag travels in the announcement that follows the group's writes
+        // ([`Sinks::announce`]): one WRITE WITH IMMEDIATE per flagged report, not per write.
+        let _ = immediate;
         let r = self.inner.get_mut();
         let (va, rkey) = r.locate(store, offset, bytes.len() as u64)?;
-        // The immediate data is the store number (docs/rdma.md).
-        let imm = immediate.then_some(store as u32);
-        r.post_write(va, rkey, bytes, imm).map_err(sink_err)
+        r.post_write(va, rkey, bytes, None).map_err(sink_err)
+    }
+
+    /// A zero-length WRITE WITH IMMEDIATE to store `store`, after the group's writes on the same
+    /// queue pair (so the collector sees it after their data, [IBTA §9.5]): its immediate data
+    /// says which store, primitive and how many flagged reports
+    /// ([`dta_store::notify::immediate_data`], docs/rdma.md). The collector's responder turns
+    /// it into a notice on its region directory's ring.
+    fn announce(&mut self, store: usize, f: &dta_translator::sinks::Flagged<'_>) {
+        let r = self.inner.get_mut();
+        let imm = dta_store::notify::immediate_data(store, f.primitive as u8, f.reports);
+        match r.locate(store, 0, 0) {
+            Ok((va, rkey)) => {
+                if r.post_write(va, rkey, &[], Some(imm)).is_err() {
+                    inc(&r.stats.local_rejects);
+                }
+            }
+            Err(_) => inc(&r.stats.local_rejects),
+        }
     }
 
     fn fetch_add(&mut self, store: usize, offset: u64, add: u64) -> Result<(), SinkError> {

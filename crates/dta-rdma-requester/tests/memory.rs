@@ -89,12 +89,26 @@ fn run_primitives(imp: Option<(Impairment, Impairment)>, flows: u32) {
         r.data.unwrap(),
         hex(&7u32.wrapping_mul(2_654_435_761).to_be_bytes())
     );
-    // Every WRITE WITH IMMEDIATE delivered exactly once.
+    // Every WRITE WITH IMMEDIATE delivered exactly once: one zero-length write per flagged
+    // Key-Write report or Append batch, after its data, its immediate data naming the store and
+    // how many flagged reports it covers; together, every flagged report once, also on the
+    // collector's notification ring.
     let imm = rstats.immediates.load(Ordering::Relaxed);
     assert!(imm > 0);
     let notes: Vec<_> = srv.notes.try_iter().collect();
     assert_eq!(notes.len() as u64, imm);
-    assert!(notes.iter().all(|n| n.imm as usize == n.store));
+    let parse = dta_store::notify::parse_immediate;
+    assert!(notes
+        .iter()
+        .all(|n| parse(n.imm).0 == n.store && n.len == 0));
+    let flagged = t.stats().immediates.load(Ordering::Relaxed);
+    let announced: u64 = notes.iter().map(|n| parse(n.imm).2 as u64).sum();
+    assert_eq!(announced, flagged);
+    let mut cursor = srv.cursor;
+    let on_ring: u64 = std::iter::from_fn(|| srv.ring.next(&mut cursor, Duration::ZERO))
+        .map(|n| n.reports as u64)
+        .sum();
+    assert_eq!(on_ring, flagged);
     let s = rstats.snapshot();
     assert_eq!(s["naks_remote_access"], 0);
     if let Some((up, down)) = imp_stats {

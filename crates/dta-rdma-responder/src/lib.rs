@@ -257,6 +257,9 @@ pub struct Responder<L: Link> {
     qps: Vec<Qp>,
     stats: Arc<ResponderStats>,
     subscribers: Vec<mpsc::Sender<Notification>>,
+    /// The region directory's notification ring, where each WRITE WITH IMMEDIATE becomes a
+    /// notice ([`Self::set_ring`]).
+    ring: Option<Arc<dta_store::notify::NotifyRing>>,
     rx: Vec<u8>,
     tx: Box<[u8; MAX_FRAME]>,
 }
@@ -301,6 +304,7 @@ impl<L: Link> Responder<L> {
             qps: vec![],
             stats: Arc::default(),
             subscribers: vec![],
+            ring: None,
             rx: vec![0; MAX_FRAME],
             tx: Box::new([0; MAX_FRAME]),
         }
@@ -308,6 +312,14 @@ impl<L: Link> Responder<L> {
 
     pub fn stats(&self) -> &Arc<ResponderStats> {
         &self.stats
+    }
+
+    /// Put a notice on `ring` (the collector's region directory's) for every WRITE WITH
+    /// IMMEDIATE, as the co-located translator does for flagged reports: the immediate data
+    /// names the primitive and the number of flagged reports
+    /// ([`dta_store::notify::parse_immediate`]); the store is the one written.
+    pub fn set_ring(&mut self, ring: Arc<dta_store::notify::NotifyRing>) {
+        self.ring = Some(ring);
     }
 
     /// Receive a [`Notification`] for every WRITE WITH IMMEDIATE.
@@ -988,6 +1000,16 @@ impl<L: Link> Responder<L> {
             imm,
         };
         self.subscribers.retain(|s| s.send(n).is_ok());
+        if let (Some(ring), Some(mr)) = (&self.ring, self.mrs.get(store)) {
+            let (_, primitive, reports) = dta_store::notify::parse_immediate(imm);
+            ring.announce(&dta_store::notify::Announce {
+                store: &mr.region.header().name,
+                primitive,
+                key: &[],
+                list: 0,
+                reports,
+            });
+        }
     }
 
     /// A packet of queue pair `qi` arrived marked ECN CE: tell its requester with a CNP

@@ -19,6 +19,7 @@ pub mod info;
 pub mod key_increment;
 pub mod key_write;
 pub mod lock;
+pub mod notify;
 pub mod postcard;
 pub mod region;
 pub mod sketch;

@@ -37,8 +37,8 @@ struct List {
     fill: u32,
     /// In `dirty`.
     queued: bool,
-    /// An entry of the batch asked for an immediate.
-    immediate: bool,
+    /// Entries of the batch that carried the immediate flag.
+    flagged: u32,
 }
 
 /// A batch ready to be written.
@@ -51,6 +51,8 @@ pub struct Batch<'a> {
     /// The entries' bytes (`count × entry_len`); empty in place (already in their slots).
     pub entries: &'a [u8],
     pub immediate: bool,
+    /// Entries of the batch that carried the immediate flag.
+    pub flagged: u32,
     pub full: bool,
 }
 
@@ -115,7 +117,7 @@ impl AppendBatcher {
             s.queued = true;
             self.dirty.push(list);
         }
-        s.immediate |= immediate;
+        s.flagged += immediate as u32;
         s.fill += 1;
         if s.fill as usize == self.batch {
             Some(self.take(l, true))
@@ -141,7 +143,7 @@ impl AppendBatcher {
             s.queued = true;
             self.dirty.push(list);
         }
-        s.immediate |= immediate;
+        s.flagged += immediate as u32;
         s.fill += 1;
         let base = (l * self.batch + fill) * self.entry_len;
         self.buf[base..base + self.entry_len].copy_from_slice(data);
@@ -166,9 +168,9 @@ impl AppendBatcher {
         let s = &mut self.lists[l];
         let n = s.fill as usize;
         let first_index = s.head;
-        let imm = s.immediate;
+        let flagged = s.flagged;
         s.fill = 0;
-        s.immediate = false;
+        s.flagged = 0;
         s.head += n as u64;
         let entries = if self.in_place {
             &[][..]
@@ -181,7 +183,8 @@ impl AppendBatcher {
             first_index,
             count: n as u64,
             entries,
-            immediate: imm,
+            immediate: flagged > 0,
+            flagged,
             full,
         }
     }

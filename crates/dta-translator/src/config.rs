@@ -94,6 +94,11 @@ pub struct TranslatorConfig {
     /// socket's receive buffer (0..=1); below it the classifier waits for room, so a burst the
     /// buffer can hold is delayed, not shed. 0: shed whenever a queue is full.
     pub classifier_shed_backlog: f64,
+    /// Translator rules (`[[translator.rules]]`, docs/rules.md): match, aggregate, act.
+    pub rules: Vec<crate::rules::RuleConfig>,
+    /// Window state slots of the rules, per translator thread (rounded up to a power of two,
+    /// 1..=2^20).
+    pub rule_state_entries: usize,
 }
 
 impl TranslatorConfig {
@@ -148,6 +153,8 @@ impl Default for TranslatorConfig {
             classifier_queue_medium: 512,
             classifier_queue_high: 1024,
             classifier_shed_backlog: crate::classify::DEFAULT_SHED_BACKLOG,
+            rules: vec![],
+            rule_state_entries: crate::rules::DEFAULT_STATE_ENTRIES,
         }
     }
 }

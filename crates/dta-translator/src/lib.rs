@@ -27,6 +27,7 @@ pub mod overload;
 pub mod port_owner;
 pub mod postcard;
 pub mod reason;
+pub mod rules;
 pub mod sequence;
 pub mod shard;
 pub mod sinks;

@@ -293,6 +293,11 @@ impl<S: Sinks> Metered<S> {
 
 impl<S: Sinks> Sinks for Metered<S> {
     #[inline]
+    fn announce(&mut self, store: usize, flagged: &crate::sinks::Flagged<'_>) {
+        self.inner.announce(store, flagged)
+    }
+
+    #[inline]
     fn write(
         &mut self,
         store: usize,

@@ -38,6 +38,8 @@ pub struct Chunk {
     pub key_len: u8,
     pub values: [Option<u32>; MAX_HOPS],
     pub immediate: bool,
+    /// Postcards of the path that carried the immediate flag.
+    pub flagged: u8,
 }
 
 impl Chunk {
@@ -66,7 +68,8 @@ struct Line {
     /// The reporter-supplied path length (0: none yet).
     path_len: u8,
     in_use: bool,
-    immediate: bool,
+    /// Postcards of this path that carried the immediate flag (at most B).
+    flagged: u8,
 }
 
 const _: () = assert!(std::mem::size_of::<Line>() == 64 && std::mem::align_of::<Line>() == 64);
@@ -81,7 +84,7 @@ impl Line {
         key_len: 0,
         path_len: 0,
         in_use: false,
-        immediate: false,
+        flagged: 0,
     };
 
     fn key(&self) -> &[u8] {
@@ -141,7 +144,8 @@ impl PostcardCache {
             key: line.key,
             key_len: line.key_len,
             values: [None; MAX_HOPS],
-            immediate: line.immediate,
+            immediate: line.flagged > 0,
+            flagged: line.flagged,
         };
         for h in 0..self.hops as usize {
             if line.present & (1 << h) != 0 {
@@ -184,7 +188,7 @@ impl PostcardCache {
             line.key[..key.len()].copy_from_slice(key);
             line.key_len = key.len() as u8;
             line.present = 0;
-            line.immediate = false;
+            line.flagged = 0;
             line.path_len = 0;
             line.since_ns = since_ns;
             self.occupied += 1;
@@ -197,7 +201,7 @@ impl PostcardCache {
         }
         let line = &mut self.lines[i];
         line.present |= 1 << h;
-        line.immediate |= immediate;
+        line.flagged = line.flagged.saturating_add(immediate as u8);
         if path_len > 0 {
             line.path_len = path_len.min(self.hops);
         }

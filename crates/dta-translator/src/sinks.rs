@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use dta_store::notify::{Announce, NotifyRing};
 use dta_store::{MemSink, Region, RegionMem, SinkError};
 
 use crate::stats::{add, Stats};
@@ -101,6 +102,25 @@ pub trait Sinks {
     fn congestion(&mut self) -> Congestion {
         Congestion::default()
     }
+    /// Announce that flagged reports' data is now in store `store` ([DTA §7] "Push
+    /// notifications"): called once per flagged Key-Write or Key-Increment report, Append
+    /// batch or path, after its writes were issued. The co-located sink puts a notice on the
+    /// region directory's ring ([`dta_store::notify`]); a remote sink has already carried the
+    /// flag as WRITE WITH IMMEDIATE (default: nothing).
+    #[inline]
+    fn announce(&mut self, _store: usize, _flagged: &Flagged<'_>) {}
+}
+
+/// Flagged reports whose data a write group carried ([`Sinks::announce`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Flagged<'a> {
+    pub primitive: dta_wire::Opcode,
+    /// The report's key (the path's flow key); empty for Append.
+    pub key: &'a [u8],
+    /// An Append's list.
+    pub list: u64,
+    /// Flagged reports covered.
+    pub reports: u32,
 }
 
 /// Congestion signals from the path to the collector, counted since the last
@@ -127,11 +147,21 @@ impl Congestion {
 /// The co-located sink: writes straight into mapped region files shared with the collector.
 pub struct RegionSinks {
     regions: Vec<Arc<Region>>,
+    /// The region directory's notification ring, if flagged reports are announced.
+    ring: Option<Arc<NotifyRing>>,
 }
 
 impl RegionSinks {
     pub fn new(regions: Vec<Arc<Region>>) -> Self {
-        RegionSinks { regions }
+        RegionSinks {
+            regions,
+            ring: None,
+        }
+    }
+
+    /// Announce flagged reports on `ring` (the region directory's).
+    pub fn set_ring(&mut self, ring: Arc<NotifyRing>) {
+        self.ring = Some(ring);
     }
 
     pub fn regions(&self) -> &[Arc<Region>] {
@@ -214,6 +244,18 @@ impl Sinks for RegionSinks {
     fn prefetch_at(&self, store: usize, offsets: &[u64]) {
         if let Some(r) = self.regions.get(store) {
             r.mem().prefetch_at(offsets);
+        }
+    }
+
+    fn announce(&mut self, store: usize, f: &Flagged<'_>) {
+        if let (Some(ring), Some(r)) = (&self.ring, self.regions.get(store)) {
+            ring.announce(&Announce {
+                store: &r.header().name,
+                primitive: f.primitive as u8,
+                key: f.key,
+                list: f.list,
+                reports: f.reports,
+            });
         }
     }
 }

@@ -31,14 +31,38 @@ fn default_region_dir() -> PathBuf {
 impl Config {
     pub fn parse(text: &str) -> anyhow::Result<Config> {
         let cfg: Config = toml::from_str(text)?;
-        for s in &cfg.store {
-            s.spec()?;
-        }
+        let specs = cfg
+            .store
+            .iter()
+            .map(|s| s.spec().map(|spec| (s.name.as_str(), spec)))
+            .collect::<Result<Vec<_>, _>>()?;
         cfg.translator
             .flow_control
             .validate()
             .map_err(anyhow::Error::msg)?;
+        cfg.compile_rules(&specs, 0)?;
         Ok(cfg)
+    }
+
+    /// The translator rules compiled against this configuration's stores (`specs`, in
+    /// `store` order), as generation `generation`; the error names the rule and the setting.
+    pub fn compile_rules(
+        &self,
+        specs: &[(&str, dta_store::StoreSpec)],
+        generation: u64,
+    ) -> anyhow::Result<dta_translator::rules::RuleSet> {
+        if !(1..=dta_translator::rules::MAX_STATE_ENTRIES)
+            .contains(&self.translator.rule_state_entries)
+        {
+            anyhow::bail!(
+                "translator.rule_state_entries = {}: 1..={}",
+                self.translator.rule_state_entries,
+                dta_translator::rules::MAX_STATE_ENTRIES
+            );
+        }
+        let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
+        dta_translator::rules::RuleSet::compile(&self.translator.rules, &cat, generation)
+            .map_err(anyhow::Error::msg)
     }
 
     /// Load `path`; a relative `region_dir` (or spill file) is taken relative to the file's

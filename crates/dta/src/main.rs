@@ -22,6 +22,7 @@ mod pcap_cmd;
 mod rdma_cmd;
 #[cfg(feature = "rdma-core")]
 mod rnic_cmd;
+mod watch_cmd;
 mod xdp_cmd;
 
 use dta::config::Config;
@@ -71,10 +72,12 @@ enum Command {
     /// Serve the collector's regions through a real RDMA NIC (rdma-core; built with feature rdma-core).
     #[cfg(feature = "rdma-core")]
     RnicCollector(rnic_cmd::RnicArgs),
+    /// Print push notifications (the writes of reports flagged immediate) as JSON lines.
+    Watch(watch_cmd::WatchArgs),
 }
 
 #[derive(Args, Clone)]
-struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// Configuration file (TOML); without it, the embedded example configuration.
     #[arg(short, long)]
     config: Option<PathBuf>,
@@ -84,7 +87,7 @@ struct ConfigArgs {
 }
 
 impl ConfigArgs {
-    fn load(&self) -> anyhow::Result<Config> {
+    pub(crate) fn load(&self) -> anyhow::Result<Config> {
         let mut cfg = match &self.config {
             Some(p) => Config::load(p)?,
             None => Config::embedded(),
@@ -332,6 +335,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Responder(a) => rdma_cmd::responder(a, stop_on_ctrl_c()?),
         #[cfg(feature = "rdma-core")]
         Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
+        Command::Watch(a) => watch_cmd::watch(a, &*stop_on_ctrl_c()?),
     }
 }
 
@@ -640,13 +644,35 @@ fn colocated(
     let shards = Shards::new(threads, SHARD_INBOX);
     // One write meter for the collector, shared by its translator threads (docs/flow-control.md).
     let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
+    // The rules (docs/rules.md), compiled against the stores being served, one set shared by
+    // the threads and replaced on reload; flagged reports announced on the directory's ring.
+    let specs: Vec<(String, dta_store::StoreSpec)> = collector
+        .regions()
+        .iter()
+        .map(|r| (r.header().name.clone(), r.header().spec.clone()))
+        .collect();
+    let rules = dta_translator::rules::Rules::new(
+        cfg.compile_rules(
+            &specs
+                .iter()
+                .map(|(n, s)| (n.as_str(), s.clone()))
+                .collect::<Vec<_>>(),
+            0,
+        )?,
+    );
+    let ring = Arc::new(dta_store::notify::NotifyRing::open_or_create(
+        &cfg.region_dir,
+        dta_store::notify::DEFAULT_CAPACITY,
+    )?);
     let mut ts = all_stats[..threads]
         .iter()
         .enumerate()
         .map(|(i, stats)| {
             let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?
                 .with_shard(shards.shard(i))
-                .with_meter(meter.clone());
+                .with_meter(meter.clone())
+                .with_rules(rules.clone(), cfg.translator.rule_state_entries);
+            t.sinks_mut().set_ring(ring.clone());
             for st in &cfg.store {
                 if let Some(allow) = &st.allow {
                     t.set_store_allow(&st.name, allow.clone())?;
@@ -700,6 +726,7 @@ fn colocated(
         collector.stores().len(),
         cfg.region_dir.display()
     );
+    watch_cmd::reload_on_sighup();
     if let Some(d) = a.duration {
         let s = stop.clone();
         std::thread::spawn(move || {
@@ -708,6 +735,10 @@ fn colocated(
         });
     }
     std::thread::scope(|scope| -> anyhow::Result<()> {
+        if let Some(path) = a.config.config.clone() {
+            let (rules, specs, stop) = (&rules, &specs, &stop);
+            scope.spawn(move || watch_cmd::reload_loop(path, rules, specs, stop));
+        }
         if a.stats_interval > 0.0 {
             let (all_stats, stop) = (all_stats.clone(), stop.clone());
             scope.spawn(move || {
@@ -755,7 +786,9 @@ fn colocated(
         r.flush()?;
     }
     let stats = Stats::sum(&all_stats);
-    Ok(serde_json::to_value(stats.snapshot())?)
+    let mut snap = serde_json::to_value(stats.snapshot())?;
+    snap["rules"] = serde_json::to_value(rules.stats().snapshot())?;
+    Ok(snap)
 }
 
 /// Reports a translator thread's inbox holds for the others ([`Shards`]).

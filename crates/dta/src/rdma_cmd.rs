@@ -106,6 +106,11 @@ pub fn responder(a: ResponderArgs, stop: Arc<AtomicBool>) -> anyhow::Result<Exit
     rc.allow = dta_wire::prefix::AllowList::new(a.allow.clone());
     let rc_allow = rc.allow.to_string();
     let mut r = Responder::new(link, rc, c.regions());
+    // Flagged reports arrive as WRITE WITH IMMEDIATE: each becomes a notice for `dta watch`.
+    r.set_ring(Arc::new(dta_store::notify::NotifyRing::open_or_create(
+        &cfg.region_dir,
+        dta_store::notify::DEFAULT_CAPACITY,
+    )?));
     for (i, s) in c.stores().iter().enumerate() {
         let (va, len, rkey) = r.registration(i).unwrap();
         eprintln!(

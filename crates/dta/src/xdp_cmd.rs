@@ -53,7 +53,15 @@ pub fn translator(
         port: cfg.translator.listen.port(),
         prototype_long: cfg.translator.prototype_header == PrototypeHeader::Long,
     };
-    let mut x = XdpTranslator::load(&xcfg, &headers).context("loading the XDP program")?;
+    // The program runs no rules: the stores of every primitive a rule looks at or writes stay
+    // with the userspace half, which runs them (docs/rules.md "In the XDP translator").
+    let touched = dta_translator::rules::config::primitives_touched(&cfg.translator.rules);
+    let in_driver: Vec<Header> = headers
+        .iter()
+        .filter(|h| !touched.contains(&dta_translator::rules::PrimitiveName::of(&h.spec)))
+        .cloned()
+        .collect();
+    let mut x = XdpTranslator::load(&xcfg, &in_driver).context("loading the XDP program")?;
     for s in x.stores() {
         copy_data(&collector.store(&s.name)?.region, &s.region)
             .with_context(|| format!("seeding the XDP store {} from its region file", s.name))?;

@@ -5,6 +5,7 @@ A thin layer over the Rust core (the native extension ``dta._native``):
 * encoding of reports for both wire protocols (``encode_prototype``, ``NativeDatagram``) and
   decoding of any datagram (``decode``), from ``dta-wire``;
 * read-only queries on region files (``Region``), from ``dta-store``;
+* push notifications of a region directory (``Watcher``, an iterator of notices);
 * ``dta.reporter.Reporter``, a UDP sender for both protocols that batches native reports.
 
 Rejections raise ``WireError`` (a ``ValueError``) whose ``reason`` is the counter name of
@@ -33,7 +34,7 @@ from ._native import (  # noqa: F401
     native_report_len,
 )
 
-from ._native import Region, RegionError  # noqa: F401
+from ._native import Region, RegionError, Watcher  # noqa: F401
 from ._native import ClusterMap, cluster_owner, cluster_score, cluster_seed  # noqa: F401
 
 from .reporter import Reporter, send_reports  # noqa: F401,E402
@@ -59,6 +60,7 @@ __all__ = [
     "Region",
     "RegionError",
     "Reporter",
+    "Watcher",
     "WireError",
     "decode",
     "decode_native_nack",

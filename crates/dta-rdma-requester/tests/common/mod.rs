@@ -55,6 +55,10 @@ pub struct Running {
     pub stats: Arc<ResponderStats>,
     pub notes: std::sync::mpsc::Receiver<dta_rdma_responder::Notification>,
     pub registrations: Vec<(u64, u64, u32)>,
+    /// The collector directory's notification ring the responder announces on, and a cursor
+    /// from its start.
+    pub ring: Arc<dta_store::notify::NotifyRing>,
+    pub cursor: dta_store::notify::Cursor,
 }
 
 impl Drop for Running {
@@ -75,6 +79,15 @@ pub fn serve<L: Link + Send + 'static>(
     let mut r = Responder::new(link, cfg, collector.regions());
     let stats = r.stats().clone();
     let notes = r.subscribe();
+    let ring = Arc::new(
+        dta_store::notify::NotifyRing::open_or_create(
+            collector.dir(),
+            dta_store::notify::DEFAULT_CAPACITY,
+        )
+        .unwrap(),
+    );
+    let cursor = ring.subscribe();
+    r.set_ring(ring.clone());
     let registrations = (0..collector.regions().len())
         .map(|i| r.registration(i).unwrap())
         .collect();
@@ -87,6 +100,8 @@ pub fn serve<L: Link + Send + 'static>(
         stats,
         notes,
         registrations,
+        ring,
+        cursor,
     }
 }
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use dta_store::{AppendLayout, PostcardingLayout, SketchLayout};
-use dta_wire::{native, Report};
+use dta_wire::{native, Opcode, Report};
 
 use super::routes::{KeyIncrementRoute, KeyWriteRoute};
 use super::staging::{RouteCache, Stage};
@@ -16,7 +16,7 @@ use crate::append::Batch;
 use crate::meter::Metered;
 use crate::postcard::{Chunk, Eviction, MAX_KEY};
 use crate::reason::Reason;
-use crate::sinks::{Sinks, StoreSink};
+use crate::sinks::{Flagged, Sinks, StoreSink};
 use crate::sketch::{ColumnVerdict, ReadyColumns};
 use crate::stats::{add, Stats};
 
@@ -30,6 +30,10 @@ impl<S: Sinks> Translator<S> {
             let mut stage = Stage::new(src.ip());
             if self.stage(&mut stage, &mut RouteCache::default(), report) {
                 self.write_stage(&mut stage);
+                if report.immediate() {
+                    self.rules.flag(report);
+                    self.announce_flagged();
+                }
                 return;
             }
         }
@@ -119,10 +123,14 @@ impl<S: Sinks> Translator<S> {
                 Some(_) if key.len() > MAX_KEY => Err(Reason::BadKeyLen),
                 Some(r) => {
                     let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
+                    let rules = &mut self.rules;
                     let mut err = Ok(());
                     r.cache
                         .insert(key, hop, path_len, value, immediate, now, |chunk, why| {
-                            let res = write_chunk(layout, store, sinks, stats, chunk, why);
+                            let Some(chunk) = rules.path(chunk) else {
+                                return;
+                            };
+                            let res = write_chunk(layout, store, sinks, stats, &chunk, why);
                             if err.is_ok() {
                                 err = res;
                             }
@@ -213,18 +221,32 @@ pub(super) fn write_batch<S: Sinks>(
         add(&stats.writes, ops);
         add(&stats.write_bytes, b.count * layout.entry_len() as u64 + 8);
         sinks.issued(ops);
-        return match sinks.region_mem(store) {
-            Some(mem) => layout.publish(b.list, b.first_index + b.count, &mut mem.sink()),
-            None => Err(dta_store::SinkError::RegionLost.into()),
+        match sinks.region_mem(store) {
+            Some(mem) => layout.publish(b.list, b.first_index + b.count, &mut mem.sink())?,
+            None => return Err(dta_store::SinkError::RegionLost.into()),
+        }
+    } else {
+        let mut sink = StoreSink {
+            sinks,
+            store,
+            immediate: b.immediate,
+            stats,
         };
+        layout.write_entries(b.list, b.first_index, b.entries, &mut sink)?;
     }
-    let mut sink = StoreSink {
-        sinks,
-        store,
-        immediate: b.immediate,
-        stats,
-    };
-    layout.write_entries(b.list, b.first_index, b.entries, &mut sink)
+    // Announced once the batch is published: a subscriber woken by it reads the entries.
+    if b.flagged > 0 {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::Append,
+                key: &[],
+                list: b.list as u64,
+                reports: b.flagged,
+            },
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn write_chunk<S: Sinks>(
@@ -247,7 +269,19 @@ pub(super) fn write_chunk<S: Sinks>(
         immediate: chunk.immediate,
         stats,
     };
-    layout.apply_chunk(chunk.key(), &chunk.values[..layout.hops()], &mut sink)
+    layout.apply_chunk(chunk.key(), &chunk.values[..layout.hops()], &mut sink)?;
+    if chunk.immediate {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::Postcarding,
+                key: chunk.key(),
+                list: 0,
+                reports: (chunk.flagged as u32).max(1),
+            },
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn write_columns<S: Sinks>(
@@ -271,7 +305,19 @@ pub(super) fn write_columns<S: Sinks>(
         ready.reporters,
         ready.values,
         &mut sink,
-    )
+    )?;
+    if immediate {
+        sinks.announce(
+            store,
+            &Flagged {
+                primitive: Opcode::SketchMerge,
+                key: &[],
+                list: ready.first_column as u64,
+                reports: 1,
+            },
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod dispatch;
 #[cfg(test)]
 mod flow_tests;
 mod routes;
+mod rules_hook;
 mod staging;
 #[cfg(test)]
 mod tests;
@@ -98,6 +99,8 @@ pub struct Translator<S: Sinks> {
     store_allow: Vec<Option<AllowList>>,
     /// Store names, indexed as the sinks index stores (per-store settings are by name).
     store_names: Vec<String>,
+    /// The translator rules ([`crate::rules`], [`rules_hook`]).
+    rules: rules_hook::RuleHook,
 }
 
 impl Translator<crate::sinks::RegionSinks> {
@@ -177,6 +180,7 @@ impl<S: Sinks> Translator<S> {
             }
             n += 1;
         }
+        self.finish_reports(None, now);
         n
     }
 
@@ -235,6 +239,7 @@ impl<S: Sinks> Translator<S> {
         let mut stage = Stage::new(src.ip());
         self.receive(buf, src, now, &mut stage);
         self.write_stage(&mut stage);
+        self.finish_reports(Some(src), now);
     }
 
     /// Handle a received batch of UDP payloads (a `recvmmsg` batch), in order: the same as
@@ -247,12 +252,17 @@ impl<S: Sinks> Translator<S> {
         now: Instant,
     ) {
         let mut stage: Option<Stage<'a>> = None;
+        let mut last = None;
         for (buf, src) in batch {
             let s = stage.get_or_insert_with(|| Stage::new(src.ip()));
             self.receive(buf, src, now, s);
+            last = Some(src);
         }
         if let Some(s) = stage.as_mut() {
             self.write_stage(s);
+        }
+        if last.is_some() {
+            self.finish_reports(last, now);
         }
     }
 
@@ -321,7 +331,11 @@ impl<S: Sinks> Translator<S> {
         match d {
             Datagram::Prototype(repr) => {
                 self.write_stage(stage);
-                self.apply(&repr.report, 0, src, now)
+                self.rules.engine.refresh();
+                if let Some(report) = self.ruled(&repr.report, now) {
+                    self.apply(&report, 0, src, now);
+                }
+                self.finish_reports(Some(src), now);
             }
             Datagram::Native(d) => {
                 let h = d.header;
@@ -335,17 +349,33 @@ impl<S: Sinks> Translator<S> {
                 stage.lower =
                     h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
                 let mut routes = RouteCache::default();
+                self.rules.engine.refresh();
                 // One pass over the validated reports (zero-copy views): Key-Write and
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
                 for view in d.views() {
                     if stage.len == STAGE {
                         self.write_stage(stage);
                     }
-                    let report = view.report();
+                    if !self.rules.has_room() {
+                        self.write_stage(stage);
+                        self.finish_reports(Some(src), now);
+                    }
+                    let Some(report) = self.ruled(&view.report(), now) else {
+                        continue;
+                    };
                     if !self.stage(stage, &mut routes, &report) {
                         self.write_stage(stage);
                         self.apply(&report, h.reporter_id, src, now);
+                    } else if report.immediate() {
+                        // Announced once the stage is written.
+                        self.rules.flag(&report);
                     }
+                }
+                // Reports the rules derived, and flagged reports, wait for the stage's writes:
+                // only then is the stage written before the batch ends.
+                if self.rules.waiting() {
+                    self.write_stage(stage);
+                    self.finish_reports(Some(src), now);
                 }
             }
         }
@@ -456,6 +486,7 @@ impl<S: Sinks> Translator<S> {
                     let mut stage = Stage::new(src.ip());
                     self.apply_parsed(d, src, now, &mut stage);
                     self.write_stage(&mut stage);
+                    self.finish_reports(Some(src), now);
                 }
                 // It parsed when spilled; a spill file altered underneath is counted as such.
                 Err(e) => self.stats.wire_error(e),

@@ -44,6 +44,9 @@ pub enum BuildError {
         max = crate::config::MAX_RECV_GATHER_US
     )]
     RecvGather(u64),
+    /// A translator rule that does not compile against the stores ([`crate::rules`]).
+    #[error("{0}")]
+    Rules(String),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -131,6 +134,20 @@ impl<S: Sinks> Translator<S> {
             allow: cfg.allow.clone(),
             store_allow: vec![None; stores.len()],
             store_names: stores.iter().map(|s| s.header.name.clone()).collect(),
+            rules: super::rules_hook::RuleHook::new(crate::rules::RuleEngine::new(
+                crate::rules::Rules::new(
+                    crate::rules::RuleSet::compile(
+                        &cfg.rules,
+                        &stores
+                            .iter()
+                            .map(|s| (s.header.name.as_str(), &s.header.spec))
+                            .collect::<Vec<_>>(),
+                        0,
+                    )
+                    .map_err(BuildError::Rules)?,
+                ),
+                cfg.rule_state_entries,
+            )),
         };
         for (store, info) in stores.iter().enumerate() {
             let h = &info.header;

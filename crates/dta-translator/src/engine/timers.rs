@@ -99,14 +99,19 @@ impl<S: Sinks> Translator<S> {
 
     fn expire_postcards(&mut self, now: Instant, timeout: Option<Duration>) {
         let stats = &*self.stats;
+        let rules = &mut self.rules;
         for r in &mut self.postcarding {
             let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
             r.cache.expire(now, timeout, |chunk, why| {
-                if let Err(e) = write_chunk(layout, store, sinks, stats, chunk, why) {
+                let Some(chunk) = rules.path(chunk) else {
+                    return;
+                };
+                if let Err(e) = write_chunk(layout, store, sinks, stats, &chunk, why) {
                     stats.reject(Reason::from(&e));
                 }
             });
         }
+        self.finish_reports(None, now);
     }
 
     /// Write out everything the translator holds: partial Append batches, partial paths, complete
@@ -116,6 +121,8 @@ impl<S: Sinks> Translator<S> {
         self.drain_inbox(Instant::now());
         self.flush_appends();
         self.expire_postcards(Instant::now(), None);
+        // Entries the rules appended for the paths just written.
+        self.flush_appends();
         let stats = &*self.stats;
         for r in &mut self.sketches {
             let (layout, store, sinks) = (&r.layout, r.store, &mut self.sinks);
