@@ -365,6 +365,40 @@ fn cluster_ask(kind: &str, p: &Params) -> Result<Ask, ApiError> {
     })
 }
 
+/// A batch request on the `which` routes (`cluster`, `local`) is for `kw`, `ki` or `postcard`.
+fn batch_kind(which: &str, kind: &str) -> Result<(), ApiError> {
+    if matches!(kind, "kw" | "ki" | "postcard") {
+        return Ok(());
+    }
+    Err(ApiError(
+        StatusCode::NOT_FOUND,
+        format!("no {which} batch {kind:?}: kw, ki, postcard"),
+    ))
+}
+
+/// The question and the keys (at most [`MAX_BATCH_KEYS`]) of a batch request.
+fn batch_request<'a>(kind: &str, p: &Params<'a>) -> Result<(Ask, Vec<&'a str>), ApiError> {
+    if p.raw("key").is_some() {
+        return Err(ParamError::Unknown {
+            name: "key".into(),
+            allowed: "keys (comma-separated)".into(),
+        }
+        .into());
+    }
+    let ask = cluster_ask(kind, p)?;
+    let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
+    let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
+    if inputs.len() > MAX_BATCH_KEYS {
+        return Err(ParamError::OutOfRange {
+            name: "keys",
+            value: inputs.len() as u64,
+            range: format!("1..={MAX_BATCH_KEYS} keys"),
+        }
+        .into());
+    }
+    Ok((ask, inputs))
+}
+
 fn cluster_params(kind: &str) -> &'static [&'static str] {
     match kind {
         "kw" => &["key", "keys", "redundancy", "threshold"],
@@ -420,31 +454,9 @@ async fn cluster_batch(
     Raw(raw): Raw,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let cq = cluster_of(&a)?;
-    if !matches!(kind.as_str(), "kw" | "ki" | "postcard") {
-        return Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!("no cluster batch {kind:?}: kw, ki, postcard"),
-        ));
-    }
+    batch_kind("cluster", &kind)?;
     let p = Params::new(&raw, cluster_params(&kind))?;
-    if p.raw("key").is_some() {
-        return Err(ParamError::Unknown {
-            name: "key".into(),
-            allowed: "keys (comma-separated)".into(),
-        }
-        .into());
-    }
-    let ask = cluster_ask(&kind, &p)?;
-    let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
-    let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
-    if inputs.len() > MAX_BATCH_KEYS {
-        return Err(ParamError::OutOfRange {
-            name: "keys",
-            value: inputs.len() as u64,
-            range: format!("1..={MAX_BATCH_KEYS} keys"),
-        }
-        .into());
-    }
+    let (ask, inputs) = batch_request(&kind, &p)?;
     let keys = inputs
         .iter()
         .map(|k| cq.parse_key(&name, k))
@@ -469,31 +481,9 @@ async fn local_batch(
     KindName(kind, name): KindName,
     Raw(raw): Raw,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if !matches!(kind.as_str(), "kw" | "ki" | "postcard") {
-        return Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!("no local batch {kind:?}: kw, ki, postcard"),
-        ));
-    }
+    batch_kind("local", &kind)?;
     let p = Params::new(&raw, cluster_params(&kind))?;
-    if p.raw("key").is_some() {
-        return Err(ParamError::Unknown {
-            name: "key".into(),
-            allowed: "keys (comma-separated)".into(),
-        }
-        .into());
-    }
-    let ask = cluster_ask(&kind, &p)?;
-    let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
-    let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
-    if inputs.len() > MAX_BATCH_KEYS {
-        return Err(ParamError::OutOfRange {
-            name: "keys",
-            value: inputs.len() as u64,
-            range: format!("1..={MAX_BATCH_KEYS} keys"),
-        }
-        .into());
-    }
+    let (ask, inputs) = batch_request(&kind, &p)?;
     let key_len = query::key_len(a.c.store(&name)?.region.header());
     let keys = inputs
         .iter()

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use aya::maps::{Array, HashMap as BpfHashMap, Map, PerCpuArray};
-use aya::programs::{Xdp, XdpFlags};
+use aya::programs::Xdp;
 use aya::{Ebpf, EbpfLoader};
 use serde::Serialize;
 
@@ -250,23 +250,7 @@ impl IntXdp {
     /// Attach to `iface`: native mode if the driver has it (and not `force_generic`), else
     /// generic mode.
     pub fn attach(&mut self, iface: &str, force_generic: bool) -> Result<AttachMode, XdpError> {
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut("int_xdp")
-            .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
-            .try_into()?;
-        let mode = if force_generic {
-            prog.attach(iface, XdpFlags::SKB_MODE)?;
-            AttachMode::Generic
-        } else {
-            match prog.attach(iface, XdpFlags::DRV_MODE) {
-                Ok(_) => AttachMode::Native,
-                Err(_) => {
-                    prog.attach(iface, XdpFlags::SKB_MODE)?;
-                    AttachMode::Generic
-                }
-            }
-        };
+        let mode = crate::attach_program(&mut self.ebpf, "int_xdp", iface, force_generic)?;
         self.attached = Some((iface.to_string(), mode));
         Ok(mode)
     }

@@ -396,23 +396,7 @@ impl XdpTranslator {
     /// Attach to `iface`: native (driver) mode if the driver supports it, else generic (SKB)
     /// mode. `force_generic` skips the native attempt.
     pub fn attach(&mut self, iface: &str, force_generic: bool) -> Result<AttachMode, XdpError> {
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut("dta_xdp")
-            .ok_or_else(|| XdpError::MissingMap("program dta_xdp".into()))?
-            .try_into()?;
-        let mode = if force_generic {
-            prog.attach(iface, XdpFlags::SKB_MODE)?;
-            AttachMode::Generic
-        } else {
-            match prog.attach(iface, XdpFlags::DRV_MODE) {
-                Ok(_) => AttachMode::Native,
-                Err(_) => {
-                    prog.attach(iface, XdpFlags::SKB_MODE)?;
-                    AttachMode::Generic
-                }
-            }
-        };
+        let mode = attach_program(&mut self.ebpf, "dta_xdp", iface, force_generic)?;
         self.attached = Some((iface.to_string(), mode));
         Ok(mode)
     }
@@ -498,4 +482,23 @@ pub fn copy_data(from: &Region, to: &Region) -> Result<(), dta_store::SinkError>
         off += n as u64;
     }
     Ok(())
+}
+
+/// Attach program `name` of `ebpf` to `iface`: native (driver) mode if the driver supports it
+/// and `force_generic` is false, else generic (SKB) mode.
+pub(crate) fn attach_program(
+    ebpf: &mut Ebpf,
+    name: &str,
+    iface: &str,
+    force_generic: bool,
+) -> Result<AttachMode, XdpError> {
+    let prog: &mut Xdp = ebpf
+        .program_mut(name)
+        .ok_or_else(|| XdpError::MissingMap(format!("program {name}")))?
+        .try_into()?;
+    if !force_generic && prog.attach(iface, XdpFlags::DRV_MODE).is_ok() {
+        return Ok(AttachMode::Native);
+    }
+    prog.attach(iface, XdpFlags::SKB_MODE)?;
+    Ok(AttachMode::Generic)
 }
