@@ -150,7 +150,7 @@ fn ns_per_report(regions: &[Arc<Region>], set: &str, d: &[Vec<u8>], reports: usi
 fn cost(regions: &[Arc<Region>], reports: usize, runs: usize) {
     let nomatch = |i: usize| {
         format!(
-            "[[rules]]\nname = 'r{i}'\nprimitive = 'key_increment'\nkey_prefix = 'ffffff{i:02x}'\n\
+            "[[rules]]\nname = 'r{i}'\nprimitive = 'key-increment'\nkey_prefix = 'ffffff{i:02x}'\n\
              fields = [{{offset = 0, width = 8, op = 'eq', value = 7}}, \
              {{offset = 0, width = 4, op = 'gt', value = 1}}, \
              {{offset = 4, width = 4, op = 'lt', value = 1}}, \
@@ -159,7 +159,7 @@ fn cost(regions: &[Arc<Region>], reports: usize, runs: usize) {
     };
     let one = nomatch(0);
     let all: String = (0..32).map(nomatch).collect();
-    let window = "[[rules]]\nname = 'heavy'\nprimitive = 'key_increment'\naggregate = 'count'\n\
+    let window = "[[rules]]\nname = 'heavy'\nprimitive = 'key-increment'\naggregate = 'count'\n\
                   over = 'window'\nwindow_ms = 1000\nwhen = { op = 'ge', value = 1000000 }\n\
                   action = 'append'\nlist = 0\n";
     let path = "[[rules]]\nname = 'slow'\nprimitive = 'postcarding'\nstore = 'paths'\n\

@@ -32,7 +32,7 @@ fn every_flagged_report_is_announced_exactly_once() {
     let regions: Vec<Arc<Region>> = common::regions(dir.path());
     // A rule flags Key-Increment reports of keys starting 0xff; reporters flag the rest.
     let rules: Vec<RuleConfig> = toml::from_str::<toml::Table>(
-        "[[rules]]\nname = 'hot'\nprimitive = 'key_increment'\nkey_prefix = 'ff'\naction = 'immediate'\n",
+        "[[rules]]\nname = 'hot'\nprimitive = 'key-increment'\nkey_prefix = 'ff'\naction = 'immediate'\n",
     )
     .unwrap()["rules"]
         .clone()

@@ -62,11 +62,11 @@ fn a_reload_under_load_loses_and_doubles_no_report() {
         .collect();
     let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
     let a = rule(
-        "[[rules]]\nname = 'a'\nprimitive = 'key_increment'\naction = 'append'\nlist = 0\nentry = 'key'\n",
+        "[[rules]]\nname = 'a'\nprimitive = 'key-increment'\naction = 'append'\nlist = 0\nentry = 'key'\n",
     );
     // The same effect written differently (a mask matching every key, a field always true).
     let b = rule(
-        "[[rules]]\nname = 'b'\nprimitive = 'key_increment'\nkey_mask = '00'\nkey_value = '00'\n\
+        "[[rules]]\nname = 'b'\nprimitive = 'key-increment'\nkey_mask = '00'\nkey_value = '00'\n\
          fields = [{ offset = 0, width = 8, op = 'ge', value = 0 }]\naction = 'append'\nlist = 0\n",
     );
     let cfg = TranslatorConfig {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{dta, Stack};
 
-const FLAG_KW: &str = "\n[[translator.rules]]\nname = \"flag-kw\"\nprimitive = \"key_write\"\n\
+const FLAG_KW: &str = "\n[[translator.rules]]\nname = \"flag-kw\"\nprimitive = \"key-write\"\n\
                        store = \"kw\"\naction = \"immediate\"\n";
 
 /// Start `dta watch` and return it once it has subscribed (its first stderr line).

@@ -11,9 +11,9 @@ use super::{
     MAX_KEY, MAX_RULES, MAX_WINDOW_MS,
 };
 
-/// A report's primitive, as a rule names it.
+/// A report's primitive, as a rule names it: spelled as a store's `kind` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum PrimitiveName {
     KeyWrite,
     KeyIncrement,

@@ -142,13 +142,13 @@ fn matches_by_key_and_fields_drop_and_flag() {
         r#"
 [[rules]]
 name = "drop-10"
-primitive = "key_write"
+primitive = "key-write"
 key_prefix = "0a"
 action = "drop"
 
 [[rules]]
 name = "flag-big"
-primitive = "key_write"
+primitive = "key-write"
 key_mask = "00ff0000"
 key_value = "00010000"
 fields = [{ offset = 2, width = 2, op = "ge", value = 0x1000 }]
@@ -191,7 +191,7 @@ fn a_window_count_acts_once_per_key_and_window() {
         r#"
 [[rules]]
 name = "hot"
-primitive = "key_increment"
+primitive = "key-increment"
 aggregate = "count"
 over = "window"
 window_ms = 100
@@ -236,7 +236,7 @@ fn window_state_is_bounded_and_evictions_counted() {
         r#"
 [[rules]]
 name = "sum"
-primitive = "key_increment"
+primitive = "key-increment"
 aggregate = "sum"
 over = "window"
 window_ms = 1000
@@ -298,65 +298,65 @@ fn rules_are_validated_with_messages() {
             "no store named \"nope\"",
         ),
         (
-            "primitive = 'key_write'\nstore = 'paths'\naction = 'drop'",
+            "primitive = 'key-write'\nstore = 'paths'\naction = 'drop'",
             "is not a KeyWrite store",
         ),
         (
-            "primitive = 'key_write'\nkey_prefix = 'abc'\naction = 'drop'",
+            "primitive = 'key-write'\nkey_prefix = 'abc'\naction = 'drop'",
             "key_prefix",
         ),
         (
-            "primitive = 'key_write'\nkey_mask = 'ff'\naction = 'drop'",
+            "primitive = 'key-write'\nkey_mask = 'ff'\naction = 'drop'",
             "key_mask and key_value go together",
         ),
         (
-            "primitive = 'key_write'\nstore = 'kw'\nkey_prefix = '0102030405'\naction = 'drop'",
+            "primitive = 'key-write'\nstore = 'kw'\nkey_prefix = '0102030405'\naction = 'drop'",
             "longer than the store's 4-byte keys",
         ),
         (
-            "primitive = 'key_write'\nfields = [{offset = 60, width = 8, op = 'eq', value = 1}]\naction = 'drop'",
+            "primitive = 'key-write'\nfields = [{offset = 60, width = 8, op = 'eq', value = 1}]\naction = 'drop'",
             "past the longest data",
         ),
         (
-            "primitive = 'key_write'\nfields = [{offset = 0, width = 9, op = 'eq', value = 1}]\naction = 'drop'",
+            "primitive = 'key-write'\nfields = [{offset = 0, width = 9, op = 'eq', value = 1}]\naction = 'drop'",
             "width = 9",
         ),
         (
-            "primitive = 'key_write'\naggregate = 'sum'\naction = 'drop'",
+            "primitive = 'key-write'\naggregate = 'sum'\naction = 'drop'",
             "aggregate needs over",
         ),
         (
-            "primitive = 'key_write'\naggregate = 'sum'\nover = 'path'\naction = 'drop'",
+            "primitive = 'key-write'\naggregate = 'sum'\nover = 'path'\naction = 'drop'",
             "over = \"path\" aggregates postcards",
         ),
         (
-            "primitive = 'key_write'\naggregate = 'sum'\nover = 'window'\naction = 'drop'",
+            "primitive = 'key-write'\naggregate = 'sum'\nover = 'window'\naction = 'drop'",
             "needs window_ms",
         ),
         (
-            "primitive = 'key_write'\naggregate = 'sum'\nover = 'window'\nwindow_ms = 0\naction = 'drop'",
+            "primitive = 'key-write'\naggregate = 'sum'\nover = 'window'\nwindow_ms = 0\naction = 'drop'",
             "window_ms = 0",
         ),
-        ("primitive = 'key_write'\naction = 'append'", "needs list"),
+        ("primitive = 'key-write'\naction = 'append'", "needs list"),
         (
-            "primitive = 'key_write'\naction = 'append'\nlist = 2",
+            "primitive = 'key-write'\naction = 'append'\nlist = 2",
             "list = 2: the Append store has lists 0..2",
         ),
         (
             "primitive = 'postcarding'\nstore = 'paths'\naction = 'append'\nlist = 0\nentry = 'key_value'\n",
             "",
         ),
-        ("primitive = 'key_write'\naction = 'write'", "needs target"),
+        ("primitive = 'key-write'\naction = 'write'", "needs target"),
         (
-            "primitive = 'key_write'\naction = 'write'\ntarget = 'out'",
+            "primitive = 'key-write'\naction = 'write'\ntarget = 'out'",
             "is not a Key-Write store",
         ),
         (
-            "primitive = 'key_write'\naction = 'drop'\nlist = 1",
+            "primitive = 'key-write'\naction = 'drop'\nlist = 1",
             "list does not apply to action Drop",
         ),
-        ("primitive = 'key_write'\naction = 'explode'", "unknown variant"),
-        ("primitive = 'key_write'\naction = 'drop'\ncolour = 1", "unknown field"),
+        ("primitive = 'key-write'\naction = 'explode'", "unknown variant"),
+        ("primitive = 'key-write'\naction = 'drop'\ncolour = 1", "unknown field"),
     ] {
         let r = compile(&rule(body));
         if says.is_empty() {
