@@ -22,6 +22,8 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 [ -f /usr/include/linux/bpf.h ] || need_apt+=(linux-libc-dev)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# The XDP tests turn GRO on at a veth peer (native XDP on veth sees frames only then).
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # scripts/faults.sh plots the overload case (docs/img/overload.png) with the system Python's
 # matplotlib.
 /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need_apt+=(python3-matplotlib)
