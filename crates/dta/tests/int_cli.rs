@@ -9,45 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::{dta, free_tcp_port, free_udp_port, scrape};
 
-/// `d/int.toml`: an INT sink on 127.0.0.1:`port` with stores in `d/regions`; `sink` adds
-/// lines to its `[sink]` table.
+/// `d/int.toml`: an INT sink on 127.0.0.1:`port` ([`common::write_int_config`]).
 fn write_config(d: &std::path::Path, port: u16, sink: &str) {
-    std::fs::write(
-        d.join("int.toml"),
-        format!(
-            r#"region_dir = "regions"
-listen = "127.0.0.1:{port}"
-[sink]
-int_udp_port = 5000
-{sink}
-[[store]]
-name = "paths"
-kind = "key-write"
-slots = 65536
-key_len = 13
-data_len = 24
-[[store]]
-name = "latency"
-kind = "postcarding"
-chunks = 65536
-hops = 5
-key_len = 13
-[[store]]
-name = "events"
-kind = "append"
-lists = 8
-capacity = 16384
-entry_len = 32
-batch = 16
-[[store]]
-name = "hist"
-kind = "key-increment"
-counters = 262144
-key_len = 6
-"#
-        ),
-    )
-    .unwrap();
+    common::write_int_config(d, &format!("127.0.0.1:{port}"), sink);
 }
 
 /// `dta pcap gen` of `flows` flows into `d/trace.pcap` (ground truth `d/trace.json`).

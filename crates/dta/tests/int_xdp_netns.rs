@@ -20,44 +20,11 @@ mod common;
 use common::dta;
 
 fn write_config(d: &Path, listen: &str, allow: &str) {
-    std::fs::write(
-        d.join("int.toml"),
-        format!(
-            r#"region_dir = "regions"
-listen = "{listen}"
-[sink]
-int_udp_port = 5000
-idle_timeout_ms = 600000
-threads = 2
-allow = ["{allow}"]
-[[store]]
-name = "paths"
-kind = "key-write"
-slots = 65536
-key_len = 13
-data_len = 24
-[[store]]
-name = "latency"
-kind = "postcarding"
-chunks = 65536
-hops = 5
-key_len = 13
-[[store]]
-name = "events"
-kind = "append"
-lists = 8
-capacity = 16384
-entry_len = 32
-batch = 16
-[[store]]
-name = "hist"
-kind = "key-increment"
-counters = 262144
-key_len = 6
-"#
-        ),
-    )
-    .unwrap();
+    common::write_int_config(
+        d,
+        listen,
+        &format!("idle_timeout_ms = 600000\nthreads = 2\nallow = [\"{allow}\"]"),
+    );
 }
 
 /// One run: a sink in namespace `ns` (with `--xdp dev` if given) receiving the trace replayed

@@ -194,3 +194,44 @@ pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `d/int.toml`: an INT sink listening on `listen` (its HTTP API) with stores in `d/regions`;
+/// `sink` adds lines to its `[sink]` table.
+pub fn write_int_config(d: &std::path::Path, listen: &str, sink: &str) {
+    std::fs::write(
+        d.join("int.toml"),
+        format!(
+            r#"region_dir = "regions"
+listen = "{listen}"
+[sink]
+int_udp_port = 5000
+{sink}
+[[store]]
+name = "paths"
+kind = "key-write"
+slots = 65536
+key_len = 13
+data_len = 24
+[[store]]
+name = "latency"
+kind = "postcarding"
+chunks = 65536
+hops = 5
+key_len = 13
+[[store]]
+name = "events"
+kind = "append"
+lists = 8
+capacity = 16384
+entry_len = 32
+batch = 16
+[[store]]
+name = "hist"
+kind = "key-increment"
+counters = 262144
+key_len = 6
+"#
+        ),
+    )
+    .unwrap();
+}
