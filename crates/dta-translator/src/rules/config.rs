@@ -59,28 +59,6 @@ pub enum OverName {
     Window,
 }
 
-/// A comparison, as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpName {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-/// An aggregate function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AggName {
-    Sum,
-    Max,
-    Min,
-    Count,
-}
-
 /// A big-endian unsigned field of the report's data: `width` bytes at `offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,7 +73,7 @@ pub struct FieldConfig {
 pub struct FieldMatchConfig {
     pub offset: u16,
     pub width: u8,
-    pub op: OpName,
+    pub op: CmpOp,
     pub value: u64,
     #[serde(default)]
     pub mask: Option<u64>,
@@ -105,7 +83,7 @@ pub struct FieldMatchConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CondConfig {
-    pub op: OpName,
+    pub op: CmpOp,
     pub value: u64,
 }
 
@@ -136,7 +114,7 @@ pub struct RuleConfig {
     #[serde(default)]
     pub value: Option<FieldConfig>,
     #[serde(default)]
-    pub aggregate: Option<AggName>,
+    pub aggregate: Option<Agg>,
     #[serde(default)]
     pub over: Option<OverName>,
     #[serde(default)]
@@ -176,17 +154,6 @@ fn hex_key(s: &str) -> Result<Vec<u8>, String> {
         return Err(format!("{s:?}: at most {MAX_KEY} bytes"));
     }
     Ok(b)
-}
-
-fn op(o: OpName) -> CmpOp {
-    match o {
-        OpName::Eq => CmpOp::Eq,
-        OpName::Ne => CmpOp::Ne,
-        OpName::Lt => CmpOp::Lt,
-        OpName::Le => CmpOp::Le,
-        OpName::Gt => CmpOp::Gt,
-        OpName::Ge => CmpOp::Ge,
-    }
 }
 
 fn field(offset: u16, width: u8) -> Result<Field, String> {
@@ -324,7 +291,7 @@ fn compile_one(r: &RuleConfig, stores: &StoreCatalog<'_>) -> Result<Rule, String
         fields[i] = (
             fl,
             Cond {
-                op: op(f.op),
+                op: f.op,
                 value: f.value,
             },
             f.mask.unwrap_or(u64::MAX),
@@ -357,16 +324,11 @@ fn compile_one(r: &RuleConfig, stores: &StoreCatalog<'_>) -> Result<Rule, String
             Over::Window { ns: w * 1_000_000 }
         }
     };
-    let agg = r.aggregate.map(|a| match a {
-        AggName::Sum => Agg::Sum,
-        AggName::Max => Agg::Max,
-        AggName::Min => Agg::Min,
-        AggName::Count => Agg::Count,
-    });
+    let agg = r.aggregate;
     let when = r
         .when
         .map(|c| Cond {
-            op: op(c.op),
+            op: c.op,
             value: c.value,
         })
         .unwrap_or(Cond::ALWAYS);

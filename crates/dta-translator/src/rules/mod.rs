@@ -51,8 +51,9 @@ pub const OUTPUTS: usize = 256;
 /// Longest derived report data (the longest Append entry or Key-Write data).
 const MAX_OUT: usize = 64;
 
-/// A comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A comparison (as written in a rule: `eq`, `ne`, `lt`, `le`, `gt`, `ge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CmpOp {
     Eq,
     Ne,
@@ -158,8 +159,9 @@ impl KeyMatch {
     }
 }
 
-/// An aggregate function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An aggregate function (as written in a rule: `sum`, `max`, `min`, `count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Agg {
     Sum,
     Max,
