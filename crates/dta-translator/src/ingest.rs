@@ -116,12 +116,22 @@ pub struct MmsgBuffers {
 }
 
 impl MmsgBuffers {
-    /// Buffers for `batch` datagrams (clamped to 1..=1024).
     /// Datagrams one [`Self::recv`] takes at most.
     pub fn capacity(&self) -> usize {
         self.msgs.len()
     }
 
+    /// After a [`Self::recv`] of `n` datagrams: if the batch was partial, sleep `pause` so the
+    /// next one gathers in the receive buffer, rather than waking for every few datagrams (a
+    /// wake-up costs more than the reports it brings). No pause while the receiver is behind
+    /// (full batches), nor when `pause` is zero.
+    pub fn gather(&self, n: usize, pause: Duration) {
+        if n > 0 && n < self.capacity() && !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+    }
+
+    /// Buffers for `batch` datagrams (clamped to 1..=1024).
     pub fn new(batch: usize) -> Self {
         let batch = batch.clamp(1, 1024);
         let mut m = MmsgBuffers {
@@ -280,11 +290,7 @@ fn receive<S: Sinks>(
         );
         send_nacks(translator, socket);
         translator.tick(now);
-        // A partial batch: let the next one gather in the receive buffer rather than wake for
-        // every few datagrams (`recv_gather_us`).
-        if n > 0 && n < m.capacity() && !translator.recv_gather().is_zero() {
-            std::thread::sleep(translator.recv_gather());
-        }
+        m.gather(n, translator.recv_gather());
     }
     // Stopping: apply what the kernel already holds for this socket (datagrams that arrived
     // before the signal), bounded so a flood cannot hold the exit.

@@ -501,10 +501,9 @@ impl FastPath for XdpFast {
     }
 }
 
-/// How long a sink thread lets datagrams gather after a partial batch: at most this much
-/// latency, and at most one wake-up per this long while reports trickle in (the receive buffer
-/// holds far more than arrives meanwhile: 8 MiB is ~6 000 reports, 500 us at 1 M/s is 500).
-const GATHER: Duration = Duration::from_micros(500);
+/// How long a sink thread lets datagrams gather after a partial batch: the translator's
+/// default ([`MmsgBuffers::gather`]).
+const GATHER: Duration = Duration::from_micros(dta_translator::config::DEFAULT_RECV_GATHER_US);
 
 /// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
 const RECV_WAIT: Duration = Duration::from_millis(10);
@@ -565,11 +564,7 @@ fn run_sink(
             Ok(n) => {
                 take(sink, &m, n);
                 sink.tick(now_ns());
-                // A partial batch: let the next one gather in the receive buffer rather than
-                // wake for every few datagrams (a wake-up costs more than the reports it brings).
-                if n > 0 && n < batch {
-                    std::thread::sleep(GATHER);
-                }
+                m.gather(n, GATHER);
             }
             Err(e) => break Err(e),
         }
