@@ -12,11 +12,7 @@ fn check_show_export_the_example() {
         .args(["cluster", "check", "--map", EXAMPLE])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 collectors, 7 stores"));
 
     let out = dta()

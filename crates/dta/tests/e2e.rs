@@ -65,11 +65,7 @@ fn cli_demo_then_query_and_inspect_the_regions() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Postcarding"), "{text}");
 
@@ -106,11 +102,7 @@ fn cli_demo_then_query_and_inspect_the_regions() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&hex::encode(demo::flow_data(5))),
         "{}",

@@ -32,11 +32,7 @@ fn gen_trace(d: &std::path::Path, flows: u32) -> serde_json::Value {
         .arg(&pcap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     serde_json::from_str(&std::fs::read_to_string(d.join("trace.json")).unwrap()).unwrap()
 }
 
@@ -100,11 +96,7 @@ fn pcap_replay_into_int_sink_then_query_paths() {
         .arg(&pcap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     std::thread::sleep(Duration::from_millis(300));
     let metrics = scrape(mport).expect("metrics endpoint");
     assert!(metrics.contains("dta_int"), "{metrics}");
@@ -162,11 +154,7 @@ fn int_sink_flushes_and_exits_zero_on_sigterm_and_sigint() {
             .arg(d.join("trace.pcap"))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
         std::thread::sleep(Duration::from_millis(200));
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(sink.id() as libc::pid_t, sig) }, 0);

@@ -68,11 +68,7 @@ fn run(d: &Path, net: &VethPair, xdp: bool) -> serde_json::Value {
         .arg(d.join("trace.pcap"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs the sink).
@@ -137,11 +133,7 @@ fn xdp_fast_path_keeps_records_and_histograms_exact() {
         .arg(base.join("trace.pcap"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(base.join("trace.json")).unwrap()).unwrap();
     // The ground truth's histograms: per switch and metric, the log2 bucket counts.

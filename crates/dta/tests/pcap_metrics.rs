@@ -37,11 +37,7 @@ fn pcap_gen_then_replay_delivers_every_frame() {
         .arg(&pcap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let truth = GroundTruth::load(&pcap.with_extension("json")).unwrap();
     let n = read_pcap(&pcap).unwrap().len();
     assert_eq!(n, truth.frames.len());
@@ -64,11 +60,7 @@ fn pcap_gen_then_replay_delivers_every_frame() {
         .arg(&pcap)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(st["sent"], n as u64);
     assert_eq!(st["wrapped"], n as u64);

@@ -62,21 +62,13 @@ fn raw_sender_into_translator_across_namespaces() {
         .args(["--keys", "5000", "--json", "--quiet"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["reports"], 32000, "{rep}");
     assert_eq!(rep["datagrams"], 1000, "{rep}");
 
     let out = translator.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(st["datagrams"], 1000, "{st}");
     assert_eq!(st["reports"]["key_write"], 32000, "{st}");
@@ -139,11 +131,7 @@ fn translator_in(
 
 fn finished(child: std::process::Child) -> serde_json::Value {
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -166,11 +154,7 @@ fn tx_ring_sender_store_is_exact() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (rep["reports"].as_u64(), rep["datagrams"].as_u64()),
@@ -241,11 +225,7 @@ fn tx_ring_two_senders_every_key_applied() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (rep["reports"].as_u64(), rep["datagrams"].as_u64()),

@@ -145,11 +145,7 @@ fn killed_translator_restarts_reconnects_and_writes_responder_stops_on_sigterm()
             .args(["--count", count, "--keys", "64", "--json", "--quiet"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
     };
 
     // The first translator connects and writes, then dies without a word.

@@ -84,21 +84,13 @@ fn translator_threads_share_the_port() {
         .args(["--to", &format!("127.0.0.1:{udp_port}")])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["reports"], 4000, "{rep}");
     let kw_datagrams = rep["datagrams"].as_u64().unwrap();
 
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("(2 threads)"), "{stderr}");
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -9,6 +9,16 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Assert that a finished command succeeded, showing its standard error if not.
+#[track_caller]
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The `dta` binary under test.
 pub fn dta() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dta"))
