@@ -103,7 +103,8 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     let mut opts = ProducerOptions::new(vec![broker.bootstrap()]);
     opts.topics = TopicKind::ALL.iter().map(|k| k.topic(PREFIX)).collect();
     opts.partitions = partitioner.partitions();
-    opts.request_timeout = Duration::from_secs(3);
+    let request_timeout = Duration::from_secs(3);
+    opts.request_timeout = request_timeout;
     let producer = Arc::new(KafkaProducer::start(opts).unwrap());
 
     // Append: the exporter polls the lists while a writer appends batches.
@@ -188,8 +189,12 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     };
 
     std::thread::sleep(Duration::from_millis(1500));
+    // Down for longer than the client's own retry deadline (request_timeout), so the restart is
+    // seen by the delivery thread's retry and reconnect, not absorbed inside the client library.
     let restart_started = Instant::now();
-    broker.restart();
+    broker.stop();
+    std::thread::sleep(request_timeout + Duration::from_secs(1));
+    broker.start_again();
     eprintln!(
         "kafka test: broker restarted in {:?}",
         restart_started.elapsed()
