@@ -1001,14 +1001,7 @@ impl<L: Link> Responder<L> {
         };
         self.subscribers.retain(|s| s.send(n).is_ok());
         if let (Some(ring), Some(mr)) = (&self.ring, self.mrs.get(store)) {
-            let (_, primitive, reports) = dta_store::notify::parse_immediate(imm);
-            ring.announce(&dta_store::notify::Announce {
-                store: &mr.region.header().name,
-                primitive,
-                key: &[],
-                list: 0,
-                reports,
-            });
+            ring.announce_immediate(&mr.region.header().name, imm);
         }
     }
 

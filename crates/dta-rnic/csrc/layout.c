@@ -39,5 +39,13 @@ const size_t dta_rnic_layout[] = {
     RDMA_PS_TCP,
     IBV_WR_SEND,
     IBV_SEND_SIGNALED,
+    sizeof(struct ibv_recv_wr),
+    offsetof(struct ibv_recv_wr, sg_list),
+    offsetof(struct ibv_recv_wr, num_sge),
+    offsetof(struct ibv_wc, opcode),
+    offsetof(struct ibv_wc, imm_data),
+    offsetof(struct ibv_wc, wc_flags),
+    IBV_WC_RECV_RDMA_WITH_IMM,
+    IBV_WC_WITH_IMM,
 };
 const size_t dta_rnic_layout_len = sizeof(dta_rnic_layout) / sizeof(dta_rnic_layout[0]);

@@ -22,7 +22,9 @@ pub struct RnicConfig {
     pub prototype_store: Option<String>,
     /// Send queue depth of each accepted QP (the advertisement SENDs only).
     pub send_queue: u32,
-    /// Receive queue depth (the translator never SENDs to us; 1 keeps the QP valid).
+    /// Receive WQEs kept posted per QP: each WRITE WITH IMMEDIATE (a flagged report) consumes
+    /// one until the collector polls its completion and reposts it; with none posted the NIC
+    /// answers RNR NAK. At most (and by default) [`crate::recv::MAX_RECV_QUEUE`].
     pub recv_queue: u32,
     /// `max_inline_data` requested for each QP (0: send from the registered buffer).
     pub max_inline: u32,
@@ -49,7 +51,7 @@ impl Default for RnicConfig {
             backlog: 16,
             prototype_store: None,
             send_queue: 64,
-            recv_queue: 1,
+            recv_queue: crate::recv::MAX_RECV_QUEUE,
             max_inline: 0,
             responder_resources: 16,
             initiator_depth: 0,
@@ -117,6 +119,13 @@ impl RnicConfig {
         }
         if self.send_queue == 0 || self.recv_queue == 0 {
             return e("send_queue and recv_queue must be at least 1");
+        }
+        if self.recv_queue > crate::recv::MAX_RECV_QUEUE {
+            return Err(RnicConfigError(format!(
+                "recv_queue {}: at most {}",
+                self.recv_queue,
+                crate::recv::MAX_RECV_QUEUE
+            )));
         }
         if !self.advertise_prototype && !self.advertise_native {
             return e("advertise_prototype and advertise_native are both off: the translator would never learn the regions");
@@ -212,6 +221,16 @@ mod tests {
         assert!(e.0.contains("FETCH_ADD"), "{e}");
         let e = RnicConfig::from_toml("[rnic]\nresponder_resources = 300\n").unwrap_err();
         assert!(e.0.contains("responder_resources"), "{e}");
+        assert_eq!(
+            RnicConfig::default().recv_queue,
+            crate::recv::MAX_RECV_QUEUE
+        );
+        let c = RnicConfig::from_toml("[rnic]\nrecv_queue = 16\n").unwrap();
+        assert_eq!(c.recv_queue, 16);
+        let e = RnicConfig::from_toml("[rnic]\nrecv_queue = 1025\n").unwrap_err();
+        assert!(e.0.contains("recv_queue 1025: at most 1024"), "{e}");
+        let e = RnicConfig::from_toml("[rnic]\nrecv_queue = 0\n").unwrap_err();
+        assert!(e.0.contains("at least 1"), "{e}");
     }
 
     #[test]

@@ -12,18 +12,27 @@
 //! whole mapping ([`crate::plan::REGION_ACCESS`]), then a CQ and an RC QP (`rdma_create_qp`) and
 //! `rdma_accept` with responder resources for the translator's atomics; on `ESTABLISHED` the
 //! advertisement SENDs; on `DISCONNECTED` the QP is destroyed and the regions stay registered.
+//!
+//! Flagged reports arrive as WRITE WITH IMMEDIATE, each consuming one receive WQE
+//! ([IBTA §9.4.3]): every QP gets [`RnicConfig::recv_queue`] WQEs before `rdma_accept`, its CQ is
+//! armed on the device's completion channel (polled with the CM channel), and each receive
+//! completion is reposted and announced on the notification ring ([`crate::recv`]).
 
 use std::ffi::CStr;
 use std::io;
 use std::net::SocketAddr;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dta_store::notify::NotifyRing;
 
 use rdma_sys::*;
 use serde::Serialize;
 
 use crate::config::RnicConfig;
 use crate::plan::{self, MappedRegion, PlanError, Registration};
+use crate::recv::{self, PostRecv, RecvCompletion, RecvQueue, RecvStats};
 
 /// What went wrong, with the call that failed and the OS error.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +126,8 @@ pub fn device_names() -> Result<Vec<String>, RnicError> {
     Ok(out)
 }
 
-/// Counters of the RNIC collector (all connection-level: nothing is counted per report, the
-/// NIC does the reports' work).
+/// Counters of the RNIC collector (connection-level, plus one per receive completion: a
+/// flagged report's WRITE WITH IMMEDIATE; the NIC does the other reports' work alone).
 #[derive(Debug, Default, Serialize)]
 pub struct RnicStats {
     pub connect_requests: AtomicU64,
@@ -131,6 +140,8 @@ pub struct RnicStats {
     pub connect_errors: AtomicU64,
     pub advert_sends_ok: AtomicU64,
     pub advert_send_errors: AtomicU64,
+    /// Receive WQEs and their completions (WRITE WITH IMMEDIATE).
+    pub recv: RecvStats,
 }
 
 fn inc(c: &AtomicU64) {
@@ -145,6 +156,8 @@ struct Device {
     rkeys: Vec<u32>,
     max_qp_rd_atom: u8,
     max_qp_init_rd_atom: u8,
+    /// Where this device's CQs signal completions (polled with the CM channel).
+    comp_channel: *mut ibv_comp_channel,
 }
 
 /// One accepted connection.
@@ -156,7 +169,31 @@ struct Conn {
     send_buf: Vec<u8>,
     send_mr: *mut ibv_mr,
     sends_outstanding: u32,
+    /// The receive WQEs posted on this QP.
+    recv: RecvQueue,
     peer: Option<SocketAddr>,
+}
+
+/// `ibv_post_recv` of one WQE without a scatter list: a WRITE WITH IMMEDIATE writes where its
+/// RETH says and needs the WQE only for its completion.
+struct QpRecv(*mut ibv_qp);
+
+impl PostRecv for QpRecv {
+    fn post_recv(&mut self, wr_id: u64) -> Result<(), i32> {
+        let mut wr = ibv_recv_wr {
+            wr_id,
+            next: ptr::null_mut(),
+            sg_list: ptr::null_mut(),
+            num_sge: 0,
+        };
+        let mut bad: *mut ibv_recv_wr = ptr::null_mut();
+        // SAFETY: the QP is live (owned by a connection); the WR is valid for the call (the
+        // provider copies it into the receive queue).
+        match unsafe { ibv_post_recv(self.0, &mut wr, &mut bad) } {
+            0 => Ok(()),
+            rc => Err(rc.abs()),
+        }
+    }
 }
 
 /// The RNIC collector: regions registered on demand, RDMA CM listening.
@@ -170,6 +207,10 @@ pub struct RnicCollector {
     devices: Vec<Device>,
     conns: Vec<Conn>,
     stats: RnicStats,
+    /// Store names in the collector's order: an immediate's store number indexes it.
+    store_names: Vec<String>,
+    /// The region directory's notification ring ([`Self::set_ring`]).
+    ring: Option<Arc<NotifyRing>>,
 }
 
 fn sockaddr_of(a: &SocketAddr) -> libc::sockaddr_storage {
@@ -257,6 +298,7 @@ impl RnicCollector {
         }
         plan::check_access(plan::REGION_ACCESS)?;
         let regs: Vec<Registration> = regions.iter().map(|r| r.registration()).collect();
+        let store_names = regs.iter().map(|r| r.name.clone()).collect();
         // Fail now, not at the first connection, if the adverts cannot be built.
         let probe: Vec<_> = regions
             .iter()
@@ -274,6 +316,8 @@ impl RnicCollector {
             devices: Vec::new(),
             conns: Vec::new(),
             stats: RnicStats::default(),
+            store_names,
+            ring: None,
         };
         // SAFETY: plain constructor calls; every pointer is checked and owned by `me`, whose
         // Drop releases it.
@@ -320,6 +364,12 @@ impl RnicCollector {
         &self.stats
     }
 
+    /// Put a notice on `ring` (the region directory's) for every WRITE WITH IMMEDIATE, as the
+    /// software responder does ([`NotifyRing::announce_immediate`]).
+    pub fn set_ring(&mut self, ring: Arc<NotifyRing>) {
+        self.ring = Some(ring);
+    }
+
     /// The registrations (one per store, in store order).
     pub fn registrations(&self) -> &[Registration] {
         &self.regs
@@ -338,16 +388,20 @@ impl RnicCollector {
         Ok(())
     }
 
-    /// Wait up to `timeout_ms` for CM events, handle them, then reap send completions.
+    /// Wait up to `timeout_ms` for CM events or completions, handle the CM events, then reap
+    /// completions (advertisement SENDs, receive WQEs) and repost receive WQEs.
     pub fn poll_once(&mut self, timeout_ms: i32) -> Result<(), RnicError> {
-        // SAFETY: the channel is live for as long as self.
-        let mut pfd = libc::pollfd {
-            fd: unsafe { (*self.channel).fd },
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        // SAFETY: the channels are live for as long as self.
+        let mut pfds: Vec<libc::pollfd> = std::iter::once(unsafe { (*self.channel).fd })
+            .chain(self.devices.iter().map(|d| unsafe { (*d.comp_channel).fd }))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: pfds holds valid pollfds.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -374,8 +428,31 @@ impl RnicCollector {
             }
             self.handle_event(ev)?;
         }
+        self.take_cq_events();
         self.reap_completions();
         Ok(())
+    }
+
+    /// Acknowledge every CQ event waiting on the devices' completion channels and re-arm those
+    /// CQs; [`Self::reap_completions`] then polls them (after re-arming, so nothing that
+    /// completes in between goes unsignalled).
+    fn take_cq_events(&mut self) {
+        for d in &self.devices {
+            loop {
+                let mut cq: *mut ibv_cq = ptr::null_mut();
+                let mut cq_ctx: *mut libc::c_void = ptr::null_mut();
+                // SAFETY: a live, non-blocking channel; valid out pointers.
+                if unsafe { ibv_get_cq_event(d.comp_channel, &mut cq, &mut cq_ctx) } != 0 {
+                    break;
+                }
+                // SAFETY: cq came from the channel and is live (a CQ is destroyed only by
+                // close(), and every event of it is acknowledged here at once).
+                unsafe {
+                    ibv_ack_cq_events(cq, 1);
+                    ibv_req_notify_cq(cq, 0);
+                }
+            }
+        }
     }
 
     fn handle_event(&mut self, ev: *mut rdma_cm_event) -> Result<(), RnicError> {
@@ -486,6 +563,12 @@ impl RnicCollector {
             if pd.is_null() {
                 return Err(last_err("ibv_alloc_pd"));
             }
+            let comp_channel = ibv_create_comp_channel(ctx);
+            if comp_channel.is_null() {
+                let e = last_err("ibv_create_comp_channel");
+                ibv_dealloc_pd(pd);
+                return Err(e);
+            }
             let mut dev = Device {
                 ctx,
                 pd,
@@ -493,7 +576,15 @@ impl RnicCollector {
                 rkeys: Vec::new(),
                 max_qp_rd_atom: attr.max_qp_rd_atom.clamp(0, 255) as u8,
                 max_qp_init_rd_atom: attr.max_qp_init_rd_atom.clamp(0, 255) as u8,
+                comp_channel,
             };
+            let fd = (*comp_channel).fd;
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+                let e = last_err("fcntl(O_NONBLOCK) on the completion channel");
+                Self::release_device(&dev);
+                return Err(e);
+            }
             for (r, m) in self.regs.iter().zip(&self.regions) {
                 let mr = ibv_reg_mr(
                     pd,
@@ -540,15 +631,23 @@ impl RnicCollector {
         // SAFETY: id is the new connection's id; its verbs context is set on CONNECT_REQUEST.
         let ctx = unsafe { (*id).verbs };
         let di = self.device(ctx)?;
-        let (pd, max_rd, max_init) = {
+        let (pd, max_rd, max_init, comp_channel) = {
             let d = &self.devices[di];
-            (d.pd, d.max_qp_rd_atom, d.max_qp_init_rd_atom)
+            (d.pd, d.max_qp_rd_atom, d.max_qp_init_rd_atom, d.comp_channel)
         };
         let cqe = (self.cfg.send_queue + self.cfg.recv_queue) as i32;
-        // SAFETY: ctx is live; the CQ is destroyed in close() or on failure below.
-        let cq = unsafe { ibv_create_cq(ctx, cqe, ptr::null_mut(), ptr::null_mut(), 0) };
+        // SAFETY: ctx and its completion channel are live; the CQ is destroyed in close() or on
+        // failure below.
+        let cq = unsafe { ibv_create_cq(ctx, cqe, ptr::null_mut(), comp_channel, 0) };
         if cq.is_null() {
             return Err(last_err("ibv_create_cq"));
+        }
+        // SAFETY: a live CQ; armed once here, re-armed after each of its events.
+        let rc = unsafe { ibv_req_notify_cq(cq, 0) };
+        if rc != 0 {
+            // SAFETY: cq was created above and is used by nothing.
+            unsafe { ibv_destroy_cq(cq) };
+            return Err(rc_err("ibv_req_notify_cq", rc));
         }
         // SAFETY: zeroed ibv_qp_init_attr is valid; the fields we need are set.
         let mut qpa: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -567,6 +666,17 @@ impl RnicCollector {
             // SAFETY: cq was created above and is used by nothing.
             unsafe { ibv_destroy_cq(cq) };
             return Err(e);
+        }
+        // Receive WQEs before the translator can send its first WRITE WITH IMMEDIATE.
+        let mut rq = RecvQueue::new(self.cfg.recv_queue);
+        // SAFETY: rdma_create_qp set the id's QP.
+        if let Err(errno) = rq.fill(&mut QpRecv(unsafe { (*id).qp }), &self.stats.recv) {
+            // SAFETY: the QP and CQ were created above for this id only.
+            unsafe {
+                rdma_destroy_qp(id);
+                ibv_destroy_cq(cq);
+            }
+            return Err(rc_err("ibv_post_recv", errno));
         }
         // [DTA §5.2]: Key-Increment is an RDMA FETCH_ADD, an atomic the translator initiates; the
         // number we may have outstanding as responder is `responder_resources`.
@@ -595,6 +705,7 @@ impl RnicCollector {
             send_buf: Vec::new(),
             send_mr: ptr::null_mut(),
             sends_outstanding: 0,
+            recv: rq,
             peer: peer_of(id),
         });
         Ok(())
@@ -668,21 +779,66 @@ impl RnicCollector {
         Ok(())
     }
 
+    /// Poll every connection's CQ: advertisement SEND completions are counted, receive
+    /// completions announced ([`recv::announce_completion`]) and their WQEs reposted. Bounded:
+    /// at most one receive queue's worth of completions per connection per call.
     fn reap_completions(&mut self) {
         // SAFETY: zeroed work completions are valid out slots.
-        let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
-        for c in self.conns.iter_mut().filter(|c| c.sends_outstanding > 0) {
-            // SAFETY: the CQ is live; wcs holds 8 slots.
-            let n = unsafe { ibv_poll_cq(c.cq, wcs.len() as i32, wcs.as_mut_ptr()) };
-            for wc in wcs.iter().take(n.max(0) as usize) {
-                c.sends_outstanding = c.sends_outstanding.saturating_sub(1);
-                if wc.status == ibv_wc_status::IBV_WC_SUCCESS {
-                    inc(&self.stats.advert_sends_ok);
-                } else {
-                    inc(&self.stats.advert_send_errors);
-                    // SAFETY: ibv_wc_status_str returns a static string.
-                    let s = unsafe { CStr::from_ptr(ibv_wc_status_str(wc.status)) };
-                    tracing::warn!(peer = ?c.peer, "advertisement SEND failed: {}", s.to_string_lossy());
+        let mut wcs: [ibv_wc; 32] = unsafe { std::mem::zeroed() };
+        let RnicCollector {
+            conns,
+            stats,
+            store_names,
+            ring,
+            ..
+        } = self;
+        let ring = ring.as_deref();
+        for c in conns.iter_mut() {
+            let mut budget = (c.recv.depth() + c.sends_outstanding) as usize;
+            while budget > 0 {
+                // SAFETY: the CQ is live; wcs holds wcs.len() slots.
+                let n = unsafe { ibv_poll_cq(c.cq, wcs.len() as i32, wcs.as_mut_ptr()) };
+                let n = n.max(0) as usize;
+                for wc in &wcs[..n] {
+                    if recv::is_recv_wr(wc.wr_id) {
+                        c.recv.completed();
+                        let with_imm = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+                        let rc = RecvCompletion {
+                            success: wc.status == ibv_wc_status::IBV_WC_SUCCESS,
+                            write_with_imm: wc.opcode == ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM
+                                && with_imm,
+                            // SAFETY: a plain u32 either way; meaningful with IBV_WC_WITH_IMM.
+                            imm_data_be: unsafe { wc.imm_data_invalidated_rkey_union.imm_data },
+                        };
+                        if let Err(why) =
+                            recv::announce_completion(&rc, store_names, ring, &stats.recv)
+                        {
+                            tracing::debug!(peer = ?c.peer, ?why, "receive completion not announced");
+                        }
+                        continue;
+                    }
+                    c.sends_outstanding = c.sends_outstanding.saturating_sub(1);
+                    if wc.status == ibv_wc_status::IBV_WC_SUCCESS {
+                        inc(&stats.advert_sends_ok);
+                    } else {
+                        inc(&stats.advert_send_errors);
+                        // SAFETY: ibv_wc_status_str returns a static string.
+                        let s = unsafe { CStr::from_ptr(ibv_wc_status_str(wc.status)) };
+                        tracing::warn!(peer = ?c.peer, "advertisement SEND failed: {}", s.to_string_lossy());
+                    }
+                }
+                budget = budget.saturating_sub(n);
+                if n < wcs.len() {
+                    break;
+                }
+            }
+            // SAFETY: the connection's QP is live until close().
+            let qp = unsafe { (*c.id).qp };
+            if !qp.is_null() {
+                if let Err(errno) = c.recv.fill(&mut QpRecv(qp), &stats.recv) {
+                    // The QP is in the error state (the peer is going away): its WQEs are
+                    // flushed and its DISCONNECTED event closes it.
+                    tracing::debug!(peer = ?c.peer, errno, "reposting receive WQEs");
                 }
             }
         }
@@ -715,6 +871,9 @@ impl RnicCollector {
                 ibv_dereg_mr(mr);
             }
             ibv_dealloc_pd(d.pd);
+            if !d.comp_channel.is_null() {
+                ibv_destroy_comp_channel(d.comp_channel);
+            }
         }
     }
 }
@@ -748,7 +907,7 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     extern "C" {
-        static dta_rnic_layout: [usize; 33];
+        static dta_rnic_layout: [usize; 41];
         static dta_rnic_layout_len: usize;
     }
 
@@ -791,6 +950,14 @@ mod tests {
             rdma_port_space::RDMA_PS_TCP as usize,
             ibv_wr_opcode::IBV_WR_SEND as usize,
             ibv_send_flags::IBV_SEND_SIGNALED.0 as usize,
+            size_of::<ibv_recv_wr>(),
+            offset_of!(ibv_recv_wr, sg_list),
+            offset_of!(ibv_recv_wr, num_sge),
+            offset_of!(ibv_wc, opcode),
+            offset_of!(ibv_wc, imm_data_invalidated_rkey_union),
+            offset_of!(ibv_wc, wc_flags),
+            ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM as usize,
+            ibv_wc_flags::IBV_WC_WITH_IMM.0 as usize,
         ];
         assert_eq!(rust, c, "Rust (left) and C (right) disagree");
         assert_eq!(size_of::<ibv_sge>(), 16);

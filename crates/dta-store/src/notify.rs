@@ -270,6 +270,21 @@ impl NotifyRing {
         }
     }
 
+    /// Announce the write that a WRITE WITH IMMEDIATE to store `store` completed: the
+    /// immediate data ([`immediate_data`]) names the primitive and the flagged reports it
+    /// covers. The one decoder of an immediate into a notice, for every RDMA receiver (the
+    /// software responder, an RNIC's receive completions).
+    pub fn announce_immediate(&self, store: &str, imm: u32) {
+        let (_, primitive, reports) = parse_immediate(imm);
+        self.announce(&Announce {
+            store,
+            primitive,
+            key: &[],
+            list: 0,
+            reports,
+        });
+    }
+
     /// Read slot `i` if it still holds notice `i` (completely written and not overwritten).
     fn read(&self, i: u64) -> Option<Notice> {
         let s = self.slot(i);

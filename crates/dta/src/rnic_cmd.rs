@@ -92,6 +92,11 @@ pub fn run(a: RnicArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     }
     let listen = rcfg.listen;
     let mut rnic = RnicCollector::new(rcfg, &c).context("starting the RNIC collector")?;
+    // Flagged reports arrive as WRITE WITH IMMEDIATE: each becomes a notice for `dta watch`.
+    rnic.set_ring(Arc::new(dta_store::notify::NotifyRing::open_or_create(
+        &cfg.region_dir,
+        dta_store::notify::DEFAULT_CAPACITY,
+    )?));
     for r in rnic.registrations() {
         tracing::debug!(store = %r.name, length = r.length, "mapped for registration");
     }
