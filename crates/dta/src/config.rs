@@ -10,6 +10,8 @@ use dta_translator::TranslatorConfig;
 
 /// The configuration `dta demo` runs when given none.
 pub const EMBEDDED: &str = include_str!("../../../examples/dta.toml");
+/// The stores of the monitoring systems (`dta_systems`), the default of `dta query <system>`.
+pub const SYSTEMS: &str = include_str!("../../../examples/systems.toml");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,6 +90,11 @@ impl Config {
 
     pub fn embedded() -> Config {
         Config::parse(EMBEDDED).expect("the embedded configuration is valid")
+    }
+
+    /// `examples/systems.toml`: the stores `dta report --workload` fills.
+    pub fn systems() -> Config {
+        Config::parse(SYSTEMS).expect("the embedded systems configuration is valid")
     }
 }
 

@@ -6,3 +6,4 @@ pub mod demo;
 pub mod int_steer;
 pub mod output;
 pub mod report;
+pub mod systems_cmd;
