@@ -113,6 +113,48 @@ mod tests {
     }
 
     #[test]
+    fn systems_config_has_the_stores_the_systems_write() {
+        use dta_store::StoreSpec;
+        use dta_systems::marple;
+        let cfg = Config::systems();
+        let spec = |name: &str| {
+            cfg.store
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("examples/systems.toml has no store {name}"))
+                .spec()
+                .unwrap()
+        };
+        match spec(marple::STORE_HOSTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (4, 8, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_TIMEOUTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (13, 4, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_HOST_COUNTS) {
+            StoreSpec::KeyIncrement(s) => {
+                assert_eq!((s.key_len, s.redundancy), (5, marple::REDUNDANCY))
+            }
+            s => panic!("{s:?}"),
+        }
+        match spec(dta_systems::APPEND_STORE) {
+            StoreSpec::Append(s) => assert_eq!(
+                (s.entry_len as usize, s.lists),
+                (dta_systems::ENTRY_LEN, dta_systems::lists::TOTAL)
+            ),
+            s => panic!("{s:?}"),
+        }
+    }
+
+    #[test]
     fn unknown_keys_and_misplaced_parameters_are_errors() {
         let e = Config::parse("regoin_dir = 'x'").unwrap_err();
         assert!(e.to_string().contains("regoin_dir"), "{e}");

@@ -4,7 +4,6 @@
 //! work is in `dta_systems`; the stores are those of `examples/systems.toml`, the default
 //! configuration of these queries.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +19,7 @@ use dta_systems::trace::{Source, SynthConfig, Trace};
 use dta_systems::{marple, Stores, SystemError};
 
 use crate::config::Config;
+use crate::output::print;
 use crate::report::ReportArgs;
 
 /// A system's query whose reports `dta report --workload` sends.
@@ -395,13 +395,4 @@ pub fn query(q: SystemQuery) -> anyhow::Result<ExitCode> {
         },
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print<T: Serialize>(
-    out: &mut impl Write,
-    json: bool,
-    value: &T,
-    human: fn(&mut dyn Write, &T) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    crate::output::print(out, json, value, human)
 }
