@@ -16,7 +16,7 @@ use serde::Serialize;
 use dta_reporter::pacing::Pacer;
 use dta_reporter::Reporter;
 use dta_systems::trace::{Source, SynthConfig, Trace};
-use dta_systems::{marple, Stores, SystemError};
+use dta_systems::{marple, netseer, pint, sonata, trajectory, turboflow, Stores, SystemError};
 
 use crate::config::Config;
 use crate::output::print;
@@ -35,6 +35,17 @@ pub enum Workload {
     MarpleFlowlets,
     /// Every Marple query at once (the Fig. 7b workload).
     Marple,
+    /// NetSeer loss events: Append to each switch's list.
+    Netseer,
+    /// TurboFlow evicted microflow counters: Key-Increment by flow.
+    Turboflow,
+    /// PINT path digests as 1-byte fragments: Key-Write by (flow, fragment).
+    Pint,
+    /// Sonata per-window query results (Key-Write by query id and window) and raw tuples
+    /// (Append).
+    Sonata,
+    /// Trajectory Sampling: every hop's postcard of label-sampled packets (Postcarding).
+    Trajectory,
 }
 
 /// `dta report` options of the systems' workloads (with `--workload`).
@@ -71,6 +82,18 @@ pub struct WorkloadArgs {
     /// Marple: flows with a loss rate above this fraction are lossy.
     #[arg(long, default_value_t = marple::DEFAULT_LOSS_THRESHOLD_BP as f64 / 10_000.0, requires = "workload")]
     pub loss_threshold: f64,
+    /// NetSeer: the switches' event tables are flushed this often, milliseconds.
+    #[arg(long, default_value_t = netseer::DEFAULT_WINDOW_NS / 1_000_000, requires = "workload")]
+    pub netseer_window_ms: u64,
+    /// TurboFlow: microflow cache slots of the switch.
+    #[arg(long, default_value_t = turboflow::DEFAULT_CACHE_SLOTS, requires = "workload")]
+    pub cache_slots: usize,
+    /// Sonata: query window, milliseconds.
+    #[arg(long, default_value_t = sonata::DEFAULT_WINDOW_NS / 1_000_000, requires = "workload")]
+    pub sonata_window_ms: u64,
+    /// Trajectory Sampling: sampled packets per million.
+    #[arg(long, default_value_t = trajectory::DEFAULT_SAMPLE_PPM, requires = "workload")]
+    pub sample_ppm: u32,
 }
 
 impl WorkloadArgs {
@@ -117,6 +140,8 @@ struct WorkloadStats {
     trace_seconds: f64,
     skipped: dta_systems::trace::Skipped,
     sent: marple::Sent,
+    /// Postcarding reports (Trajectory Sampling).
+    postcards: u64,
     datagrams: u64,
     elapsed_seconds: f64,
 }
@@ -148,6 +173,7 @@ pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
             .report(r)
             .map_err(|e| SystemError::Send(e.to_string()))
     };
+    let mut postcards = 0u64;
     let (sent, truth) = match w {
         Workload::MarpleHostCounters
         | Workload::MarpleLossy
@@ -161,6 +187,11 @@ pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
                 Workload::MarpleTcpTimeouts => &[marple::Query::TcpTimeouts],
                 Workload::MarpleFlowlets => &[marple::Query::Flowlets],
                 Workload::Marple => &marple::Query::ALL,
+                Workload::Netseer
+                | Workload::Turboflow
+                | Workload::Pint
+                | Workload::Sonata
+                | Workload::Trajectory => unreachable!("the arm matches Marple workloads only"),
             };
             let mut sent = marple::Sent::default();
             for q in qs {
@@ -170,6 +201,58 @@ pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
                 sent.append += s.append;
             }
             (sent, marple::truth(&trace, &p).to_json())
+        }
+        Workload::Netseer => {
+            let p = netseer::Params {
+                window_ns: wa.netseer_window_ms.saturating_mul(1_000_000),
+            };
+            let append = netseer::reports(&trace, &p, &mut send)?;
+            let sent = marple::Sent {
+                append,
+                ..marple::Sent::default()
+            };
+            (sent, netseer::truth_json(&netseer::truth(&trace)))
+        }
+        Workload::Turboflow => {
+            let p = turboflow::Params {
+                cache_slots: wa.cache_slots,
+            };
+            let s = turboflow::reports(&trace, &p, &mut send)?;
+            let sent = marple::Sent {
+                key_increment: s.key_increment,
+                ..marple::Sent::default()
+            };
+            (sent, turboflow::truth_json(&turboflow::truth(&trace)))
+        }
+        Workload::Pint => {
+            let s = pint::reports(&trace, &mut send)?;
+            let sent = marple::Sent {
+                key_write: s.key_write,
+                ..marple::Sent::default()
+            };
+            (sent, pint::truth_json(&pint::truth(&trace)))
+        }
+        Workload::Sonata => {
+            let p = sonata::Params {
+                window_ns: wa.sonata_window_ms.saturating_mul(1_000_000),
+            };
+            let s = sonata::reports(&trace, &p, &mut send)?;
+            let sent = marple::Sent {
+                key_write: s.key_write,
+                append: s.append,
+                ..marple::Sent::default()
+            };
+            (sent, sonata::truth(&trace, &p)?.to_json())
+        }
+        Workload::Trajectory => {
+            let p = trajectory::Params {
+                sample_ppm: wa.sample_ppm,
+            };
+            postcards = trajectory::reports(&trace, &p, &mut send)?.postcards;
+            (
+                marple::Sent::default(),
+                trajectory::truth_json(&trajectory::truth(&trace, &p)),
+            )
         }
     };
     reporter.flush()?;
@@ -182,20 +265,22 @@ pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
         std::fs::write(path, serde_json::to_string_pretty(&truth)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    let stats = stats_of(w, &trace, sent, rs.datagrams, started.elapsed());
+    let mut stats = stats_of(w, &trace, sent, rs.datagrams, started.elapsed());
+    stats.postcards = postcards;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
         eprintln!(
-            "{}: {} packets of {} flows -> {} reports ({} Key-Write, {} Key-Increment, {} Append) \
-             in {} datagrams to {} in {:.2}s",
+            "{}: {} packets of {} flows -> {} reports ({} Key-Write, {} Key-Increment, {} Append, \
+             {} Postcarding) in {} datagrams to {} in {:.2}s",
             stats.workload,
             stats.packets,
             stats.flows,
-            sent.total(),
+            sent.total() + postcards,
             sent.key_write,
             sent.key_increment,
             sent.append,
+            postcards,
             rs.datagrams,
             a.to,
             stats.elapsed_seconds
@@ -228,6 +313,7 @@ fn stats_of(
         trace_seconds: trace.duration_ns() as f64 / 1e9,
         skipped: trace.skipped,
         sent,
+        postcards: 0,
         datagrams,
         elapsed_seconds: elapsed.as_secs_f64(),
     }
@@ -266,6 +352,123 @@ pub enum SystemQuery {
     /// Marple queries ([DTA §6.1] Fig. 7b): host, lossy, timeouts, flowlets.
     #[command(subcommand)]
     Marple(MarpleQuery),
+    /// NetSeer loss events.
+    #[command(subcommand)]
+    Netseer(NetseerQuery),
+    /// TurboFlow per-flow counters.
+    #[command(subcommand)]
+    Turboflow(TurboflowQuery),
+    /// PINT per-flow path digests.
+    #[command(subcommand)]
+    Pint(PintQuery),
+    /// Sonata query results and raw tuples.
+    #[command(subcommand)]
+    Sonata(SonataQuery),
+    /// Trajectory Sampling: a sampled packet's trajectory.
+    #[command(subcommand)]
+    Trajectory(TrajectoryQuery),
+}
+
+/// `dta query netseer ...`.
+#[derive(Subcommand)]
+pub enum NetseerQuery {
+    /// Loss events (flow, switch, reason, packets lost), with totals per reason.
+    Losses {
+        /// Only this switch's events (its list).
+        #[arg(long)]
+        switch: Option<u16>,
+        /// Only this flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO.
+        #[arg(long)]
+        flow: Option<String>,
+        /// Only this reason: congestion, corruption or pipeline.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only events at or after this position of their list (a previous answer's
+        /// `appended` with --switch: what came since).
+        #[arg(long)]
+        since: Option<u64>,
+        /// List at most this many events (all matching ones are counted).
+        #[arg(long, default_value_t = netseer::DEFAULT_LIST)]
+        list: usize,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+}
+
+/// `dta query turboflow ...`.
+#[derive(Subcommand)]
+pub enum TurboflowQuery {
+    /// A flow's packet and byte totals (count-min sums of its evicted records).
+    Flow {
+        /// The flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO.
+        #[arg(long)]
+        flow: String,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+}
+
+/// `dta query pint ...`.
+#[derive(Subcommand)]
+pub enum PintQuery {
+    /// A flow's path digest rebuilt from its 1-byte fragments (an error when it cannot be).
+    Digest {
+        /// The flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO.
+        #[arg(long)]
+        flow: String,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+}
+
+/// `dta query sonata ...`.
+#[derive(Subcommand)]
+pub enum SonataQuery {
+    /// A query's result for one window.
+    Result {
+        /// The query: new-conns, retransmissions or heavy-dst.
+        #[arg(long)]
+        query: String,
+        /// The window (index from the trace's start).
+        #[arg(long)]
+        window: u32,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+    /// A query's raw tuples (new-conns, retransmissions).
+    Tuples {
+        /// The query: new-conns or retransmissions.
+        #[arg(long)]
+        query: String,
+        /// Only tuples at or after this position of the query's list.
+        #[arg(long)]
+        since: Option<u64>,
+        /// List at most this many tuples.
+        #[arg(long, default_value_t = sonata::DEFAULT_LIST)]
+        list: usize,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+}
+
+/// `dta query trajectory ...`.
+#[derive(Subcommand)]
+pub enum TrajectoryQuery {
+    /// A sampled packet's trajectory, by label (`--truth` lists them) or by flow and TCP
+    /// sequence number.
+    Packet {
+        /// The packet's label: 16 hex digits.
+        #[arg(long, conflicts_with_all = ["flow", "seq"], required_unless_present = "flow")]
+        label: Option<String>,
+        /// The packet's flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO (with --seq).
+        #[arg(long, requires = "seq")]
+        flow: Option<String>,
+        /// The packet's TCP sequence number (with --flow).
+        #[arg(long, requires = "flow")]
+        seq: Option<u32>,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
 }
 
 /// `dta query marple ...`.
@@ -393,6 +596,149 @@ pub fn query(q: SystemQuery) -> anyhow::Result<ExitCode> {
                 })?;
             }
         },
+        SystemQuery::Netseer(NetseerQuery::Losses {
+            switch,
+            flow,
+            reason,
+            since,
+            list,
+            sel,
+        }) => {
+            let f = netseer::LossFilter {
+                switch,
+                flow: flow.as_deref().map(dta_systems::parse_flow).transpose()?,
+                reason: reason.as_deref().map(netseer::Reason::parse).transpose()?,
+                since,
+                max: list,
+            };
+            let a = netseer::query_losses(&sel.stores()?, &f)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                writeln!(
+                    o,
+                    "{} loss events, {} packets lost ({}) in lists {:?}{}",
+                    a.matched,
+                    a.packets_lost,
+                    a.by_reason
+                        .iter()
+                        .map(|(r, n)| format!("{r} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    a.lists,
+                    if a.overwritten > 0 {
+                        format!(" ({} older events overwritten)", a.overwritten)
+                    } else {
+                        String::new()
+                    }
+                )?;
+                for e in &a.events {
+                    writeln!(
+                        o,
+                        "  {:<44} switch {:>3} {:<11} {:>5} lost (list {} #{})",
+                        e.flow, e.switch, e.reason, e.count, e.list, e.position
+                    )?;
+                }
+                Ok(())
+            })?;
+        }
+        SystemQuery::Turboflow(TurboflowQuery::Flow { flow, sel }) => {
+            let f = dta_systems::parse_flow(&flow)?;
+            let a = turboflow::query_flow(&sel.stores()?, &f)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                writeln!(
+                    o,
+                    "flow {}: {} packets, {} bytes (count-min: at most +{} / +{} with probability \
+                     {:.2})",
+                    a.flow,
+                    a.packets,
+                    a.bytes,
+                    a.packets_bound.error,
+                    a.bytes_bound.error,
+                    1.0 - a.packets_bound.delta
+                )
+            })?;
+        }
+        SystemQuery::Pint(PintQuery::Digest { flow, sel }) => {
+            let f = dta_systems::parse_flow(&flow)?;
+            let a = pint::query_digest(&sel.stores()?, &f)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                writeln!(
+                    o,
+                    "flow {}: path digest {} (wrong with probability {:.1e})",
+                    a.flow, a.digest, a.p_wrong
+                )
+            })?;
+        }
+        SystemQuery::Sonata(SonataQuery::Result { query, window, sel }) => {
+            let q = sonata::Query::parse(&query)?;
+            let a = sonata::query_result(&sel.stores()?, q, window)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                writeln!(
+                    o,
+                    "{} window {}: {} (wrong with probability {:.1e})",
+                    a.query, a.window, a.result, a.confidence.p_wrong
+                )
+            })?;
+        }
+        SystemQuery::Sonata(SonataQuery::Tuples {
+            query,
+            since,
+            list,
+            sel,
+        }) => {
+            let q = sonata::Query::parse(&query)?;
+            let a = sonata::query_tuples(&sel.stores()?, q, since, list)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                writeln!(
+                    o,
+                    "{}: {} tuples (list {}, {} appended{})",
+                    a.query,
+                    a.matched,
+                    a.list,
+                    a.appended,
+                    if a.overwritten > 0 {
+                        format!(", {} overwritten", a.overwritten)
+                    } else {
+                        String::new()
+                    }
+                )?;
+                for t in &a.tuples {
+                    writeln!(
+                        o,
+                        "  #{:<6} {:<44} seq {:>10} window {}",
+                        t.position, t.flow, t.seq, t.window
+                    )?;
+                }
+                Ok(())
+            })?;
+        }
+        SystemQuery::Trajectory(TrajectoryQuery::Packet {
+            label,
+            flow,
+            seq,
+            sel,
+        }) => {
+            let l = match (label, flow, seq) {
+                (Some(l), _, _) => trajectory::parse_label(&l)?,
+                (None, Some(f), Some(s)) => trajectory::label(&dta_systems::parse_flow(&f)?, s),
+                _ => anyhow::bail!("name the packet: --label L, or --flow F --seq N"),
+            };
+            let a = trajectory::query_packet(&sel.stores()?, l)?;
+            print(&mut out, sel.json, &a, |o, a| {
+                let hops: Vec<String> = a
+                    .path
+                    .iter()
+                    .zip(&a.roles)
+                    .map(|(s, r)| format!("{s} ({r})"))
+                    .collect();
+                writeln!(
+                    o,
+                    "packet {}: {} (wrong with probability {:.1e})",
+                    a.label,
+                    hops.join(" -> "),
+                    a.confidence.p_wrong
+                )
+            })?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
