@@ -110,7 +110,7 @@ pub fn loss_site(p: &Packet) -> (u16, Reason) {
     let mut b = [0u8; 17];
     b[..13].copy_from_slice(&p.flow);
     b[13..].copy_from_slice(&p.seq.to_be_bytes());
-    let h = fmix64(fnv1a64(&b) ^ 0x6e65_7473_6565_72);
+    let h = fmix64(fnv1a64(&b) ^ 0x006e_6574_7365_6572);
     let path = crate::trajectory::path(&p.flow);
     let hops = path.switches();
     let sw = hops[(h % hops.len() as u64) as usize];
