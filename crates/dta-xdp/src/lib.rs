@@ -467,6 +467,17 @@ impl XdpTranslator {
         Ok(out)
     }
 
+    /// The program's run time and run count as the kernel accounts them (zero unless run-time
+    /// statistics are on: [`enable_run_time_stats`]): its CPU cost, for benchmarks.
+    pub fn run_time(&self) -> Result<(std::time::Duration, u64), XdpError> {
+        let info = self
+            .ebpf
+            .program("dta_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program dta_xdp".into()))?
+            .info()?;
+        Ok((info.run_time(), info.run_count()))
+    }
+
     /// The program's counters, summed over CPUs.
     pub fn stats(&self) -> Result<XdpStats, XdpError> {
         let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(
@@ -497,6 +508,13 @@ impl XdpTranslator {
             })
             .collect()
     }
+}
+
+/// Turn on the kernel's per-program run-time statistics (`BPF_ENABLE_STATS`) while the
+/// returned descriptor is open.
+pub fn enable_run_time_stats() -> Result<OwnedFd, XdpError> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .map_err(|e| XdpError::Io("BPF_ENABLE_STATS".into(), e.io_error))
 }
 
 /// Copy the data area of `from` into `to` (same layout), e.g. to seed a map store from the
