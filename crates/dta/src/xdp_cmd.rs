@@ -134,7 +134,7 @@ pub fn translator(
         }
         let r = ingest::run_one(&mut t, &socket, &cfg.translator, &classifier, &stop);
         stop.store(true, Ordering::Relaxed);
-        r
+        Ok(r?)
     })?;
     let x = x.into_inner().expect("the reload thread does not panic holding the lock");
     let stats = Stats::sum(&[stats, classifier]);
