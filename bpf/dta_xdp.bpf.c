@@ -89,7 +89,7 @@ struct scratch {
     struct job jobs[MAX_NATIVE];
     struct job derived; // a rule's Append entry, built at DERIVED_OFF
     __u32 rules_on;     // the rule set slot of this datagram + 1 (0: no rules)
-    __u32 pad;
+    __u32 rules_n;      // rules in that set
     __u8 buf[BUF_MASK + 1 + 128];
     __u8 slot[128];
 };
@@ -198,12 +198,16 @@ struct {
     __type(value, __u32); // 0: no rules; else the slot in use + 1
 } dta_rules_on SEC(".maps");
 
-// Per rule slot (generation slot * DTA_MAX_RULES + rule) the RuleCounter set.
+// Per rule slot (generation slot * DTA_MAX_RULES + rule) the RuleCounter set: one lookup per
+// matching rule.
+struct rule_counts {
+    __u64 c[RC_COUNT];
+};
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 2 * DTA_MAX_RULES * RC_COUNT);
+    __uint(max_entries, 2 * DTA_MAX_RULES);
     __type(key, __u32);
-    __type(value, __u64);
+    __type(value, struct rule_counts);
 } dta_rule_stats SEC(".maps");
 
 // The stores: max_entries is set by the loader to the region's words (header page + data area).
@@ -580,14 +584,6 @@ static __always_inline int dta_run(struct job *j)
     return -1;
 }
 
-static __always_inline void rule_count(__u32 slot, __u32 c)
-{
-    __u32 k = slot * RC_COUNT + c;
-    __u64 *v = bpf_map_lookup_elem(&dta_rule_stats, &k);
-    if (v)
-        *v += 1;
-}
-
 // The field `f` of the data (dlen bytes at voff), big-endian; 0 if the data is too short for it
 // (the rule does not match), else 1.
 static __always_inline int field_read(struct scratch *sc, struct xr_field *f, __u32 voff,
@@ -639,24 +635,15 @@ static __always_inline __u64 le64(struct scratch *sc, __u32 o)
 #define RULE_KEEP 1
 #define RULE_DROP 2
 
-// Rule `i` of the datagram's set on report `j` ([DTA §7], [DTA-draft §5.1]; the userspace
-// RuleEngine::check for a rule without aggregate): RULE_DROP if it drops the report, else
-// RULE_KEEP (an Append action appends its entry here, applied right after the report).
-// A global (separately verified) function.
-__noinline int dta_rule_one(struct job *j, __u32 i)
+// Rule `r` (slot `slot` of dta_rule_stats) on report `j` ([DTA §7], [DTA-draft §5.1]; the
+// userspace RuleEngine::check for a rule without aggregate): RULE_DROP if it drops the report,
+// else RULE_KEEP (an Append action appends its entry here, applied right after the report).
+// A global (separately verified) function: the scratch, the job and the rule are map values.
+__noinline int dta_rule_one(struct scratch *sc, struct job *j, struct xr_rule *r, __u32 slot,
+                            __u32 ap_slot)
 {
-    __u32 zero = 0;
-    struct scratch *sc = bpf_map_lookup_elem(&dta_scratch, &zero);
-    if (!sc || !j || i >= DTA_MAX_RULES)
+    if (!sc || !j || !r)
         return RULE_KEEP;
-    __u32 gen = sc->rules_on - 1;
-    if (gen > 1)
-        return RULE_KEEP;
-    struct xr_set *set = bpf_map_lookup_elem(&dta_rules, &gen);
-    if (!set || i >= set->n)
-        return RULE_KEEP;
-    struct xr_rule *r = &set->r[i];
-    __u32 slot = gen * DTA_MAX_RULES + i;
     __u32 klen = j->klen, dlen = j->dlen, voff = j->voff, koff = j->koff;
     if (r->prim != j->kind || (r->key_len && r->key_len != klen) ||
         (r->data_len && r->data_len != dlen) || klen < r->kmatch_len)
@@ -673,19 +660,22 @@ __noinline int dta_rule_one(struct job *j, __u32 i)
         if (!field_read(sc, fl, voff, dlen, &x) || !holds(fl->op, x & fl->mask, fl->value))
             return RULE_KEEP;
     }
-    rule_count(slot, RC_MATCHED);
+    struct rule_counts *rc = bpf_map_lookup_elem(&dta_rule_stats, &slot);
+    if (!rc)
+        return RULE_KEEP;
+    rc->c[RC_MATCHED]++;
     if (!field_read(sc, &r->value, voff, dlen, &x) || !holds(r->value.op, x, r->value.value))
         return RULE_KEEP;
-    rule_count(slot, RC_FIRED);
+    rc->c[RC_FIRED]++;
     if (r->action == XR_DROP) {
-        rule_count(slot, RC_DROPPED);
+        rc->c[RC_DROPPED]++;
         return RULE_DROP;
     }
     // Append: the entry (entry_len bytes, zero-filled) built at DERIVED_OFF.
     __u32 e = r->entry_len, ent = r->entry;
     __u32 need = ent == XE_KEY ? klen : ent == XE_KEY_VALUE ? klen + 8 : 8;
     if (need > e || e > 64) {
-        rule_count(slot, RC_DERIVED_UNFIT);
+        rc->c[RC_DERIVED_UNFIT]++;
         return RULE_KEEP;
     }
 #pragma unroll
@@ -706,12 +696,12 @@ __noinline int dta_rule_one(struct job *j, __u32 i)
             sc->buf[(DERIVED_OFF + at + b) & BUF_MASK] = (__u8)(x >> (56 - 8 * b));
     }
     struct job *d = &sc->derived;
-    d->store = set->ap_slot;
+    d->store = ap_slot;
     d->kind = KIND_AP;
     d->list = r->list;
     d->doff = DERIVED_OFF;
     d->imm = 0;
-    rule_count(slot, RC_DERIVED);
+    rc->c[RC_DERIVED]++;
     if (dta_run(d) < 0)
         count(C_DROP_MAP_ERROR, 1);
     return RULE_KEEP;
@@ -720,11 +710,18 @@ __noinline int dta_rule_one(struct job *j, __u32 i)
 // The datagram's rules on report `j`, in order: 1 if a rule dropped it (not applied).
 static __always_inline int rules_drop(struct scratch *sc, struct job *j)
 {
-    if (!sc->rules_on)
+    __u32 gen = sc->rules_on - 1;
+    if (gen > 1)
         return 0;
+    struct xr_set *set = bpf_map_lookup_elem(&dta_rules, &gen);
+    if (!set)
+        return 0;
+    __u32 n = sc->rules_n, ap = set->ap_slot;
 #pragma clang loop unroll(disable)
     for (__u32 i = 0; i < DTA_MAX_RULES; i++) {
-        if (dta_rule_one(j, i) == RULE_DROP)
+        if (i >= n)
+            break;
+        if (dta_rule_one(sc, j, &set->r[i], gen * DTA_MAX_RULES + i, ap) == RULE_DROP)
             return 1;
     }
     return 0;
@@ -931,8 +928,15 @@ int dta_xdp(struct xdp_md *ctx)
         count(C_PASS_MALFORMED, 1);
         return XDP_PASS;
     }
+    // The datagram's rule set (read once: every report runs under one generation).
     __u32 *on = bpf_map_lookup_elem(&dta_rules_on, &zero);
     sc->rules_on = on ? *on : 0;
+    sc->rules_n = 0;
+    if (sc->rules_on == 1 || sc->rules_on == 2) {
+        __u32 gen = sc->rules_on - 1;
+        struct xr_set *set = bpf_map_lookup_elem(&dta_rules, &gen);
+        sc->rules_n = set ? set->n : 0;
+    }
     __u8 first = sc->buf[0];
     if (first >= 1 && first <= 3)
         return handle_prototype(sc, plen, g->proto_hdr_len == 3 ? 3 : 2);

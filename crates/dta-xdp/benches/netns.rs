@@ -400,8 +400,7 @@ fn main() {
 
 /// Four rules on the Key-Write reports of `native_kw`, all evaluated on every report: a drop
 /// whose key prefix never matches, an Append of the key when the data is below 64 (keys 0..=9
-/// of each 4096), an Append whose field test never holds, a drop of Key-Increment reports
-/// (none sent).
+/// of each 4096), an Append and a drop whose field tests never hold.
 const BENCH_RULES: &str = r#"
 [[rules]]
 name = "drop-ff"
@@ -427,8 +426,9 @@ list = 0
 entry = "key"
 
 [[rules]]
-name = "drop-ki"
-primitive = "key-increment"
+name = "drop-ff-data"
+primitive = "key-write"
+fields = [{ offset = 0, width = 1, op = "eq", value = 255 }]
 action = "drop"
 "#;
 

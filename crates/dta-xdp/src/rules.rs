@@ -173,6 +173,10 @@ const COUNTED: [RuleCounter; 5] = [
     RuleCounter::DerivedUnfit,
 ];
 
+/// Counters per rule: `struct rule_counts` of the C source, indexed by [`RuleCounter`].
+const N_RC: usize = RuleCounter::ALL.len();
+type Counts = [u64; N_RC];
+
 /// Userspace state of the rule map: which generation slot is in use and what earlier
 /// generations counted.
 #[derive(Debug, Default)]
@@ -182,14 +186,7 @@ pub(crate) struct RuleSlots {
     names: [Vec<String>; 2],
     generation: u64,
     /// Counts of generations no longer installed, by [`RuleCounter`] index.
-    retired: [u64; RuleCounter::ALL.len()],
-}
-
-fn counter_index(c: RuleCounter) -> usize {
-    RuleCounter::ALL
-        .iter()
-        .position(|&x| x == c)
-        .expect("in ALL")
+    retired: Counts,
 }
 
 impl XdpTranslator {
@@ -232,24 +229,26 @@ impl XdpTranslator {
         };
         // Retire what the slot counted under its previous generation.
         let nr = aya::util::nr_cpus().map_err(|(m, e)| XdpError::Io(m.into(), e))?;
-        let zeros = || {
-            PerCpuValues::try_from(vec![0u64; nr])
-                .map_err(|e| XdpError::Io("per-CPU zeros".into(), e))
-        };
         {
-            let mut st: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            let mut st: PerCpuArray<_, Counts> = PerCpuArray::try_from(
                 self.ebpf
                     .map_mut("dta_rule_stats")
                     .ok_or_else(|| XdpError::MissingMap("dta_rule_stats".into()))?,
             )?;
             for r in 0..MAX_RULES {
-                for c in COUNTED {
-                    let k = rule_key(next, r, c);
-                    let v: u64 = st.get(&k, 0)?.iter().sum();
-                    self.rule_slots.retired[counter_index(c)] += v;
-                    if v != 0 {
-                        st.set(k, zeros()?, 0)?;
+                let k = rule_key(next, r);
+                let per_cpu = st.get(&k, 0)?;
+                let mut any = false;
+                for v in per_cpu.iter() {
+                    for (t, x) in self.rule_slots.retired.iter_mut().zip(v) {
+                        *t += x;
+                        any |= *x != 0;
                     }
+                }
+                if any {
+                    let zeros = PerCpuValues::try_from(vec![[0u64; N_RC]; nr])
+                        .map_err(|e| XdpError::Io("per-CPU zeros".into(), e))?;
+                    st.set(k, zeros, 0)?;
                 }
             }
         }
@@ -286,7 +285,7 @@ impl XdpTranslator {
     /// The rules' counters, summed over CPUs: totals over all generations and, per rule, those
     /// of the installed one.
     pub fn rule_stats(&self) -> Result<XdpRuleStats, XdpError> {
-        let st: PerCpuArray<_, u64> = PerCpuArray::try_from(
+        let st: PerCpuArray<_, Counts> = PerCpuArray::try_from(
             self.ebpf
                 .map("dta_rule_stats")
                 .ok_or_else(|| XdpError::MissingMap("dta_rule_stats".into()))?,
@@ -295,33 +294,39 @@ impl XdpTranslator {
         let mut rules = vec![];
         for slot in 0..2 {
             for r in 0..MAX_RULES {
-                let mut counters = serde_json::Map::new();
-                for c in COUNTED {
-                    let v: u64 = st.get(&rule_key(slot, r, c), 0)?.iter().sum();
-                    totals[counter_index(c)] += v;
-                    counters.insert(c.name().into(), v.into());
+                let mut sum = [0u64; N_RC];
+                for v in st.get(&rule_key(slot, r), 0)?.iter() {
+                    for (s, x) in sum.iter_mut().zip(v) {
+                        *s += x;
+                    }
+                }
+                for (t, x) in totals.iter_mut().zip(&sum) {
+                    *t += x;
                 }
                 if self.rule_slots.active == Some(slot) && r < self.rule_slots.names[slot].len() {
                     rules.push(XdpRuleCounts {
                         name: self.rule_slots.names[slot][r].clone(),
-                        counters,
+                        counters: COUNTED
+                            .iter()
+                            .map(|&c| (c.name().to_string(), sum[c as usize].into()))
+                            .collect(),
                     });
                 }
             }
         }
-        totals[counter_index(RuleCounter::Reloads)] = self.rule_slots.generation.saturating_sub(1);
+        totals[RuleCounter::Reloads as usize] = self.rule_slots.generation.saturating_sub(1);
         Ok(XdpRuleStats {
             generation: self.rule_slots.generation,
             totals: RuleCounter::ALL
                 .iter()
-                .map(|&c| (c.name().to_string(), totals[counter_index(c)].into()))
+                .map(|&c| (c.name().to_string(), totals[c as usize].into()))
                 .collect(),
             rules,
         })
     }
 }
 
-/// The key of rule `r`'s counter `c` in generation slot `slot` (`dta_rule_stats`).
-fn rule_key(slot: usize, r: usize, c: RuleCounter) -> u32 {
-    ((slot * MAX_RULES + r) * RuleCounter::ALL.len() + counter_index(c)) as u32
+/// Rule `r`'s counters in generation slot `slot` (`dta_rule_stats`).
+fn rule_key(slot: usize, r: usize) -> u32 {
+    (slot * MAX_RULES + r) as u32
 }

@@ -451,6 +451,8 @@ action = "drop"
     // One counter set: every counter reads its own field.
     let st = RuleStats::default();
     for (i, c) in RuleCounter::ALL.iter().enumerate() {
+        // The XDP program's counter indices are positions in ALL, and readers index by value.
+        assert_eq!(*c as usize, i);
         st.counter(*c).store(i as u64 + 1, Relaxed);
     }
     let snap = st.snapshot();
