@@ -455,12 +455,7 @@ fn rules_bench(net: &Net, nat8: &[Vec<u8>], secs: f64, runs: usize) {
     );
     let cat: Vec<(&str, &StoreSpec)> = hs.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
     let user = dta_xdp::userspace_primitives(&hs);
-    let on = RuleSet::compile(
-        &toml::from_str::<F>(BENCH_RULES).unwrap().rules,
-        &cat,
-        1,
-    )
-    .unwrap();
+    let on = RuleSet::compile(&toml::from_str::<F>(BENCH_RULES).unwrap().rules, &cat, 1).unwrap();
     let off = RuleSet::compile(&[], &cat, 1).unwrap();
     assert_eq!(on.split_xdp(&user).xdp.len(), 4, "every rule in the driver");
     let hs2 = hs.clone();
@@ -495,7 +490,10 @@ fn rules_bench(net: &Net, nat8: &[Vec<u8>], secs: f64, runs: usize) {
         "case", "sent pkt/s", "reports/s", "XDP CPU-s per M reports"
     );
     let med = |c: usize, f: fn(&(f64, f64, f64)) -> f64| median(res[c].iter().map(f).collect());
-    for (c, name) in [(0, "XDP translator, no rules"), (1, "XDP translator, 4 rules")] {
+    for (c, name) in [
+        (0, "XDP translator, no rules"),
+        (1, "XDP translator, 4 rules"),
+    ] {
         println!(
             "{:<34} {:>12.0} {:>14.0} {:>22.4}",
             name,

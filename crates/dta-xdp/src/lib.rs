@@ -236,7 +236,9 @@ pub fn userspace_primitives(in_driver: &[Header]) -> Vec<PrimitiveName> {
         PrimitiveName::SketchMerge,
     ]
     .into_iter()
-    .filter(|&p| !handles_primitive(p) || !in_driver.iter().any(|h| PrimitiveName::of(&h.spec) == p))
+    .filter(|&p| {
+        !handles_primitive(p) || !in_driver.iter().any(|h| PrimitiveName::of(&h.spec) == p)
+    })
     .collect()
 }
 

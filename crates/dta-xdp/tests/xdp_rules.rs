@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dta_store::{
-    AppendLayout, AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region,
-    StoreSpec,
+    AppendLayout, AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region, StoreSpec,
 };
 use dta_testkit::netns::run_in;
 use dta_translator::rules::{NotInXdp, RuleConfig, RuleCounter, RuleSet};
@@ -157,7 +156,11 @@ fn xdp_rules_drop_and_append_as_the_userspace_translator() {
     let rs = rules(RULES);
     let set = compile(&rs, &hs, 1);
     let split = set.split_xdp(&userspace_primitives(&hs));
-    assert_eq!(split.xdp.len(), 4, "every rule runs in the driver: {split:?}");
+    assert_eq!(
+        split.xdp.len(),
+        4,
+        "every rule runs in the driver: {split:?}"
+    );
     let (hs2, dev_a) = (hs.clone(), net.dev_a.clone());
     let mut x = run_in(&net.a, move || {
         let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
@@ -199,7 +202,11 @@ fn xdp_rules_drop_and_append_as_the_userspace_translator() {
         ]
     );
     let app = x.region("app").unwrap();
-    assert_eq!(head(app, 1), big, "list 1 holds the Key-Writes with data >= 100");
+    assert_eq!(
+        head(app, 1),
+        big,
+        "list 1 holds the Key-Writes with data >= 100"
+    );
     assert_eq!(head(app, 2), big_add, "list 2 holds the adds over 20");
     assert_eq!(head(app, 3), 0, "appends to list 3 were dropped");
 
@@ -370,7 +377,10 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         for i in 0..h {
             let mut e = [0u8; 4];
             app.mem().read(l.entry_offset(list, i), &mut e).unwrap();
-            assert!(seen.insert(u32::from_be_bytes(e)), "report {e:?} appended twice");
+            assert!(
+                seen.insert(u32::from_be_bytes(e)),
+                "report {e:?} appended twice"
+            );
         }
     }
     assert!(
@@ -378,7 +388,9 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         "both sets ran: {per_list:?}"
     );
     assert_eq!(seen.len() as u32, N, "reports lost across {g} reloads");
-    assert!(seen.iter().all(|k| (0x0a00_0000..0x0a00_0000 + N).contains(k)));
+    assert!(seen
+        .iter()
+        .all(|k| (0x0a00_0000..0x0a00_0000 + N).contains(k)));
     let rst = x.rule_stats().unwrap();
     assert_eq!(rst.total(RuleCounter::Derived), N as u64);
     assert_eq!(rst.total(RuleCounter::Reloads), g - 1);

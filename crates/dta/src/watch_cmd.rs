@@ -108,10 +108,7 @@ pub fn reload_loop(path: PathBuf, rules: &Rules, specs: &[(String, StoreSpec)], 
         let g = rules
             .replace(&c.translator.rules, &cat)
             .map_err(anyhow::Error::msg)?;
-        Ok(format!(
-            "generation {g}, {} rules",
-            rules.current().len()
-        ))
+        Ok(format!("generation {g}, {} rules", rules.current().len()))
     })
 }
 

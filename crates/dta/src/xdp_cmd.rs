@@ -136,7 +136,9 @@ pub fn translator(
         stop.store(true, Ordering::Relaxed);
         Ok(r?)
     })?;
-    let x = x.into_inner().expect("the reload thread does not panic holding the lock");
+    let x = x
+        .into_inner()
+        .expect("the reload thread does not panic holding the lock");
     let stats = Stats::sum(&[stats, classifier]);
     let xdp_stats = x.stats().ok();
     let xdp_rules = x.rule_stats().ok();

@@ -321,7 +321,12 @@ impl RuleStats {
     pub fn snapshot(&self) -> serde_json::Value {
         RuleCounter::ALL
             .iter()
-            .map(|&c| (c.name().to_string(), self.counter(c).load(Ordering::Relaxed).into()))
+            .map(|&c| {
+                (
+                    c.name().to_string(),
+                    self.counter(c).load(Ordering::Relaxed).into(),
+                )
+            })
             .collect::<serde_json::Map<_, _>>()
             .into()
     }

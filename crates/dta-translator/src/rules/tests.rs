@@ -441,7 +441,10 @@ action = "drop"
     assert_eq!(r.fields.len(), 1);
     assert_eq!(r.fields[0].2, 0xff);
     assert_eq!(set.rules[1].lower_xdp(1, &user), Err(NotInXdp::Action));
-    assert_eq!(set.rules[2].lower_xdp(2, &user), Err(NotInXdp::DerivedImmediate));
+    assert_eq!(
+        set.rules[2].lower_xdp(2, &user),
+        Err(NotInXdp::DerivedImmediate)
+    );
     assert_eq!(set.rules[3].lower_xdp(3, &user), Err(NotInXdp::Primitive));
     assert_eq!(set.rules[3].lower_xdp(3, &[]), Err(NotInXdp::Aggregate));
     // "flag" and "app-imm" run in userspace, so Key-Write and Append go there, and "drop" too.

@@ -81,4 +81,3 @@ pub fn data_of(r: &Region) -> Vec<u8> {
     r.mem().read(0, &mut v).unwrap();
     v
 }
-
