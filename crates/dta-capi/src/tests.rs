@@ -731,3 +731,18 @@ fn the_header_matches_the_library() {
         );
     }
 }
+
+/// The structs' layouts C sees (c/tests/capi.c checks the same sizes from the C side).
+#[test]
+fn struct_layouts_are_the_headers() {
+    use std::mem::{align_of, offset_of, size_of};
+    assert_eq!((size_of::<DtaHeader>(), align_of::<DtaHeader>()), (12, 4));
+    assert_eq!(offset_of!(DtaHeader, priority), 8);
+    assert_eq!(
+        size_of::<DtaStats>(),
+        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 4)
+    );
+    assert_eq!(offset_of!(DtaStats, rejects), 8 * (2 + PRIMITIVES));
+    assert_eq!(size_of::<DtaListRead>(), 32);
+    assert_eq!(offset_of!(DtaListRead, next_tail), 16);
+}
