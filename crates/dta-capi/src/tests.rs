@@ -378,6 +378,17 @@ fn bad_datagrams_are_rejected_with_the_reason_and_counted() {
     assert_eq!(code_of(rc), Code::Ok);
     assert_eq!(ingest(&o, (b2, n2)), Code::Rejected);
     assert!(last_error().contains("no_store"), "{}", last_error());
+    // Longer than the translator's receive buffer: cut off there, as over UDP, and rejected.
+    let mut long = vec![0u8; 20000];
+    long[..len].copy_from_slice(&buf[..len]);
+    // SAFETY: a valid handle and buffer.
+    let rc = unsafe { dta_collector_ingest(o.c, long.as_ptr(), long.len()) };
+    assert_eq!(code_of(rc), Code::Rejected, "{}", last_error());
+    assert!(
+        last_error().contains("9216-byte datagram"),
+        "{}",
+        last_error()
+    );
     // The next good one succeeds and clears the message.
     assert_eq!(ingest(&o, (buf, len)), Code::Ok);
     assert_eq!(last_error(), "");
@@ -398,7 +409,7 @@ fn bad_datagrams_are_rejected_with_the_reason_and_counted() {
     );
     // SAFETY: written on success.
     let s = unsafe { s.assume_init() };
-    assert_eq!(s.rejected, 3);
+    assert_eq!(s.rejected, 4);
     let by_name = |name: &str| -> u64 {
         (0..REJECT_REASONS)
             .filter(|&i| {
