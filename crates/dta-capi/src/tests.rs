@@ -757,3 +757,125 @@ fn struct_layouts_are_the_headers() {
     assert_eq!(size_of::<DtaListRead>(), 32);
     assert_eq!(offset_of!(DtaListRead, next_tail), 16);
 }
+
+/// The simulation's configurations open, and reports shaped as their comments say (13-byte flow
+/// keys, 8-byte port keys, 16-byte drop entries, 12-byte Count-Min columns) are accepted.
+#[test]
+fn the_simulation_configurations_take_the_reports_they_document() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for cfg in ["examples/invisiflow.toml", "sim/smoke.toml"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = CString::new(format!("{root}/{cfg}")).unwrap();
+        let regions = CString::new(dir.path().to_str().unwrap()).unwrap();
+        let mut c = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let rc = unsafe { dta_collector_open_dir(path.as_ptr(), regions.as_ptr(), &mut c) };
+        assert_eq!(code_of(rc), Code::Ok, "{cfg}: {}", last_error());
+        let (mut buf, mut len) = ([0u8; 128], 0usize);
+        let flow = [10, 0, 0, 1, 10, 0, 1, 2, 0x03, 0xe8, 0, 80, 6];
+        let h = header(3);
+        // SAFETY (each block): valid pointers and lengths; `c` open.
+        unsafe {
+            assert_eq!(
+                code_of(dta_encode_postcard(
+                    &h,
+                    flow.as_ptr(),
+                    13,
+                    0,
+                    1,
+                    19,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            let port = [0, 0, 0, 19, 0, 2, 0, 7];
+            assert_eq!(
+                code_of(dta_encode_key_increment(
+                    &h,
+                    port.as_ptr(),
+                    8,
+                    9000,
+                    2,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            let drop_entry = [7u8; 16];
+            assert_eq!(
+                code_of(dta_encode_append(
+                    &h,
+                    19,
+                    drop_entry.as_ptr(),
+                    16,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            for sketch_id in [1u16, 2] {
+                let col = [0u8; 12];
+                assert_eq!(
+                    code_of(dta_encode_sketch_column(
+                        &header(0),
+                        sketch_id,
+                        0,
+                        1,
+                        col.as_ptr(),
+                        12,
+                        buf.as_mut_ptr(),
+                        128,
+                        &mut len
+                    )),
+                    Code::Ok
+                );
+                assert_eq!(
+                    code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                    Code::Ok,
+                    "{cfg}: {}",
+                    last_error()
+                );
+            }
+            assert_eq!(code_of(dta_collector_flush(c)), Code::Ok);
+            let (mut path, mut hops) = ([0u32; 8], 0usize);
+            let rc = dta_query_postcard_path(
+                c,
+                store("paths").as_ptr(),
+                flow.as_ptr(),
+                13,
+                path.as_mut_ptr(),
+                8,
+                &mut hops,
+            );
+            assert_eq!(
+                (code_of(rc), &path[..hops]),
+                (Code::Ok, &[19u32][..]),
+                "{cfg}: {}",
+                last_error()
+            );
+            assert_eq!(code_of(dta_collector_close(c)), Code::Ok);
+        }
+    }
+}
