@@ -751,7 +751,7 @@ fn struct_layouts_are_the_headers() {
     assert_eq!(offset_of!(DtaHeader, priority), 8);
     assert_eq!(
         size_of::<DtaStats>(),
-        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 4)
+        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 6)
     );
     assert_eq!(offset_of!(DtaStats, rejects), 8 * (2 + PRIMITIVES));
     assert_eq!(size_of::<DtaListRead>(), 32);
@@ -878,4 +878,42 @@ fn the_simulation_configurations_take_the_reports_they_document() {
             assert_eq!(code_of(dta_collector_close(c)), Code::Ok);
         }
     }
+}
+
+/// Sequence numbers a reporter skipped beyond the tracker's window are counted lost; a datagram
+/// received twice is counted a duplicate.
+#[test]
+fn stats_count_sequence_loss_and_duplicates() {
+    let o = open();
+    let (mut buf, mut len) = ([0u8; 128], 0usize);
+    for seq in [0u32, 1, 1, 100_000] {
+        let mut h = header(5);
+        h.seq = seq;
+        // SAFETY: valid pointers.
+        let rc = unsafe {
+            dta_encode_key_write(
+                &h,
+                [1; 4].as_ptr(),
+                4,
+                [2; 4].as_ptr(),
+                4,
+                2,
+                buf.as_mut_ptr(),
+                128,
+                &mut len,
+            )
+        };
+        assert_eq!(code_of(rc), Code::Ok);
+        assert_eq!(ingest(&o, (buf, len)), Code::Ok, "{}", last_error());
+    }
+    let mut s = std::mem::MaybeUninit::<DtaStats>::uninit();
+    // SAFETY: valid pointers.
+    assert_eq!(
+        code_of(unsafe { dta_collector_stats(o.c, s.as_mut_ptr()) }),
+        Code::Ok
+    );
+    // SAFETY: written on success.
+    let s = unsafe { s.assume_init() };
+    assert_eq!(s.duplicates, 1);
+    assert!(s.lost > 0 && s.lost < 100_000, "lost {}", s.lost);
 }
