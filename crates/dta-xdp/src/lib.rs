@@ -6,7 +6,9 @@
 //! (pinned in bpffs) exactly as it reads a file-backed region. Reports the program cannot handle
 //! (Postcarding, Sketch-Merge, retransmittable datagrams, malformed input, shapes without a store)
 //! are passed up the stack (`XDP_PASS`) to the userspace translator, which one
-//! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
+//! builds over the same regions ([`XdpTranslator::fallback_regions`]). The simple translator
+//! rules (match -> drop / Append) run in the program too ([`XdpTranslator::install_rules`],
+//! docs/rules.md "In the XDP translator"). `docs/xdp.md` describes the design and its limits.
 
 mod drop;
 pub mod int;
