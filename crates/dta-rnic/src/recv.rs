@@ -212,10 +212,19 @@ mod tests {
         let stats = RecvStats::default();
         let s = stores();
         let imm = immediate_data(1, 3, 16);
-        assert_eq!(announce_completion(&wc(imm), &s, Some(&ring), &stats), Ok(()));
+        assert_eq!(
+            announce_completion(&wc(imm), &s, Some(&ring), &stats),
+            Ok(())
+        );
         let n = reader.next(&mut sub, Duration::from_millis(10)).unwrap();
         assert_eq!(
-            (n.store.as_str(), n.primitive, n.reports, n.key.as_str(), n.list),
+            (
+                n.store.as_str(),
+                n.primitive,
+                n.reports,
+                n.key.as_str(),
+                n.list
+            ),
             ("append", 3, 16, "", 0)
         );
         // The same immediate through the responder's function gives the same notice.

@@ -633,7 +633,12 @@ impl RnicCollector {
         let di = self.device(ctx)?;
         let (pd, max_rd, max_init, comp_channel) = {
             let d = &self.devices[di];
-            (d.pd, d.max_qp_rd_atom, d.max_qp_init_rd_atom, d.comp_channel)
+            (
+                d.pd,
+                d.max_qp_rd_atom,
+                d.max_qp_init_rd_atom,
+                d.comp_channel,
+            )
         };
         let cqe = (self.cfg.send_queue + self.cfg.recv_queue) as i32;
         // SAFETY: ctx and its completion channel are live; the CQ is destroyed in close() or on
