@@ -1,0 +1,39 @@
+// The simulation's view of the real DTA collector (the C ABI of crates/dta-capi): telemetry
+// payloads that reach a collector node are ingested into the stores, and the metrics are computed
+// by querying those stores at the end of a run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ifsim {
+
+class DtaBridge {
+ public:
+  /// Opens the collector of a DTA configuration (its stores' region files). Returns false with
+  /// `error` set when it cannot.
+  bool Open(const std::string& config_path, std::string* error);
+  bool IsOpen() const { return handle_ != nullptr; }
+  /// Ingests one telemetry payload (length-prefixed DTA datagrams).
+  void Ingest(const uint8_t* payload, size_t len);
+  /// The switch ids of a flow's path as stored by Postcarding; false when the store has no
+  /// complete path for the key.
+  bool PostcardPath(uint64_t flow, uint32_t path_len, std::vector<uint32_t>* hops,
+                    std::string* error);
+  /// A Key-Increment counter; false with `error` set when the query fails.
+  bool KeyIncrement(const uint8_t* key, size_t key_len, uint64_t* value, std::string* error);
+  /// Entries stored in an Append list; -1 with `error` set when the query fails.
+  int64_t AppendCount(uint32_t list, std::string* error);
+  /// "accepted"/"rejected" counters of the collector, as JSON (for the run's output).
+  std::string StatsJson();
+  void Close();
+  ~DtaBridge() { Close(); }
+
+ private:
+  void* handle_ = nullptr;  // dta_collector*
+  void* app_ = nullptr;     // the collector Application's payload handler
+};
+
+}  // namespace ifsim
