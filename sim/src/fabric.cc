@@ -41,6 +41,8 @@ FlowKey ReadFlowKey(const Ipv4Header& h, Ptr<const Packet> p) {
 // ---------------------------------------------------------------------------------------------
 // IfQueueDisc
 
+bool g_low_priority_postcards = false;
+
 NS_OBJECT_ENSURE_REGISTERED(IfQueueDisc);
 
 TypeId IfQueueDisc::GetTypeId() {
@@ -72,6 +74,11 @@ Band IfQueueDisc::Classify(Ptr<const QueueDiscItem> item) {
     return Band::Seed;
   }
   if (h.GetProtocol() == 17 && (h.GetTos() & 0xfc) == kTosLow) return Band::Telemetry;
+  if (h.GetProtocol() == 17 && g_low_priority_postcards && item->GetPacket()->GetSize() >= 4) {
+    uint8_t udp[4];
+    item->GetPacket()->CopyData(udp, 4);
+    if (((udp[2] << 8) | udp[3]) == kTelemetryPort) return Band::Telemetry;
+  }
   return Band::User;
 }
 

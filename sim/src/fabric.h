@@ -29,6 +29,10 @@ constexpr uint8_t kTosLow = 0x20;
 /// UDP port telemetry datagrams are sent to in postcard mode (the DTA port).
 constexpr uint16_t kTelemetryPort = 40040;
 
+/// Postcard-mode telemetry datagrams (UDP to kTelemetryPort) go to the telemetry band, not the
+/// user band (the low-priority UDP channel).
+extern bool g_low_priority_postcards;
+
 /// Per-switch shared buffers: one for user packets over all ports, one for telemetry queued in
 /// the telemetry band ([InvisiFlow §6.1]: "shared by all ports ... fully isolated").
 struct SharedBuffers {

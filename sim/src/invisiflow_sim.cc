@@ -450,6 +450,7 @@ int main(int argc, char** argv) {
   Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(10)));
   RngSeedManager::SetSeed(static_cast<uint32_t>(cfg.seed));
 
+  g_low_priority_postcards = cfg.channel == ifsim::Channel::LowUdp;
   NodeContainer nodes;
   BuildFabric(nodes);
   Fabric& f = g.fabric;

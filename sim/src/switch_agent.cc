@@ -124,9 +124,11 @@ void SwitchAgent::OnForward(Ptr<const Packet> p, const Ipv4Header& h, uint32_t p
 void SwitchAgent::OnUserDrop(Ptr<const QueueDiscItem> item) {
   if (!sim_->TelemetryOn() || role_ == Role::Server) return;
   Ptr<const Ipv4QueueDiscItem> ip = DynamicCast<const Ipv4QueueDiscItem>(item);
-  if (!ip) return;
+  if (!ip || ip->GetHeader().GetProtocol() != 6) return;  // user (TCP) packets only
   sim_->gt.drops_generated++;
-  EmitDrop(ReadFlowKey(ip->GetHeader(), item->GetPacket()).Id());
+  // Not from inside the queue disc's enqueue: the report may itself be enqueued on this port.
+  Simulator::ScheduleNow(&SwitchAgent::EmitDrop, this,
+                         ReadFlowKey(ip->GetHeader(), item->GetPacket()).Id());
 }
 
 void SwitchAgent::LoadTick() {
