@@ -32,8 +32,11 @@ class DtaBridge {
   ~DtaBridge() { Close(); }
 
  private:
+  /// Writes what the translator still holds (partial Postcarding paths, Append batches) once,
+  /// before the first query.
+  void Flush();
   void* handle_ = nullptr;  // dta_collector*
-  void* app_ = nullptr;     // the collector Application's payload handler
+  bool flushed_ = false;
 };
 
 }  // namespace ifsim
