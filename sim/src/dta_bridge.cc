@@ -2,7 +2,10 @@
 
 #include <sstream>
 
+#include <stdexcept>
+
 #include "dta/dta.h"
+#include "dta_collector_app.h"
 #include "if_frames.h"
 
 namespace ifsim {
@@ -10,8 +13,8 @@ namespace ifsim {
 namespace {
 // Store names of examples/invisiflow.toml, one per telemetry application.
 constexpr const char* kPathStore = "paths";
-constexpr const char* kPortBytesStore = "port_bytes";
-constexpr const char* kFlowCountStore = "flow_counts";
+constexpr const char* kPortBytesStore = "portbytes";
+constexpr const char* kFlowCountStore = "flowcounts";
 constexpr const char* kDropStore = "drops";
 
 dta_collector* H(void* p) { return static_cast<dta_collector*>(p); }
@@ -29,42 +32,37 @@ std::string LastError(const char* what, int rc) {
 }
 }  // namespace
 
-bool DtaBridge::Open(const std::string& config_path, std::string* error) {
-  dta_collector* c = nullptr;
-  int rc = dta_collector_open(config_path.c_str(), &c);
-  if (rc != DTA_E_OK) {
-    *error = LastError("dta_collector_open", rc);
+bool DtaBridge::Open(const std::string& config_path, const std::string& region_dir,
+                     std::string* error) {
+  app_ = ns3::CreateObject<dta_sim::DtaCollectorApp>();
+  try {
+    app_->Open(config_path, region_dir);
+  } catch (const std::runtime_error& e) {
+    *error = e.what();
+    app_ = nullptr;
     return false;
   }
-  handle_ = c;
+  handle_ = app_->Collector();
   return true;
 }
 
 void DtaBridge::Ingest(const uint8_t* payload, size_t len) {
-  if (!handle_) return;
-  size_t at = 0;
-  while (at + 2 <= len) {
-    uint16_t n = GetU16(payload + at);
-    if (at + 2 + n > len) break;
-    // A rejected report is counted by the collector (dta_collector_stats) and reported in the
-    // run's JSON; the run goes on.
-    (void)dta_collector_ingest(H(handle_), payload + at + 2, n);
-    at += 2 + n;
-  }
+  // A rejected report is counted by the collector (dta_collector_stats, in the run's JSON).
+  if (app_) app_->HandleTelemetryPayload(payload, len);
 }
 
 void DtaBridge::Flush() {
-  if (handle_ && !flushed_) {
-    dta_collector_flush(H(handle_));
+  if (app_ && !flushed_) {
+    app_->Flush();
     flushed_ = true;
   }
 }
 
-bool DtaBridge::PostcardPath(uint64_t flow, uint32_t path_len, std::vector<uint32_t>* hops,
+bool DtaBridge::PostcardPath(const FlowKey& flow, uint32_t path_len, std::vector<uint32_t>* hops,
                              std::string* error) {
   Flush();
-  uint8_t key[8];
-  for (int i = 7; i >= 0; i--) key[7 - i] = static_cast<uint8_t>(flow >> (8 * i));
+  uint8_t key[kFlowKeyLen];
+  flow.Encode(key);
   uint32_t out[16];
   size_t n = 0;
   int rc = dta_query_postcard_path(H(handle_), kPathStore, key, sizeof key, out, 16, &n);
@@ -96,22 +94,26 @@ bool DtaBridge::KeyIncrement(const uint8_t* key, size_t key_len, uint64_t* value
   return true;
 }
 
-int64_t DtaBridge::AppendCount(uint32_t list, std::string* error) {
+int64_t DtaBridge::AppendCount(uint32_t lists, std::string* error) {
   Flush();
   std::vector<uint8_t> buf(1 << 16);
-  uint64_t tail = DTA_TAIL_OLDEST;
   int64_t total = 0;
-  for (int rounds = 0; rounds < 1 << 16; rounds++) {
-    dta_list_read r{};
-    int rc = dta_query_append_read(H(handle_), kDropStore, list, tail, buf.data(), buf.size(), &r);
-    if (rc == DTA_E_EMPTY) return total;
-    if (rc != DTA_E_OK) {
-      *error = LastError("dta_query_append_read", rc);
-      return -1;
+  for (uint32_t list = 0; list < lists; list++) {
+    uint64_t tail = DTA_TAIL_OLDEST;
+    // Bounded: each round reads at least one entry of a list of bounded capacity.
+    for (int rounds = 0; rounds < 1 << 16; rounds++) {
+      dta_list_read r{};
+      int rc =
+          dta_query_append_read(H(handle_), kDropStore, list, tail, buf.data(), buf.size(), &r);
+      if (rc == DTA_E_EMPTY) break;
+      if (rc != DTA_E_OK) {
+        *error = LastError("dta_query_append_read", rc);
+        return -1;
+      }
+      total += static_cast<int64_t>(r.entries);
+      if (r.entries == 0 || r.next_tail == tail) break;
+      tail = r.next_tail;
     }
-    total += static_cast<int64_t>(r.entries);
-    if (r.entries == 0 || r.next_tail == tail) return total;
-    tail = r.next_tail;
   }
   return total;
 }
@@ -132,14 +134,16 @@ std::string DtaBridge::StatsJson() {
     o << (first ? "" : ", ") << "\"" << (name ? name : "?") << "\": " << s.rejects[i];
     first = false;
   }
-  o << "}, \"postcard_paths_complete\": " << s.postcard_chunks_complete
+  const dta_sim::CollectorAppStats& a = app_->Stats();
+  o << "}, \"framing_errors\": " << a.framing_errors << ", \"too_many\": " << a.too_many;
+  o << ", \"postcard_paths_complete\": " << s.postcard_chunks_complete
     << ", \"postcard_paths_timeout\": " << s.postcard_chunks_timeout << "}";
   return o.str();
 }
 
 void DtaBridge::Close() {
-  if (handle_) dta_collector_close(H(handle_));
   handle_ = nullptr;
+  app_ = nullptr;  // the application closes its collector
 }
 
 }  // namespace ifsim

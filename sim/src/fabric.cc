@@ -24,6 +24,30 @@ uint64_t FlowKey::Id() const {
   return Mix64(a ^ Mix64(b + 0x9e3779b97f4a7c15ULL));
 }
 
+void FlowKey::Encode(uint8_t* o) const {
+  PutU32(o, src);
+  PutU32(o + 4, dst);
+  PutU16(o + 8, sport);
+  PutU16(o + 10, dport);
+  o[12] = proto;
+}
+
+FlowKey FlowKey::Decode(const uint8_t* in) {
+  FlowKey k;
+  k.src = GetU32(in);
+  k.dst = GetU32(in + 4);
+  k.sport = GetU16(in + 8);
+  k.dport = GetU16(in + 10);
+  k.proto = in[12];
+  return k;
+}
+
+void EncodePortPeriodKey(uint8_t* out, uint32_t sw, uint32_t port, uint32_t period) {
+  PutU32(out, sw);
+  PutU16(out + 4, static_cast<uint16_t>(port));
+  PutU16(out + 6, static_cast<uint16_t>(period));
+}
+
 FlowKey ReadFlowKey(const Ipv4Header& h, Ptr<const Packet> p) {
   FlowKey k;
   k.src = h.GetSource().Get();

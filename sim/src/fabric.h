@@ -160,7 +160,22 @@ struct FlowKey {
   uint16_t sport = 0, dport = 0;
   uint8_t proto = 0;
   uint64_t Id() const;
+  /// The 13-byte key of the Postcarding store: src, dst, sport, dport, protocol (big-endian).
+  void Encode(uint8_t* out) const;
+  static FlowKey Decode(const uint8_t* in);
 };
+constexpr size_t kFlowKeyLen = 13;
+
+/// Key-Increment reports carry the stores' redundancy (examples/invisiflow.toml).
+constexpr unsigned kKeyIncrementRedundancy = 2;
+
+/// Ground-truth key of one port's bytes in one period; and the 8-byte store key
+/// (switch u32 | port u16 | period u16).
+inline uint64_t PortPeriodKey(uint32_t sw, uint32_t port, uint32_t period) {
+  return (static_cast<uint64_t>(sw) << 32) | (static_cast<uint64_t>(port & 0xffff) << 16) |
+         (period & 0xffff);
+}
+void EncodePortPeriodKey(uint8_t* out, uint32_t sw, uint32_t port, uint32_t period);
 FlowKey ReadFlowKey(const ns3::Ipv4Header& h, ns3::Ptr<const ns3::Packet> p);
 
 uint64_t Mix64(uint64_t x);

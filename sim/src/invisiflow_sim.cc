@@ -95,13 +95,11 @@ void Sim::Deliver(const uint8_t* payload, size_t len) {
     const uint8_t* rep = d + DTA_HDR;
     uint8_t op = rep[0], klen = rep[2];
     const uint8_t* body = rep + 4;
-    if (op == 0x04 && klen == 8) {
-      uint64_t flow = 0;
-      for (int i = 0; i < 8; i++) flow = (flow << 8) | body[i];
-      delivered_hops[flow] |= static_cast<uint8_t>(1u << body[8]);
+    if (op == 0x04 && klen == kFlowKeyLen) {
+      uint64_t flow = FlowKey::Decode(body).Id();
+      delivered_hops[flow] |= static_cast<uint8_t>(1u << body[kFlowKeyLen]);
     } else if (op == 0x03 && klen == 8) {
-      uint64_t key = (static_cast<uint64_t>(GetU16(body)) << 48) |
-                     (static_cast<uint64_t>(GetU16(body + 2)) << 32) | GetU32(body + 4);
+      uint64_t key = PortPeriodKey(GetU32(body), GetU16(body + 4), GetU16(body + 6));
       uint64_t v = (static_cast<uint64_t>(GetU32(body + 8)) << 32) | GetU32(body + 12);
       delivered_port_bytes[key] += v;
     } else if (op == 0x03 && klen == 5) {
@@ -336,7 +334,7 @@ void Usage() {
   std::fprintf(stderr,
                "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow\n"
                "  [--load 0.5] [--workload FILE] [--seed 1] [--traffic-ms 30] [--drain-ms 20]\n"
-               "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE]\n"
+               "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE [--dta-regions DIR]]\n"
                "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--load-report-us 50]\n"
                "  [--theta 1.0] [--out FILE.json]\n");
 }
@@ -382,6 +380,9 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
     } else if (a == "--dta-config") {
       if (!(v = next("--dta-config"))) return false;
       c->dta_config = v;
+    } else if (a == "--dta-regions") {
+      if (!(v = next("--dta-regions"))) return false;
+      c->dta_regions = v;
     } else if (a == "--telem-buf-bytes") {
       if (!(v = next("--telem-buf-bytes"))) return false;
       c->telem_buf_bytes = static_cast<uint32_t>(std::atoi(v));
@@ -431,7 +432,7 @@ int main(int argc, char** argv) {
   DtaBridge dta;
   if (!cfg.dta_config.empty()) {
     std::string err;
-    if (!dta.Open(cfg.dta_config, &err)) {
+    if (!dta.Open(cfg.dta_config, cfg.dta_regions, &err)) {
       std::fprintf(stderr, "error: DTA collector: %s\n", err.c_str());
       return 1;
     }
@@ -459,7 +460,7 @@ int main(int argc, char** argv) {
   f.ComputeCollectorDistances(g.collector_nodes);
   g.collector_addr = ServerAddr(0);
 
-  g.gt.entries.assign(f.NumNodes(), {});
+  g.gt.entries.assign(f.NumNodes() - f.NumServers(), {});
   g.gt.core_load.assign(f.cores, {});
   g.gt.cms_generated.assign(kCmsRows * kCmsCols, 0);
   g.gt.cms_delivered.assign(kCmsRows * kCmsCols, 0);
@@ -622,7 +623,7 @@ int main(int argc, char** argv) {
     if (dta.IsOpen()) {
       std::vector<uint32_t> hops;
       std::string err;
-      bool ok = dta.PostcardPath(flow, pr.len, &hops, &err);
+      bool ok = dta.PostcardPath(pr.key, pr.len, &hops, &err);
       bool match = ok && hops.size() == pr.len;
       for (uint32_t h = 0; match && h < pr.len; h++) match = hops[h] == pr.sw[h];
       if (!match) missing_dta++;
@@ -660,16 +661,14 @@ int main(int argc, char** argv) {
       std::vector<uint64_t> seen_gt(f.cores, 0), seen_dta(f.cores, 0);
       for (uint32_t c = 0; c < f.cores; c++) {
         uint32_t node = g.core_nodes[c];
+        uint32_t sw = node - f.NumServers();
         for (uint32_t port = 0; port < f.ports[node].size(); port++) {
-          uint64_t key = (static_cast<uint64_t>(node) << 48) | (static_cast<uint64_t>(port) << 32) |
-                         period;
+          uint64_t key = PortPeriodKey(sw, port, period);
           auto it = g.delivered_port_bytes.find(key);
           if (it != g.delivered_port_bytes.end()) seen_gt[c] += it->second;
           if (dta.IsOpen() && gt.port_bytes.count(key)) {
             uint8_t k[8];
-            PutU16(k, static_cast<uint16_t>(node));
-            PutU16(k + 2, static_cast<uint16_t>(port));
-            PutU32(k + 4, period);
+            EncodePortPeriodKey(k, sw, port, period);
             uint64_t v = 0;
             std::string err;
             if (dta.KeyIncrement(k, 8, &v, &err)) {
@@ -734,7 +733,7 @@ int main(int argc, char** argv) {
      << gt.drops_delivered;
   if (dta.IsOpen()) {
     std::string err;
-    int64_t n = dta.AppendCount(0, &err);
+    int64_t n = dta.AppendCount(f.NumNodes() - f.NumServers(), &err);
     js << ", \"drops_stored\": " << (n >= 0 ? std::to_string(n) : std::string("null"));
     if (n < 0 && first_error.empty()) first_error = err;
   }

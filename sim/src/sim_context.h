@@ -58,6 +58,7 @@ struct SimConfig {
   bool asymmetric = false;       // two links toward the collector at half capacity
   uint32_t collectors = 1;       // a second collector in another pod (Table 3)
   std::string dta_config;        // DTA collector configuration (TOML); empty: no DTA
+  std::string dta_regions;       // its region directory (empty: the configuration's)
   std::string out_json;
   std::string telemetry_log;     // optional CSV of every entry (ground truth)
 };
@@ -72,16 +73,17 @@ struct EntryRecord {
 struct PathRecord {
   uint8_t len = 0;
   uint8_t seen = 0;  // bit per hop generated
-  std::array<uint32_t, 8> sw{};
+  std::array<uint32_t, 8> sw{};  // switch ids per hop
+  FlowKey key;
 };
 
 struct GroundTruth {
-  // entries[reporter][seq]
+  // entries[switch id][seq]
   std::vector<std::vector<EntryRecord>> entries;
   std::unordered_map<uint64_t, PathRecord> paths;
   // load[core][period] = bytes through the core switch in the period
   std::vector<std::map<uint32_t, uint64_t>> core_load;
-  // (switch, port, period) -> bytes reported (Key-Increment ground truth)
+  // PortPeriodKey -> bytes reported (Key-Increment ground truth)
   std::unordered_map<uint64_t, uint64_t> port_bytes;
   std::unordered_map<uint64_t, uint32_t> flow_packets;  // packets per flow through the cores
   std::vector<uint32_t> cms_generated;                  // sum of all generated deltas
@@ -106,7 +108,7 @@ struct Sim {
   std::function<void(const uint8_t*, size_t)> ingest;  // into the DTA collector
   // What reached a collector, decoded from the datagrams (the cross-check of the stores).
   std::unordered_map<uint64_t, uint8_t> delivered_hops;         // flow -> bit per hop
-  std::unordered_map<uint64_t, uint64_t> delivered_port_bytes;  // (switch, port, period) -> bytes
+  std::unordered_map<uint64_t, uint64_t> delivered_port_bytes;  // PortPeriodKey -> bytes
   double TelemStartUs() const { return cfg.telem_start * cfg.traffic_ms * 1000.0; }
   double TelemEndUs() const { return cfg.telem_end * cfg.traffic_ms * 1000.0; }
   bool TelemetryOn() const;

@@ -12,11 +12,10 @@ namespace ifsim {
 
 namespace {
 // Key shapes of the applications' reports (examples/invisiflow.toml):
-//   path tracing     Postcarding, key = flow id (8 bytes), value = switch id
-//   load imbalance   Key-Increment, key = switch u16 | port u16 | period u32 (8 bytes), bytes
-//   flow accounting  Key-Increment, key = row u8 | column u32 (5 bytes), counter delta
-//   drop notices     Append list 0, data = switch u32 | flow id low 32 bits
-constexpr uint32_t kDropList = 0;
+//   path tracing     Postcarding "paths", key = the 5-tuple (13 bytes), value = switch id
+//   load imbalance   Key-Increment "portbytes", key = switch u32 | port u16 | period u16, bytes
+//   flow accounting  Key-Increment "flowcounts", key = row u8 | column u32, counter delta
+//   drop notices     Append "drops", list = switch id, flow id u32 | drop number u32 | time ns u64
 
 void PutU64(uint8_t* p, uint64_t v) {
   for (int i = 7; i >= 0; i--) {
@@ -34,6 +33,7 @@ TypeId SwitchAgent::GetTypeId() {
 SwitchAgent::SwitchAgent(Sim* sim, uint32_t node, bool collector)
     : sim_(sim), node_(node), collector_(collector), rng_(Mix64(sim->cfg.seed * 7919 + node)) {
   role_ = sim->fabric.role[node];
+  sw_ = role_ == Role::Server ? 0 : node - sim->fabric.NumServers();
   port_bytes_.assign(sim->fabric.ports[node].size(), 0);
   if (role_ == Role::Core) {
     auto it = std::find(sim->core_nodes.begin(), sim->core_nodes.end(), node);
@@ -75,7 +75,7 @@ void SwitchAgent::Start() {
 // Sources
 
 uint32_t SwitchAgent::NextSeq(App app) {
-  auto& v = sim_->gt.entries[node_];
+  auto& v = sim_->gt.entries[sw_];
   EntryRecord r;
   r.gen_us = Simulator::Now().GetSeconds() * 1e6;
   r.app = app;
@@ -99,8 +99,9 @@ void SwitchAgent::OnForward(Ptr<const Packet> p, const Ipv4Header& h, uint32_t p
         PathRecord& pr = sim_->gt.paths[flow];
         pr.len = len;
         pr.seen |= static_cast<uint8_t>(1u << hop);
-        pr.sw[hop] = node_;
-        EmitPostcard(flow, hop, len);
+        pr.sw[hop] = sw_;
+        pr.key = k;
+        EmitPostcard(k, hop, len);
       }
     }
   }
@@ -144,7 +145,7 @@ void SwitchAgent::LoadTick() {
     if (port_bytes_[i] == 0) continue;
     if (now > sim_->TelemStartUs()) {
       core_total += port_bytes_[i];
-      uint64_t key = (static_cast<uint64_t>(node_) << 48) | (static_cast<uint64_t>(i) << 32) | period;
+      uint64_t key = PortPeriodKey(sw_, i, period);
       sim_->gt.port_bytes[key] += port_bytes_[i];
       EmitPortBytes(i, period, port_bytes_[i]);
     }
@@ -156,49 +157,48 @@ void SwitchAgent::LoadTick() {
   Simulator::Schedule(MicroSeconds(sim_->cfg.load_report_us), &SwitchAgent::LoadTick, this);
 }
 
-void SwitchAgent::EmitPostcard(uint64_t flow, uint8_t hop, uint8_t path_len) {
+void SwitchAgent::EmitPostcard(const FlowKey& flow, uint8_t hop, uint8_t path_len) {
   Entry e;
   dta_native_builder b;
-  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, node_, NextSeq(App::PathTracing));
-  uint8_t key[8];
-  PutU64(key, flow);
-  dta_native_postcard(&b, 0, key, sizeof key, hop, path_len, node_);
+  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_, NextSeq(App::PathTracing));
+  uint8_t key[kFlowKeyLen];
+  flow.Encode(key);
+  dta_native_postcard(&b, 0, key, sizeof key, hop, path_len, sw_);
   Emit(e.bytes, dta_native_len(&b));
 }
 
 void SwitchAgent::EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes) {
   Entry e;
   dta_native_builder b;
-  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, node_,
+  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_,
                    NextSeq(App::LoadImbalance));
   uint8_t key[8];
-  PutU16(key, static_cast<uint16_t>(node_));
-  PutU16(key + 2, static_cast<uint16_t>(port));
-  PutU32(key + 4, period);
-  dta_native_key_increment(&b, 0, 1, key, sizeof key, bytes);
+  EncodePortPeriodKey(key, sw_, port, period);
+  dta_native_key_increment(&b, 0, kKeyIncrementRedundancy, key, sizeof key, bytes);
   Emit(e.bytes, dta_native_len(&b));
 }
 
 void SwitchAgent::EmitCmsDelta(uint32_t row, uint32_t col, uint32_t delta) {
   Entry e;
   dta_native_builder b;
-  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, node_,
+  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_,
                    NextSeq(App::FlowAccounting));
   uint8_t key[5];
   key[0] = static_cast<uint8_t>(row);
   PutU32(key + 1, col);
-  dta_native_key_increment(&b, 0, 1, key, sizeof key, delta);
+  dta_native_key_increment(&b, 0, kKeyIncrementRedundancy, key, sizeof key, delta);
   Emit(e.bytes, dta_native_len(&b));
 }
 
 void SwitchAgent::EmitDrop(uint64_t flow) {
   Entry e;
   dta_native_builder b;
-  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, node_, NextSeq(App::DropNotice));
-  uint8_t data[8];
-  PutU32(data, node_);
-  PutU32(data + 4, static_cast<uint32_t>(flow));
-  dta_native_append(&b, 0, kDropList, data, sizeof data);
+  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_, NextSeq(App::DropNotice));
+  uint8_t data[16];
+  PutU32(data, static_cast<uint32_t>(flow));
+  PutU32(data + 4, drops_++);
+  PutU64(data + 8, static_cast<uint64_t>(Simulator::Now().GetNanoSeconds()));
+  dta_native_append(&b, 0, sw_, data, sizeof data);
   Emit(e.bytes, dta_native_len(&b));
 }
 
@@ -258,7 +258,12 @@ void SwitchAgent::SeedTick(uint32_t port) {
   double now = Simulator::Now().GetSeconds() * 1e6;
   if (now > sim_->cfg.traffic_ms * 1000.0 + sim_->cfg.drain_ms * 1000.0) return;
   const Port& p = sim_->fabric.ports[node_][port];
-  if (p.qdisc->BandPackets(Band::Seed) == 0) SendFrame(port, ControlFrame(FrameType::Seed, 0, 0));
+  // Simulation shortcut: when neither end holds telemetry, the pull this seed would become can
+  // only be answered with nothing, so it is not simulated.
+  const SwitchAgent* peer = sim_->agents[p.peer];
+  bool idle = Usage() == 0 && (peer == nullptr || peer->BufferedBytes() == 0);
+  if (!idle && p.qdisc->BandPackets(Band::Seed) == 0)
+    SendFrame(port, ControlFrame(FrameType::Seed, 0, 0));
   Simulator::Schedule(MicroSeconds(sim_->cfg.seed_period_us), &SwitchAgent::SeedTick, this, port);
 }
 

@@ -60,7 +60,7 @@ class SwitchAgent : public ns3::IpL4Protocol {
  private:
   uint32_t NextSeq(App app);
   void Emit(const uint8_t* dgram, size_t len);
-  void EmitPostcard(uint64_t flow, uint8_t hop, uint8_t path_len);
+  void EmitPostcard(const FlowKey& flow, uint8_t hop, uint8_t path_len);
   void EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes);
   void EmitCmsDelta(uint32_t row, uint32_t col, uint32_t delta);
   void EmitDrop(uint64_t flow);
@@ -99,6 +99,8 @@ class SwitchAgent : public ns3::IpL4Protocol {
   std::vector<uint32_t> cms_;     // kCmsRows x kCmsCols, core switches only
   std::vector<uint32_t> synced_;  // the value last reported per counter
   int32_t core_index_ = -1;
+  uint32_t sw_ = 0;     // switch id: 0.. ToRs, then aggregation, then core switches
+  uint32_t drops_ = 0;  // drop notices sent
 };
 
 }  // namespace ifsim
