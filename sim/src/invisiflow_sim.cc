@@ -335,7 +335,8 @@ void Usage() {
                "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow\n"
                "  [--load 0.5] [--workload FILE] [--seed 1] [--traffic-ms 30] [--drain-ms 20]\n"
                "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE [--dta-regions DIR]]\n"
-               "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--load-report-us 50]\n"
+               "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--collector-seed-period-us 0.25]\n"
+               "  [--load-report-us 50]"
                "  [--theta 1.0] [--out FILE.json]\n");
 }
 
@@ -389,6 +390,9 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
     } else if (a == "--seed-period-us") {
       if (!(v = next("--seed-period-us"))) return false;
       c->seed_period_us = std::atof(v);
+    } else if (a == "--collector-seed-period-us") {
+      if (!(v = next("--collector-seed-period-us"))) return false;
+      c->collector_seed_period_us = std::atof(v);
     } else if (a == "--load-report-us") {
       if (!(v = next("--load-report-us"))) return false;
       c->load_report_us = std::atof(v);
@@ -405,6 +409,7 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
   }
   if (!(c->load > 0 && c->load < 1.5) || c->traffic_ms <= 0 || c->collectors < 1 ||
       c->collectors > 2 || c->telem_buf_bytes < 512 || c->seed_period_us <= 0 ||
+      c->collector_seed_period_us <= 0 ||
       c->load_report_us <= 0) {
     std::fprintf(stderr, "error: a parameter is out of range\n");
     return false;
@@ -566,7 +571,8 @@ int main(int argc, char** argv) {
   js << "  \"traffic_ms\": " << Num(cfg.traffic_ms) << ", \"drain_ms\": " << Num(cfg.drain_ms)
      << ",\n";
   js << "  \"telem_buf_bytes\": " << cfg.telem_buf_bytes << ", \"seed_period_us\": "
-     << Num(cfg.seed_period_us) << ", \"load_report_us\": " << Num(cfg.load_report_us)
+     << Num(cfg.seed_period_us) << ", \"collector_seed_period_us\": "
+     << Num(cfg.collector_seed_period_us) << ", \"load_report_us\": " << Num(cfg.load_report_us)
      << ", \"approsync_theta\": " << Num(cfg.approsync_theta) << ",\n";
 
   // Telemetry entries: loss and delay.

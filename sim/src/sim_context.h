@@ -47,7 +47,10 @@ struct SimConfig {
   uint32_t telem_buf_bytes = 17'000;
   uint32_t push_buf_bytes = 4'000;  // telemetry band of a pull-channel switch (push fallback)
   uint32_t ecn_k = 65;              // DCTCP marking threshold in packets ([InvisiFlow §6.1])
+  // Seeds: [InvisiFlow §4.1] fills every gap with pulls; simulated, a switch port seeds every
+  // 1 us and a collector every 0.25 us (about one telemetry frame's time at 10 Gbps).
   double seed_period_us = 1.0;
+  double collector_seed_period_us = 0.25;
   double load_report_us = 50.0;  // 5 us at 100 Gbps, scaled with link bandwidth
   double approsync_theta = 1.0;  // relative divergence that triggers a counter sync
   uint32_t entries_per_packet = 8;

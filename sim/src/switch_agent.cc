@@ -264,7 +264,8 @@ void SwitchAgent::SeedTick(uint32_t port) {
   bool idle = Usage() == 0 && (peer == nullptr || peer->BufferedBytes() == 0);
   if (!idle && p.qdisc->BandPackets(Band::Seed) == 0)
     SendFrame(port, ControlFrame(FrameType::Seed, 0, 0));
-  Simulator::Schedule(MicroSeconds(sim_->cfg.seed_period_us), &SwitchAgent::SeedTick, this, port);
+  double period = collector_ ? sim_->cfg.collector_seed_period_us : sim_->cfg.seed_period_us;
+  Simulator::Schedule(MicroSeconds(period), &SwitchAgent::SeedTick, this, port);
 }
 
 Ptr<Packet> SwitchAgent::ControlFrame(FrameType t, uint8_t flags, uint32_t usage) {
