@@ -10,7 +10,7 @@
 #                                  10 ms of traffic and 5 ms of drain)
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
 #            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default ../shared/workloads
-#            or $DTA_WORKLOADS), --seed N, --out DIR (default target/invisiflow), --no-build,
+#            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N, --out DIR (default target/invisiflow), --no-build,
 #            --no-stress, --plots-only, --dta-profile debug|release, --no-cargo (link the
 #            existing target/<profile>/libdta.so)
 set -euo pipefail
@@ -25,6 +25,7 @@ STRESS_LOADS=$LOADS
 SEED=1
 OUT=$ROOT/target/invisiflow
 WORKLOADS=${DTA_WORKLOADS:-$ROOT/../shared/workloads}
+FILTER=
 BUILD=1
 CARGO=1
 DTA_PROFILE=release
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift ;;
         --out) OUT=$2; shift ;;
         --workloads) WORKLOADS=$2; shift ;;
+        --filter) FILTER=$2; shift ;;
         --no-build) BUILD=0 ;;
         --no-stress) STRESS=0 ;;
         --plots-only) BUILD=0; RUN=0 ;;
@@ -75,7 +77,9 @@ mkdir -p "$OUT/runs"
 # One line per run: name, then the simulator's arguments.
 PLAN=$OUT/plan.txt
 : >"$PLAN"
-add() { echo "$*" >>"$PLAN"; }
+add() {
+    if [ -z "$FILTER" ] || [[ ${1%% *} =~ $FILTER ]]; then echo "$*" >>"$PLAN"; fi
+}
 common="--traffic-ms $TRAFFIC_MS --drain-ms $DRAIN_MS --seed $SEED"
 # In priority order (a sweep cut short keeps the default setting complete first).
 for load in $LOADS; do

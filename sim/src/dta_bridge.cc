@@ -118,6 +118,12 @@ int64_t DtaBridge::AppendCount(uint32_t lists, std::string* error) {
   return total;
 }
 
+bool DtaBridge::Stats(dta_stats* out) {
+  if (!handle_) return false;
+  Flush();
+  return dta_collector_stats(H(handle_), out) == DTA_E_OK;
+}
+
 std::string DtaBridge::StatsJson() {
   if (!handle_) return "null";
   Flush();

@@ -29,6 +29,8 @@ class DtaBridge {
   bool KeyIncrement(const uint8_t* key, size_t key_len, uint64_t* value, std::string* error);
   /// Entries stored in the Append lists 0..lists-1; -1 with `error` set when a query fails.
   int64_t AppendCount(uint32_t lists, std::string* error);
+  /// The collector's counters; false when it is not open.
+  bool Stats(dta_stats* out);
   /// "accepted"/"rejected" counters of the collector, as JSON (for the run's output).
   std::string StatsJson();
   void Close();

@@ -371,6 +371,8 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
     } else if (a == "--drain-ms") {
       if (!(v = next("--drain-ms"))) return false;
       c->drain_ms = std::atof(v);
+    } else if (a == "--check") {
+      c->check = true;
     } else if (a == "--imbalance") {
       c->imbalance = true;
     } else if (a == "--asymmetric") {
@@ -412,6 +414,10 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
       c->collector_seed_period_us <= 0 ||
       c->load_report_us <= 0) {
     std::fprintf(stderr, "error: a parameter is out of range\n");
+    return false;
+  }
+  if (c->check && c->dta_config.empty()) {
+    std::fprintf(stderr, "error: --check needs --dta-config\n");
     return false;
   }
   if (c->workload_path.empty()) {
@@ -619,6 +625,16 @@ int main(int argc, char** argv) {
   // Path tracing: paths whose every hop was generated; missing when the Postcarding store does
   // not hold exactly the switches of the path.
   uint64_t paths = 0, missing_dta = 0, missing_gt = 0, dta_errors = 0;
+  // --check: the stores against the ground truth of what reached the collector.
+  uint64_t checks = 0, failures = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    checks++;
+    if (!ok) {
+      failures++;
+      std::fprintf(stderr, "check failed: %s\n", what.c_str());
+    }
+  };
+  uint64_t dta_only_missing = 0;
   std::string first_error;
   for (auto& [flow, pr] : gt.paths) {
     uint8_t full = static_cast<uint8_t>((1u << pr.len) - 1);
@@ -633,6 +649,9 @@ int main(int argc, char** argv) {
       bool match = ok && hops.size() == pr.len;
       for (uint32_t h = 0; match && h < pr.len; h++) match = hops[h] == pr.sw[h];
       if (!match) missing_dta++;
+      bool delivered_full = it != g.delivered_hops.end() && it->second == full;
+      if (!match && delivered_full) dta_only_missing++;
+      if (match && !delivered_full) check(false, "a path the collector never received is stored");
       if (!ok && !err.empty()) {
         dta_errors++;
         if (first_error.empty()) first_error = err;
@@ -679,6 +698,12 @@ int main(int argc, char** argv) {
             std::string err;
             if (dta.KeyIncrement(k, 8, &v, &err)) {
               seen_dta[c] += v;
+              if (cfg.check) {
+                auto d = g.delivered_port_bytes.find(key);
+                uint64_t got = d == g.delivered_port_bytes.end() ? 0 : d->second;
+                // Key-Increment answers a count-min: never below what was delivered.
+                if (v < got) check(false, "portbytes below the delivered bytes");
+              }
             } else {
               dta_errors++;
               if (first_error.empty()) first_error = err;
@@ -721,6 +746,8 @@ int main(int argc, char** argv) {
           est_dta = std::min<uint64_t>(est_dta, v);
         }
       }
+      if (cfg.check && dta.IsOpen() && est_dta < est_gt)
+        check(false, "flowcounts estimate below the delivered updates");
       double t = static_cast<double>(pkts);
       re_full += std::fabs(static_cast<double>(est_full) - t) / t;
       re_gt += std::fabs(static_cast<double>(est_gt) - t) / t;
@@ -790,9 +817,34 @@ int main(int argc, char** argv) {
      << ", \"dta_query_errors\": " << dta_errors << ", \"dta_first_error\": \"" << first_error
      << "\"\n";
   js << "}\n";
+  if (cfg.check) {
+    dta_stats st{};
+    bool have = dta.Stats(&st);
+    check(have, "the DTA collector is open and answers its statistics");
+    if (have) {
+      check(st.rejected == 0, "the translator rejected " + std::to_string(st.rejected) + " reports");
+      check(st.datagrams == gt.delivered,
+            "datagrams ingested " + std::to_string(st.datagrams) + " != entries delivered " +
+                std::to_string(gt.delivered));
+    }
+    check(delivered > 0, "telemetry reached the collector");
+    check(paths > 0, "flows were traced");
+    // Postcarding answers every path whose hops all arrived (a few may be lost to the store's
+    // own collisions: at most 1 %).
+    check(dta_only_missing * 100 <= paths,
+          std::to_string(dta_only_missing) + " delivered paths not answered by the store");
+    check(dta_errors == 0, "queries failed: " + first_error);
+    std::string err;
+    int64_t stored = dta.AppendCount(f.NumNodes() - f.NumServers(), &err);
+    check(stored == static_cast<int64_t>(gt.drops_delivered),
+          "drops stored " + std::to_string(stored) + " != delivered " +
+              std::to_string(gt.drops_delivered));
+    std::printf("%" PRIu64 " checks, %" PRIu64 " failures\n", checks, failures);
+  }
   Simulator::Destroy();
+  if (cfg.check && failures > 0) return 1;
   if (cfg.out_json.empty()) {
-    std::cout << js.str();
+    if (!cfg.check) std::cout << js.str();
   } else {
     std::ofstream o(cfg.out_json);
     o << js.str();

@@ -63,6 +63,7 @@ struct SimConfig {
   std::string dta_config;        // DTA collector configuration (TOML); empty: no DTA
   std::string dta_regions;       // its region directory (empty: the configuration's)
   std::string out_json;
+  bool check = false;            // print "N checks, N failures" of the stores vs the ground truth
   std::string telemetry_log;     // optional CSV of every entry (ground truth)
 };
 
