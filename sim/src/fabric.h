@@ -180,4 +180,7 @@ FlowKey ReadFlowKey(const ns3::Ipv4Header& h, ns3::Ptr<const ns3::Packet> p);
 
 uint64_t Mix64(uint64_t x);
 
+/// A time of `us` microseconds, fractions kept (ns-3's MicroSeconds takes an integer).
+inline ns3::Time Us(double us) { return ns3::NanoSeconds(static_cast<int64_t>(us * 1000.0 + 0.5)); }
+
 }  // namespace ifsim

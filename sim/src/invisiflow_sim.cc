@@ -235,7 +235,7 @@ std::vector<Ptr<SwitchAgent>> g_agents;
 void Link(NodeContainer& nodes, uint32_t a, uint32_t b, uint64_t bps, uint32_t link_no) {
   PointToPointHelper p2p;
   p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(bps)));
-  p2p.SetChannelAttribute("Delay", TimeValue(MicroSeconds(g.cfg.link_delay_us)));
+  p2p.SetChannelAttribute("Delay", TimeValue(Us(g.cfg.link_delay_us)));
   p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
   NetDeviceContainer d = p2p.Install(nodes.Get(a), nodes.Get(b));
   TrafficControlHelper tch;
@@ -555,11 +555,11 @@ int main(int argc, char** argv) {
       }
     }
     for (uint32_t i = 0; i < g_flows.size(); i++)
-      Simulator::Schedule(MicroSeconds(g_flows[i].start_us), &StartFlow, i);
+      Simulator::Schedule(Us(g_flows[i].start_us), &StartFlow, i);
   }
 
   double end_us = cfg.traffic_ms * 1000.0 + cfg.drain_ms * 1000.0;
-  Simulator::Stop(MicroSeconds(end_us));
+  Simulator::Stop(Us(end_us));
   Simulator::Run();
 
   // ---- metrics -------------------------------------------------------------------------------

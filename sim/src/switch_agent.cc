@@ -59,14 +59,14 @@ void SwitchAgent::Start() {
       if (ch == Channel::LowUdp) udp_->SetIpTos(kTosLow);
     }
     double first = sim_->TelemStartUs();
-    Simulator::Schedule(MicroSeconds(first), &SwitchAgent::LoadTick, this);
+    Simulator::Schedule(Us(first), &SwitchAgent::LoadTick, this);
   }
   if (Pulling()) {
     for (uint32_t i = 0; i < sim_->fabric.ports[node_].size(); i++) {
       if (!SeedsOn(i)) continue;
       // Desynchronise the ports' seed clocks.
       double off = std::uniform_real_distribution<double>(0, sim_->cfg.seed_period_us)(rng_);
-      Simulator::Schedule(MicroSeconds(off), &SwitchAgent::SeedTick, this, i);
+      Simulator::Schedule(Us(off), &SwitchAgent::SeedTick, this, i);
     }
   }
 }
@@ -154,7 +154,7 @@ void SwitchAgent::LoadTick() {
   if (core_index_ >= 0 && now > sim_->TelemStartUs())
     sim_->gt.core_load[core_index_][period] += core_total;
   Flush();
-  Simulator::Schedule(MicroSeconds(sim_->cfg.load_report_us), &SwitchAgent::LoadTick, this);
+  Simulator::Schedule(Us(sim_->cfg.load_report_us), &SwitchAgent::LoadTick, this);
 }
 
 void SwitchAgent::EmitPostcard(const FlowKey& flow, uint8_t hop, uint8_t path_len) {
@@ -265,7 +265,7 @@ void SwitchAgent::SeedTick(uint32_t port) {
   if (!idle && p.qdisc->BandPackets(Band::Seed) == 0)
     SendFrame(port, ControlFrame(FrameType::Seed, 0, 0));
   double period = collector_ ? sim_->cfg.collector_seed_period_us : sim_->cfg.seed_period_us;
-  Simulator::Schedule(MicroSeconds(period), &SwitchAgent::SeedTick, this, port);
+  Simulator::Schedule(Us(period), &SwitchAgent::SeedTick, this, port);
 }
 
 Ptr<Packet> SwitchAgent::ControlFrame(FrameType t, uint8_t flags, uint32_t usage) {
