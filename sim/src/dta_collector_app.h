@@ -61,8 +61,9 @@ class DtaCollectorApp : public ns3::Application {
   // The UDP port telemetry packets arrive on (set before the application starts).
   void SetPort(uint16_t port) { m_port = port; }
 
-  // Called for each datagram ingested with its DTA header (reporter id, sequence number),
-  // e.g. to log the delivery in the ground truth.
+  // Called for each datagram that reached the collector node and whose DTA header parses
+  // (ingested or rejected by the translator: a delivery either way), with that header (reporter
+  // id, sequence number), e.g. to log the delivery in the ground truth.
   using DeliveredCallback = std::function<void(const dta_header &h, const uint8_t *datagram,
                                                std::size_t len)>;
   void SetDeliveredCallback(DeliveredCallback cb) { m_delivered = std::move(cb); }

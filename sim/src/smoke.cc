@@ -412,6 +412,40 @@ int main(int argc, char **argv) {
   check(rc == DTA_E_UNKNOWN_STORE && std::strlen(dta_last_error()) > 0,
         "unknown store: DTA_E_UNKNOWN_STORE with a message");
 
+  // Hostile payloads at the collector node: each parse stops at the broken frame and is
+  // counted; what came before is ingested.
+  {
+    dta_sim::CollectorAppStats before = app->Stats();
+    uint8_t d[DTA_MAX_ENCODED];
+    size_t dlen = 0;
+    dta_header h{};
+    h.reporter_id = 999;
+    uint8_t k[8] = {0, 0, 3, 0xe7, 0, 0, 0, 0};
+    Check(dta_encode_key_increment(&h, k, sizeof k, 1, 2, d, sizeof d, &dlen), "encode");
+    std::vector<uint8_t> p;
+    dta_sim::AppendFramed(p, d, dlen);
+    p.push_back(0);
+    p.push_back(200);  // a frame running past the payload
+    p.push_back(1);
+    size_t ok1 = app->HandleTelemetryPayload(p.data(), p.size());
+    std::vector<uint8_t> z = {0, 0};  // a zero-length frame
+    size_t ok2 = app->HandleTelemetryPayload(z.data(), z.size());
+    std::vector<uint8_t> many;
+    for (size_t i = 0; i < dta_sim::kMaxDatagramsPerPacket + 1; ++i) {
+      dta_sim::AppendFramed(many, d, dlen);
+    }
+    size_t ok3 = app->HandleTelemetryPayload(many.data(), many.size());
+    const dta_sim::CollectorAppStats &after = app->Stats();
+    check(ok1 == 1 && ok2 == 0 && ok3 == dta_sim::kMaxDatagramsPerPacket &&
+              after.framing_errors == before.framing_errors + 2 &&
+              after.too_many == before.too_many + 1,
+          "collector node: broken framing stops the parse, counted");
+    uint64_t n = 0;
+    Check(dta_query_key_increment(c, kPortBytes, k, sizeof k, &n), "query");
+    check(n == 1 + dta_sim::kMaxDatagramsPerPacket,
+          "collector node: the frames before a broken one are ingested");
+  }
+
   if (!csv.empty()) gt.WriteCsv(csv);
   Simulator::Destroy();
   fs::remove_all(regions);

@@ -105,6 +105,9 @@ typedef struct dta_stats {
     uint64_t postcard_chunks_timeout;    /* ... written at a timeout or flush, hops missing */
     uint64_t sketch_columns_written;     /* Sketch-Merge columns written */
     uint64_t append_batches;             /* Append batches written */
+    uint64_t lost;                       /* sequence numbers given up as never received (out
+                                            of the tracker's window, or by its timer) */
+    uint64_t duplicates;                 /* sequenced datagrams received again */
 } dta_stats;
 
 int dta_collector_stats(dta_collector *c, dta_stats *out);

@@ -51,6 +51,11 @@ pub struct DtaStats {
     pub sketch_columns_written: u64,
     /// Append batches written (full and partial).
     pub append_batches: u64,
+    /// Sequence numbers the translator gave up as never received (out of its window, or given
+    /// up by its timer), all priorities: loss as the sequence tracker sees it.
+    pub lost: u64,
+    /// Sequenced datagrams received again.
+    pub duplicates: u64,
 }
 
 impl DtaCollector {
@@ -187,6 +192,8 @@ impl DtaCollector {
             postcard_chunks_timeout: s.postcard_chunks_timeout.load(Relaxed),
             sketch_columns_written: s.sketch_columns_written.load(Relaxed),
             append_batches: s.append_batches.load(Relaxed),
+            lost: s.lost.iter().map(|c| c.load(Relaxed)).sum(),
+            duplicates: s.duplicates.load(Relaxed),
         }
     }
 }
@@ -288,6 +295,9 @@ pub unsafe extern "C" fn dta_collector_ingest_from(
         if d.is_empty() {
             return Err(Error::new(Code::Invalid, "empty datagram"));
         }
+        // What the UDP translator would see: its receive buffers hold MAX_DATAGRAM bytes, the
+        // rest of a longer datagram is cut off (and the parser rejects what remains).
+        let d = &d[..d.len().min(dta_translator::ingest::MAX_DATAGRAM)];
         c.ingest(d, SocketAddr::from((Ipv4Addr::from(src_ipv4), src_port)))
     })
 }

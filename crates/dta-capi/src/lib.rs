@@ -113,12 +113,14 @@ impl Error {
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The message of the thread's last failed call; `None` after a successful one (so that a
+    /// successful call allocates nothing).
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
-fn set_last_error(msg: &str) {
+fn set_last_error(msg: Option<&str>) {
     // A NUL inside a message would cut it short in C: replace it.
-    let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    let c = msg.map(|m| CString::new(m.replace('\0', "\\0")).unwrap_or_default());
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
@@ -135,11 +137,11 @@ pub(crate) fn guard(what: &str, f: impl FnOnce() -> Result<()>) -> c_int {
     });
     match r {
         Ok(()) => {
-            set_last_error("");
+            set_last_error(None);
             Code::Ok as c_int
         }
         Err(e) => {
-            set_last_error(&format!("{what}: {}", e.msg));
+            set_last_error(Some(&format!("{what}: {}", e.msg)));
             e.code as c_int
         }
     }
@@ -207,7 +209,7 @@ pub(crate) unsafe fn put<T>(out: *mut T, v: T, name: &str) -> Result<()> {
 /// the next call into the library on the same thread; never NULL.
 #[no_mangle]
 pub extern "C" fn dta_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR.with(|e| e.borrow().as_deref().map_or(c"".as_ptr(), CStr::as_ptr))
 }
 
 /// A status code's snake_case name ("ok", "rejected", ...; "unknown_code" for others).

@@ -378,6 +378,17 @@ fn bad_datagrams_are_rejected_with_the_reason_and_counted() {
     assert_eq!(code_of(rc), Code::Ok);
     assert_eq!(ingest(&o, (b2, n2)), Code::Rejected);
     assert!(last_error().contains("no_store"), "{}", last_error());
+    // Longer than the translator's receive buffer: cut off there, as over UDP, and rejected.
+    let mut long = vec![0u8; 20000];
+    long[..len].copy_from_slice(&buf[..len]);
+    // SAFETY: a valid handle and buffer.
+    let rc = unsafe { dta_collector_ingest(o.c, long.as_ptr(), long.len()) };
+    assert_eq!(code_of(rc), Code::Rejected, "{}", last_error());
+    assert!(
+        last_error().contains("9216-byte datagram"),
+        "{}",
+        last_error()
+    );
     // The next good one succeeds and clears the message.
     assert_eq!(ingest(&o, (buf, len)), Code::Ok);
     assert_eq!(last_error(), "");
@@ -398,7 +409,7 @@ fn bad_datagrams_are_rejected_with_the_reason_and_counted() {
     );
     // SAFETY: written on success.
     let s = unsafe { s.assume_init() };
-    assert_eq!(s.rejected, 3);
+    assert_eq!(s.rejected, 4);
     let by_name = |name: &str| -> u64 {
         (0..REJECT_REASONS)
             .filter(|&i| {
@@ -730,4 +741,179 @@ fn the_header_matches_the_library() {
             c as i32
         );
     }
+}
+
+/// The structs' layouts C sees (c/tests/capi.c checks the same sizes from the C side).
+#[test]
+fn struct_layouts_are_the_headers() {
+    use std::mem::{align_of, offset_of, size_of};
+    assert_eq!((size_of::<DtaHeader>(), align_of::<DtaHeader>()), (12, 4));
+    assert_eq!(offset_of!(DtaHeader, priority), 8);
+    assert_eq!(
+        size_of::<DtaStats>(),
+        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 6)
+    );
+    assert_eq!(offset_of!(DtaStats, rejects), 8 * (2 + PRIMITIVES));
+    assert_eq!(size_of::<DtaListRead>(), 32);
+    assert_eq!(offset_of!(DtaListRead, next_tail), 16);
+}
+
+/// The simulation's configurations open, and reports shaped as their comments say (13-byte flow
+/// keys, 8-byte port keys, 16-byte drop entries, 12-byte Count-Min columns) are accepted.
+#[test]
+fn the_simulation_configurations_take_the_reports_they_document() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for cfg in ["examples/invisiflow.toml", "sim/smoke.toml"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = CString::new(format!("{root}/{cfg}")).unwrap();
+        let regions = CString::new(dir.path().to_str().unwrap()).unwrap();
+        let mut c = ptr::null_mut();
+        // SAFETY: valid pointers.
+        let rc = unsafe { dta_collector_open_dir(path.as_ptr(), regions.as_ptr(), &mut c) };
+        assert_eq!(code_of(rc), Code::Ok, "{cfg}: {}", last_error());
+        let (mut buf, mut len) = ([0u8; 128], 0usize);
+        let flow = [10, 0, 0, 1, 10, 0, 1, 2, 0x03, 0xe8, 0, 80, 6];
+        let h = header(3);
+        // SAFETY (each block): valid pointers and lengths; `c` open.
+        unsafe {
+            assert_eq!(
+                code_of(dta_encode_postcard(
+                    &h,
+                    flow.as_ptr(),
+                    13,
+                    0,
+                    1,
+                    19,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            let port = [0, 0, 0, 19, 0, 2, 0, 7];
+            assert_eq!(
+                code_of(dta_encode_key_increment(
+                    &h,
+                    port.as_ptr(),
+                    8,
+                    9000,
+                    2,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            let drop_entry = [7u8; 16];
+            assert_eq!(
+                code_of(dta_encode_append(
+                    &h,
+                    19,
+                    drop_entry.as_ptr(),
+                    16,
+                    buf.as_mut_ptr(),
+                    128,
+                    &mut len
+                )),
+                Code::Ok
+            );
+            assert_eq!(
+                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                Code::Ok,
+                "{cfg}: {}",
+                last_error()
+            );
+            for sketch_id in [1u16, 2] {
+                let col = [0u8; 12];
+                assert_eq!(
+                    code_of(dta_encode_sketch_column(
+                        &header(0),
+                        sketch_id,
+                        0,
+                        1,
+                        col.as_ptr(),
+                        12,
+                        buf.as_mut_ptr(),
+                        128,
+                        &mut len
+                    )),
+                    Code::Ok
+                );
+                assert_eq!(
+                    code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
+                    Code::Ok,
+                    "{cfg}: {}",
+                    last_error()
+                );
+            }
+            assert_eq!(code_of(dta_collector_flush(c)), Code::Ok);
+            let (mut path, mut hops) = ([0u32; 8], 0usize);
+            let rc = dta_query_postcard_path(
+                c,
+                store("paths").as_ptr(),
+                flow.as_ptr(),
+                13,
+                path.as_mut_ptr(),
+                8,
+                &mut hops,
+            );
+            assert_eq!(
+                (code_of(rc), &path[..hops]),
+                (Code::Ok, &[19u32][..]),
+                "{cfg}: {}",
+                last_error()
+            );
+            assert_eq!(code_of(dta_collector_close(c)), Code::Ok);
+        }
+    }
+}
+
+/// Sequence numbers a reporter skipped beyond the tracker's window are counted lost; a datagram
+/// received twice is counted a duplicate.
+#[test]
+fn stats_count_sequence_loss_and_duplicates() {
+    let o = open();
+    let (mut buf, mut len) = ([0u8; 128], 0usize);
+    for seq in [0u32, 1, 1, 100_000] {
+        let mut h = header(5);
+        h.seq = seq;
+        // SAFETY: valid pointers.
+        let rc = unsafe {
+            dta_encode_key_write(
+                &h,
+                [1; 4].as_ptr(),
+                4,
+                [2; 4].as_ptr(),
+                4,
+                2,
+                buf.as_mut_ptr(),
+                128,
+                &mut len,
+            )
+        };
+        assert_eq!(code_of(rc), Code::Ok);
+        assert_eq!(ingest(&o, (buf, len)), Code::Ok, "{}", last_error());
+    }
+    let mut s = std::mem::MaybeUninit::<DtaStats>::uninit();
+    // SAFETY: valid pointers.
+    assert_eq!(
+        code_of(unsafe { dta_collector_stats(o.c, s.as_mut_ptr()) }),
+        Code::Ok
+    );
+    // SAFETY: written on success.
+    let s = unsafe { s.assume_init() };
+    assert_eq!(s.duplicates, 1);
+    assert!(s.lost > 0 && s.lost < 100_000, "lost {}", s.lost);
 }
