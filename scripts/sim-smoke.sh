@@ -19,14 +19,9 @@ cmake --build "$BUILD" --target dta-smoke -j "$(nproc)" -- --no-print-directory 
 # The InvisiFlow simulation proper (docs/invisiflow.md): 2 ms of DCTCP traffic and telemetry
 # over the InvisiFlow channel into examples/invisiflow.toml's stores, whose answers are checked
 # against the simulator's ground truth ("N checks, N failures").
-WORKLOADS=${DTA_WORKLOADS:-../shared/workloads}
-if [ ! -f "$WORKLOADS/fb_hadoop_flow_size_cdf.txt" ]; then
-    echo "SKIPPED: invisiflow-sim check: no flow-size CDF in $WORKLOADS (set DTA_WORKLOADS)" >&2
-    exit 3
-fi
 cmake --build "$BUILD" --target invisiflow-sim -j "$(nproc)" -- --no-print-directory >/dev/null
 regions=$(mktemp -d)
 trap 'rm -rf "$regions"' EXIT
 "$BUILD/invisiflow-sim" --channel invisiflow --load 0.6 \
-    --workload "$WORKLOADS/fb_hadoop_flow_size_cdf.txt" --traffic-ms 2 --drain-ms 1 \
+    --workload sim/workloads/fb_hadoop_flow_size_cdf.txt --traffic-ms 2 --drain-ms 1 \
     --dta-config examples/invisiflow.toml --dta-regions "$regions" --check

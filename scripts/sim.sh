@@ -9,9 +9,9 @@
 #   scripts/sim.sh --quick         a reduced sweep (loads 0.3 0.5 0.7 0.8, stress cases at 0.7,
 #                                  10 ms of traffic and 5 ms of drain)
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
-#            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default ../shared/workloads
-#            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N, --out DIR (default target/invisiflow), --no-build,
-#            --no-stress, --plots-only, --dta-profile debug|release, --no-cargo (link the
+#            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default sim/workloads
+#            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N,
+#            --out DIR (default target/invisiflow), --no-build, --no-stress, --plots-only, --dta-profile debug|release, --no-cargo (link the
 #            existing target/<profile>/libdta.so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ LOADS="0.3 0.4 0.5 0.6 0.7 0.8"
 STRESS_LOADS=$LOADS
 SEED=1
 OUT=$ROOT/target/invisiflow
-WORKLOADS=${DTA_WORKLOADS:-$ROOT/../shared/workloads}
+WORKLOADS=${DTA_WORKLOADS:-$ROOT/sim/workloads}
 FILTER=
 BUILD=1
 CARGO=1
