@@ -11,8 +11,8 @@
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
 #            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default sim/workloads
 #            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N,
-#            --out DIR (default target/invisiflow), --no-build, --no-stress, --plots-only, --dta-profile debug|release, --no-cargo (link the
-#            existing target/<profile>/libdta.so)
+#            --out DIR (default target/invisiflow), --no-build, --no-stress, --plots-only,
+#            --dta-profile debug|release, --no-cargo (link the existing target/<profile>/libdta.so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
