@@ -261,7 +261,11 @@ async fn postcard(
     let p = Params::new(&raw, &["key", "values"])?;
     let key = key_of(&a.c, &name, &p)?;
     let s = a.c.store(&name)?;
-    let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
+    let default_values = s
+        .config
+        .as_ref()
+        .and_then(|c| c.values)
+        .unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES);
     let values = p.postcard_values(default_values)?;
     a.heavy(move |c| {
         let pc = query::postcard(&c.store(&name)?.region, &key, values)?;
