@@ -73,7 +73,9 @@ function params(spec) {
   if (spec === null || typeof spec !== "object") return String(spec);
   const inner = Object.keys(spec).length === 1 && typeof Object.values(spec)[0] === "object"
     ? Object.values(spec)[0] : spec;
+  // The kind is its own column.
   return Object.entries(inner)
+    .filter(([k]) => k !== "kind")
     .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)
     .join(" ");
 }

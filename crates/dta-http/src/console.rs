@@ -280,4 +280,42 @@ mod tests {
         assert!(v["peers"][0].get("samples").is_none(), "{v}");
         assert_eq!(v["peers"][1]["configured"], false, "{v}");
     }
+
+    /// The response head of `GET target` from `addr`.
+    fn head(addr: SocketAddr, target: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(s, "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut r = String::new();
+        s.read_to_string(&mut r).unwrap();
+        r.split("\r\n\r\n").next().unwrap().to_ascii_lowercase()
+    }
+
+    /// With a token: the assets are served without it, with the policy; the peers need it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_a_token_only_the_assets_are_open_and_all_carry_the_policy() {
+        let token = Token::new("0123456789abcdef-console", "test").unwrap();
+        let opts = crate::ServerOptions {
+            token: Some(token.clone()),
+            ..Default::default()
+        };
+        let app = crate::app(router(vec![], Some(token)), &opts);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let heads = tokio::task::spawn_blocking(move || {
+            ["/console/", "/console/console.css", "/console/peers", "/console"]
+                .map(|t| head(addr, t))
+        })
+        .await
+        .unwrap();
+        let csp = format!("content-security-policy: {}", CSP.to_ascii_lowercase());
+        assert!(heads[0].starts_with("http/1.1 200"), "{}", heads[0]);
+        assert!(heads[0].contains(&csp), "{}", heads[0]);
+        assert!(heads[0].contains("text/html"), "{}", heads[0]);
+        assert!(heads[1].starts_with("http/1.1 200"), "{}", heads[1]);
+        assert!(heads[1].contains(&csp), "{}", heads[1]);
+        assert!(heads[2].starts_with("http/1.1 401"), "{}", heads[2]);
+        assert!(heads[3].starts_with("http/1.1 308"), "{}", heads[3]);
+    }
 }

@@ -8,10 +8,13 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{dta, free_tcp_port, free_udp_port, spawn, wait_for, Stack};
+use dta_reporter::loadgen::{key_indices, LoadSpec};
+use dta_wire::Opcode;
 use fantoccini::{Client, ClientBuilder, Locator};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -29,7 +32,8 @@ fn artifacts() -> PathBuf {
     d
 }
 
-/// A chromedriver of our own, killed when dropped.
+/// A chromedriver of our own in its own process group, killed with the browsers it started
+/// when dropped (also when a test fails).
 struct Driver {
     child: Child,
     port: u16,
@@ -37,8 +41,19 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: kill(2) on the process group of our own child.
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+}
+
+/// A child process killed when dropped (also when a test fails).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -52,6 +67,7 @@ fn driver() -> Result<Driver, String> {
     let port = free_tcp_port();
     let child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -211,14 +227,17 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
     }
     // The Append batch and the Postcarding cache are flushed on the translator's timers.
     std::thread::sleep(Duration::from_millis(400));
-    let found = |what: &str, store: &str| {
-        (0..COUNT)
-            .map(|i| (i, s.query(what, &["--store", store, "--key", &i.to_string()])))
-            .find(|(_, v)| v["status"] == "found")
-            .unwrap_or_else(|| panic!("no {what} key found through the CLI"))
+    // The first key `dta report` drew for the primitive, and the CLI's answer for it.
+    let first = |op: Opcode, what: &str, store: &str| {
+        let mut spec = LoadSpec::new(op);
+        spec.count = Some(COUNT);
+        let i = key_indices(&spec).unwrap().next().unwrap();
+        let v = s.query(what, &["--store", store, "--key", &i.to_string()]);
+        assert_eq!(v["status"], "found", "{what} key {i}: {v}");
+        (i, v)
     };
-    let (kw_key, kw_cli) = found("kw", "kw");
-    let (pc_key, pc_cli) = found("postcard", "paths");
+    let (kw_key, kw_cli) = first(Opcode::KeyWrite, "kw", "kw");
+    let (pc_key, pc_cli) = first(Opcode::Postcarding, "postcard", "paths");
     let inspected = s.query("list", &["--store", "events", "--max", "1"]);
     let stores = include_str!("../../../examples/dta.toml").matches("[[store]]").count();
 
@@ -325,16 +344,18 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         ),
     )
     .unwrap();
-    let mut collector = spawn(dta().arg("collector").arg("--config").arg(t.join("collector.toml")));
+    let _collector = Killed(spawn(
+        dta().arg("collector").arg("--config").arg(t.join("collector.toml")),
+    ));
     let addr: SocketAddr = http.parse().unwrap();
     wait_for("the collector's API", || {
         dta_http::client::get(addr, "/healthz", None, Duration::from_secs(1)).is_ok()
     });
-    let mut sink = spawn(
+    let mut sink = Killed(spawn(
         dta()
             .args(["int-sink", "--metrics", &mport.to_string(), "--config"])
             .arg(t.join("sink.toml")),
-    );
+    ));
     wait_for("the sink's metrics", || common::scrape(mport).is_some());
     let out = dta()
         .args(["pcap", "gen", "--max-packets", "20", "--seed", "3", "--flows", "10", "--out"])
@@ -374,8 +395,8 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         assert!(!peers.contains("unreachable"), "{peers}");
 
         // SIGTERM flushes the flows the sink holds into the stores; then it is unreachable.
-        common::interrupt(&sink, libc::SIGTERM);
-        assert!(sink.wait().unwrap().success());
+        common::interrupt(&sink.0, libc::SIGTERM);
+        assert!(sink.0.wait().unwrap().success());
         let peers = text_when(&c, "peers", |t| t.contains("unreachable")).await;
         assert!(peers.contains(&format!("int-sink (127.0.0.1:{mport}): unreachable")), "{peers}");
         assert!(!peers.contains("dta_int"), "{peers}");
@@ -435,6 +456,4 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         save_page(&c, "int").await;
         c.close().await.unwrap();
     });
-    let _ = collector.kill();
-    let _ = collector.wait();
 }
