@@ -303,7 +303,7 @@ function bars(canvas, labels, values, unit) {
       ctx.fillRect(x + slot * 0.15, H - bottom - h, slot * 0.7, h);
     }
     ctx.fillStyle = "#333";
-    if (n <= 40 || i % Math.ceil(n / 40) === 0) {
+    if (n <= 16 || i % Math.ceil(n / 16) === 0) {
       ctx.fillText(labels[i], x + slot / 2, H - bottom + 14);
     }
   });

@@ -120,7 +120,10 @@ async fn secure(mut r: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
@@ -217,7 +220,10 @@ mod tests {
         let (s, d) = parse_samples(text, 10);
         assert_eq!(
             s,
-            vec![("a_total".into(), 3.0), ("b{x=\"1 2\",y=\"}\"}".into(), 4.5)]
+            vec![
+                ("a_total".into(), 3.0),
+                ("b{x=\"1 2\",y=\"}\"}".into(), 4.5)
+            ]
         );
         assert_eq!(d, 0);
         let (s, d) = parse_samples(text, 1);
@@ -226,10 +232,21 @@ mod tests {
 
     #[test]
     fn only_the_assets_are_public() {
-        for p in ["/console", "/console/", "/console/console.js", "/console/console.css"] {
+        for p in [
+            "/console",
+            "/console/",
+            "/console/console.js",
+            "/console/console.css",
+        ] {
             assert!(is_asset(p), "{p}");
         }
-        for p in ["/console/peers", "/console/x", "/stores", "/consolex", "/console//"] {
+        for p in [
+            "/console/peers",
+            "/console/x",
+            "/stores",
+            "/consolex",
+            "/console//",
+        ] {
             assert!(!is_asset(p), "{p}");
         }
     }
@@ -276,7 +293,10 @@ mod tests {
         assert_eq!(got.1.status, 200);
         let v: serde_json::Value = serde_json::from_slice(&got.2.body).unwrap();
         assert_eq!(v["peers"][0]["reachable"], false, "{v}");
-        assert!(v["peers"][0]["error"].as_str().unwrap().contains(&dead.to_string()));
+        assert!(v["peers"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&dead.to_string()));
         assert!(v["peers"][0].get("samples").is_none(), "{v}");
         assert_eq!(v["peers"][1]["configured"], false, "{v}");
     }
@@ -285,7 +305,11 @@ mod tests {
     fn head(addr: SocketAddr, target: &str) -> String {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(addr).unwrap();
-        write!(s, "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut r = String::new();
         s.read_to_string(&mut r).unwrap();
         r.split("\r\n\r\n").next().unwrap().to_ascii_lowercase()
@@ -304,8 +328,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         let heads = tokio::task::spawn_blocking(move || {
-            ["/console/", "/console/console.css", "/console/peers", "/console"]
-                .map(|t| head(addr, t))
+            [
+                "/console/",
+                "/console/console.css",
+                "/console/peers",
+                "/console",
+            ]
+            .map(|t| head(addr, t))
         })
         .await
         .unwrap();

@@ -78,9 +78,10 @@ impl Int {
         &self,
         f: impl FnOnce(&Collector) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        let permit = self.heavy.clone().acquire_owned().await.map_err(|_| {
-            ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
-        })?;
+        let permit =
+            self.heavy.clone().acquire_owned().await.map_err(|_| {
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
+            })?;
         let c = self.c.clone();
         tokio::task::spawn_blocking(move || {
             let r = f(&c);

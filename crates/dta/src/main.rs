@@ -354,7 +354,9 @@ const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 
 /// The processes whose counters the web console shows: `[collector] translator_metrics` and
 /// `int_sink_metrics` (an address as `--metrics` takes it; empty: not configured).
-fn console_peers(c: &dta_collector::CollectorConfig) -> anyhow::Result<Vec<dta_http::console::Peer>> {
+fn console_peers(
+    c: &dta_collector::CollectorConfig,
+) -> anyhow::Result<Vec<dta_http::console::Peer>> {
     [
         ("translator", "translator_metrics", &c.translator_metrics),
         ("int-sink", "int_sink_metrics", &c.int_sink_metrics),
@@ -446,13 +448,12 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
             // The query API, the INT queries, and the web console over them.
             let routes = dta_collector::http::router_with(served.clone(), cluster)
                 .merge(dta::int_http::router(served.clone()))
-                .merge(dta_http::console::router(console_peers, http_opts.token.clone()));
-            let server = dta_collector::http::serve_router(
-                routes,
-                &cfg.collector.http,
-                http_opts,
-                shutdown,
-            );
+                .merge(dta_http::console::router(
+                    console_peers,
+                    http_opts.token.clone(),
+                ));
+            let server =
+                dta_collector::http::serve_router(routes, &cfg.collector.http, http_opts, shutdown);
             tokio::pin!(server);
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut checked = Instant::now();

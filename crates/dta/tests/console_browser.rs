@@ -7,8 +7,8 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,9 @@ impl Drop for Killed {
 fn driver() -> Result<Driver, String> {
     for p in [CHROMIUM, CHROMEDRIVER] {
         if !Path::new(p).exists() {
-            return Err(format!("{p} is missing (Debian packages chromium, chromium-driver)"));
+            return Err(format!(
+                "{p} is missing (Debian packages chromium, chromium-driver)"
+            ));
         }
     }
     let port = free_tcp_port();
@@ -112,17 +114,14 @@ fn runtime() -> tokio::runtime::Runtime {
 async fn text_when(c: &Client, id: &str, ok: impl Fn(&str) -> bool) -> String {
     let start = Instant::now();
     loop {
-        let t = c
-            .find(Locator::Id(id))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let t = c.find(Locator::Id(id)).await.unwrap().text().await.unwrap();
         if ok(&t) {
             return t;
         }
-        assert!(start.elapsed() < PAGE_WAIT, "#{id} never became ready: {t:?}");
+        assert!(
+            start.elapsed() < PAGE_WAIT,
+            "#{id} never became ready: {t:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -143,7 +142,12 @@ async fn select(c: &Client, id: &str, value: &str) {
 }
 
 async fn click(c: &Client, id: &str) {
-    c.find(Locator::Id(id)).await.unwrap().click().await.unwrap();
+    c.find(Locator::Id(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
 }
 
 /// Save a screenshot of the page as `name`.png.
@@ -239,11 +243,15 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
     let (kw_key, kw_cli) = first(Opcode::KeyWrite, "kw", "kw");
     let (pc_key, pc_cli) = first(Opcode::Postcarding, "postcard", "paths");
     let inspected = s.query("list", &["--store", "events", "--max", "1"]);
-    let stores = include_str!("../../../examples/dta.toml").matches("[[store]]").count();
+    let stores = include_str!("../../../examples/dta.toml")
+        .matches("[[store]]")
+        .count();
 
     runtime().block_on(async {
         let c = browser(&d).await;
-        c.goto(&format!("http://{}/console/", s.http)).await.unwrap();
+        c.goto(&format!("http://{}/console/", s.http))
+            .await
+            .unwrap();
         // Every store of the configuration, one row each.
         text_when(&c, "store-count", |t| t == format!("({stores})")).await;
         let rows = c.find_all(Locator::Css("#stores tbody tr")).await.unwrap();
@@ -251,7 +259,14 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
         let row = |name: &str| {
             let c = &c;
             let sel = format!("#stores tbody tr[data-store=\"{name}\"]");
-            async move { c.find(Locator::Css(&sel)).await.unwrap().text().await.unwrap() }
+            async move {
+                c.find(Locator::Css(&sel))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+            }
         };
         // Parameters from the region header; the Append store's count is what was appended.
         let kw_row = row("kw").await;
@@ -265,7 +280,10 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
         );
         let page = save_page(&c, "stores").await;
         let (w, h, px) = decode(&page);
-        assert!(ink_pixels(&px) > (w * h / 200) as usize, "the page is blank");
+        assert!(
+            ink_pixels(&px) > (w * h / 200) as usize,
+            "the page is blank"
+        );
 
         // Key-Write through the form: the CLI's answer.
         select(&c, "q-kind", "kw").await;
@@ -292,13 +310,24 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
         click(&c, "q-run").await;
         let shown = text_when(&c, "q-error", |t| !t.is_empty()).await;
         assert_eq!(shown, api_error(&s.http, "/query/kw/kw?key=no-such-key"));
-        assert_eq!(c.find(Locator::Id("q-result")).await.unwrap().text().await.unwrap(), "");
+        assert_eq!(
+            c.find(Locator::Id("q-result"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap(),
+            ""
+        );
         save_page(&c, "error").await;
 
         // The Append tail follows the list.
         select(&c, "t-store", "events").await;
         click(&c, "t-start").await;
-        text_when(&c, "t-state", |t| t.contains(&format!("next entry {COUNT}"))).await;
+        text_when(&c, "t-state", |t| {
+            t.contains(&format!("next entry {COUNT}"))
+        })
+        .await;
         let entries = c.find_all(Locator::Css("#t-entries li")).await.unwrap();
         assert_eq!(entries.len() as u64, COUNT);
         // Not configured: said so.
@@ -345,7 +374,10 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
     )
     .unwrap();
     let _collector = Killed(spawn(
-        dta().arg("collector").arg("--config").arg(t.join("collector.toml")),
+        dta()
+            .arg("collector")
+            .arg("--config")
+            .arg(t.join("collector.toml")),
     ));
     let addr: SocketAddr = http.parse().unwrap();
     wait_for("the collector's API", || {
@@ -358,7 +390,17 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
     ));
     wait_for("the sink's metrics", || common::scrape(mport).is_some());
     let out = dta()
-        .args(["pcap", "gen", "--max-packets", "20", "--seed", "3", "--flows", "10", "--out"])
+        .args([
+            "pcap",
+            "gen",
+            "--max-packets",
+            "20",
+            "--seed",
+            "3",
+            "--flows",
+            "10",
+            "--out",
+        ])
         .arg(t.join("trace.pcap"))
         .output()
         .unwrap();
@@ -366,7 +408,14 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.join("trace.json")).unwrap()).unwrap();
     let out = dta()
-        .args(["pcap", "replay", "--rate", "5000", "--to", &format!("127.0.0.1:{udp}")])
+        .args([
+            "pcap",
+            "replay",
+            "--rate",
+            "5000",
+            "--to",
+            &format!("127.0.0.1:{udp}"),
+        ])
         .arg(t.join("trace.pcap"))
         .output()
         .unwrap();
@@ -398,7 +447,10 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         common::interrupt(&sink.0, libc::SIGTERM);
         assert!(sink.0.wait().unwrap().success());
         let peers = text_when(&c, "peers", |t| t.contains("unreachable")).await;
-        assert!(peers.contains(&format!("int-sink (127.0.0.1:{mport}): unreachable")), "{peers}");
+        assert!(
+            peers.contains(&format!("int-sink (127.0.0.1:{mport}): unreachable")),
+            "{peers}"
+        );
         assert!(!peers.contains("dta_int"), "{peers}");
 
         let path_cli = cli(&["path", "--store", "paths", "--flow", &flow]);
@@ -417,18 +469,31 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             if rows.len() == hops {
                 break rows;
             }
-            assert!(start.elapsed() < PAGE_WAIT, "{} hop rows of {hops}", rows.len());
+            assert!(
+                start.elapsed() < PAGE_WAIT,
+                "{} hop rows of {hops}",
+                rows.len()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let mut any_latency = false;
         for (hop, row) in rows.iter().enumerate() {
             let lat = cli(&[
-                "hop-latency", "--store", "latency", "--flow", &flow, "--hop", &hop.to_string(),
+                "hop-latency",
+                "--store",
+                "latency",
+                "--flow",
+                &flow,
+                "--hop",
+                &hop.to_string(),
             ]);
             let want = format!(
                 "{hop} {} {} {}",
                 path[hop],
-                lat["latency"].as_u64().map(|l| l.to_string()).unwrap_or_default(),
+                lat["latency"]
+                    .as_u64()
+                    .map(|l| l.to_string())
+                    .unwrap_or_default(),
                 lat["status"].as_str().unwrap()
             );
             let text = row.text().await.unwrap();
