@@ -108,7 +108,7 @@ async fn path(
     let redundancy = p.redundancy()?;
     let f = flow(&p)?;
     let r = region(&s.c, &name)?;
-    let answer = query::path(&*r, &f, redundancy).map_err(int_err)?;
+    let answer = query::path(&r, &f, redundancy).map_err(int_err)?;
     served(&s.c, &name, answer)
 }
 
