@@ -43,6 +43,7 @@ enum {
     C_PASS_TOO_BIG,    // payload > MAX_PAYLOAD or more than MAX_NATIVE reports
     C_DROP_MAP_ERROR,  // a store word out of the map's bounds (a configuration bug); dropped
     C_WORD_WRITES,     // 8-byte stores and fetch-adds performed
+    C_RULE_DROPPED,    // reports a rule dropped (not applied; their datagram is consumed)
     C_COUNT
 };
 
@@ -77,10 +78,18 @@ struct job {
     __u32 list;
     __u64 add;
     __u32 imm;
+    // What the rules see of the report (docs/rules.md "What a rule sees"): the key at koff
+    // (an Append's list id: 4 bytes), the data at voff.
+    __u32 klen;
+    __u32 voff;
+    __u32 dlen;
 };
 
 struct scratch {
     struct job jobs[MAX_NATIVE];
+    struct job derived; // a rule's Append entry, built at DERIVED_OFF
+    __u32 rules_on;     // the rule set slot of this datagram + 1 (0: no rules)
+    __u32 rules_n;      // rules in that set
     __u8 buf[BUF_MASK + 1 + 128];
     __u8 slot[128];
 };
@@ -123,6 +132,83 @@ struct {
     __type(key, __u32);
     __type(value, struct scratch);
 } dta_scratch SEC(".maps");
+
+// Translator rules in the driver (docs/rules.md "In the XDP translator"): the simple
+// match -> Append / drop rules, lowered by dta_translator::rules::Rule::lower_xdp. The bounds
+// and the counter indices come from crates/dta-translator/src/rules/limits.rs as -D defines
+// (crates/dta-xdp/build.rs); crates/dta-xdp/src/rules.rs mirrors the structs.
+#if !defined(DTA_MAX_RULES) || !defined(DTA_MAX_FIELDS) || !defined(RC_COUNT)
+#error "build with crates/dta-xdp/build.rs: it defines the rule bounds and counters"
+#endif
+#define DERIVED_OFF 1536 // a derived Append entry in the scratch buffer, past any payload
+
+#define XR_DROP 1
+#define XR_APPEND 2
+#define XE_KEY 0
+#define XE_KEY_VALUE 1
+#define XE_VALUE 2
+
+// A big-endian field of the report's data compared with a constant after a mask.
+struct xr_field {
+    __u64 value;
+    __u64 mask;
+    __u16 offset;
+    __u8 width; // 0: the first 8 bytes of the data (all of it if shorter)
+    __u8 op;    // 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge
+    __u32 pad;
+};
+
+struct xr_rule {
+    __u32 prim;       // KIND_KW, KIND_AP, KIND_KI
+    __u32 key_len;    // the matched store's key length; 0: any
+    __u32 data_len;   // the matched store's data length; 0: any
+    __u32 kmatch_len; // key bytes the match looks at (the key must be at least this long)
+    __u64 kmask[2];   // key bytes 0..16 as little-endian words: key & mask == value
+    __u64 kvalue[2];
+    __u32 nfields;
+    __u32 action;     // XR_DROP, XR_APPEND
+    __u32 list;
+    __u32 entry;      // XE_*
+    __u32 entry_len;
+    __u32 pad;
+    struct xr_field value; // the tested value; its op and value are the rule's `when`
+    struct xr_field fields[DTA_MAX_FIELDS];
+};
+
+struct xr_set {
+    __u32 n;
+    __u32 ap_slot; // the Append store's slot (append actions)
+    __u64 generation;
+    struct xr_rule r[DTA_MAX_RULES];
+};
+
+// Two generations: the loader fills the slot not in use, then flips dta_rules_on (one array
+// write); a datagram reads dta_rules_on once, so each report runs under exactly one set.
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, __u32);
+    __type(value, struct xr_set);
+} dta_rules SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32); // 0: no rules; else the slot in use + 1
+} dta_rules_on SEC(".maps");
+
+// Per rule slot (generation slot * DTA_MAX_RULES + rule) the RuleCounter set: one lookup per
+// matching rule.
+struct rule_counts {
+    __u64 c[RC_COUNT];
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 2 * DTA_MAX_RULES);
+    __type(key, __u32);
+    __type(value, struct rule_counts);
+} dta_rule_stats SEC(".maps");
 
 // The stores: max_entries is set by the loader to the region's words (header page + data area).
 #define STORE_MAP(name)                                                                            \
@@ -414,6 +500,9 @@ __noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct jo
         if (red < 1 || red > c->redundancy)
             return 0;
         j->doff = koff + klen;
+        j->klen = klen;
+        j->voff = koff + klen;
+        j->dlen = dlen;
     } else if (op == KIND_KI) {
         s = route(KIND_KI, klen, 8, &c);
         if (s < 0 || !c)
@@ -421,6 +510,9 @@ __noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct jo
         if (red != c->redundancy)
             return 0;
         j->add = be64(sc, koff + klen);
+        j->klen = klen;
+        j->voff = koff + klen;
+        j->dlen = 8;
     } else if (op == KIND_AP) {
         s = route(KIND_AP, 0, dlen, &c);
         if (s < 0 || !c)
@@ -429,6 +521,9 @@ __noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct jo
         if (j->list >= c->lists)
             return 0; // bad_list_id: counted by userspace
         j->doff = koff + 4;
+        j->klen = 4;
+        j->voff = koff + 4;
+        j->dlen = dlen;
     } else {
         return 0;
     }
@@ -489,6 +584,159 @@ static __always_inline int dta_run(struct job *j)
     return -1;
 }
 
+// The field `f` of the data (dlen bytes at voff), big-endian; 0 if the data is too short for it
+// (the rule does not match), else 1.
+static __always_inline int field_read(struct scratch *sc, struct xr_field *f, __u32 voff,
+                                      __u32 dlen, __u64 *out)
+{
+    __u32 off = f->offset, w = f->width;
+    if (w == 0) {
+        off = 0;
+        w = dlen < 8 ? dlen : 8;
+        if (w == 0) {
+            *out = 0;
+            return 1;
+        }
+    }
+    if (w > 8 || off + w > dlen)
+        return 0;
+    *out = be64(sc, voff + off) >> ((8 - w) * 8);
+    return 1;
+}
+
+static __always_inline int holds(__u32 op, __u64 v, __u64 c)
+{
+    switch (op) {
+    case 0:
+        return v == c;
+    case 1:
+        return v != c;
+    case 2:
+        return v < c;
+    case 3:
+        return v <= c;
+    case 4:
+        return v > c;
+    default:
+        return v >= c;
+    }
+}
+
+static __always_inline __u64 le64(struct scratch *sc, __u32 o)
+{
+    __u64 v = 0;
+#pragma unroll
+    for (__u32 i = 0; i < 8; i++)
+        v |= (__u64)B(sc, o + i) << (8 * i);
+    return v;
+}
+
+#define RULE_NONE 0
+#define RULE_KEEP 1
+#define RULE_DROP 2
+
+// Rule `r` (slot `slot` of dta_rule_stats) on report `j` ([DTA §7], [DTA-draft §5.1]; the
+// userspace RuleEngine::check for a rule without aggregate): RULE_DROP if it drops the report,
+// else RULE_KEEP (an Append action appends its entry here, applied right after the report).
+// A global (separately verified) function: the scratch, the job and the rule are map values.
+__noinline int dta_rule_one(struct scratch *sc, struct job *j, struct xr_rule *r, __u32 slot,
+                            __u32 ap_slot)
+{
+    if (!sc || !j || !r)
+        return RULE_KEEP;
+    __u32 klen = j->klen, dlen = j->dlen, voff = j->voff, koff = j->koff;
+    if (r->prim != j->kind || (r->key_len && r->key_len != klen) ||
+        (r->data_len && r->data_len != dlen) || klen < r->kmatch_len)
+        return RULE_KEEP;
+    if ((le64(sc, koff) & r->kmask[0]) != r->kvalue[0] ||
+        (le64(sc, koff + 8) & r->kmask[1]) != r->kvalue[1])
+        return RULE_KEEP;
+    __u64 x;
+#pragma unroll
+    for (__u32 f = 0; f < DTA_MAX_FIELDS; f++) {
+        if (f >= r->nfields)
+            break;
+        struct xr_field *fl = &r->fields[f];
+        if (!field_read(sc, fl, voff, dlen, &x) || !holds(fl->op, x & fl->mask, fl->value))
+            return RULE_KEEP;
+    }
+    struct rule_counts *rc = bpf_map_lookup_elem(&dta_rule_stats, &slot);
+    if (!rc)
+        return RULE_KEEP;
+    rc->c[RC_MATCHED]++;
+    if (!field_read(sc, &r->value, voff, dlen, &x) || !holds(r->value.op, x, r->value.value))
+        return RULE_KEEP;
+    rc->c[RC_FIRED]++;
+    if (r->action == XR_DROP) {
+        rc->c[RC_DROPPED]++;
+        return RULE_DROP;
+    }
+    // Append: the entry (entry_len bytes, zero-filled) built at DERIVED_OFF.
+    __u32 e = r->entry_len, ent = r->entry;
+    __u32 need = ent == XE_KEY ? klen : ent == XE_KEY_VALUE ? klen + 8 : 8;
+    if (need > e || e > 64) {
+        rc->c[RC_DERIVED_UNFIT]++;
+        return RULE_KEEP;
+    }
+#pragma unroll
+    for (__u32 b = 0; b < 64; b++)
+        sc->buf[DERIVED_OFF + b] = 0;
+    if (ent != XE_VALUE) {
+#pragma clang loop unroll(disable)
+        for (__u32 b = 0; b < 16; b++) {
+            if (b >= klen)
+                break;
+            sc->buf[DERIVED_OFF + b] = B(sc, koff + b);
+        }
+    }
+    if (ent != XE_KEY) {
+        __u32 at = ent == XE_VALUE ? e - 8 : klen;
+#pragma unroll
+        for (__u32 b = 0; b < 8; b++)
+            sc->buf[(DERIVED_OFF + at + b) & BUF_MASK] = (__u8)(x >> (56 - 8 * b));
+    }
+    struct job *d = &sc->derived;
+    d->store = ap_slot;
+    d->kind = KIND_AP;
+    d->list = r->list;
+    d->doff = DERIVED_OFF;
+    d->imm = 0;
+    rc->c[RC_DERIVED]++;
+    if (dta_run(d) < 0)
+        count(C_DROP_MAP_ERROR, 1);
+    return RULE_KEEP;
+}
+
+// The datagram's rules on report `j`, in order: 1 if a rule dropped it (not applied).
+static __always_inline int rules_drop(struct scratch *sc, struct job *j)
+{
+    __u32 gen = sc->rules_on - 1;
+    if (gen > 1)
+        return 0;
+    struct xr_set *set = bpf_map_lookup_elem(&dta_rules, &gen);
+    if (!set)
+        return 0;
+    __u32 n = sc->rules_n, ap = set->ap_slot;
+#pragma clang loop unroll(disable)
+    for (__u32 i = 0; i < DTA_MAX_RULES; i++) {
+        if (i >= n)
+            break;
+        if (dta_rule_one(sc, j, &set->r[i], gen * DTA_MAX_RULES + i, ap) == RULE_DROP)
+            return 1;
+    }
+    return 0;
+}
+
+// Apply report `j` unless a rule drops it, then its rules' Append entries.
+static __always_inline int dta_apply(struct scratch *sc, struct job *j)
+{
+    if (rules_drop(sc, j)) {
+        count(C_RULE_DROPPED, 1);
+        return 0;
+    }
+    return dta_run(j);
+}
+
 // Prototype datagram (docs/protocol.md "Prototype protocol"): exactly one report.
 static __always_inline int handle_prototype(struct scratch *sc, __u32 plen, __u32 hl)
 {
@@ -529,7 +777,7 @@ static __always_inline int handle_prototype(struct scratch *sc, __u32 plen, __u3
         count(C_PASS_UNHANDLED, 1);
         return XDP_PASS;
     }
-    if (dta_run(j) < 0) {
+    if (dta_apply(sc, j) < 0) {
         count(C_DROP_MAP_ERROR, 1);
         return XDP_DROP;
     }
@@ -612,7 +860,7 @@ static __always_inline int handle_native(struct scratch *sc, __u32 plen)
     for (__u32 i = 0; i < MAX_NATIVE; i++) {
         if (i >= n)
             break;
-        if (dta_run(&sc->jobs[i & (MAX_NATIVE - 1)]) < 0) {
+        if (dta_apply(sc, &sc->jobs[i & (MAX_NATIVE - 1)]) < 0) {
             count(C_DROP_MAP_ERROR, 1);
             return XDP_DROP;
         }
@@ -679,6 +927,15 @@ int dta_xdp(struct xdp_md *ctx)
     if (bpf_xdp_load_bytes(ctx, off, sc->buf, plen) < 0) {
         count(C_PASS_MALFORMED, 1);
         return XDP_PASS;
+    }
+    // The datagram's rule set (read once: every report runs under one generation).
+    __u32 *on = bpf_map_lookup_elem(&dta_rules_on, &zero);
+    sc->rules_on = on ? *on : 0;
+    sc->rules_n = 0;
+    if (sc->rules_on == 1 || sc->rules_on == 2) {
+        __u32 gen = sc->rules_on - 1;
+        struct xr_set *set = bpf_map_lookup_elem(&dta_rules, &gen);
+        sc->rules_n = set ? set->n : 0;
     }
     __u8 first = sc->buf[0];
     if (first >= 1 && first <= 3)

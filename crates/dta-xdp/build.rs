@@ -1,8 +1,30 @@
 //! Compiles bpf/dta_xdp.bpf.c with clang into OUT_DIR/dta_xdp.o (scripts/setup.sh installs clang
 //! and libbpf-dev). Without clang the crate still builds: the object is empty and loading the XDP
 //! program fails at run time with a clear message.
+//! The rules' bounds and counter indices reach the C source as `-D` defines generated from
+//! crates/dta-translator/src/rules/limits.rs (one definition for both sides).
 use std::path::PathBuf;
 use std::process::Command;
+
+#[allow(dead_code)]
+mod limits {
+    include!("../dta-translator/src/rules/limits.rs");
+}
+
+/// `-D` defines for the C sources: the rule bounds and the `RC_*` counter indices.
+fn defines() -> Vec<String> {
+    let mut d = vec![
+        format!("-DDTA_MAX_RULES={}", limits::MAX_RULES),
+        format!("-DDTA_MAX_FIELDS={}", limits::MAX_FIELDS),
+        format!("-DDTA_MAX_KEY={}", limits::MAX_KEY),
+        format!("-DDTA_MAX_DATA={}", limits::MAX_DATA),
+        format!("-DRC_COUNT={}", limits::RuleCounter::ALL.len()),
+    ];
+    for (i, c) in limits::RuleCounter::ALL.iter().enumerate() {
+        d.push(format!("-DRC_{}={i}", c.name().to_uppercase()));
+    }
+    d
+}
 
 fn main() {
     // The drop-only baseline of benchmark 4 (crates/dta-xdp/src/drop.rs).
@@ -17,6 +39,12 @@ fn compile(name: &str) {
     let src = manifest.join(format!("../../bpf/{name}.bpf.c"));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join(format!("{name}.o"));
     println!("cargo:rerun-if-changed={}", src.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest
+            .join("../dta-translator/src/rules/limits.rs")
+            .display()
+    );
     println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
     let clang = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());
     let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
@@ -25,6 +53,7 @@ fn compile(name: &str) {
             "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
         ])
         .arg(format!("-I{arch_inc}"))
+        .args(defines())
         .arg("-c")
         .arg(&src)
         .arg("-o")

@@ -6,9 +6,13 @@
 //!     8 Key-Write reports: packets/s and reports/s applied in the driver;
 //! (c) the userspace translator (`ingest::run`, no XDP attached) on native datagrams of 32
 //!     Key-Write reports: reports/s applied by its one thread.
+//! With `--rules`, instead: the XDP translator on native datagrams of 8 Key-Write reports with
+//! no rules and with four rules in the driver (docs/benchmarks.md "Translator rules in the XDP
+//! program"), alternating in each run: reports/s and the program's CPU-seconds per million
+//! reports (the kernel's run-time statistics, BPF_ENABLE_STATS).
 //! Frames are sent by `dta_net::raw::RawSocket` (AF_PACKET, sendmmsg) from the peer namespace.
 //! Needs root (namespaces, BPF); prints a message and exits otherwise.
-//! `cargo bench -p dta-xdp --bench netns -- [--secs N] [--runs N]`
+//! `cargo bench -p dta-xdp --bench netns -- [--secs N] [--runs N] [--rules]`
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
@@ -211,9 +215,11 @@ struct Row {
 fn main() {
     let mut secs = 3.0f64;
     let mut runs = 3usize;
+    let mut rules = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--rules" => rules = true,
             "--secs" => secs = args.next().and_then(|s| s.parse().ok()).expect("--secs N"),
             "--runs" => runs = args.next().and_then(|s| s.parse().ok()).expect("--runs N"),
             _ => {} // cargo bench passes --bench
@@ -227,6 +233,10 @@ fn main() {
     let proto: Vec<Vec<u8>> = (0..4096u32).map(|i| proto_kw(0x0a00_0000 + i)).collect();
     let nat8: Vec<Vec<u8>> = (0..512u32).map(|i| native_kw(i * 8, 8)).collect();
     let nat32: Vec<Vec<u8>> = (0..128u32).map(|i| native_kw(i * 32, 32)).collect();
+    if rules {
+        rules_bench(&net, &nat8, secs, runs);
+        return;
+    }
 
     let mut rows = vec![
         Row {
@@ -385,5 +395,126 @@ fn main() {
         "(c) per second of the translator thread's CPU time: {:.2} M reports/s per core: {}",
         cc / 1e6,
         if cc >= 15e6 { "met" } else { "NOT met" }
+    );
+}
+
+/// Four rules on the Key-Write reports of `native_kw`, all evaluated on every report: a drop
+/// whose key prefix never matches, an Append of the key when the data is below 64 (keys 0..=9
+/// of each 4096), an Append and a drop whose field tests never hold.
+const BENCH_RULES: &str = r#"
+[[rules]]
+name = "drop-ff"
+primitive = "key-write"
+key_prefix = "ff"
+action = "drop"
+
+[[rules]]
+name = "small"
+primitive = "key-write"
+store = "kwn"
+fields = [{ offset = 0, width = 4, op = "lt", value = 64 }]
+action = "append"
+list = 0
+entry = "key"
+
+[[rules]]
+name = "huge"
+primitive = "key-write"
+fields = [{ offset = 0, width = 4, op = "ge", value = 4294901760 }]
+action = "append"
+list = 0
+entry = "key"
+
+[[rules]]
+name = "drop-ff-data"
+primitive = "key-write"
+fields = [{ offset = 0, width = 1, op = "eq", value = 255 }]
+action = "drop"
+"#;
+
+fn rules_bench(net: &Net, nat8: &[Vec<u8>], secs: f64, runs: usize) {
+    use dta_store::AppendSpec;
+    use dta_translator::rules::{RuleConfig, RuleSet};
+    #[derive(serde::Deserialize)]
+    struct F {
+        rules: Vec<RuleConfig>,
+    }
+    let _stats = dta_xdp::enable_run_time_stats().expect("BPF_ENABLE_STATS");
+    let mut hs = headers();
+    hs.push(
+        Header::new(
+            "app",
+            &StoreSpec::Append(AppendSpec {
+                lists: 1,
+                capacity: 1 << 16,
+                entry_len: 16,
+                batch: 4,
+            }),
+        )
+        .unwrap(),
+    );
+    let cat: Vec<(&str, &StoreSpec)> = hs.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
+    let user = dta_xdp::userspace_primitives(&hs);
+    let on = RuleSet::compile(&toml::from_str::<F>(BENCH_RULES).unwrap().rules, &cat, 1).unwrap();
+    let off = RuleSet::compile(&[], &cat, 1).unwrap();
+    assert_eq!(on.split_xdp(&user).xdp.len(), 4, "every rule in the driver");
+    let hs2 = hs.clone();
+    let mut x = Net::run_in(&net.a, move || {
+        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP");
+        let m = x.attach("veth0", false).expect("attach");
+        eprintln!("  XDP translator attached in {m:?} mode");
+        x
+    });
+    // Per case: reports/s, program CPU-seconds per million reports, sent pkt/s.
+    let mut res: [Vec<(f64, f64, f64)>; 2] = [vec![], vec![]];
+    for run in 0..runs {
+        eprintln!("netns --rules: run {}/{runs}", run + 1);
+        for (case, set) in [(0usize, &off), (1, &on)] {
+            x.install_rules(&set.split_xdp(&user)).unwrap();
+            let (s0, (t0, _)) = (x.stats().unwrap(), x.run_time().unwrap());
+            let w0 = Instant::now();
+            let sent = net.blast(nat8, secs);
+            let el = w0.elapsed().as_secs_f64();
+            let (s1, (t1, _)) = (x.stats().unwrap(), x.run_time().unwrap());
+            let reports = (s1.reports() + s1.rule_dropped - s0.reports() - s0.rule_dropped) as f64;
+            let cpu = (t1 - t0).as_secs_f64();
+            res[case].push((reports / el, cpu / reports * 1e6, sent as f64 / el));
+        }
+    }
+    let rs = x.rule_stats().unwrap();
+    println!(
+        "netns --rules: {secs} s per case, median of {runs} runs, native 8 KW/datagram, veth pair"
+    );
+    println!(
+        "{:<34} {:>12} {:>14} {:>22}",
+        "case", "sent pkt/s", "reports/s", "XDP CPU-s per M reports"
+    );
+    let med = |c: usize, f: fn(&(f64, f64, f64)) -> f64| median(res[c].iter().map(f).collect());
+    for (c, name) in [
+        (0, "XDP translator, no rules"),
+        (1, "XDP translator, 4 rules"),
+    ] {
+        println!(
+            "{:<34} {:>12.0} {:>14.0} {:>22.4}",
+            name,
+            med(c, |r| r.2),
+            med(c, |r| r.0),
+            med(c, |r| r.1)
+        );
+    }
+    let ratios: Vec<String> = res[1]
+        .iter()
+        .zip(&res[0])
+        .map(|(on, off)| format!("{:.3}", on.1 / off.1))
+        .collect();
+    println!(
+        "CPU per report, rules on / off: {:.3} (medians; per run {ratios:?})",
+        med(1, |r| r.1) / med(0, |r| r.1)
+    );
+    println!(
+        "rules in the driver: matched {}, fired {}, derived {}",
+        rs.total(dta_translator::rules::RuleCounter::Matched),
+        rs.total(dta_translator::rules::RuleCounter::Fired),
+        rs.total(dta_translator::rules::RuleCounter::Derived)
     );
 }

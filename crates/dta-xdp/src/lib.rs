@@ -6,13 +6,17 @@
 //! (pinned in bpffs) exactly as it reads a file-backed region. Reports the program cannot handle
 //! (Postcarding, Sketch-Merge, retransmittable datagrams, malformed input, shapes without a store)
 //! are passed up the stack (`XDP_PASS`) to the userspace translator, which one
-//! builds over the same regions ([`XdpTranslator::fallback_regions`]). `docs/xdp.md` describes the design and its limits.
+//! builds over the same regions ([`XdpTranslator::fallback_regions`]). The simple translator
+//! rules (match -> drop / Append) run in the program too ([`XdpTranslator::install_rules`],
+//! docs/rules.md "In the XDP translator"). `docs/xdp.md` describes the design and its limits.
 
 mod drop;
 pub mod int;
+mod rules;
 
 pub use drop::DropProgram;
 pub use int::{IntFlowAgg, IntXdp, IntXdpConfig, IntXdpStats};
+pub use rules::{XdpRuleCounts, XdpRuleStats};
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -23,6 +27,7 @@ use aya::programs::{Xdp, XdpFlags};
 use aya::{Ebpf, EbpfLoader};
 use dta_store::header::HEADER_LEN;
 use dta_store::{Header, Region, StoreKind, StoreSpec};
+use dta_translator::rules::PrimitiveName;
 use serde::Serialize;
 
 /// Store slots in the BPF program (`NSTORES` in the C source).
@@ -60,6 +65,8 @@ pub enum XdpError {
     Io(String, std::io::Error),
     #[error("missing map {0} in the BPF object")]
     MissingMap(String),
+    #[error("rules: {0}")]
+    Rules(String),
 }
 
 /// The per-CPU counters of the program (`enum` at the top of the C source), summed over CPUs.
@@ -89,9 +96,11 @@ pub struct XdpStats {
     pub drop_map_error: u64,
     /// 8-byte stores and fetch-adds performed on the stores.
     pub word_writes: u64,
+    /// Reports a rule dropped in the driver (not applied; their datagram is consumed).
+    pub rule_dropped: u64,
 }
 
-const N_COUNTERS: u32 = 13;
+const N_COUNTERS: u32 = 14;
 
 impl XdpStats {
     fn from_counters(c: &[u64; N_COUNTERS as usize]) -> Self {
@@ -109,6 +118,7 @@ impl XdpStats {
             pass_too_big: c[10],
             drop_map_error: c[11],
             word_writes: c[12],
+            rule_dropped: c[13],
         }
     }
 
@@ -206,10 +216,32 @@ pub enum AttachMode {
 
 /// Whether the XDP program can hold a store of this spec (Key-Write, Key-Increment, Append).
 pub fn handles(spec: &StoreSpec) -> bool {
-    matches!(
-        spec,
-        StoreSpec::KeyWrite(_) | StoreSpec::KeyIncrement(_) | StoreSpec::Append(_)
-    )
+    handles_primitive(PrimitiveName::of(spec))
+}
+
+/// Whether the XDP program can hold stores of primitive `p`.
+pub fn handles_primitive(p: PrimitiveName) -> bool {
+    match p {
+        PrimitiveName::KeyWrite | PrimitiveName::KeyIncrement | PrimitiveName::Append => true,
+        PrimitiveName::Postcarding | PrimitiveName::SketchMerge => false,
+    }
+}
+
+/// The primitives whose stores stay in userspace given which stores the program holds
+/// (`in_driver`): the starting point of `RuleSet::split_xdp`.
+pub fn userspace_primitives(in_driver: &[Header]) -> Vec<PrimitiveName> {
+    [
+        PrimitiveName::KeyWrite,
+        PrimitiveName::KeyIncrement,
+        PrimitiveName::Append,
+        PrimitiveName::Postcarding,
+        PrimitiveName::SketchMerge,
+    ]
+    .into_iter()
+    .filter(|&p| {
+        !handles_primitive(p) || !in_driver.iter().any(|h| PrimitiveName::of(&h.spec) == p)
+    })
+    .collect()
 }
 
 fn store_cfg(h: &Header, words: u64) -> StoreCfg {
@@ -265,6 +297,7 @@ pub struct XdpTranslator {
     ebpf: Ebpf,
     stores: Vec<MapStore>,
     attached: Option<(String, AttachMode)>,
+    rule_slots: rules::RuleSlots,
 }
 
 fn map_fd(ebpf: &Ebpf, name: &str) -> Result<OwnedFd, XdpError> {
@@ -390,6 +423,7 @@ impl XdpTranslator {
             ebpf,
             stores: out,
             attached: None,
+            rule_slots: rules::RuleSlots::default(),
         })
     }
 
@@ -437,6 +471,17 @@ impl XdpTranslator {
         Ok(out)
     }
 
+    /// The program's run time and run count as the kernel accounts them (zero unless run-time
+    /// statistics are on: [`enable_run_time_stats`]): its CPU cost, for benchmarks.
+    pub fn run_time(&self) -> Result<(std::time::Duration, u64), XdpError> {
+        let info = self
+            .ebpf
+            .program("dta_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program dta_xdp".into()))?
+            .info()?;
+        Ok((info.run_time(), info.run_count()))
+    }
+
     /// The program's counters, summed over CPUs.
     pub fn stats(&self) -> Result<XdpStats, XdpError> {
         let arr: PerCpuArray<_, u64> = PerCpuArray::try_from(
@@ -467,6 +512,13 @@ impl XdpTranslator {
             })
             .collect()
     }
+}
+
+/// Turn on the kernel's per-program run-time statistics (`BPF_ENABLE_STATS`) while the
+/// returned descriptor is open.
+pub fn enable_run_time_stats() -> Result<OwnedFd, XdpError> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .map_err(|e| XdpError::Io("BPF_ENABLE_STATS".into(), e.io_error))
 }
 
 /// Copy the data area of `from` into `to` (same layout), e.g. to seed a map store from the

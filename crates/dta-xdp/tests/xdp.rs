@@ -5,7 +5,6 @@
 //! the program cannot handle must reach a userspace socket. Needs root: a counted skip otherwise.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,22 +12,12 @@ use dta_store::{
     AppendSpec, HashScheme, Header, KeyIncrementSpec, KeyWriteSpec, Region, StoreSpec,
     MAX_REDUNDANCY,
 };
-use dta_testkit::netns::{run_in, VethPair};
+use dta_testkit::netns::run_in;
 use dta_translator::{Reason, Stats, Translator, TranslatorConfig};
 use dta_xdp::{XdpConfig, XdpTranslator};
 
-/// Two namespaces joined by a veth pair: `a` (10.99.0.1, the translator) and `b` (10.99.0.2).
-/// Native XDP on veth sees frames only when the peer has an XDP program or GRO on, so GRO is
-/// turned on at `b`'s end.
-fn net() -> VethPair {
-    let net = VethPair::new("x", 99);
-    let _ = Command::new("ip")
-        .args([
-            "netns", "exec", &net.b, "ethtool", "-K", &net.dev_b, "gro", "on",
-        ])
-        .status();
-    net
-}
+mod common;
+use common::*;
 
 /// The stores' N: `kwp` holds MAX_REDUNDANCY copies, `kwn` fewer (so a Key-Write report can
 /// ask for more copies than its store holds); the Key-Increment stores differ so that each is
@@ -101,39 +90,6 @@ fn headers() -> Vec<Header> {
         .collect()
 }
 
-fn proto_kw(key: u32, red: u8, data: [u8; 4]) -> Vec<u8> {
-    let mut v = vec![0x01, 0x00, red];
-    v.extend(key.to_be_bytes());
-    v.extend(data);
-    v
-}
-fn proto_ki(key: u32, red: u8, add: u64) -> Vec<u8> {
-    let mut v = vec![0x03, 0x80, red];
-    v.extend(key.to_be_bytes());
-    v.extend(add.to_be_bytes());
-    v
-}
-fn proto_ap(list: u32, data: [u8; 4]) -> Vec<u8> {
-    let mut v = vec![0x02, 0x00];
-    v.extend(list.to_be_bytes());
-    v.extend(data);
-    v
-}
-/// A native datagram of `reports` (each: opcode, flags, key, data), not retransmittable.
-fn native(reports: &[(u8, u8, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mut v = vec![0x10, 0x40, reports.len() as u8, 0, 0, 0, 0, 7, 0, 0, 0, 1];
-    for (op, f, key, data) in reports {
-        let (kl, dl) = if *op == 2 {
-            (0, data.len() - 4)
-        } else {
-            (key.len(), data.len())
-        };
-        v.extend([*op, *f, kl as u8, dl as u8]);
-        v.extend(key);
-        v.extend(data);
-    }
-    v
-}
 fn tuple(i: u8) -> Vec<u8> {
     vec![10, 0, 0, i, 10, 0, 1, i, 0x04, 0xd2, 0, 80, 6]
 }
@@ -168,40 +124,12 @@ fn workload() -> Vec<Vec<u8>> {
     d
 }
 
-fn send_all(ns: &str, to: SocketAddr, dgrams: Vec<Vec<u8>>) {
-    run_in(ns, move || {
-        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        for d in &dgrams {
-            s.send_to(d, to).unwrap();
-            // Stay well under the veth queue: the test checks exact contents, not speed.
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    });
-}
-
-fn wait_for(mut ok: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn data_of(r: &Region) -> Vec<u8> {
-    let mut v = vec![0u8; r.mem().len() as usize];
-    r.mem().read(0, &mut v).unwrap();
-    v
-}
-
 #[test]
 fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
     if let Some(why) = dta_testkit::netns_unavailable() {
         dta_testkit::skip!("the XDP test loads BPF: {why}");
     }
-    let net = net();
+    let net = net("x", 99);
     let hs = headers();
     let hs2 = hs.clone();
     let dev_a = net.dev_a.clone();

@@ -548,7 +548,14 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
         return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
     }
     if a.xdp.xdp.is_some() {
-        return xdp_cmd::translator(&cfg, &a.xdp, stop_on_ctrl_c()?, a.duration, a.json);
+        return xdp_cmd::translator(
+            &cfg,
+            &a.xdp,
+            a.config.config.clone(),
+            stop_on_ctrl_c()?,
+            a.duration,
+            a.json,
+        );
     }
     let stats = colocated(&cfg, &a, stop_on_ctrl_c()?, None)?;
     if a.json {

@@ -103,6 +103,23 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 /// arrives, compiled against the running stores `specs`. A configuration that does not load or
 /// whose rules do not compile is reported and the running rules stay.
 pub fn reload_loop(path: PathBuf, rules: &Rules, specs: &[(String, StoreSpec)], stop: &AtomicBool) {
+    reload_loop_with(path, stop, |c| {
+        let cat: Vec<_> = specs.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        let g = rules
+            .replace(&c.translator.rules, &cat)
+            .map_err(anyhow::Error::msg)?;
+        Ok(format!("generation {g}, {} rules", rules.current().len()))
+    })
+}
+
+/// Until `stop`: when configuration `path` changes or SIGHUP arrives, load it and hand it to
+/// `install` (which reloads what it runs and describes the result). A configuration that does
+/// not load or that `install` refuses is reported and the running rules stay.
+pub fn reload_loop_with(
+    path: PathBuf,
+    stop: &AtomicBool,
+    mut install: impl FnMut(&Config) -> anyhow::Result<String>,
+) {
     let mut seen = mtime(&path);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(WATCH_INTERVAL);
@@ -112,20 +129,11 @@ pub fn reload_loop(path: PathBuf, rules: &Rules, specs: &[(String, StoreSpec)], 
             continue;
         }
         seen = now;
-        let cat: Vec<_> = specs.iter().map(|(n, s)| (n.as_str(), s)).collect();
         let r = Config::load(&path)
-            .and_then(|c| {
-                rules
-                    .replace(&c.translator.rules, &cat)
-                    .map_err(anyhow::Error::msg)
-            })
+            .and_then(|c| install(&c))
             .with_context(|| format!("reloading the rules of {}", path.display()));
         match r {
-            Ok(g) => eprintln!(
-                "rules reloaded from {} (generation {g}, {} rules)",
-                path.display(),
-                rules.current().len()
-            ),
+            Ok(what) => eprintln!("rules reloaded from {} ({what})", path.display()),
             Err(e) => eprintln!("dta: error: {e:#}; the running rules stay"),
         }
     }

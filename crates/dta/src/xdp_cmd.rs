@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +17,7 @@ use clap::Args;
 use dta::config::Config;
 use dta_collector::Collector;
 use dta_store::Header;
+use dta_translator::rules::{PrimitiveName, Rules};
 use dta_translator::{ingest, PrototypeHeader, Stats, Translator};
 use dta_xdp::{copy_data, XdpConfig, XdpTranslator};
 
@@ -37,6 +38,7 @@ pub struct XdpArgs {
 pub fn translator(
     cfg: &Config,
     a: &XdpArgs,
+    config_path: Option<PathBuf>,
     stop: Arc<AtomicBool>,
     duration: Option<f64>,
     json: bool,
@@ -53,15 +55,36 @@ pub fn translator(
         port: cfg.translator.listen.port(),
         prototype_long: cfg.translator.prototype_header == PrototypeHeader::Long,
     };
-    // The program runs no rules: the stores of every primitive a rule looks at or writes stay
-    // with the userspace half, which runs them (docs/rules.md "In the XDP translator").
-    let touched = dta_translator::rules::config::primitives_touched(&cfg.translator.rules);
-    let in_driver: Vec<Header> = headers
+    // The rules (docs/rules.md "In the XDP translator"): the simple match -> Append / drop
+    // rules run in the driver; the stores of every primitive another rule looks at or writes
+    // stay with the userspace half, which runs the whole set (for what the program passes up).
+    let specs: Vec<(String, dta_store::StoreSpec)> = headers
         .iter()
-        .filter(|h| !touched.contains(&dta_translator::rules::PrimitiveName::of(&h.spec)))
+        .map(|h| (h.name.clone(), h.spec.clone()))
+        .collect();
+    let spec_refs: Vec<(&str, dta_store::StoreSpec)> =
+        specs.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
+    let set = cfg.compile_rules(&spec_refs, 0)?;
+    let holdable: Vec<Header> = headers
+        .iter()
+        .filter(|h| dta_xdp::handles(&h.spec))
         .cloned()
         .collect();
+    let running_user = set
+        .split_xdp(&dta_xdp::userspace_primitives(&holdable))
+        .userspace_primitives;
+    let in_driver: Vec<Header> = holdable
+        .into_iter()
+        .filter(|h| !running_user.contains(&PrimitiveName::of(&h.spec)))
+        .collect();
+    let split = set.split_xdp(&running_user);
+    for (_, name, why) in &split.userspace {
+        eprintln!("rule {name:?} runs in userspace: {}", why.describe());
+    }
     let mut x = XdpTranslator::load(&xcfg, &in_driver).context("loading the XDP program")?;
+    x.install_rules(&split)
+        .context("installing the rules in the XDP program")?;
+    let rules = Rules::new(set.clone());
     for s in x.stores() {
         copy_data(&collector.store(&s.name)?.region, &s.region)
             .with_context(|| format!("seeding the XDP store {} from its region file", s.name))?;
@@ -80,7 +103,8 @@ pub fn translator(
         collector.store(&h.name).ok().map(|s| s.region.clone())
     });
     let stats = Arc::new(Stats::default());
-    let mut t = Translator::colocated(&cfg.translator, regions, stats.clone())?;
+    let mut t = Translator::colocated(&cfg.translator, regions, stats.clone())?
+        .with_rules(rules.clone(), cfg.translator.rule_state_entries);
     let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {}", cfg.translator.listen))?;
     eprintln!(
@@ -96,9 +120,28 @@ pub fn translator(
         });
     }
     let classifier = Arc::new(Stats::default());
-    ingest::run_one(&mut t, &socket, &cfg.translator, &classifier, &stop)?;
+    let x = Mutex::new(x);
+    crate::watch_cmd::reload_on_sighup();
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        if let Some(path) = config_path {
+            let (x, rules, stop, running_user) = (&x, &rules, &stop, &running_user);
+            let spec_refs = &spec_refs;
+            scope.spawn(move || {
+                crate::watch_cmd::reload_loop_with(path, stop, |c| {
+                    reload(c, spec_refs, running_user, x, rules)
+                })
+            });
+        }
+        let r = ingest::run_one(&mut t, &socket, &cfg.translator, &classifier, &stop);
+        stop.store(true, Ordering::Relaxed);
+        Ok(r?)
+    })?;
+    let x = x
+        .into_inner()
+        .expect("the reload thread does not panic holding the lock");
     let stats = Stats::sum(&[stats, classifier]);
     let xdp_stats = x.stats().ok();
+    let xdp_rules = x.rule_stats().ok();
     for s in x.stores() {
         copy_data(&s.region, &collector.store(&s.name)?.region)
             .with_context(|| format!("writing the XDP store {} back to its region file", s.name))?;
@@ -106,11 +149,55 @@ pub fn translator(
     for r in collector.regions() {
         r.flush()?;
     }
-    let out = serde_json::json!({"xdp": xdp_stats, "userspace": stats.snapshot()});
+    let out = serde_json::json!({
+        "xdp": xdp_stats,
+        "xdp_rules": xdp_rules,
+        "userspace": stats.snapshot(),
+        "rules": rules.stats().snapshot(),
+    });
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         eprintln!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A reload of `dta translator --xdp`: the new rules split against the stores as placed at
+/// start (a store cannot move between the driver and userspace while running); the driver's
+/// share is installed first (refused without changing anything if it does not fit), then the
+/// whole set for the userspace half.
+fn reload(
+    c: &Config,
+    specs: &[(&str, dta_store::StoreSpec)],
+    running_user: &[PrimitiveName],
+    x: &Mutex<XdpTranslator>,
+    rules: &Rules,
+) -> anyhow::Result<String> {
+    let set = c.compile_rules(specs, 0)?;
+    let split = set.split_xdp(running_user);
+    if let Some(p) = split
+        .userspace_primitives
+        .iter()
+        .find(|p| !running_user.contains(p))
+    {
+        let names: Vec<&str> = split.userspace.iter().map(|(_, n, _)| *n).collect();
+        anyhow::bail!(
+            "the rules {names:?} need the {p:?} stores in userspace, which are in the driver: \
+             restart `dta translator --xdp` to move them"
+        );
+    }
+    let g = x
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the XDP translator's lock is poisoned"))?
+        .install_rules(&split)?;
+    let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
+    rules
+        .replace(&c.translator.rules, &cat)
+        .map_err(anyhow::Error::msg)?;
+    Ok(format!(
+        "XDP generation {g}: {} rules in the driver, {} in userspace",
+        split.xdp.len(),
+        split.userspace.len()
+    ))
 }

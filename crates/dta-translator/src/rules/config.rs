@@ -415,6 +415,7 @@ fn compile_one(r: &RuleConfig, stores: &StoreCatalog<'_>) -> Result<Rule, String
         }
     };
     Ok(Rule {
+        name: r.name.clone(),
         primitive: r.primitive,
         shape,
         key,

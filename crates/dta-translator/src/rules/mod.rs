@@ -21,6 +21,11 @@
 //! a report is evaluated entirely under one set, so a reload loses and doubles nothing.
 
 pub mod config;
+mod limits;
+mod xdp;
+
+pub use limits::{RuleCounter, MAX_DATA, MAX_FIELDS, MAX_KEY, MAX_RULES};
+pub use xdp::{NotInXdp, XdpAction, XdpRule, XdpSplit};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,14 +37,6 @@ use dta_wire::Report;
 use crate::postcard::Chunk;
 pub use config::{PrimitiveName, RuleConfig, StoreCatalog};
 
-/// Most rules in a set.
-pub const MAX_RULES: usize = 32;
-/// Most field tests of a rule.
-pub const MAX_FIELDS: usize = 4;
-/// Longest key a rule matches or a window state slot holds (the native protocol's longest).
-pub const MAX_KEY: usize = 16;
-/// A field lies within the first this many bytes of the data (the longest report data).
-pub const MAX_DATA: usize = 64;
 /// Longest window.
 pub const MAX_WINDOW_MS: u64 = 3_600_000;
 /// Window state slots per translator thread unless configured (`rule_state_entries`).
@@ -228,6 +225,7 @@ pub enum Action {
 /// One compiled rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
+    name: String,
     primitive: PrimitiveName,
     shape: Shape,
     key: KeyMatch,
@@ -305,19 +303,32 @@ pub struct RuleStats {
 }
 
 impl RuleStats {
+    /// The counter `c` (one set: [`RuleCounter`] names each field).
+    pub fn counter(&self, c: RuleCounter) -> &AtomicU64 {
+        match c {
+            RuleCounter::Matched => &self.matched,
+            RuleCounter::Fired => &self.fired,
+            RuleCounter::Dropped => &self.dropped,
+            RuleCounter::Flagged => &self.flagged,
+            RuleCounter::Derived => &self.derived,
+            RuleCounter::DerivedOverflow => &self.derived_overflow,
+            RuleCounter::DerivedUnfit => &self.derived_unfit,
+            RuleCounter::StateEvictions => &self.state_evictions,
+            RuleCounter::Reloads => &self.reloads,
+        }
+    }
+
     pub fn snapshot(&self) -> serde_json::Value {
-        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        serde_json::json!({
-            "matched": l(&self.matched),
-            "fired": l(&self.fired),
-            "dropped": l(&self.dropped),
-            "flagged": l(&self.flagged),
-            "derived": l(&self.derived),
-            "derived_overflow": l(&self.derived_overflow),
-            "derived_unfit": l(&self.derived_unfit),
-            "state_evictions": l(&self.state_evictions),
-            "reloads": l(&self.reloads),
-        })
+        RuleCounter::ALL
+            .iter()
+            .map(|&c| {
+                (
+                    c.name().to_string(),
+                    self.counter(c).load(Ordering::Relaxed).into(),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 }
 

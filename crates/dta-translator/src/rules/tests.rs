@@ -399,3 +399,67 @@ fn derived_reports_are_bounded() {
     want[15] = 7;
     assert_eq!(out[0], ("append 0".to_string(), want));
 }
+
+#[test]
+fn xdp_lowering_keeps_simple_rules_and_says_why_not_the_others() {
+    let set = compile(
+        r#"
+[[rules]]
+name = "drop"
+primitive = "key-write"
+key_mask = "ff00"
+key_value = "0a00"
+fields = [{ offset = 0, width = 2, op = "lt", value = 9, mask = 0xff }]
+action = "drop"
+
+[[rules]]
+name = "flag"
+primitive = "key-write"
+action = "immediate"
+
+[[rules]]
+name = "app-imm"
+primitive = "key-write"
+action = "append"
+list = 0
+immediate = true
+
+[[rules]]
+name = "slow"
+primitive = "postcarding"
+aggregate = "sum"
+over = "path"
+action = "drop"
+"#,
+    )
+    .unwrap();
+    let user = [PrimitiveName::Postcarding, PrimitiveName::SketchMerge];
+    let r = set.rules[0].lower_xdp(0, &user).unwrap();
+    assert_eq!((r.name, r.index), ("drop", 0));
+    assert_eq!(r.action, XdpAction::Drop);
+    assert_eq!((r.key.len, r.key.mask[0], r.key.value[0]), (2, 0xff, 0x0a));
+    assert_eq!(r.fields.len(), 1);
+    assert_eq!(r.fields[0].2, 0xff);
+    assert_eq!(set.rules[1].lower_xdp(1, &user), Err(NotInXdp::Action));
+    assert_eq!(
+        set.rules[2].lower_xdp(2, &user),
+        Err(NotInXdp::DerivedImmediate)
+    );
+    assert_eq!(set.rules[3].lower_xdp(3, &user), Err(NotInXdp::Primitive));
+    assert_eq!(set.rules[3].lower_xdp(3, &[]), Err(NotInXdp::Aggregate));
+    // "flag" and "app-imm" run in userspace, so Key-Write and Append go there, and "drop" too.
+    let split = set.split_xdp(&user);
+    assert!(split.xdp.is_empty());
+    assert_eq!(split.userspace.len(), 4);
+    // One counter set: every counter reads its own field.
+    let st = RuleStats::default();
+    for (i, c) in RuleCounter::ALL.iter().enumerate() {
+        // The XDP program's counter indices are positions in ALL, and readers index by value.
+        assert_eq!(*c as usize, i);
+        st.counter(*c).store(i as u64 + 1, Relaxed);
+    }
+    let snap = st.snapshot();
+    assert_eq!(snap["matched"], 1);
+    assert_eq!(snap["reloads"], 9);
+    assert_eq!(st.derived_unfit.load(Relaxed), 7);
+}
