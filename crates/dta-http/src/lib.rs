@@ -10,11 +10,14 @@
 //! - a cap on the request target's length (414);
 //! - access control: an optional bearer token, REQUIRED when the listen address is not
 //!   loopback ([`check_access`]); requests without it get 401;
-//! - `GET /healthz` (liveness, no token needed: it reveals nothing).
+//! - `GET /healthz` (liveness, no token needed: it reveals nothing);
+//! - the web console's static assets ([`console`], on the collector only; no token needed:
+//!   they hold no data, the page asks the API with the token the operator gives it).
 //!
 //! Limits are the `DEFAULT_*`/`MAX_*` constants below; `docs/http.md` documents them.
 
 pub mod client;
+pub mod console;
 pub mod notify;
 
 use std::future::Future;
@@ -239,6 +242,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn require_token(State(token): State<Token>, req: Request, next: Next) -> Response {
+    if console::is_asset(req.uri().path()) {
+        return next.run(req).await;
+    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)

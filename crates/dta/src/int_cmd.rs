@@ -719,10 +719,10 @@ pub enum IntQuery {
         #[arg(long)]
         hop: u8,
         /// The sink's postcard_values.
-        #[arg(long, default_value_t = 65536)]
+        #[arg(long, default_value_t = dta_int::sink::IntSinkConfig::default().postcard_values)]
         values: u32,
         /// The sink's postcard_divisor.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = dta_int::sink::IntSinkConfig::default().postcard_divisor)]
         divisor: u32,
     },
     /// Latest events of a kind (Append store): hop_latency, queue_occupancy, path_change, drop, ...

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod int_http;
 pub mod int_steer;
 pub mod output;
 pub mod report;

@@ -352,6 +352,32 @@ const COLLECTOR_DRAIN: Duration = Duration::from_secs(5);
 /// How often `dta collector` checks that every served region is still whole.
 const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 
+/// The processes whose counters the web console shows: `[collector] translator_metrics` and
+/// `int_sink_metrics` (an address as `--metrics` takes it; empty: not configured).
+fn console_peers(
+    c: &dta_collector::CollectorConfig,
+) -> anyhow::Result<Vec<dta_http::console::Peer>> {
+    [
+        ("translator", "translator_metrics", &c.translator_metrics),
+        ("int-sink", "int_sink_metrics", &c.int_sink_metrics),
+    ]
+    .into_iter()
+    .map(|(name, key, addr)| {
+        let addr = match addr.as_str() {
+            "" => None,
+            a => Some(
+                dta_http::parse_listen_addr(a)
+                    .map_err(|e| anyhow::anyhow!("[collector] {key}: {e}"))?,
+            ),
+        };
+        Ok(dta_http::console::Peer {
+            name: name.into(),
+            addr,
+        })
+    })
+    .collect()
+}
+
 fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
     let a = &args.config;
     let cfg = a.load()?;
@@ -364,6 +390,7 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let started = Instant::now();
     let http_opts = dta_collector::http::options(&cfg.collector)?;
+    let console_peers = console_peers(&cfg.collector)?;
     // Takes the directory's collector lock first: a second collector is refused here.
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
@@ -418,13 +445,15 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
             let shutdown = async move {
                 let _ = rx.wait_for(|stopping| *stopping).await;
             };
-            let server = dta_collector::http::serve_cluster(
-                served.clone(),
-                cluster,
-                &cfg.collector.http,
-                http_opts,
-                shutdown,
-            );
+            // The query API, the INT queries, and the web console over them.
+            let routes = dta_collector::http::router_with(served.clone(), cluster)
+                .merge(dta::int_http::router(served.clone()))
+                .merge(dta_http::console::router(
+                    console_peers,
+                    http_opts.token.clone(),
+                ));
+            let server =
+                dta_collector::http::serve_router(routes, &cfg.collector.http, http_opts, shutdown);
             tokio::pin!(server);
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut checked = Instant::now();
