@@ -18,6 +18,7 @@
 #   scripts/bench.sh --only figures --quick           # the papers' figures (scripts/figures.sh)
 #   scripts/bench.sh --only int-e2e --runs 3          # dta int-sink end to end over loopback
 #   scripts/bench.sh --only cluster --runs 3          # 1, 2, 3 collectors: apply and query rates
+#   scripts/bench.sh --only marple --quick            # Fig. 7b: Marple switches per collector
 #
 # Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
 # matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
@@ -76,6 +77,15 @@ if [ "${1:-}" = "--only" ] && [ "${2:-}" = "cluster" ]; then
     shift 2
     cargo build -q --release -p dta
     exec python3 scripts/cluster_bench.py "$@"
+fi
+# `--only marple` (alone): [DTA §6.1] Fig. 7b in spirit, Marple switches one collector supports
+# before loss, DTA against the hash-map collector; plots docs/figures/fig7b_marple.png
+# (scripts/marple_fig7b.py; --quick, --secs S, --flows N, --max-switches N).
+if [ "${1:-}" = "--only" ] && [ "${2:-}" = "marple" ]; then
+    shift 2
+    PY=python3
+    [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+    exec "$PY" scripts/marple_fig7b.py "$@"
 fi
 # `--only figures` (alone): the papers' evaluation figures, reproduced (scripts/figures.sh,
 # docs/figures.md); the remaining arguments are figures.sh's (--quick, --only fig12,...).

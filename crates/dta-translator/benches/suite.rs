@@ -538,16 +538,7 @@ fn run_cuckoo(a: &Args, dir: &Path) {
 /// flow.
 fn cuckoo_collect(d: &[Vec<u8>], map: &mut hashbrown::HashMap<[u8; 4], [u8; 4]>) {
     for x in d {
-        if let Ok(Datagram::Native(dg)) = dta_wire::parse(x, dta_wire::prototype::BaseFormat::Short)
-        {
-            for r in dg.reports() {
-                if let Report::KeyWrite { key, data, .. } = r {
-                    if let (Ok(k), Ok(v)) = (key.try_into(), data.try_into()) {
-                        map.insert(k, v);
-                    }
-                }
-            }
-        }
+        dta_translator::baseline::collect(x, map);
     }
 }
 

@@ -18,6 +18,7 @@
 //! lowers low-priority Key-Write redundancy under sustained pressure.
 
 pub mod append;
+pub mod baseline;
 pub mod classify;
 pub mod config;
 pub mod engine;

@@ -239,7 +239,7 @@ pub fn query(what: &crate::QueryWhat) -> anyhow::Result<Option<ExitCode>> {
     use crate::QueryWhat as W;
     use dta_collector::cluster::{Ask, ClusterQuery};
     let (sel, ask, key) = match what {
-        W::Int(_) => return Ok(None),
+        W::Int(_) | W::System(_) => return Ok(None),
         W::Kw {
             sel,
             key,

@@ -10,6 +10,8 @@ use dta_translator::TranslatorConfig;
 
 /// The configuration `dta demo` runs when given none.
 pub const EMBEDDED: &str = include_str!("../../../examples/dta.toml");
+/// The stores of the monitoring systems (`dta_systems`), the default of `dta query <system>`.
+pub const SYSTEMS: &str = include_str!("../../../examples/systems.toml");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,6 +91,11 @@ impl Config {
     pub fn embedded() -> Config {
         Config::parse(EMBEDDED).expect("the embedded configuration is valid")
     }
+
+    /// `examples/systems.toml`: the stores `dta report --workload` fills.
+    pub fn systems() -> Config {
+        Config::parse(SYSTEMS).expect("the embedded systems configuration is valid")
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +109,48 @@ mod tests {
         use dta_collector::config::StoreKindName::*;
         for k in [KeyWrite, KeyIncrement, Postcarding, Append, SketchMerge] {
             assert!(kinds.contains(&k), "{k:?} missing");
+        }
+    }
+
+    #[test]
+    fn systems_config_has_the_stores_the_systems_write() {
+        use dta_store::StoreSpec;
+        use dta_systems::marple;
+        let cfg = Config::systems();
+        let spec = |name: &str| {
+            cfg.store
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("examples/systems.toml has no store {name}"))
+                .spec()
+                .unwrap()
+        };
+        match spec(marple::STORE_HOSTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (4, 8, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_TIMEOUTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (13, 4, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_HOST_COUNTS) {
+            StoreSpec::KeyIncrement(s) => {
+                assert_eq!((s.key_len, s.redundancy), (5, marple::REDUNDANCY))
+            }
+            s => panic!("{s:?}"),
+        }
+        match spec(dta_systems::APPEND_STORE) {
+            StoreSpec::Append(s) => assert_eq!(
+                (s.entry_len as usize, s.lists),
+                (dta_systems::ENTRY_LEN, dta_systems::lists::TOTAL)
+            ),
+            s => panic!("{s:?}"),
         }
     }
 

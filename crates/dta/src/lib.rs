@@ -7,3 +7,4 @@ pub mod int_http;
 pub mod int_steer;
 pub mod output;
 pub mod report;
+pub mod systems_cmd;

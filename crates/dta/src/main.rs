@@ -211,6 +211,9 @@ enum QueryWhat {
     /// INT sink queries: path, hop-latency, events, histogram.
     #[command(subcommand)]
     Int(int_cmd::IntQuery),
+    /// The monitoring systems' queries (docs/systems.md): `dta query marple lossy ...`.
+    #[command(flatten)]
+    System(dta::systems_cmd::SystemQuery),
     /// Key-Write: the value stored for a key (plurality vote over N slots).
     Kw {
         #[command(flatten)]
@@ -851,6 +854,7 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match q.what {
         QueryWhat::Int(iq) => int_cmd::query_int(iq),
+        QueryWhat::System(sq) => dta::systems_cmd::query(sq),
         QueryWhat::Kw {
             sel,
             key,

@@ -160,9 +160,14 @@ pub struct ReportArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub systems: crate::systems_cmd::WorkloadArgs,
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    if let Some(w) = a.systems.workload {
+        return crate::systems_cmd::run_workload(&a, w);
+    }
     if let Some(iface) = &a.raw {
         return run_raw(&a, iface);
     }
@@ -311,7 +316,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Sender `i`'s reporter: its own socket, reporter id `reporter_id + i`.
-fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
+pub(crate) fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
     let protocol = match a.protocol {
         ProtocolArg::Native => Protocol::Native {
             reporter_id: a.reporter_id.wrapping_add(i),

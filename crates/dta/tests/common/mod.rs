@@ -74,21 +74,24 @@ pub struct Stack {
 
 /// `text` with `from` replaced by `to`; `from` must occur (the example still says it).
 fn replace(text: &str, from: &str, to: &str) -> String {
-    assert!(
-        text.contains(from),
-        "examples/dta.toml no longer has {from:?}"
-    );
+    assert!(text.contains(from), "the example no longer has {from:?}");
     text.replace(from, to)
 }
 
 impl Stack {
     pub fn start() -> Stack {
+        Stack::start_from(EXAMPLE, "dta-regions")
+    }
+
+    /// As [`Stack::start`], from the example configuration `example` (whose `region_dir` is
+    /// `region_dir`), e.g. `examples/systems.toml`.
+    pub fn start_from(example: &str, region_dir: &str) -> Stack {
         let dir = tempfile::tempdir().unwrap();
         let regions = dir.path().join("regions");
         let listen = format!("127.0.0.1:{}", free_udp_port());
         let text = replace(
-            EXAMPLE,
-            "region_dir = \"dta-regions\"",
+            example,
+            &format!("region_dir = {region_dir:?}"),
             &format!("region_dir = {:?}", regions.display().to_string()),
         );
         let text = replace(&text, "127.0.0.1:40040", &listen);
@@ -96,7 +99,7 @@ impl Stack {
         let text = replace(&text, "127.0.0.1:40080", &http);
         let config = dir.path().join("dta.toml");
         std::fs::write(&config, text).unwrap();
-        let stores = EXAMPLE.matches("[[store]]").count();
+        let stores = example.matches("[[store]]").count();
         let collector = spawn(dta().arg("collector").arg("--config").arg(&config));
         wait_for("the collector's regions", || {
             std::fs::read_dir(&regions).is_ok_and(|d| {

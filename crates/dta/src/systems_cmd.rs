@@ -1,0 +1,398 @@
+//! The monitoring systems of [DTA Table 2] on the command line (`docs/systems.md`):
+//! `dta report --workload <system-query>` runs a system's switch side over a trace and sends its
+//! reports, `dta query <system> <query> ...` answers the system's queries from the stores. The
+//! work is in `dta_systems`; the stores are those of `examples/systems.toml`, the default
+//! configuration of these queries.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use dta_reporter::pacing::Pacer;
+use dta_reporter::Reporter;
+use dta_systems::trace::{Source, SynthConfig, Trace};
+use dta_systems::{marple, Stores, SystemError};
+
+use crate::config::Config;
+use crate::output::print;
+use crate::report::ReportArgs;
+
+/// A system's query whose reports `dta report --workload` sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Marple host counters: Key-Write of per-host totals, Key-Increment of their deltas.
+    MarpleHostCounters,
+    /// Marple lossy connections: Append by loss-rate range.
+    MarpleLossy,
+    /// Marple TCP timeouts: Key-Write of per-flow counts.
+    MarpleTcpTimeouts,
+    /// Marple flowlet sizes: Append by size bin.
+    MarpleFlowlets,
+    /// Every Marple query at once (the Fig. 7b workload).
+    Marple,
+}
+
+/// `dta report` options of the systems' workloads (with `--workload`).
+#[derive(Args, Clone)]
+pub struct WorkloadArgs {
+    /// Send a monitoring system's reports, computed from a packet trace, instead of synthetic
+    /// load (docs/systems.md). `--count`, `--primitive`, `--keys` do not apply.
+    #[arg(long, value_enum)]
+    pub workload: Option<Workload>,
+    /// The packet trace: an Ethernet pcap (TCP/IPv4 packets are used).
+    #[arg(
+        long,
+        value_name = "FILE.pcap",
+        requires = "workload",
+        conflicts_with = "workload_cdf"
+    )]
+    pub trace: Option<PathBuf>,
+    /// Synthesize the trace from a flow-size CDF: `fb_hadoop`, `websearch` or a CDF file
+    /// (the default when no --trace is given; seeded by --seed).
+    #[arg(long, value_name = "NAME|PATH", requires = "workload")]
+    pub workload_cdf: Option<String>,
+    /// Synthesized trace: flows.
+    #[arg(long, default_value_t = SynthConfig::default().flows, requires = "workload")]
+    pub flows: usize,
+    /// Write the workload's ground truth (JSON) here.
+    #[arg(long, value_name = "FILE", requires = "workload")]
+    pub truth: Option<PathBuf>,
+    /// Marple: a gap longer than this ends a flowlet, microseconds.
+    #[arg(long, default_value_t = marple::DEFAULT_FLOWLET_GAP_NS / 1000, requires = "workload")]
+    pub flowlet_gap_us: u64,
+    /// Marple: a gap longer than this is a TCP timeout, milliseconds.
+    #[arg(long, default_value_t = marple::DEFAULT_RTO_NS / 1_000_000, requires = "workload")]
+    pub rto_ms: u64,
+    /// Marple: flows with a loss rate above this fraction are lossy.
+    #[arg(long, default_value_t = marple::DEFAULT_LOSS_THRESHOLD_BP as f64 / 10_000.0, requires = "workload")]
+    pub loss_threshold: f64,
+}
+
+impl WorkloadArgs {
+    fn source(&self, seed: u64) -> Source {
+        match &self.trace {
+            Some(p) => Source::Pcap(p.clone()),
+            None => Source::Cdf(
+                self.workload_cdf
+                    .clone()
+                    .unwrap_or_else(|| dta_systems::trace::BUILTIN_WORKLOADS[0].into()),
+                SynthConfig {
+                    flows: self.flows,
+                    seed,
+                    ..SynthConfig::default()
+                },
+            ),
+        }
+    }
+
+    fn marple_params(&self) -> anyhow::Result<marple::Params> {
+        if !(0.0..1.0).contains(&self.loss_threshold) {
+            anyhow::bail!(
+                "--loss-threshold {}: a fraction below 1",
+                self.loss_threshold
+            );
+        }
+        let p = marple::Params {
+            flowlet_gap_ns: self.flowlet_gap_us.saturating_mul(1000),
+            rto_ns: self.rto_ms.saturating_mul(1_000_000),
+            loss_threshold_bp: (self.loss_threshold * 10_000.0).round() as u32,
+            ..marple::Params::default()
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// What a workload run did (`--json`).
+#[derive(Serialize)]
+struct WorkloadStats {
+    workload: String,
+    packets: usize,
+    flows: usize,
+    trace_seconds: f64,
+    skipped: dta_systems::trace::Skipped,
+    sent: marple::Sent,
+    datagrams: u64,
+    elapsed_seconds: f64,
+}
+
+/// `dta report --workload W`: the system's reports over the trace, to `--to`.
+pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
+    if a.count.is_some() || a.duration.is_some() || a.senders > 1 || a.reporters.is_some() {
+        anyhow::bail!(
+            "--workload sends the system's reports for the whole trace: no --count, --duration, \
+             --senders or --reporters"
+        );
+    }
+    let wa = &a.systems;
+    let (trace, _injected) = wa.source(a.seed).load()?;
+    if trace.packets.is_empty() {
+        anyhow::bail!("the trace has no TCP/IPv4 packet: nothing to report");
+    }
+    let mut reporter = Reporter::new(crate::report::reporter_config(a, 0))
+        .with_context(|| format!("reporter to {}", a.to))?;
+    let mut pacer = Pacer::new(a.rate);
+    let mut granted = 0u64;
+    let started = std::time::Instant::now();
+    let mut send = |r: &dta_wire::Report<'_>| -> Result<(), SystemError> {
+        if granted == 0 {
+            granted = pacer.grant(u64::MAX, None);
+        }
+        granted -= 1;
+        reporter
+            .report(r)
+            .map_err(|e| SystemError::Send(e.to_string()))
+    };
+    let (sent, truth) = match w {
+        Workload::MarpleHostCounters
+        | Workload::MarpleLossy
+        | Workload::MarpleTcpTimeouts
+        | Workload::MarpleFlowlets
+        | Workload::Marple => {
+            let p = wa.marple_params()?;
+            let qs: &[marple::Query] = match w {
+                Workload::MarpleHostCounters => &[marple::Query::HostCounters],
+                Workload::MarpleLossy => &[marple::Query::Lossy],
+                Workload::MarpleTcpTimeouts => &[marple::Query::TcpTimeouts],
+                Workload::MarpleFlowlets => &[marple::Query::Flowlets],
+                Workload::Marple => &marple::Query::ALL,
+            };
+            let mut sent = marple::Sent::default();
+            for q in qs {
+                let s = marple::reports(*q, &trace, &p, &mut send)?;
+                sent.key_write += s.key_write;
+                sent.key_increment += s.key_increment;
+                sent.append += s.append;
+            }
+            (sent, marple::truth(&trace, &p).to_json())
+        }
+    };
+    reporter.flush()?;
+    if a.retransmittable {
+        reporter.linger(Duration::from_millis(200), Duration::from_secs(5))?;
+    }
+    reporter.take_refused()?;
+    let rs = reporter.stats();
+    if let Some(path) = &wa.truth {
+        std::fs::write(path, serde_json::to_string_pretty(&truth)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let stats = stats_of(w, &trace, sent, rs.datagrams, started.elapsed());
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!(
+            "{}: {} packets of {} flows -> {} reports ({} Key-Write, {} Key-Increment, {} Append) \
+             in {} datagrams to {} in {:.2}s",
+            stats.workload,
+            stats.packets,
+            stats.flows,
+            sent.total(),
+            sent.key_write,
+            sent.key_increment,
+            sent.append,
+            rs.datagrams,
+            a.to,
+            stats.elapsed_seconds
+        );
+    }
+    if rs.send_errors > 0 {
+        eprintln!(
+            "error: {} datagrams to {} were refused (nothing listens there); their reports are lost",
+            rs.send_errors, a.to
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats_of(
+    w: Workload,
+    trace: &Trace,
+    sent: marple::Sent,
+    datagrams: u64,
+    elapsed: Duration,
+) -> WorkloadStats {
+    WorkloadStats {
+        workload: w
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default(),
+        packets: trace.packets.len(),
+        flows: trace.flows(),
+        trace_seconds: trace.duration_ns() as f64 / 1e9,
+        skipped: trace.skipped,
+        sent,
+        datagrams,
+        elapsed_seconds: elapsed.as_secs_f64(),
+    }
+}
+
+/// Which stores a systems query reads.
+#[derive(Args, Clone)]
+pub struct SystemsSel {
+    /// Configuration file (TOML); without it, the embedded `examples/systems.toml`.
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Override the configuration's region directory.
+    #[arg(long)]
+    pub region_dir: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SystemsSel {
+    fn stores(&self) -> anyhow::Result<Stores> {
+        let mut cfg = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::systems(),
+        };
+        if let Some(d) = &self.region_dir {
+            cfg.region_dir = d.clone();
+        }
+        Ok(Stores::new(&cfg.region_dir))
+    }
+}
+
+/// The systems' queries: `dta query <system> <query>`.
+#[derive(Subcommand)]
+pub enum SystemQuery {
+    /// Marple queries ([DTA §6.1] Fig. 7b): host, lossy, timeouts, flowlets.
+    #[command(subcommand)]
+    Marple(MarpleQuery),
+}
+
+/// `dta query marple ...`.
+#[derive(Subcommand)]
+pub enum MarpleQuery {
+    /// A host's packet and byte counters (Key-Write totals and Key-Increment sums).
+    Host {
+        /// The host's IPv4 address.
+        #[arg(short, long)]
+        key: Ipv4Addr,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+    /// Flows reported with a loss rate in a range.
+    Lossy {
+        /// Loss rates `A..B` as fractions (`0.05..` = from 5 %); default: every reported flow.
+        #[arg(long)]
+        range: Option<String>,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+    /// A flow's TCP timeout count.
+    Timeouts {
+        /// The flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO.
+        #[arg(long)]
+        flow: String,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+    /// A flow's flowlet-size histogram (every flow's without --flow).
+    Flowlets {
+        /// The flow: SRC_IP:SPORT-DST_IP:DPORT/PROTO.
+        #[arg(long)]
+        flow: Option<String>,
+        #[command(flatten)]
+        sel: SystemsSel,
+    },
+}
+
+/// Answer a systems query: JSON or text on stdout; an unanswerable request is an error.
+pub fn query(q: SystemQuery) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match q {
+        SystemQuery::Marple(m) => match m {
+            MarpleQuery::Host { key, sel } => {
+                let a = marple::query_host(&sel.stores()?, key)?;
+                print(&mut out, sel.json, &a, |o, a| {
+                    writeln!(
+                        o,
+                        "host {}: Key-Write {} packets, {} bytes (wrong with probability {:.1e}); \
+                         Key-Increment {} packets, {} bytes (at most +{} / +{})",
+                        a.host,
+                        a.key_write.packets,
+                        a.key_write.bytes,
+                        a.key_write.confidence.p_wrong,
+                        a.key_increment.packets,
+                        a.key_increment.bytes,
+                        a.key_increment.packets_bound.error,
+                        a.key_increment.bytes_bound.error
+                    )
+                })?;
+            }
+            MarpleQuery::Lossy { range, sel } => {
+                let r = match &range {
+                    Some(r) => dta_systems::parse_fraction_range(r)?,
+                    None => marple::LOSS_RANGES_BP[0]..10_001,
+                };
+                let a = marple::query_lossy(&sel.stores()?, r)?;
+                print(&mut out, sel.json, &a, |o, a| {
+                    writeln!(
+                        o,
+                        "{} lossy flows with loss rate in [{}, {}){}",
+                        a.flows.len(),
+                        a.from,
+                        a.to.min(1.0),
+                        if a.overwritten > 0 {
+                            format!(" ({} older reports overwritten)", a.overwritten)
+                        } else {
+                            String::new()
+                        }
+                    )?;
+                    for f in &a.flows {
+                        writeln!(
+                            o,
+                            "  {:<44} {:>6.2} % ({} of {} packets retransmitted)",
+                            f.flow,
+                            100.0 * f.loss_rate,
+                            f.retransmissions,
+                            f.packets
+                        )?;
+                    }
+                    Ok(())
+                })?;
+            }
+            MarpleQuery::Timeouts { flow, sel } => {
+                let f = dta_systems::parse_flow(&flow)?;
+                let a = marple::query_timeouts(&sel.stores()?, &f)?;
+                print(&mut out, sel.json, &a, |o, a| {
+                    writeln!(
+                        o,
+                        "flow {}: {} TCP timeouts (wrong with probability {:.1e})",
+                        a.flow, a.timeouts, a.confidence.p_wrong
+                    )
+                })?;
+            }
+            MarpleQuery::Flowlets { flow, sel } => {
+                let f = flow.as_deref().map(dta_systems::parse_flow).transpose()?;
+                let a = marple::query_flowlets(&sel.stores()?, f.as_ref())?;
+                print(&mut out, sel.json, &a, |o, a| {
+                    writeln!(
+                        o,
+                        "{}: {} flowlets{}",
+                        a.flow.as_deref().unwrap_or("every flow"),
+                        a.flowlets,
+                        if a.overwritten > 0 {
+                            format!(" ({} older reports overwritten)", a.overwritten)
+                        } else {
+                            String::new()
+                        }
+                    )?;
+                    for (lo, n) in &a.histogram {
+                        writeln!(o, "  {:>6}..{:<6} packets: {n}", lo, lo * 2 - 1)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
