@@ -4,5 +4,6 @@
 pub mod config;
 pub mod demo;
 pub mod int_steer;
+pub mod ops;
 pub mod output;
 pub mod report;
