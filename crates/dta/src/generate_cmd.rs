@@ -26,15 +26,13 @@ pub enum Generate {
 pub const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
 pub fn run(g: Generate, cmd: clap::Command) -> anyhow::Result<ExitCode> {
-    let (dir, what) = match &g {
-        Generate::Man { dir } => (dir.as_path(), "man pages"),
-        Generate::Completions { dir } => (dir.as_path(), "completions"),
-    };
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let n = match g {
-        Generate::Man { dir } => man(cmd, &dir)?,
-        Generate::Completions { dir } => completions(cmd, &dir)?,
-    };
+    let (dir, write, what): (PathBuf, fn(clap::Command, &Path) -> anyhow::Result<usize>, &str) =
+        match g {
+            Generate::Man { dir } => (dir, man, "man pages"),
+            Generate::Completions { dir } => (dir, completions, "completions"),
+        };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let n = write(cmd, &dir)?;
     eprintln!("{n} {what} written to {}", dir.display());
     Ok(ExitCode::SUCCESS)
 }
