@@ -97,10 +97,14 @@ fn check_plans_the_regions_the_collector_then_creates_with_those_sizes() {
         .unwrap();
     wait_http(&http);
     for s in stores {
-        let path = Path::new(s["path"].as_str().unwrap());
-        assert!(path.starts_with(&regions), "{}", path.display());
+        // Printed as the configuration's path was given: relative to the working directory.
+        let path = elsewhere.join(s["path"].as_str().unwrap());
         assert_eq!(
-            std::fs::metadata(path).unwrap().len(),
+            path.canonicalize().unwrap().parent(),
+            Some(regions.canonicalize().unwrap().as_path())
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
             s["bytes"].as_u64().unwrap(),
             "{}",
             s["name"]
