@@ -187,7 +187,10 @@ mod tests {
         .unwrap();
         let cfg = Config::load(&f).unwrap();
         assert_eq!(cfg.region_dir, Path::new("/var/lib/dta"));
-        assert_eq!(cfg.collector.token_file.as_deref(), Some(Path::new("/etc/dta/t")));
+        assert_eq!(
+            cfg.collector.token_file.as_deref(),
+            Some(Path::new("/etc/dta/t"))
+        );
         // A bare file name: relative to the working directory's `.`.
         assert_eq!(config_dir(Path::new("dta.toml")), Path::new("."));
     }

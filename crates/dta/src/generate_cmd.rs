@@ -26,11 +26,14 @@ pub enum Generate {
 pub const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
 pub fn run(g: Generate, cmd: clap::Command) -> anyhow::Result<ExitCode> {
-    let (dir, write, what): (PathBuf, fn(clap::Command, &Path) -> anyhow::Result<usize>, &str) =
-        match g {
-            Generate::Man { dir } => (dir, man, "man pages"),
-            Generate::Completions { dir } => (dir, completions, "completions"),
-        };
+    let (dir, write, what): (
+        PathBuf,
+        fn(clap::Command, &Path) -> anyhow::Result<usize>,
+        &str,
+    ) = match g {
+        Generate::Man { dir } => (dir, man, "man pages"),
+        Generate::Completions { dir } => (dir, completions, "completions"),
+    };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let n = write(cmd, &dir)?;
     eprintln!("{n} {what} written to {}", dir.display());

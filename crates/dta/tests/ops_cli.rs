@@ -21,7 +21,11 @@ fn write_config(dir: &Path) -> (std::path::PathBuf, String, String) {
     std::fs::create_dir_all(&etc).unwrap();
     let http = format!("127.0.0.1:{}", free_tcp_port());
     let listen = format!("127.0.0.1:{}", free_udp_port());
-    for from in ["region_dir = \"dta-regions\"", "127.0.0.1:40080", "127.0.0.1:40040"] {
+    for from in [
+        "region_dir = \"dta-regions\"",
+        "127.0.0.1:40080",
+        "127.0.0.1:40040",
+    ] {
         assert!(EXAMPLE.contains(from), "examples/dta.toml lost {from:?}");
     }
     let text = EXAMPLE
@@ -37,7 +41,11 @@ fn write_config(dir: &Path) -> (std::path::PathBuf, String, String) {
 fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut resp = String::new();
     s.read_to_string(&mut resp).ok()?;
     let (head, body) = resp.split_once("\r\n\r\n")?;
@@ -46,7 +54,9 @@ fn get(addr: &str, path: &str) -> Option<(u16, String)> {
 }
 
 fn wait_http(addr: &str) {
-    wait_for(&format!("HTTP on {addr}"), || get(addr, "/healthz").is_some());
+    wait_for(&format!("HTTP on {addr}"), || {
+        get(addr, "/healthz").is_some()
+    });
 }
 
 fn check(config: &Path, cwd: &Path) -> std::process::Output {
@@ -78,7 +88,13 @@ fn check_plans_the_regions_the_collector_then_creates_with_those_sizes() {
     let out = check(Path::new("../etc/dta.toml"), &elsewhere);
     assert_success(&out);
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(plan["region_dir"].as_str().unwrap().ends_with("etc/regions"), "{plan}");
+    assert!(
+        plan["region_dir"]
+            .as_str()
+            .unwrap()
+            .ends_with("etc/regions"),
+        "{plan}"
+    );
     assert_eq!(plan["region_dir_exists"], false);
     let stores = plan["stores"].as_array().unwrap();
     assert_eq!(stores.len(), EXAMPLE.matches("[[store]]").count());
@@ -111,7 +127,10 @@ fn check_plans_the_regions_the_collector_then_creates_with_those_sizes() {
         );
     }
     let err = stop(c);
-    assert!(err.contains(&format!("query API on http://{http}")), "{err}");
+    assert!(
+        err.contains(&format!("query API on http://{http}")),
+        "{err}"
+    );
 
     // Checked again: reopened, data kept.
     let out = check(&conf, dir.path());
@@ -129,14 +148,20 @@ fn check_plans_the_regions_the_collector_then_creates_with_those_sizes() {
     // A store whose parameters changed: the collector would refuse its file; check says so and
     // fails, naming it.
     let text = std::fs::read_to_string(&conf).unwrap();
-    let kw = text.find("kind = \"key-write\"").expect("a key-write store");
+    let kw = text
+        .find("kind = \"key-write\"")
+        .expect("a key-write store");
     let slots = kw + text[kw..].find("slots = ").unwrap();
     let changed = format!("{}slots = 1024\n{}", &text[..slots], {
         let rest = &text[slots..];
         &rest[rest.find('\n').unwrap() + 1..]
     });
     std::fs::write(&conf, changed).unwrap();
-    let out = dta().args(["check", "--config"]).arg(&conf).output().unwrap();
+    let out = dta()
+        .args(["check", "--config"])
+        .arg(&conf)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -149,10 +174,17 @@ fn check_reports_what_is_wrong_and_checks_a_cluster_map() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "regoin_dir = 'x'\n").unwrap();
-    let out = dta().args(["check", "--config"]).arg(&bad).output().unwrap();
+    let out = dta()
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("regoin_dir") && err.contains("bad.toml"), "{err}");
+    assert!(
+        err.contains("regoin_dir") && err.contains("bad.toml"),
+        "{err}"
+    );
 
     // A non-loopback HTTP API without a token is refused, as the collector would.
     let open = dir.path().join("open.toml");
@@ -178,9 +210,18 @@ fn check_reports_what_is_wrong_and_checks_a_cluster_map() {
         .unwrap();
     assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("configuration ") && text.contains(": valid"), "{text}");
-    assert!(text.contains("cluster map ") && text.contains("collectors"), "{text}");
-    assert!(text.contains(" MiB") || text.contains(" KiB"), "sizes: {text}");
+    assert!(
+        text.contains("configuration ") && text.contains(": valid"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cluster map ") && text.contains("collectors"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" MiB") || text.contains(" KiB"),
+        "sizes: {text}"
+    );
     let broken = dir.path().join("map.toml");
     std::fs::write(&broken, "version = 1\n").unwrap();
     let out = dta()
@@ -228,7 +269,10 @@ fn collector_health_readiness_and_request_log_without_colours() {
         .lines()
         .find(|l| l.contains("path=/readyz") && l.contains("status=503"))
         .unwrap_or_else(|| panic!("no request log line:\n{err}"));
-    assert!(line.contains("method=GET") && line.contains("latency_us="), "{line}");
+    assert!(
+        line.contains("method=GET") && line.contains("latency_us="),
+        "{line}"
+    );
 }
 
 #[test]
@@ -291,7 +335,14 @@ fn translator_and_int_sink_metrics_servers_answer_healthz_and_readyz() {
     wait_http(&http);
     let metrics = format!("127.0.0.1:{}", free_tcp_port());
     let t = dta()
-        .args(["translator", "--stats-interval", "0", "--metrics", &metrics, "--config"])
+        .args([
+            "translator",
+            "--stats-interval",
+            "0",
+            "--metrics",
+            &metrics,
+            "--config",
+        ])
         .arg(&conf)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -302,8 +353,14 @@ fn translator_and_int_sink_metrics_servers_answer_healthz_and_readyz() {
     assert_eq!(get(&metrics, "/readyz").unwrap(), (200, "ready\n".into()));
     let err = stop(t);
     // Every listening address at start-up.
-    assert!(err.contains(&format!("translator on udp://{listen}")), "{err}");
-    assert!(err.contains(&format!("metrics on http://{metrics}/metrics")), "{err}");
+    assert!(
+        err.contains(&format!("translator on udp://{listen}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("metrics on http://{metrics}/metrics")),
+        "{err}"
+    );
     stop(c);
 
     // The INT sink: relative region_dir under the file's directory, from another cwd.
@@ -321,20 +378,31 @@ fn translator_and_int_sink_metrics_servers_answer_healthz_and_readyz() {
         .unwrap();
     let start = Instant::now();
     while get(&mport, "/healthz").is_none() {
-        assert!(start.elapsed() < Duration::from_secs(60), "int-sink metrics");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "int-sink metrics"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(get(&mport, "/readyz").unwrap(), (200, "ready\n".into()));
     assert!(d.join("regions/paths.region").exists());
     let err = stop(sink);
     assert!(err.contains(&format!("int-sink on udp://{udp}")), "{err}");
-    assert!(err.contains(&format!("metrics on http://{mport}/metrics")), "{err}");
+    assert!(
+        err.contains(&format!("metrics on http://{mport}/metrics")),
+        "{err}"
+    );
 }
 
 #[test]
 fn generate_writes_man_pages_and_completions() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dta().arg("generate").arg("man").arg(dir.path().join("man")).output().unwrap();
+    let out = dta()
+        .arg("generate")
+        .arg("man")
+        .arg(dir.path().join("man"))
+        .output()
+        .unwrap();
     assert_success(&out);
     let page = std::fs::read_to_string(dir.path().join("man/dta-check.1")).unwrap();
     assert!(page.contains("\\-\\-cluster"), "{page}");

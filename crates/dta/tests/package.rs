@@ -63,7 +63,11 @@ fn built() -> Option<&'static Built> {
 }
 
 fn dpkg_deb(args: &[&str], deb: &Path) -> String {
-    let out = Command::new("dpkg-deb").args(args).arg(deb).output().unwrap();
+    let out = Command::new("dpkg-deb")
+        .args(args)
+        .arg(deb)
+        .output()
+        .unwrap();
     assert_success(&out);
     String::from_utf8(out.stdout).unwrap()
 }
@@ -91,7 +95,10 @@ fn the_deb_holds_what_debian_expects_where_it_expects_it() {
         "libc6".into(),
         "passwd".into(),
     ] {
-        assert!(info.contains(&want), "no {want:?} in dpkg-deb --info:\n{info}");
+        assert!(
+            info.contains(&want),
+            "no {want:?} in dpkg-deb --info:\n{info}"
+        );
     }
     let contents = dpkg_deb(&["--contents"], &b.deb);
     let mut want: Vec<String> = vec![
@@ -161,7 +168,11 @@ fn the_unpacked_binary_man_pages_completions_and_conffiles_work() {
     for (page, title, option) in [
         ("dta.1.gz", ".TH dta 1", "collector"),
         ("dta-collector.1.gz", ".TH dta-collector 1", "\\-\\-config"),
-        ("dta-translator.1.gz", ".TH dta-translator 1", "\\-\\-metrics"),
+        (
+            "dta-translator.1.gz",
+            ".TH dta-translator 1",
+            "\\-\\-metrics",
+        ),
         ("dta-int-sink.1.gz", ".TH dta-int-sink 1", "\\-\\-config"),
         ("dta-check.1.gz", ".TH dta-check 1", "\\-\\-cluster"),
     ] {
@@ -211,12 +222,14 @@ fn the_unpacked_binary_man_pages_completions_and_conffiles_work() {
     let plan: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     assert_eq!(plan["region_dir"], "/var/lib/dta");
     let int = std::fs::read_to_string(b.root.join("etc/dta/int-sink.toml")).unwrap();
-    assert!(int.contains("\nregion_dir = \"/var/lib/dta/int\"\n"), "{int}");
+    assert!(
+        int.contains("\nregion_dir = \"/var/lib/dta/int\"\n"),
+        "{int}"
+    );
 
     let copyright = std::fs::read_to_string(share.join("doc/dta/copyright")).unwrap();
-    assert!(copyright.starts_with(
-        "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
-    ));
+    assert!(copyright
+        .starts_with("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"));
     assert!(copyright.contains("License: Apache-2.0"));
     assert!(copyright.contains(" Apache License") && copyright.contains("Version 2.0"));
 }

@@ -72,6 +72,10 @@ def cluster_owner(names: Sequence[str], key: bytes) -> int: ...
 class NativeDatagram:
     """A native-protocol datagram being built, report by report."""
 
+    priority: str
+    retransmittable: bool
+    reporter_id: int
+    seq: int
     def __init__(
         self,
         priority: Optional[str] = None,
