@@ -25,12 +25,11 @@ pub enum Generate {
 /// The shells completions are written for.
 pub const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
+/// Writes one kind of file into a directory; how many it wrote.
+type Writer = fn(clap::Command, &Path) -> anyhow::Result<usize>;
+
 pub fn run(g: Generate, cmd: clap::Command) -> anyhow::Result<ExitCode> {
-    let (dir, write, what): (
-        PathBuf,
-        fn(clap::Command, &Path) -> anyhow::Result<usize>,
-        &str,
-    ) = match g {
+    let (dir, write, what): (PathBuf, Writer, &str) = match g {
         Generate::Man { dir } => (dir, man, "man pages"),
         Generate::Completions { dir } => (dir, completions, "completions"),
     };
