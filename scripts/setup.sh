@@ -29,6 +29,14 @@ command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need_apt+=(python3-matplotlib)
 # The Redis export's tests start a real redis-server (docs/exports.md).
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# The InvisiFlow simulation (sim/, docs/embedding.md): Debian's ns-3 3.37 and what it links
+# (GSL), built with CMake and g++. DTA_NS3=0 skips them (the smoke run is then skipped, counted).
+if [ "${DTA_NS3:-1}" != 0 ]; then
+    dpkg -s libns3-dev >/dev/null 2>&1 || need_apt+=(libns3-dev)
+    dpkg -s libgsl-dev >/dev/null 2>&1 || need_apt+=(libgsl-dev)
+    command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+    command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+fi
 # The Kafka export's tests run a single-node Apache Kafka broker (KRaft) with Java 17 from the
 # jars Maven resolves below (docs/kafka.md). DTA_KAFKA=0 skips both.
 if [ "${DTA_KAFKA:-1}" != 0 ]; then

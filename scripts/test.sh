@@ -68,6 +68,15 @@ else
     echo "== rdma-core collector SKIPPED: libibverbs-dev / librdmacm-dev missing (DTA_RDMA_CORE=0?)" >&2
     extra_skipped=$((extra_skipped + 1))
 fi
+# The InvisiFlow simulation's smoke run: ns-3 with the real DTA collector linked in through the
+# C ABI; "N checks, N failures". Skipped (counted) without ns-3.
+if command -v cmake >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1 \
+    && dpkg -s libns3-dev >/dev/null 2>&1; then
+    step "InvisiFlow simulation, smoke run (scripts/sim-smoke.sh)" sim-smoke.log 1 scripts/sim-smoke.sh
+else
+    echo "== InvisiFlow smoke run SKIPPED: libns3-dev, cmake or g++ missing (DTA_NS3=0?)" >&2
+    extra_skipped=$((extra_skipped + 1))
+fi
 step "benchmarks, smoke mode (each runs a moment; no timing is checked)" bench-smoke.log 0 \
     scripts/bench.sh --smoke
 # Loss, duplication, reordering and overload through an impairment forwarder in network

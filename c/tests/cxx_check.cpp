@@ -2,6 +2,7 @@
 #define DTA_NO_SOCKETS
 #include "dta/reporter.h"
 #include "dta/cluster.h"
+#include "dta/dta.h"
 
 int dta_cxx_check(unsigned char *buf, unsigned long cap)
 {
@@ -15,4 +16,12 @@ int dta_cxx_cluster_check(const unsigned char *key, unsigned long len)
     dta_cluster_init(&m);
     dta_cluster_add(&m, "c0", 0x7f000001u, 40040);
     return dta_cluster_owner(&m, key, len);
+}
+
+int dta_cxx_capi_check(unsigned char *buf, unsigned long cap)
+{
+    dta_header h = {1, 2, DTA_PRIORITY_HIGH, 0, 0};
+    size_t len = 0;
+    const unsigned char key[4] = {1, 2, 3, 4};
+    return dta_encode_key_increment(&h, key, 4, 1, 2, buf, cap, &len);
 }

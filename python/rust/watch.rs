@@ -76,7 +76,7 @@ impl Watcher {
                 let d = PyDict::new(py);
                 d.set_item("seq", n.seq)?;
                 d.set_item("store", n.store)?;
-                d.set_item("primitive", n.primitive)?;
+                d.set_item("primitive", dta_store::notify::primitive_name(n.primitive))?;
                 d.set_item("key", n.key)?;
                 d.set_item("list", n.list)?;
                 d.set_item("reports", n.reports)?;

@@ -29,7 +29,7 @@ def test_watcher_yields_each_flagged_report_once(stack):
     assert w.missed == 0
     kw = [n for n in got if n["store"] == "kw"]
     assert [n["key"] for n in kw] == [k.hex() for k in keys[::2]]
-    assert all(n["primitive"] == 1 and n["reports"] == 1 for n in kw)
+    assert all(n["primitive"] == "key_write" and n["reports"] == 1 for n in kw)
     # The flagged Append entry is announced when its batch is written (the flush timer).
     ap = [n for n in got if n["store"] == "events"]
     assert [(n["list"], n["reports"]) for n in ap] == [(2, 1)]

@@ -346,7 +346,11 @@ static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dt
 /** A congestion notice's rate meaning "no limit". */
 #define DTA_RATE_UNLIMITED 0xFFFFFFFFu
 
+/* Also defined by dta/dta.h (the C ABI); whichever is included first defines it. */
+#ifndef DTA_PRIORITY_DEFINED
+#define DTA_PRIORITY_DEFINED
 enum dta_priority { DTA_PRIORITY_LOW = 0, DTA_PRIORITY_MEDIUM = 1, DTA_PRIORITY_HIGH = 2 };
+#endif
 
 /**
  * Builds one native datagram in a caller buffer. Start with

@@ -63,7 +63,8 @@ pub struct Notice {
     pub seq: u64,
     /// The store written.
     pub store: String,
-    /// The primitive's opcode ([`dta_wire::Opcode`] as a number).
+    /// The primitive's opcode ([`dta_wire::Opcode`] as a number); serialized by its name.
+    #[serde(serialize_with = "serialize_primitive")]
     pub primitive: u8,
     /// The report's key (Key-Write, Key-Increment, Postcarding), hex; empty for Append.
     pub key: String,
@@ -73,6 +74,19 @@ pub struct Notice {
     pub reports: u32,
     /// When the data was in the region, nanoseconds since the Unix epoch.
     pub unix_ns: u64,
+}
+
+/// A notice's primitive as JSON, counters and spec vectors name it (`key_write`, ...); a number no
+/// opcode has (a damaged ring) reads `opcode N`.
+pub fn primitive_name(op: u8) -> std::borrow::Cow<'static, str> {
+    match dta_wire::Opcode::try_from(op) {
+        Ok(op) => op.name().into(),
+        Err(_) => format!("opcode {op}").into(),
+    }
+}
+
+fn serialize_primitive<S: serde::Serializer>(op: &u8, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&primitive_name(*op))
 }
 
 /// What a writer puts in a slot.
@@ -409,6 +423,15 @@ fn futex_wake(word: &AtomicU32) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_notice_names_its_primitive_and_a_damaged_one_says_so() {
+        assert_eq!(primitive_name(1), "key_write");
+        assert_eq!(primitive_name(5), "sketch_merge");
+        assert_eq!(primitive_name(0), "opcode 0");
+        assert_eq!(primitive_name(200), "opcode 200");
+    }
+
     use super::*;
 
     fn announce(r: &NotifyRing, k: u32) {

@@ -93,8 +93,8 @@ fn a_rule_added_live_flags_reports_and_watch_prints_each_once() {
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["seq"].as_u64().unwrap(), first + i as u64, "{l}");
         assert_eq!(
-            (l["store"].as_str(), l["primitive"].as_u64()),
-            (Some("kw"), Some(1))
+            (l["store"].as_str(), l["primitive"].as_str()),
+            (Some("kw"), Some("key_write"))
         );
         assert_eq!(l["reports"], 1);
         assert!(l["latency_ns"].as_u64().is_some(), "{l}");

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The InvisiFlow simulation's smoke run (sim/src/smoke.cc; docs/embedding.md): build sim/ with
+# CMake against Debian's ns-3 and the C ABI (libdta, cargo's debug profile, which the test
+# script has built already), run 1.5 ms of simulated telemetry of the four applications into
+# real DTA stores, and check what the stores answer against the ground truth. The smoke binary
+# prints "N checks, N failures" (counted by scripts/test-summary.sh). Without ns-3 it prints
+# "SKIPPED" and exits 3 (scripts/test.sh counts that as skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 \
+    || ! dpkg -s libns3-dev >/dev/null 2>&1; then
+    echo "SKIPPED: ns-3 smoke run: libns3-dev, cmake or g++ missing (scripts/setup.sh installs them; DTA_NS3=0?)" >&2
+    exit 3
+fi
+BUILD=${DTA_SIM_BUILD:-sim/build-smoke}
+cmake -S sim -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTA_PROFILE=debug >/dev/null
+cmake --build "$BUILD" --target dta-smoke -j "$(nproc)" -- --no-print-directory >/dev/null
+"$BUILD/dta-smoke" --config=sim/smoke.toml
