@@ -43,6 +43,9 @@ if [ "${DTA_KAFKA:-1}" != 0 ]; then
     command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
     command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 fi
+# The web console's browser tests drive headless Chromium through chromedriver (docs/console.md).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

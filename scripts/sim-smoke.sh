@@ -16,3 +16,12 @@ BUILD=${DTA_SIM_BUILD:-sim/build-smoke}
 cmake -S sim -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTA_PROFILE=debug >/dev/null
 cmake --build "$BUILD" --target dta-smoke -j "$(nproc)" -- --no-print-directory >/dev/null
 "$BUILD/dta-smoke" --config=sim/smoke.toml
+# The InvisiFlow simulation proper (docs/invisiflow.md): 2 ms of DCTCP traffic and telemetry
+# over the InvisiFlow channel into examples/invisiflow.toml's stores, whose answers are checked
+# against the simulator's ground truth ("N checks, N failures").
+cmake --build "$BUILD" --target invisiflow-sim -j "$(nproc)" -- --no-print-directory >/dev/null
+regions=$(mktemp -d)
+trap 'rm -rf "$regions"' EXIT
+"$BUILD/invisiflow-sim" --channel invisiflow --load 0.6 \
+    --workload sim/workloads/fb_hadoop_flow_size_cdf.txt --traffic-ms 2 --drain-ms 1 \
+    --dta-config examples/invisiflow.toml --dta-regions "$regions" --check

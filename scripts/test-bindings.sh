@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build and test the C header-only reporter (c/) and the Python package `dta` (python/) against
-# the shared spec vectors. Needs only Rust and Python 3 on a Debian machine: missing Debian
-# packages and the .venv (maturin, pytest) are installed by scripts/setup.sh. Every step runs
+# Build and test the C header-only reporter (c/) and the Python package `dta-telemetry` (import
+# name `dta`, python/) against the shared spec vectors. Needs only Rust and Python 3 on a Debian
+# machine: missing Debian packages and the .venv (maturin, pytest) are installed by
+# scripts/setup.sh. Every step runs
 # even when an earlier one fails (the runners' counts are what scripts/test-summary.sh reads:
 # the C unit binaries' `N checks, N failures` and pytest's summary lines); exits non-zero on any
 # failure.
@@ -29,7 +30,12 @@ make -s -C c all || failed+=("C build")
 # Each unit binary prints "N checks, N failures" (all run even when one fails).
 make -s -C c unit || failed+=("C unit")
 
-echo "== Python: build the dta package (maturin develop into .venv)" >&2
+echo "== Python: build the dta-telemetry package (import name dta; maturin develop into .venv)" >&2
+# The distribution was called `dta` before it became `dta-telemetry`: a .venv holding the old
+# one would have two distributions owning the same files.
+if "$VENV/bin/python" -m pip show dta >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip uninstall --quiet --yes dta >/dev/null 2>&1 || true
+fi
 (cd python && VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH maturin develop --quiet >/dev/null) \
     || failed+=("maturin develop")
 

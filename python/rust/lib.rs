@@ -773,6 +773,8 @@ fn native_report_len(py: Python<'_>, opcode: &str, key_len: u8, data_len: u8) ->
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // The one version: the workspace's (Cargo.toml), which maturin also gives the distribution.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<watch::Watcher>()?;
     m.add("WireError", py.get_type::<WireError>())?;
     m.add("DatagramFull", py.get_type::<DatagramFull>())?;

@@ -155,6 +155,12 @@ impl Region {
         SketchLayout::new(self.region.header()).map_err(|e| store_err(py, e))
     }
 
+    /// After a query read the region: `RegionError` (`region_lost`) if its file was truncated
+    /// meanwhile, whose mapping then reads as zeros (an answer from those is no answer).
+    fn still_whole(&self, py: Python<'_>) -> PyResult<()> {
+        self.region.check().map_err(|e| store_err(py, e))
+    }
+
     fn require_writable(&self, py: Python<'_>) -> PyResult<()> {
         if self.region.is_writable() {
             Ok(())
@@ -300,6 +306,7 @@ impl Region {
                 d.set_item("candidates", l)?;
             }
         }
+        self.still_whole(py)?;
         Ok(d)
     }
 
@@ -308,9 +315,11 @@ impl Region {
     #[pyo3(signature = (key, redundancy=None))]
     fn key_increment(&self, py: Python<'_>, key: &[u8], redundancy: Option<i64>) -> PyResult<u64> {
         let layout = self.key_increment_layout(py)?;
-        layout
+        let n = layout
             .query(self.region.mem(), key, redundancy_opt(py, redundancy)?)
-            .map_err(|e| query_err(py, e))
+            .map_err(|e| query_err(py, e))?;
+        self.still_whole(py)?;
+        Ok(n)
     }
 
     /// The count-min error bound of this Key-Increment store's answers (docs/regions.md §5):
@@ -382,6 +391,7 @@ impl Region {
                 d.set_item("path", py.None())?;
             }
         }
+        self.still_whole(py)?;
         Ok(d)
     }
 
@@ -413,6 +423,7 @@ impl Region {
         d.set_item("entries", entries)?;
         d.set_item("missed", res.missed)?;
         d.set_item("tail", reader.tail())?;
+        self.still_whole(py)?;
         Ok(d)
     }
 

@@ -18,6 +18,11 @@ pub struct CollectorConfig {
     pub token_file: Option<std::path::PathBuf>,
     /// Recreate a region whose file exists with different parameters (its data is lost).
     pub force: bool,
+    /// The translator's metrics address (`dta translator --metrics`), whose counters the web
+    /// console shows; empty: not shown.
+    pub translator_metrics: String,
+    /// The INT sink's metrics address (`dta int-sink --metrics`), likewise.
+    pub int_sink_metrics: String,
 }
 
 impl Default for CollectorConfig {
@@ -26,6 +31,8 @@ impl Default for CollectorConfig {
             http: "127.0.0.1:40080".into(),
             token_file: None,
             force: false,
+            translator_metrics: String::new(),
+            int_sink_metrics: String::new(),
         }
     }
 }

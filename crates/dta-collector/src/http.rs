@@ -37,9 +37,9 @@ use crate::collector::{region_path, Collector, CollectorError};
 use crate::limits::{ParamError, Params, MAX_HEAVY_QUERIES};
 use crate::query::{self, QueryError};
 
-/// The query string's parameters; one that cannot be decoded is 400 with a JSON message, as
-/// every other error.
-struct Raw(HashMap<String, String>);
+/// The query string's parameters; one that cannot be decoded, or given twice, is 400 with a JSON
+/// message, as every other error. Public for the routes other crates add to the API.
+pub struct Raw(pub HashMap<String, String>);
 
 #[axum::async_trait]
 impl<S: Send + Sync> FromRequestParts<S> for Raw {
@@ -64,7 +64,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Raw {
 }
 
 /// The `{name}` of a route; one that cannot be decoded is 400 with a JSON message.
-struct Name(String);
+pub struct Name(pub String);
 
 #[axum::async_trait]
 impl<S: Send + Sync> FromRequestParts<S> for Name {
@@ -77,7 +77,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
     }
 }
 
-struct ApiError(StatusCode, String);
+/// An error answer: its status and message (`{"error": message}`).
+pub struct ApiError(pub StatusCode, pub String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -260,7 +261,11 @@ async fn postcard(
     let p = Params::new(&raw, &["key", "values"])?;
     let key = key_of(&a.c, &name, &p)?;
     let s = a.c.store(&name)?;
-    let default_values = s.config.as_ref().and_then(|c| c.values).unwrap_or(1 << 18);
+    let default_values = s
+        .config
+        .as_ref()
+        .and_then(|c| c.values)
+        .unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES);
     let values = p.postcard_values(default_values)?;
     a.heavy(move |c| {
         let pc = query::postcard(&c.store(&name)?.region, &key, values)?;
@@ -574,6 +579,31 @@ pub async fn serve_with(
     serve_cluster(collector, None, addr, opts, shutdown).await
 }
 
+/// Serve `routes` (the API's [`router_with`], plus any routes merged into it) on `addr` with
+/// `opts` until `shutdown` resolves. A non-loopback `addr` without a token is refused before
+/// listening.
+pub async fn serve_router(
+    routes: Router,
+    addr: &str,
+    opts: dta_http::ServerOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = dta_http::bind(addr, &opts)
+        .await
+        .map_err(std::io::Error::other)?;
+    let at = listener.local_addr()?;
+    tracing::info!(
+        "query API on http://{at} ({}); web console on http://{at}{}",
+        if opts.token.is_some() {
+            "bearer token required"
+        } else {
+            "no token: loopback only"
+        },
+        dta_http::console::PREFIX,
+    );
+    dta_http::serve(listener, routes, opts, shutdown).await
+}
+
 /// [`serve_with`], with the `/cluster/...` routes over `cluster` when given.
 pub async fn serve_cluster(
     collector: Arc<Collector>,
@@ -582,19 +612,14 @@ pub async fn serve_cluster(
     opts: dta_http::ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = dta_http::bind(addr, &opts)
-        .await
-        .map_err(std::io::Error::other)?;
-    tracing::info!(
-        "query API on http://{} ({})",
-        listener.local_addr()?,
-        if opts.token.is_some() {
-            "bearer token required"
-        } else {
-            "no token: loopback only"
-        }
-    );
-    dta_http::serve(listener, router_with(collector, cluster), opts, shutdown).await
+    let console = dta_http::console::router(vec![], opts.token.clone());
+    serve_router(
+        router_with(collector, cluster).merge(console),
+        addr,
+        opts,
+        shutdown,
+    )
+    .await
 }
 
 /// The server options of `[collector]`: the token of `token_file` (or of the environment), and

@@ -10,11 +10,17 @@
 //! - a cap on the request target's length (414);
 //! - access control: an optional bearer token, REQUIRED when the listen address is not
 //!   loopback ([`check_access`]); requests without it get 401;
-//! - `GET /healthz` (liveness, no token needed: it reveals nothing).
+//! - `GET /healthz` (liveness) and `GET /readyz` (readiness), no token needed: they reveal
+//!   nothing ([`health`]);
+//! - a request log: one `tracing` event per request ([`health::log_request`]);
+//! - the web console's static assets ([`console`], on the collector only; no token needed:
+//!   they hold no data, the page asks the API with the token the operator gives it).
 //!
 //! Limits are the `DEFAULT_*`/`MAX_*` constants below; `docs/http.md` documents them.
 
 pub mod client;
+pub mod console;
+pub mod health;
 pub mod notify;
 
 use std::future::Future;
@@ -27,7 +33,6 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -150,8 +155,10 @@ pub struct ServerOptions {
     pub request_timeout: Duration,
     pub max_connections: usize,
     pub max_connection_age: Duration,
-    /// Required on every request but `/healthz` when set.
+    /// Required on every request but `/healthz` and `/readyz` when set.
     pub token: Option<Token>,
+    /// What `/readyz` answers.
+    pub ready: health::Readiness,
 }
 
 impl Default for ServerOptions {
@@ -162,6 +169,7 @@ impl Default for ServerOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             token: None,
+            ready: health::Readiness::always(),
         }
     }
 }
@@ -234,11 +242,10 @@ pub fn error_response(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": msg.into() }))).into_response()
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
-}
-
 async fn require_token(State(token): State<Token>, req: Request, next: Next) -> Response {
+    if console::is_asset(req.uri().path()) {
+        return next.run(req).await;
+    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -276,19 +283,21 @@ async fn bound_request(State(timeout): State<Duration>, req: Request, next: Next
     }
 }
 
-/// `routes` with the token check (when `opts.token` is set), `/healthz`, and the request-target
-/// and request-time bounds: what [`serve`] serves. Exposed for in-process tests and fuzzing.
+/// `routes` with the token check (when `opts.token` is set), `/healthz` and `/readyz`, the
+/// request-target and request-time bounds, and the request log: what [`serve`] serves. Exposed
+/// for in-process tests and fuzzing.
 pub fn app(routes: Router, opts: &ServerOptions) -> Router {
     let routes = match &opts.token {
         Some(t) => routes.layer(middleware::from_fn_with_state(t.clone(), require_token)),
         None => routes,
     };
     routes
-        .route("/healthz", get(healthz))
+        .merge(health::router(opts.ready.clone()))
         .layer(middleware::from_fn_with_state(
             opts.request_timeout,
             bound_request,
         ))
+        .layer(middleware::from_fn(health::log_request))
 }
 
 /// Serve [`app`]`(routes, opts)` on `listener` until `shutdown` resolves. Connections still

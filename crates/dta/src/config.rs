@@ -67,27 +67,27 @@ impl Config {
             .map_err(anyhow::Error::msg)
     }
 
-    /// Load `path`; a relative `region_dir` (or spill file) is taken relative to the file's
-    /// directory.
+    /// Load `path`. Every relative path of the file is taken relative to the file's directory
+    /// ([`Config::resolve_paths`]), not to the working directory of whoever runs it.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading configuration {}", path.display()))?;
         let mut cfg =
             Config::parse(&text).with_context(|| format!("in configuration {}", path.display()))?;
-        if let Some(parent) = path.parent() {
-            if cfg.region_dir.is_relative() {
-                cfg.region_dir = parent.join(&cfg.region_dir);
-            }
-            // The spill file too, like every path of the file.
-            if let Some(f) = cfg.translator.flow_control.spill_file.as_mut() {
-                if f.is_relative() {
-                    *f = parent.join(&*f);
-                }
-            }
-        }
+        cfg.resolve_paths(config_dir(path));
         Ok(cfg)
     }
 
+    /// Make every relative path of the configuration relative to `base`: `region_dir`,
+    /// `[collector] token_file`, `[translator.flow_control] spill_file`. The one list of the
+    /// file's paths: a new path setting is added here.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        resolve(base, &mut self.region_dir);
+        if let Some(f) = self.collector.token_file.as_mut() {
+            resolve(base, f);
+        }
+        resolve_translator_paths(base, &mut self.translator);
+    }
     pub fn embedded() -> Config {
         Config::parse(EMBEDDED).expect("the embedded configuration is valid")
     }
@@ -95,6 +95,30 @@ impl Config {
     /// `examples/systems.toml`: the stores `dta report --workload` fills.
     pub fn systems() -> Config {
         Config::parse(SYSTEMS).expect("the embedded systems configuration is valid")
+    }
+}
+
+/// The directory relative paths of the configuration file `path` are taken from (`.` for a
+/// bare file name).
+pub fn config_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// `p` relative to `base` when it is relative.
+pub fn resolve(base: &Path, p: &mut PathBuf) {
+    if p.is_relative() {
+        *p = base.join(&*p);
+    }
+}
+
+/// The paths of a `[translator]` table (in `dta.toml` and in the INT sink's file) relative to
+/// `base`: `flow_control.spill_file`.
+pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorConfig) {
+    if let Some(f) = t.flow_control.spill_file.as_mut() {
+        resolve(base, f);
     }
 }
 
@@ -183,5 +207,40 @@ mod tests {
             Some(Path::new("/var/tmp/dta-spill"))
         );
         assert_eq!(fc.low_threshold, 0.5, "unset values keep their defaults");
+    }
+
+    #[test]
+    fn every_relative_path_is_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("etc");
+        std::fs::create_dir(&sub).unwrap();
+        let f = sub.join("dta.toml");
+        std::fs::write(
+            &f,
+            "region_dir = 'regions'\n[collector]\ntoken_file = 'http.token'\n\
+             [translator.flow_control]\nspill_file = 'spill/dta'\n",
+        )
+        .unwrap();
+        let cfg = Config::load(&f).unwrap();
+        assert_eq!(cfg.region_dir, sub.join("regions"));
+        assert_eq!(cfg.collector.token_file, Some(sub.join("http.token")));
+        assert_eq!(
+            cfg.translator.flow_control.spill_file,
+            Some(sub.join("spill/dta"))
+        );
+        // Absolute paths are kept as they are.
+        std::fs::write(
+            &f,
+            "region_dir = '/var/lib/dta'\n[collector]\ntoken_file = '/etc/dta/t'\n",
+        )
+        .unwrap();
+        let cfg = Config::load(&f).unwrap();
+        assert_eq!(cfg.region_dir, Path::new("/var/lib/dta"));
+        assert_eq!(
+            cfg.collector.token_file.as_deref(),
+            Some(Path::new("/etc/dta/t"))
+        );
+        // A bare file name: relative to the working directory's `.`.
+        assert_eq!(config_dir(Path::new("dta.toml")), Path::new("."));
     }
 }

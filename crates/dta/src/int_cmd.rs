@@ -41,6 +41,21 @@ struct IntFile {
     store: Vec<StoreConfig>,
 }
 
+impl IntFile {
+    /// Read and parse `path`; every relative path of the file (`region_dir`, the
+    /// `[translator]` spill file) is taken relative to the file's directory, as in `dta.toml`.
+    fn load(path: &std::path::Path) -> anyhow::Result<IntFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut f: IntFile =
+            toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+        let base = dta::config::config_dir(path);
+        dta::config::resolve(base, &mut f.region_dir);
+        dta::config::resolve_translator_paths(base, &mut f.translator);
+        Ok(f)
+    }
+}
+
 /// Loopback: reports from elsewhere need an explicit `listen` (and an allow-list).
 fn default_listen() -> SocketAddr {
     "127.0.0.1:32766".parse().unwrap()
@@ -111,15 +126,7 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
     let config = a
         .config
         .expect("clap requires --config without a subcommand");
-    let text = std::fs::read_to_string(&config)
-        .with_context(|| format!("reading {}", config.display()))?;
-    let mut f: IntFile =
-        toml::from_str(&text).with_context(|| format!("in {}", config.display()))?;
-    if f.region_dir.is_relative() {
-        if let Some(p) = config.parent() {
-            f.region_dir = p.join(&f.region_dir);
-        }
-    }
+    let f = IntFile::load(&config)?;
     f.sink
         .validate()
         .map_err(|e| anyhow::anyhow!("{}: [sink] {e}", config.display()))?;
@@ -217,7 +224,8 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
                     p.stats().clone(),
                 )));
             }
-            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
+            let opts = dta::ops::metrics_options(dta::ops::regions_ready(collector.regions()))?;
+            let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(reg), opts)
                 .with_context(|| format!("metrics server on {addr}"))?;
             eprintln!("metrics on http://{}/metrics", m.local_addr());
             Some(m)
@@ -719,10 +727,10 @@ pub enum IntQuery {
         #[arg(long)]
         hop: u8,
         /// The sink's postcard_values.
-        #[arg(long, default_value_t = 65536)]
+        #[arg(long, default_value_t = dta_int::sink::IntSinkConfig::default().postcard_values)]
         values: u32,
         /// The sink's postcard_divisor.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = dta_int::sink::IntSinkConfig::default().postcard_divisor)]
         divisor: u32,
     },
     /// Latest events of a kind (Append store): hop_latency, queue_occupancy, path_change, drop, ...
@@ -1030,15 +1038,7 @@ fn check(a: CheckArgs) -> anyhow::Result<ExitCode> {
     // The stores' answers: every flow's path by Key-Write query.
     let mut paths = serde_json::Value::Null;
     if let Some(cfg) = &a.config {
-        let text =
-            std::fs::read_to_string(cfg).with_context(|| format!("reading {}", cfg.display()))?;
-        let mut f: IntFile =
-            toml::from_str(&text).with_context(|| format!("in {}", cfg.display()))?;
-        if f.region_dir.is_relative() {
-            if let Some(p) = cfg.parent() {
-                f.region_dir = p.join(&f.region_dir);
-            }
-        }
+        let f = IntFile::load(cfg)?;
         let c = Collector::open_dir(&f.region_dir, false)?;
         let region = c.store(&a.paths_store)?.region.clone();
         let (mut found, mut wrong, mut unanswered) = (0u64, 0u64, 0u64);

@@ -3,7 +3,9 @@
 
 pub mod config;
 pub mod demo;
+pub mod int_http;
 pub mod int_steer;
+pub mod ops;
 pub mod output;
 pub mod report;
 pub mod systems_cmd;

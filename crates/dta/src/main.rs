@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod check_cmd;
 mod cluster_cmd;
 mod decode_cmd;
 mod export_cmd;
+mod generate_cmd;
 mod int_cmd;
 mod pcap_cmd;
 mod rdma_cmd;
@@ -39,6 +41,9 @@ use dta_translator::{ingest, Shards, Stats, Translator};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on stderr: text (colours only on a terminal) or json (one object a line).
+    #[arg(long, global = true, value_enum, env = dta::ops::LOG_FORMAT_ENV, default_value_t)]
+    log_format: dta::ops::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -53,6 +58,9 @@ enum Command {
     Report(dta::report::ReportArgs),
     /// Query a store.
     Query(QueryArgs),
+    /// Validate a configuration (and a cluster map) and print what the collector would create,
+    /// with sizes, and what would listen where; nothing is created.
+    Check(check_cmd::CheckArgs),
     /// Validate a cluster map or print its assignment of keys to collectors.
     #[command(subcommand)]
     Cluster(cluster_cmd::ClusterCmd),
@@ -74,6 +82,9 @@ enum Command {
     RnicCollector(rnic_cmd::RnicArgs),
     /// Print push notifications (the writes of reports flagged immediate) as JSON lines.
     Watch(watch_cmd::WatchArgs),
+    /// Write the man pages or the shell completions of this CLI into a directory (packaging).
+    #[command(hide = true, subcommand)]
+    Generate(generate_cmd::Generate),
 }
 
 #[derive(Args, Clone)]
@@ -294,14 +305,8 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DTA_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    dta::ops::init_logging(cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -329,6 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Translator(a) => translator(a),
         Command::Report(a) => dta::report::run(a),
         Command::Query(q) => query_cmd(q),
+        Command::Check(a) => check_cmd::run(a),
         Command::Cluster(c) => cluster_cmd::run(c),
         Command::Inspect(a) => inspect(a),
         Command::Decode(a) => decode_cmd::decode(a),
@@ -339,6 +345,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "rdma-core")]
         Command::RnicCollector(a) => rnic_cmd::run(a, stop_on_ctrl_c()?),
         Command::Watch(a) => watch_cmd::watch(a, &*stop_on_ctrl_c()?),
+        Command::Generate(g) => generate_cmd::run(g, <Cli as clap::CommandFactory>::command()),
     }
 }
 
@@ -355,6 +362,32 @@ const COLLECTOR_DRAIN: Duration = Duration::from_secs(5);
 /// How often `dta collector` checks that every served region is still whole.
 const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
 
+/// The processes whose counters the web console shows: `[collector] translator_metrics` and
+/// `int_sink_metrics` (an address as `--metrics` takes it; empty: not configured).
+fn console_peers(
+    c: &dta_collector::CollectorConfig,
+) -> anyhow::Result<Vec<dta_http::console::Peer>> {
+    [
+        ("translator", "translator_metrics", &c.translator_metrics),
+        ("int-sink", "int_sink_metrics", &c.int_sink_metrics),
+    ]
+    .into_iter()
+    .map(|(name, key, addr)| {
+        let addr = match addr.as_str() {
+            "" => None,
+            a => Some(
+                dta_http::parse_listen_addr(a)
+                    .map_err(|e| anyhow::anyhow!("[collector] {key}: {e}"))?,
+            ),
+        };
+        Ok(dta_http::console::Peer {
+            name: name.into(),
+            addr,
+        })
+    })
+    .collect()
+}
+
 fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
     let a = &args.config;
     let cfg = a.load()?;
@@ -366,7 +399,8 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
         })
         .transpose()?;
     let started = Instant::now();
-    let http_opts = dta_collector::http::options(&cfg.collector)?;
+    let mut http_opts = dta_collector::http::options(&cfg.collector)?;
+    let console_peers = console_peers(&cfg.collector)?;
     // Takes the directory's collector lock first: a second collector is refused here.
     let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     for s in c.stores() {
@@ -389,6 +423,7 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
     // SIGTERM, SIGINT (and SIGHUP) set `stop`; the handler restarts interrupted system calls.
     let stop = stop_on_ctrl_c()?;
     let c = Arc::new(c);
+    http_opts.ready = dta::ops::collector_ready(c.clone());
     let cluster = match (cluster_map, &args.name) {
         (Some(m), Some(name)) => Some(Arc::new(
             dta_collector::cluster::ClusterQuery::new(Arc::new(m), http_opts.token.clone())
@@ -421,13 +456,15 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
             let shutdown = async move {
                 let _ = rx.wait_for(|stopping| *stopping).await;
             };
-            let server = dta_collector::http::serve_cluster(
-                served.clone(),
-                cluster,
-                &cfg.collector.http,
-                http_opts,
-                shutdown,
-            );
+            // The query API, the INT queries, and the web console over them.
+            let routes = dta_collector::http::router_with(served.clone(), cluster)
+                .merge(dta::int_http::router(served.clone()))
+                .merge(dta_http::console::router(
+                    console_peers,
+                    http_opts.token.clone(),
+                ));
+            let server =
+                dta_collector::http::serve_router(routes, &cfg.collector.http, http_opts, shutdown);
             tokio::pin!(server);
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut checked = Instant::now();
@@ -704,7 +741,8 @@ fn colocated(
     let _metrics = match a.metrics {
         Some(addr) => {
             let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
-            let m = dta_export::prom::MetricsServer::start(addr, Arc::new(reg))
+            let opts = dta::ops::metrics_options(dta::ops::regions_ready(collector.regions()))?;
+            let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(reg), opts)
                 .with_context(|| format!("metrics server on {addr}"))?;
             eprintln!("metrics on http://{}/metrics", m.local_addr());
             Some(m)

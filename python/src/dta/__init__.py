@@ -10,8 +10,12 @@ A thin layer over the Rust core (the native extension ``dta._native``):
 
 Rejections raise ``WireError`` (a ``ValueError``) whose ``reason`` is the counter name of
 ``docs/protocol.md`` (``"bad_key_len"``, ``"truncated"``, ...).
+
+The distribution is ``dta-telemetry``; ``dta.__version__`` is its version (the Cargo
+workspace's, compiled into the native module).
 """
 
+from ._native import __version__  # noqa: F401
 from ._native import (  # noqa: F401
     DEFAULT_POSTCARD_VALUES,
     DEFAULT_REDUNDANCY,
@@ -41,6 +45,7 @@ from .reporter import Reporter, send_reports  # noqa: F401,E402
 from .cluster import ClusterClient, ClusterError, ClusterReporter  # noqa: F401,E402
 
 __all__ = [
+    "__version__",
     "ClusterClient",
     "ClusterError",
     "ClusterMap",

@@ -1,0 +1,447 @@
+// The dta console: plain JavaScript, no library. The collector serves it with a
+// Content-Security-Policy that allows connections to its own origin only, so the page cannot
+// load code from a CDN and needs none: every chart is a few canvas calls below, every table is
+// built with textContent (store names and answers are never parsed as HTML).
+"use strict";
+
+// How often the stores table and the peers' counters are refreshed (ms).
+const STORES_EVERY = 5000;
+const PEERS_EVERY = 5000;
+// The Append tail: entries asked per poll, entries kept on the page, poll interval (ms).
+const TAIL_MAX = 64;
+const TAIL_WINDOW = 200;
+const TAIL_EVERY = 1000;
+
+const $ = (id) => document.getElementById(id);
+
+// --- access ----------------------------------------------------------------------------------
+
+function token() {
+  return sessionStorage.getItem("dta-token") || "";
+}
+
+// GET `path` from the collector: the parsed JSON answer, or an Error carrying the answer's
+// `error` message (every error of the API is `{"error": "..."}`).
+async function api(path) {
+  const headers = {};
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  const r = await fetch(path, { headers, cache: "no-store" });
+  let body;
+  try {
+    body = await r.json();
+  } catch (e) {
+    throw new Error(`${r.status} ${r.statusText}: the answer is not JSON`);
+  }
+  if (r.status === 401) $("token-box").hidden = false;
+  if (!r.ok) throw new Error(body && body.error ? body.error : `${r.status} ${r.statusText}`);
+  return body;
+}
+
+function showError(id, e) {
+  const el = $(id);
+  if (e) {
+    el.textContent = e.message || String(e);
+    el.hidden = false;
+  } else {
+    el.textContent = "";
+    el.hidden = true;
+  }
+}
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+}
+
+// --- stores ----------------------------------------------------------------------------------
+
+// The previous poll of every store: {t, fillWords, appended}, for the rates.
+let previous = {};
+// Store names by kind (as the region header names it: KeyWrite, Append, ...).
+let byKind = {};
+
+// A region header's parameters as `key=value` pairs (the header is the truth for a store's
+// parameters: the collector reads it from the region file).
+function params(spec) {
+  if (spec === null || typeof spec !== "object") return String(spec);
+  const inner = Object.keys(spec).length === 1 && typeof Object.values(spec)[0] === "object"
+    ? Object.values(spec)[0] : spec;
+  // The kind is its own column.
+  return Object.entries(inner)
+    .filter(([k]) => k !== "kind")
+    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)
+    .join(" ");
+}
+
+function fmtRate(x) {
+  if (x === null) return "measuring";
+  return x >= 100 ? x.toFixed(0) : x.toFixed(1);
+}
+
+async function refreshStores() {
+  let stores;
+  try {
+    stores = await api("/stores");
+    showError("stores-error", null);
+  } catch (e) {
+    showError("stores-error", e);
+    return;
+  }
+  const now = performance.now();
+  const tbody = $("stores").tBodies[0];
+  clear(tbody);
+  byKind = {};
+  const next = {};
+  for (const s of stores) {
+    const tr = document.createElement("tr");
+    tr.dataset.store = s.name || (s.header && s.header.name);
+    if (!s.available) {
+      cell(tr, s.name);
+      cell(tr, "unavailable");
+      cell(tr, s.error).className = "error";
+      tbody.appendChild(tr);
+      continue;
+    }
+    const h = s.header;
+    (byKind[h.kind] = byKind[h.kind] || []).push(h.name);
+    cell(tr, h.name);
+    cell(tr, h.kind);
+    cell(tr, params(h.spec));
+    cell(tr, (100 * s.fill).toFixed(2) + " %", "num");
+    cell(tr, s.appended === null || s.appended === undefined ? "" : String(s.appended), "num");
+    // Writes per second as the region shows them: appended entries for an Append store,
+    // else words that became non-zero (a lower bound: rewriting a word is not seen).
+    const words = s.fill * (s.data_bytes / 8);
+    const p = previous[h.name];
+    let rate = null;
+    if (p && now > p.t) {
+      const dt = (now - p.t) / 1000;
+      rate = s.appended !== null && s.appended !== undefined
+        ? (s.appended - p.appended) / dt
+        : Math.max(0, words - p.words) / dt;
+    }
+    cell(tr, fmtRate(rate), "num");
+    next[h.name] = { t: now, words, appended: s.appended };
+    tbody.appendChild(tr);
+  }
+  previous = next;
+  $("store-count").textContent = `(${stores.length})`;
+  fillSelects();
+}
+
+const KIND_OF = { kw: "KeyWrite", ki: "KeyIncrement", postcard: "Postcarding", list: "Append", sketch: "SketchMerge" };
+
+// Fill a <select> with `names`, keeping its current choice when it is still there.
+function options(sel, names) {
+  const keep = sel.value;
+  const have = Array.from(sel.options).map((o) => o.value).join("\n");
+  if (have === names.join("\n")) return;
+  clear(sel);
+  for (const n of names) {
+    const o = document.createElement("option");
+    o.value = o.textContent = n;
+    sel.appendChild(o);
+  }
+  if (names.includes(keep)) sel.value = keep;
+}
+
+function fillSelects() {
+  const of = (k) => byKind[k] || [];
+  options($("q-store"), of(KIND_OF[$("q-kind").value]));
+  options($("t-store"), of("Append"));
+  options($("i-paths"), of("KeyWrite"));
+  options($("i-latency"), of("Postcarding"));
+  options($("h-store"), of("KeyIncrement"));
+}
+
+// --- queries ---------------------------------------------------------------------------------
+
+function query(base, pairs) {
+  const q = new URLSearchParams();
+  for (const [k, v] of pairs) if (v !== "" && v !== undefined && v !== null) q.set(k, v);
+  const s = q.toString();
+  return s ? `${base}?${s}` : base;
+}
+
+function showKind() {
+  const kind = $("q-kind").value;
+  for (const l of document.querySelectorAll(".form label[data-for]")) {
+    l.hidden = !l.dataset.for.split(" ").includes(kind);
+  }
+  options($("q-store"), byKind[KIND_OF[kind]] || []);
+}
+
+// An answer's top-level fields as a table (arrays and objects as JSON).
+function answerTable(tbody, v) {
+  clear(tbody);
+  for (const [k, x] of Object.entries(v)) {
+    const tr = document.createElement("tr");
+    cell(tr, k);
+    cell(tr, typeof x === "object" ? JSON.stringify(x) : String(x));
+    tbody.appendChild(tr);
+  }
+}
+
+async function runQuery() {
+  const kind = $("q-kind").value;
+  const store = $("q-store").value;
+  const val = (id) => $(id).value.trim();
+  const pairs = {
+    kw: [["key", val("q-key")], ["redundancy", val("q-redundancy")], ["threshold", val("q-threshold")]],
+    ki: [["key", val("q-key")], ["redundancy", val("q-redundancy")]],
+    postcard: [["key", val("q-key")], ["values", val("q-values")]],
+    list: [["list", val("q-list")], ["tail", val("q-tail")], ["max", val("q-max")]],
+    sketch: [["key", val("q-key")]],
+  }[kind];
+  $("q-result").textContent = "";
+  clear($("q-table").tBodies[0]);
+  showError("q-error", null);
+  try {
+    if (!store) throw new Error(`no ${KIND_OF[kind]} store on this collector`);
+    const v = await api(query(`/query/${kind}/${encodeURIComponent(store)}`, pairs));
+    answerTable($("q-table").tBodies[0], v);
+    $("q-result").textContent = JSON.stringify(v, null, 2);
+  } catch (e) {
+    showError("q-error", e);
+  }
+}
+
+// --- Append tail -----------------------------------------------------------------------------
+
+let tail = null;
+
+function stopTail(why) {
+  if (tail) clearTimeout(tail.timer);
+  tail = null;
+  $("t-start").disabled = false;
+  $("t-stop").disabled = true;
+  $("t-state").textContent = why || "stopped";
+}
+
+async function pollTail() {
+  const t = tail;
+  if (!t) return;
+  try {
+    const v = await api(query(`/query/list/${encodeURIComponent(t.store)}`,
+      [["list", t.list], ["tail", t.next], ["max", TAIL_MAX]]));
+    if (tail !== t) return;
+    showError("t-error", null);
+    const ol = $("t-entries");
+    let seq = v.next_tail - v.entries.length;
+    for (const e of v.entries) {
+      const li = document.createElement("li");
+      li.value = seq++;
+      li.textContent = e;
+      ol.appendChild(li);
+    }
+    while (ol.children.length > TAIL_WINDOW) ol.removeChild(ol.firstChild);
+    t.missed += v.missed || 0;
+    t.next = v.next_tail;
+    $("t-state").textContent = `following ${t.store} list ${t.list}: next entry ${t.next}` +
+      (t.missed ? `, ${t.missed} overwritten before they were read` : "");
+    ol.scrollTop = ol.scrollHeight;
+  } catch (e) {
+    showError("t-error", e);
+    stopTail("stopped on error");
+    return;
+  }
+  t.timer = setTimeout(pollTail, TAIL_EVERY);
+}
+
+async function startTail() {
+  stopTail();
+  const store = $("t-store").value;
+  const list = $("t-list").value.trim() || "0";
+  showError("t-error", null);
+  if (!store) return showError("t-error", new Error("no Append store on this collector"));
+  clear($("t-entries"));
+  // From the oldest entry held, TAIL_MAX per poll; the page keeps the newest TAIL_WINDOW.
+  tail = { store, list, next: undefined, missed: 0, timer: null };
+  $("t-start").disabled = true;
+  $("t-stop").disabled = false;
+  pollTail();
+}
+
+// --- charts ----------------------------------------------------------------------------------
+
+// A bar chart of `values` labelled `labels` on `canvas`, drawn by hand (no chart library: the
+// page loads nothing from elsewhere).
+function bars(canvas, labels, values, unit) {
+  const ctx = canvas.getContext("2d");
+  const W = canvas.width, H = canvas.height;
+  ctx.clearRect(0, 0, W, H);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, W, H);
+  const left = 60, bottom = 40, top = 16, right = 10;
+  const max = Math.max(1, ...values.filter((v) => v !== null));
+  const n = Math.max(1, values.length);
+  const slot = (W - left - right) / n;
+  ctx.strokeStyle = "#888";
+  ctx.beginPath();
+  ctx.moveTo(left, top);
+  ctx.lineTo(left, H - bottom);
+  ctx.lineTo(W - right, H - bottom);
+  ctx.stroke();
+  ctx.font = "11px sans-serif";
+  ctx.fillStyle = "#333";
+  ctx.textAlign = "right";
+  ctx.fillText(String(max) + (unit ? " " + unit : ""), left - 4, top + 8);
+  ctx.fillText("0", left - 4, H - bottom);
+  ctx.textAlign = "center";
+  values.forEach((v, i) => {
+    const x = left + i * slot;
+    if (v !== null) {
+      const h = ((H - bottom - top) * v) / max;
+      ctx.fillStyle = "#2a6fdb";
+      ctx.fillRect(x + slot * 0.15, H - bottom - h, slot * 0.7, h);
+    }
+    ctx.fillStyle = "#333";
+    if (n <= 16 || i % Math.ceil(n / 16) === 0) {
+      ctx.fillText(labels[i], x + slot / 2, H - bottom + 14);
+    }
+  });
+}
+
+// --- INT -------------------------------------------------------------------------------------
+
+async function runPath() {
+  const paths = $("i-paths").value, latency = $("i-latency").value;
+  const flow = $("i-flow").value.trim();
+  const tbody = $("i-hops").tBodies[0];
+  clear(tbody);
+  $("i-path").textContent = "";
+  showError("i-error", null);
+  const canvas = $("i-chart");
+  canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+  try {
+    if (!paths) throw new Error("no Key-Write store of paths on this collector");
+    const p = await api(query(`/int/path/${encodeURIComponent(paths)}`, [["flow", flow]]));
+    $("i-path").textContent = JSON.stringify(p, null, 2);
+    if (p.status !== "found") throw new Error(`flow ${p.flow}: path ${p.status}`);
+    const lat = [];
+    for (let hop = 0; hop < p.path.length; hop++) {
+      let h = null;
+      if (latency) {
+        h = await api(query(`/int/hop-latency/${encodeURIComponent(latency)}`, [
+          ["flow", flow], ["hop", hop], ["values", $("i-values").value.trim()],
+          ["divisor", $("i-divisor").value.trim()],
+        ]));
+      }
+      const tr = document.createElement("tr");
+      cell(tr, String(hop), "num");
+      cell(tr, String(p.path[hop]), "num");
+      cell(tr, h && h.latency !== null ? String(h.latency) : "", "num");
+      cell(tr, h ? h.status : "no latency store");
+      tbody.appendChild(tr);
+      lat.push(h && h.latency !== null ? h.latency : null);
+    }
+    bars(canvas, p.path.map((n, i) => `hop ${i}: ${n}`), lat, "");
+  } catch (e) {
+    showError("i-error", e);
+  }
+}
+
+async function runHistogram() {
+  const store = $("h-store").value;
+  $("h-result").textContent = "";
+  showError("h-error", null);
+  const canvas = $("h-chart");
+  canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+  try {
+    if (!store) throw new Error("no Key-Increment store on this collector");
+    const v = await api(query(`/int/histogram/${encodeURIComponent(store)}`, [
+      ["node", $("h-node").value.trim()], ["metric", $("h-metric").value],
+      ["edges", $("h-edges").value.trim()],
+    ]));
+    $("h-result").textContent = JSON.stringify(v, null, 2);
+    bars(canvas, v.buckets.map((b) => String(b.lo)), v.buckets.map((b) => b.count), "");
+  } catch (e) {
+    showError("h-error", e);
+  }
+}
+
+// --- peers -----------------------------------------------------------------------------------
+
+async function refreshPeers() {
+  let v;
+  try {
+    v = await api("/console/peers");
+    showError("peers-error", null);
+  } catch (e) {
+    showError("peers-error", e);
+    return;
+  }
+  const box = $("peers");
+  clear(box);
+  for (const p of v.peers) {
+    const div = document.createElement("div");
+    div.className = "peer";
+    div.dataset.peer = p.name;
+    const title = document.createElement("h3");
+    div.appendChild(title);
+    if (!p.configured) {
+      title.textContent = `${p.name}: not configured`;
+    } else if (!p.reachable) {
+      title.textContent = `${p.name} (${p.addr}): unreachable`;
+      const why = document.createElement("p");
+      why.className = "error";
+      why.textContent = p.error;
+      div.appendChild(why);
+    } else {
+      title.textContent = `${p.name} (${p.addr})`;
+      const t = document.createElement("table");
+      const tb = document.createElement("tbody");
+      for (const [name, value] of p.samples) {
+        const tr = document.createElement("tr");
+        cell(tr, name);
+        cell(tr, String(value), "num");
+        tb.appendChild(tr);
+      }
+      t.appendChild(tb);
+      div.appendChild(t);
+      if (p.dropped) {
+        const more = document.createElement("p");
+        more.className = "muted";
+        more.textContent = `${p.dropped} more samples not shown`;
+        div.appendChild(more);
+      }
+    }
+    box.appendChild(div);
+  }
+}
+
+// --- start -----------------------------------------------------------------------------------
+
+function every(f, ms) {
+  const run = async () => {
+    await f();
+    setTimeout(run, ms);
+  };
+  run();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("token-save").addEventListener("click", () => {
+    sessionStorage.setItem("dta-token", $("token").value.trim());
+    $("token").value = "";
+    $("token-box").hidden = true;
+    refreshStores();
+    refreshPeers();
+  });
+  $("q-kind").addEventListener("change", showKind);
+  $("q-run").addEventListener("click", runQuery);
+  $("t-start").addEventListener("click", startTail);
+  $("t-stop").addEventListener("click", () => stopTail());
+  $("i-run").addEventListener("click", runPath);
+  $("h-run").addEventListener("click", runHistogram);
+  showKind();
+  every(refreshStores, STORES_EVERY);
+  every(refreshPeers, PEERS_EVERY);
+});

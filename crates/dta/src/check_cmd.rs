@@ -1,0 +1,270 @@
+//! `dta check --config F [--cluster MAP]`: validate a configuration as the collector and the
+//! translator would load it (the same [`Config::load`], store specs, rule compilation and HTTP
+//! access checks) and print what the collector would create, with sizes. Nothing is created.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+
+use dta::config::Config;
+use dta_collector::region_path;
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The configuration file (TOML) to check.
+    #[arg(short, long)]
+    config: PathBuf,
+    /// A cluster map (docs/scale-out.md) to check too.
+    #[arg(long, value_name = "MAP")]
+    cluster: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `dta collector` would do with a store's region file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum RegionState {
+    /// No file yet: created.
+    New,
+    /// A region of this name and parameters: reopened, its data kept.
+    Reopened,
+    /// A file of other parameters (or not a region) and `force`: recreated, its data lost.
+    Recreated,
+    /// A file of other parameters (or not a region) without `force`: the collector refuses it.
+    Refused,
+}
+
+#[derive(Serialize)]
+struct StorePlan {
+    name: String,
+    kind: &'static str,
+    path: PathBuf,
+    /// The region file's length: header page and data area.
+    bytes: u64,
+    state: RegionState,
+    /// Why an existing file is not reopened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Plan {
+    config: PathBuf,
+    region_dir: PathBuf,
+    region_dir_exists: bool,
+    stores: Vec<StorePlan>,
+    total_bytes: u64,
+    /// The collector's HTTP API address; absent when off.
+    collector_http: Option<String>,
+    collector_token: bool,
+    translator_listen: String,
+    translator_threads: usize,
+    rules: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterPlan>,
+}
+
+#[derive(Serialize)]
+struct ClusterPlan {
+    map: PathBuf,
+    version: u64,
+    collectors: usize,
+    stores: usize,
+}
+
+/// The length of the region file `Region::create` makes for `spec`.
+fn region_bytes(name: &str, spec: &dta_store::StoreSpec) -> anyhow::Result<u64> {
+    let h = dta_store::Header::new(name, spec).with_context(|| format!("store {name:?}"))?;
+    Ok(dta_store::header::HEADER_LEN as u64 + h.data_len)
+}
+
+fn region_state(
+    path: &Path,
+    name: &str,
+    spec: &dta_store::StoreSpec,
+    force: bool,
+) -> (RegionState, Option<String>) {
+    if !path.exists() {
+        return (RegionState::New, None);
+    }
+    let why = match dta_store::Region::open_read_only(path) {
+        Ok(r) if r.header().name == name && r.header().spec == *spec => {
+            return (RegionState::Reopened, None)
+        }
+        Ok(r) => format!(
+            "holds store {:?} with other parameters ({:?})",
+            r.header().name,
+            r.header().spec
+        ),
+        Err(e) => e.to_string(),
+    };
+    let state = if force {
+        RegionState::Recreated
+    } else {
+        RegionState::Refused
+    };
+    (state, Some(why))
+}
+
+fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
+    let cfg = Config::load(&a.config)?;
+    // The HTTP API's token and the refusal of a non-loopback address without one.
+    let http = dta_collector::http::options(&cfg.collector)
+        .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
+    let mut stores = vec![];
+    for s in &cfg.store {
+        let spec = s.spec()?;
+        let path = region_path(&cfg.region_dir, &s.name);
+        let (state, reason) = region_state(&path, &s.name, &spec, cfg.collector.force);
+        stores.push(StorePlan {
+            name: s.name.clone(),
+            kind: spec.kind().name(),
+            bytes: region_bytes(&s.name, &spec)?,
+            path,
+            state,
+            reason,
+        });
+    }
+    let cluster = a
+        .cluster
+        .as_ref()
+        .map(|p| {
+            let m = dta_cluster::ClusterMap::load(p)
+                .with_context(|| format!("cluster map {}", p.display()))?;
+            anyhow::Ok(ClusterPlan {
+                map: p.clone(),
+                version: m.version,
+                collectors: m.collectors.len(),
+                stores: m.stores.len(),
+            })
+        })
+        .transpose()?;
+    Ok(Plan {
+        config: a.config.clone(),
+        region_dir_exists: cfg.region_dir.is_dir(),
+        region_dir: cfg.region_dir.clone(),
+        total_bytes: stores.iter().map(|s| s.bytes).sum(),
+        stores,
+        collector_http: (!cfg.collector.http.is_empty()).then(|| cfg.collector.http.clone()),
+        collector_token: http.token.is_some(),
+        translator_listen: cfg.translator.listen.to_string(),
+        translator_threads: cfg.translator.threads.max(1),
+        rules: cfg.translator.rules.len(),
+        cluster,
+    })
+}
+
+/// Bytes as KiB/MiB/GiB with one decimal.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    let p = plan(&a)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&p)?)?;
+    } else {
+        writeln!(out, "configuration {}: valid", p.config.display())?;
+        writeln!(
+            out,
+            "region directory {} ({})",
+            p.region_dir.display(),
+            if p.region_dir_exists {
+                "exists"
+            } else {
+                "created at start"
+            }
+        )?;
+        for s in &p.stores {
+            let state = match s.state {
+                RegionState::New => "new",
+                RegionState::Reopened => "exists, reopened (data kept)",
+                RegionState::Recreated => "exists, recreated (force; data lost)",
+                RegionState::Refused => "exists, REFUSED",
+            };
+            writeln!(
+                out,
+                "  store {:<14} {:<14} {:>10}  {}  {state}{}",
+                s.name,
+                s.kind,
+                human(s.bytes),
+                s.path.display(),
+                s.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        writeln!(
+            out,
+            "  {} stores, {} ({} bytes) of regions",
+            p.stores.len(),
+            human(p.total_bytes),
+            p.total_bytes
+        )?;
+        match &p.collector_http {
+            Some(h) => writeln!(
+                out,
+                "collector HTTP API on http://{h} ({})",
+                if p.collector_token {
+                    "bearer token required"
+                } else {
+                    "no token: loopback only"
+                }
+            )?,
+            None => writeln!(out, "collector HTTP API off")?,
+        }
+        writeln!(
+            out,
+            "translator on udp://{} ({} thread{}), {} rule{}",
+            p.translator_listen,
+            p.translator_threads,
+            if p.translator_threads == 1 { "" } else { "s" },
+            p.rules,
+            if p.rules == 1 { "" } else { "s" }
+        )?;
+        if let Some(c) = &p.cluster {
+            writeln!(
+                out,
+                "cluster map {} version {}: valid, {} collectors, {} stores",
+                c.map.display(),
+                c.version,
+                c.collectors,
+                c.stores
+            )?;
+        }
+    }
+    out.flush()?;
+    let refused: Vec<&str> = p
+        .stores
+        .iter()
+        .filter(|s| s.state == RegionState::Refused)
+        .map(|s| s.name.as_str())
+        .collect();
+    if !refused.is_empty() {
+        bail!(
+            "the collector would refuse the existing region files of {} (other parameters; \
+             `[collector] force = true` recreates them, losing their data)",
+            refused.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

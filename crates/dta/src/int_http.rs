@@ -1,0 +1,175 @@
+//! The INT queries of `dta query int` over the collector's HTTP API (the web console draws them),
+//! answered from the collector's regions with the same functions ([`dta_int::query`]), so the
+//! answers are the CLI's:
+//!
+//! | route | parameters | answer |
+//! | --- | --- | --- |
+//! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
+//! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
+//! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy` | [`query::HistogramResult`] |
+//!
+//! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
+//! Postcarding table and the histogram's bucket reads run off the executor, at most
+//! [`MAX_HEAVY_QUERIES`] at once.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use dta_collector::http::{ApiError, Name, Raw};
+use dta_collector::limits::{ParamError, Params, MAX_HEAVY_QUERIES, MAX_POSTCARD_VALUES};
+use dta_collector::Collector;
+use dta_int::layout::{Buckets, Metric};
+use dta_int::query;
+use dta_int::sink::IntSinkConfig;
+use tokio::sync::Semaphore;
+
+/// Most bucket edges a histogram query takes.
+pub const MAX_EDGES: usize = 64;
+
+#[derive(Clone)]
+struct Int {
+    c: Arc<Collector>,
+    heavy: Arc<Semaphore>,
+}
+
+/// The `/int/...` routes over `collector`'s stores.
+pub fn router(collector: Arc<Collector>) -> Router {
+    Router::new()
+        .route("/int/path/:name", get(path))
+        .route("/int/hop-latency/:name", get(hop_latency))
+        .route("/int/histogram/:name", get(histogram))
+        .with_state(Int {
+            c: collector,
+            heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
+        })
+}
+
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, msg.into())
+}
+
+fn int_err(e: query::QueryError) -> ApiError {
+    bad(e.to_string())
+}
+
+fn store_err(e: dta_collector::CollectorError) -> ApiError {
+    let code = match e {
+        dta_collector::CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    ApiError(code, e.to_string())
+}
+
+fn region(c: &Collector, name: &str) -> Result<Arc<dta_store::Region>, ApiError> {
+    Ok(c.store(name).map_err(store_err)?.region.clone())
+}
+
+fn flow(p: &Params) -> Result<[u8; dta_int::layout::FLOW_KEY_LEN], ApiError> {
+    let f = p.raw("flow").ok_or(ParamError::Missing("flow"))?;
+    query::parse_flow(f).map_err(int_err)
+}
+
+impl Int {
+    /// Run `f` on the blocking pool in one of the heavy slots.
+    async fn heavy<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Collector) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit =
+            self.heavy.clone().acquire_owned().await.map_err(|_| {
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
+            })?;
+        let c = self.c.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = f(&c);
+            drop(permit);
+            r
+        })
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    }
+}
+
+/// `answer`, unless the store's region was lost while it was read (then the store's error).
+fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
+    c.store(name).map_err(store_err)?;
+    Ok(Json(answer))
+}
+
+async fn path(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<query::PathResult>, ApiError> {
+    let p = Params::new(&raw, &["flow", "redundancy"])?;
+    let redundancy = p.redundancy()?;
+    let f = flow(&p)?;
+    let r = region(&s.c, &name)?;
+    let answer = query::path(&r, &f, redundancy).map_err(int_err)?;
+    served(&s.c, &name, answer)
+}
+
+async fn hop_latency(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<query::HopLatencyResult>, ApiError> {
+    let p = Params::new(&raw, &["flow", "hop", "values", "divisor"])?;
+    let f = flow(&p)?;
+    let hop: u8 = p.bounded("hop", None, 0, u8::MAX)?;
+    let sink = IntSinkConfig::default();
+    let values = p.bounded("values", Some(sink.postcard_values), 1, MAX_POSTCARD_VALUES)?;
+    let divisor = p.bounded("divisor", Some(sink.postcard_divisor), 1, u32::MAX)?;
+    region(&s.c, &name)?;
+    s.heavy(move |c| {
+        let answer =
+            query::hop_latency(&*region(c, &name)?, &f, hop, values, divisor).map_err(int_err)?;
+        served(c, &name, answer)
+    })
+    .await
+}
+
+async fn histogram(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<query::HistogramResult>, ApiError> {
+    let p = Params::new(&raw, &["node", "metric", "edges", "redundancy"])?;
+    let node: u32 = p.bounded("node", None, 0, u32::MAX)?;
+    let metric_name = p.raw("metric").unwrap_or("queue_occupancy");
+    let metric = Metric::from_name(metric_name).ok_or_else(|| {
+        bad(format!(
+            "unknown metric {metric_name:?}: hop_latency, queue_occupancy or egress_tx_util"
+        ))
+    })?;
+    let buckets = match p.raw("edges").filter(|e| !e.is_empty()) {
+        None => Buckets::Log2,
+        Some(e) => {
+            let edges = e
+                .split(',')
+                .take(MAX_EDGES + 1)
+                .map(|x| {
+                    x.trim()
+                        .parse::<u32>()
+                        .map_err(|_| bad(format!("edges: {x:?} is not a u32")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if edges.len() > MAX_EDGES {
+                return Err(bad(format!("edges: at most {MAX_EDGES}")));
+            }
+            Buckets::Edges(edges)
+        }
+    };
+    buckets.validate().map_err(bad)?;
+    let redundancy = p.redundancy()?;
+    region(&s.c, &name)?;
+    s.heavy(move |c| {
+        let answer = query::histogram(&*region(c, &name)?, node, metric, &buckets, redundancy)
+            .map_err(int_err)?;
+        served(c, &name, answer)
+    })
+    .await
+}

@@ -1,0 +1,90 @@
+//! What operators and service managers see of a running `dta`: the log (format, colours) and
+//! the readiness `/readyz` answers.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use dta_http::health::Readiness;
+
+/// Environment variable choosing the log format (`text` or `json`), like `--log-format`.
+pub const LOG_FORMAT_ENV: &str = "DTA_LOG_FORMAT";
+/// Environment variable filtering the log (`tracing_subscriber::EnvFilter` syntax, e.g.
+/// `debug`, `dta_http::request=off`).
+pub const LOG_FILTER_ENV: &str = "DTA_LOG";
+/// The filter when [`LOG_FILTER_ENV`] is unset (or does not parse).
+pub const DEFAULT_LOG_FILTER: &str = "info";
+
+/// How log events are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line per event; colours only when stderr is a terminal (and `NO_COLOR` is unset).
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target` and the event's fields
+    /// (`message` among them).
+    Json,
+}
+
+/// Whether text logs carry ANSI colour codes: only on a terminal, and never with `NO_COLOR`
+/// set (<https://no-color.org>). A journal, a file or a pipe gets plain text.
+pub fn ansi_colours() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Install the process's log subscriber: `format` on stderr, filtered by [`LOG_FILTER_ENV`].
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_FILTER_ENV)
+        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => b.with_ansi(ansi_colours()).init(),
+        LogFormat::Json => b
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_ansi(false)
+            .init(),
+    }
+}
+
+/// Readiness of a collector: every store of its configuration mapped and readable.
+pub fn collector_ready(c: Arc<dta_collector::Collector>) -> Readiness {
+    Readiness::new(move || {
+        let down: Vec<String> = c
+            .status()
+            .into_iter()
+            .filter_map(|s| s.available.err().map(|r| format!("store {}: {r}", s.name)))
+            .collect();
+        match down.len() {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} store{} unavailable: {}",
+                if n == 1 { "" } else { "s" },
+                down.join("; ")
+            )),
+        }
+    })
+}
+
+/// Readiness of a translator or an INT sink whose report sockets are bound (their metrics
+/// server starts after): every region it writes still mapped and whole.
+pub fn regions_ready(regions: Vec<Arc<dta_store::Region>>) -> Readiness {
+    Readiness::new(move || {
+        for r in &regions {
+            r.check()
+                .map_err(|e| format!("region {}: {e}", r.path().display()))?;
+        }
+        Ok(())
+    })
+}
+
+/// The server options of a `--metrics` server (token from the environment) answering `/readyz`
+/// with `ready`.
+pub fn metrics_options(ready: Readiness) -> anyhow::Result<dta_http::ServerOptions> {
+    Ok(dta_http::ServerOptions {
+        ready,
+        ..dta_http::ServerOptions::with_token_file(None)?
+    })
+}

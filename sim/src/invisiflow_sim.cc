@@ -1,0 +1,857 @@
+// invisiflow-sim: one run of the InvisiFlow evaluation ([InvisiFlow §6]) on ns-3. A FatTree carries
+// DCTCP user flows drawn from a flow-size CDF; switches run four telemetry applications whose
+// entries travel to the collector over one of four channels; the collector is the real DTA
+// translator and stores (through the C ABI), and the metrics are computed by querying them and
+// cross-checked against the simulator's ground truth. One JSON document per run.
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "dta_bridge.h"
+#include "fabric.h"
+#include "if_frames.h"
+#include "ns3/applications-module.h"
+#include "ns3/point-to-point-module.h"
+#include "sim_context.h"
+#include "switch_agent.h"
+
+using namespace ns3;
+using namespace ifsim;
+
+namespace ifsim {
+
+const char* ChannelName(Channel c) {
+  switch (c) {
+    case Channel::None:
+      return "none";
+    case Channel::DefaultUdp:
+      return "default_udp";
+    case Channel::LowUdp:
+      return "low_udp";
+    case Channel::Pull:
+      return "pull";
+    case Channel::InvisiFlow:
+      return "invisiflow";
+  }
+  return "?";
+}
+
+bool ParseChannel(const std::string& s, Channel* out) {
+  for (Channel c : {Channel::None, Channel::DefaultUdp, Channel::LowUdp, Channel::Pull,
+                    Channel::InvisiFlow}) {
+    if (s == ChannelName(c)) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* AppName(App a) {
+  switch (a) {
+    case App::PathTracing:
+      return "path_tracing";
+    case App::LoadImbalance:
+      return "load_imbalance";
+    case App::FlowAccounting:
+      return "flow_accounting";
+    case App::DropNotice:
+      return "drop_notice";
+  }
+  return "?";
+}
+
+bool Sim::TelemetryOn() const {
+  if (cfg.channel == Channel::None) return false;
+  double now = Simulator::Now().GetSeconds() * 1e6;
+  return now >= TelemStartUs() && now < TelemEndUs();
+}
+
+void Sim::Deliver(const uint8_t* payload, size_t len) {
+  double now = Simulator::Now().GetSeconds() * 1e6;
+  size_t at = 0;
+  while (at + 2 <= len) {
+    uint16_t n = GetU16(payload + at);
+    if (at + 2 + n > len || n < DTA_HDR) break;
+    const uint8_t* d = payload + at + 2;
+    at += 2 + n;
+    uint32_t reporter = GetU32(d + 4), seq = GetU32(d + 8);
+    if (reporter >= gt.entries.size() || seq >= gt.entries[reporter].size()) {
+      gt.unknown++;
+      continue;
+    }
+    EntryRecord& r = gt.entries[reporter][seq];
+    if (r.del_us >= 0) {
+      gt.duplicates++;
+      continue;
+    }
+    r.del_us = now;
+    gt.delivered++;
+    // Decode the one report for the cross-check of what the stores answer.
+    const uint8_t* rep = d + DTA_HDR;
+    uint8_t op = rep[0], klen = rep[2];
+    const uint8_t* body = rep + 4;
+    if (op == 0x04 && klen == kFlowKeyLen) {
+      uint64_t flow = FlowKey::Decode(body).Id();
+      delivered_hops[flow] |= static_cast<uint8_t>(1u << body[kFlowKeyLen]);
+    } else if (op == 0x03 && klen == 8) {
+      uint64_t key = PortPeriodKey(GetU32(body), GetU16(body + 4), GetU16(body + 6));
+      uint64_t v = (static_cast<uint64_t>(GetU32(body + 8)) << 32) | GetU32(body + 12);
+      delivered_port_bytes[key] += v;
+    } else if (op == 0x03 && klen == 5) {
+      uint32_t row = body[0], col = GetU32(body + 1);
+      uint32_t v = GetU32(body + 9);
+      if (row < kCmsRows && col < kCmsCols) gt.cms_delivered[row * kCmsCols + col] += v;
+    } else if (op == 0x02) {
+      gt.drops_delivered++;
+    }
+  }
+  if (ingest) ingest(payload, len);
+}
+
+}  // namespace ifsim
+
+namespace {
+
+Sim g;
+
+// ---------------------------------------------------------------------------------------------
+// User traffic
+
+struct Flow {
+  uint32_t src = 0, dst = 0;
+  uint64_t size = 0;
+  double start_us = 0;
+  double fct_us = -1;
+  uint64_t sent = 0, received = 0;
+  Ptr<Socket> sock;
+};
+std::vector<Flow> g_flows;
+std::unordered_map<uint64_t, uint32_t> g_flow_by_endpoint;  // (src addr, src port) -> flow
+std::unordered_map<Socket*, uint32_t> g_flow_by_rx;
+constexpr uint16_t kUserPort = 5000;
+
+struct Cdf {
+  std::vector<std::pair<double, double>> pts;  // (bytes, cumulative fraction)
+  bool Load(const std::string& path) {
+    std::ifstream f(path);
+    double b, c;
+    while (f >> b >> c) pts.emplace_back(b, c / 100.0);
+    return pts.size() >= 2 && pts.back().second > 0.999;
+  }
+  double Sample(double u) const {
+    for (size_t i = 1; i < pts.size(); i++) {
+      if (u <= pts[i].second) {
+        double span = pts[i].second - pts[i - 1].second;
+        double t = span > 0 ? (u - pts[i - 1].second) / span : 1.0;
+        return pts[i - 1].first + t * (pts[i].first - pts[i - 1].first);
+      }
+    }
+    return pts.back().first;
+  }
+  double Mean() const {
+    double m = 0;
+    for (size_t i = 1; i < pts.size(); i++)
+      m += (pts[i].second - pts[i - 1].second) * (pts[i].first + pts[i - 1].first) / 2;
+    return m;
+  }
+};
+
+Ipv4Address ServerAddr(uint32_t s) {
+  return g.fabric.ports[g.fabric.server_node[s]][0].local;
+}
+
+void FillFlow(uint32_t idx, Ptr<Socket> s, uint32_t) {
+  Flow& f = g_flows[idx];
+  while (f.sent < f.size) {
+    uint32_t avail = s->GetTxAvailable();
+    if (avail == 0) return;
+    uint32_t n = static_cast<uint32_t>(std::min<uint64_t>({f.size - f.sent, avail, 65536}));
+    int r = s->Send(Create<Packet>(n));
+    if (r <= 0) return;
+    f.sent += static_cast<uint64_t>(r);
+  }
+  s->Close();
+}
+
+void Connected(uint32_t idx, Ptr<Socket> s) { FillFlow(idx, s, 0); }
+void ConnectFailed(uint32_t, Ptr<Socket>) {}
+
+void StartFlow(uint32_t idx) {
+  Flow& f = g_flows[idx];
+  Ptr<Node> n = NodeList::GetNode(g.fabric.server_node[f.src]);
+  Ptr<Socket> s = Socket::CreateSocket(n, TcpSocketFactory::GetTypeId());
+  s->Bind();
+  Address local;
+  s->GetSockName(local);
+  uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
+  g_flow_by_endpoint[(static_cast<uint64_t>(ServerAddr(f.src).Get()) << 16) | port] = idx;
+  s->SetConnectCallback(MakeBoundCallback(&Connected, idx), MakeBoundCallback(&ConnectFailed, idx));
+  s->SetSendCallback(MakeBoundCallback(&FillFlow, idx));
+  s->Connect(InetSocketAddress(ServerAddr(f.dst), kUserPort));
+  f.sock = s;
+}
+
+void OnRecv(Ptr<Socket> s) {
+  auto it = g_flow_by_rx.find(PeekPointer(s));
+  Ptr<Packet> p;
+  Address from;
+  while ((p = s->RecvFrom(from))) {
+    if (it == g_flow_by_rx.end()) continue;
+    Flow& f = g_flows[it->second];
+    f.received += p->GetSize();
+    if (f.received >= f.size && f.fct_us < 0)
+      f.fct_us = Simulator::Now().GetSeconds() * 1e6 - f.start_us;
+  }
+}
+
+void OnAccept(Ptr<Socket> s, const Address& from) {
+  InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
+  auto it = g_flow_by_endpoint.find((static_cast<uint64_t>(a.GetIpv4().Get()) << 16) | a.GetPort());
+  if (it != g_flow_by_endpoint.end()) g_flow_by_rx[PeekPointer(s)] = it->second;
+  s->SetRecvCallback(MakeCallback(&OnRecv));
+}
+
+void OnTelemetryUdp(Ptr<Socket> s) {
+  Ptr<Packet> p;
+  std::vector<uint8_t> buf;
+  while ((p = s->Recv())) {
+    buf.resize(p->GetSize());
+    p->CopyData(buf.data(), buf.size());
+    g.Deliver(buf.data(), buf.size());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topology
+
+std::vector<SharedBuffers> g_buffers;
+std::vector<Ptr<SwitchAgent>> g_agents;
+
+void Link(NodeContainer& nodes, uint32_t a, uint32_t b, uint64_t bps, uint32_t link_no) {
+  PointToPointHelper p2p;
+  p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(bps)));
+  p2p.SetChannelAttribute("Delay", TimeValue(Us(g.cfg.link_delay_us)));
+  p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
+  NetDeviceContainer d = p2p.Install(nodes.Get(a), nodes.Get(b));
+  TrafficControlHelper tch;
+  tch.SetRootQueueDisc("ifsim::IfQueueDisc");
+  QueueDiscContainer q = tch.Install(d);
+  Ipv4AddressHelper addr;
+  addr.SetBase(Ipv4Address(0x0a000000u + 4u * link_no), "255.255.255.252");
+  Ipv4InterfaceContainer ifs = addr.Assign(d);
+  for (int side = 0; side < 2; side++) {
+    uint32_t me = side == 0 ? a : b, peer = side == 0 ? b : a;
+    Port p;
+    p.dev = d.Get(side);
+    p.qdisc = DynamicCast<IfQueueDisc>(q.Get(side));
+    p.peer = peer;
+    p.local = ifs.GetAddress(side);
+    p.remote = ifs.GetAddress(1 - side);
+    p.if_index = nodes.Get(me)->GetObject<Ipv4>()->GetInterfaceForDevice(p.dev);
+    p.bps = bps;
+    p.route = Create<Ipv4Route>();
+    p.route->SetDestination(p.remote);
+    p.route->SetGateway(p.remote);
+    p.route->SetSource(p.local);
+    p.route->SetOutputDevice(p.dev);
+    g.fabric.ports[me].push_back(p);
+    g.fabric.addr_node[p.local.Get()] = me;
+  }
+}
+
+void BuildFabric(NodeContainer& nodes) {
+  Fabric& f = g.fabric;
+  uint32_t servers = f.pods * f.tors_per_pod * f.hosts_per_tor;
+  uint32_t tors = f.pods * f.tors_per_pod, aggs = f.pods * f.aggs_per_pod;
+  uint32_t total = servers + tors + aggs + f.cores;
+  nodes.Create(total);
+  InternetStackHelper stack;
+  stack.Install(nodes);
+  f.role.assign(total, Role::Server);
+  f.ports.assign(total, {});
+  f.node_server.assign(total, -1);
+  uint32_t tor0 = servers, agg0 = servers + tors, core0 = servers + tors + aggs;
+  for (uint32_t i = 0; i < tors; i++) f.role[tor0 + i] = Role::Tor;
+  for (uint32_t i = 0; i < aggs; i++) f.role[agg0 + i] = Role::Agg;
+  for (uint32_t i = 0; i < f.cores; i++) {
+    f.role[core0 + i] = Role::Core;
+    g.core_nodes.push_back(core0 + i);
+  }
+  uint32_t link = 0;
+  uint64_t bps = g.cfg.link_bps;
+  for (uint32_t s = 0; s < servers; s++) {
+    f.server_node.push_back(s);
+    f.node_server[s] = static_cast<int32_t>(s);
+    f.server_tor.push_back(tor0 + s / f.hosts_per_tor);
+    Link(nodes, s, tor0 + s / f.hosts_per_tor, bps, link++);
+    f.addr_server[f.ports[s][0].local.Get()] = s;
+  }
+  // ToR t of pod p connects to every aggregation switch of the pod; aggregation switch a of each
+  // pod connects to core group a. The asymmetric case halves one ToR-aggregation and one
+  // aggregation-core link on the way to the collector (server 0).
+  uint32_t cores_per_group = f.cores / f.aggs_per_pod;
+  for (uint32_t p = 0; p < f.pods; p++) {
+    for (uint32_t t = 0; t < f.tors_per_pod; t++) {
+      for (uint32_t a = 0; a < f.aggs_per_pod; a++) {
+        bool slow = g.cfg.asymmetric && p == 0 && t == 0 && a == 0;
+        Link(nodes, tor0 + p * f.tors_per_pod + t, agg0 + p * f.aggs_per_pod + a,
+             slow ? bps / 2 : bps, link++);
+      }
+    }
+    for (uint32_t a = 0; a < f.aggs_per_pod; a++) {
+      for (uint32_t c = 0; c < cores_per_group; c++) {
+        bool slow = g.cfg.asymmetric && p == 0 && a == 0 && c == 0;
+        Link(nodes, agg0 + p * f.aggs_per_pod + a, core0 + a * cores_per_group + c,
+             slow ? bps / 2 : bps, link++);
+      }
+    }
+  }
+  f.ComputeRoutes();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output helpers
+
+std::string Num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+double Quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return NAN;
+  size_t i = static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(q * (v.size() - 1))));
+  return v[i];
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow\n"
+               "  [--load 0.5] [--workload FILE] [--seed 1] [--traffic-ms 30] [--drain-ms 20]\n"
+               "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE [--dta-regions DIR]]\n"
+               "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--collector-seed-period-us 0.25]\n"
+               "  [--load-report-us 50]"
+               "  [--theta 1.0] [--out FILE.json]\n");
+}
+
+bool ParseArgs(int argc, char** argv, SimConfig* c) {
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto next = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "error: %s needs a value\n", name);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    if (a == "--channel") {
+      if (!(v = next("--channel")) || !ParseChannel(v, &c->channel)) {
+        std::fprintf(stderr, "error: unknown channel %s\n", v ? v : "");
+        return false;
+      }
+    } else if (a == "--load") {
+      if (!(v = next("--load"))) return false;
+      c->load = std::atof(v);
+    } else if (a == "--workload") {
+      if (!(v = next("--workload"))) return false;
+      c->workload_path = v;
+    } else if (a == "--seed") {
+      if (!(v = next("--seed"))) return false;
+      c->seed = std::strtoull(v, nullptr, 10);
+    } else if (a == "--traffic-ms") {
+      if (!(v = next("--traffic-ms"))) return false;
+      c->traffic_ms = std::atof(v);
+    } else if (a == "--drain-ms") {
+      if (!(v = next("--drain-ms"))) return false;
+      c->drain_ms = std::atof(v);
+    } else if (a == "--check") {
+      c->check = true;
+    } else if (a == "--imbalance") {
+      c->imbalance = true;
+    } else if (a == "--asymmetric") {
+      c->asymmetric = true;
+    } else if (a == "--collectors") {
+      if (!(v = next("--collectors"))) return false;
+      c->collectors = static_cast<uint32_t>(std::atoi(v));
+    } else if (a == "--dta-config") {
+      if (!(v = next("--dta-config"))) return false;
+      c->dta_config = v;
+    } else if (a == "--dta-regions") {
+      if (!(v = next("--dta-regions"))) return false;
+      c->dta_regions = v;
+    } else if (a == "--telem-buf-bytes") {
+      if (!(v = next("--telem-buf-bytes"))) return false;
+      c->telem_buf_bytes = static_cast<uint32_t>(std::atoi(v));
+    } else if (a == "--seed-period-us") {
+      if (!(v = next("--seed-period-us"))) return false;
+      c->seed_period_us = std::atof(v);
+    } else if (a == "--collector-seed-period-us") {
+      if (!(v = next("--collector-seed-period-us"))) return false;
+      c->collector_seed_period_us = std::atof(v);
+    } else if (a == "--load-report-us") {
+      if (!(v = next("--load-report-us"))) return false;
+      c->load_report_us = std::atof(v);
+    } else if (a == "--theta") {
+      if (!(v = next("--theta"))) return false;
+      c->approsync_theta = std::atof(v);
+    } else if (a == "--out") {
+      if (!(v = next("--out"))) return false;
+      c->out_json = v;
+    } else {
+      std::fprintf(stderr, "error: unknown argument %s\n", a.c_str());
+      return false;
+    }
+  }
+  if (!(c->load > 0 && c->load < 1.5) || c->traffic_ms <= 0 || c->collectors < 1 ||
+      c->collectors > 2 || c->telem_buf_bytes < 512 || c->seed_period_us <= 0 ||
+      c->collector_seed_period_us <= 0 ||
+      c->load_report_us <= 0) {
+    std::fprintf(stderr, "error: a parameter is out of range\n");
+    return false;
+  }
+  if (c->check && c->dta_config.empty()) {
+    std::fprintf(stderr, "error: --check needs --dta-config\n");
+    return false;
+  }
+  if (c->workload_path.empty()) {
+    std::fprintf(stderr, "error: --workload FILE (a flow-size CDF) is required\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ParseArgs(argc, argv, &g.cfg)) {
+    Usage();
+    return 2;
+  }
+  SimConfig& cfg = g.cfg;
+  Cdf cdf;
+  if (!cdf.Load(cfg.workload_path)) {
+    std::fprintf(stderr, "error: cannot read a flow-size CDF from %s\n", cfg.workload_path.c_str());
+    return 2;
+  }
+  DtaBridge dta;
+  if (!cfg.dta_config.empty()) {
+    std::string err;
+    if (!dta.Open(cfg.dta_config, cfg.dta_regions, &err)) {
+      std::fprintf(stderr, "error: DTA collector: %s\n", err.c_str());
+      return 1;
+    }
+    g.ingest = [&dta](const uint8_t* p, size_t n) { dta.Ingest(p, n); };
+  }
+
+  // DCTCP ([InvisiFlow §6.1]) with data-center timers.
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpDctcp::GetTypeId()));
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+  Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+  Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1 << 20));
+  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1 << 20));
+  Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(MilliSeconds(1)));
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(1)));
+  Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(10)));
+  RngSeedManager::SetSeed(static_cast<uint32_t>(cfg.seed));
+
+  g_low_priority_postcards = cfg.channel == ifsim::Channel::LowUdp;
+  NodeContainer nodes;
+  BuildFabric(nodes);
+  Fabric& f = g.fabric;
+  g.collector_nodes.push_back(f.server_node[0]);
+  if (cfg.collectors == 2) g.collector_nodes.push_back(f.server_node[f.NumServers() - 1]);
+  f.ComputeCollectorDistances(g.collector_nodes);
+  g.collector_addr = ServerAddr(0);
+
+  g.gt.entries.assign(f.NumNodes() - f.NumServers(), {});
+  g.gt.core_load.assign(f.cores, {});
+  g.gt.cms_generated.assign(kCmsRows * kCmsCols, 0);
+  g.gt.cms_delivered.assign(kCmsRows * kCmsCols, 0);
+  g.agents.assign(f.NumNodes(), nullptr);
+  g_buffers.assign(f.NumNodes(), {});
+  bool pulling = cfg.channel == ifsim::Channel::Pull || cfg.channel == ifsim::Channel::InvisiFlow;
+  for (uint32_t n = 0; n < f.NumNodes(); n++) {
+    SharedBuffers& b = g_buffers[n];
+    uint64_t gbps = 0;
+    for (const Port& p : f.ports[n]) gbps += p.bps / 1'000'000'000ULL;
+    if (f.role[n] == Role::Server) {
+      b.user_cap = 64ull << 20;  // a host's queue is not the network's buffer
+      b.telem_cap = 1ull << 20;
+    } else {
+      b.user_cap = static_cast<uint64_t>(cfg.user_buf_bytes_per_gbps * gbps);
+      b.telem_cap = pulling ? cfg.push_buf_bytes : cfg.telem_buf_bytes;
+    }
+    bool collector =
+        std::find(g.collector_nodes.begin(), g.collector_nodes.end(), n) != g.collector_nodes.end();
+    Ptr<Ipv4L3Protocol> ipv4 = nodes.Get(n)->GetObject<Ipv4L3Protocol>();
+    Ptr<FabricRouting> routing =
+        CreateObject<FabricRouting>(&g.fabric, n, cfg.imbalance, Mix64(cfg.seed * 31 + n));
+    ipv4->SetRoutingProtocol(routing);
+    Ptr<SwitchAgent> agent;
+    if (f.role[n] != Role::Server || collector) {
+      agent = CreateObject<SwitchAgent>(&g, n, collector);
+      ipv4->Insert(agent);
+      g_agents.push_back(agent);
+      g.agents[n] = PeekPointer(agent);
+      if (f.role[n] != Role::Server) routing->agent = PeekPointer(agent);
+    }
+    for (uint32_t i = 0; i < f.ports[n].size(); i++) {
+      Ptr<IfQueueDisc> q = f.ports[n][i].qdisc;
+      q->buffers = &g_buffers[n];
+      q->ecn_k = cfg.ecn_k;
+      if (agent) {
+        SwitchAgent* ag = PeekPointer(agent);
+        q->late_bind = [ag, i](Ptr<QueueDiscItem> item, Band band) {
+          return ag->LateBind(i, item, band);
+        };
+        q->on_user_drop = [ag](Ptr<const QueueDiscItem> item) { ag->OnUserDrop(item); };
+      }
+    }
+  }
+  for (auto& a : g_agents) a->Start();
+
+  // Collector sockets for the postcard-mode channels.
+  for (uint32_t c : g.collector_nodes) {
+    Ptr<Socket> s = Socket::CreateSocket(nodes.Get(c), UdpSocketFactory::GetTypeId());
+    s->Bind(InetSocketAddress(Ipv4Address::GetAny(), kTelemetryPort));
+    s->SetRecvCallback(MakeCallback(&OnTelemetryUdp));
+  }
+  // Receivers of user flows.
+  for (uint32_t s = 0; s < f.NumServers(); s++) {
+    Ptr<Socket> l = Socket::CreateSocket(nodes.Get(f.server_node[s]), TcpSocketFactory::GetTypeId());
+    l->Bind(InetSocketAddress(Ipv4Address::GetAny(), kUserPort));
+    l->Listen();
+    l->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                         MakeCallback(&OnAccept));
+  }
+  // Poisson flow arrivals: the load is the fraction of the ToR uplink capacity the offered
+  // traffic would use (every server sends at load x uplinks / hosts per ToR).
+  {
+    std::mt19937_64 rng(Mix64(cfg.seed));
+    double per_server_bps =
+        cfg.load * static_cast<double>(cfg.link_bps) * f.aggs_per_pod / f.hosts_per_tor;
+    double rate_per_us = per_server_bps / 8.0 / cdf.Mean() / 1e6;
+    std::exponential_distribution<double> gap(rate_per_us);
+    std::uniform_real_distribution<double> uni(0, 1);
+    for (uint32_t s = 0; s < f.NumServers(); s++) {
+      double t = gap(rng);
+      while (t < cfg.traffic_ms * 1000.0) {
+        Flow fl;
+        fl.src = s;
+        fl.dst = static_cast<uint32_t>(rng() % (f.NumServers() - 1));
+        if (fl.dst >= s) fl.dst++;
+        fl.size = std::max<uint64_t>(1, static_cast<uint64_t>(cdf.Sample(uni(rng))));
+        fl.start_us = t;
+        g_flows.push_back(fl);
+        t += gap(rng);
+      }
+    }
+    for (uint32_t i = 0; i < g_flows.size(); i++)
+      Simulator::Schedule(Us(g_flows[i].start_us), &StartFlow, i);
+  }
+
+  double end_us = cfg.traffic_ms * 1000.0 + cfg.drain_ms * 1000.0;
+  Simulator::Stop(Us(end_us));
+  Simulator::Run();
+
+  // ---- metrics -------------------------------------------------------------------------------
+  GroundTruth& gt = g.gt;
+  std::ostringstream js;
+  js << "{\n";
+  js << "  \"channel\": \"" << ChannelName(cfg.channel) << "\",\n";
+  js << "  \"load\": " << Num(cfg.load) << ",\n";
+  js << "  \"workload\": \"" << cfg.workload_path.substr(cfg.workload_path.find_last_of('/') + 1)
+     << "\",\n";
+  js << "  \"seed\": " << cfg.seed << ",\n";
+  js << "  \"scenario\": \""
+     << (cfg.asymmetric ? "asymmetric" : (cfg.imbalance ? "imbalance" : "default")) << "\",\n";
+  js << "  \"collectors\": " << cfg.collectors << ",\n";
+  js << "  \"traffic_ms\": " << Num(cfg.traffic_ms) << ", \"drain_ms\": " << Num(cfg.drain_ms)
+     << ",\n";
+  js << "  \"telem_buf_bytes\": " << cfg.telem_buf_bytes << ", \"seed_period_us\": "
+     << Num(cfg.seed_period_us) << ", \"collector_seed_period_us\": "
+     << Num(cfg.collector_seed_period_us) << ", \"load_report_us\": " << Num(cfg.load_report_us)
+     << ", \"approsync_theta\": " << Num(cfg.approsync_theta) << ",\n";
+
+  // Telemetry entries: loss and delay.
+  uint64_t gen[kApps] = {0}, del[kApps] = {0};
+  std::vector<double> delays;
+  uint64_t total = 0;
+  for (auto& v : gt.entries) {
+    for (auto& r : v) {
+      total++;
+      gen[static_cast<int>(r.app)]++;
+      if (r.del_us >= 0) {
+        del[static_cast<int>(r.app)]++;
+        delays.push_back(r.del_us - r.gen_us);
+      }
+    }
+  }
+  std::sort(delays.begin(), delays.end());
+  uint64_t delivered = delays.size();
+  js << "  \"entries_generated\": " << total << ", \"entries_delivered\": " << delivered
+     << ", \"duplicates\": " << gt.duplicates << ", \"lost_source_full\": " << gt.lost_source_full
+     << ", \"lost_in_transit_full\": " << gt.lost_in_transit_full << ",\n";
+  js << "  \"telemetry_loss_rate\": "
+     << Num(total ? 1.0 - static_cast<double>(delivered) / total : NAN) << ",\n";
+  js << "  \"per_app\": {";
+  for (uint32_t a = 0; a < kApps; a++) {
+    js << (a ? ", " : "") << "\"" << AppName(static_cast<App>(a)) << "\": {\"generated\": " << gen[a]
+       << ", \"delivered\": " << del[a] << "}";
+  }
+  js << "},\n";
+  // Delay CDF: quantiles over all generated entries, a lost entry's delay being infinite.
+  js << "  \"delay_us_quantiles\": [";
+  for (int i = 0; i <= 100; i++) {
+    double q = i / 100.0;
+    double pos = q * (total ? total - 1 : 0);
+    double v = (total && pos < delivered) ? delays[static_cast<size_t>(pos)] : INFINITY;
+    js << (i ? ", " : "") << Num(v);
+  }
+  js << "],\n";
+  js << "  \"delay_us_p50\": " << Num(Quantile(delays, 0.5)) << ", \"delay_us_p99\": "
+     << Num(total && 0.99 * (total - 1) < delivered ? delays[static_cast<size_t>(0.99 * (total - 1))]
+                                                   : INFINITY)
+     << ",\n";
+
+  // Path tracing: paths whose every hop was generated; missing when the Postcarding store does
+  // not hold exactly the switches of the path.
+  uint64_t paths = 0, missing_dta = 0, missing_gt = 0, dta_errors = 0;
+  // --check: the stores against the ground truth of what reached the collector.
+  uint64_t checks = 0, failures = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    checks++;
+    if (!ok) {
+      failures++;
+      std::fprintf(stderr, "check failed: %s\n", what.c_str());
+    }
+  };
+  uint64_t dta_only_missing = 0;
+  std::string first_error;
+  for (auto& [flow, pr] : gt.paths) {
+    uint8_t full = static_cast<uint8_t>((1u << pr.len) - 1);
+    if (pr.seen != full) continue;
+    paths++;
+    auto it = g.delivered_hops.find(flow);
+    if (it == g.delivered_hops.end() || it->second != full) missing_gt++;
+    if (dta.IsOpen()) {
+      std::vector<uint32_t> hops;
+      std::string err;
+      bool ok = dta.PostcardPath(pr.key, pr.len, &hops, &err);
+      bool match = ok && hops.size() == pr.len;
+      for (uint32_t h = 0; match && h < pr.len; h++) match = hops[h] == pr.sw[h];
+      if (!match) missing_dta++;
+      bool delivered_full = it != g.delivered_hops.end() && it->second == full;
+      if (!match && delivered_full) dta_only_missing++;
+      if (match && !delivered_full) check(false, "a path the collector never received is stored");
+      if (!ok && !err.empty()) {
+        dta_errors++;
+        if (first_error.empty()) first_error = err;
+      }
+    }
+  }
+  js << "  \"paths\": " << paths << ",\n";
+  js << "  \"missing_paths_ratio_groundtruth\": " << Num(paths ? double(missing_gt) / paths : NAN)
+     << ",\n";
+  js << "  \"missing_paths_ratio\": "
+     << Num(dta.IsOpen() && paths ? double(missing_dta) / paths : NAN) << ",\n";
+
+  // Load imbalance at the core switches: an event is a period whose max/min core load exceeds 2;
+  // the collector misses it when its view (queried from Key-Increment) does not exceed 2.
+  uint64_t events = 0, missed_dta = 0, missed_gt = 0;
+  {
+    std::map<uint32_t, std::vector<uint64_t>> per_period;
+    for (uint32_t c = 0; c < f.cores; c++)
+      for (auto& [period, bytes] : gt.core_load[c]) {
+        auto& v = per_period[period];
+        v.resize(f.cores, 0);
+        v[c] = bytes;
+      }
+    auto imbalanced = [](const std::vector<uint64_t>& v) {
+      uint64_t mx = *std::max_element(v.begin(), v.end());
+      uint64_t mn = *std::min_element(v.begin(), v.end());
+      return mx > 0 && (mn == 0 || static_cast<double>(mx) / mn > 2.0);
+    };
+    for (auto& [period, loads] : per_period) {
+      if (!imbalanced(loads)) continue;
+      events++;
+      std::vector<uint64_t> seen_gt(f.cores, 0), seen_dta(f.cores, 0);
+      for (uint32_t c = 0; c < f.cores; c++) {
+        uint32_t node = g.core_nodes[c];
+        uint32_t sw = node - f.NumServers();
+        for (uint32_t port = 0; port < f.ports[node].size(); port++) {
+          uint64_t key = PortPeriodKey(sw, port, period);
+          auto it = g.delivered_port_bytes.find(key);
+          if (it != g.delivered_port_bytes.end()) seen_gt[c] += it->second;
+          if (dta.IsOpen() && gt.port_bytes.count(key)) {
+            uint8_t k[8];
+            EncodePortPeriodKey(k, sw, port, period);
+            uint64_t v = 0;
+            std::string err;
+            if (dta.KeyIncrement(k, 8, &v, &err)) {
+              seen_dta[c] += v;
+              if (cfg.check) {
+                auto d = g.delivered_port_bytes.find(key);
+                uint64_t got = d == g.delivered_port_bytes.end() ? 0 : d->second;
+                // Key-Increment answers a count-min: never below what was delivered.
+                if (v < got) check(false, "portbytes below the delivered bytes");
+              }
+            } else {
+              dta_errors++;
+              if (first_error.empty()) first_error = err;
+            }
+          }
+        }
+      }
+      if (!imbalanced(seen_gt)) missed_gt++;
+      if (dta.IsOpen() && !imbalanced(seen_dta)) missed_dta++;
+    }
+  }
+  js << "  \"imbalance_events\": " << events << ",\n";
+  js << "  \"missing_imbalance_ratio_groundtruth\": "
+     << Num(events ? double(missed_gt) / events : NAN) << ",\n";
+  js << "  \"missing_imbalance_ratio\": "
+     << Num(dta.IsOpen() && events ? double(missed_dta) / events : NAN) << ",\n";
+
+  // Per-flow accounting: average relative error of the Count-Min estimate of each flow's packets
+  // through the cores, from the delivered counters, normalised to the estimate from every
+  // generated counter update (the loss-free sketch).
+  {
+    double re_full = 0, re_gt = 0, re_dta = 0;
+    uint64_t n = 0;
+    for (auto& [flow, pkts] : gt.flow_packets) {
+      uint64_t est_full = UINT64_MAX, est_gt = UINT64_MAX, est_dta = UINT64_MAX;
+      for (uint32_t r = 0; r < kCmsRows; r++) {
+        uint32_t col = static_cast<uint32_t>(Mix64(flow + 0x51ed270b27ULL * (r + 1)) % kCmsCols);
+        est_full = std::min<uint64_t>(est_full, gt.cms_generated[r * kCmsCols + col]);
+        est_gt = std::min<uint64_t>(est_gt, gt.cms_delivered[r * kCmsCols + col]);
+        if (dta.IsOpen()) {
+          uint8_t k[5];
+          k[0] = static_cast<uint8_t>(r);
+          PutU32(k + 1, col);
+          uint64_t v = 0;
+          std::string err;
+          if (!dta.KeyIncrement(k, 5, &v, &err)) {
+            dta_errors++;
+            if (first_error.empty()) first_error = err;
+          }
+          est_dta = std::min<uint64_t>(est_dta, v);
+        }
+      }
+      if (cfg.check && dta.IsOpen() && est_dta < est_gt)
+        check(false, "flowcounts estimate below the delivered updates");
+      double t = static_cast<double>(pkts);
+      re_full += std::fabs(static_cast<double>(est_full) - t) / t;
+      re_gt += std::fabs(static_cast<double>(est_gt) - t) / t;
+      if (dta.IsOpen()) re_dta += std::fabs(static_cast<double>(est_dta) - t) / t;
+      n++;
+    }
+    js << "  \"cms_flows\": " << n << ",\n";
+    js << "  \"cms_relative_error_lossless\": " << Num(n ? re_full / n : NAN) << ",\n";
+    js << "  \"cms_normalized_error_groundtruth\": "
+       << Num(n && re_full > 0 ? re_gt / re_full : NAN) << ",\n";
+    js << "  \"cms_normalized_error\": "
+       << Num(dta.IsOpen() && n && re_full > 0 ? re_dta / re_full : NAN) << ",\n";
+  }
+  // Drop notifications: Append entries stored vs generated.
+  js << "  \"drops_generated\": " << gt.drops_generated << ", \"drops_delivered_groundtruth\": "
+     << gt.drops_delivered;
+  if (dta.IsOpen()) {
+    std::string err;
+    int64_t n = dta.AppendCount(f.NumNodes() - f.NumServers(), &err);
+    js << ", \"drops_stored\": " << (n >= 0 ? std::to_string(n) : std::string("null"));
+    if (n < 0 && first_error.empty()) first_error = err;
+  }
+  js << ",\n";
+
+  // FCT of user flows started while telemetry runs, by destination: the collector's rack, its
+  // pod, everything. Per-flow values let the sweep normalise to the run without telemetry.
+  {
+    double t0 = g.TelemStartUs(), t1 = g.TelemEndUs();
+    uint32_t rack = f.Rack(0), pod = f.Pod(0);
+    double sum_rack = 0, sum_all = 0;
+    uint64_t n_rack = 0, n_all = 0, incomplete = 0;
+    std::ostringstream rack_list;
+    for (uint32_t i = 0; i < g_flows.size(); i++) {
+      const Flow& fl = g_flows[i];
+      if (fl.start_us < t0 || fl.start_us >= t1) continue;
+      if (fl.fct_us < 0) {
+        incomplete++;
+        continue;
+      }
+      sum_all += fl.fct_us;
+      n_all++;
+      if (f.Rack(fl.dst) == rack) {
+        sum_rack += fl.fct_us;
+        rack_list << (n_rack ? ", " : "") << "[" << i << ", " << Num(fl.fct_us) << "]";
+        n_rack++;
+      }
+      (void)pod;
+    }
+    js << "  \"flows\": " << g_flows.size() << ", \"flows_in_window\": " << n_all + incomplete
+       << ", \"flows_incomplete\": " << incomplete << ",\n";
+    js << "  \"fct_mean_us_all\": " << Num(n_all ? sum_all / n_all : NAN) << ",\n";
+    js << "  \"fct_mean_us_rack\": " << Num(n_rack ? sum_rack / n_rack : NAN) << ",\n";
+    js << "  \"fct_rack\": [" << rack_list.str() << "],\n";
+  }
+  uint64_t user_drops = 0, marks = 0, telem_drops = 0;
+  for (auto& b : g_buffers) {
+    user_drops += b.user_drops;
+    marks += b.ecn_marks;
+    telem_drops += b.telem_drops;
+  }
+  uint32_t peak = 0;
+  for (auto& a : g_agents) peak = std::max(peak, a->peak_bytes);
+  js << "  \"user_drops\": " << user_drops << ", \"ecn_marks\": " << marks
+     << ", \"telemetry_queue_drops\": " << telem_drops << ", \"peak_switch_buffer_bytes\": " << peak
+     << ",\n";
+  js << "  \"dta\": " << (dta.IsOpen() ? dta.StatsJson() : std::string("null"))
+     << ", \"dta_query_errors\": " << dta_errors << ", \"dta_first_error\": \"" << first_error
+     << "\"\n";
+  js << "}\n";
+  if (cfg.check) {
+    dta_stats st{};
+    bool have = dta.Stats(&st);
+    check(have, "the DTA collector is open and answers its statistics");
+    if (have) {
+      check(st.rejected == 0, "the translator rejected " + std::to_string(st.rejected) + " reports");
+      check(st.datagrams == gt.delivered,
+            "datagrams ingested " + std::to_string(st.datagrams) + " != entries delivered " +
+                std::to_string(gt.delivered));
+    }
+    check(delivered > 0, "telemetry reached the collector");
+    check(paths > 0, "flows were traced");
+    // Postcarding answers every path whose hops all arrived (a few may be lost to the store's
+    // own collisions: at most 1 %).
+    check(dta_only_missing * 100 <= paths,
+          std::to_string(dta_only_missing) + " delivered paths not answered by the store");
+    check(dta_errors == 0, "queries failed: " + first_error);
+    std::string err;
+    int64_t stored = dta.AppendCount(f.NumNodes() - f.NumServers(), &err);
+    check(stored == static_cast<int64_t>(gt.drops_delivered),
+          "drops stored " + std::to_string(stored) + " != delivered " +
+              std::to_string(gt.drops_delivered));
+    std::printf("%" PRIu64 " checks, %" PRIu64 " failures\n", checks, failures);
+  }
+  Simulator::Destroy();
+  if (cfg.check && failures > 0) return 1;
+  if (cfg.out_json.empty()) {
+    if (!cfg.check) std::cout << js.str();
+  } else {
+    std::ofstream o(cfg.out_json);
+    o << js.str();
+    if (!o) {
+      std::fprintf(stderr, "error: cannot write %s\n", cfg.out_json.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

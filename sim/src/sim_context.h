@@ -1,0 +1,124 @@
+// Shared state of one simulation run: configuration, the fabric, and the out-of-band ground truth
+// of every telemetry entry generated and delivered ([InvisiFlow §6.2] "extensive out-of-band
+// logging in the simulator").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric.h"
+
+namespace ifsim {
+
+enum class Channel : uint8_t { None, DefaultUdp, LowUdp, Pull, InvisiFlow };
+const char* ChannelName(Channel c);
+bool ParseChannel(const std::string& s, Channel* out);
+
+/// The four telemetry applications ([InvisiFlow §6.1] "Sources").
+enum class App : uint8_t { PathTracing = 0, LoadImbalance = 1, FlowAccounting = 2, DropNotice = 3 };
+constexpr uint32_t kApps = 4;
+const char* AppName(App a);
+
+/// Count-Min shape of the per-flow accounting application ([InvisiFlow §6.1]: 3 x 2^17).
+constexpr uint32_t kCmsRows = 3;
+constexpr uint32_t kCmsCols = 1u << 17;
+/// Bytes of a native DTA datagram header.
+constexpr uint16_t DTA_HDR = 12;
+
+struct SimConfig {
+  Channel channel = Channel::InvisiFlow;
+  double load = 0.5;
+  std::string workload_path;
+  uint64_t seed = 1;
+  double traffic_ms = 30.0;  // user flows arrive in [0, traffic_ms)
+  double drain_ms = 20.0;    // then the run continues this long
+  double telem_start = 0.2;  // telemetry applications run in [start, end) x traffic_ms
+  double telem_end = 0.8;
+  uint64_t link_bps = 10'000'000'000ULL;
+  double link_delay_us = 1.0;
+  // [InvisiFlow §6.1]: ~2 MB of user buffer per 600 Gbps of ports, 170 KB of telemetry buffer
+  // per switch at 100 Gbps links; both scale with link bandwidth (17 KB at 10 Gbps).
+  double user_buf_bytes_per_gbps = 2.0e6 / 600.0;
+  uint32_t telem_buf_bytes = 17'000;
+  uint32_t push_buf_bytes = 4'000;  // telemetry band of a pull-channel switch (push fallback)
+  uint32_t ecn_k = 65;              // DCTCP marking threshold in packets ([InvisiFlow §6.1])
+  // Seeds: [InvisiFlow §4.1] fills every gap with pulls; simulated, a switch port seeds every
+  // 1 us and a collector every 0.25 us (about one telemetry frame's time at 10 Gbps).
+  double seed_period_us = 1.0;
+  double collector_seed_period_us = 0.25;
+  double load_report_us = 50.0;  // 5 us at 100 Gbps, scaled with link bandwidth
+  double approsync_theta = 1.0;  // relative divergence that triggers a counter sync
+  uint32_t entries_per_packet = 8;
+  double push_threshold = 0.95;  // [InvisiFlow §4.1]
+  double pull_threshold = 0.5;   // pull-based baseline ([InvisiFlow §6.1])
+  uint32_t slope_bytes = 1500;   // gradient slope toward farther requesters
+  bool imbalance = false;        // ECMP on the destination only ([InvisiFlow §6.1] stress)
+  bool asymmetric = false;       // two links toward the collector at half capacity
+  uint32_t collectors = 1;       // a second collector in another pod (Table 3)
+  std::string dta_config;        // DTA collector configuration (TOML); empty: no DTA
+  std::string dta_regions;       // its region directory (empty: the configuration's)
+  std::string out_json;
+  bool check = false;            // print "N checks, N failures" of the stores vs the ground truth
+  std::string telemetry_log;     // optional CSV of every entry (ground truth)
+};
+
+/// One generated telemetry entry, as the ground truth sees it.
+struct EntryRecord {
+  double gen_us = 0;
+  double del_us = -1;  // < 0: never delivered
+  App app = App::PathTracing;
+};
+
+struct PathRecord {
+  uint8_t len = 0;
+  uint8_t seen = 0;  // bit per hop generated
+  std::array<uint32_t, 8> sw{};  // switch ids per hop
+  FlowKey key;
+};
+
+struct GroundTruth {
+  // entries[switch id][seq]
+  std::vector<std::vector<EntryRecord>> entries;
+  std::unordered_map<uint64_t, PathRecord> paths;
+  // load[core][period] = bytes through the core switch in the period
+  std::vector<std::map<uint32_t, uint64_t>> core_load;
+  // PortPeriodKey -> bytes reported (Key-Increment ground truth)
+  std::unordered_map<uint64_t, uint64_t> port_bytes;
+  std::unordered_map<uint64_t, uint32_t> flow_packets;  // packets per flow through the cores
+  std::vector<uint32_t> cms_generated;                  // sum of all generated deltas
+  std::vector<uint32_t> cms_delivered;                  // sum of delivered deltas (cross-check)
+  uint64_t drops_generated = 0;
+  uint64_t drops_delivered = 0;
+  uint64_t delivered = 0, duplicates = 0, unknown = 0;
+  uint64_t lost_source_full = 0;  // entries refused by a full telemetry buffer at generation
+  uint64_t lost_in_transit_full = 0;
+};
+
+class SwitchAgent;
+
+struct Sim {
+  SimConfig cfg;
+  Fabric fabric;
+  GroundTruth gt;
+  std::vector<SwitchAgent*> agents;  // per node (null for plain servers)
+  std::vector<uint32_t> collector_nodes;
+  std::vector<uint32_t> core_nodes;
+  ns3::Ipv4Address collector_addr;   // postcard-mode destination
+  std::function<void(const uint8_t*, size_t)> ingest;  // into the DTA collector
+  // What reached a collector, decoded from the datagrams (the cross-check of the stores).
+  std::unordered_map<uint64_t, uint8_t> delivered_hops;         // flow -> bit per hop
+  std::unordered_map<uint64_t, uint64_t> delivered_port_bytes;  // PortPeriodKey -> bytes
+  double TelemStartUs() const { return cfg.telem_start * cfg.traffic_ms * 1000.0; }
+  double TelemEndUs() const { return cfg.telem_end * cfg.traffic_ms * 1000.0; }
+  bool TelemetryOn() const;
+  /// Records the delivery of a telemetry payload (length-prefixed DTA datagrams) at a collector
+  /// and hands it to the DTA collector.
+  void Deliver(const uint8_t* payload, size_t len);
+};
+
+}  // namespace ifsim
