@@ -88,20 +88,9 @@ impl DtaCollector {
             &format!("region directory {} as writer", cfg.region_dir.display()),
         )
         .map_err(|e| Error::new(Code::Io, e.to_string()))?;
-        let specs: Vec<(String, dta_store::StoreSpec)> = collector
-            .regions()
-            .iter()
-            .map(|r| (r.header().name.clone(), r.header().spec.clone()))
-            .collect();
         let rules = dta_translator::rules::Rules::new(
-            cfg.compile_rules(
-                &specs
-                    .iter()
-                    .map(|(n, s)| (n.as_str(), s.clone()))
-                    .collect::<Vec<_>>(),
-                0,
-            )
-            .map_err(|e| Error::new(Code::Config, format!("{e:#}")))?,
+            cfg.compile_rules_for(collector.regions().iter().map(|r| r.header()), 0)
+                .map_err(|e| Error::new(Code::Config, format!("{e:#}")))?,
         );
         let ring = dta_store::notify::NotifyRing::open_or_create(
             &cfg.region_dir,

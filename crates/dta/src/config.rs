@@ -46,6 +46,20 @@ impl Config {
         Ok(cfg)
     }
 
+    /// [`Config::compile_rules`] against the stores as their region headers describe them (the
+    /// truth for a store's parameters): what a translator serving those regions runs.
+    pub fn compile_rules_for<'a>(
+        &self,
+        headers: impl IntoIterator<Item = &'a dta_store::Header>,
+        generation: u64,
+    ) -> anyhow::Result<dta_translator::rules::RuleSet> {
+        let specs: Vec<(&str, dta_store::StoreSpec)> = headers
+            .into_iter()
+            .map(|h| (h.name.as_str(), h.spec.clone()))
+            .collect();
+        self.compile_rules(&specs, generation)
+    }
+
     /// The translator rules compiled against this configuration's stores (`specs`, in
     /// `store` order), as generation `generation`; the error names the rule and the setting.
     pub fn compile_rules(

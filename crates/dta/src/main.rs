@@ -693,20 +693,12 @@ fn colocated(
     let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
     // The rules (docs/rules.md), compiled against the stores being served, one set shared by
     // the threads and replaced on reload; flagged reports announced on the directory's ring.
-    let specs: Vec<(String, dta_store::StoreSpec)> = collector
+    let headers: Vec<dta_store::Header> = collector
         .regions()
         .iter()
-        .map(|r| (r.header().name.clone(), r.header().spec.clone()))
+        .map(|r| r.header().clone())
         .collect();
-    let rules = dta_translator::rules::Rules::new(
-        cfg.compile_rules(
-            &specs
-                .iter()
-                .map(|(n, s)| (n.as_str(), s.clone()))
-                .collect::<Vec<_>>(),
-            0,
-        )?,
-    );
+    let rules = dta_translator::rules::Rules::new(cfg.compile_rules_for(&headers, 0)?);
     let ring = Arc::new(dta_store::notify::NotifyRing::open_or_create(
         &cfg.region_dir,
         dta_store::notify::DEFAULT_CAPACITY,
@@ -784,8 +776,8 @@ fn colocated(
     }
     std::thread::scope(|scope| -> anyhow::Result<()> {
         if let Some(path) = a.config.config.clone() {
-            let (rules, specs, stop) = (&rules, &specs, &stop);
-            scope.spawn(move || watch_cmd::reload_loop(path, rules, specs, stop));
+            let (rules, headers, stop) = (&rules, &headers, &stop);
+            scope.spawn(move || watch_cmd::reload_loop(path, rules, headers, stop));
         }
         if a.stats_interval > 0.0 {
             let (all_stats, stop) = (all_stats.clone(), stop.clone());

@@ -11,7 +11,7 @@ use clap::Args;
 
 use dta::config::Config;
 use dta_store::notify::{NotifyRing, DEFAULT_CAPACITY};
-use dta_store::StoreSpec;
+use dta_store::Header;
 use dta_translator::rules::Rules;
 
 #[derive(Args)]
@@ -102,9 +102,9 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 /// Until `stop`: reload the rules of configuration `path` when the file changes or SIGHUP
 /// arrives, compiled against the running stores `specs`. A configuration that does not load or
 /// whose rules do not compile is reported and the running rules stay.
-pub fn reload_loop(path: PathBuf, rules: &Rules, specs: &[(String, StoreSpec)], stop: &AtomicBool) {
+pub fn reload_loop(path: PathBuf, rules: &Rules, headers: &[Header], stop: &AtomicBool) {
     reload_loop_with(path, stop, |c| {
-        let cat: Vec<_> = specs.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        let cat: Vec<_> = headers.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
         let g = rules
             .replace(&c.translator.rules, &cat)
             .map_err(anyhow::Error::msg)?;

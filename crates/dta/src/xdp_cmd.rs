@@ -58,13 +58,7 @@ pub fn translator(
     // The rules (docs/rules.md "In the XDP translator"): the simple match -> Append / drop
     // rules run in the driver; the stores of every primitive another rule looks at or writes
     // stay with the userspace half, which runs the whole set (for what the program passes up).
-    let specs: Vec<(String, dta_store::StoreSpec)> = headers
-        .iter()
-        .map(|h| (h.name.clone(), h.spec.clone()))
-        .collect();
-    let spec_refs: Vec<(&str, dta_store::StoreSpec)> =
-        specs.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
-    let set = cfg.compile_rules(&spec_refs, 0)?;
+    let set = cfg.compile_rules_for(&headers, 0)?;
     let holdable: Vec<Header> = headers
         .iter()
         .filter(|h| dta_xdp::handles(&h.spec))
@@ -125,10 +119,10 @@ pub fn translator(
     std::thread::scope(|scope| -> anyhow::Result<()> {
         if let Some(path) = config_path {
             let (x, rules, stop, running_user) = (&x, &rules, &stop, &running_user);
-            let spec_refs = &spec_refs;
+            let headers = &headers;
             scope.spawn(move || {
                 crate::watch_cmd::reload_loop_with(path, stop, |c| {
-                    reload(c, spec_refs, running_user, x, rules)
+                    reload(c, headers, running_user, x, rules)
                 })
             });
         }
@@ -169,12 +163,12 @@ pub fn translator(
 /// whole set for the userspace half.
 fn reload(
     c: &Config,
-    specs: &[(&str, dta_store::StoreSpec)],
+    headers: &[Header],
     running_user: &[PrimitiveName],
     x: &Mutex<XdpTranslator>,
     rules: &Rules,
 ) -> anyhow::Result<String> {
-    let set = c.compile_rules(specs, 0)?;
+    let set = c.compile_rules_for(headers, 0)?;
     let split = set.split_xdp(running_user);
     if let Some(p) = split
         .userspace_primitives
@@ -191,7 +185,7 @@ fn reload(
         .lock()
         .map_err(|_| anyhow::anyhow!("the XDP translator's lock is poisoned"))?
         .install_rules(&split)?;
-    let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
+    let cat: Vec<_> = headers.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
     rules
         .replace(&c.translator.rules, &cat)
         .map_err(anyhow::Error::msg)?;
