@@ -1,12 +1,14 @@
 //! The monitoring systems end to end (docs/systems.md): a collector and translator run from
 //! `examples/systems.toml` (free ports, a temp region directory, nothing else changed),
 //! `dta report --workload <system>` over a synthesized trace, then `dta query <system> ...` with
-//! default options (the region directory only) answers what the workload's ground truth says.
+//! default options (the region directory only) answers what the workload's ground truth says: Marple, NetSeer, TurboFlow, PINT, Sonata and
+//! Trajectory Sampling.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{assert_success, dta, Stack};
@@ -38,6 +40,9 @@ fn query(regions: &Path, args: &[&str]) -> Result<Value, String> {
 /// Start the stack, send `workload`'s reports over a seeded trace, stop the translator (its
 /// Append batches flushed); the region directory and the ground truth.
 fn run(workload: &str, flows: u32) -> (Stack, PathBuf, Value) {
+    // `--retransmittable` reporters listen for NACKs on the one NACK port: one at a time.
+    static REPORTING: Mutex<()> = Mutex::new(());
+    let _one = REPORTING.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = Stack::start_from(SYSTEMS, "dta-systems-regions");
     let regions = s.config.parent().unwrap().join("regions");
     let truth = s.config.parent().unwrap().join("truth.json");
@@ -196,4 +201,168 @@ fn a_query_before_any_report_is_an_error_with_a_message() {
     )
     .unwrap_err();
     assert!(e.contains("cannot open"), "{e}");
+}
+
+/// NetSeer, TurboFlow, PINT, Sonata and Trajectory Sampling, one after another.
+#[test]
+fn table2_systems_answer_the_ground_truth() {
+    netseer_losses_are_the_ground_truth();
+    turboflow_counters_are_within_the_bound();
+    pint_digests_are_rebuilt_or_refused();
+    sonata_results_and_tuples_are_the_ground_truth();
+    trajectories_of_sampled_packets_are_the_ground_truth();
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
+
+fn netseer_losses_are_the_ground_truth() {
+    let (_s, regions, truth) = run("netseer", 200);
+    let a = query(&regions, &["netseer", "losses", "--list", "100000"]).unwrap();
+    assert_eq!(a["overwritten"], 0);
+    let mut got: BTreeMap<(String, u64, String), u64> = BTreeMap::new();
+    for e in a["events"].as_array().unwrap() {
+        let k = (
+            e["flow"].as_str().unwrap().to_owned(),
+            u(&e["switch"]),
+            e["reason"].as_str().unwrap().to_owned(),
+        );
+        *got.entry(k).or_default() += u(&e["count"]);
+    }
+    let want: BTreeMap<(String, u64, String), u64> = truth
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                (
+                    e["flow"].as_str().unwrap().to_owned(),
+                    u(&e["switch"]),
+                    e["reason"].as_str().unwrap().to_owned(),
+                ),
+                u(&e["count"]),
+            )
+        })
+        .collect();
+    assert!(!want.is_empty(), "the trace loses packets");
+    assert_eq!(got, want);
+    // One switch's list, what came since its head: nothing, said with a message.
+    let sw = truth[0]["switch"].to_string();
+    let one = query(&regions, &["netseer", "losses", "--switch", &sw]).unwrap();
+    let head = one["appended"].to_string();
+    let e = query(
+        &regions,
+        &["netseer", "losses", "--switch", &sw, "--since", &head],
+    )
+    .unwrap_err();
+    assert!(e.contains("no loss event matches"), "{e}");
+    let e = query(&regions, &["netseer", "losses", "--reason", "heat"]).unwrap_err();
+    assert!(e.contains("bad reason"), "{e}");
+}
+
+fn turboflow_counters_are_within_the_bound() {
+    let (_s, regions, truth) = run("turboflow", 200);
+    for (flow, c) in truth.as_object().unwrap().iter().step_by(4) {
+        let a = query(&regions, &["turboflow", "flow", "--flow", flow]).unwrap();
+        let (p, b) = (u(&c["packets"]), u(&c["bytes"]));
+        let (ap, ab) = (u(&a["packets"]), u(&a["bytes"]));
+        assert!(
+            ap >= p && ap - p <= u(&a["packets_bound"]["error"]),
+            "{flow}"
+        );
+        assert!(ab >= b && ab - b <= u(&a["bytes_bound"]["error"]), "{flow}");
+    }
+    let e = query(
+        &regions,
+        &["turboflow", "flow", "--flow", "192.0.2.1:1-192.0.2.2:2/6"],
+    )
+    .unwrap_err();
+    assert!(e.contains("no counters"), "{e}");
+}
+
+fn pint_digests_are_rebuilt_or_refused() {
+    let (_s, regions, truth) = run("pint", 200);
+    let (mut complete, mut partial) = (0, 0);
+    for (flow, v) in truth.as_object().unwrap().iter().step_by(3) {
+        let r = query(&regions, &["pint", "digest", "--flow", flow]);
+        if v["complete"].as_bool().unwrap() {
+            complete += 1;
+            assert_eq!(r.unwrap()["digest"], v["digest"], "{flow}");
+        } else {
+            partial += 1;
+            let e = r.unwrap_err();
+            assert!(e.contains("cannot be rebuilt"), "{e}");
+        }
+    }
+    assert!(complete > 0 && partial > 0, "{complete} {partial}");
+}
+
+fn sonata_results_and_tuples_are_the_ground_truth() {
+    let (_s, regions, truth) = run("sonata", 200);
+    let mut windows = 0;
+    for r in truth["results"].as_array().unwrap() {
+        let (q, w) = (r["query"].as_str().unwrap(), r["window"].to_string());
+        let a = query(
+            &regions,
+            &["sonata", "result", "--query", q, "--window", &w],
+        )
+        .unwrap();
+        let vals: Vec<u64> = r["values"].as_array().unwrap().iter().map(u).collect();
+        let res = &a["result"];
+        let got = match q {
+            "new-conns" => vec![u(&res["syns"]), u(&res["destinations"])],
+            "retransmissions" => vec![u(&res["retransmissions"]), u(&res["flows"])],
+            _ => {
+                let ip = match res["destination"].as_str() {
+                    Some(s) => u64::from(u32::from(s.parse::<std::net::Ipv4Addr>().unwrap())),
+                    None => 0,
+                };
+                vec![ip, u(&res["bytes"])]
+            }
+        };
+        assert_eq!(got, vals, "{q} window {w}");
+        windows += 1;
+    }
+    assert!(windows >= 3);
+    for (q, n) in truth["tuples"].as_object().unwrap() {
+        let a = query(&regions, &["sonata", "tuples", "--query", q, "--list", "0"]).unwrap();
+        assert_eq!(a["matched"], *n, "{q}");
+        assert_eq!(a["overwritten"], 0);
+    }
+    let e = query(
+        &regions,
+        &[
+            "sonata",
+            "result",
+            "--query",
+            "heavy-dst",
+            "--window",
+            "99999",
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("no result"), "{e}");
+    let e = query(&regions, &["sonata", "tuples", "--query", "heavy-dst"]).unwrap_err();
+    assert!(e.contains("no raw tuples"), "{e}");
+}
+
+fn trajectories_of_sampled_packets_are_the_ground_truth() {
+    let (_s, regions, truth) = run("trajectory", 200);
+    let sampled = truth.as_object().unwrap();
+    assert!(sampled.len() > 10, "{} sampled", sampled.len());
+    for (label, p) in sampled.iter().step_by(3) {
+        let a = query(&regions, &["trajectory", "packet", "--label", label]).unwrap();
+        assert_eq!(a["path"], p["path"], "{label}");
+        // The same packet by flow and sequence number.
+        let (flow, seq) = (p["flow"].as_str().unwrap(), p["seq"].to_string());
+        let b = query(
+            &regions,
+            &["trajectory", "packet", "--flow", flow, "--seq", &seq],
+        )
+        .unwrap();
+        assert_eq!(b["label"].as_str().unwrap(), label);
+    }
+    let e = query(&regions, &["trajectory", "packet", "--label", "0123"]).unwrap_err();
+    assert!(e.contains("no trajectory"), "{e}");
 }
