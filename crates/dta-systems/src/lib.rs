@@ -47,6 +47,8 @@ pub const APPEND_STORE: &str = "systems_lists";
 /// Bytes of every entry of [`APPEND_STORE`]: the largest system entry (NetSeer's 18-byte loss
 /// event, Marple's 13-byte flow with its value) rounded up; shorter entries are zero padded.
 pub const ENTRY_LEN: usize = 32;
+/// Default most entries a list query prints (all are counted).
+pub const DEFAULT_LIST: usize = 1000;
 
 /// Each system's lists in [`APPEND_STORE`] (disjoint ranges; [`lists::TOTAL`] lists in all).
 pub mod lists {

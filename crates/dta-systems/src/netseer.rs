@@ -27,8 +27,6 @@ use crate::{flow_string, lists, read_list, Emit, FlowKey, Stores, SystemError, E
 pub const EVENT_LEN: usize = 18;
 /// Default aggregation window of the switches' event tables: 10 ms.
 pub const DEFAULT_WINDOW_NS: u64 = 10_000_000;
-/// Default most events a query lists (all are counted).
-pub const DEFAULT_LIST: usize = 1000;
 
 const _: () = assert!(EVENT_LEN <= ENTRY_LEN);
 

@@ -28,8 +28,6 @@ pub const REDUNDANCY: u8 = dta_wire::DEFAULT_REDUNDANCY;
 pub const DEFAULT_WINDOW_NS: u64 = 100_000_000;
 /// Most windows a trace may span (the key holds a u32; this bounds the switch's work).
 pub const MAX_WINDOWS: u64 = 1 << 20;
-/// Default most tuples a query lists.
-pub const DEFAULT_LIST: usize = 1000;
 /// Bytes of a raw tuple.
 pub const TUPLE_LEN: usize = 23;
 

@@ -388,7 +388,7 @@ pub enum NetseerQuery {
         #[arg(long)]
         since: Option<u64>,
         /// List at most this many events (all matching ones are counted).
-        #[arg(long, default_value_t = netseer::DEFAULT_LIST)]
+        #[arg(long, default_value_t = dta_systems::DEFAULT_LIST)]
         list: usize,
         #[command(flatten)]
         sel: SystemsSel,
@@ -444,7 +444,7 @@ pub enum SonataQuery {
         #[arg(long)]
         since: Option<u64>,
         /// List at most this many tuples.
-        #[arg(long, default_value_t = sonata::DEFAULT_LIST)]
+        #[arg(long, default_value_t = dta_systems::DEFAULT_LIST)]
         list: usize,
         #[command(flatten)]
         sel: SystemsSel,
