@@ -128,29 +128,35 @@ impl From<CollectorError> for ApiError {
 #[derive(Clone)]
 struct Api {
     c: Arc<Collector>,
-    heavy: Arc<Semaphore>,
+    heavy: HeavySlots,
     cluster: Option<Arc<ClusterQuery>>,
 }
 
-impl FromRef<Api> for Arc<Collector> {
-    fn from_ref(a: &Api) -> Arc<Collector> {
-        a.c.clone()
+/// The slots of heavy queries (table scans, bucket reads, metrics): at most
+/// [`MAX_HEAVY_QUERIES`] run at once, on the blocking pool, so the executor keeps answering
+/// cheap queries meanwhile.
+#[derive(Clone)]
+pub struct HeavySlots(Arc<Semaphore>);
+
+impl Default for HeavySlots {
+    fn default() -> Self {
+        HeavySlots(Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)))
     }
 }
 
-impl Api {
-    /// Run `f` on the blocking pool once one of the [`MAX_HEAVY_QUERIES`] slots is free, so the
-    /// executor keeps answering cheap queries meanwhile. The slot is held until `f` returns,
-    /// even if the client has gone.
-    async fn heavy<T: Send + 'static>(
+impl HeavySlots {
+    /// Run `f` over `c` once a slot is free. The slot is held until `f` returns, even if the
+    /// client has gone.
+    pub async fn run<T: Send + 'static>(
         &self,
+        c: &Arc<Collector>,
         f: impl FnOnce(&Arc<Collector>) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
         let permit =
-            self.heavy.clone().acquire_owned().await.map_err(|_| {
+            self.0.clone().acquire_owned().await.map_err(|_| {
                 ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
             })?;
-        let c = self.c.clone();
+        let c = c.clone();
         tokio::task::spawn_blocking(move || {
             let r = f(&c);
             drop(permit);
@@ -161,9 +167,25 @@ impl Api {
     }
 }
 
+impl FromRef<Api> for Arc<Collector> {
+    fn from_ref(a: &Api) -> Arc<Collector> {
+        a.c.clone()
+    }
+}
+
+impl Api {
+    /// [`HeavySlots::run`] over this API's collector.
+    async fn heavy<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Arc<Collector>) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.heavy.run(&self.c, f).await
+    }
+}
+
 /// `answer` to a query on store `name`, unless its region was lost while the query read it (a
 /// truncated file reads as zeros, `dta_store::guard`): then the store's error.
-fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
+pub fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
     c.store(name)?;
     Ok(Json(answer))
 }
@@ -533,7 +555,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
 pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>) -> Router {
     let api = Api {
         c: collector,
-        heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
+        heavy: HeavySlots::default(),
         cluster,
     };
     let dir = api.c.dir().to_path_buf();

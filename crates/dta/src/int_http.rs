@@ -10,7 +10,7 @@
 //!
 //! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
 //! Postcarding table and the histogram's bucket reads run off the executor, at most
-//! [`MAX_HEAVY_QUERIES`] at once.
+//! [`dta_collector::limits::MAX_HEAVY_QUERIES`] at once ([`HeavySlots`]).
 
 use std::sync::Arc;
 
@@ -18,13 +18,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use dta_collector::http::{ApiError, Name, Raw};
-use dta_collector::limits::{ParamError, Params, MAX_HEAVY_QUERIES, MAX_POSTCARD_VALUES};
+use dta_collector::http::{served, ApiError, HeavySlots, Name, Raw};
+use dta_collector::limits::{ParamError, Params, MAX_POSTCARD_VALUES};
 use dta_collector::Collector;
 use dta_int::layout::{Buckets, Metric};
 use dta_int::query;
 use dta_int::sink::IntSinkConfig;
-use tokio::sync::Semaphore;
 
 /// Most bucket edges a histogram query takes.
 pub const MAX_EDGES: usize = 64;
@@ -32,7 +31,7 @@ pub const MAX_EDGES: usize = 64;
 #[derive(Clone)]
 struct Int {
     c: Arc<Collector>,
-    heavy: Arc<Semaphore>,
+    heavy: HeavySlots,
 }
 
 /// The `/int/...` routes over `collector`'s stores.
@@ -43,7 +42,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/int/histogram/:name", get(histogram))
         .with_state(Int {
             c: collector,
-            heavy: Arc::new(Semaphore::new(MAX_HEAVY_QUERIES)),
+            heavy: HeavySlots::default(),
         })
 }
 
@@ -55,48 +54,13 @@ fn int_err(e: query::QueryError) -> ApiError {
     bad(e.to_string())
 }
 
-fn store_err(e: dta_collector::CollectorError) -> ApiError {
-    let code = match e {
-        dta_collector::CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    ApiError(code, e.to_string())
-}
-
 fn region(c: &Collector, name: &str) -> Result<Arc<dta_store::Region>, ApiError> {
-    Ok(c.store(name).map_err(store_err)?.region.clone())
+    Ok(c.store(name)?.region.clone())
 }
 
 fn flow(p: &Params) -> Result<[u8; dta_int::layout::FLOW_KEY_LEN], ApiError> {
     let f = p.raw("flow").ok_or(ParamError::Missing("flow"))?;
     query::parse_flow(f).map_err(int_err)
-}
-
-impl Int {
-    /// Run `f` on the blocking pool in one of the heavy slots.
-    async fn heavy<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Collector) -> Result<T, ApiError> + Send + 'static,
-    ) -> Result<T, ApiError> {
-        let permit =
-            self.heavy.clone().acquire_owned().await.map_err(|_| {
-                ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned())
-            })?;
-        let c = self.c.clone();
-        tokio::task::spawn_blocking(move || {
-            let r = f(&c);
-            drop(permit);
-            r
-        })
-        .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    }
-}
-
-/// `answer`, unless the store's region was lost while it was read (then the store's error).
-fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
-    c.store(name).map_err(store_err)?;
-    Ok(Json(answer))
 }
 
 async fn path(
@@ -124,12 +88,13 @@ async fn hop_latency(
     let values = p.bounded("values", Some(sink.postcard_values), 1, MAX_POSTCARD_VALUES)?;
     let divisor = p.bounded("divisor", Some(sink.postcard_divisor), 1, u32::MAX)?;
     region(&s.c, &name)?;
-    s.heavy(move |c| {
-        let answer =
-            query::hop_latency(&*region(c, &name)?, &f, hop, values, divisor).map_err(int_err)?;
-        served(c, &name, answer)
-    })
-    .await
+    s.heavy
+        .run(&s.c, move |c| {
+            let answer = query::hop_latency(&*region(c, &name)?, &f, hop, values, divisor)
+                .map_err(int_err)?;
+            served(c, &name, answer)
+        })
+        .await
 }
 
 async fn histogram(
@@ -166,10 +131,11 @@ async fn histogram(
     buckets.validate().map_err(bad)?;
     let redundancy = p.redundancy()?;
     region(&s.c, &name)?;
-    s.heavy(move |c| {
-        let answer = query::histogram(&*region(c, &name)?, node, metric, &buckets, redundancy)
-            .map_err(int_err)?;
-        served(c, &name, answer)
-    })
-    .await
+    s.heavy
+        .run(&s.c, move |c| {
+            let answer = query::histogram(&*region(c, &name)?, node, metric, &buckets, redundancy)
+                .map_err(int_err)?;
+            served(c, &name, answer)
+        })
+        .await
 }
