@@ -759,17 +759,9 @@ fn query_flowlets_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{synthesize, FlowSizeCdf, SynthConfig};
 
     fn trace() -> (Trace, BTreeMap<FlowKey, crate::trace::Injected>) {
-        synthesize(
-            &SynthConfig {
-                flows: 300,
-                ..SynthConfig::default()
-            },
-            &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
-        )
-        .unwrap()
+        crate::trace::test_trace(300)
     }
 
     #[test]

@@ -356,18 +356,10 @@ pub fn query_losses(stores: &Stores, f: &LossFilter) -> Result<LossAnswer, Syste
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{synthesize, FlowSizeCdf, SynthConfig};
 
     #[test]
     fn events_sum_to_the_truth_and_windows_split_them() {
-        let (t, inj) = synthesize(
-            &SynthConfig {
-                flows: 300,
-                ..SynthConfig::default()
-            },
-            &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
-        )
-        .unwrap();
+        let (t, inj) = crate::trace::test_trace(300);
         let truth = truth(&t);
         let lost: u64 = truth.values().sum();
         assert_eq!(lost, inj.values().map(|i| i.retransmissions).sum::<u64>());

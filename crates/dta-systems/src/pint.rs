@@ -208,18 +208,10 @@ pub fn query_digest(stores: &Stores, flow: &FlowKey) -> Result<DigestAnswer, Sys
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{synthesize, FlowSizeCdf, SynthConfig};
 
     #[test]
     fn fragments_rebuild_the_digest_of_complete_flows() {
-        let (t, _) = synthesize(
-            &SynthConfig {
-                flows: 300,
-                ..SynthConfig::default()
-            },
-            &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
-        )
-        .unwrap();
+        let (t, _) = crate::trace::test_trace(300);
         let truth = truth(&t);
         let mut got: BTreeMap<FlowKey, [Option<u8>; 4]> = BTreeMap::new();
         let sent = reports(&t, &mut |r: &Report<'_>| {

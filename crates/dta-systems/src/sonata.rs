@@ -505,18 +505,10 @@ pub fn query_tuples(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{synthesize, FlowSizeCdf, SynthConfig};
 
     #[test]
     fn reports_match_the_truth() {
-        let (t, inj) = synthesize(
-            &SynthConfig {
-                flows: 300,
-                ..SynthConfig::default()
-            },
-            &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
-        )
-        .unwrap();
+        let (t, inj) = crate::trace::test_trace(300);
         let p = Params::default();
         let truth = truth(&t, &p).unwrap();
         let mut results = BTreeMap::new();

@@ -406,6 +406,20 @@ impl Source {
     }
 }
 
+/// A seeded synthesized trace of `flows` FB_Hadoop flows and what it injected: the systems'
+/// unit tests' input.
+#[cfg(test)]
+pub(crate) fn test_trace(flows: usize) -> (Trace, BTreeMap<FlowKey, Injected>) {
+    synthesize(
+        &SynthConfig {
+            flows,
+            ..SynthConfig::default()
+        },
+        &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
+    )
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

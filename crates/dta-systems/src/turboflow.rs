@@ -202,18 +202,10 @@ pub fn query_flow(stores: &Stores, flow: &FlowKey) -> Result<FlowAnswer, SystemE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{synthesize, FlowSizeCdf, SynthConfig};
 
     #[test]
     fn evicted_records_sum_to_the_truth() {
-        let (t, _) = synthesize(
-            &SynthConfig {
-                flows: 300,
-                ..SynthConfig::default()
-            },
-            &FlowSizeCdf::builtin("fb_hadoop").unwrap(),
-        )
-        .unwrap();
+        let (t, _) = crate::trace::test_trace(300);
         let truth = truth(&t);
         for slots in [1, 16, DEFAULT_CACHE_SLOTS, 1 << 16] {
             let mut got: BTreeMap<[u8; 14], u64> = BTreeMap::new();
