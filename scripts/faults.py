@@ -107,6 +107,39 @@ def load_samples(path):
         pass
     return rows
 
+def udp_bound_in(pid, port):
+    """Whether a UDP socket of process `pid`'s network namespace is bound to `port` (the
+    kernel's socket tables as /proc/PID/net shows them; nothing is bound to probe it)."""
+    for table in ("udp", "udp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] != "0":
+                return True
+    return False
+
+
+# The reporters' NACK port (dta_wire::NACK_PORT): one reporter of a namespace can have it.
+NACK_PORT = 40044
+
+
+def hold_nack_port(p):
+    """Wait until reporter `p` has bound the NACK port (or has finished), so the next reporter
+    runs without one however slowly `p` started."""
+    deadline = time.time() + START_WAIT
+    while p.poll() is None and not udp_bound_in(p.pid, NACK_PORT):
+        if time.time() > deadline:
+            raise CaseError("the retransmittable reporter did not bind the NACK port")
+        time.sleep(0.02)
+
+
+# How long a process of a case gets to come up: far beyond an idle machine's, for a loaded one.
+START_WAIT = 60
+
 # ---------------------------------------------------------------------------------------------
 # The stack of one case
 
@@ -147,7 +180,7 @@ class Stack:
     def start(self):
         self.collector = self.spawn(self.ns_t, [self.exe("dta"), "collector", "--config", self.cfg],
                                     err=self.log("collector"))
-        deadline = time.time() + 20
+        deadline = time.time() + START_WAIT
         while not (os.path.isdir(self.regions) and any(n.endswith(".region") for n in os.listdir(self.regions))):
             if time.time() > deadline or self.collector.poll() is not None:
                 raise CaseError(f"the collector did not create the regions (see {self.dir}/collector.log)")
@@ -165,13 +198,18 @@ class Stack:
                                               f"http://{METRICS}/metrics", self.samples,
                                               str(self.translator.pid)], err=self.log("sampler"))
         # Up: its metrics answer and it says it listens (the metrics server starts first).
-        deadline = time.time() + 20
+        deadline = time.time() + START_WAIT
         tr_log = os.path.join(self.dir, "translator.log")
         while not (load_samples(self.samples) and "translator on udp://" in open(tr_log).read()):
             if time.time() > deadline or self.translator.poll() is not None:
                 raise CaseError(f"the translator did not come up (see {tr_log})")
             time.sleep(0.1)
         self.base_rss = (load_samples(self.samples)[-1].get("rss") or {}).get("RssAnon")
+        # The forwarder listens before any reporter sends (what it has not bound yet is lost).
+        while not udp_bound_in(self.impair.pid, DTA_PORT):
+            if time.time() > deadline or self.impair.poll() is not None:
+                raise CaseError(f"dta-impair did not come up (see {self.dir}/impair.log)")
+            time.sleep(0.05)
 
     def report(self, args, wait=True):
         """`dta report` in R towards the forwarder; returns the process (or its JSON stats)."""
@@ -353,14 +391,14 @@ def case_loss():
         hi = stack.report(["-p", "ki", "--priority", "high", "--retransmittable", "--keys", str(keys),
                            "--count", str(count), "--rate", str(rate), "--batch", str(batch),
                            "--reporter-id", "11", "--seed", "11"], wait=False)
-        time.sleep(0.3)  # the high reporter owns the NACK port; the low one then runs without
+        hold_nack_port(hi)  # the high reporter owns the NACK port; the low one then runs without
         lo = stack.report(["-p", "kw", "--priority", "low", "--keys", str(keys), "--count", str(count),
                            "--rate", str(rate), "--batch", str(batch), "--reporter-id", "12",
                            "--seed", "12"], wait=False)
         hi, lo = finish_report(hi), finish_report(lo)
         end = time.time()
         drain = stack.wait_drained(end, quiet=1.0)
-        time.sleep(0.6)  # the tracker gives up on the low space's last gaps (resync_after_ms)
+        time.sleep(2.0)  # the tracker gives up on the low space's last gaps (resync_after_ms)
         stats, counts, samples = stack.stop()
     except CaseError as e:
         case.check(False, str(e))
@@ -416,7 +454,7 @@ def case_budget():
         hi = stack.report(["-p", "ki", "--priority", "high", "--retransmittable", "--keys", str(keys),
                            "--count", str(hi_count), "--rate", str(hi_rate), "--batch", str(batch),
                            "--reporter-id", "21", "--seed", "21"], wait=False)
-        time.sleep(0.3)
+        hold_nack_port(hi)
         lo = stack.report(["-p", "kw", "--priority", "low", "--keys", str(keys), "--count", str(lo_count),
                            "--rate", str(lo_rate), "--batch", str(batch), "--reporter-id", "22",
                            "--seed", "22"], wait=False)

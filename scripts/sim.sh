@@ -5,7 +5,7 @@
 #
 #   scripts/sim.sh                 the full sweep: 5 channels (with the no-telemetry baseline) x
 #                                  loads 0.3..0.8 on FB_Hadoop, the load-imbalance and asymmetric
-#                                  stress cases, the second collector at 80 % load, WebSearch
+#                                  stress cases (loads 0.3 0.5 0.7 0.8), the second collector at 80 % load, WebSearch
 #   scripts/sim.sh --quick         a reduced sweep (loads 0.3 0.5 0.7 0.8, stress cases at 0.7,
 #                                  10 ms of traffic and 5 ms of drain)
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
@@ -21,7 +21,7 @@ JOBS=$(nproc)
 TRAFFIC_MS=30
 DRAIN_MS=20
 LOADS="0.3 0.4 0.5 0.6 0.7 0.8"
-STRESS_LOADS=$LOADS
+STRESS_LOADS="0.3 0.5 0.7 0.8"
 SEED=1
 OUT=$ROOT/target/invisiflow
 WORKLOADS=${DTA_WORKLOADS:-$ROOT/sim/workloads}
@@ -92,6 +92,31 @@ if [ "$STRESS" = 1 ]; then
     add "collectors2-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --collectors 2 $common"
     add "asymmetric-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --asymmetric $common"
     add "collectors2asym-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --collectors 2 --asymmetric $common"
+    # Five times the load-imbalance reports (every 10 us): the telemetry share of the links into
+    # the collector's rack nearer the paper's, for the FCT dilation of default priority. The
+    # baseline without telemetry is default-none-0.8 (no telemetry: the same run).
+    for ch in default_udp low_udp invisiflow; do
+        add "volume5x-$ch-0.8 --channel $ch --load 0.8 --workload $HADOOP --load-report-us 10 $common"
+    done
+    # Two and four times the telemetry buffer ([InvisiFlow §6.3] Fig. 10 in part).
+    add "buffer2x-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --telem-buf-bytes 34000 $common"
+    add "buffer4x-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --telem-buf-bytes 68000 $common"
+    # DCTCP's marking threshold unscaled: the paper's K = 65 packets (7.8 us of queue at
+    # 100 Gbps, 78 us at 10 Gbps) instead of the default 7.
+    for load in 0.7 0.8; do
+        for ch in none default_udp low_udp pull invisiflow; do
+            add "ecnk65-$ch-$load --channel $ch --load $load --workload $HADOOP --ecn-k 65 $common"
+        done
+    done
+    # More seeds (other flows, other arrivals) at 80 % for the FCT comparison, whose per-run mean
+    # moves with a few large flows.
+    for seed in 2 3 4; do
+        for ch in none default_udp low_udp invisiflow; do
+            add "seed$seed-$ch-0.8 --channel $ch --load 0.8 --workload $HADOOP --traffic-ms $TRAFFIC_MS --drain-ms $DRAIN_MS --seed $seed"
+        done
+    done
+    # The seed-rate shortcut: every switch port seeding every 0.25 us instead of 1 us.
+    add "seeds4x-invisiflow-0.8 --channel invisiflow --load 0.8 --workload $HADOOP --seed-period-us 0.25 $common"
     for load in $STRESS_LOADS; do
         for scen in imbalance asymmetric; do
             for ch in none low_udp pull invisiflow; do
@@ -101,6 +126,15 @@ if [ "$STRESS" = 1 ]; then
         done
         for ch in none low_udp invisiflow; do
             add "websearch-$ch-$load --channel $ch --load $load --workload $WEBSEARCH $common"
+        done
+    done
+    # Two more seeds for the stress cases at 70 %, where one run's outcome turns on a few bursts
+    # into the collector's pod.
+    for seed in 2 3; do
+        for scen in imbalance asymmetric; do
+            for ch in low_udp invisiflow; do
+                add "seed$seed-$scen-$ch-0.7 --channel $ch --load 0.7 --workload $HADOOP --$scen --traffic-ms $TRAFFIC_MS --drain-ms $DRAIN_MS --seed $seed"
+            done
         done
     done
 fi

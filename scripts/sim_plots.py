@@ -62,27 +62,35 @@ def pick(run, key):
     return v
 
 
-def fct_pairs(run, base):
+def fct_pairs(run, base, dest="fct_rack"):
+    """(FCT with telemetry, FCT of the same flow without) for the flows to `dest`: "fct_rack"
+    (the collector's rack) or "fct_collector" (the collector servers)."""
     if run is None or base is None:
         return []
-    b = {i: f for i, f in base.get("fct_rack", [])}
-    return [(f, b[i]) for i, f in run.get("fct_rack", []) if i in b and b[i] > 0]
+    b = {i: f for i, f in base.get(dest, [])}
+    return [(f, b[i]) for i, f in run.get(dest, []) if i in b and b[i] > 0]
 
 
-def fct_ratio(run, base):
-    """Median over the flows to the collector's rack of each flow's FCT divided by the same
-    flow's FCT without telemetry (same seed, same flows). The median, because the mean of a
-    few hundred FB_Hadoop flows is that of its few largest, which any perturbation reorders."""
-    pairs = sorted(f / b for f, b in fct_pairs(run, base))
+def fct_ratio(run, base, dest="fct_rack"):
+    """Median over the flows to `dest` of each flow's FCT divided by the same flow's FCT
+    without telemetry (same seed, same flows). The median, because the mean of a few hundred
+    FB_Hadoop flows is that of its few largest, which any perturbation reorders."""
+    pairs = sorted(f / b for f, b in fct_pairs(run, base, dest))
     return pairs[len(pairs) // 2] if pairs else None
 
 
-def fct_mean_ratio(run, base):
+def fct_mean_ratio(run, base, dest="fct_rack"):
     """Mean FCT of the same flows with and without telemetry (the paper's normalisation)."""
-    pairs = fct_pairs(run, base)
+    pairs = fct_pairs(run, base, dest)
     if not pairs:
         return None
     return sum(p[0] for p in pairs) / sum(p[1] for p in pairs)
+
+
+def baseline(runs, scenario, load):
+    """The run without telemetry of the same scenario and load (same seed, same flows); the
+    volume and seed-rate variants only change telemetry, so theirs is the default one."""
+    return runs.get(f"{scenario}-none-{load}") or runs.get(f"default-none-{load}")
 
 
 def series(runs, scenario, channel, metric):
@@ -90,11 +98,8 @@ def series(runs, scenario, channel, metric):
     for name, r in runs.items():
         if not name.startswith(scenario + "-" + channel + "-"):
             continue
-        if metric == "fct":
-            base = runs.get(f"{scenario}-none-{r['load']}") or runs.get(
-                f"{scenario}-none-{name.rsplit('-', 1)[1]}"
-            )
-            v = fct_ratio(r, base)
+        if metric in ("fct_rack", "fct_collector"):
+            v = fct_mean_ratio(r, baseline(runs, scenario, r["load"]), metric)
         else:
             v = pick(r, metric)
         if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -103,6 +108,23 @@ def series(runs, scenario, channel, metric):
         ys.append(v)
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     return [xs[i] for i in order], [ys[i] for i in order]
+
+
+def seeded_prefixes(runs):
+    """Run-name prefixes of the seeds at 80 % load: "default" (seed 1), then "seedN"."""
+    return ["default"] + sorted(
+        n.split("-")[0] for n in runs if n.startswith("seed") and "-none-" in n
+    )
+
+
+def seed_average(runs, channel, dest):
+    """Mean-FCT ratio of `channel` at 80 % averaged over the seeds run, and how many."""
+    vals = []
+    for prefix in seeded_prefixes(runs):
+        m = fct_mean_ratio(runs.get(f"{prefix}-{channel}-0.8"), runs.get(f"{prefix}-none-0.8"), dest)
+        if m is not None:
+            vals.append(m)
+    return (sum(vals) / len(vals), len(vals)) if vals else (None, 0)
 
 
 def line_plot(runs, scenario, metric, ylabel, title, out, channels=CHANNELS, percent=False):
@@ -114,7 +136,12 @@ def line_plot(runs, scenario, metric, ylabel, title, out, channels=CHANNELS, per
             continue
         any_data = True
         ys = [y * 100 for y in ys] if percent else ys
-        ax.plot(xs, ys, STYLE[ch], label=LABEL[ch])
+        line = ax.plot(xs, ys, STYLE[ch], label=LABEL[ch])[0]
+        if scenario == "default" and metric.startswith("fct_"):
+            avg, n = seed_average(runs, ch, metric)
+            if n > 1:
+                ax.plot([0.8], [avg], STYLE[ch][0], ms=11, mfc="none", color=line.get_color(),
+                        label=f"{LABEL[ch]}: mean of {n} seeds at 0.8")
     if not any_data:
         plt.close(fig)
         return False
@@ -166,15 +193,21 @@ def fmt(v, percent=False, digits=3):
     return f"{v:.{digits}g}"
 
 
+def p99(run):
+    v = run.get("delay_us_p99")
+    return fmt(v) if v is not None else "∞ (> 1 % lost)"
+
+
 def table(runs):
     lines = []
     loads = sorted({r["load"] for n, r in runs.items() if n.startswith("default-")})
     lines.append("### Default setting (FB_Hadoop)\n")
     lines.append(
         "| load | channel | telemetry loss | missing paths | missing imbalance events | "
-        "normalised CMS error | p99 delay (us) | rack FCT / no telemetry, median (mean) | source |"
+        "normalised CMS error | p99 delay (us) | rack FCT / no telemetry, median (mean) | "
+        "collector FCT / no telemetry, median (mean) | source |"
     )
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for load in loads:
         base = runs.get(f"default-none-{load}")
         for ch in CHANNELS:
@@ -187,11 +220,18 @@ def table(runs):
                 f"{fmt(pick(r, 'missing_paths_ratio'), True)} | "
                 f"{fmt(pick(r, 'missing_imbalance_ratio'), True)} | "
                 f"{fmt(pick(r, 'cms_normalized_error'))} | "
-                f"{fmt(r.get('delay_us_p99')) if r.get('delay_us_p99') is not None else '∞ (> 1 % lost)'} | "
-                f"{fmt(fct_ratio(r, base))} ({fmt(fct_mean_ratio(r, base))}) | {src} |"
+                f"{p99(r)} | "
+                f"{fmt(fct_ratio(r, base))} ({fmt(fct_mean_ratio(r, base))}) | "
+                f"{fmt(fct_ratio(r, base, 'fct_collector'))} "
+                f"({fmt(fct_mean_ratio(r, base, 'fct_collector'))}) | {src} |"
             )
     for scen, title in (("imbalance", "Load imbalance"), ("asymmetric", "Asymmetric topology"),
-                        ("websearch", "WebSearch workload")):
+                        ("websearch", "WebSearch workload"),
+                        ("volume5x", "Five times the load-imbalance reports (every 10 us)"),
+                        ("buffer2x", "Twice the telemetry buffer (34 KB per switch)"),
+                        ("buffer4x", "Four times the telemetry buffer (68 KB per switch)"),
+                        ("seeds4x", "Seeds every 0.25 us on every switch port"),
+                        ("ecnk65", "DCTCP marking threshold K = 65 packets unscaled (78 us of queue at 10 Gbps)")):
         rows = sorted(
             (r["load"], n, r) for n, r in runs.items() if n.startswith(scen + "-") and "-none-" not in n
         )
@@ -199,16 +239,54 @@ def table(runs):
             continue
         lines.append(f"\n### {title}\n")
         lines.append("| load | channel | telemetry loss | missing paths | normalised CMS error | "
-                     "rack FCT / no telemetry |")
-        lines.append("|---|---|---|---|---|---|")
+                     "p99 delay (us) | rack FCT / no telemetry | collector FCT / no telemetry |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for load, n, r in rows:
             ch = n.split("-")[1]
-            base = runs.get(f"{scen}-none-{load}")
+            base = baseline(runs, scen, load)
             lines.append(
                 f"| {load} | {LABEL.get(ch, ch)} | {fmt(r.get('telemetry_loss_rate'), True)} | "
                 f"{fmt(pick(r, 'missing_paths_ratio'), True)} | "
-                f"{fmt(pick(r, 'cms_normalized_error'))} | {fmt(fct_ratio(r, base))} |"
+                f"{fmt(pick(r, 'cms_normalized_error'))} | {p99(r)} | {fmt(fct_ratio(r, base))} | "
+                f"{fmt(fct_ratio(r, base, 'fct_collector'))} |"
             )
+    seeded = [(1 if p == "default" else int(p[4:]), p) for p in seeded_prefixes(runs)]
+    if len(seeded) > 1:
+        lines.append("\n### FCT of flows to the collector's rack at 80 % load, over seeds\n")
+        lines.append("Mean FCT with telemetry / mean FCT of the same flows without (the paper's "
+                     "normalisation), per seed, and their average; the median per-flow ratio in "
+                     "brackets.\n")
+        lines.append("| channel | " + " | ".join(f"seed {k}" for k, _ in seeded) + " | average |")
+        lines.append("|---|" + "---|" * (len(seeded) + 1))
+        for ch in CHANNELS:
+            cells, means = [], []
+            for _, prefix in seeded:
+                r, base = runs.get(f"{prefix}-{ch}-0.8"), runs.get(f"{prefix}-none-0.8")
+                m = fct_mean_ratio(r, base)
+                if m is not None:
+                    means.append(m)
+                cells.append(f"{fmt(m)} ({fmt(fct_ratio(r, base))})")
+            avg = sum(means) / len(means) if means else None
+            lines.append(f"| {LABEL[ch]} | " + " | ".join(cells) + f" | {fmt(avg)} |")
+    stress = [(scen, ch) for scen in ("imbalance", "asymmetric") for ch in ("low_udp", "invisiflow")]
+    stress_seeds = sorted({int(n.split("-")[0][4:]) for n in runs
+                           if n.startswith("seed") and n.split("-")[1] in ("imbalance", "asymmetric")})
+    if stress_seeds:
+        seeds = [1] + stress_seeds
+        lines.append("\n### Stress cases at 70 % load, over seeds\n")
+        lines.append("Missing paths (telemetry loss in brackets) per seed, and their mean.\n")
+        lines.append("| case | channel | " + " | ".join(f"seed {k}" for k in seeds) + " | mean |")
+        lines.append("|---|---|" + "---|" * (len(seeds) + 1))
+        for scen, ch in stress:
+            cells, vals = [], []
+            for k in seeds:
+                r = runs.get(f"{scen}-{ch}-0.7" if k == 1 else f"seed{k}-{scen}-{ch}-0.7")
+                m = pick(r, "missing_paths_ratio") if r else None
+                if m is not None:
+                    vals.append(m)
+                cells.append(f"{fmt(m, True)} ({fmt(r.get('telemetry_loss_rate') if r else None, True)})")
+            mean = sum(vals) / len(vals) if vals else None
+            lines.append(f"| {scen} | {LABEL[ch]} | " + " | ".join(cells) + f" | {fmt(mean, True)} |")
     t3 = [
         ("default, 1 collector", runs.get("default-invisiflow-0.8")),
         ("default, + 1 collector", runs.get("collectors2-invisiflow-0.8")),
@@ -248,15 +326,18 @@ def main():
          "Missing load-imbalance events (core)", "missing_imbalance.png", CHANNELS, True),
         ("default", "cms_normalized_error", "normalised relative error",
          "Count-Min relative error / loss-free", "cms_error.png", CHANNELS, False),
-        ("default", "fct", "FCT / no telemetry (median per flow)",
+        ("default", "fct_rack", "mean FCT / same flows without telemetry",
          "FCT of flows to the collector's rack",
          "fct_rack.png", CHANNELS, False),
+        ("default", "fct_collector", "mean FCT / same flows without telemetry",
+         "FCT of flows to the collector server",
+         "fct_collector.png", CHANNELS, False),
         ("imbalance", "missing_paths_ratio", "missing paths (%)", "Load imbalance: missing paths",
          "imbalance_missing_paths.png", ["low_udp", "pull", "invisiflow"], True),
         ("asymmetric", "missing_paths_ratio", "missing paths (%)",
          "Asymmetric topology: missing paths", "asymmetric_missing_paths.png",
          ["low_udp", "pull", "invisiflow"], True),
-        ("asymmetric", "fct", "FCT / no telemetry", "Asymmetric topology: rack FCT",
+        ("asymmetric", "fct_rack", "mean FCT / no telemetry", "Asymmetric topology: rack FCT",
          "asymmetric_fct_rack.png", ["low_udp", "pull", "invisiflow"], False),
     ]
     for scen, metric, ylabel, title, fname, chans, pct in specs:

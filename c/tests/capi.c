@@ -52,7 +52,9 @@ static const char CONFIG[] =
     "[[store]]\nname = \"drops\"\nkind = \"append\"\nlists = 4\ncapacity = 1024\n"
     "entry_len = 4\nbatch = 4\n"
     "[[store]]\nname = \"cm\"\nkind = \"sketch-merge\"\nsketch_id = 1\nsketch = \"count-min\"\n"
-    "rows = 2\ncolumns = 16\nreporters = 1\n";
+    "rows = 2\ncolumns = 16\nreporters = 1\n"
+    "[[store]]\nname = \"flows\"\nkind = \"sketch-merge\"\nsketch_id = 2\n"
+    "sketch = \"count-min\"\nrows = 2\ncolumns = 16\nreporters = 1\nsync = \"approsync\"\n";
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -192,6 +194,40 @@ int main(void)
     CHECK(st.reports[0] == 1 && st.reports[1] == 5 && st.reports[2] == 2 && st.reports[3] == 3 &&
           st.reports[4] == 16);
     CHECK(dta_reject_reason_name(DTA_REJECT_REASONS) == NULL);
+
+    /* ApproSync: a switch counts a flow 5 times with theta 1 (due at 1, 2 and 4) and sends its
+     * due columns only at the end; then a full resync. The store answers 5 both times. */
+    {
+        dta_approsync *s = NULL;
+        uint8_t flow[4] = {10, 0, 0, 7}, col[8];
+        uint16_t column = 0;
+        size_t due = 0, sent = 0;
+        int newly = 0, round, rc;
+        CHECK_RC(dta_approsync_new(2, 16, 1.0, 2, 1, &s), DTA_E_OK);
+        for (i = 0; i < 5; i++) CHECK_RC(dta_approsync_update(s, flow, 4, 1, &newly), DTA_E_OK);
+        CHECK_RC(dta_query_sketch(c, "flows", flow, 4, &est), DTA_E_NOT_MERGED);
+        for (round = 0; round < 2; round++) {
+            CHECK_RC(dta_approsync_due(s, &due), DTA_E_OK);
+            CHECK(due >= 1 && due <= (round ? 16u : 2u));
+            while ((rc = dta_approsync_next_due(s, &column, col, sizeof col, &n)) == DTA_E_OK) {
+                CHECK(n == 8 && column < 16);
+                CHECK_RC(dta_encode_sketch_column(&h, 2, column, 1, col, n, buf, sizeof buf,
+                                                  &len), DTA_E_OK);
+                CHECK_RC(dta_collector_ingest(c, buf, len), DTA_E_OK);
+                sent++;
+            }
+            CHECK(rc == DTA_E_EMPTY);
+            CHECK_RC(dta_query_sketch(c, "flows", flow, 4, &est), DTA_E_OK);
+            CHECK(est == 5);
+            CHECK_RC(dta_approsync_mark_all_due(s), DTA_E_OK);
+        }
+        CHECK(sent >= 17);
+        CHECK_RC(dta_approsync_estimate(s, flow, 4, &est), DTA_E_OK);
+        CHECK(est == 5);
+        CHECK_RC(dta_approsync_new(17, 16, 1.0, 2, 1, &s), DTA_E_INVALID);
+        CHECK(strstr(dta_last_error(), "rows") != NULL);
+        dta_approsync_free(s);
+    }
     CHECK_RC(dta_collector_close(c), DTA_E_OK);
     CHECK_RC(dta_collector_close(NULL), DTA_E_OK);
 

@@ -34,8 +34,8 @@ fn regions() -> &'static Vec<Arc<Region>> {
             ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 4, hash: HashScheme::Native, redundancy: 2 })),
             ("pc", StoreSpec::Postcarding(PostcardingSpec { chunks: 16, hops: 5, slot_bits: 32, redundancy: 2, key_len: 4 })),
             ("ap", StoreSpec::Append(AppendSpec { lists: 3, capacity: 16, entry_len: 4, batch: 4 })),
-            ("cm", StoreSpec::SketchMerge(SketchSpec { sketch_id: 1, kind: SketchKind::CountMin { rows: 2, columns: 4 }, reporters: 2 })),
-            ("hll", StoreSpec::SketchMerge(SketchSpec { sketch_id: 2, kind: SketchKind::HyperLogLog { registers: 16, registers_per_column: 4 }, reporters: 1 })),
+            ("cm", StoreSpec::SketchMerge(SketchSpec { sketch_id: 1, kind: SketchKind::CountMin { rows: 2, columns: 4 }, reporters: 2, sync: Default::default() })),
+            ("hll", StoreSpec::SketchMerge(SketchSpec { sketch_id: 2, kind: SketchKind::HyperLogLog { registers: 16, registers_per_column: 4 }, reporters: 1, sync: Default::default() })),
         ];
         specs
             .iter()

@@ -19,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 mod cluster;
 mod region;
+mod sketch;
 mod watch;
 
 create_exception!(
@@ -49,7 +50,7 @@ pub(crate) fn reason_err(py: Python<'_>, reason: &str, detail: &str) -> PyErr {
 }
 
 /// Bytes-like argument (`bytes`, `bytearray`, `memoryview`, ...) as a byte vector.
-fn bytes_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+pub(crate) fn bytes_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
         return Ok(b.as_bytes().to_vec());
     }
@@ -814,6 +815,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(native_report_len, m)?)?;
     m.add_class::<NativeDatagram>()?;
+    m.add_class::<sketch::ApproSync>()?;
     m.add_class::<cluster::ClusterMap>()?;
     m.add_function(wrap_pyfunction!(cluster::cluster_seed, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_score, m)?)?;

@@ -39,6 +39,23 @@ def _free_port(kind):
         return s.getsockname()[1]
 
 
+def udp_port_bound(port):
+    """Whether a UDP socket is bound to `port`, read from the kernel's socket tables. A probe
+    that binds the port itself would race with the translator: holding the port for an instant,
+    it makes the translator's own bind (or its check for another user of the port) fail."""
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            lines = pathlib.Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            f = line.split()
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[9] != "0":
+                return True
+    return False
+
+
 def _wait_for(what, ok, timeout=60):
     end = time.monotonic() + timeout
     while not ok():
@@ -53,9 +70,10 @@ def _replace(text, old, new):
 
 
 class Stack:
-    """`dta collector` then `dta translator`, both from the example configuration."""
+    """`dta collector` then `dta translator`, both from the example configuration (with the
+    `[[store]]` tables of `extra_stores` appended)."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, extra_stores=""):
         self.bin = dta_binary()
         self.port = _free_port(socket.SOCK_DGRAM)
         regions = pathlib.Path(tmp) / "regions"
@@ -63,6 +81,7 @@ class Stack:
         text = _replace(text, 'region_dir = "dta-regions"', f'region_dir = "{regions}"')
         text = _replace(text, "127.0.0.1:40040", f"127.0.0.1:{self.port}")
         text = _replace(text, "127.0.0.1:40080", f"127.0.0.1:{_free_port(socket.SOCK_STREAM)}")
+        text += extra_stores
         self.config = pathlib.Path(tmp) / "dta.toml"
         self.config.write_text(text)
         stores = text.count("[[store]]")
@@ -78,12 +97,7 @@ class Stack:
         _wait_for("the translator's port", self._port_taken)
 
     def _port_taken(self):
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                s.bind(("127.0.0.1", self.port))
-            return False
-        except OSError:
-            return True
+        return udp_port_bound(self.port)
 
     def stop_translator(self):
         """Ctrl-C the translator; its final counters (JSON)."""

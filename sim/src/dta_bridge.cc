@@ -7,6 +7,7 @@
 #include "dta/dta.h"
 #include "dta_collector_app.h"
 #include "if_frames.h"
+#include "sim_context.h"
 
 namespace ifsim {
 
@@ -14,7 +15,7 @@ namespace {
 // Store names of examples/invisiflow.toml, one per telemetry application.
 constexpr const char* kPathStore = "paths";
 constexpr const char* kPortBytesStore = "portbytes";
-constexpr const char* kFlowCountStore = "flowcounts";
+const char* const kFlowSketchStores[kCmsHalves] = {"flowsync0", "flowsync1"};
 constexpr const char* kDropStore = "drops";
 
 dta_collector* H(void* p) { return static_cast<dta_collector*>(p); }
@@ -78,11 +79,39 @@ bool DtaBridge::PostcardPath(const FlowKey& flow, uint32_t path_len, std::vector
   return true;
 }
 
-bool DtaBridge::KeyIncrement(const uint8_t* key, size_t key_len, uint64_t* value,
-                             std::string* error) {
+CmsCells CmsCellsOf(const FlowKey& k) {
+  uint8_t key[kFlowKeyLen];
+  k.Encode(key);
+  CmsCells c;
+  // Cannot fail: a 13-byte key and power-of-two column counts.
+  dta_sketch_cm_column(key, sizeof key, kCmsRows, kCmsHalves, &c.half);
+  for (uint32_t r = 0; r < kCmsRows; r++)
+    dta_sketch_cm_column(key, sizeof key, r, kCmsHalfCols, &c.col[r]);
+  return c;
+}
+
+bool DtaBridge::SketchEstimate(uint32_t half, const FlowKey& flow, uint64_t* estimate,
+                               std::string* error) {
   Flush();
-  const char* store = key_len == 8 ? kPortBytesStore : kFlowCountStore;
-  int rc = dta_query_key_increment(H(handle_), store, key, key_len, value);
+  uint8_t key[kFlowKeyLen];
+  flow.Encode(key);
+  int rc = dta_query_sketch(H(handle_), kFlowSketchStores[half % kCmsHalves], key, sizeof key,
+                            estimate);
+  if (rc == DTA_E_NOT_MERGED) {
+    *estimate = 0;
+    return true;
+  }
+  if (rc != DTA_E_OK) {
+    *error = LastError("dta_query_sketch", rc);
+    return false;
+  }
+  return true;
+}
+
+bool DtaBridge::PortBytes(const uint8_t* key, size_t key_len, uint64_t* value,
+                          std::string* error) {
+  Flush();
+  int rc = dta_query_key_increment(H(handle_), kPortBytesStore, key, key_len, value);
   if (rc == DTA_E_EMPTY) {
     *value = 0;
     return true;

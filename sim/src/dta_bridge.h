@@ -25,8 +25,13 @@ class DtaBridge {
   /// complete path for the key.
   bool PostcardPath(const FlowKey& flow, uint32_t path_len, std::vector<uint32_t>* hops,
                     std::string* error);
-  /// A Key-Increment counter; false with `error` set when the query fails.
-  bool KeyIncrement(const uint8_t* key, size_t key_len, uint64_t* value, std::string* error);
+  /// A load-imbalance counter (8-byte key of the Key-Increment store); false with `error` set
+  /// when the query fails.
+  bool PortBytes(const uint8_t* key, size_t key_len, uint64_t* value, std::string* error);
+  /// A flow's Count-Min estimate from the ApproSync Sketch-Merge store of its half: 0 when a
+  /// column it reads was never delivered (the store has nothing for it); false with `error` set
+  /// when the query fails otherwise.
+  bool SketchEstimate(uint32_t half, const FlowKey& flow, uint64_t* estimate, std::string* error);
   /// Entries stored in the Append lists 0..lists-1; -1 with `error` set when a query fails.
   int64_t AppendCount(uint32_t lists, std::string* error);
   /// The collector's counters; false when it is not open.

@@ -34,11 +34,11 @@ bool GroundTruth::Generated(uint64_t id, App app, ns3::Time t, const uint8_t *ke
   return true;
 }
 
-bool GroundTruth::Delivered(uint64_t id, ns3::Time t) {
+const Entry *GroundTruth::Delivered(uint64_t id, ns3::Time t) {
   auto it = m_index.find(id);
   if (it == m_index.end()) {
     ++m_unknown;
-    return false;
+    return nullptr;
   }
   Entry &e = m_entries[it->second];
   if (e.deliveries++ == 0) {
@@ -47,7 +47,7 @@ bool GroundTruth::Delivered(uint64_t id, ns3::Time t) {
   } else {
     ++m_duplicates;
   }
-  return true;
+  return &e;
 }
 
 const Entry *GroundTruth::Find(uint64_t id) const {

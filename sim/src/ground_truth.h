@@ -53,8 +53,9 @@ class GroundTruth {
   // Log a generated entry. False (nothing logged) if the id was logged already.
   bool Generated(uint64_t id, App app, ns3::Time t, const uint8_t *key = nullptr,
                  std::size_t key_len = 0, uint64_t value = 0, uint8_t hop = 0);
-  // Log a delivery to the collector node. False for an id never generated (counted).
-  bool Delivered(uint64_t id, ns3::Time t);
+  // Log a delivery to the collector node: the entry (its `deliveries` > 1 for a duplicate,
+  // counted), or nullptr for an id never generated (counted).
+  const Entry *Delivered(uint64_t id, ns3::Time t);
 
   const Entry *Find(uint64_t id) const;
   const std::vector<Entry> &Entries() const { return m_entries; }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "dta_bridge.h"
 #include "fabric.h"
@@ -51,20 +52,6 @@ bool ParseChannel(const std::string& s, Channel* out) {
   return false;
 }
 
-const char* AppName(App a) {
-  switch (a) {
-    case App::PathTracing:
-      return "path_tracing";
-    case App::LoadImbalance:
-      return "load_imbalance";
-    case App::FlowAccounting:
-      return "flow_accounting";
-    case App::DropNotice:
-      return "drop_notice";
-  }
-  return "?";
-}
-
 bool Sim::TelemetryOn() const {
   if (cfg.channel == Channel::None) return false;
   double now = Simulator::Now().GetSeconds() * 1e6;
@@ -72,7 +59,6 @@ bool Sim::TelemetryOn() const {
 }
 
 void Sim::Deliver(const uint8_t* payload, size_t len) {
-  double now = Simulator::Now().GetSeconds() * 1e6;
   size_t at = 0;
   while (at + 2 <= len) {
     uint16_t n = GetU16(payload + at);
@@ -80,17 +66,8 @@ void Sim::Deliver(const uint8_t* payload, size_t len) {
     const uint8_t* d = payload + at + 2;
     at += 2 + n;
     uint32_t reporter = GetU32(d + 4), seq = GetU32(d + 8);
-    if (reporter >= gt.entries.size() || seq >= gt.entries[reporter].size()) {
-      gt.unknown++;
-      continue;
-    }
-    EntryRecord& r = gt.entries[reporter][seq];
-    if (r.del_us >= 0) {
-      gt.duplicates++;
-      continue;
-    }
-    r.del_us = now;
-    gt.delivered++;
+    const dta_sim::Entry* e = gt.log.Delivered(dta_sim::EntryId(reporter, seq), Simulator::Now());
+    if (e == nullptr || e->deliveries > 1) continue;  // never generated, or a duplicate (counted)
     // Decode the one report for the cross-check of what the stores answer.
     const uint8_t* rep = d + DTA_HDR;
     uint8_t op = rep[0], klen = rep[2];
@@ -102,10 +79,17 @@ void Sim::Deliver(const uint8_t* payload, size_t len) {
       uint64_t key = PortPeriodKey(GetU32(body), GetU16(body + 4), GetU16(body + 6));
       uint64_t v = (static_cast<uint64_t>(GetU32(body + 8)) << 32) | GetU32(body + 12);
       delivered_port_bytes[key] += v;
-    } else if (op == 0x03 && klen == 5) {
-      uint32_t row = body[0], col = GetU32(body + 1);
-      uint32_t v = GetU32(body + 9);
-      if (row < kCmsRows && col < kCmsCols) gt.cms_delivered[row * kCmsCols + col] += v;
+    } else if (op == 0x05 && n >= DTA_HDR + 4 + 8 + 4 * kCmsRows) {
+      // Sketch-Merge: sketch id u16, column u16, epoch u32, the column's counters.
+      uint32_t half = GetU16(body) - kCmsSketchId, col = GetU16(body + 2);
+      if (half < kCmsHalves) {
+        std::vector<uint32_t>& mine = gt.cms_delivered[reporter];
+        if (mine.empty()) mine.assign(kCmsCells, 0);
+        for (uint32_t row = 0; row < kCmsRows; row++) {
+          uint32_t& cell = mine[CmsCell(half, row, col)];
+          cell = std::max(cell, GetU32(body + 8 + 4 * row));
+        }
+      }
     } else if (op == 0x02) {
       gt.drops_delivered++;
     }
@@ -336,8 +320,8 @@ void Usage() {
                "  [--load 0.5] [--workload FILE] [--seed 1] [--traffic-ms 30] [--drain-ms 20]\n"
                "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE [--dta-regions DIR]]\n"
                "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--collector-seed-period-us 0.25]\n"
-               "  [--load-report-us 50]"
-               "  [--theta 1.0] [--out FILE.json]\n");
+               "  [--load-report-us 50] [--ecn-k 65]"
+               "  [--theta 1.0] [--out FILE.json] [--telemetry-log FILE.csv]\n");
 }
 
 bool ParseArgs(int argc, char** argv, SimConfig* c) {
@@ -398,12 +382,18 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
     } else if (a == "--load-report-us") {
       if (!(v = next("--load-report-us"))) return false;
       c->load_report_us = std::atof(v);
+    } else if (a == "--ecn-k") {
+      if (!(v = next("--ecn-k"))) return false;
+      c->ecn_k = static_cast<uint32_t>(std::atoi(v));
     } else if (a == "--theta") {
       if (!(v = next("--theta"))) return false;
       c->approsync_theta = std::atof(v);
     } else if (a == "--out") {
       if (!(v = next("--out"))) return false;
       c->out_json = v;
+    } else if (a == "--telemetry-log") {
+      if (!(v = next("--telemetry-log"))) return false;
+      c->telemetry_log = v;
     } else {
       std::fprintf(stderr, "error: unknown argument %s\n", a.c_str());
       return false;
@@ -471,10 +461,8 @@ int main(int argc, char** argv) {
   f.ComputeCollectorDistances(g.collector_nodes);
   g.collector_addr = ServerAddr(0);
 
-  g.gt.entries.assign(f.NumNodes() - f.NumServers(), {});
   g.gt.core_load.assign(f.cores, {});
-  g.gt.cms_generated.assign(kCmsRows * kCmsCols, 0);
-  g.gt.cms_delivered.assign(kCmsRows * kCmsCols, 0);
+  g.gt.cms_generated.assign(kCmsCells, 0);
   g.agents.assign(f.NumNodes(), nullptr);
   g_buffers.assign(f.NumNodes(), {});
   bool pulling = cfg.channel == ifsim::Channel::Pull || cfg.channel == ifsim::Channel::InvisiFlow;
@@ -579,26 +567,25 @@ int main(int argc, char** argv) {
   js << "  \"telem_buf_bytes\": " << cfg.telem_buf_bytes << ", \"seed_period_us\": "
      << Num(cfg.seed_period_us) << ", \"collector_seed_period_us\": "
      << Num(cfg.collector_seed_period_us) << ", \"load_report_us\": " << Num(cfg.load_report_us)
-     << ", \"approsync_theta\": " << Num(cfg.approsync_theta) << ",\n";
+     << ", \"approsync_theta\": " << Num(cfg.approsync_theta) << ", \"ecn_k\": " << cfg.ecn_k
+     << ",\n";
 
   // Telemetry entries: loss and delay.
   uint64_t gen[kApps] = {0}, del[kApps] = {0};
   std::vector<double> delays;
   uint64_t total = 0;
-  for (auto& v : gt.entries) {
-    for (auto& r : v) {
-      total++;
-      gen[static_cast<int>(r.app)]++;
-      if (r.del_us >= 0) {
-        del[static_cast<int>(r.app)]++;
-        delays.push_back(r.del_us - r.gen_us);
-      }
+  for (const dta_sim::Entry& e : gt.log.Entries()) {
+    total++;
+    gen[static_cast<int>(e.app)]++;
+    if (e.delivered_ns >= 0) {
+      del[static_cast<int>(e.app)]++;
+      delays.push_back((e.delivered_ns - e.generated_ns) / 1e3);
     }
   }
   std::sort(delays.begin(), delays.end());
   uint64_t delivered = delays.size();
   js << "  \"entries_generated\": " << total << ", \"entries_delivered\": " << delivered
-     << ", \"duplicates\": " << gt.duplicates << ", \"lost_source_full\": " << gt.lost_source_full
+     << ", \"duplicates\": " << gt.log.Duplicates() << ", \"lost_source_full\": " << gt.lost_source_full
      << ", \"lost_in_transit_full\": " << gt.lost_in_transit_full << ",\n";
   js << "  \"telemetry_loss_rate\": "
      << Num(total ? 1.0 - static_cast<double>(delivered) / total : NAN) << ",\n";
@@ -696,7 +683,7 @@ int main(int argc, char** argv) {
             EncodePortPeriodKey(k, sw, port, period);
             uint64_t v = 0;
             std::string err;
-            if (dta.KeyIncrement(k, 8, &v, &err)) {
+            if (dta.PortBytes(k, 8, &v, &err)) {
               seen_dta[c] += v;
               if (cfg.check) {
                 auto d = g.delivered_port_bytes.find(key);
@@ -722,33 +709,33 @@ int main(int argc, char** argv) {
      << Num(dta.IsOpen() && events ? double(missed_dta) / events : NAN) << ",\n";
 
   // Per-flow accounting: average relative error of the Count-Min estimate of each flow's packets
-  // through the cores, from the delivered counters, normalised to the estimate from every
-  // generated counter update (the loss-free sketch).
+  // through the cores, as the ApproSync Sketch-Merge stores answer it, normalised to the
+  // estimate of the loss-free sketch (every sync delivered: this removes the error of ApproSync
+  // and of Count-Min itself).
   {
+    std::vector<uint64_t> delivered(kCmsCells, 0);  // merged over reporters
+    for (auto& [reporter, cells] : gt.cms_delivered)
+      for (uint32_t i = 0; i < kCmsCells; i++) delivered[i] += cells[i];
     double re_full = 0, re_gt = 0, re_dta = 0;
     uint64_t n = 0;
-    for (auto& [flow, pkts] : gt.flow_packets) {
-      uint64_t est_full = UINT64_MAX, est_gt = UINT64_MAX, est_dta = UINT64_MAX;
+    for (auto& [flow, fc] : gt.flow_packets) {
+      CmsCells cells = CmsCellsOf(fc.key);
+      uint64_t est_full = UINT64_MAX, est_gt = UINT64_MAX, est_dta = 0;
       for (uint32_t r = 0; r < kCmsRows; r++) {
-        uint32_t col = static_cast<uint32_t>(Mix64(flow + 0x51ed270b27ULL * (r + 1)) % kCmsCols);
-        est_full = std::min<uint64_t>(est_full, gt.cms_generated[r * kCmsCols + col]);
-        est_gt = std::min<uint64_t>(est_gt, gt.cms_delivered[r * kCmsCols + col]);
-        if (dta.IsOpen()) {
-          uint8_t k[5];
-          k[0] = static_cast<uint8_t>(r);
-          PutU32(k + 1, col);
-          uint64_t v = 0;
-          std::string err;
-          if (!dta.KeyIncrement(k, 5, &v, &err)) {
-            dta_errors++;
-            if (first_error.empty()) first_error = err;
-          }
-          est_dta = std::min<uint64_t>(est_dta, v);
-        }
+        uint32_t i = CmsCell(cells.half, r, cells.col[r]);
+        est_full = std::min<uint64_t>(est_full, gt.cms_generated[i]);
+        est_gt = std::min<uint64_t>(est_gt, delivered[i]);
       }
-      if (cfg.check && dta.IsOpen() && est_dta < est_gt)
-        check(false, "flowcounts estimate below the delivered updates");
-      double t = static_cast<double>(pkts);
+      if (dta.IsOpen()) {
+        std::string err;
+        if (!dta.SketchEstimate(cells.half, fc.key, &est_dta, &err)) {
+          dta_errors++;
+          if (first_error.empty()) first_error = err;
+        }
+        if (cfg.check && est_dta != est_gt)
+          check(false, "sketch estimate differs from the delivered columns");
+      }
+      double t = static_cast<double>(fc.packets);
       re_full += std::fabs(static_cast<double>(est_full) - t) / t;
       re_gt += std::fabs(static_cast<double>(est_gt) - t) / t;
       if (dta.IsOpen()) re_dta += std::fabs(static_cast<double>(est_dta) - t) / t;
@@ -772,14 +759,19 @@ int main(int argc, char** argv) {
   }
   js << ",\n";
 
-  // FCT of user flows started while telemetry runs, by destination: the collector's rack, its
-  // pod, everything. Per-flow values let the sweep normalise to the run without telemetry.
+  // FCT of user flows started while telemetry runs, by destination: the collector's rack, the
+  // collector servers themselves, everything. Per-flow values let the sweep normalise to the run
+  // without telemetry.
   {
     double t0 = g.TelemStartUs(), t1 = g.TelemEndUs();
-    uint32_t rack = f.Rack(0), pod = f.Pod(0);
+    uint32_t rack = f.Rack(0);  // the collector is server 0 (a second one, the last server)
+    auto is_collector = [&](uint32_t server) {
+      return std::find(g.collector_nodes.begin(), g.collector_nodes.end(),
+                       f.server_node[server]) != g.collector_nodes.end();
+    };
     double sum_rack = 0, sum_all = 0;
-    uint64_t n_rack = 0, n_all = 0, incomplete = 0;
-    std::ostringstream rack_list;
+    uint64_t n_rack = 0, n_all = 0, n_collector = 0, incomplete = 0;
+    std::ostringstream rack_list, collector_list;
     for (uint32_t i = 0; i < g_flows.size(); i++) {
       const Flow& fl = g_flows[i];
       if (fl.start_us < t0 || fl.start_us >= t1) continue;
@@ -794,19 +786,37 @@ int main(int argc, char** argv) {
         rack_list << (n_rack ? ", " : "") << "[" << i << ", " << Num(fl.fct_us) << "]";
         n_rack++;
       }
-      (void)pod;
+      if (is_collector(fl.dst)) {
+        collector_list << (n_collector ? ", " : "") << "[" << i << ", " << Num(fl.fct_us) << "]";
+        n_collector++;
+      }
     }
     js << "  \"flows\": " << g_flows.size() << ", \"flows_in_window\": " << n_all + incomplete
        << ", \"flows_incomplete\": " << incomplete << ",\n";
     js << "  \"fct_mean_us_all\": " << Num(n_all ? sum_all / n_all : NAN) << ",\n";
     js << "  \"fct_mean_us_rack\": " << Num(n_rack ? sum_rack / n_rack : NAN) << ",\n";
     js << "  \"fct_rack\": [" << rack_list.str() << "],\n";
+    js << "  \"fct_collector\": [" << collector_list.str() << "],\n";
   }
   uint64_t user_drops = 0, marks = 0, telem_drops = 0;
   for (auto& b : g_buffers) {
     user_drops += b.user_drops;
     marks += b.ecn_marks;
     telem_drops += b.telem_drops;
+  }
+  // Where telemetry frames were dropped: per switch tier, and whether in the collector's pod.
+  {
+    uint64_t by[3][2] = {};  // [ToR, aggregation, core][other pods, the collector's pod]
+    for (uint32_t n = 0; n < f.NumNodes(); n++) {
+      Role r = f.role[n];
+      if (r == Role::Server) continue;
+      int tier = r == Role::Tor ? 0 : r == Role::Agg ? 1 : 2;
+      bool home = tier < 2 && f.dist_collector[n] <= (tier == 0 ? 1u : 2u);
+      by[tier][home ? 1 : 0] += g_buffers[n].telem_drops;
+    }
+    js << "  \"telemetry_queue_drops_by_tier\": {\"tor\": [" << by[0][0] << ", " << by[0][1]
+       << "], \"agg\": [" << by[1][0] << ", " << by[1][1] << "], \"core\": " << by[2][0]
+       << "},\n";
   }
   uint32_t peak = 0;
   for (auto& a : g_agents) peak = std::max(peak, a->peak_bytes);
@@ -823,9 +833,9 @@ int main(int argc, char** argv) {
     check(have, "the DTA collector is open and answers its statistics");
     if (have) {
       check(st.rejected == 0, "the translator rejected " + std::to_string(st.rejected) + " reports");
-      check(st.datagrams == gt.delivered,
+      check(st.datagrams == delivered,
             "datagrams ingested " + std::to_string(st.datagrams) + " != entries delivered " +
-                std::to_string(gt.delivered));
+                std::to_string(delivered));
     }
     check(delivered > 0, "telemetry reached the collector");
     check(paths > 0, "flows were traced");
@@ -842,6 +852,14 @@ int main(int argc, char** argv) {
     std::printf("%" PRIu64 " checks, %" PRIu64 " failures\n", checks, failures);
   }
   Simulator::Destroy();
+  if (!cfg.telemetry_log.empty()) {
+    try {
+      gt.log.WriteCsv(cfg.telemetry_log);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
   if (cfg.check && failures > 0) return 1;
   if (cfg.out_json.empty()) {
     if (!cfg.check) std::cout << js.str();

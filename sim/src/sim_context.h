@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fabric.h"
+#include "ground_truth.h"
 
 namespace ifsim {
 
@@ -19,14 +20,34 @@ enum class Channel : uint8_t { None, DefaultUdp, LowUdp, Pull, InvisiFlow };
 const char* ChannelName(Channel c);
 bool ParseChannel(const std::string& s, Channel* out);
 
-/// The four telemetry applications ([InvisiFlow §6.1] "Sources").
-enum class App : uint8_t { PathTracing = 0, LoadImbalance = 1, FlowAccounting = 2, DropNotice = 3 };
-constexpr uint32_t kApps = 4;
-const char* AppName(App a);
+/// The four telemetry applications ([InvisiFlow §6.1] "Sources") and the log of every entry
+/// generated and delivered are the smoke run's (ground_truth.h): one ground-truth logger.
+using dta_sim::App;
+using dta_sim::AppName;
+using dta_sim::kApps;
 
-/// Count-Min shape of the per-flow accounting application ([InvisiFlow §6.1]: 3 x 2^17).
+/// Count-Min shape of the per-flow accounting application ([InvisiFlow §6.1]: 3 x 2^17). A
+/// Sketch-Merge column index is 16 bits on the wire, so the 2^17 columns are two ApproSync
+/// Sketch-Merge stores of 2^16 ("flowsync0", "flowsync1" of examples/invisiflow.toml, sketch ids
+/// kCmsSketchId + half): a flow counts in the half DTA's Count-Min hash picks (CmsCellsOf).
 constexpr uint32_t kCmsRows = 3;
-constexpr uint32_t kCmsCols = 1u << 17;
+constexpr uint32_t kCmsHalves = 2;
+constexpr uint32_t kCmsHalfCols = 1u << 16;
+constexpr uint32_t kCmsCells = kCmsHalves * kCmsRows * kCmsHalfCols;
+constexpr uint16_t kCmsSketchId = 3;
+constexpr uint32_t kCmsEpoch = 1;  // one measurement epoch per run
+/// Index of a counter in a switch's sketch (and in the ground truth's).
+inline uint32_t CmsCell(uint32_t half, uint32_t row, uint32_t col) {
+  return (half * kCmsRows + row) * kCmsHalfCols + col;
+}
+/// Where a flow counts: its half and its column per row.
+struct CmsCells {
+  uint32_t half = 0;
+  uint32_t col[kCmsRows] = {};
+};
+/// DTA's Count-Min hash of the flow's 13-byte key (dta_sketch_cm_column, in dta_bridge.cc): the
+/// columns the Sketch-Merge query reads.
+CmsCells CmsCellsOf(const FlowKey& k);
 /// Bytes of a native DTA datagram header.
 constexpr uint16_t DTA_HDR = 12;
 
@@ -46,7 +67,10 @@ struct SimConfig {
   double user_buf_bytes_per_gbps = 2.0e6 / 600.0;
   uint32_t telem_buf_bytes = 17'000;
   uint32_t push_buf_bytes = 4'000;  // telemetry band of a pull-channel switch (push fallback)
-  uint32_t ecn_k = 65;              // DCTCP marking threshold in packets ([InvisiFlow §6.1])
+  // DCTCP marking threshold in packets: [InvisiFlow §6.1]'s K = 65 at 100 Gbps is 7.8 us of
+  // queue; scaled with the link rate like the buffers, 7 packets at 10 Gbps (65 unscaled queues
+  // ten times longer in time and leaves telemetry fewer gaps: --ecn-k 65, docs/invisiflow.md).
+  uint32_t ecn_k = 7;
   // Seeds: [InvisiFlow §4.1] fills every gap with pulls; simulated, a switch port seeds every
   // 1 us and a collector every 0.25 us (about one telemetry frame's time at 10 Gbps).
   double seed_period_us = 1.0;
@@ -67,13 +91,6 @@ struct SimConfig {
   std::string telemetry_log;     // optional CSV of every entry (ground truth)
 };
 
-/// One generated telemetry entry, as the ground truth sees it.
-struct EntryRecord {
-  double gen_us = 0;
-  double del_us = -1;  // < 0: never delivered
-  App app = App::PathTracing;
-};
-
 struct PathRecord {
   uint8_t len = 0;
   uint8_t seen = 0;  // bit per hop generated
@@ -82,19 +99,26 @@ struct PathRecord {
 };
 
 struct GroundTruth {
-  // entries[switch id][seq]
-  std::vector<std::vector<EntryRecord>> entries;
+  // Every entry generated and its first delivery, by (switch id, sequence number).
+  dta_sim::GroundTruth log;
   std::unordered_map<uint64_t, PathRecord> paths;
   // load[core][period] = bytes through the core switch in the period
   std::vector<std::map<uint32_t, uint64_t>> core_load;
   // PortPeriodKey -> bytes reported (Key-Increment ground truth)
   std::unordered_map<uint64_t, uint64_t> port_bytes;
-  std::unordered_map<uint64_t, uint32_t> flow_packets;  // packets per flow through the cores
-  std::vector<uint32_t> cms_generated;                  // sum of all generated deltas
-  std::vector<uint32_t> cms_delivered;                  // sum of delivered deltas (cross-check)
+  struct FlowCount {
+    FlowKey key;
+    uint32_t packets = 0;
+  };
+  std::unordered_map<uint64_t, FlowCount> flow_packets;  // packets per flow through the cores
+  // The loss-free merged sketch: per counter, the sum over core switches of the value each last
+  // synced (kCmsCells).
+  std::vector<uint32_t> cms_generated;
+  // What reached a collector: per reporter, the largest value of each counter (the cross-check
+  // of the ApproSync store, which merges the same way).
+  std::unordered_map<uint32_t, std::vector<uint32_t>> cms_delivered;
   uint64_t drops_generated = 0;
   uint64_t drops_delivered = 0;
-  uint64_t delivered = 0, duplicates = 0, unknown = 0;
   uint64_t lost_source_full = 0;  // entries refused by a full telemetry buffer at generation
   uint64_t lost_in_transit_full = 0;
 };

@@ -51,7 +51,7 @@ constexpr int kSketchRows = 3;
 constexpr const char *kPaths = "paths";
 constexpr const char *kPortBytes = "portbytes";
 constexpr const char *kDrops = "drops";
-const char *const kSketches[2] = {"flowcm0", "flowcm1"};
+const char *const kSketches[2] = {"flowsync0", "flowsync1"};
 constexpr uint32_t kSketchColumns = 256;
 
 using FlowKey = std::array<uint8_t, 13>;
@@ -268,11 +268,15 @@ int main(int argc, char **argv) {
       });
     }
   }
-  // Per-flow Count-Min: reporters 0 and 1 (switches s0, s1) count packets of every flow, then
-  // at 0.8 ms send their sketches column by column, both halves, in order.
+  // Per-flow Count-Min, synced the ApproSync way ([InvisiFlow §6.1]): reporters 0 and 1
+  // (switches s0, s1) count packets of every flow; at 0.6 ms, having counted half of them, they
+  // sync every non-zero column, last column first; at 0.8 ms they sync every column again with
+  // its final (cumulative) counters, first column first. The stores merge what grew per reporter,
+  // so the estimates are those of the final sketches.
   std::vector<std::vector<std::vector<uint32_t>>> cm(
       kSketchReporters * 2, std::vector<std::vector<uint32_t>>(
                                 kSketchColumns, std::vector<uint32_t>(kSketchRows, 0)));
+  std::vector<std::vector<std::vector<uint32_t>>> cm_half_way = cm;
   for (int f = 0; f < kFlows; ++f) {
     FlowKey k = MakeFlow(f);
     uint32_t half = 0;
@@ -284,24 +288,31 @@ int main(int argc, char **argv) {
         uint32_t col = 0;
         Check(dta_sketch_cm_column(k.data(), k.size(), row, kSketchColumns, &col), "cm column");
         cm[r * 2 + half][col][row] += pkts;
+        cm_half_way[r * 2 + half][col][row] += pkts / 2;
       }
     }
   }
   for (int r = 0; r < kSketchReporters; ++r) {
-    Simulator::Schedule(MicroSeconds(800), [&, r]() {
+    for (int pass = 0; pass < 2; ++pass) {
+    Simulator::Schedule(MicroSeconds(pass == 0 ? 600 : 800), [&, r, pass]() {
+      const auto &sketch = pass == 0 ? cm_half_way : cm;
       for (uint16_t half = 0; half < 2; ++half) {
-        for (uint32_t c = 0; c < kSketchColumns; ++c) {
+        for (uint32_t i = 0; i < kSketchColumns; ++i) {
+          uint32_t c = pass == 0 ? kSketchColumns - 1 - i : i;
           uint8_t data[4 * kSketchRows];
+          bool any = false;
           for (int row = 0; row < kSketchRows; ++row) {
-            uint32_t v = cm[r * 2 + half][c][row];
+            uint32_t v = sketch[r * 2 + half][c][row];
+            any |= v != 0;
             for (int b = 0; b < 4; ++b) data[4 * row + b] = static_cast<uint8_t>(v >> (24 - 8 * b));
           }
+          if (!any) continue;
           uint8_t key[4] = {static_cast<uint8_t>(half), 0, static_cast<uint8_t>(c >> 8),
                             static_cast<uint8_t>(c)};
           src[r]->Entry(
               App::FlowSketch,
               [&](const dta_header *h, uint8_t *b, size_t cap, size_t *len) {
-                return dta_encode_sketch_column(h, static_cast<uint16_t>(half + 1),
+                return dta_encode_sketch_column(h, static_cast<uint16_t>(half + 3),
                                                 static_cast<uint16_t>(c), 1, data, sizeof data,
                                                 b, cap, len);
               },
@@ -309,6 +320,7 @@ int main(int argc, char **argv) {
         }
       }
     });
+    }
   }
   // Every source sends what it has left at 1 ms.
   for (int sw = 0; sw < kSwitches; ++sw) {

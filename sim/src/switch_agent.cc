@@ -14,7 +14,7 @@ namespace {
 // Key shapes of the applications' reports (examples/invisiflow.toml):
 //   path tracing     Postcarding "paths", key = the 5-tuple (13 bytes), value = switch id
 //   load imbalance   Key-Increment "portbytes", key = switch u32 | port u16 | period u16, bytes
-//   flow accounting  Key-Increment "flowcounts", key = row u8 | column u32, counter delta
+//   flow accounting  Sketch-Merge (ApproSync) "flowsync0/1", one Count-Min column: 3 counters
 //   drop notices     Append "drops", list = switch id, flow id u32 | drop number u32 | time ns u64
 
 void PutU64(uint8_t* p, uint64_t v) {
@@ -38,8 +38,8 @@ SwitchAgent::SwitchAgent(Sim* sim, uint32_t node, bool collector)
   if (role_ == Role::Core) {
     auto it = std::find(sim->core_nodes.begin(), sim->core_nodes.end(), node);
     core_index_ = static_cast<int32_t>(it - sim->core_nodes.begin());
-    cms_.assign(kCmsRows * kCmsCols, 0);
-    synced_.assign(kCmsRows * kCmsCols, 0);
+    cms_.assign(kCmsCells, 0);
+    synced_.assign(kCmsCells, 0);
   }
 }
 
@@ -75,11 +75,7 @@ void SwitchAgent::Start() {
 // Sources
 
 uint32_t SwitchAgent::NextSeq(App app) {
-  auto& v = sim_->gt.entries[sw_];
-  EntryRecord r;
-  r.gen_us = Simulator::Now().GetSeconds() * 1e6;
-  r.app = app;
-  v.push_back(r);
+  sim_->gt.log.Generated(dta_sim::EntryId(sw_, seq_), app, Simulator::Now());
   return seq_++;
 }
 
@@ -106,18 +102,18 @@ void SwitchAgent::OnForward(Ptr<const Packet> p, const Ipv4Header& h, uint32_t p
     }
   }
   if (core_index_ >= 0) {
-    sim_->gt.flow_packets[flow]++;
+    GroundTruth::FlowCount& fc = sim_->gt.flow_packets[flow];
+    fc.key = k;
+    fc.packets++;
+    // ApproSync ([InvisiFlow §6.1]): a counter is synced when it has diverged from the value
+    // last sent by theta of that value (at least 1); the sync carries the counter's column.
+    CmsCells cells = CmsCellsOf(k);
     for (uint32_t r = 0; r < kCmsRows; r++) {
-      uint32_t col = static_cast<uint32_t>(Mix64(flow + 0x51ed270b27ULL * (r + 1)) % kCmsCols);
-      uint32_t i = r * kCmsCols + col;
+      uint32_t i = CmsCell(cells.half, r, cells.col[r]);
       cms_[i]++;
       uint32_t delta = cms_[i] - synced_[i];
       double need = std::max(1.0, sim_->cfg.approsync_theta * synced_[i]);
-      if (delta >= need) {
-        synced_[i] = cms_[i];
-        sim_->gt.cms_generated[i] += delta;
-        EmitCmsDelta(r, col, delta);
-      }
+      if (delta >= need) EmitCmsColumn(cells.half, cells.col[r]);
     }
   }
 }
@@ -178,15 +174,22 @@ void SwitchAgent::EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes) 
   Emit(e.bytes, dta_native_len(&b));
 }
 
-void SwitchAgent::EmitCmsDelta(uint32_t row, uint32_t col, uint32_t delta) {
+void SwitchAgent::EmitCmsColumn(uint32_t half, uint32_t col) {
+  // The column's current (cumulative) counters: the store merges what grew since this switch's
+  // last delivered column, so a lost sync is healed by the next one.
+  uint8_t data[4 * kCmsRows];
+  for (uint32_t r = 0; r < kCmsRows; r++) {
+    uint32_t i = CmsCell(half, r, col);
+    sim_->gt.cms_generated[i] += cms_[i] - synced_[i];
+    synced_[i] = cms_[i];
+    PutU32(data + 4 * r, cms_[i]);
+  }
   Entry e;
   dta_native_builder b;
   dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_,
-                   NextSeq(App::FlowAccounting));
-  uint8_t key[5];
-  key[0] = static_cast<uint8_t>(row);
-  PutU32(key + 1, col);
-  dta_native_key_increment(&b, 0, kKeyIncrementRedundancy, key, sizeof key, delta);
+                   NextSeq(App::FlowSketch));
+  dta_native_sketch_merge(&b, 0, static_cast<uint16_t>(kCmsSketchId + half),
+                          static_cast<uint16_t>(col), kCmsEpoch, data, sizeof data);
   Emit(e.bytes, dta_native_len(&b));
 }
 

@@ -62,7 +62,7 @@ class SwitchAgent : public ns3::IpL4Protocol {
   void Emit(const uint8_t* dgram, size_t len);
   void EmitPostcard(const FlowKey& flow, uint8_t hop, uint8_t path_len);
   void EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes);
-  void EmitCmsDelta(uint32_t row, uint32_t col, uint32_t delta);
+  void EmitCmsColumn(uint32_t half, uint32_t col);
   void EmitDrop(uint64_t flow);
   void LoadTick();
   void SeedTick(uint32_t port);
@@ -96,7 +96,7 @@ class SwitchAgent : public ns3::IpL4Protocol {
   // applications
   std::unordered_set<uint64_t> flows_seen_;
   std::vector<uint64_t> port_bytes_;
-  std::vector<uint32_t> cms_;     // kCmsRows x kCmsCols, core switches only
+  std::vector<uint32_t> cms_;     // kCmsCells counters (CmsCell), core switches only
   std::vector<uint32_t> synced_;  // the value last reported per counter
   int32_t core_index_ = -1;
   uint32_t sw_ = 0;     // switch id: 0.. ToRs, then aggregation, then core switches

@@ -166,7 +166,9 @@ int dta_encode_append(const dta_header *h, uint32_t list_id, const uint8_t *data
 
 /** Sketch-Merge: column `column` of sketch `sketch_id` in `epoch`, from reporter
  *  h->reporter_id. Count-Min: `rows` big-endian uint32 counters; HyperLogLog:
- *  registers_per_column bytes. Each reporter sends its columns in order, 0 first. */
+ *  registers_per_column bytes. To an in-order store each reporter sends its columns in order,
+ *  0 first; to a store with sync = "approsync", any column at any time, with its current
+ *  (cumulative) values. */
 int dta_encode_sketch_column(const dta_header *h, uint16_t sketch_id, uint16_t column,
                              uint32_t epoch, const uint8_t *data, size_t data_len,
                              uint8_t *buf, size_t cap, size_t *len_out);
@@ -180,6 +182,47 @@ int dta_datagram_header(const uint8_t *buf, size_t len, dta_header *out);
  *  counts `key` in: the hash the Sketch-Merge store's query reads with. */
 int dta_sketch_cm_column(const uint8_t *key, size_t key_len, uint32_t row, uint32_t columns,
                          uint32_t *column);
+
+/* ------------------------------------------------------------------------ */
+/* A reporter's ApproSync sketch (for a store of sync = "approsync")         */
+/* ------------------------------------------------------------------------ */
+
+/** A Count-Min sketch with DTA's hash that a reporter keeps and syncs column by column with
+ *  ApproSync ([InvisiFlow §6.1]): a column is due when one of its counters has grown by `theta`
+ *  times the value last sent (and by at least 1). Not thread-safe; one per sketch. */
+typedef struct dta_approsync dta_approsync;
+
+/** A zeroed rows x columns sketch (rows 1..=16, columns a power of two <= 65536: the store's
+ *  shape) for sketch `sketch_id`, epoch `epoch`, threshold theta (finite, >= 0). */
+int dta_approsync_new(uint32_t rows, uint32_t columns, double theta, uint16_t sketch_id,
+                      uint32_t epoch, dta_approsync **out);
+
+/** Count `inc` for key in every row; *newly_due (may be NULL) is 1 when a column became due. */
+int dta_approsync_update(dta_approsync *s, const uint8_t *key, size_t key_len,
+                         uint32_t inc, int *newly_due);
+
+/** Columns due for a sync. */
+int dta_approsync_due(dta_approsync *s, size_t *due);
+
+/** Take the next due column: its index, its rows x 4 wire bytes (big-endian u32, cumulative)
+ *  into data[0..cap) for dta_encode_sketch_column; it then counts as sent. DTA_E_EMPTY when
+ *  none is due; DTA_E_NO_SPACE (still due) when cap < rows x 4. Send what it returns until
+ *  DTA_E_EMPTY. */
+int dta_approsync_next_due(dta_approsync *s, uint16_t *column, uint8_t *data, size_t cap,
+                           size_t *len_out);
+
+/** Make every column due: a full resync (heals every loss so far; `columns` reports). */
+int dta_approsync_mark_all_due(dta_approsync *s);
+
+/** The local sketch's estimate of key (what the store answers once every due column arrived). */
+int dta_approsync_estimate(dta_approsync *s, const uint8_t *key, size_t key_len,
+                           uint64_t *estimate);
+
+/** Start epoch `epoch` from an empty sketch. */
+int dta_approsync_next_epoch(dta_approsync *s, uint32_t epoch);
+
+/** Free a sketch (NULL is ignored). */
+void dta_approsync_free(dta_approsync *s);
 
 /* ------------------------------------------------------------------------ */
 /* Queries (as `dta query`); dta_collector_flush first to see every report    */

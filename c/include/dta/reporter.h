@@ -514,7 +514,8 @@ static inline int dta_native_postcard(struct dta_native_builder *b, int immediat
 
 /**
  * Sketch-Merge report: one sketch column ([DTA-draft §3.1, §4.2]): sketch_id u16,
- * column u16, epoch u32, data 4..=64 bytes; key_len 0, redundancy 1.
+ * column u16, epoch u32, data 4..=64 bytes; key_len 0, redundancy 1. In order (0 first) for an
+ * in-order store; any column, cumulative values, for a store with sync = "approsync".
  */
 static inline int dta_native_sketch_merge(struct dta_native_builder *b, int immediate, uint16_t sketch_id,
                                           uint16_t column, uint32_t epoch, const uint8_t *data,

@@ -6,7 +6,8 @@
 //! it one native-protocol datagram, as if received over UDP, with the translator's validation and
 //! reject counting ([`dta_collector_stats`]). The `dta_encode_*` functions build such datagrams
 //! with the Rust reporter's encoder (`dta_wire::native::DatagramBuilder`), and the `dta_query_*`
-//! functions answer with the query functions of `dta query` (`dta_collector::query`). Every
+//! functions answer with the query functions of `dta query` (`dta_collector::query`); the
+//! `dta_approsync_*` functions keep a reporter's ApproSync sketch (`dta_reporter::ApproSync`). Every
 //! function returns a status code (`DTA_E_*`, 0 on success) and leaves a message for
 //! [`dta_last_error`]; nothing unwinds or aborts across the boundary. See docs/embedding.md.
 
@@ -16,10 +17,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Instant;
 
+mod approsync;
 mod encode;
 mod handle;
 mod query;
 
+pub use approsync::*;
 pub use encode::*;
 pub use handle::*;
 pub use query::*;

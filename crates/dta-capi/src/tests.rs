@@ -683,7 +683,13 @@ fn the_header_matches_the_library() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let h = std::fs::read_to_string(format!("{root}/c/include/dta/dta.h")).unwrap();
     let mut exported = vec![];
-    for f in ["lib.rs", "handle.rs", "encode.rs", "query.rs"] {
+    for f in [
+        "lib.rs",
+        "handle.rs",
+        "encode.rs",
+        "query.rs",
+        "approsync.rs",
+    ] {
         let src =
             std::fs::read_to_string(format!("{}/src/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         for l in src.lines() {
@@ -758,8 +764,16 @@ fn struct_layouts_are_the_headers() {
     assert_eq!(offset_of!(DtaListRead, next_tail), 16);
 }
 
+/// Ingest one datagram into open collector `c`; it must be accepted.
+fn ingest_ok(c: *mut DtaCollector, datagram: &[u8], cfg: &str) {
+    // SAFETY: `c` is open; the pointer and length are the slice's.
+    let rc = unsafe { dta_collector_ingest(c, datagram.as_ptr(), datagram.len()) };
+    assert_eq!(code_of(rc), Code::Ok, "{cfg}: {}", last_error());
+}
+
 /// The simulation's configurations open, and reports shaped as their comments say (13-byte flow
-/// keys, 8-byte port keys, 16-byte drop entries, 12-byte Count-Min columns) are accepted.
+/// keys, 8-byte port keys, 16-byte drop entries, 12-byte Count-Min columns synced with ApproSync)
+/// are accepted and answered.
 #[test]
 fn the_simulation_configurations_take_the_reports_they_document() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -790,12 +804,7 @@ fn the_simulation_configurations_take_the_reports_they_document() {
                 )),
                 Code::Ok
             );
-            assert_eq!(
-                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
-                Code::Ok,
-                "{cfg}: {}",
-                last_error()
-            );
+            ingest_ok(c, &buf[..len], cfg);
             let port = [0, 0, 0, 19, 0, 2, 0, 7];
             assert_eq!(
                 code_of(dta_encode_key_increment(
@@ -810,12 +819,7 @@ fn the_simulation_configurations_take_the_reports_they_document() {
                 )),
                 Code::Ok
             );
-            assert_eq!(
-                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
-                Code::Ok,
-                "{cfg}: {}",
-                last_error()
-            );
+            ingest_ok(c, &buf[..len], cfg);
             let drop_entry = [7u8; 16];
             assert_eq!(
                 code_of(dta_encode_append(
@@ -829,35 +833,58 @@ fn the_simulation_configurations_take_the_reports_they_document() {
                 )),
                 Code::Ok
             );
+            ingest_ok(c, &buf[..len], cfg);
+            // Per-flow accounting: the ApproSync Sketch-Merge store of the flow's half takes
+            // one column at a time, cumulative, in any order (a lost sync healed by the next).
+            let columns = if cfg.starts_with("sim/") { 256 } else { 65_536 };
+            let (mut half, mut cols) = (0u32, [0u32; 3]);
             assert_eq!(
-                code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
-                Code::Ok,
-                "{cfg}: {}",
-                last_error()
+                code_of(dta_sketch_cm_column(flow.as_ptr(), 13, 3, 2, &mut half)),
+                Code::Ok
             );
-            for sketch_id in [1u16, 2] {
-                let col = [0u8; 12];
+            for (r, c) in cols.iter_mut().enumerate() {
                 assert_eq!(
-                    code_of(dta_encode_sketch_column(
-                        &header(0),
-                        sketch_id,
-                        0,
-                        1,
-                        col.as_ptr(),
-                        12,
-                        buf.as_mut_ptr(),
-                        128,
-                        &mut len
+                    code_of(dta_sketch_cm_column(
+                        flow.as_ptr(),
+                        13,
+                        r as u32,
+                        columns,
+                        c
                     )),
                     Code::Ok
                 );
-                assert_eq!(
-                    code_of(dta_collector_ingest(c, buf.as_ptr(), len)),
-                    Code::Ok,
-                    "{cfg}: {}",
-                    last_error()
-                );
             }
+            let sketch = store(["flowsync0", "flowsync1"][half as usize]);
+            let estimate = |c: *mut DtaCollector| {
+                let mut est = 0u64;
+                let rc = dta_query_sketch(c, sketch.as_ptr(), flow.as_ptr(), 13, &mut est);
+                (code_of(rc), est)
+            };
+            assert_eq!(estimate(c).0, Code::NotMerged, "{cfg}: before any sync");
+            // Switch 16 syncs 5, then 9 (7 lost, arriving last); switch 17 syncs 4; each sync
+            // names the row of the flow's column (a column's other rows count other flows).
+            for (reporter, count) in [(16u32, 5u32), (16, 9), (17, 4), (16, 7)] {
+                for r in (0..3).rev() {
+                    let mut col = [0u8; 12];
+                    col[4 * r..4 * r + 4].copy_from_slice(&count.to_be_bytes());
+                    assert_eq!(
+                        code_of(dta_encode_sketch_column(
+                            &header(reporter),
+                            3 + half as u16,
+                            cols[r] as u16,
+                            1,
+                            col.as_ptr(),
+                            12,
+                            buf.as_mut_ptr(),
+                            128,
+                            &mut len
+                        )),
+                        Code::Ok
+                    );
+                    ingest_ok(c, &buf[..len], cfg);
+                }
+            }
+            assert_eq!(estimate(c), (Code::Ok, 13), "{cfg}: {}", last_error());
             assert_eq!(code_of(dta_collector_flush(c)), Code::Ok);
             let (mut path, mut hops) = ([0u32; 8], 0usize);
             let rc = dta_query_postcard_path(
@@ -916,4 +943,163 @@ fn stats_count_sequence_loss_and_duplicates() {
     let s = unsafe { s.assume_init() };
     assert_eq!(s.duplicates, 1);
     assert!(s.lost > 0 && s.lost < 100_000, "lost {}", s.lost);
+}
+
+/// A switch in C keeps its sketch with `dta_approsync_*`, sends the due columns with
+/// `dta_encode_sketch_column` (some lost on the way), then a full resync: the ApproSync store
+/// answers every flow as the two switches counted it together.
+#[test]
+fn approsync_sketches_sync_into_the_store_through_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dta.toml");
+    std::fs::write(
+        &p,
+        "region_dir = \"regions\"\n[[store]]\nname = \"flows\"\nkind = \"sketch-merge\"\n\
+         sketch_id = 5\nsketch = \"count-min\"\nrows = 3\ncolumns = 1024\nreporters = 2\n\
+         sync = \"approsync\"\n",
+    )
+    .unwrap();
+    let path = CString::new(p.to_str().unwrap()).unwrap();
+    let new = |theta: f64| {
+        let mut s = ptr::null_mut();
+        // SAFETY: a valid out pointer.
+        let rc = unsafe { dta_approsync_new(3, 1024, theta, 5, 1, &mut s) };
+        assert_eq!(code_of(rc), Code::Ok, "{}", last_error());
+        s
+    };
+    // SAFETY (the block): every handle is live until freed at the end; pointers and lengths
+    // are the buffers'.
+    unsafe {
+        let mut c = ptr::null_mut();
+        assert_eq!(code_of(dta_collector_open(path.as_ptr(), &mut c)), Code::Ok);
+        let switches = [new(1.0), new(1.0)];
+        let union = new(1.0); // never sent: the expectation
+        let (mut buf, mut len) = ([0u8; 128], 0usize);
+        let mut sent = 0usize;
+        // Send every due column of `s` as reporter `id`, losing every 7th datagram if `lossy`.
+        let mut drain = |s: *mut DtaApproSync, id: u32, lossy: bool| {
+            let (mut col, mut data, mut n) = (0u16, [0u8; 12], 0usize);
+            loop {
+                let rc = dta_approsync_next_due(s, &mut col, data.as_mut_ptr(), 12, &mut n);
+                if code_of(rc) == Code::Empty {
+                    break;
+                }
+                assert_eq!((code_of(rc), n), (Code::Ok, 12), "{}", last_error());
+                assert_eq!(
+                    code_of(dta_encode_sketch_column(
+                        &header(id),
+                        5,
+                        col,
+                        1,
+                        data.as_ptr(),
+                        n,
+                        buf.as_mut_ptr(),
+                        128,
+                        &mut len
+                    )),
+                    Code::Ok
+                );
+                sent += 1;
+                if !(lossy && sent % 7 == 0) {
+                    ingest_ok(c, &buf[..len], "approsync");
+                }
+            }
+        };
+        let flow = |f: u32| f.wrapping_mul(2_654_435_761).to_be_bytes();
+        for i in 0..4000u32 {
+            let f = flow((i * i) % 300);
+            let s = (i % 2) as usize;
+            let mut newly_due = -1;
+            let inc = 1 + i % 3;
+            let rc = dta_approsync_update(switches[s], f.as_ptr(), 4, inc, &mut newly_due);
+            assert_eq!(code_of(rc), Code::Ok);
+            assert!(newly_due == 0 || newly_due == 1);
+            assert_eq!(
+                code_of(dta_approsync_update(
+                    union,
+                    f.as_ptr(),
+                    4,
+                    inc,
+                    ptr::null_mut()
+                )),
+                Code::Ok
+            );
+            if i % 250 == 249 {
+                drain(switches[s], s as u32 + 1, true);
+            }
+        }
+        for (s, &h) in switches.iter().enumerate() {
+            assert_eq!(code_of(dta_approsync_mark_all_due(h)), Code::Ok);
+            let mut due = 0usize;
+            assert_eq!(code_of(dta_approsync_due(h, &mut due)), Code::Ok);
+            assert_eq!(due, 1024);
+            drain(h, s as u32 + 1, false);
+            assert_eq!(code_of(dta_approsync_due(h, &mut due)), Code::Ok);
+            assert_eq!(due, 0);
+        }
+        let name = store("flows");
+        for f in 0..300u32 {
+            let k = flow(f);
+            let (mut want, mut got) = (0u64, 0u64);
+            assert_eq!(
+                code_of(dta_approsync_estimate(union, k.as_ptr(), 4, &mut want)),
+                Code::Ok
+            );
+            let rc = dta_query_sketch(c, name.as_ptr(), k.as_ptr(), 4, &mut got);
+            assert_eq!(
+                (code_of(rc), got),
+                (Code::Ok, want),
+                "flow {f}: {}",
+                last_error()
+            );
+        }
+        let mut st: DtaStats = std::mem::zeroed();
+        assert_eq!(code_of(dta_collector_stats(c, &mut st)), Code::Ok);
+        assert_eq!(st.rejected, 0);
+
+        // Errors: codes with messages, the column kept due.
+        let s = switches[0];
+        assert_eq!(
+            code_of(dta_approsync_update(
+                s,
+                b"x".as_ptr(),
+                1,
+                5,
+                ptr::null_mut()
+            )),
+            Code::Ok
+        );
+        let (mut col, mut small, mut n) = (0u16, [0u8; 8], 0usize);
+        let rc = dta_approsync_next_due(s, &mut col, small.as_mut_ptr(), 8, &mut n);
+        assert_eq!(code_of(rc), Code::NoSpace);
+        assert!(last_error().contains("12 bytes"), "{}", last_error());
+        let mut due = 0usize;
+        assert_eq!(code_of(dta_approsync_due(s, &mut due)), Code::Ok);
+        assert!(due > 0, "a column that did not fit stays due");
+        let rc = dta_approsync_next_due(s, ptr::null_mut(), small.as_mut_ptr(), 8, &mut n);
+        assert_eq!(code_of(rc), Code::Null);
+        let rc = dta_approsync_due(ptr::null_mut(), &mut due);
+        assert_eq!(code_of(rc), Code::Null);
+        assert!(last_error().contains("sketch is NULL"), "{}", last_error());
+        let mut bad = ptr::null_mut();
+        for (rows, columns, theta) in [(17, 1024, 1.0), (3, 1000, 1.0), (3, 1024, f64::NAN)] {
+            let rc = dta_approsync_new(rows, columns, theta, 5, 1, &mut bad);
+            assert_eq!(code_of(rc), Code::Invalid, "{rows} x {columns}, {theta}");
+            assert!(!last_error().is_empty());
+            assert!(bad.is_null());
+        }
+        assert_eq!(code_of(dta_approsync_next_epoch(s, 2)), Code::Ok);
+        let rc = dta_approsync_next_due(s, &mut col, small.as_mut_ptr(), 8, &mut n);
+        assert_eq!(
+            code_of(rc),
+            Code::Empty,
+            "a new epoch starts with nothing due"
+        );
+
+        for h in [switches[0], switches[1], union] {
+            dta_approsync_free(h);
+        }
+        dta_approsync_free(ptr::null_mut());
+        assert_eq!(code_of(dta_collector_close(c)), Code::Ok);
+    }
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
-    SketchSpec, StoreSpec, DEFAULT_REDUNDANCY,
+    SketchSpec, SketchSync, StoreSpec, DEFAULT_REDUNDANCY,
 };
 
 /// The collector's own settings (the `[collector]` table).
@@ -92,6 +92,9 @@ pub struct StoreConfig {
     pub registers: Option<u32>,
     pub registers_per_column: Option<u32>,
     pub reporters: Option<u32>,
+    /// "in-order" (default: whole sketches streamed column by column) or "approsync" (one
+    /// column at a time, any order, cumulative values).
+    pub sync: Option<SketchSync>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +146,7 @@ impl StoreConfig {
                 "registers",
                 "registers_per_column",
                 "reporters",
+                "sync",
             ],
         };
         for (field, set) in self.fields_set() {
@@ -205,12 +209,13 @@ impl StoreConfig {
                     sketch_id: self.sketch_id.unwrap_or(0),
                     kind,
                     reporters: self.reporters.unwrap_or(1),
+                    sync: self.sync.unwrap_or_default(),
                 })
             }
         })
     }
 
-    fn fields_set(&self) -> [(&'static str, bool); 21] {
+    fn fields_set(&self) -> [(&'static str, bool); 22] {
         [
             ("slots", self.slots.is_some()),
             ("key_len", self.key_len.is_some()),
@@ -233,6 +238,7 @@ impl StoreConfig {
             ("registers", self.registers.is_some()),
             ("registers_per_column", self.registers_per_column.is_some()),
             ("reporters", self.reporters.is_some()),
+            ("sync", self.sync.is_some()),
         ]
     }
 }

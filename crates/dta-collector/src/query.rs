@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use dta_store::{
     AppendLayout, Header, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
-    PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, StoreKind, StoreSpec,
-    ValueTable,
+    PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, SketchSpec, SketchSync,
+    StoreKind, StoreSpec, ValueTable,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -306,6 +306,21 @@ pub struct SketchResult {
     pub cardinality: Option<f64>,
 }
 
+/// When the translator writes a Sketch-Merge column, for a not-merged answer's message.
+fn when_written(spec: &SketchSpec) -> String {
+    match spec.sync {
+        SketchSync::InOrder => format!(
+            "the translator writes a column once all {} reporters of sketch {} have sent it",
+            spec.reporters, spec.sketch_id
+        ),
+        SketchSync::Approsync => format!(
+            "sketch {} is synced with ApproSync: a column is written when a reporter first \
+             sends it, and no reporter has sent it yet",
+            spec.sketch_id
+        ),
+    }
+}
+
 /// Sketch-Merge query: a key's count estimate (Count-Min) or the cardinality (HyperLogLog).
 pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, QueryError> {
     expect_kind(region, StoreKind::SketchMerge)?;
@@ -328,9 +343,9 @@ pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, Query
             })?;
             if !layout.cm_key_merged(region.mem(), key) {
                 return Err(QueryError::NotMerged(format!(
-                    "sketch {:?}: a column this key reads has not been merged yet (the translator \
-                     writes a column once all {} reporters of sketch {} have sent it)",
-                    r.store, spec.reporters, spec.sketch_id
+                    "sketch {:?}: a column this key reads has not been merged yet ({})",
+                    r.store,
+                    when_written(spec)
                 )));
             }
             r.estimate = Some(layout.cm_estimate(region.mem(), key));
@@ -339,9 +354,9 @@ pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, Query
             r.sketch = "hyperloglog";
             if layout.merged_columns(region.mem()) == 0 {
                 return Err(QueryError::NotMerged(format!(
-                    "sketch {:?}: no column has been merged yet (the translator writes a column \
-                     once all {} reporters of sketch {} have sent it)",
-                    r.store, spec.reporters, spec.sketch_id
+                    "sketch {:?}: no column has been merged yet ({})",
+                    r.store,
+                    when_written(spec)
                 )));
             }
             r.cardinality = Some(layout.hll_cardinality(region.mem()));

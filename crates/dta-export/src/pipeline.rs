@@ -233,6 +233,11 @@ mod tests {
     fn a_partial_batch_is_written_after_max_delay_and_the_rest_at_the_end() {
         let out = Shared::default();
         let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        // Queued before the export thread starts, so the three are one batch: sent while it
+        // runs, a sender descheduled for the 30 ms between two of them would split it.
+        for i in 0..3 {
+            tx.send(event(i)).unwrap();
+        }
         let h = spawn(
             rx,
             vec![Target::Lines(LineWriter::new(Box::new(out.clone())))],
@@ -243,9 +248,6 @@ mod tests {
             },
         )
         .unwrap();
-        for i in 0..3 {
-            tx.send(event(i)).unwrap();
-        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while out
             .0

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::net::UdpSocket;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dta_collector::{Collector, StoreConfig};
 use dta_export::intgen::{generate, FlowSizeCdf, GroundTruth, TrafficConfig};
@@ -53,7 +52,8 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
 
     // Receive everything first (loopback keeps the order), then feed the sink.
     let rx = rx_socket();
-    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    // Only a lost datagram ends the wait early, however long a loaded machine stalls the sender.
+    rx.set_read_timeout(Some(dta_testkit::WAIT)).unwrap();
     let to = rx.local_addr().unwrap();
     let h = std::thread::spawn(move || {
         let mut got = Vec::new();

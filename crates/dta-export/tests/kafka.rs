@@ -345,6 +345,12 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     })
     .unwrap();
     assert!(wide.flush(Duration::from_secs(3)).is_err());
+    // Its delivery thread has tried (however late a loaded machine runs it) before it closes.
+    dta_testkit::wait_until(
+        "the wide producer's failed connection",
+        || wide.stats().snapshot(),
+        |s| s.connect_errors >= 1,
+    );
     let w = wide.close(Duration::ZERO);
     assert_eq!((w.delivered, w.abandoned), (0, 1), "{w:?}");
     assert!(w.connect_errors >= 1 && w.connects == 0, "{w:?}");
@@ -398,6 +404,13 @@ fn the_queue_is_bounded_and_every_refusal_is_counted() {
     assert_eq!(refused, 200 - ok);
     assert!(p.room() < size);
     assert!(p.flush(Duration::from_millis(300)).is_err());
+    // The delivery thread has tried the dead port (however late a loaded machine runs it)
+    // before the producer closes.
+    dta_testkit::wait_until(
+        "a failed connection",
+        || p.stats().snapshot(),
+        |s| s.connect_errors >= 1,
+    );
     let s = p.close(Duration::from_millis(300));
     assert_eq!(s.queued, ok);
     assert_eq!(s.dropped, refused);

@@ -3,7 +3,6 @@
 
 use std::net::UdpSocket;
 use std::path::Path;
-use std::time::Duration;
 
 use dta_export::intgen::{generate, FlowSizeCdf, GroundTruth, TrafficConfig};
 use dta_export::pcap::{
@@ -109,10 +108,11 @@ fn frames_and_reports_parse_back_to_the_ground_truth() {
     }
 }
 
-/// Receive datagrams until `n` arrived or nothing came for a second.
+/// Receive datagrams until `n` arrived or nothing came for [`dta_testkit::WAIT`] (only a lost
+/// datagram ends it early, however long a loaded machine stalls the sender).
 fn receive(rx: UdpSocket, n: usize) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
     std::thread::spawn(move || {
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        rx.set_read_timeout(Some(dta_testkit::WAIT)).unwrap();
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
         while got.len() < n {

@@ -106,8 +106,8 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, app).await });
         let got = tokio::task::spawn_blocking(move || {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
+            // Bounds each read (the headers, then the notices until the deadline below).
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             s.write_all(b"GET /notifications HTTP/1.1\r\nhost: x\r\n\r\n")
                 .unwrap();
             let mut got = String::new();

@@ -80,7 +80,7 @@ fn a_lost_last_write_is_retransmitted_by_the_idle_timer() {
     assert!(t.sinks().in_flight() > 0);
 
     // Only the idle timer runs from here on.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + dta_testkit::WAIT;
     while t.sinks().in_flight() > 0 && Instant::now() < deadline {
         t.tick(Instant::now());
         std::thread::sleep(Duration::from_millis(2));

@@ -209,10 +209,15 @@ fn wrong_rkey_or_out_of_region_is_naked_and_changes_no_byte() {
     s.write_raw(va + 4096, rkey, &big, Some(7)).unwrap();
     s.flush().unwrap();
     assert_eq!(data(&remote, 0, 4096, 3000), big);
-    let n = srv.notes.recv_timeout(Duration::from_secs(1)).unwrap();
+    let n = srv.notes.recv_timeout(dta_testkit::WAIT).unwrap();
     assert_eq!((n.store, n.offset, n.len, n.imm), (0, 4096, 3000, 7));
     s.disconnect().unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    // The responder counts the DREQ on its own thread.
+    dta_testkit::wait_until(
+        "the responder to count the DREQ",
+        || srv.stats.cm_dreq.load(Ordering::Relaxed),
+        |&n| n >= 1,
+    );
     assert_eq!(srv.stats.cm_dreq.load(Ordering::Relaxed), 1);
 }
 
@@ -243,14 +248,11 @@ fn fetch_add_returns_the_original_value_also_for_duplicates() {
         expect
     );
     // The copy of the last FETCH_ADD may still be on its way when its first copy's ACK is in.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while srv.stats.duplicate_atomics_replayed.load(Ordering::Relaxed) < 50 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "duplicates not replayed"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    dta_testkit::wait_until(
+        "the responder to replay the 50 duplicates",
+        || srv.stats.duplicate_atomics_replayed.load(Ordering::Relaxed),
+        |&n| n >= 50,
+    );
     assert_eq!(srv.stats.fetch_adds.load(Ordering::Relaxed), 50);
 }
 

@@ -7,9 +7,9 @@ mod common;
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use dta_rdma::{mem_pair, Link, MemLink};
@@ -42,10 +42,18 @@ impl Link for Tap {
 }
 
 /// The collector's end, with a side door: frames pushed to `inject` arrive as if from the wire
-/// (an attacker on the collector's network).
+/// (an attacker on the collector's network). `polls` counts the responder's receive calls: its
+/// one thread handles a frame before it receives again.
 struct Door {
     inner: MemLink,
-    inject: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    inject: Inject,
+}
+
+/// The side door's frames and the responder's receive calls.
+#[derive(Clone, Default)]
+struct Inject {
+    frames: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    polls: Arc<AtomicU64>,
 }
 
 impl Link for Door {
@@ -53,7 +61,8 @@ impl Link for Door {
         self.inner.send(frame)
     }
     fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<usize>> {
-        if let Some(f) = self.inject.lock().unwrap().pop_front() {
+        self.inject.polls.fetch_add(1, Ordering::SeqCst);
+        if let Some(f) = self.inject.frames.lock().unwrap().pop_front() {
             buf[..f.len()].copy_from_slice(&f);
             return Ok(Some(f.len()));
         }
@@ -66,7 +75,7 @@ struct Setup {
     remote: dta_collector::Collector,
     srv: Running,
     tap: Tap,
-    inject: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    inject: Inject,
 }
 
 fn setup() -> Setup {
@@ -78,7 +87,7 @@ fn setup_with(cfg: ResponderConfig) -> Setup {
     let (_, stores) = embedded();
     let remote = collector(dir.path(), &stores);
     let (a, b) = mem_pair();
-    let inject = Arc::new(Mutex::new(VecDeque::new()));
+    let inject = Inject::default();
     let door = Door {
         inner: b,
         inject: inject.clone(),
@@ -134,17 +143,20 @@ fn get(s: &ResponderStats, name: &str) -> u64 {
     s.get(name).unwrap()
 }
 
-/// Wait until the responder has handled every injected frame (it polls every 5 ms).
-fn drain(inject: &Mutex<VecDeque<Vec<u8>>>) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !inject.lock().unwrap().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "responder did not take the frames"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::thread::sleep(Duration::from_millis(30));
+/// Wait until the responder has handled every injected frame: the side door is empty, and the
+/// responder has come back for another frame since (so it finished the last one it took).
+fn drain(inject: &Inject) {
+    dta_testkit::wait_until(
+        "the responder to take the injected frames",
+        || inject.frames.lock().unwrap().len(),
+        |&n| n == 0,
+    );
+    let polls = inject.polls.load(Ordering::SeqCst);
+    dta_testkit::wait_until(
+        "the responder to handle the last injected frame",
+        || inject.polls.load(Ordering::SeqCst),
+        |&p| p > polls,
+    );
 }
 
 #[test]
@@ -177,7 +189,7 @@ fn spoofed_writes_change_nothing_and_are_counted_by_reason() {
     };
     let before_nak = get(&s.srv.stats, "naks_remote_access");
     {
-        let mut q = s.inject.lock().unwrap();
+        let mut q = s.inject.frames.lock().unwrap();
         // Right QPN, PSN and R_Key, wrong source address.
         q.push_back(spoof([10, 0, 0, 66], g.bth.dest_qp, next_psn, rkey));
         // Right address, PSN and R_Key, a QP that is not the connection's.
@@ -190,7 +202,7 @@ fn spoofed_writes_change_nothing_and_are_counted_by_reason() {
     // Right address, QP and PSN, guessed R_Keys: every guess is NAKed, none writes.
     let guesses = 200u32;
     {
-        let mut q = s.inject.lock().unwrap();
+        let mut q = s.inject.frames.lock().unwrap();
         for i in 0..guesses {
             let key = rkey.wrapping_add(1 + i.wrapping_mul(0x9e37_79b9));
             assert_ne!(key, rkey);
@@ -288,14 +300,18 @@ fn a_graceful_exit_sends_dreq_and_the_responder_frees_the_qp() {
     let mut f = FrameRepr::parse(&genuine).unwrap();
     f.bth.psn = (f.bth.psn + 1) & dta_rdma::PSN_MASK;
     f.payload = &[0xee; 8];
-    s.inject.lock().unwrap().push_back(emit(&f));
+    s.inject.frames.lock().unwrap().push_back(emit(&f));
     drain(&s.inject);
     assert_eq!(get(&s.srv.stats, "drop_unknown_qp"), 1);
     assert_eq!(data(&s.remote, 0, 0, 8), vec![3; 8]);
     // Dropping a still-connected sink (an error path) also sends a DREQ.
     let again = dial(&s.tap);
     drop(again);
-    std::thread::sleep(Duration::from_millis(30));
+    dta_testkit::wait_until(
+        "the responder to count the second DREQ",
+        || get(&s.srv.stats, "cm_dreq"),
+        |&n| n >= 2,
+    );
     assert_eq!(get(&s.srv.stats, "cm_dreq"), 2);
     assert_eq!(get(&s.srv.stats, "cm_replaced"), 0);
 }
@@ -312,7 +328,12 @@ fn connection_request_from_outside_the_allow_list_learns_nothing() {
     rc.cm_timeout = Duration::from_millis(50);
     rc.cm_retries = 2;
     assert!(connect(s.tap.clone(), rc).is_err());
-    assert!(get(&s.srv.stats, "drop_req_not_allowed") >= 1);
+    // The responder runs on its own thread: it has dropped a request once it counts one.
+    dta_testkit::wait_until(
+        "the responder to drop a request",
+        || get(&s.srv.stats, "drop_req_not_allowed"),
+        |&n| n >= 1,
+    );
     assert_eq!(get(&s.srv.stats, "cm_req"), 0);
     assert_eq!(get(&s.srv.stats, "cm_rep_sent"), 0);
     assert_eq!(get(&s.srv.stats, "adv_packets_sent"), 0);

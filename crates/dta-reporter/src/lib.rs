@@ -6,7 +6,8 @@
 //! allocated once), numbers datagrams, keeps the last ones of a retransmittable reporter and
 //! resends the datagrams a NACK from the translator names (selective repeat; go-back-N for the
 //! prototype's NACK), probes the tail of a run, and obeys congestion notices ([`flow`]). [`SketchSender`] sends a sketch column
-//! by column and restarts from a NACKed column. [`loadgen`] is the load generator behind
+//! by column and restarts from a NACKed column; [`ApproSync`] keeps a Count-Min sketch in
+//! approximate sync with an ApproSync Sketch-Merge store, sending a column when it diverges. [`loadgen`] is the load generator behind
 //! `dta report`: token-bucket pacing in batches, uniform or Zipf keys from a seed, and data
 //! derived from the key ([`keys`]) so tests can check what the collector stored. Hashing and
 //! placement are the translator's job (`docs/architecture.md`): reporters never compute indices.
@@ -28,4 +29,4 @@ pub use cluster::{ClusterError, ClusterReporter, ReportSink};
 pub use reporter::{
     Clock, Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };
-pub use sketch::{ColumnSource, HllColumns, SketchOutcome, SketchSender};
+pub use sketch::{ApproSync, ColumnSource, HllColumns, SketchOutcome, SketchSender};

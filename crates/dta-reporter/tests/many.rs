@@ -26,9 +26,10 @@ fn nack(reporter_id: u32, seq: u32, missing: u64) -> Vec<u8> {
 
 #[test]
 fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
-    let translator = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A buffer for the whole run, however far this thread falls behind the sender.
+    let translator = dta_testkit::udp_receiver("127.0.0.1:0");
     translator
-        .set_read_timeout(Some(Duration::from_millis(500)))
+        .set_read_timeout(Some(Duration::from_millis(20)))
         .unwrap();
     let to = translator.local_addr().unwrap();
     let nack_port = UdpSocket::bind("127.0.0.1:0")
@@ -39,7 +40,10 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
     let mut spec = LoadSpec::new(Opcode::KeyIncrement);
     spec.keys = KeyDist::Uniform { n: 100 };
     spec.seed = 5;
-    spec.linger = Duration::from_millis(200);
+    // How long the run waits for NACKs after its last datagram: the NACK below is sent when
+    // this thread reads reporter 7's datagram 2, which a loaded machine can delay by far more
+    // than the sending takes.
+    spec.linger = Duration::from_secs(2);
     let many = loadgen::ManySpec {
         reporters: REPORTERS,
         first_id: FIRST_ID,
@@ -56,7 +60,18 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
     let mut got: Vec<(u32, u32, Vec<u8>, u64)> = vec![];
     let mut nacked = false;
     let mut buf = [0u8; 2048];
-    while let Ok(n) = translator.recv(&mut buf) {
+    // Until the run has ended (every datagram it sent is in the buffer by then) and a read
+    // after that finds the buffer empty.
+    let mut ended = false;
+    loop {
+        let n = match translator.recv(&mut buf) {
+            Ok(n) => n,
+            Err(_) if ended => break,
+            Err(_) => {
+                ended = run.is_finished();
+                continue;
+            }
+        };
         let d = native::Datagram::parse(&buf[..n]).unwrap();
         assert_eq!(d.header.priority, Priority::High);
         assert!(d.header.retransmittable);

@@ -276,7 +276,9 @@ fn a_notice_pauses_low_priority_then_is_lifted() {
     for i in 0..100u32 {
         r.append(0, &i.to_be_bytes(), false).unwrap();
     }
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    // Far below the 60 s hold a blocking reporter would wait, far above what a loaded machine
+    // takes for 100 suppressed appends.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert!(drain(&rx).is_empty());
     let st = r.stats();
     assert_eq!(

@@ -25,7 +25,7 @@ struct Seen {
 /// Receive columns of (`sketch_id`, `epoch`) from `reporter_id` until `columns` are merged;
 /// drop the first arrival of column `lose`.
 fn translator(rx: UdpSocket, nack_to: SocketAddr, columns: u16, lose: u16) -> Seen {
-    rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    rx.set_read_timeout(Some(dta_testkit::WAIT)).unwrap();
     let mut seen = Seen {
         arrived: vec![],
         merged: vec![],
@@ -80,6 +80,11 @@ fn translator(rx: UdpSocket, nack_to: SocketAddr, columns: u16, lose: u16) -> Se
     seen
 }
 
+/// How long the sender waits for a NACK after its last column: the stand-in translator NACKs
+/// from its own thread, which a loaded machine can deschedule for far longer than the sending
+/// takes (and then the sender would finish before the NACK it is tested on).
+const NACK_WAIT: Duration = Duration::from_secs(3);
+
 fn sender_rig(max_reports: u8) -> (UdpSocket, Reporter, SocketAddr) {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut cfg = config(
@@ -101,9 +106,7 @@ fn count_min_restarts_from_the_nacked_column() {
     let (rx, mut reporter, nack_to) = sender_rig(1);
     let t = std::thread::spawn(move || translator(rx, nack_to, 32, 5));
     let mut sender = SketchSender::new(&cm, 7, 3);
-    let out = sender
-        .send_sketch(&mut reporter, Duration::from_millis(300))
-        .unwrap();
+    let out = sender.send_sketch(&mut reporter, NACK_WAIT).unwrap();
     let seen = t.join().unwrap();
     assert!(out.complete);
     assert!(out.restarts >= 1, "{out:?}");
@@ -142,7 +145,7 @@ fn hyperloglog_packed_columns_restart_too() {
     let (rx, mut reporter, nack_to) = sender_rig(4);
     let t = std::thread::spawn(move || translator(rx, nack_to, 32, 9));
     let out = SketchSender::new(cols, 7, 3)
-        .send_sketch(&mut reporter, Duration::from_millis(300))
+        .send_sketch(&mut reporter, NACK_WAIT)
         .unwrap();
     let seen = t.join().unwrap();
     assert!(out.complete && out.restarts >= 1, "{out:?}");

@@ -6,7 +6,7 @@
 //! sit in the header page but outside the CRC: writers add to them while the region is in use.
 
 use crate::spec::{
-    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec,
+    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec, SketchSync,
 };
 use crate::{HashScheme, StoreError, StoreKind, StoreSpec};
 
@@ -258,10 +258,16 @@ impl Header {
                     },
                     t => return Err(StoreError::BadSpec(format!("unknown sketch type {t}"))),
                 };
+                let sync = match p[24] {
+                    0 => SketchSync::InOrder,
+                    1 => SketchSync::Approsync,
+                    t => return Err(StoreError::BadSpec(format!("unknown sketch sync {t}"))),
+                };
                 let s = SketchSpec {
                     sketch_id: rd16(p, 0),
                     kind,
                     reporters: rd32(p, 4),
+                    sync,
                 };
                 StoreSpec::SketchMerge(s.clone()).validate()?;
                 derived("columns", rd32(p, 16) as u64, kind.columns() as u64)?;
@@ -332,6 +338,10 @@ impl Header {
                 p[12..16].copy_from_slice(&b.to_le_bytes());
                 p[16..20].copy_from_slice(&s.kind.columns().to_le_bytes());
                 p[20..24].copy_from_slice(&(s.kind.record_len() as u32).to_le_bytes());
+                p[24] = match s.sync {
+                    SketchSync::InOrder => 0,
+                    SketchSync::Approsync => 1,
+                };
             }
         }
         let crc = header_crc(page);
@@ -381,6 +391,7 @@ mod tests {
                     registers_per_column: 64,
                 },
                 reporters: 3,
+                sync: SketchSync::InOrder,
             }),
             StoreSpec::SketchMerge(SketchSpec {
                 sketch_id: 8,
@@ -389,6 +400,7 @@ mod tests {
                     columns: 256,
                 },
                 reporters: 2,
+                sync: SketchSync::Approsync,
             }),
         ];
         for spec in specs {

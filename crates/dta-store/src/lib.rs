@@ -37,7 +37,8 @@ pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, Tally, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
 pub use spec::{
-    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec, StoreSpec,
+    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec,
+    SketchSync, StoreSpec, MAX_APPROSYNC_STATE,
 };
 
 use serde::{Deserialize, Serialize};

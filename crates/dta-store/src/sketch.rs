@@ -54,13 +54,18 @@ impl CountMin {
 
     /// The counters of column `c`, row 0 first.
     pub fn column(&self, c: u32) -> Vec<u32> {
+        self.column_counters(c).to_vec()
+    }
+
+    /// The counters of column `c`, row 0 first, borrowed.
+    pub fn column_counters(&self, c: u32) -> &[u32] {
         let at = (c * self.rows) as usize;
-        self.counters[at..at + self.rows as usize].to_vec()
+        &self.counters[at..at + self.rows as usize]
     }
 
     /// Column `c` as sent on the wire: `rows` big-endian u32 counters.
     pub fn column_wire(&self, c: u32, out: &mut [u8]) {
-        for (o, v) in out.chunks_exact_mut(4).zip(self.column(c)) {
+        for (o, v) in out.chunks_exact_mut(4).zip(self.column_counters(c)) {
             o.copy_from_slice(&v.to_be_bytes());
         }
     }

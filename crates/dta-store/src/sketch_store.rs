@@ -16,7 +16,12 @@ use crate::{
     StoreSpec,
 };
 
+/// Bytes of records gathered into one write.
 const BUF: usize = 4096;
+/// The buffer of a write of a few records (a single column, as ApproSync writes them): at least
+/// one record of the largest kind (a Count-Min of 32 rows: 8 + 8 x 32 bytes), so the common
+/// one-column write does not zero a whole [`BUF`].
+const SMALL_BUF: usize = 512;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SketchLayout {
@@ -101,8 +106,24 @@ impl SketchLayout {
         if first_column as u64 + count > self.columns as u64 {
             return Err(ApplyError::BadColumn);
         }
-        let mut buf = [0u8; BUF];
-        let per_write = BUF / self.record_len;
+        if count as usize * self.record_len <= SMALL_BUF {
+            self.write_records::<SMALL_BUF>(first_column, epoch, reporters, values, sink)
+        } else {
+            self.write_records::<BUF>(first_column, epoch, reporters, values, sink)
+        }
+    }
+
+    /// [`SketchLayout::write_columns`] through a buffer of `N` bytes (at least one record).
+    fn write_records<const N: usize>(
+        &self,
+        first_column: u32,
+        epoch: u32,
+        reporters: u32,
+        values: &[u64],
+        sink: &mut impl MemSink,
+    ) -> Result<(), ApplyError> {
+        let mut buf = [0u8; N];
+        let per_write = N / self.record_len;
         let mut offset = self.column_offset(first_column);
         for group in values.chunks(per_write * self.width) {
             let mut at = 0;

@@ -13,6 +13,9 @@ use crate::{
 pub const MAX_LISTS: u32 = 131_072;
 /// Largest data area a region may have (1 TiB).
 pub const MAX_DATA_AREA: u64 = 1 << 40;
+/// Upper bound of the translator's per-reporter state for an ApproSync Sketch-Merge store
+/// (`reporters × columns × width` u32 values, [`SketchSpec::approsync_state_bytes`]).
+pub const MAX_APPROSYNC_STATE: u64 = 256 << 20;
 
 /// What a region stores. Serialized internally tagged (`kind = "key_write"`, ...) so a collector's
 /// TOML `[[store]]` table embeds it flat.
@@ -172,8 +175,44 @@ pub struct SketchSpec {
     pub sketch_id: u16,
     #[serde(flatten)]
     pub kind: SketchKind,
-    /// Reporters expected per epoch: a column is written once all of them contributed it.
+    /// Reporters expected per epoch: in order, a column is written once all of them contributed
+    /// it; with ApproSync, at most this many reporters are merged.
     pub reporters: u32,
+    /// How reporters send their columns.
+    #[serde(default)]
+    pub sync: SketchSync,
+}
+
+/// How a Sketch-Merge store's reporters send their sketches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SketchSync {
+    /// Every reporter streams its whole sketch, column by column in order, per epoch; the
+    /// translator NACKs a column that skips ahead ([DTA-draft §3.1] "Sketch-Merge", §4.2).
+    #[default]
+    InOrder,
+    /// ApproSync ([InvisiFlow §6.1] "Sources"): a reporter sends one column, with its current
+    /// (cumulative) values, whenever one of its counters has diverged from the value last sent
+    /// by more than a threshold. Columns come in any order, may be lost or reordered; the
+    /// translator keeps each reporter's last values and merges only what grew (Count-Min: the
+    /// increase is added; HyperLogLog: registers are max-merged), so a later column heals a lost
+    /// one and a stale or repeated one changes nothing.
+    Approsync,
+}
+
+impl SketchSpec {
+    /// Bytes of the translator's per-reporter state of an ApproSync store (0 in order): each
+    /// reporter's last values (`columns × width` u32) and a bit per column it has sent.
+    pub fn approsync_state_bytes(&self) -> u64 {
+        match self.sync {
+            SketchSync::InOrder => 0,
+            SketchSync::Approsync => {
+                let columns = self.kind.columns() as u64;
+                self.reporters as u64
+                    * (columns * self.kind.width() as u64 * 4 + columns.div_ceil(64) * 8)
+            }
+        }
+    }
 }
 
 /// The sketch being merged.
@@ -341,6 +380,13 @@ impl StoreSpec {
             StoreSpec::SketchMerge(s) => {
                 if s.reporters == 0 {
                     return Err(bad("reporters must be > 0"));
+                }
+                let state = s.approsync_state_bytes();
+                if state > MAX_APPROSYNC_STATE {
+                    return Err(bad(format!(
+                        "sync = \"approsync\" keeps reporters x columns x width values (and a bit \
+                         per column) per store: {state} bytes, more than {MAX_APPROSYNC_STATE}"
+                    )));
                 }
                 match s.kind {
                     SketchKind::CountMin { rows, columns } => {

@@ -17,6 +17,7 @@ fn merged_count_min_equals_union() {
         sketch_id: 3,
         kind: SketchKind::CountMin { rows, columns },
         reporters,
+        sync: Default::default(),
     });
     let r = Region::create(&dir.path().join("cm"), "cm", &spec, false).unwrap();
     let l = SketchLayout::new(r.header()).unwrap();
@@ -93,6 +94,7 @@ fn merged_hyperloglog_within_three_standard_errors() {
             registers_per_column: per_col,
         },
         reporters,
+        sync: Default::default(),
     });
     let r = Region::create(&dir.path().join("hll"), "hll", &spec, false).unwrap();
     let l = SketchLayout::new(r.header()).unwrap();

@@ -8,12 +8,18 @@
 //!   that cargo reports as passed) and returns. With `DTA_REQUIRE_ALL=1` (CI) it panics instead:
 //!   a promised test must not silently not run.
 //! - [`is_root`], [`have_tool`]: the usual preconditions.
+//! - [`udp_receiver`]: a test's UDP receiver with a receive buffer that holds a burst.
+//! - [`wait_until`]: poll another thread's or process's state until it holds, bounded by
+//!   [`WAIT`] (what a test waits for instead of sleeping and hoping the other side has run).
 //! - [`netns`]: network namespaces joined by a veth pair, removed on drop.
 //! - [`bench`]: what the benchmark binaries share (generator, median, rate, sizing).
 //! - [`kafka`]: a single-node Kafka broker (KRaft) started and stopped by a test.
 
 use std::io::Write;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The environment variable holding the seed of randomized tests.
 pub const SEED_ENV: &str = "DTA_TEST_SEED";
@@ -23,6 +29,66 @@ pub const SKIP_LOG_ENV: &str = "DTA_SKIP_LOG";
 pub const REQUIRE_ALL_ENV: &str = "DTA_REQUIRE_ALL";
 /// The prefix of every skip line, on stderr and in the skip log.
 pub const SKIP_PREFIX: &str = "dta-test: SKIPPED";
+
+/// The receive buffer [`udp_receiver`] asks for.
+pub const RX_BUFFER: usize = 16 << 20;
+
+/// A UDP socket bound to `addr` (e.g. `"127.0.0.1:0"`) with a receive buffer of [`RX_BUFFER`]
+/// (`SO_RCVBUFFORCE` as root; otherwise `SO_RCVBUF`, capped by `net.core.rmem_max`). Loopback
+/// delivers a datagram into the receiver's buffer as it is sent, or drops it when the buffer is
+/// full: with the default (about 208 KiB, a few hundred datagrams) a receiving thread that a
+/// loaded machine deschedules during a burst loses datagrams the test then misses.
+pub fn udp_receiver(addr: &str) -> UdpSocket {
+    let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("binding {addr}: {e}"));
+    let bytes = RX_BUFFER as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt(2) on a socket we own, with a c_int option value.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+    }
+    s
+}
+
+/// How long [`wait_until`] waits: far beyond what the awaited step takes on an idle machine, so
+/// only a test that would fail anyway reaches it (a shared, loaded 2-core CI machine can
+/// deschedule a process for seconds).
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Call `probe` every 20 ms until `done` holds for what it returns, then return that value.
+/// For state another thread or process changes (a counter, a file, a port): the test waits for
+/// the state it then asserts on, however slowly the other side runs.
+///
+/// # Panics
+/// After [`WAIT`], showing `what` and the last value `probe` returned.
+#[track_caller]
+pub fn wait_until<T: std::fmt::Debug>(
+    what: &str,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let start = Instant::now();
+    loop {
+        let v = probe();
+        if done(&v) {
+            return v;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}; last: {v:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// The seed of a randomized test: `DTA_TEST_SEED` when set (decimal or `0x` hex), `default`
 /// otherwise, so the statistical checks are deterministic by default and other seeds can be

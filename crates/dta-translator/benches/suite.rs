@@ -25,9 +25,16 @@
 //! 7. `tracker`: the sequence tracker's `check` per datagram with 65 536 active spaces (one per
 //!    reporter, round robin, 1 % lost so gaps are NACKed), against a go-back-N tracker in a std
 //!    `HashMap` keyed the same way (the tracker this one replaced).
+//! 8. `sketch`: Sketch-Merge columns merged per second, a 3-row Count-Min of 2^16 columns (the
+//!    simulation's per-flow accounting store) from 4 reporters, native datagrams of 32 columns:
+//!    in order (every reporter streams its whole sketch, per epoch; columns written in runs of
+//!    the batch once all 4 sent them) and with ApproSync (every reporter sends every column
+//!    again, grown, in a random order; each column written at once), against a plain loop over
+//!    the same datagrams that parses each column, adds it into an array of sums and writes the
+//!    column's 32-byte record into the region (no sequence tracking, no per-reporter state).
 //!
 //! `cargo bench -p dta-translator --bench suite -- [--smoke] [--mib N | --gib N] [--reports N]
-//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker] [--prims kw,ki,pc,ap]`
+//! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker,sketch] [--prims kw,ki,pc,ap]`
 //! `[--cpu-time]` (rates over the measuring thread's CPU time, not wall-clock time)
 //! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages)
 //! `[--write-budget N]` (every translator metered at N writes/s with the largest burst,
@@ -43,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use dta_store::{
     AppendSpec, HashScheme, KeyIncrementSpec, KeyWriteLayout, KeyWriteSpec, Lookup,
-    PostcardingSpec, Region, StoreSpec,
+    PostcardingSpec, Region, SketchKind, SketchSpec, SketchSync, StoreSpec,
 };
 use dta_testkit::bench::{self, median, pow2_at_most, Rng};
 use dta_translator::sequence::{Space, Tracker, DEFAULT_ENTRIES};
@@ -924,6 +931,166 @@ fn run_refs(a: &Args) {
     }
 }
 
+/// Rows, columns and reporters of the `sketch` benchmark's Count-Min.
+const SKETCH_ROWS: u32 = 3;
+const SKETCH_COLUMNS: u32 = 1 << 16;
+const SKETCH_REPORTERS: u32 = 4;
+
+/// Column reports of `rounds` rounds: in each, every reporter sends every column once (in
+/// order, or shuffled), `round + 1` in every counter, 32 columns per datagram. In order, round
+/// k is epoch `epoch0 + k`; with ApproSync every round is epoch `epoch0` (the values grow).
+fn sketch_datagrams(
+    sync: SketchSync,
+    rounds: u32,
+    epoch0: u32,
+    value0: u32,
+    seq: &mut [u32],
+    rng: &mut Rng,
+) -> Vec<(Vec<u8>, SocketAddr)> {
+    let mut out = vec![];
+    let mut buf = vec![0u8; 1500];
+    let mut order: Vec<u16> = (0..SKETCH_COLUMNS).map(|c| c as u16).collect();
+    for k in 0..rounds {
+        let epoch = match sync {
+            SketchSync::InOrder => epoch0 + k,
+            SketchSync::Approsync => epoch0,
+        };
+        let mut data = [0u8; SKETCH_ROWS as usize * 4];
+        for v in data.chunks_exact_mut(4) {
+            v.copy_from_slice(&(value0 + k + 1).to_be_bytes());
+        }
+        for r in 0..SKETCH_REPORTERS {
+            if sync == SketchSync::Approsync {
+                // Fisher-Yates with the suite's generator.
+                for i in (1..order.len()).rev() {
+                    order.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+                }
+            }
+            let src = SocketAddr::from(([127, 0, 0, 1], 2000 + r as u16));
+            for chunk in order.chunks(32) {
+                let s = &mut seq[r as usize];
+                let mut b =
+                    DatagramBuilder::new(&mut buf, Priority::Medium, false, r + 1, *s).unwrap();
+                *s = s.wrapping_add(1);
+                for &column in chunk {
+                    b.push(&Report::SketchColumn {
+                        sketch_id: 1,
+                        column,
+                        epoch,
+                        data: &data,
+                        immediate: false,
+                    })
+                    .unwrap();
+                }
+                let len = b.finish();
+                out.push((buf[..len].to_vec(), src));
+            }
+        }
+    }
+    out
+}
+
+/// The `sketch` baseline: every column of `d` parsed, its counters added into `sums`, and its
+/// record (8 bytes of header, then the sums as u64) written at the column's place in `region`.
+fn merge_plain(d: &[(Vec<u8>, SocketAddr)], sums: &mut [u64], region: &Region, record: usize) {
+    let mem = region.mem();
+    let mut rec = [0u8; 64];
+    for (x, _) in d {
+        let Ok(Datagram::Native(n)) = dta_wire::parse(x, dta_wire::prototype::BaseFormat::Short)
+        else {
+            unreachable!("the suite's own datagrams parse")
+        };
+        for r in n.reports() {
+            let Report::SketchColumn { column, data, .. } = r else {
+                continue;
+            };
+            let at = column as usize * SKETCH_ROWS as usize;
+            for (i, c) in data.chunks_exact(4).enumerate() {
+                sums[at + i] += u32::from_be_bytes(c.try_into().unwrap()) as u64;
+                rec[8 + 8 * i..16 + 8 * i].copy_from_slice(&sums[at + i].to_le_bytes());
+            }
+            mem.write((column as usize * record) as u64, &rec[..record])
+                .unwrap();
+        }
+    }
+}
+
+fn run_sketch(a: &Args, dir: &Path) {
+    let mut table = Table::new(format!(
+        "8. Sketch-Merge columns merged per second, Count-Min {SKETCH_ROWS} x {SKETCH_COLUMNS} \
+         from {SKETCH_REPORTERS} reporters, native datagrams of 32 columns, in-order batch {}",
+        TranslatorConfig::default().sketch_batch_columns
+    ));
+    let per_round = (SKETCH_COLUMNS * SKETCH_REPORTERS) as usize;
+    let rounds = (a.reports / per_round).max(1) as u32;
+    let record = 8 + 8 * SKETCH_ROWS as usize;
+    for (sync, what) in [
+        (SketchSync::InOrder, "in order (a sketch per epoch)"),
+        (
+            SketchSync::Approsync,
+            "ApproSync (every column grown, shuffled)",
+        ),
+    ] {
+        let spec = StoreSpec::SketchMerge(SketchSpec {
+            sketch_id: 1,
+            kind: SketchKind::CountMin {
+                rows: SKETCH_ROWS,
+                columns: SKETCH_COLUMNS,
+            },
+            reporters: SKETCH_REPORTERS,
+            sync,
+        });
+        let name = format!("sketch-{}", sync as u8);
+        let region = Arc::new(
+            Region::create(&dir.join(format!("{name}.region")), &name, &spec, true).unwrap(),
+        );
+        let mut t = translator(std::slice::from_ref(&region));
+        let now = Instant::now();
+        let mut seq = vec![0u32; SKETCH_REPORTERS as usize];
+        let mut rng = Rng(0x5eed);
+        // One round unmeasured: the region's pages and the translator's state are touched once.
+        let mut next = 1u32;
+        for (d, src) in sketch_datagrams(sync, 1, next, 0, &mut seq, &mut rng) {
+            t.handle_datagram(&d, src, now);
+        }
+        next += 1;
+        let mut sums = vec![0u64; (SKETCH_COLUMNS * SKETCH_ROWS) as usize];
+        let (mut v, mut b) = (vec![], vec![]);
+        for _ in 0..a.runs {
+            // In order: fresh epochs; ApproSync: the first epoch, grown past every earlier round.
+            let d = match sync {
+                SketchSync::InOrder => sketch_datagrams(sync, rounds, next, 0, &mut seq, &mut rng),
+                SketchSync::Approsync => {
+                    sketch_datagrams(sync, rounds, 1, next, &mut seq, &mut rng)
+                }
+            };
+            next += rounds;
+            let m = rounds as usize * per_round;
+            let written = t.stats().sketch_columns_written.load(Relaxed);
+            v.push(rate(m, || {
+                for (x, src) in &d {
+                    t.handle_datagram(x, *src, now);
+                }
+            }));
+            let merged = t.stats().sketch_columns_written.load(Relaxed) - written;
+            assert!(
+                merged > 0 && t.stats().total_rejected() == 0,
+                "{what}: {}",
+                t.stats().snapshot()
+            );
+            b.push(rate(m, || merge_plain(&d, &mut sums, &region, record)));
+        }
+        table.row(
+            what,
+            median(v),
+            median(b),
+            "parse, sum, write each record",
+            1e6,
+        );
+    }
+    table.print(["what", "M columns/s", "baseline M/s", "ratio", "baseline"]);
+}
+
 fn shm() -> &'static str {
     if Path::new("/dev/shm").is_dir() {
         "/dev/shm"
@@ -975,5 +1142,8 @@ fn main() {
     }
     if want("tracker") {
         run_tracker(&a);
+    }
+    if want("sketch") {
+        run_sketch(&a, dir.path());
     }
 }

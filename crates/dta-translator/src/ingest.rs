@@ -852,7 +852,7 @@ mod tests {
                 outsider.send_to(&datagram(Priority::High, 99), to).unwrap();
             }
             tx.send_to(b"\x77garbage", to).unwrap(); // unparseable: low, and shed
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + dta_testkit::WAIT;
             let seen = || {
                 stats
                     .shed
@@ -924,7 +924,7 @@ mod tests {
             assert_eq!(shed(), 0, "a burst the buffer holds is not shed");
             assert!(backlog(socket.as_raw_fd()).unwrap() > 0.0);
             // Fill the buffer past half: now the classifier sheds.
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + dta_testkit::WAIT;
             let mut seq = 10;
             while shed() == 0 && Instant::now() < deadline {
                 let _ = tx.send_to(&datagram(Priority::Low, seq), to);

@@ -13,10 +13,24 @@
 //! timeout ([`SketchAggregator::stalled`]). And a column some reporter never contributed is not
 //! silently dropped: when a newer epoch retires it, it is written with the number of reporters
 //! it actually merges, which the store records beside the column.
+//!
+//! A store created with `sync = "approsync"` takes ApproSync's sparse updates instead
+//! ([InvisiFlow §6.1] "Sources"): a reporter sends one column, with its current cumulative
+//! values, whenever one of its counters has diverged from the value last sent. Columns come in
+//! any order and may be lost, repeated or reordered on the way (InvisiFlow's transport moves them
+//! hop by hop), so the translator keeps each reporter's last values and merges only what grew:
+//! the increase is added (Count-Min) or the register max-merged (HyperLogLog), and the column is
+//! written at once with the number of reporters that have sent it so far. A later column heals a
+//! lost one; a stale or repeated one changes nothing, and a reporter's first sync of a column
+//! counts it among the column's reporters even when all its values are 0. The state is
+//! `reporters × columns × width` u32 values and a bit per reporter and column, bounded by the
+//! store's parameters ([`dta_store::MAX_APPROSYNC_STATE`]).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+use dta_store::SketchSync;
 
 /// How columns merge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +55,27 @@ impl Merge {
         match *self {
             Merge::Sum { rows } => rows * 4,
             Merge::Max { width } => width,
+        }
+    }
+
+    /// The values of one column as sent: big-endian u32 counters (Count-Min) or u8 registers
+    /// (HyperLogLog).
+    fn values<'a>(&self, data: &'a [u8]) -> impl Iterator<Item = u32> + 'a {
+        let step = match *self {
+            Merge::Sum { .. } => 4,
+            Merge::Max { .. } => 1,
+        };
+        data.chunks_exact(step)
+            .map(|c| c.iter().fold(0u32, |v, &b| (v << 8) | b as u32))
+    }
+
+    /// Merge a reporter's value that grew from `from` to `to` into the merged value `merged`:
+    /// the increase is added (Count-Min), the register max-merged (HyperLogLog). A column sent in
+    /// order is growth from 0.
+    fn absorb(&self, merged: &mut u64, from: u32, to: u32) {
+        match *self {
+            Merge::Sum { .. } => *merged += (to - from) as u64,
+            Merge::Max { .. } => *merged = (*merged).max(to as u64),
         }
     }
 }
@@ -70,6 +105,12 @@ struct ReporterProgress {
     last_seen: Instant,
     last_nack: Option<Instant>,
     from: SocketAddr,
+    /// ApproSync: the values last merged from this reporter in `epoch`, `columns × width`
+    /// (allocated at its first column; empty in order).
+    last: Vec<u32>,
+    /// ApproSync: a bit per column this reporter has sent in `epoch` (it is then one of the
+    /// column's contributors, even if everything it counted there is 0).
+    sent: Vec<u64>,
 }
 
 struct EpochAcc {
@@ -90,6 +131,7 @@ pub struct ReadyColumns<'a> {
 /// One sketch's aggregation state.
 pub struct SketchAggregator {
     merge: Merge,
+    sync: SketchSync,
     columns: u32,
     reporters: u32,
     batch: u32,
@@ -99,9 +141,10 @@ pub struct SketchAggregator {
 }
 
 impl SketchAggregator {
-    pub fn new(merge: Merge, columns: u32, reporters: u32, batch: u32) -> Self {
+    pub fn new(merge: Merge, sync: SketchSync, columns: u32, reporters: u32, batch: u32) -> Self {
         SketchAggregator {
             merge,
+            sync,
             columns,
             reporters: reporters.max(1),
             batch: batch.max(1),
@@ -148,6 +191,8 @@ impl SketchAggregator {
             last_seen: now,
             last_nack: None,
             from,
+            last: Vec::new(),
+            sent: Vec::new(),
         });
         if epoch < p.epoch {
             return Ok(ColumnVerdict::Stale);
@@ -155,20 +200,24 @@ impl SketchAggregator {
         if epoch > p.epoch {
             p.epoch = epoch;
             p.next = 0;
+            p.last.fill(0);
+            p.sent.fill(0);
         }
         p.last_seen = now;
         p.from = from;
-        if column < p.next {
-            return Ok(ColumnVerdict::Duplicate);
+        if self.sync == SketchSync::InOrder {
+            if column < p.next {
+                return Ok(ColumnVerdict::Duplicate);
+            }
+            if column > p.next {
+                return Ok(ColumnVerdict::OutOfOrder {
+                    column: p.next as u16,
+                    epoch,
+                });
+            }
+            p.next += 1;
+            p.last_nack = None;
         }
-        if column > p.next {
-            return Ok(ColumnVerdict::OutOfOrder {
-                column: p.next as u16,
-                epoch,
-            });
-        }
-        p.next += 1;
-        p.last_nack = None;
         if self.newest.is_none_or(|n| epoch > n) {
             self.newest = Some(epoch);
             self.retire_before(epoch.saturating_sub(1), &mut emit)?;
@@ -181,17 +230,43 @@ impl SketchAggregator {
             written: vec![false; columns],
         });
         let dst = &mut acc.values[column as usize * width..(column as usize + 1) * width];
-        match self.merge {
-            Merge::Sum { .. } => {
-                for (d, c) in dst.iter_mut().zip(data.chunks_exact(4)) {
-                    *d += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
+        if self.sync == SketchSync::Approsync {
+            let p = self
+                .progress
+                .get_mut(&reporter)
+                .expect("the reporter's progress was inserted above");
+            if p.last.is_empty() {
+                p.last = vec![0; columns * width];
+                p.sent = vec![0; columns.div_ceil(64)];
+            }
+            let last = &mut p.last[column as usize * width..(column as usize + 1) * width];
+            let (word, bit) = (column as usize / 64, 1u64 << (column % 64));
+            let first = p.sent[word] & bit == 0;
+            p.sent[word] |= bit;
+            let mut grew = first;
+            for ((d, l), v) in dst
+                .iter_mut()
+                .zip(last.iter_mut())
+                .zip(self.merge.values(data))
+            {
+                if v > *l {
+                    self.merge.absorb(d, *l, v);
+                    *l = v;
+                    grew = true;
                 }
             }
-            Merge::Max { .. } => {
-                for (d, &r) in dst.iter_mut().zip(data) {
-                    *d = (*d).max(r as u64);
-                }
+            if !grew {
+                return Ok(ColumnVerdict::Duplicate);
             }
+            if first {
+                acc.contributors[column as usize] += 1;
+            }
+            let merged = acc.contributors[column as usize];
+            Self::emit_run(acc, merged, width, epoch, column, 1, &mut emit)?;
+            return Ok(ColumnVerdict::Merged);
+        }
+        for (d, v) in dst.iter_mut().zip(self.merge.values(data)) {
+            self.merge.absorb(d, 0, v);
         }
         acc.contributors[column as usize] += 1;
         if acc.contributors[column as usize] >= self.reporters {
@@ -329,7 +404,7 @@ mod tests {
 
     #[test]
     fn sums_when_all_reporters_contributed_and_nacks_gaps() {
-        let mut s = SketchAggregator::new(Merge::Sum { rows: 2 }, 4, 2, 2);
+        let mut s = SketchAggregator::new(Merge::Sum { rows: 2 }, SketchSync::InOrder, 4, 2, 2);
         let mut out: Vec<(u32, u32, Vec<u64>)> = vec![];
         let rx =
             |s: &mut SketchAggregator, r, c, v: &[u32], out: &mut Vec<(u32, u32, Vec<u64>)>| {
@@ -361,7 +436,7 @@ mod tests {
 
     #[test]
     fn hll_max_and_last_column_flushes() {
-        let mut s = SketchAggregator::new(Merge::Max { width: 3 }, 1, 2, 8);
+        let mut s = SketchAggregator::new(Merge::Max { width: 3 }, SketchSync::InOrder, 1, 2, 8);
         let mut out = vec![];
         for (r, regs) in [(7u32, [1u8, 5, 2]), (8, [4, 0, 3])] {
             s.receive(r, addr(), 0, 0, &regs, Instant::now(), |rc| {
@@ -375,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_stalled_reporter_is_nacked_for_its_next_column() {
-        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, 3, 1, 8);
+        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, SketchSync::InOrder, 3, 1, 8);
         let t0 = Instant::now();
         let ok = |_: ReadyColumns<'_>| Ok::<_, ()>(());
         s.receive(5, addr(), 2, 0, &col(&[1]), t0, ok).unwrap();
@@ -405,7 +480,7 @@ mod tests {
 
     #[test]
     fn an_epoch_retired_incomplete_is_written_with_its_contributor_count() {
-        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, 2, 2, 1);
+        let mut s = SketchAggregator::new(Merge::Sum { rows: 1 }, SketchSync::InOrder, 2, 2, 1);
         let t = Instant::now();
         let mut out: Vec<(u32, u32, u32, Vec<u64>)> = vec![];
         let mut push = |rc: ReadyColumns<'_>| {
@@ -425,7 +500,7 @@ mod tests {
 
     #[test]
     fn a_reporter_beyond_the_sketchs_reporters_is_unknown_and_gets_no_state() {
-        let mut a = SketchAggregator::new(Merge::Max { width: 1 }, 2, 2, 1);
+        let mut a = SketchAggregator::new(Merge::Max { width: 1 }, SketchSync::InOrder, 2, 2, 1);
         let from: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let now = Instant::now();
         let mut sink = |_: ReadyColumns<'_>| Ok::<(), ()>(());
@@ -449,5 +524,98 @@ mod tests {
             a.receive(1, from, 0, 1, &[1], now, &mut sink),
             Ok(ColumnVerdict::Merged)
         );
+    }
+
+    #[test]
+    fn approsync_merges_what_grew_in_any_order_and_a_later_column_heals_a_lost_one() {
+        // 2 rows, 4 columns, up to 2 reporters; every column written at once.
+        let mut a = SketchAggregator::new(Merge::Sum { rows: 2 }, SketchSync::Approsync, 4, 2, 8);
+        let t = Instant::now();
+        let mut out: Vec<(u32, u32, u32, Vec<u64>)> = vec![];
+        let mut rx = |a: &mut SketchAggregator, r: u32, c: u16, v: &[u32]| {
+            a.receive(r, addr(), 1, c, &col(v), t, |rc| {
+                out.push((rc.first_column, rc.count, rc.reporters, rc.values.to_vec()));
+                Ok::<_, ()>(())
+            })
+            .unwrap()
+        };
+        // Column 3 before column 0: no NACK, both merged.
+        assert_eq!(rx(&mut a, 1, 3, &[2, 0]), ColumnVerdict::Merged);
+        assert_eq!(rx(&mut a, 1, 0, &[1, 1]), ColumnVerdict::Merged);
+        // Reporter 1's column 3 at [4, 0] was lost; [8, 1] carries the whole increase.
+        assert_eq!(rx(&mut a, 1, 3, &[8, 1]), ColumnVerdict::Merged);
+        // The lost [4, 0] arrives late, then a repeat of [8, 1]: both change nothing.
+        assert_eq!(rx(&mut a, 1, 3, &[4, 0]), ColumnVerdict::Duplicate);
+        assert_eq!(rx(&mut a, 1, 3, &[8, 1]), ColumnVerdict::Duplicate);
+        // A second reporter's column 3 adds to the merged column and is counted as a reporter.
+        assert_eq!(rx(&mut a, 2, 3, &[5, 0]), ColumnVerdict::Merged);
+        // Only one row grew: the other keeps its merged value.
+        assert_eq!(rx(&mut a, 2, 3, &[5, 3]), ColumnVerdict::Merged);
+        // A reporter's first column of zeros (it counted nothing there) is merged: the column
+        // is written, so its keys read 0 rather than "not merged"; a repeat changes nothing.
+        assert_eq!(rx(&mut a, 2, 1, &[0, 0]), ColumnVerdict::Merged);
+        assert_eq!(rx(&mut a, 2, 1, &[0, 0]), ColumnVerdict::Duplicate);
+        // Reporter 2's later growth of column 0 makes it the column's second contributor.
+        assert_eq!(rx(&mut a, 2, 0, &[0, 2]), ColumnVerdict::Merged);
+        assert_eq!(
+            out,
+            vec![
+                (3, 1, 1, vec![2, 0]),
+                (0, 1, 1, vec![1, 1]),
+                (3, 1, 1, vec![8, 1]),
+                (3, 1, 2, vec![13, 1]),
+                (3, 1, 2, vec![13, 4]),
+                (1, 1, 1, vec![0, 0]),
+                (0, 1, 2, vec![1, 3]),
+            ]
+        );
+        // Nothing is pending and nothing stalls.
+        let mut flushed = 0;
+        a.flush(|_| {
+            flushed += 1;
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(flushed, 0);
+        let mut nacks = 0;
+        a.stalled(
+            t + Duration::from_secs(60),
+            Duration::from_millis(1),
+            |_, _, _, _| nacks += 1,
+        );
+        assert_eq!(nacks, 0);
+    }
+
+    #[test]
+    fn approsync_a_new_epoch_starts_from_zero_and_hll_registers_max_merge() {
+        let mut a = SketchAggregator::new(Merge::Sum { rows: 1 }, SketchSync::Approsync, 2, 1, 8);
+        let t = Instant::now();
+        let mut out = vec![];
+        let mut push = |rc: ReadyColumns<'_>| {
+            out.push((rc.epoch, rc.values.to_vec()));
+            Ok::<_, ()>(())
+        };
+        a.receive(1, addr(), 1, 0, &col(&[10]), t, &mut push)
+            .unwrap();
+        a.receive(1, addr(), 2, 0, &col(&[3]), t, &mut push)
+            .unwrap();
+        assert_eq!(
+            a.receive(1, addr(), 1, 0, &col(&[20]), t, &mut push),
+            Ok(ColumnVerdict::Stale)
+        );
+        assert_eq!(out, vec![(1, vec![10]), (2, vec![3])]);
+
+        let mut h = SketchAggregator::new(Merge::Max { width: 2 }, SketchSync::Approsync, 1, 2, 8);
+        let mut regs = vec![];
+        for (r, v) in [(1u32, [3u8, 1]), (2, [1, 5]), (1, [2, 1])] {
+            let verdict = h
+                .receive(r, addr(), 0, 0, &v, t, |rc| {
+                    regs.push(rc.values.to_vec());
+                    Ok::<_, ()>(())
+                })
+                .unwrap();
+            assert_eq!(verdict == ColumnVerdict::Merged, r == 2 || v == [3, 1]);
+        }
+        assert_eq!(regs, vec![vec![3, 1], vec![3, 5]]);
     }
 }

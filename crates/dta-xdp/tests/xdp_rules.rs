@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -335,12 +335,23 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
     let to: SocketAddr = format!("{}:40040", net.ip_a).parse().unwrap();
     let _sock = run_in(&net.a, move || UdpSocket::bind(to).unwrap());
     let done = Arc::new(AtomicBool::new(false));
+    // The reloads so far: the sender holds its second half until RELOADS happened, so that many
+    // fall between datagrams however the two threads are scheduled.
+    let reloads = Arc::new(AtomicU64::new(0));
+    const RELOADS: u64 = 20;
     let sender = {
-        let (b, done) = (net.b.clone(), done.clone());
+        let (b, done, reloads) = (net.b.clone(), done.clone(), reloads.clone());
         std::thread::spawn(move || {
             run_in(&b, move || {
                 let s = UdpSocket::bind("0.0.0.0:0").unwrap();
                 for i in 0..N {
+                    if i == N / 2 {
+                        dta_testkit::wait_until(
+                            "the rule reloads mid-stream",
+                            || reloads.load(Ordering::Relaxed),
+                            |&g| g >= RELOADS,
+                        );
+                    }
                     s.send_to(&proto_kw(0x0a00_0000 + i, 1, [0, 0, 0, 1]), to)
                         .unwrap();
                     if i % 8 == 0 {
@@ -357,6 +368,7 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         g = x
             .install_rules(&set.split_xdp(&userspace_primitives(&hs)))
             .unwrap();
+        reloads.store(g, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(2));
     }
     sender.join().unwrap();
@@ -366,7 +378,10 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         x.stats()
     );
     assert_eq!(x.stats().unwrap().datagrams, N as u64);
-    assert!(g >= 20, "only {g} reloads while the reports streamed in");
+    assert!(
+        g >= RELOADS,
+        "only {g} reloads while the reports streamed in"
+    );
     let app = x.region("app").unwrap();
     let l = AppendLayout::new(app.header()).unwrap();
     let mut seen = HashSet::new();

@@ -16,7 +16,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -288,7 +287,7 @@ fn three_collectors_then_four() {
         for s in serves {
             let addr = m.collector(s).unwrap().translator;
             wait_for("the translator's port", || {
-                run_in(&net.ns(ns), move || UdpSocket::bind(addr).is_err())
+                run_in(&net.ns(ns), move || common::udp_port_bound(addr.port()))
             });
         }
         child

@@ -225,12 +225,14 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
         Err(why) => dta_testkit::skip!("{why}"),
     };
     const COUNT: u64 = 40;
-    let s = Stack::start();
+    let mut s = Stack::start();
     for p in ["kw", "postcard", "append"] {
         s.report(COUNT, &["--primitive", p]);
     }
-    // The Append batch and the Postcarding cache are flushed on the translator's timers.
-    std::thread::sleep(Duration::from_millis(400));
+    // Stopped before anything is read: SIGINT applies every report it received and writes out
+    // the Append batch and the Postcarding cache (its timers would, after however long a
+    // loaded machine takes to run them).
+    s.stop_translator();
     // The first key `dta report` drew for the primitive, and the CLI's answer for it.
     let first = |op: Opcode, what: &str, store: &str| {
         let mut spec = LoadSpec::new(op);

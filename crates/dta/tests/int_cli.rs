@@ -5,13 +5,35 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{dta, free_tcp_port, free_udp_port, scrape};
+use dta_export::prom::{parse_exposition, value};
 
 /// `d/int.toml`: an INT sink on 127.0.0.1:`port` ([`common::write_int_config`]).
 fn write_config(d: &std::path::Path, port: u16, sink: &str) {
     common::write_int_config(d, &format!("127.0.0.1:{port}"), sink);
+}
+
+/// Wait until the sink's metrics endpoint on `mport` answers (it starts once the sink's UDP
+/// sockets are bound).
+fn wait_metrics(mport: u16) {
+    common::wait_for("the sink's metrics endpoint", || scrape(mport).is_some());
+}
+
+/// The sink's counters of telemetry reports taken and of datagrams refused for their source.
+fn taken_and_rejected(mport: u16) -> (u64, u64) {
+    let s = parse_exposition(&scrape(mport).expect("metrics")).unwrap();
+    let n = |name, labels: &[(&str, &str)]| {
+        value(&s, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?}")) as u64
+    };
+    (
+        n("dta_int_telemetry_reports_total", &[]),
+        n(
+            "dta_int_sources_rejected_total",
+            &[("reason", "source_not_allowed")],
+        ),
+    )
 }
 
 /// `dta pcap gen` of `flows` flows into `d/trace.pcap` (ground truth `d/trace.json`).
@@ -79,11 +101,8 @@ fn pcap_replay_into_int_sink_then_query_paths() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for its metrics endpoint: then its UDP socket is bound too.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while scrape(mport).is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Its metrics endpoint answers once its UDP socket is bound.
+    wait_metrics(mport);
     let out = dta()
         .args([
             "pcap",
@@ -145,10 +164,7 @@ fn int_sink_flushes_and_exits_zero_on_sigterm_and_sigint() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while scrape(mport).is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_metrics(mport);
         let out = dta()
             .args(["pcap", "replay", "--to", &format!("127.0.0.1:{port}")])
             .arg(d.join("trace.pcap"))
@@ -196,25 +212,22 @@ fn int_sink_takes_reports_only_from_allowed_sources() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while scrape(mport).is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_metrics(mport);
         let out = dta()
             .args(["pcap", "replay", "--to", &format!("127.0.0.1:{port}")])
             .arg(d.join("trace.pcap"))
             .output()
             .unwrap();
         assert!(out.status.success());
-        std::thread::sleep(Duration::from_millis(200));
-        let metrics = scrape(mport).expect("metrics");
-        let rejected = metrics
-            .lines()
-            .find(|l| {
-                l.starts_with("dta_int_sources_rejected_total{reason=\"source_not_allowed\"}")
-            })
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no dta_int_sources_rejected: {metrics}"));
+        let sent = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["sent"]
+            .as_u64()
+            .unwrap();
+        // Every datagram sent is either taken or refused, once the sink has read them all.
+        let (_, rejected) = dta_testkit::wait_until(
+            &format!("{allow}: the sink to take or refuse all {sent} datagrams"),
+            || taken_and_rejected(mport),
+            |(taken, rejected)| taken + rejected == sent,
+        );
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(
             unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
@@ -227,7 +240,7 @@ fn int_sink_takes_reports_only_from_allowed_sources() {
             assert_eq!(rejected, 0, "{allow}");
             assert_eq!(v["status"], "found", "{allow}: {v}");
         } else {
-            assert!(rejected > 0, "{allow}: {metrics}");
+            assert!(rejected > 0, "{allow}: {rejected} rejected");
             assert_ne!(v["status"], "found", "{allow}: {v}");
         }
     }
@@ -246,10 +259,7 @@ fn start_sink(d: &std::path::Path, mport: u16) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while scrape(mport).is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_metrics(mport);
     sink
 }
 
@@ -344,7 +354,13 @@ fn int_sink_flushes_every_flow_on_a_signal_mid_replay() {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        // Mid-replay: once the sink has taken part of the trace (the replay, at 500/s, needs
+        // seconds for the rest).
+        dta_testkit::wait_until(
+            "the sink to take 100 reports",
+            || taken_and_rejected(mport),
+            |&(taken, _)| taken > 100,
+        );
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(sink.id() as libc::pid_t, sig) }, 0);
         let out = sink.wait_with_output().unwrap();

@@ -45,11 +45,17 @@ fn pcap_gen_then_replay_delivers_every_frame() {
     assert!(truth.flows.iter().all(|f| f.path.len() == 5));
 
     let rx = rx_socket();
-    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let to = rx.local_addr().unwrap();
+    // Until the n frames arrived (however late the replay process starts), then no more.
     let h = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         let mut got = 0;
+        rx.set_read_timeout(Some(dta_testkit::WAIT)).unwrap();
+        while got < n && rx.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         while rx.recv(&mut buf).is_ok() {
             got += 1;
         }
@@ -98,8 +104,9 @@ fn translator_metrics_move_with_reports() {
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 
     let mport = free_tcp_port();
+    // --duration only ends a translator the test leaves behind when it fails; the test kills it.
     let mut child = dta()
-        .args(["translator", "--stats-interval", "0", "--duration", "20"])
+        .args(["translator", "--stats-interval", "0", "--duration", "300"])
         .arg("--config")
         .arg(&cfg)
         .args(["--metrics", &format!("127.0.0.1:{mport}")])
@@ -107,14 +114,8 @@ fn translator_metrics_move_with_reports() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let before = loop {
-        if let Some(b) = scrape(mport) {
-            break b;
-        }
-        assert!(Instant::now() < deadline, "no metrics server");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let before =
+        dta_testkit::wait_until("the metrics server", || scrape(mport), Option::is_some).unwrap();
     let s = parse_exposition(&before).unwrap();
     assert_eq!(
         value(
@@ -134,7 +135,7 @@ fn translator_metrics_move_with_reports() {
     tx.send_to(&[0x30, 0, 0, 0], ("127.0.0.1", udp_port))
         .unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + dta_testkit::WAIT;
     loop {
         let s = parse_exposition(&scrape(mport).unwrap()).unwrap();
         let ki = value(
@@ -147,21 +148,21 @@ fn translator_metrics_move_with_reports() {
             "dta_translator_dropped_total",
             &[("stage", "wire"), ("reason", "unknown_version")],
         );
-        if ki == Some(50.0) && dropped == Some(1.0) {
-            assert_eq!(value(&s, "dta_translator_datagrams_total", &[]), Some(51.0));
-            assert_eq!(
-                value(
-                    &s,
-                    "dta_translator_memory_ops_total",
-                    &[("op", "fetch_add")]
-                ),
-                Some(50.0)
-            );
+        // The counters are published by different stages at different moments: wait until all
+        // of them show the 51 datagrams.
+        let datagrams = value(&s, "dta_translator_datagrams_total", &[]);
+        let fetch_adds = value(
+            &s,
+            "dta_translator_memory_ops_total",
+            &[("op", "fetch_add")],
+        );
+        let now = (ki, dropped, datagrams, fetch_adds);
+        if now == (Some(50.0), Some(1.0), Some(51.0), Some(50.0)) {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "counters did not move: {ki:?} {dropped:?}"
+            "counters did not reach 50 reports, 1 dropped, 51 datagrams, 50 fetch-adds: {now:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }

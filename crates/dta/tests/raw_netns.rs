@@ -2,10 +2,9 @@
 //! two network namespaces the test creates, into `dta translator` in the other namespace. Every
 //! report the sender counts arrives and is applied. Needs root (a counted skip otherwise).
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
-use dta_testkit::netns::VethPair;
-use std::time::Duration;
+use dta_testkit::netns::{run_in, VethPair};
 
 mod common;
 
@@ -37,27 +36,18 @@ fn raw_sender_into_translator_across_namespaces() {
     let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 
-    let exe = env!("CARGO_BIN_EXE_dta");
-    let translator = Command::new("ip")
+    let translator = start_in(na, &cfg, 1);
+
+    let out = Command::new("ip")
         .args([
             "netns",
             "exec",
-            na,
-            exe,
-            "translator",
-            "--stats-interval",
-            "0",
+            nb,
+            env!("CARGO_BIN_EXE_dta"),
+            "report",
+            "--raw",
+            vb,
         ])
-        .args(["--duration", "4", "--json", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-
-    let out = Command::new("ip")
-        .args(["netns", "exec", nb, exe, "report", "--raw", vb])
         .args(["--to", "10.79.0.1:40040", "-p", "kw", "--count", "32000"])
         .args(["--keys", "5000", "--json", "--quiet"])
         .output()
@@ -67,9 +57,7 @@ fn raw_sender_into_translator_across_namespaces() {
     assert_eq!(rep["reports"], 32000, "{rep}");
     assert_eq!(rep["datagrams"], 1000, "{rep}");
 
-    let out = translator.wait_with_output().unwrap();
-    common::assert_success(&out);
-    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let st = finished(na, translator, 1000);
     assert_eq!(st["datagrams"], 1000, "{st}");
     assert_eq!(st["reports"]["key_write"], 32000, "{st}");
 
@@ -89,18 +77,59 @@ fn raw_sender_into_translator_across_namespaces() {
     assert_eq!(v["data"], hex::encode(want), "{v}");
 }
 
+/// The translator's metrics address inside its namespace.
+const METRICS: &str = "127.0.0.1:40080";
+
+/// `dta translator --config cfg --threads threads` in namespace `ns`, with its metrics on
+/// [`METRICS`] there; returns once they answer (its UDP sockets are bound by then).
+fn start_in(ns: &str, cfg: &std::path::Path, threads: u32) -> Child {
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_dta"), "translator"])
+        .args(["--stats-interval", "0", "--json", "--metrics", METRICS])
+        .args(["--threads", &threads.to_string(), "--config"])
+        .arg(cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ns = ns.to_owned();
+    common::wait_for("the translator's metrics endpoint", || {
+        run_in(&ns, || common::scrape_at(METRICS)).is_some()
+    });
+    child
+}
+
+/// Stop the translator in `ns` once it has received `datagrams` (frames crossing the veth pair
+/// reach its socket asynchronously, after the sender exits), then its final counters. SIGINT
+/// applies everything received before the final counters are printed.
+fn finished(ns: &str, child: Child, datagrams: u64) -> serde_json::Value {
+    let ns = ns.to_owned();
+    dta_testkit::wait_until(
+        &format!("the translator to receive {datagrams} datagrams"),
+        || {
+            let m = run_in(&ns, || common::scrape_at(METRICS)).expect("metrics");
+            let s = dta_export::prom::parse_exposition(&m).unwrap();
+            dta_export::prom::value(&s, "dta_translator_datagrams_total", &[])
+        },
+        |&n| n == Some(datagrams as f64),
+    );
+    common::interrupt(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    common::assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A `dta translator` in namespace `ns` on `ip:40040` with one Key-Write store (4-byte keys and
 /// data, N = 2, 2^22 slots: two keys' writes rarely meet, so which is written last, which two
-/// translator threads do not fix, rarely matters), run for `secs`; returns the child and the
-/// configuration's path.
+/// translator threads do not fix, rarely matters); returns the child and the configuration's
+/// path.
 fn translator_in(
     ns: &str,
     ip: &str,
     net: &str,
     dir: &std::path::Path,
     threads: u32,
-    secs: u32,
-) -> (std::process::Child, std::path::PathBuf) {
+) -> (Child, std::path::PathBuf) {
     let cfg = dir.join("dta.toml");
     std::fs::write(
         &cfg,
@@ -115,24 +144,7 @@ fn translator_in(
     .unwrap();
     let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_dta"), "translator"])
-        .args(["--stats-interval", "0", "--json"])
-        .args(["--threads", &threads.to_string()])
-        .args(["--duration", &secs.to_string(), "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    (child, cfg)
-}
-
-fn finished(child: std::process::Child) -> serde_json::Value {
-    let out = child.wait_with_output().unwrap();
-    common::assert_success(&out);
-    serde_json::from_slice(&out.stdout).unwrap()
+    (start_in(ns, &cfg, threads), cfg)
 }
 
 /// `dta report --raw --tx-ring`: one sender's frames, through its PACKET_MMAP ring, arrive
@@ -145,7 +157,7 @@ fn tx_ring_sender_store_is_exact() {
     }
     let net = VethPair::new("r", 81);
     let dir = tempfile::tempdir().unwrap();
-    let (translator, cfg) = translator_in(&net.a, &net.ip_a, "10.81.0.0/24", dir.path(), 1, 4);
+    let (translator, cfg) = translator_in(&net.a, &net.ip_a, "10.81.0.0/24", dir.path(), 1);
     let out = Command::new("ip")
         .args(["netns", "exec", &net.b, env!("CARGO_BIN_EXE_dta"), "report"])
         .args(["--raw", &net.dev_b, "--tx-ring", "--to", "10.81.0.1:40040"])
@@ -161,7 +173,7 @@ fn tx_ring_sender_store_is_exact() {
         (Some(6400), Some(200)),
         "{rep}"
     );
-    let st = finished(translator);
+    let st = finished(&net.a, translator, 200);
     assert_eq!(st["datagrams"], 200, "{st}");
     assert_eq!(st["reports"]["key_write"], 6400, "{st}");
     let rejected = st["rejected"].as_object().unwrap();
@@ -215,7 +227,7 @@ fn tx_ring_two_senders_every_key_applied() {
     }
     let net = VethPair::new("s", 82);
     let dir = tempfile::tempdir().unwrap();
-    let (translator, cfg) = translator_in(&net.a, &net.ip_a, "10.82.0.0/24", dir.path(), 2, 4);
+    let (translator, cfg) = translator_in(&net.a, &net.ip_a, "10.82.0.0/24", dir.path(), 2);
     let out = Command::new("ip")
         .args(["netns", "exec", &net.b, env!("CARGO_BIN_EXE_dta"), "report"])
         .args(["--raw", &net.dev_b, "--tx-ring", "--to", "10.82.0.1:40040"])
@@ -232,7 +244,7 @@ fn tx_ring_two_senders_every_key_applied() {
         (Some(12800), Some(400)),
         "{rep}"
     );
-    let st = finished(translator);
+    let st = finished(&net.a, translator, 400);
     assert_eq!(st["datagrams"], 400, "{st}");
     assert_eq!(st["reports"]["key_write"], 12800, "{st}");
 

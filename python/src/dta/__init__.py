@@ -6,7 +6,9 @@ A thin layer over the Rust core (the native extension ``dta._native``):
   decoding of any datagram (``decode``), from ``dta-wire``;
 * read-only queries on region files (``Region``), from ``dta-store``;
 * push notifications of a region directory (``Watcher``, an iterator of notices);
-* ``dta.reporter.Reporter``, a UDP sender for both protocols that batches native reports.
+* ``dta.reporter.Reporter``, a UDP sender for both protocols that batches native reports;
+* ``ApproSync``, a Count-Min sketch that sends a column through a ``Reporter`` whenever one of
+  its counters diverges (Sketch-Merge stores of ``sync = "approsync"``), from ``dta-reporter``.
 
 Rejections raise ``WireError`` (a ``ValueError``) whose ``reason`` is the counter name of
 ``docs/protocol.md`` (``"bad_key_len"``, ``"truncated"``, ...).
@@ -25,6 +27,7 @@ from ._native import (  # noqa: F401
     ERROR_REASONS,
     NACK_PORT,
     DatagramFull,
+    ApproSync,
     NativeDatagram,
     WireError,
     decode,
@@ -46,6 +49,7 @@ from .cluster import ClusterClient, ClusterError, ClusterReporter  # noqa: F401,
 
 __all__ = [
     "__version__",
+    "ApproSync",
     "ClusterClient",
     "ClusterError",
     "ClusterMap",

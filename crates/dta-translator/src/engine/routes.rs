@@ -207,6 +207,7 @@ impl<S: Sinks> Translator<S> {
                     };
                     let agg = SketchAggregator::new(
                         merge,
+                        spec.sync,
                         layout.columns(),
                         spec.reporters,
                         cfg.sketch_batch_columns,

@@ -128,6 +128,7 @@ pub(super) fn specs() -> Vec<(&'static str, StoreSpec)> {
                     columns: 4,
                 },
                 reporters: 1,
+                sync: Default::default(),
             }),
         ),
     ]

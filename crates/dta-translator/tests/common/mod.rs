@@ -71,6 +71,7 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                     columns: 8,
                 },
                 reporters: 2,
+                sync: Default::default(),
             }),
         ),
     ]

@@ -67,7 +67,7 @@ pub fn send_all(ns: &str, to: SocketAddr, dgrams: Vec<Vec<u8>>) {
 
 pub fn wait_for(mut ok: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
+    while t.elapsed() < dta_testkit::WAIT {
         if ok() {
             return true;
         }

@@ -7,7 +7,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Assert that a finished command succeeded, showing its standard error if not.
 #[track_caller]
@@ -44,7 +43,12 @@ pub fn free_udp_port() -> u16 {
 
 /// The body of `GET /metrics` on 127.0.0.1:`port`, if it answers 200.
 pub fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    scrape_at(("127.0.0.1", port))
+}
+
+/// The body of `GET /metrics` on `addr`, if it answers 200.
+pub fn scrape_at(addr: impl std::net::ToSocketAddrs) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
     write!(
         s,
         "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -122,11 +126,8 @@ impl Stack {
             .arg(&s.config)
             .stdout(Stdio::piped());
         s.translator = Some(spawn(&mut t));
-        // The translator listens once its port is taken.
-        let l = s.listen.clone();
-        wait_for("the translator's port", || {
-            std::net::UdpSocket::bind(&l).is_err()
-        });
+        let port = s.listen.rsplit_once(':').unwrap().1.parse().unwrap();
+        wait_for("the translator's port", || udp_port_bound(port));
         s
     }
 
@@ -197,15 +198,21 @@ pub fn interrupt(c: &Child, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(c.id() as libc::pid_t, sig) }, 0);
 }
 
+/// Wait (bounded by [`dta_testkit::WAIT`]) until `ok` holds; panics naming `what`.
+#[track_caller]
 pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    dta_testkit::wait_until(what, &mut ok, |&done| done);
+}
+
+/// Whether a UDP socket of this network namespace is bound to `port`, read from the kernel's
+/// socket tables of the calling thread's namespace. A probe that binds the port itself would
+/// race with the process being waited for: holding the port for an instant, it makes that
+/// process's own bind (or its check for another user of the port) fail.
+pub fn udp_port_bound(port: u16) -> bool {
+    ["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .any(|text| !dta_translator::port_owner::inodes_on_port(&text, port).is_empty())
 }
 
 /// `d/int.toml`: an INT sink listening on `listen` (its HTTP API) with stores in `d/regions`;
