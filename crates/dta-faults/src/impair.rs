@@ -202,8 +202,8 @@ pub struct Counts {
     pub sent: [u64; Class::COUNT],
     /// Datagrams dropped by the loss draw.
     pub dropped: [u64; Class::COUNT],
-    /// Dropped native report datagrams no later datagram of their sequence space followed
-    /// (a receiver cannot tell they were sent).
+    /// Native report datagrams dropped (each number once, however often resent) that no later
+    /// datagram of their sequence space followed (a receiver cannot tell they were sent).
     pub dropped_tail: [u64; Class::COUNT],
     /// Dropped native report datagrams sent before any datagram of their sequence space got
     /// through (a receiver that starts a space at the first number it sees cannot tell).
@@ -468,6 +468,8 @@ impl Pipeline {
             }
         }
         match self.space(id, p) {
+            // A number dropped again (a resend of a dropped datagram) is one datagram lost.
+            Some(s) if s.above.contains(&seq) => {}
             Some(s) if s.hi.is_none_or(|hi| after(seq, hi)) => {
                 if s.above.len() < MAX_TAIL_PER_SPACE {
                     s.above.push(seq);
@@ -741,6 +743,9 @@ mod tests {
         assert_eq!(c.dropped_head[Priority::High as usize], 1);
         // 4 retransmitted later: only 5 remains a tail drop.
         p.push(&datagram(Priority::Low, 1, 4), t, &mut sink);
+        assert_eq!(p.counts().dropped_tail[Priority::Low as usize], 1);
+        // 5 resent (a tail probe) and dropped again: still one datagram lost.
+        p.note_drop(1, Priority::Low, 5);
         assert_eq!(p.counts().dropped_tail[Priority::Low as usize], 1);
         // Serial arithmetic across the wrap.
         let mut p = Pipeline::new(Impairment::default()).unwrap();

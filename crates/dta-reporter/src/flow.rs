@@ -30,6 +30,8 @@ pub const DEFAULT_PRIORITY: Priority = Priority::Medium;
 pub const DEFAULT_RETRANSMIT_BUFFER: usize = 256;
 /// Times the newest datagram is resent at the end of a retransmittable run (tail probe).
 pub const DEFAULT_TAIL_PROBES: u32 = 2;
+/// Most tail probes accepted: the end of a run waits at most this many probe intervals.
+pub const MAX_TAIL_PROBES: u32 = 64;
 /// Spacing of the tail probes.
 pub const DEFAULT_TAIL_PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// A repeat of the NACK for the same number within this time is ignored.

@@ -613,6 +613,12 @@ pub fn run_many(
     if many.datagrams == 0 {
         return bad("datagrams must be at least 1".into());
     }
+    if many.tail_probes > crate::flow::MAX_TAIL_PROBES {
+        return bad(format!(
+            "tail_probes must be at most {}",
+            crate::flow::MAX_TAIL_PROBES
+        ));
+    }
     let slot = HEADER_LEN + native_report_len(spec);
     // A ring never holds more than the reporter sends.
     let kept = many.in_flight.min(many.datagrams);

@@ -337,6 +337,12 @@ impl Reporter {
                 "max_datagram must be in {min}..=65507 (one largest report fits)"
             )));
         }
+        if cfg.tail_probes > flow::MAX_TAIL_PROBES {
+            return Err(invalid(&format!(
+                "tail_probes must be at most {}",
+                flow::MAX_TAIL_PROBES
+            )));
+        }
         if cfg.retransmittable && cfg.protocol == Protocol::Prototype(BaseFormat::Short) {
             return Err(invalid(
                 "the prototype short header has no sequence number: retransmission needs the long format",

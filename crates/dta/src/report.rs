@@ -107,6 +107,13 @@ pub struct ReportArgs {
     /// prototype's long header); the run ends after the NACKs stop.
     #[arg(long)]
     pub retransmittable: bool,
+    /// With --retransmittable: times the newest datagram is resent at the end of the run, 10 ms
+    /// apart, while NACKs are handled (a lost last datagram leaves no gap the translator could
+    /// NACK). Each probe is lost independently, so at loss rate p a run's tail goes unseen with
+    /// probability p^(N+1) per reporter: raise it when many reporters end at once.
+    #[arg(long, value_name = "N", default_value_t = dta_reporter::flow::DEFAULT_TAIL_PROBES,
+          value_parser = clap::value_parser!(u32).range(0..=dta_reporter::flow::MAX_TAIL_PROBES as i64))]
+    pub tail_probes: u32,
     /// Native protocol: most reports packed into one datagram.
     #[arg(long, default_value_t = 32)]
     pub batch: u8,
@@ -332,6 +339,7 @@ pub(crate) fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
     };
     cfg.max_reports_per_datagram = a.batch;
     cfg.retransmittable = a.retransmittable;
+    cfg.tail_probes = a.tail_probes;
     cfg
 }
 
@@ -400,8 +408,8 @@ fn run_many(a: &ReportArgs, reporters: u32) -> anyhow::Result<ExitCode> {
         datagrams: a.datagrams.unwrap_or(a.in_flight),
         priority: priority_of(a.priority),
         nack_port: dta_wire::NACK_PORT,
-        tail_probes: 2,
-        tail_probe_interval: Duration::from_millis(10),
+        tail_probes: a.tail_probes,
+        tail_probe_interval: dta_reporter::flow::DEFAULT_TAIL_PROBE_INTERVAL,
     };
     let stats = loadgen::run_many(&spec, &many, a.to, &|_| {})?;
     if a.json {
