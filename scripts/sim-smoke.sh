@@ -25,3 +25,24 @@ trap 'rm -rf "$regions"' EXIT
 "$BUILD/invisiflow-sim" --channel invisiflow --load 0.6 \
     --workload sim/workloads/fb_hadoop_flow_size_cdf.txt --traffic-ms 2 --drain-ms 1 \
     --dta-config examples/invisiflow.toml --dta-regions "$regions" --check
+# Hostile command lines: each is refused with a message naming the option and exit status 2
+# (never an abort, never a run with a garbage value).
+checks=0 failures=0
+for bad in "--theta -1" "--theta nan" "--load abc" "--load 0.5x" "--seed-period-us 0" \
+           "--traffic-ms 1e9" "--collectors 3" "--ecn-k 2.5" "--telem-buf-bytes" "--bogus"; do
+    checks=$((checks + 1))
+    set +e
+    # shellcheck disable=SC2086
+    err=$("$BUILD/invisiflow-sim" $bad --workload sim/workloads/fb_hadoop_flow_size_cdf.txt 2>&1 >/dev/null)
+    rc=$?
+    set -e
+    opt=${bad%% *}
+    if [ "$rc" -eq 2 ] && grep -q -- "error: .*${opt}" <<<"$err"; then
+        printf 'check invisiflow-sim %-28s refused: %s\n' "$bad" "$(head -1 <<<"$err")"
+    else
+        failures=$((failures + 1))
+        printf 'check invisiflow-sim %-28s FAILED (exit %s): %s\n' "$bad" "$rc" "$(head -1 <<<"$err")"
+    fi
+done
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]

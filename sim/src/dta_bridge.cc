@@ -79,12 +79,18 @@ bool DtaBridge::PostcardPath(const FlowKey& flow, uint32_t path_len, std::vector
   return true;
 }
 
+uint32_t CmsHalfOf(const uint8_t* key, size_t len) {
+  uint32_t half = 0;
+  // Cannot fail: a 13-byte key and a power-of-two column count.
+  dta_sketch_cm_column(key, len, kCmsRows, kCmsHalves, &half);
+  return half;
+}
+
 CmsCells CmsCellsOf(const FlowKey& k) {
   uint8_t key[kFlowKeyLen];
   k.Encode(key);
   CmsCells c;
-  // Cannot fail: a 13-byte key and power-of-two column counts.
-  dta_sketch_cm_column(key, sizeof key, kCmsRows, kCmsHalves, &c.half);
+  c.half = CmsHalfOf(key, sizeof key);
   for (uint32_t r = 0; r < kCmsRows; r++)
     dta_sketch_cm_column(key, sizeof key, r, kCmsHalfCols, &c.col[r]);
   return c;

@@ -4,9 +4,11 @@
 // translator and stores (through the C ABI), and the metrics are computed by querying them and
 // cross-checked against the simulator's ground truth. One JSON document per run.
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -58,6 +60,23 @@ bool Sim::TelemetryOn() const {
   return now >= TelemStartUs() && now < TelemEndUs();
 }
 
+void GroundTruth::RecordColumn(CmsByReporter* to, uint32_t reporter, uint32_t half, uint32_t col,
+                               const uint8_t* data) {
+  std::vector<uint32_t>& mine = (*to)[reporter];
+  if (mine.empty()) mine.assign(kCmsCells, 0);
+  for (uint32_t row = 0; row < kCmsRows; row++) {
+    uint32_t& cell = mine[CmsCell(half, row, col)];
+    cell = std::max(cell, GetU32(data + 4 * row));
+  }
+}
+
+std::vector<uint64_t> GroundTruth::Merged(const CmsByReporter& by) {
+  std::vector<uint64_t> merged(kCmsCells, 0);
+  for (auto& [reporter, cells] : by)
+    for (uint32_t i = 0; i < kCmsCells; i++) merged[i] += cells[i];
+  return merged;
+}
+
 void Sim::Deliver(const uint8_t* payload, size_t len) {
   size_t at = 0;
   while (at + 2 <= len) {
@@ -82,14 +101,7 @@ void Sim::Deliver(const uint8_t* payload, size_t len) {
     } else if (op == 0x05 && n >= DTA_HDR + 4 + 8 + 4 * kCmsRows) {
       // Sketch-Merge: sketch id u16, column u16, epoch u32, the column's counters.
       uint32_t half = GetU16(body) - kCmsSketchId, col = GetU16(body + 2);
-      if (half < kCmsHalves) {
-        std::vector<uint32_t>& mine = gt.cms_delivered[reporter];
-        if (mine.empty()) mine.assign(kCmsCells, 0);
-        for (uint32_t row = 0; row < kCmsRows; row++) {
-          uint32_t& cell = mine[CmsCell(half, row, col)];
-          cell = std::max(cell, GetU32(body + 8 + 4 * row));
-        }
-      }
+      if (half < kCmsHalves) GroundTruth::RecordColumn(&gt.cms_delivered, reporter, half, col, body + 8);
     } else if (op == 0x02) {
       gt.drops_delivered++;
     }
@@ -314,97 +326,135 @@ double Quantile(std::vector<double>& v, double q) {
   return v[i];
 }
 
+// One option of the command line: its name, what it sets, and the accepted range (bounds the
+// work of a run: a period cannot be so short, nor a run so long, that events never end).
+struct Option {
+  const char* name;
+  enum Kind { Flag, Text, Real, Count } kind;
+  void* field;  // bool, std::string, double, or uint32_t / uint64_t (Count, by `wide`)
+  double min = 0, max = 0;
+  bool wide = false;  // Count into a uint64_t
+  const char* help = "";
+};
+
+std::vector<Option> Options(SimConfig* c) {
+  using K = Option::Kind;
+  return {
+      {"--load", K::Real, &c->load, 0.01, 1.5, false, "offered load of the user traffic"},
+      {"--workload", K::Text, &c->workload_path, 0, 0, false, "flow-size CDF (required)"},
+      {"--seed", K::Count, &c->seed, 1, 4294967295.0, true, "random seed (ns-3's is 32 bits)"},
+      {"--traffic-ms", K::Real, &c->traffic_ms, 0.01, 1000, false, "user flows arrive in [0, T), ms"},
+      {"--drain-ms", K::Real, &c->drain_ms, 0, 1000, false, "then the run goes on this long, ms"},
+      {"--check", K::Flag, &c->check, 0, 0, false, "check the stores against the ground truth"},
+      {"--imbalance", K::Flag, &c->imbalance, 0, 0, false, "ECMP on the destination only"},
+      {"--asymmetric", K::Flag, &c->asymmetric, 0, 0, false, "two links at half capacity"},
+      {"--collectors", K::Count, &c->collectors, 1, 2, false, "a second collector, in another pod"},
+      {"--dta-config", K::Text, &c->dta_config, 0, 0, false, "the DTA collector's dta.toml"},
+      {"--dta-regions", K::Text, &c->dta_regions, 0, 0, false, "its region directory"},
+      {"--telem-buf-bytes", K::Count, &c->telem_buf_bytes, 512, 1 << 30, false,
+       "telemetry buffer per switch, bytes"},
+      {"--seed-period-us", K::Real, &c->seed_period_us, 0.01, 1e6, false, "time between seeds on a pull-enabled port, us"},
+      {"--collector-seed-period-us", K::Real, &c->collector_seed_period_us, 0.01, 1e6, false,
+       "the same on a collector's port, us"},
+      {"--load-report-us", K::Real, &c->load_report_us, 1, 1e6, false,
+       "period of the load-imbalance reports, us"},
+      {"--ecn-k", K::Count, &c->ecn_k, 1, 1e6, false, "DCTCP marking threshold, packets"},
+      {"--theta", K::Real, &c->approsync_theta, 0, 1e6, false, "ApproSync divergence threshold"},
+      {"--out", K::Text, &c->out_json, 0, 0, false, "write the results as JSON"},
+      {"--telemetry-log", K::Text, &c->telemetry_log, 0, 0, false, "CSV of every entry"},
+  };
+}
+
+// A number as a person writes it (no exponent below 1e15).
+std::string Plain(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.15g", v);
+  return b;
+}
+
+std::string Default(const Option& o) {
+  switch (o.kind) {
+    case Option::Flag: return "";
+    case Option::Text: {
+      const std::string& v = *static_cast<std::string*>(o.field);
+      return v.empty() ? "" : " " + v;
+    }
+    case Option::Real: return " " + Plain(*static_cast<double*>(o.field));
+    case Option::Count:
+      return " " + std::to_string(o.wide ? *static_cast<uint64_t*>(o.field)
+                                         : *static_cast<uint32_t*>(o.field));
+  }
+  return "";
+}
+
 void Usage() {
+  SimConfig defaults;
   std::fprintf(stderr,
-               "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow\n"
-               "  [--load 0.5] [--workload FILE] [--seed 1] [--traffic-ms 30] [--drain-ms 20]\n"
-               "  [--imbalance] [--asymmetric] [--collectors 1|2] [--dta-config FILE [--dta-regions DIR]]\n"
-               "  [--telem-buf-bytes 17000] [--seed-period-us 1] [--collector-seed-period-us 0.25]\n"
-               "  [--load-report-us 50] [--ecn-k 65]"
-               "  [--theta 1.0] [--out FILE.json] [--telemetry-log FILE.csv]\n");
+               "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow "
+               "(default invisiflow) [options]\n");
+  for (const Option& o : Options(&defaults)) {
+    std::string range;
+    if (o.kind == Option::Real || o.kind == Option::Count)
+      range = " [" + Plain(o.min) + ", " + Plain(o.max) + "]";
+    std::fprintf(stderr, "  %-28s %s%s%s%s\n", o.name, o.help, range.c_str(),
+                 Default(o).empty() ? "" : ", default", Default(o).c_str());
+  }
+}
+
+// Sets option `o` from `v`: the whole text must be a finite number within the option's range.
+bool SetOption(const Option& o, const char* v) {
+  if (o.kind == Option::Text) {
+    *static_cast<std::string*>(o.field) = v;
+    return true;
+  }
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  bool whole = end != v && *end == '\0' && errno == 0 && std::isfinite(x);
+  if (o.kind == Option::Count) whole = whole && x == std::floor(x);
+  if (!whole || x < o.min || x > o.max) {
+    std::fprintf(stderr, "error: %s %s: a %s in [%s, %s] is required\n", o.name, v,
+                 o.kind == Option::Count ? "whole number" : "number", Plain(o.min).c_str(),
+                 Plain(o.max).c_str());
+    return false;
+  }
+  if (o.kind == Option::Real)
+    *static_cast<double*>(o.field) = x;
+  else if (o.wide)
+    *static_cast<uint64_t*>(o.field) = static_cast<uint64_t>(x);
+  else
+    *static_cast<uint32_t*>(o.field) = static_cast<uint32_t>(x);
+  return true;
 }
 
 bool ParseArgs(int argc, char** argv, SimConfig* c) {
+  std::vector<Option> options = Options(c);
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
-    auto next = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "error: %s needs a value\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    const char* v = nullptr;
     if (a == "--channel") {
-      if (!(v = next("--channel")) || !ParseChannel(v, &c->channel)) {
-        std::fprintf(stderr, "error: unknown channel %s\n", v ? v : "");
+      if (i + 1 >= argc || !ParseChannel(argv[i + 1], &c->channel)) {
+        std::fprintf(stderr, "error: --channel needs one of none, default_udp, low_udp, pull, "
+                             "invisiflow\n");
         return false;
       }
-    } else if (a == "--load") {
-      if (!(v = next("--load"))) return false;
-      c->load = std::atof(v);
-    } else if (a == "--workload") {
-      if (!(v = next("--workload"))) return false;
-      c->workload_path = v;
-    } else if (a == "--seed") {
-      if (!(v = next("--seed"))) return false;
-      c->seed = std::strtoull(v, nullptr, 10);
-    } else if (a == "--traffic-ms") {
-      if (!(v = next("--traffic-ms"))) return false;
-      c->traffic_ms = std::atof(v);
-    } else if (a == "--drain-ms") {
-      if (!(v = next("--drain-ms"))) return false;
-      c->drain_ms = std::atof(v);
-    } else if (a == "--check") {
-      c->check = true;
-    } else if (a == "--imbalance") {
-      c->imbalance = true;
-    } else if (a == "--asymmetric") {
-      c->asymmetric = true;
-    } else if (a == "--collectors") {
-      if (!(v = next("--collectors"))) return false;
-      c->collectors = static_cast<uint32_t>(std::atoi(v));
-    } else if (a == "--dta-config") {
-      if (!(v = next("--dta-config"))) return false;
-      c->dta_config = v;
-    } else if (a == "--dta-regions") {
-      if (!(v = next("--dta-regions"))) return false;
-      c->dta_regions = v;
-    } else if (a == "--telem-buf-bytes") {
-      if (!(v = next("--telem-buf-bytes"))) return false;
-      c->telem_buf_bytes = static_cast<uint32_t>(std::atoi(v));
-    } else if (a == "--seed-period-us") {
-      if (!(v = next("--seed-period-us"))) return false;
-      c->seed_period_us = std::atof(v);
-    } else if (a == "--collector-seed-period-us") {
-      if (!(v = next("--collector-seed-period-us"))) return false;
-      c->collector_seed_period_us = std::atof(v);
-    } else if (a == "--load-report-us") {
-      if (!(v = next("--load-report-us"))) return false;
-      c->load_report_us = std::atof(v);
-    } else if (a == "--ecn-k") {
-      if (!(v = next("--ecn-k"))) return false;
-      c->ecn_k = static_cast<uint32_t>(std::atoi(v));
-    } else if (a == "--theta") {
-      if (!(v = next("--theta"))) return false;
-      c->approsync_theta = std::atof(v);
-    } else if (a == "--out") {
-      if (!(v = next("--out"))) return false;
-      c->out_json = v;
-    } else if (a == "--telemetry-log") {
-      if (!(v = next("--telemetry-log"))) return false;
-      c->telemetry_log = v;
-    } else {
+      i++;
+      continue;
+    }
+    auto o = std::find_if(options.begin(), options.end(),
+                          [&](const Option& x) { return a == x.name; });
+    if (o == options.end()) {
       std::fprintf(stderr, "error: unknown argument %s\n", a.c_str());
       return false;
     }
-  }
-  if (!(c->load > 0 && c->load < 1.5) || c->traffic_ms <= 0 || c->collectors < 1 ||
-      c->collectors > 2 || c->telem_buf_bytes < 512 || c->seed_period_us <= 0 ||
-      c->collector_seed_period_us <= 0 ||
-      c->load_report_us <= 0) {
-    std::fprintf(stderr, "error: a parameter is out of range\n");
-    return false;
+    if (o->kind == Option::Flag) {
+      *static_cast<bool*>(o->field) = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "error: %s needs a value\n", o->name);
+      return false;
+    }
+    if (!SetOption(*o, argv[++i])) return false;
   }
   if (c->check && c->dta_config.empty()) {
     std::fprintf(stderr, "error: --check needs --dta-config\n");
@@ -420,6 +470,12 @@ bool ParseArgs(int argc, char** argv, SimConfig* c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; i++) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      Usage();
+      return 0;
+    }
+  }
   if (!ParseArgs(argc, argv, &g.cfg)) {
     Usage();
     return 2;
@@ -462,7 +518,6 @@ int main(int argc, char** argv) {
   g.collector_addr = ServerAddr(0);
 
   g.gt.core_load.assign(f.cores, {});
-  g.gt.cms_generated.assign(kCmsCells, 0);
   g.agents.assign(f.NumNodes(), nullptr);
   g_buffers.assign(f.NumNodes(), {});
   bool pulling = cfg.channel == ifsim::Channel::Pull || cfg.channel == ifsim::Channel::InvisiFlow;
@@ -713,9 +768,8 @@ int main(int argc, char** argv) {
   // estimate of the loss-free sketch (every sync delivered: this removes the error of ApproSync
   // and of Count-Min itself).
   {
-    std::vector<uint64_t> delivered(kCmsCells, 0);  // merged over reporters
-    for (auto& [reporter, cells] : gt.cms_delivered)
-      for (uint32_t i = 0; i < kCmsCells; i++) delivered[i] += cells[i];
+    std::vector<uint64_t> generated = GroundTruth::Merged(gt.cms_generated);
+    std::vector<uint64_t> delivered = GroundTruth::Merged(gt.cms_delivered);
     double re_full = 0, re_gt = 0, re_dta = 0;
     uint64_t n = 0;
     for (auto& [flow, fc] : gt.flow_packets) {
@@ -723,7 +777,7 @@ int main(int argc, char** argv) {
       uint64_t est_full = UINT64_MAX, est_gt = UINT64_MAX, est_dta = 0;
       for (uint32_t r = 0; r < kCmsRows; r++) {
         uint32_t i = CmsCell(cells.half, r, cells.col[r]);
-        est_full = std::min<uint64_t>(est_full, gt.cms_generated[i]);
+        est_full = std::min<uint64_t>(est_full, generated[i]);
         est_gt = std::min<uint64_t>(est_gt, delivered[i]);
       }
       if (dta.IsOpen()) {

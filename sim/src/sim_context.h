@@ -48,6 +48,8 @@ struct CmsCells {
 /// DTA's Count-Min hash of the flow's 13-byte key (dta_sketch_cm_column, in dta_bridge.cc): the
 /// columns the Sketch-Merge query reads.
 CmsCells CmsCellsOf(const FlowKey& k);
+/// The half of an encoded flow key (the row after the last, 2 columns, of DTA's hash).
+uint32_t CmsHalfOf(const uint8_t* key, size_t len);
 /// Bytes of a native DTA datagram header.
 constexpr uint16_t DTA_HDR = 12;
 
@@ -111,12 +113,19 @@ struct GroundTruth {
     uint32_t packets = 0;
   };
   std::unordered_map<uint64_t, FlowCount> flow_packets;  // packets per flow through the cores
-  // The loss-free merged sketch: per counter, the sum over core switches of the value each last
-  // synced (kCmsCells).
-  std::vector<uint32_t> cms_generated;
-  // What reached a collector: per reporter, the largest value of each counter (the cross-check
-  // of the ApproSync store, which merges the same way).
-  std::unordered_map<uint32_t, std::vector<uint32_t>> cms_delivered;
+  // Count-Min counters per reporter (kCmsCells each, CmsCell): the largest value of each counter
+  // in a column the reporter sent (generated; merged over reporters, the loss-free sketch) or
+  // that reached a collector (delivered; the cross-check of the ApproSync store, which merges
+  // the same way).
+  using CmsByReporter = std::unordered_map<uint32_t, std::vector<uint32_t>>;
+  CmsByReporter cms_generated;
+  CmsByReporter cms_delivered;
+  /// Note column `col` of half `half` from `reporter`: `data` is its kCmsRows big-endian
+  /// counters as on the wire.
+  static void RecordColumn(CmsByReporter* to, uint32_t reporter, uint32_t half, uint32_t col,
+                           const uint8_t* data);
+  /// The sketch merged over reporters (kCmsCells counters).
+  static std::vector<uint64_t> Merged(const CmsByReporter& by);
   uint64_t drops_generated = 0;
   uint64_t drops_delivered = 0;
   uint64_t lost_source_full = 0;  // entries refused by a full telemetry buffer at generation

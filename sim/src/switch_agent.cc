@@ -38,8 +38,14 @@ SwitchAgent::SwitchAgent(Sim* sim, uint32_t node, bool collector)
   if (role_ == Role::Core) {
     auto it = std::find(sim->core_nodes.begin(), sim->core_nodes.end(), node);
     core_index_ = static_cast<int32_t>(it - sim->core_nodes.begin());
-    cms_.assign(kCmsCells, 0);
-    synced_.assign(kCmsCells, 0);
+    for (uint32_t half = 0; half < kCmsHalves; half++) {
+      dta_approsync* a = nullptr;
+      if (dta_approsync_new(kCmsRows, kCmsHalfCols, sim->cfg.approsync_theta,
+                            static_cast<uint16_t>(kCmsSketchId + half), kCmsEpoch,
+                            &a) != DTA_E_OK)
+        NS_FATAL_ERROR("dta_approsync_new: " << dta_last_error());
+      cms_[half].reset(a);
+    }
   }
 }
 
@@ -105,16 +111,15 @@ void SwitchAgent::OnForward(Ptr<const Packet> p, const Ipv4Header& h, uint32_t p
     GroundTruth::FlowCount& fc = sim_->gt.flow_packets[flow];
     fc.key = k;
     fc.packets++;
-    // ApproSync ([InvisiFlow §6.1]): a counter is synced when it has diverged from the value
-    // last sent by theta of that value (at least 1); the sync carries the counter's column.
-    CmsCells cells = CmsCellsOf(k);
-    for (uint32_t r = 0; r < kCmsRows; r++) {
-      uint32_t i = CmsCell(cells.half, r, cells.col[r]);
-      cms_[i]++;
-      uint32_t delta = cms_[i] - synced_[i];
-      double need = std::max(1.0, sim_->cfg.approsync_theta * synced_[i]);
-      if (delta >= need) EmitCmsColumn(cells.half, cells.col[r]);
-    }
+    // ApproSync ([InvisiFlow §6.1]): a column is synced when one of its counters has diverged
+    // from the value last sent by theta of that value (at least 1).
+    uint8_t key[kFlowKeyLen];
+    k.Encode(key);
+    uint32_t half = CmsHalfOf(key, sizeof key);
+    int due = 0;
+    if (dta_approsync_update(cms_[half].get(), key, sizeof key, 1, &due) != DTA_E_OK)
+      NS_FATAL_ERROR("dta_approsync_update: " << dta_last_error());
+    if (due) EmitDueColumns(half);
   }
 }
 
@@ -174,23 +179,25 @@ void SwitchAgent::EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes) 
   Emit(e.bytes, dta_native_len(&b));
 }
 
-void SwitchAgent::EmitCmsColumn(uint32_t half, uint32_t col) {
-  // The column's current (cumulative) counters: the store merges what grew since this switch's
-  // last delivered column, so a lost sync is healed by the next one.
+void SwitchAgent::EmitDueColumns(uint32_t half) {
+  // Each due column with its current (cumulative) counters: the store merges what grew since
+  // this switch's last delivered column, so a lost sync is healed by the next one.
+  uint16_t col = 0;
   uint8_t data[4 * kCmsRows];
-  for (uint32_t r = 0; r < kCmsRows; r++) {
-    uint32_t i = CmsCell(half, r, col);
-    sim_->gt.cms_generated[i] += cms_[i] - synced_[i];
-    synced_[i] = cms_[i];
-    PutU32(data + 4 * r, cms_[i]);
+  size_t len = 0;
+  int rc;
+  while ((rc = dta_approsync_next_due(cms_[half].get(), &col, data, sizeof data, &len)) ==
+         DTA_E_OK) {
+    sim_->gt.RecordColumn(&sim_->gt.cms_generated, sw_, half, col, data);
+    Entry e;
+    dta_native_builder b;
+    dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_,
+                     NextSeq(App::FlowSketch));
+    dta_native_sketch_merge(&b, 0, static_cast<uint16_t>(kCmsSketchId + half), col, kCmsEpoch,
+                            data, len);
+    Emit(e.bytes, dta_native_len(&b));
   }
-  Entry e;
-  dta_native_builder b;
-  dta_native_begin(&b, e.bytes, sizeof e.bytes, DTA_PRIORITY_LOW, 0, sw_,
-                   NextSeq(App::FlowSketch));
-  dta_native_sketch_merge(&b, 0, static_cast<uint16_t>(kCmsSketchId + half),
-                          static_cast<uint16_t>(col), kCmsEpoch, data, sizeof data);
-  Emit(e.bytes, dta_native_len(&b));
+  if (rc != DTA_E_EMPTY) NS_FATAL_ERROR("dta_approsync_next_due: " << dta_last_error());
 }
 
 void SwitchAgent::EmitDrop(uint64_t flow) {

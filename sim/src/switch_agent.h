@@ -4,10 +4,12 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <random>
 #include <unordered_set>
 #include <vector>
 
+#include "dta/dta.h"
 #include "fabric.h"
 #include "if_frames.h"
 #include "sim_context.h"
@@ -62,7 +64,7 @@ class SwitchAgent : public ns3::IpL4Protocol {
   void Emit(const uint8_t* dgram, size_t len);
   void EmitPostcard(const FlowKey& flow, uint8_t hop, uint8_t path_len);
   void EmitPortBytes(uint32_t port, uint32_t period, uint64_t bytes);
-  void EmitCmsColumn(uint32_t half, uint32_t col);
+  void EmitDueColumns(uint32_t half);
   void EmitDrop(uint64_t flow);
   void LoadTick();
   void SeedTick(uint32_t port);
@@ -96,8 +98,12 @@ class SwitchAgent : public ns3::IpL4Protocol {
   // applications
   std::unordered_set<uint64_t> flows_seen_;
   std::vector<uint64_t> port_bytes_;
-  std::vector<uint32_t> cms_;     // kCmsCells counters (CmsCell), core switches only
-  std::vector<uint32_t> synced_;  // the value last reported per counter
+  // Per-flow accounting, core switches only: one ApproSync Count-Min per half (the library's
+  // dta_approsync: the sketch, the divergence rule, the due columns).
+  struct ApproSyncFree {
+    void operator()(dta_approsync* s) const { dta_approsync_free(s); }
+  };
+  std::unique_ptr<dta_approsync, ApproSyncFree> cms_[kCmsHalves];
   int32_t core_index_ = -1;
   uint32_t sw_ = 0;     // switch id: 0.. ToRs, then aggregation, then core switches
   uint32_t drops_ = 0;  // drop notices sent
