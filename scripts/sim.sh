@@ -8,6 +8,9 @@
 #                                  stress cases (loads 0.3 0.5 0.7 0.8), the second collector at 80 % load, WebSearch
 #   scripts/sim.sh --quick         a reduced sweep (loads 0.3 0.5 0.7 0.8, stress cases at 0.7,
 #                                  10 ms of traffic and 5 ms of drain)
+#   scripts/sim.sh --scale paper   the same sweep on [InvisiFlow §6.1]'s fabric (144 servers,
+#                                  100 Gbps): about 20 CPU-seconds per simulated ms, for a
+#                                  bigger machine (results in target/invisiflow-paper)
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
 #            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default sim/workloads
 #            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N,
@@ -31,6 +34,8 @@ CARGO=1
 DTA_PROFILE=release
 RUN=1
 STRESS=1
+SCALE=small
+OUT_SET=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) LOADS="0.3 0.5 0.7 0.8"; STRESS_LOADS="0.7"; TRAFFIC_MS=10; DRAIN_MS=5 ;;
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
         --dta-profile) DTA_PROFILE=$2; shift ;;
         --no-cargo) CARGO=0 ;;
         --seed) SEED=$2; shift ;;
-        --out) OUT=$2; shift ;;
+        --out) OUT=$2; OUT_SET=1; shift ;;
+        --scale) SCALE=$2; shift ;;
         --workloads) WORKLOADS=$2; shift ;;
         --filter) FILTER=$2; shift ;;
         --no-build) BUILD=0 ;;
@@ -53,6 +59,12 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+
+case "$SCALE" in
+    small) ;;
+    paper) [ "$OUT_SET" = 1 ] || OUT=$ROOT/target/invisiflow-paper ;;
+    *) echo "sim.sh: --scale small|paper" >&2; exit 2 ;;
+esac
 
 SIMDIR=$ROOT/sim
 BUILDDIR=$ROOT/target/sim-release
@@ -78,7 +90,7 @@ mkdir -p "$OUT/runs"
 PLAN=$OUT/plan.txt
 : >"$PLAN"
 add() {
-    if [ -z "$FILTER" ] || [[ ${1%% *} =~ $FILTER ]]; then echo "$*" >>"$PLAN"; fi
+    if [ -z "$FILTER" ] || [[ ${1%% *} =~ $FILTER ]]; then echo "$* --scale $SCALE" >>"$PLAN"; fi
 }
 common="--traffic-ms $TRAFFIC_MS --drain-ms $DRAIN_MS --seed $SEED"
 # In priority order (a sweep cut short keeps the default setting complete first).

@@ -92,7 +92,7 @@ enum class Role : uint8_t { Server, Tor, Agg, Core };
 
 /// The topology: nodes, ports, shortest-path next hops to every server, distances to collectors.
 struct Fabric {
-  uint32_t pods = 4, tors_per_pod = 2, hosts_per_tor = 8, aggs_per_pod = 2, cores = 4;
+  uint32_t pods = 0, tors_per_pod = 0, hosts_per_tor = 0, aggs_per_pod = 0, cores = 0;  // SimConfig's
   std::vector<Role> role;
   std::vector<std::vector<Port>> ports;          // per node
   std::vector<uint32_t> server_node;             // server index -> node index

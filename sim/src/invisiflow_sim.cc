@@ -54,6 +54,29 @@ bool ParseChannel(const std::string& s, Channel* out) {
   return false;
 }
 
+bool ApplyScale(const std::string& name, SimConfig* c) {
+  if (name != "small" && name != "paper") return false;
+  const SimConfig small;  // the defaults are the small fabric's
+  const bool paper = name == "paper";
+  const double r = paper ? 10 : 1;  // link rate over the small fabric's
+  c->scale = name;
+  c->pods = small.pods;
+  c->tors_per_pod = paper ? 3 : small.tors_per_pod;
+  c->hosts_per_tor = paper ? 12 : small.hosts_per_tor;
+  c->aggs_per_pod = paper ? 3 : small.aggs_per_pod;
+  c->cores = paper ? 9 : small.cores;
+  c->link_bps = paper ? 100'000'000'000ULL : small.link_bps;
+  // [InvisiFlow §6.1]: 170 KB of telemetry buffer and K = 65 at 100 Gbps; a period stays the
+  // same number of bytes on a link.
+  c->telem_buf_bytes = static_cast<uint32_t>(small.telem_buf_bytes * r);
+  c->push_buf_bytes = static_cast<uint32_t>(small.push_buf_bytes * r);
+  c->ecn_k = paper ? 65 : small.ecn_k;
+  c->load_report_us = small.load_report_us / r;
+  c->seed_period_us = small.seed_period_us / r;
+  c->collector_seed_period_us = small.collector_seed_period_us / r;
+  return true;
+}
+
 bool Sim::TelemetryOn() const {
   if (cfg.channel == Channel::None) return false;
   double now = Simulator::Now().GetSeconds() * 1e6;
@@ -391,7 +414,11 @@ void Usage() {
   SimConfig defaults;
   std::fprintf(stderr,
                "usage: invisiflow-sim --channel none|default_udp|low_udp|pull|invisiflow "
-               "(default invisiflow) [options]\n");
+               "(default invisiflow) [options]\n"
+               "  --scale small|paper            the FatTree: small (default) is 4 pods x 2 ToRs "
+               "x 8 servers, 2 aggregation switches a pod, 4 cores, 10 Gbps; paper is 4 x 3 x 12, "
+               "3, 9 cores, 100 Gbps ([InvisiFlow 6.1]), with buffers, K and periods scaled; the "
+               "defaults below are the small scale's\n");
   for (const Option& o : Options(&defaults)) {
     std::string range;
     if (o.kind == Option::Real || o.kind == Option::Count)
@@ -428,9 +455,21 @@ bool SetOption(const Option& o, const char* v) {
 }
 
 bool ParseArgs(int argc, char** argv, SimConfig* c) {
+  // The scale first: it sets the defaults that the other options override.
+  for (int i = 1; i < argc; i++) {
+    if (std::string(argv[i]) != "--scale") continue;
+    if (i + 1 >= argc || !ApplyScale(argv[i + 1], c)) {
+      std::fprintf(stderr, "error: --scale needs small or paper\n");
+      return false;
+    }
+  }
   std::vector<Option> options = Options(c);
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
+    if (a == "--scale") {
+      i++;
+      continue;
+    }
     if (a == "--channel") {
       if (i + 1 >= argc || !ParseChannel(argv[i + 1], &c->channel)) {
         std::fprintf(stderr, "error: --channel needs one of none, default_udp, low_udp, pull, "
@@ -510,6 +549,9 @@ int main(int argc, char** argv) {
 
   g_low_priority_postcards = cfg.channel == ifsim::Channel::LowUdp;
   NodeContainer nodes;
+  g.fabric.pods = cfg.pods, g.fabric.tors_per_pod = cfg.tors_per_pod;
+  g.fabric.hosts_per_tor = cfg.hosts_per_tor, g.fabric.aggs_per_pod = cfg.aggs_per_pod;
+  g.fabric.cores = cfg.cores;
   BuildFabric(nodes);
   Fabric& f = g.fabric;
   g.collector_nodes.push_back(f.server_node[0]);
@@ -614,6 +656,9 @@ int main(int argc, char** argv) {
   js << "  \"workload\": \"" << cfg.workload_path.substr(cfg.workload_path.find_last_of('/') + 1)
      << "\",\n";
   js << "  \"seed\": " << cfg.seed << ",\n";
+  js << "  \"scale\": \"" << cfg.scale << "\", \"servers\": " << g.fabric.NumServers()
+     << ", \"switches\": " << g.fabric.NumNodes() - g.fabric.NumServers()
+     << ", \"link_gbps\": " << cfg.link_bps / 1'000'000'000ULL << ",\n";
   js << "  \"scenario\": \""
      << (cfg.asymmetric ? "asymmetric" : (cfg.imbalance ? "imbalance" : "default")) << "\",\n";
   js << "  \"collectors\": " << cfg.collectors << ",\n";

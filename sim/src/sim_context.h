@@ -55,6 +55,12 @@ constexpr uint16_t DTA_HDR = 12;
 
 struct SimConfig {
   Channel channel = Channel::InvisiFlow;
+  // The FatTree (--scale): "small" (the default, for a 2-core machine) is 4 pods of 2 ToRs of 8
+  // servers and 2 aggregation switches, 4 cores, 10 Gbps; "paper" is [InvisiFlow §6.1]'s 4 pods
+  // of 3 ToRs of 12 servers and 3 aggregation switches, 9 cores, 100 Gbps (ApplyScale). Both are
+  // 4:1 oversubscribed at the ToRs.
+  std::string scale = "small";
+  uint32_t pods = 4, tors_per_pod = 2, hosts_per_tor = 8, aggs_per_pod = 2, cores = 4;
   double load = 0.5;
   std::string workload_path;
   uint64_t seed = 1;
@@ -92,6 +98,11 @@ struct SimConfig {
   bool check = false;            // print "N checks, N failures" of the stores vs the ground truth
   std::string telemetry_log;     // optional CSV of every entry (ground truth)
 };
+
+/// Sets the fabric of scale `name` ("small" or "paper") and every parameter that scales with
+/// the link rate (buffers, DCTCP's K, the load-report and seed periods) to its value there;
+/// false for another name. Options given on the command line override these.
+bool ApplyScale(const std::string& name, SimConfig* c);
 
 struct PathRecord {
   uint8_t len = 0;

@@ -101,10 +101,10 @@ pub const MAX_THREADS: usize = 256;
 /// to end on a loaded 2-core VM (`docs/benchmarks.md`, "INT sink end to end"; 8 MiB lost
 /// 0.01-1 % there while the sink threads waited for a CPU).
 pub const DEFAULT_RECV_BUFFER: usize = 64 << 20;
-/// Smallest and largest `recv_buffer` (the kernel's own floor is a few KiB; a GiB is plenty).
-pub const RECV_BUFFER_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
-/// Largest `recv_batch` (the translator's `recvmmsg` buffers hold at most as many).
-pub const MAX_RECV_BATCH: usize = 1024;
+/// Largest `recv_batch`: the translator's.
+pub use dta_translator::config::MAX_RECV_BATCH;
+/// Smallest and largest `recv_buffer`: the translator's.
+pub use dta_translator::config::RECV_BUFFER_RANGE;
 
 impl Default for IntSinkConfig {
     fn default() -> Self {

@@ -202,24 +202,39 @@ pub struct Lanes {
     pub(crate) shed_backlog: f64,
 }
 
+/// Check the queue depths: each 1..=[`MAX_QUEUE_DEPTH`]; the message names the setting.
+pub fn validate_depths(depths: &Depths) -> Result<(), String> {
+    for p in Priority::ALL {
+        let d = depths.of(p);
+        if d == 0 || d > MAX_QUEUE_DEPTH {
+            return Err(format!(
+                "classifier_queue_{} = {d}: the classifier's queue depth must be 1 to \
+                 {MAX_QUEUE_DEPTH}",
+                p.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check `classifier_shed_backlog`: a fraction in 0..=1.
+pub fn validate_shed_backlog(f: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&f) {
+        Ok(())
+    } else {
+        Err(format!(
+            "classifier_shed_backlog = {f}: a fraction of the receive buffer in 0..=1"
+        ))
+    }
+}
+
 impl Lanes {
     /// Queues of `depths` for each of `threads` translator threads, and a pool for all of them
     /// plus `batch` buffers for the classifier and each translator thread. Refuses a zero or
     /// larger-than-[`MAX_QUEUE_DEPTH`] depth.
     pub fn new(threads: usize, depths: Depths, batch: usize) -> std::io::Result<Lanes> {
-        for p in Priority::ALL {
-            let d = depths.of(p);
-            if d == 0 || d > MAX_QUEUE_DEPTH {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "classifier queue depth for {} priority is {d}: it must be 1 to \
-                         {MAX_QUEUE_DEPTH}",
-                        p.name()
-                    ),
-                ));
-            }
-        }
+        validate_depths(&depths)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let threads = threads.max(1);
         let buffers = threads * depths.total() + (threads + 1) * batch.max(1);
         if buffers > u32::MAX as usize {
@@ -254,15 +269,9 @@ impl Lanes {
         cfg: &crate::config::TranslatorConfig,
     ) -> std::io::Result<Lanes> {
         let f = cfg.classifier_shed_backlog;
-        if !(0.0..=1.0).contains(&f) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "translator.classifier_shed_backlog = {f}: a fraction of the receive buffer \
-                     in 0..=1"
-                ),
-            ));
-        }
+        validate_shed_backlog(f).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("translator.{e}"))
+        })?;
         Ok(Lanes::new(threads, cfg.classifier_depths(), cfg.recv_batch)?.with_shed_backlog(f))
     }
 
@@ -406,7 +415,7 @@ mod tests {
             },
         ] {
             let e = Lanes::new(2, bad, 1).err().unwrap();
-            assert!(e.to_string().contains("classifier queue depth"), "{e}");
+            assert!(e.to_string().contains("queue depth must be"), "{e}");
         }
         let l = Lanes::new(4, ok, 1).unwrap();
         let a: SocketAddr = "10.0.0.1:5000".parse().unwrap();

@@ -102,6 +102,78 @@ pub struct TranslatorConfig {
 }
 
 impl TranslatorConfig {
+    /// Check every setting against its range before anything is allocated or spawned (a
+    /// configuration file is input like any other); the message names the setting. The flow
+    /// control table, the tracker size and the classifier's settings are checked by their
+    /// owners' functions, called from here.
+    pub fn validate(&self) -> Result<(), String> {
+        let p = "translator";
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "{p}.threads = {}: 0..={MAX_THREADS} (0 and 1: one thread)",
+                self.threads
+            ));
+        }
+        if !(1..=MAX_RECV_BATCH).contains(&self.recv_batch) {
+            return Err(format!(
+                "{p}.recv_batch = {}: 1..={MAX_RECV_BATCH} datagrams per recvmmsg",
+                self.recv_batch
+            ));
+        }
+        if !RECV_BUFFER_RANGE.contains(&self.recv_buffer) {
+            return Err(format!(
+                "{p}.recv_buffer = {}: {}..={} bytes",
+                self.recv_buffer,
+                RECV_BUFFER_RANGE.start(),
+                RECV_BUFFER_RANGE.end()
+            ));
+        }
+        if self.recv_gather_us > MAX_RECV_GATHER_US {
+            return Err(format!(
+                "{p}.recv_gather_us = {}: at most {MAX_RECV_GATHER_US} microseconds",
+                self.recv_gather_us
+            ));
+        }
+        for (name, v) in [
+            ("nack_interval_ms", self.nack_interval_ms),
+            ("resync_after_ms", self.resync_after_ms),
+            ("sketch_stall_ms", self.sketch_stall_ms),
+            ("postcard_timeout_ms", self.postcard_timeout_ms),
+            ("append_flush_ms", self.append_flush_ms),
+        ] {
+            if v > MAX_INTERVAL_MS {
+                return Err(format!("{p}.{name} = {v}: 0..={MAX_INTERVAL_MS} ms"));
+            }
+        }
+        crate::sequence::validate_entries(self.tracker_entries).map_err(|e| format!("{p}.{e}"))?;
+        if !(1..=MAX_POSTCARD_CACHE_ENTRIES).contains(&self.postcard_cache_entries) {
+            return Err(format!(
+                "{p}.postcard_cache_entries = {}: 1..={MAX_POSTCARD_CACHE_ENTRIES} lines of 64 \
+                 bytes",
+                self.postcard_cache_entries
+            ));
+        }
+        if !(1..=MAX_SKETCH_BATCH_COLUMNS).contains(&self.sketch_batch_columns) {
+            return Err(format!(
+                "{p}.sketch_batch_columns = {}: 1..={MAX_SKETCH_BATCH_COLUMNS}",
+                self.sketch_batch_columns
+            ));
+        }
+        self.flow_control.validate()?;
+        crate::classify::validate_depths(&self.classifier_depths())
+            .map_err(|e| format!("{p}.{e}"))?;
+        crate::classify::validate_shed_backlog(self.classifier_shed_backlog)
+            .map_err(|e| format!("{p}.{e}"))?;
+        if !(1..=crate::rules::MAX_STATE_ENTRIES).contains(&self.rule_state_entries) {
+            return Err(format!(
+                "{p}.rule_state_entries = {}: 1..={}",
+                self.rule_state_entries,
+                crate::rules::MAX_STATE_ENTRIES
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the classifier runs in front of `threads` translator threads (the configured
     /// choice, or the default for this machine).
     pub fn classifier_enabled(&self) -> bool {
@@ -163,6 +235,17 @@ impl Default for TranslatorConfig {
 /// while reports trickle in (the receive buffer holds far more than arrives meanwhile: 8 MiB is
 /// ~6 000 datagrams, 500 us at 1 M/s is 500).
 pub const DEFAULT_RECV_GATHER_US: u64 = 500;
+
+/// Most translator threads (each holds its tracker, caches and buffers: tens of MiB).
+pub const MAX_THREADS: usize = 256;
+/// Largest `recv_batch`: the most messages one `recvmmsg` takes (UIO_MAXIOV).
+pub const MAX_RECV_BATCH: usize = 1024;
+/// Accepted `recv_buffer` (the kernel's own floor is a few KiB; a GiB is plenty).
+pub const RECV_BUFFER_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
+/// Most Postcarding cache lines per translator thread (64 bytes each: 256 MiB).
+pub const MAX_POSTCARD_CACHE_ENTRIES: usize = 1 << 22;
+/// Most Sketch-Merge columns batched into one write (the most columns a sketch has).
+pub const MAX_SKETCH_BATCH_COLUMNS: u32 = 1 << 16;
 
 /// Largest `recv_gather_us`: 100 ms (a longer sleep would hold reports, timers and the stop
 /// that long).
@@ -342,6 +425,91 @@ mod tests {
             ("write_budgt = 1", "unknown field"),
         ] {
             let e = parse(t).unwrap_err();
+            assert!(e.contains(says), "{t}: {e}");
+        }
+    }
+
+    fn translator(t: &str) -> Result<TranslatorConfig, String> {
+        let c: TranslatorConfig = toml::from_str(t).map_err(|e| e.to_string())?;
+        c.validate().map(|()| c)
+    }
+
+    /// Every numeric setting has a range, checked before anything is allocated: the largest
+    /// value TOML holds is refused with a message naming the setting, as is each bound's
+    /// neighbour outside; the bounds themselves are accepted.
+    #[test]
+    fn translator_settings_are_validated_with_messages() {
+        assert_eq!(translator("").unwrap(), TranslatorConfig::default());
+        let huge = i64::MAX;
+        for (name, low, high) in [
+            ("threads", None, MAX_THREADS as i64),
+            ("recv_batch", Some(1), MAX_RECV_BATCH as i64),
+            (
+                "recv_buffer",
+                Some(*RECV_BUFFER_RANGE.start() as i64),
+                *RECV_BUFFER_RANGE.end() as i64,
+            ),
+            ("recv_gather_us", None, MAX_RECV_GATHER_US as i64),
+            ("nack_interval_ms", None, MAX_INTERVAL_MS as i64),
+            ("resync_after_ms", None, MAX_INTERVAL_MS as i64),
+            ("sketch_stall_ms", None, MAX_INTERVAL_MS as i64),
+            ("postcard_timeout_ms", None, MAX_INTERVAL_MS as i64),
+            ("append_flush_ms", None, MAX_INTERVAL_MS as i64),
+            (
+                "tracker_entries",
+                Some(64),
+                crate::sequence::MAX_ENTRIES as i64,
+            ),
+            (
+                "postcard_cache_entries",
+                Some(1),
+                MAX_POSTCARD_CACHE_ENTRIES as i64,
+            ),
+            (
+                "sketch_batch_columns",
+                Some(1),
+                MAX_SKETCH_BATCH_COLUMNS as i64,
+            ),
+            (
+                "classifier_queue_low",
+                Some(1),
+                crate::classify::MAX_QUEUE_DEPTH as i64,
+            ),
+            (
+                "rule_state_entries",
+                Some(1),
+                crate::rules::MAX_STATE_ENTRIES as i64,
+            ),
+        ] {
+            let mut bad = vec![high + 1, huge];
+            let mut good = vec![high];
+            if let Some(low) = low {
+                bad.push(low - 1);
+                good.push(low);
+            }
+            for v in bad {
+                let t = format!("{name} = {v}");
+                let e = translator(&t).unwrap_err();
+                // Beyond the field's type (u32) the TOML parser refuses it, quoting the line.
+                assert!(e.contains(&format!("{name} = {v}")), "{t}: {e}");
+            }
+            for v in good {
+                let t = format!("{name} = {v}");
+                translator(&t).unwrap_or_else(|e| panic!("{t}: {e}"));
+            }
+        }
+        for (t, says) in [
+            (
+                "classifier_shed_backlog = 1.5",
+                "classifier_shed_backlog = 1.5",
+            ),
+            (
+                "classifier_shed_backlog = nan",
+                "classifier_shed_backlog = NaN",
+            ),
+            ("[flow_control]\nburst = 0", "burst = 0"),
+        ] {
+            let e = translator(t).unwrap_err();
             assert!(e.contains(says), "{t}: {e}");
         }
     }

@@ -38,10 +38,7 @@ impl Config {
             .iter()
             .map(|s| s.spec().map(|spec| (s.name.as_str(), spec)))
             .collect::<Result<Vec<_>, _>>()?;
-        cfg.translator
-            .flow_control
-            .validate()
-            .map_err(anyhow::Error::msg)?;
+        cfg.translator.validate().map_err(anyhow::Error::msg)?;
         cfg.compile_rules(&specs, 0)?;
         Ok(cfg)
     }
@@ -67,15 +64,6 @@ impl Config {
         specs: &[(&str, dta_store::StoreSpec)],
         generation: u64,
     ) -> anyhow::Result<dta_translator::rules::RuleSet> {
-        if !(1..=dta_translator::rules::MAX_STATE_ENTRIES)
-            .contains(&self.translator.rule_state_entries)
-        {
-            anyhow::bail!(
-                "translator.rule_state_entries = {}: 1..={}",
-                self.translator.rule_state_entries,
-                dta_translator::rules::MAX_STATE_ENTRIES
-            );
-        }
         let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
         dta_translator::rules::RuleSet::compile(&self.translator.rules, &cat, generation)
             .map_err(anyhow::Error::msg)

@@ -49,6 +49,9 @@ impl IntFile {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut f: IntFile =
             toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+        f.translator
+            .validate()
+            .map_err(|e| anyhow::anyhow!("in {}: {e}", path.display()))?;
         let base = dta::config::config_dir(path);
         dta::config::resolve(base, &mut f.region_dir);
         dta::config::resolve_translator_paths(base, &mut f.translator);

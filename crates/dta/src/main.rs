@@ -543,6 +543,9 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(n) = a.threads {
         cfg.translator.threads = n;
+        cfg.translator
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--threads {n}: {e}"))?;
     }
     if cfg.translator.threads > 1 && (a.rdma.rdma.is_some() || a.xdp.xdp.is_some()) {
         bail!(

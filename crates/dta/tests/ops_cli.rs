@@ -235,6 +235,46 @@ fn check_reports_what_is_wrong_and_checks_a_cluster_map() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("map.toml"));
 }
 
+/// A `[translator]` setting that would exhaust memory or threads (the largest integer TOML
+/// holds, or just past its bound) is refused with the setting's name by every command that
+/// reads the file, before anything is allocated: exit status 2, never an abort.
+#[test]
+fn hostile_translator_settings_are_refused_by_name_before_any_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = i64::MAX;
+    for (setting, value) in [
+        ("postcard_cache_entries", max.to_string()),
+        ("postcard_cache_entries", "1099511627776".to_string()),
+        ("threads", "100000".to_string()),
+        ("recv_batch", "0".to_string()),
+        ("recv_batch", "100000000".to_string()),
+        ("recv_buffer", max.to_string()),
+        ("postcard_timeout_ms", max.to_string()),
+        ("sketch_batch_columns", "0".to_string()),
+    ] {
+        let conf = dir.path().join("hostile.toml");
+        std::fs::write(
+            &conf,
+            format!("region_dir = 'r'\n[translator]\n{setting} = {value}\n"),
+        )
+        .unwrap();
+        for cmd in [&["check"][..], &["collector"], &["translator"]] {
+            let out = dta().args(cmd).arg("--config").arg(&conf).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{cmd:?} {setting} = {value}: {err}"
+            );
+            assert!(
+                err.contains(&format!("translator.{setting} = {value}")),
+                "{cmd:?}: {err}"
+            );
+        }
+    }
+    assert!(!dir.path().join("r").exists(), "no region was created");
+}
+
 #[test]
 fn collector_health_readiness_and_request_log_without_colours() {
     let dir = tempfile::tempdir().unwrap();

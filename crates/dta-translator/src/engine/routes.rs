@@ -37,13 +37,9 @@ pub enum BuildError {
     TooManyHops(usize),
     #[error(transparent)]
     TrackerEntries(#[from] BadEntries),
+    /// A `[translator]` setting out of its range ([`TranslatorConfig::validate`]).
     #[error("{0}")]
-    FlowControl(String),
-    #[error(
-        "translator.recv_gather_us = {0}: at most {max} microseconds",
-        max = crate::config::MAX_RECV_GATHER_US
-    )]
-    RecvGather(u64),
+    Config(String),
     /// A translator rule that does not compile against the stores ([`crate::rules`]).
     #[error("{0}")]
     Rules(String),
@@ -83,6 +79,7 @@ impl<S: Sinks> Translator<S> {
         stats: Arc<Stats>,
     ) -> Result<Self, BuildError> {
         let layout_err = |e: dta_store::StoreError| BuildError::Layout(e.to_string());
+        cfg.validate().map_err(BuildError::Config)?;
         let tracker = Tracker::new(
             cfg.tracker_entries,
             Duration::from_millis(cfg.nack_interval_ms),
@@ -90,10 +87,6 @@ impl<S: Sinks> Translator<S> {
             stats.clone(),
         )?;
         let fc = &cfg.flow_control;
-        fc.validate().map_err(BuildError::FlowControl)?;
-        if cfg.recv_gather_us > crate::config::MAX_RECV_GATHER_US {
-            return Err(BuildError::RecvGather(cfg.recv_gather_us));
-        }
         let threads = cfg.threads.max(1) as u64;
         stats
             .budget
@@ -329,7 +322,7 @@ mod tests {
             std::time::Duration::from_micros(max)
         );
         let e = with(max + 1).err().unwrap();
-        assert!(matches!(e, BuildError::RecvGather(v) if v == max + 1));
+        assert!(matches!(e, BuildError::Config(_)));
         assert!(e.to_string().contains("translator.recv_gather_us"), "{e}");
     }
 }
