@@ -81,7 +81,7 @@ int main(void)
 
     /* The structs' layouts the library has (crates/dta-capi's tests check the same). */
     CHECK(sizeof(dta_header) == 12 && offsetof(dta_header, priority) == 8);
-    CHECK(sizeof(dta_stats) == 8 * (1 + DTA_PRIMITIVES + 1 + DTA_REJECT_REASONS + 6));
+    CHECK(sizeof(dta_stats) == 8 * (1 + DTA_PRIMITIVES + 1 + DTA_REJECT_REASONS + 7));
     CHECK(offsetof(dta_stats, rejects) == 8 * (2 + DTA_PRIMITIVES));
     CHECK(sizeof(dta_list_read) == 32 && offsetof(dta_list_read, next_tail) == 16);
 

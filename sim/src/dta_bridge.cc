@@ -178,7 +178,8 @@ std::string DtaBridge::StatsJson() {
   const dta_sim::CollectorAppStats& a = app_->Stats();
   o << "}, \"framing_errors\": " << a.framing_errors << ", \"too_many\": " << a.too_many;
   o << ", \"postcard_paths_complete\": " << s.postcard_chunks_complete
-    << ", \"postcard_paths_timeout\": " << s.postcard_chunks_timeout << "}";
+    << ", \"postcard_paths_timeout\": " << s.postcard_chunks_timeout
+    << ", \"postcard_paths_collision\": " << s.postcard_chunks_collision << "}";
   return o.str();
 }
 

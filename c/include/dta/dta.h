@@ -103,6 +103,7 @@ typedef struct dta_stats {
     uint64_t rejects[DTA_REJECT_REASONS];/* by reason: dta_reject_reason_name(i) */
     uint64_t postcard_chunks_complete;   /* Postcarding paths written with every hop */
     uint64_t postcard_chunks_timeout;    /* ... written at a timeout or flush, hops missing */
+    uint64_t postcard_chunks_collision;  /* ... written early: another path needed the line */
     uint64_t sketch_columns_written;     /* Sketch-Merge columns written */
     uint64_t append_batches;             /* Append batches written */
     uint64_t lost;                       /* sequence numbers given up as never received (out

@@ -44,9 +44,11 @@ pub struct DtaStats {
     pub rejected: u64,
     /// Rejects by reason, indexed as [`dta_reject_reason_name`] names them.
     pub rejects: [u64; REJECT_REASONS],
-    /// Postcarding paths written complete, and written at a timeout or flush with hops missing.
+    /// Postcarding paths written complete, written at a timeout or flush with hops missing, and
+    /// written early because another path needed the cache line (`postcard_cache_entries`).
     pub postcard_chunks_complete: u64,
     pub postcard_chunks_timeout: u64,
+    pub postcard_chunks_collision: u64,
     /// Sketch-Merge columns written.
     pub sketch_columns_written: u64,
     /// Append batches written (full and partial).
@@ -179,6 +181,7 @@ impl DtaCollector {
             rejects: std::array::from_fn(|i| s.rejects[i].load(Relaxed)),
             postcard_chunks_complete: s.postcard_chunks_complete.load(Relaxed),
             postcard_chunks_timeout: s.postcard_chunks_timeout.load(Relaxed),
+            postcard_chunks_collision: s.postcard_chunks_collision.load(Relaxed),
             sketch_columns_written: s.sketch_columns_written.load(Relaxed),
             append_batches: s.append_batches.load(Relaxed),
             lost: s.lost.iter().map(|c| c.load(Relaxed)).sum(),

@@ -87,9 +87,13 @@ impl Drop for Open {
 }
 
 fn open() -> Open {
+    open_config(CONFIG)
+}
+
+fn open_config(config: &str) -> Open {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("dta.toml");
-    std::fs::write(&p, CONFIG).unwrap();
+    std::fs::write(&p, config).unwrap();
     let path = CString::new(p.to_str().unwrap()).unwrap();
     let mut c = ptr::null_mut();
     // SAFETY: valid string and out pointer.
@@ -345,6 +349,58 @@ fn every_primitive_ingested_is_answered_by_its_query() {
     assert_eq!(s.reports, [1, 5, 3, 3, 512]);
     assert_eq!(s.datagrams, 1 + 3 + 3 + 5 + 512);
     assert_eq!(s.postcard_chunks_complete, 1);
+    assert_eq!(
+        (s.postcard_chunks_timeout, s.postcard_chunks_collision),
+        (0, 0)
+    );
+}
+
+/// Two paths in flight that share the translator's one Postcarding cache line: the first is
+/// written early (a collision), the second at the flush (hops missing); the stats tell them
+/// apart.
+#[test]
+fn postcard_collisions_are_counted_apart_from_timeouts() {
+    let o = open_config(&CONFIG.replace(
+        "region_dir = \"regions\"",
+        "region_dir = \"regions\"\n[translator]\npostcard_cache_entries = 1",
+    ));
+    let (mut buf, mut len) = ([0u8; 128], 0usize);
+    for flow in [1u8, 2] {
+        // SAFETY: valid pointers.
+        let rc = unsafe {
+            dta_encode_postcard(
+                &header(10),
+                [0, 0, 0, flow].as_ptr(),
+                4,
+                0,
+                3,
+                10,
+                buf.as_mut_ptr(),
+                128,
+                &mut len,
+            )
+        };
+        assert_eq!(code_of(rc), Code::Ok);
+        assert_eq!(ingest(&o, (buf, len)), Code::Ok, "{}", last_error());
+    }
+    // SAFETY: a valid handle.
+    assert_eq!(code_of(unsafe { dta_collector_flush(o.c) }), Code::Ok);
+    let mut s = std::mem::MaybeUninit::<DtaStats>::uninit();
+    // SAFETY: valid pointers.
+    assert_eq!(
+        code_of(unsafe { dta_collector_stats(o.c, s.as_mut_ptr()) }),
+        Code::Ok
+    );
+    // SAFETY: written on success.
+    let s = unsafe { s.assume_init() };
+    assert_eq!(
+        (
+            s.postcard_chunks_complete,
+            s.postcard_chunks_collision,
+            s.postcard_chunks_timeout
+        ),
+        (0, 1, 1)
+    );
 }
 
 #[test]
@@ -757,7 +813,7 @@ fn struct_layouts_are_the_headers() {
     assert_eq!(offset_of!(DtaHeader, priority), 8);
     assert_eq!(
         size_of::<DtaStats>(),
-        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 6)
+        8 * (1 + PRIMITIVES + 1 + REJECT_REASONS + 7)
     );
     assert_eq!(offset_of!(DtaStats, rejects), 8 * (2 + PRIMITIVES));
     assert_eq!(size_of::<DtaListRead>(), 32);
