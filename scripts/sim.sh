@@ -14,7 +14,8 @@
 #   options: --jobs N (default: cores), --traffic-ms MS, --drain-ms MS, --loads "0.3 0.5",
 #            --stress-loads "0.7", --workloads DIR (flow-size CDFs, default sim/workloads
 #            or $DTA_WORKLOADS), --filter REGEX (only runs whose name matches), --seed N,
-#            --out DIR (default target/invisiflow), --no-build, --no-stress, --plots-only,
+#            --out DIR (default target/invisiflow), --plots DIR (default docs/invisiflow, and
+#            OUT/plots at the paper's scale), --no-build, --no-stress, --plots-only,
 #            --dta-profile debug|release, --no-cargo (link the existing target/<profile>/libdta.so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,7 @@ RUN=1
 STRESS=1
 SCALE=small
 OUT_SET=0
+PLOTS=
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) LOADS="0.3 0.5 0.7 0.8"; STRESS_LOADS="0.7"; TRAFFIC_MS=10; DRAIN_MS=5 ;;
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift ;;
         --out) OUT=$2; OUT_SET=1; shift ;;
         --scale) SCALE=$2; shift ;;
+        --plots) PLOTS=$2; shift ;;
         --workloads) WORKLOADS=$2; shift ;;
         --filter) FILTER=$2; shift ;;
         --no-build) BUILD=0 ;;
@@ -65,6 +68,10 @@ case "$SCALE" in
     paper) [ "$OUT_SET" = 1 ] || OUT=$ROOT/target/invisiflow-paper ;;
     *) echo "sim.sh: --scale small|paper" >&2; exit 2 ;;
 esac
+# The small scale's plots are the documented ones; another scale's go beside its runs.
+if [ -z "$PLOTS" ]; then
+    if [ "$SCALE" = small ]; then PLOTS=$ROOT/docs/invisiflow; else PLOTS=$OUT/plots; fi
+fi
 
 SIMDIR=$ROOT/sim
 BUILDDIR=$ROOT/target/sim-release
@@ -197,4 +204,5 @@ if [ "$RUN" = 1 ]; then
 fi
 
 echo "== plots"
-/usr/bin/python3 "$ROOT/scripts/sim_plots.py" --runs "$OUT/runs" --out "$ROOT/docs/invisiflow"
+mkdir -p "$PLOTS"
+/usr/bin/python3 "$ROOT/scripts/sim_plots.py" --runs "$OUT/runs" --out "$PLOTS"
