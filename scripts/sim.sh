@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0 ;;
         --no-stress) STRESS=0 ;;
         --plots-only) BUILD=0; RUN=0 ;;
-        -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "sim.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
