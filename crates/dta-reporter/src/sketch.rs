@@ -340,14 +340,14 @@ impl ApproSync {
     /// Count `inc` for `key` in every row (saturating, as the store merges u32 counters); true
     /// when this made a column due.
     pub fn update(&mut self, key: &[u8], inc: u32) -> bool {
-        self.sketch.update(key, inc);
         let mut newly_due = false;
         for r in 0..self.sketch.rows() {
+            // Each row's column is hashed once: counted, then checked against what was sent.
             let c = self.sketch.column_of(key, r);
+            let now = self.sketch.add(r, c, inc);
             if self.due[c as usize] {
                 continue;
             }
-            let now = self.sketch.column_counters(c)[r as usize];
             let sent = self.sent[(c * self.sketch.rows() + r) as usize];
             if self.diverged(now, sent) {
                 self.due[c as usize] = true;

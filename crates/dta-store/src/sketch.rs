@@ -47,9 +47,17 @@ impl CountMin {
     pub fn update(&mut self, key: &[u8], inc: u32) {
         for r in 0..self.rows {
             let c = self.column_of(key, r);
-            let x = &mut self.counters[(c * self.rows + r) as usize];
-            *x = x.saturating_add(inc);
+            self.add(r, c, inc);
         }
+    }
+
+    /// Add `inc` to the counter of row `row`, column `c` (saturating); its new value. For a
+    /// caller that has the key's column already ([`CountMin::column_of`]).
+    #[inline]
+    pub fn add(&mut self, row: u32, c: u32, inc: u32) -> u32 {
+        let x = &mut self.counters[(c * self.rows + row) as usize];
+        *x = x.saturating_add(inc);
+        *x
     }
 
     /// The counters of column `c`, row 0 first.
