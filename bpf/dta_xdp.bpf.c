@@ -17,6 +17,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "allow.h"
+
 #define NSTORES 6          // store slots st0..st5 (Key-Write / Key-Increment / Append)
 #define MAX_PAYLOAD 1024   // larger UDP payloads go to userspace
 #define BUF_MASK 2047      // scratch buffer index mask (buffer is 2048 + slack)
@@ -34,7 +36,8 @@ enum {
     C_KEY_WRITE,       // reports applied, by primitive
     C_APPEND,
     C_KEY_INCREMENT,
-    C_IMMEDIATE,       // applied reports with the immediate flag
+    C_PASS_IMMEDIATE,  // a report flagged immediate: the userspace translator applies and
+                       // announces it (the ring of push notifications is userspace's)
     C_PASS_OTHER,      // not UDP to the DTA port (or not IPv4/IPv6, or a fragment)
     C_PASS_RETRANS,    // retransmittable datagrams: sequence tracking is userspace's job
     C_PASS_UNHANDLED,  // a primitive / shape without an XDP store (Postcarding, Sketch-Merge, no_store,
@@ -44,6 +47,7 @@ enum {
     C_DROP_MAP_ERROR,  // a store word out of the map's bounds (a configuration bug); dropped
     C_WORD_WRITES,     // 8-byte stores and fetch-adds performed
     C_RULE_DROPPED,    // reports a rule dropped (not applied; their datagram is consumed)
+    C_SOURCE_NOT_ALLOWED, // datagrams from a source outside the allow-list: dropped unparsed
     C_COUNT
 };
 
@@ -544,8 +548,6 @@ __noinline int dta_plan(__u32 opf, __u32 klen, __u32 dlen, __u32 koff, struct jo
         struct store_cfg *c = bpf_map_lookup_elem(&dta_cfg, &k);                                   \
         if (!c)                                                                                    \
             return -1;                                                                             \
-        if (j->imm)                                                                                \
-            count(C_IMMEDIATE, 1);                                                                 \
         void *m = &map;                                                                            \
         body;                                                                                      \
     }
@@ -750,7 +752,11 @@ static __always_inline int handle_prototype(struct scratch *sc, __u32 plen, __u3
         count(C_PASS_RETRANS, 1);
         return XDP_PASS;
     }
-    __u32 imm = (flags & 0x80) ? 1 : 0;
+    if (flags & 0x80) {
+        count(C_PASS_IMMEDIATE, 1);
+        return XDP_PASS;
+    }
+    __u32 imm = 0;
     __u32 sub = plen - hl;
     struct job *j = &sc->jobs[0];
     int ok = 0;
@@ -815,7 +821,7 @@ static __always_inline int handle_native(struct scratch *sc, __u32 plen)
         return XDP_PASS;
     }
     __u32 pos = 12;
-    int unhandled = 0;
+    int unhandled = 0, immediate = 0;
     for (__u32 i = 0; i < MAX_NATIVE; i++) {
         if (i >= n)
             break;
@@ -846,6 +852,8 @@ static __always_inline int handle_native(struct scratch *sc, __u32 plen)
             body = 8 + dlen;
         if (pos + 4 + body > plen)
             goto malformed;
+        if (f & 0x80)
+            immediate = 1;
         if (!dta_plan(op | ((f & 3) + 1) << 8 | ((f & 0x80) ? 1 : 0) << 16, klen, dlen, pos + 4,
                       &sc->jobs[i & (MAX_NATIVE - 1)]))
             unhandled = 1;
@@ -853,6 +861,10 @@ static __always_inline int handle_native(struct scratch *sc, __u32 plen)
     }
     if (pos != plen)
         goto malformed;
+    if (immediate) {
+        count(C_PASS_IMMEDIATE, 1);
+        return XDP_PASS;
+    }
     if (unhandled) {
         count(C_PASS_UNHANDLED, 1);
         return XDP_PASS;
@@ -888,17 +900,23 @@ int dta_xdp(struct xdp_md *ctx)
         goto other;
     __u32 off = sizeof(*eth);
     struct udphdr *udp;
+    // The source address, for the allow-list (looked up once the port says it is ours).
+    __u8 src[16] = {};
+    int v4 = 0;
     if (eth->h_proto == bpf_htons(ETH_P_IP)) {
         struct iphdr *ip = data + off;
         if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
             goto other;
         if (ip->frag_off & bpf_htons(0x3fff))
             goto other; // fragments: the stack reassembles them
+        v4 = 1;
+        __builtin_memcpy(src, &ip->saddr, 4);
         off += ip->ihl * 4;
     } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
         struct ipv6hdr *ip6 = data + off;
         if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
             goto other;
+        __builtin_memcpy(src, &ip6->saddr, 16);
         off += sizeof(*ip6);
     } else {
         goto other;
@@ -906,6 +924,12 @@ int dta_xdp(struct xdp_md *ctx)
     udp = data + off;
     if ((void *)(udp + 1) > end || udp->dest != bpf_htons((__u16)g->port))
         goto other;
+    // Trust before work, as in the userspace translator: a source outside the allow-list is
+    // neither parsed, applied nor passed up (where it would only be counted and dropped).
+    if (v4 ? !allowed_v4(*(__u32 *)src) : !allowed_v6(src)) {
+        count(C_SOURCE_NOT_ALLOWED, 1);
+        return XDP_DROP;
+    }
     off += sizeof(*udp);
     __u32 ulen = bpf_ntohs(udp->len);
     if (ulen < 8 || off + (ulen - 8) > (__u32)(end - data)) {

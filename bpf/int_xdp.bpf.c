@@ -19,6 +19,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "allow.h"
+
 #define MAX_HOPS 5       // dta_int::layout::MAX_PATH
 #define HOP_WORDS 4      // node id, hop latency, queue id + occupancy, egress tx util
 #define METRICS 3        // hop latency, queue occupancy, egress tx util
@@ -38,6 +40,7 @@ enum {
     C_PASS_UNKNOWN,  // a flow the sink has not handed over (yet)
     C_PASS_PATH,     // another hop count or node id than the flow's known path
     C_PASS_EVENT,    // a metric over its threshold: the sink raises the event
+    C_SOURCE_NOT_ALLOWED, // from a source outside [sink] allow: dropped unparsed
     C_COUNT
 };
 
@@ -167,6 +170,9 @@ int int_xdp(struct xdp_md *ctx)
     struct udphdr *udp = (void *)(ip + 1);
     if ((void *)(udp + 1) > end || udp->dest != bpf_htons(cfg->port))
         return count(C_PASS_OTHER, XDP_PASS);
+    // Trust before work, as in the sink: a source outside [sink] allow is dropped unparsed.
+    if (!allowed_v4(ip->saddr))
+        return count(C_SOURCE_NOT_ALLOWED, XDP_DROP);
 
     // The fixed part: TR group and individual headers, the inner Ethernet, IPv4 and UDP
     // headers, the INT shim and MD header.

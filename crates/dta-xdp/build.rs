@@ -11,9 +11,21 @@ mod limits {
     include!("../dta-translator/src/rules/limits.rs");
 }
 
-/// `-D` defines for the C sources: the rule bounds and the `RC_*` counter indices.
+/// `dta_wire::prefix::MAX_PREFIXES`, read from its one definition (the wire crate cannot be
+/// included here: it has dependencies of its own).
+fn max_prefixes() -> usize {
+    let src = std::fs::read_to_string("../dta-wire/src/prefix.rs").expect("reading prefix.rs");
+    src.lines()
+        .find_map(|l| l.strip_prefix("pub const MAX_PREFIXES: usize = "))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .expect("prefix.rs defines MAX_PREFIXES")
+}
+
+/// `-D` defines for the C sources: the rule bounds, the `RC_*` counter indices and the
+/// allow-list's size.
 fn defines() -> Vec<String> {
     let mut d = vec![
+        format!("-DDTA_MAX_PREFIXES={}", max_prefixes()),
         format!("-DDTA_MAX_RULES={}", limits::MAX_RULES),
         format!("-DDTA_MAX_FIELDS={}", limits::MAX_FIELDS),
         format!("-DDTA_MAX_KEY={}", limits::MAX_KEY),
@@ -44,6 +56,14 @@ fn compile(name: &str) {
         manifest
             .join("../dta-translator/src/rules/limits.rs")
             .display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../../bpf/allow.h").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../dta-wire/src/prefix.rs").display()
     );
     println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
     let clang = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());

@@ -1,5 +1,6 @@
-//! The collector handle: the stores' regions (as `dta collector` creates them) and a co-located
-//! translator over them (as `dta translator` runs it in shared-memory mode), in one process.
+//! The collector handle: the node embedded in the calling program
+//! (`dta_node::embedded::EmbeddedNode`: the stores' regions as `dta collector` creates them and
+//! a co-located translator over them under the node's one ingress policy).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int};
@@ -65,59 +66,21 @@ impl DtaCollector {
     /// collector lock and the regions, then the writer lock and one translator over them.
     /// `region_dir`, when given, overrides the configuration's (as `--region-dir` does).
     pub fn open(config_path: &str, region_dir: Option<&str>) -> Result<DtaCollector> {
-        let mut cfg = dta_cli::config::Config::load(crate::path_arg(config_path))
-            .map_err(|e| Error::new(Code::Config, format!("{e:#}")))?;
-        if let Some(d) = region_dir {
-            cfg.region_dir = d.into();
-        }
-        let collector = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)
-            .map_err(|e| Error::new(Code::Io, e.to_string()))?;
-        if let Some(b) = collector.bad().first() {
-            return Err(Error::new(
-                Code::Io,
-                format!("store {}: {}: {}", b.name, b.path.display(), b.reason),
-            ));
-        }
-        if collector.stores().is_empty() {
-            return Err(Error::new(
-                Code::Config,
-                format!("{config_path}: the configuration has no [[store]]"),
-            ));
-        }
-        let writer = InstanceLock::acquire_in(
-            &cfg.region_dir,
-            dta_store::lock::WRITER_LOCK,
-            &format!("region directory {} as writer", cfg.region_dir.display()),
+        use dta_node::embedded::{EmbeddedNode, OpenError};
+        let node = EmbeddedNode::open(
+            crate::path_arg(config_path),
+            region_dir.map(std::path::Path::new),
         )
-        .map_err(|e| Error::new(Code::Io, e.to_string()))?;
-        let rules = dta_translator::rules::Rules::new(
-            cfg.compile_rules_for(collector.regions().iter().map(|r| r.header()), 0)
-                .map_err(|e| Error::new(Code::Config, format!("{e:#}")))?,
-        );
-        let ring = dta_store::notify::NotifyRing::open_or_create(
-            &cfg.region_dir,
-            dta_store::notify::DEFAULT_CAPACITY,
-        )
-        .map_err(|e| Error::new(Code::Io, e.to_string()))?;
-        let stats = Arc::new(Stats::default());
-        let mut translator =
-            Translator::colocated(&cfg.translator, collector.regions(), stats.clone())
-                .map_err(|e| Error::new(Code::Config, e.to_string()))?
-                .with_rules(rules, cfg.translator.rule_state_entries);
-        translator.sinks_mut().set_ring(Arc::new(ring));
-        for st in &cfg.store {
-            if let Some(allow) = &st.allow {
-                translator
-                    .set_store_allow(&st.name, allow.clone())
-                    .map_err(|e| Error::new(Code::Config, e.to_string()))?;
-            }
-        }
+        .map_err(|e| match e {
+            OpenError::Config(e) => Error::new(Code::Config, format!("{e:#}")),
+            OpenError::Io(e) => Error::new(Code::Io, format!("{e:#}")),
+        })?;
         Ok(DtaCollector {
-            translator,
-            stats,
+            translator: node.translator,
+            stats: node.stats,
             value_tables: HashMap::new(),
-            collector,
-            _writer: writer,
+            collector: node.collector,
+            _writer: node.writer,
         })
     }
 

@@ -120,6 +120,9 @@ impl StoreConfig {
         {
             return Err(err("name must be 1-31 characters of [A-Za-z0-9_-]".into()));
         }
+        if let Some(a) = &self.allow {
+            a.validate("allow").map_err(err)?;
+        }
         let kind = self.kind.ok_or_else(|| {
             err(
                 "missing `kind` (key-write, key-increment, postcarding, append, sketch-merge)"

@@ -145,6 +145,7 @@ impl IntSinkConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         self.histogram.validate()?;
+        self.allow.validate("allow")?;
         if !(1..=dta_wire::MAX_REDUNDANCY).contains(&self.redundancy) {
             return Err(format!(
                 "redundancy must be 1..={}",

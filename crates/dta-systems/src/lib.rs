@@ -42,6 +42,10 @@ pub mod trace;
 pub mod trajectory;
 pub mod turboflow;
 
+/// `examples/systems.toml`: the stores the systems write, the default configuration of
+/// `dta query <system>` and of the benchmark.
+pub const STORES_TOML: &str = include_str!("../../../examples/systems.toml");
+
 /// The one Append store of the systems' configuration (`examples/systems.toml`).
 pub const APPEND_STORE: &str = "systems_lists";
 /// Bytes of every entry of [`APPEND_STORE`]: the largest system entry (NetSeer's 18-byte loss
@@ -275,6 +279,59 @@ mod tests {
             for b in &all[i + 1..] {
                 assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod stores_toml_tests {
+    use dta_collector::StoreConfig;
+    use dta_store::StoreSpec;
+
+    #[derive(serde::Deserialize)]
+    struct Stores {
+        store: Vec<StoreConfig>,
+    }
+
+    #[test]
+    fn the_systems_configuration_has_the_stores_the_systems_write() {
+        // Only the [[store]] tables: the rest of the file is the node's.
+        let cfg: Stores = toml::from_str(super::STORES_TOML).expect("examples/systems.toml parses");
+        let spec = |name: &str| {
+            cfg.store
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("examples/systems.toml has no store {name}"))
+                .spec()
+                .unwrap()
+        };
+        use super::marple;
+        match spec(marple::STORE_HOSTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (4, 8, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_TIMEOUTS) {
+            StoreSpec::KeyWrite(s) => assert_eq!(
+                (s.key_len, s.data_len, s.redundancy),
+                (13, 4, marple::REDUNDANCY)
+            ),
+            s => panic!("{s:?}"),
+        }
+        match spec(marple::STORE_HOST_COUNTS) {
+            StoreSpec::KeyIncrement(s) => {
+                assert_eq!((s.key_len, s.redundancy), (5, marple::REDUNDANCY))
+            }
+            s => panic!("{s:?}"),
+        }
+        match spec(super::APPEND_STORE) {
+            StoreSpec::Append(s) => assert_eq!(
+                (s.entry_len as usize, s.lists),
+                (super::ENTRY_LEN, super::lists::TOTAL)
+            ),
+            s => panic!("{s:?}"),
         }
     }
 }

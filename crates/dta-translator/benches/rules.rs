@@ -213,7 +213,7 @@ fn unix_ns() -> u64 {
 fn notify(dir: &std::path::Path, regions: &[Arc<Region>], n: usize) {
     let mut t = translator(regions, vec![]);
     let ring = Arc::new(NotifyRing::open_or_create(dir, DEFAULT_CAPACITY).unwrap());
-    t.sinks_mut().set_ring(ring.clone());
+    dta_translator::Sinks::set_ring(t.sinks_mut(), ring.clone());
     let reader = NotifyRing::open(dir).unwrap();
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let src = "127.0.0.1:9".parse().unwrap();

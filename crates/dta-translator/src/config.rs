@@ -108,6 +108,7 @@ impl TranslatorConfig {
     /// owners' functions, called from here.
     pub fn validate(&self) -> Result<(), String> {
         let p = "translator";
+        self.allow.validate(&format!("{p}.allow"))?;
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "{p}.threads = {}: 0..={MAX_THREADS} (0 and 1: one thread)",

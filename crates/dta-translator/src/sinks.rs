@@ -109,6 +109,12 @@ pub trait Sinks {
     /// flag as WRITE WITH IMMEDIATE (default: nothing).
     #[inline]
     fn announce(&mut self, _store: usize, _flagged: &Flagged<'_>) {}
+    /// Announce on `ring` (the region directory's notification ring). True when this sink
+    /// announces there (the co-located sink); a remote sink carries announcements as WRITE WITH
+    /// IMMEDIATE to the collector, whose responder puts them on its ring, and returns false.
+    fn set_ring(&mut self, _ring: Arc<NotifyRing>) -> bool {
+        false
+    }
 }
 
 /// Flagged reports whose data a write group carried ([`Sinks::announce`]).
@@ -159,17 +165,17 @@ impl RegionSinks {
         }
     }
 
-    /// Announce flagged reports on `ring` (the region directory's).
-    pub fn set_ring(&mut self, ring: Arc<NotifyRing>) {
-        self.ring = Some(ring);
-    }
-
     pub fn regions(&self) -> &[Arc<Region>] {
         &self.regions
     }
 }
 
 impl Sinks for RegionSinks {
+    fn set_ring(&mut self, ring: Arc<NotifyRing>) -> bool {
+        self.ring = Some(ring);
+        true
+    }
+
     #[inline]
     fn write(
         &mut self,

@@ -44,7 +44,7 @@ fn every_flagged_report_is_announced_exactly_once() {
     };
     let mut t = Translator::colocated(&cfg, regions.clone(), Arc::new(Stats::default())).unwrap();
     let ring = Arc::new(NotifyRing::open_or_create(dir.path(), DEFAULT_CAPACITY).unwrap());
-    t.sinks_mut().set_ring(ring.clone());
+    dta_translator::Sinks::set_ring(t.sinks_mut(), ring.clone());
     // A second mapping, as a subscriber in another process has.
     let reader = NotifyRing::open(dir.path()).unwrap();
     let mut cursor = reader.subscribe();

@@ -135,6 +135,11 @@ impl<'de> serde::Deserialize<'de> for Prefix {
     }
 }
 
+/// Most prefixes an allow-list holds: a source is matched against each in turn, and the XDP
+/// programs hold the list in an LPM trie of this many entries (crates/dta-xdp/build.rs reads
+/// this line).
+pub const MAX_PREFIXES: usize = 1024;
+
 /// A set of prefixes a source must fall in. An empty list allows nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
@@ -160,6 +165,17 @@ impl AllowList {
             Prefix::new(IpAddr::from([0, 0, 0, 0]), 0).expect("/0"),
             Prefix::new(std::net::Ipv6Addr::UNSPECIFIED.into(), 0).expect("/0"),
         ])
+    }
+
+    /// [`MAX_PREFIXES`] at most; the message names the setting.
+    pub fn validate(&self, setting: &str) -> Result<(), String> {
+        if self.0.len() > MAX_PREFIXES {
+            return Err(format!(
+                "{setting}: {} prefixes, at most {MAX_PREFIXES}",
+                self.0.len()
+            ));
+        }
+        Ok(())
     }
 
     /// The prefixes.

@@ -31,6 +31,14 @@ use dta_xdp::{DropProgram, XdpConfig, XdpTranslator};
 const MAC_A: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 1];
 const MAC_B: [u8; 6] = [0x02, 0xd7, 0xa0, 0, 0, 2];
 
+/// The program's settings with every source allowed (the senders are in the peer namespace).
+fn any_source() -> XdpConfig {
+    XdpConfig {
+        allow: AllowList::any(),
+        ..Default::default()
+    }
+}
+
 fn sh(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
     assert!(st.success(), "{args:?} failed");
@@ -285,7 +293,7 @@ fn main() {
         // (b) XDP translator.
         let hs = headers();
         let x = Net::run_in(&net.a, move || {
-            let mut x = XdpTranslator::load(&XdpConfig::default(), &hs).expect("load XDP");
+            let mut x = XdpTranslator::load(&any_source(), &hs).expect("load XDP");
             let m = x.attach("veth0", false).expect("attach");
             eprintln!("  XDP translator attached in {m:?} mode");
             x
@@ -460,7 +468,7 @@ fn rules_bench(net: &Net, nat8: &[Vec<u8>], secs: f64, runs: usize) {
     assert_eq!(on.split_xdp(&user).xdp.len(), 4, "every rule in the driver");
     let hs2 = hs.clone();
     let mut x = Net::run_in(&net.a, move || {
-        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP");
+        let mut x = XdpTranslator::load(&any_source(), &hs2).expect("load XDP");
         let m = x.attach("veth0", false).expect("attach");
         eprintln!("  XDP translator attached in {m:?} mode");
         x

@@ -26,7 +26,7 @@ pub const INT_METRICS: usize = 3;
 pub const INT_BUCKETS: usize = 33;
 
 /// What the program is told at load.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct IntXdpConfig {
     /// UDP destination port of the telemetry reports.
     pub port: u16,
@@ -38,6 +38,9 @@ pub struct IntXdpConfig {
     pub flows: u32,
     /// Switches with histogram counters.
     pub switches: u32,
+    /// The sources reports are taken from (`[sink] allow`); others are dropped unparsed and
+    /// counted [`IntXdpStats::source_not_allowed`].
+    pub allow: dta_wire::prefix::AllowList,
 }
 
 #[repr(C)]
@@ -107,12 +110,14 @@ pub struct IntXdpStats {
     pub pass_unknown_flow: u64,
     pub pass_path: u64,
     pub pass_event: u64,
+    /// Dropped unparsed: a source outside `[sink] allow`.
+    pub source_not_allowed: u64,
     /// `bpf_prog_info` run time and count (with `kernel.bpf_stats_enabled` = 1; else 0).
     pub run_time_ns: u64,
     pub run_count: u64,
 }
 
-const N_COUNTERS: u32 = 7;
+const N_COUNTERS: u32 = 8;
 
 /// A shared mapping of an mmapable array map.
 struct Mapping {
@@ -218,6 +223,7 @@ impl IntXdp {
             slots,
             blocks,
         };
+        crate::allow::install(&mut ebpf, &cfg.allow)?;
         let prog: &mut Xdp = ebpf
             .program_mut("int_xdp")
             .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
@@ -423,6 +429,7 @@ impl IntXdp {
             pass_unknown_flow: c[4],
             pass_path: c[5],
             pass_event: c[6],
+            source_not_allowed: c[7],
             run_time_ns: info.run_time().as_nanos() as u64,
             run_count: info.run_count(),
         })

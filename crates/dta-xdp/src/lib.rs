@@ -10,6 +10,7 @@
 //! rules (match -> drop / Append) run in the program too ([`XdpTranslator::install_rules`],
 //! docs/rules.md "In the XDP translator"). `docs/xdp.md` describes the design and its limits.
 
+mod allow;
 mod drop;
 pub mod int;
 mod rules;
@@ -79,7 +80,8 @@ pub struct XdpStats {
     pub key_write: u64,
     pub append: u64,
     pub key_increment: u64,
-    pub immediate: u64,
+    /// Passed: a report flagged immediate (the userspace translator applies and announces it).
+    pub pass_immediate: u64,
     /// Passed: not UDP to the DTA port.
     pub pass_other: u64,
     /// Passed: retransmittable datagrams (sequence numbers and NACKs are userspace's).
@@ -98,9 +100,11 @@ pub struct XdpStats {
     pub word_writes: u64,
     /// Reports a rule dropped in the driver (not applied; their datagram is consumed).
     pub rule_dropped: u64,
+    /// Dropped unparsed: a source outside the allow-list (`[translator] allow`).
+    pub source_not_allowed: u64,
 }
 
-const N_COUNTERS: u32 = 14;
+const N_COUNTERS: u32 = 15;
 
 impl XdpStats {
     fn from_counters(c: &[u64; N_COUNTERS as usize]) -> Self {
@@ -110,7 +114,7 @@ impl XdpStats {
             key_write: c[2],
             append: c[3],
             key_increment: c[4],
-            immediate: c[5],
+            pass_immediate: c[5],
             pass_other: c[6],
             pass_retransmittable: c[7],
             pass_unhandled: c[8],
@@ -119,6 +123,7 @@ impl XdpStats {
             drop_map_error: c[11],
             word_writes: c[12],
             rule_dropped: c[13],
+            source_not_allowed: c[14],
         }
     }
 
@@ -129,7 +134,11 @@ impl XdpStats {
 
     /// DTA-port datagrams passed to userspace.
     pub fn passed(&self) -> u64 {
-        self.pass_retransmittable + self.pass_unhandled + self.pass_malformed + self.pass_too_big
+        self.pass_retransmittable
+            + self.pass_unhandled
+            + self.pass_malformed
+            + self.pass_too_big
+            + self.pass_immediate
     }
 }
 
@@ -188,12 +197,15 @@ struct GlobalCfg {
 unsafe impl aya::Pod for GlobalCfg {}
 
 /// Program settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct XdpConfig {
     /// UDP destination port of reports (40040).
     pub port: u16,
     /// Prototype base header: `true` for the long (3-byte) format.
     pub prototype_long: bool,
+    /// The sources a datagram is taken from (`[translator] allow`); others are dropped in the
+    /// driver before they are parsed and counted [`XdpStats::source_not_allowed`].
+    pub allow: dta_wire::prefix::AllowList,
 }
 
 impl Default for XdpConfig {
@@ -201,6 +213,7 @@ impl Default for XdpConfig {
         XdpConfig {
             port: 40040,
             prototype_long: false,
+            allow: dta_wire::prefix::AllowList::loopback(),
         }
     }
 }
@@ -414,6 +427,7 @@ impl XdpTranslator {
                 0,
             )?;
         }
+        allow::install(&mut ebpf, &cfg.allow)?;
         let prog: &mut Xdp = ebpf
             .program_mut("dta_xdp")
             .ok_or_else(|| XdpError::MissingMap("program dta_xdp".into()))?

@@ -14,7 +14,7 @@ use dta_store::{
 };
 use dta_testkit::netns::run_in;
 use dta_translator::{Reason, Stats, Translator, TranslatorConfig};
-use dta_xdp::{XdpConfig, XdpTranslator};
+use dta_xdp::XdpTranslator;
 
 mod common;
 use common::*;
@@ -115,7 +115,7 @@ fn workload() -> Vec<Vec<u8>> {
         ap.extend([i, i, 0xee, 0xff]);
         let wide: Vec<u8> = (0..64).map(|j| i.wrapping_mul(5).wrapping_add(j)).collect();
         d.push(native(&[
-            (1, 0x80 | red_flags(i % KWN_N + 1), tuple(i), data),
+            (1, red_flags(i % KWN_N + 1), tuple(i), data),
             (3, red_flags(KIN_N), tuple(i % 4), add),
             (2, 0, vec![], ap),
             (1, red_flags(i % MAX_REDUNDANCY + 1), vec![i; 8], wide),
@@ -134,7 +134,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
     let hs2 = hs.clone();
     let dev_a = net.dev_a.clone();
     let x = run_in(&net.a, move || {
-        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
+        let mut x = XdpTranslator::load(&any_source(), &hs2).expect("load XDP program");
         let mode = x.attach(&dev_a, false).expect("attach");
         eprintln!("attached in {mode:?} mode");
         x
@@ -160,7 +160,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
     assert_eq!(st.key_write, 40 + 20 + 20);
     assert_eq!(st.key_increment, 40 + 20);
     assert_eq!(st.append, 40 + 20);
-    assert_eq!(st.immediate, 40 + 20);
+    assert_eq!(st.pass_immediate, 0);
     assert_eq!(st.drop_map_error, 0);
 
     // The same datagrams through the userspace translator into file-backed regions.
@@ -250,6 +250,8 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         native(&[(3, 0, tuple(2), vec![0; 8])])[..30].to_vec(), // native, truncated
         vec![0x77; 40],                                         // unknown version
         proto_ap(99, [1, 1, 1, 1]),                             // list id beyond the store
+        native(&[(1, 0x80 | red_flags(1), tuple(7), vec![7; 20])]), // flagged: announced above
+        vec![0x01, 0x80, 0x01, 0, 0, 0, 7, 1, 2, 3, 4],         // flagged prototype Key-Write
     ];
     // Redundancies the routed store refuses: the userspace translator counts them. Key-Increment
     // below and above the store's N (`redundancy_mismatch`), Key-Write above it (`bad_redundancy`).
@@ -280,6 +282,7 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         3 + refused.len() as u64
     );
     assert_eq!(sta.pass_malformed - stb.pass_malformed, 4);
+    assert_eq!(sta.pass_immediate - stb.pass_immediate, 2);
     let after: Vec<Vec<u8>> = x.stores().iter().map(|s| data_of(&s.region)).collect();
     assert!(before == after, "passed datagrams changed a store");
 

@@ -17,7 +17,7 @@ use dta_store::{
 use dta_testkit::netns::run_in;
 use dta_translator::rules::{NotInXdp, RuleConfig, RuleCounter, RuleSet};
 use dta_translator::{Stats, Translator, TranslatorConfig};
-use dta_xdp::{userspace_primitives, XdpConfig, XdpTranslator};
+use dta_xdp::{userspace_primitives, XdpTranslator};
 
 mod common;
 use common::*;
@@ -163,7 +163,7 @@ fn xdp_rules_drop_and_append_as_the_userspace_translator() {
     );
     let (hs2, dev_a) = (hs.clone(), net.dev_a.clone());
     let mut x = run_in(&net.a, move || {
-        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
+        let mut x = XdpTranslator::load(&any_source(), &hs2).expect("load XDP program");
         x.attach(&dev_a, false).expect("attach");
         x
     });
@@ -328,7 +328,7 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         .collect();
     let (hs2, dev_a) = (hs.clone(), net.dev_a.clone());
     let mut x = run_in(&net.a, move || {
-        let mut x = XdpTranslator::load(&XdpConfig::default(), &hs2).expect("load XDP program");
+        let mut x = XdpTranslator::load(&any_source(), &hs2).expect("load XDP program");
         x.attach(&dev_a, false).expect("attach");
         x
     });

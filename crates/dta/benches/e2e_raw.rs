@@ -251,7 +251,7 @@ fn write_config(
         ),
     )
     .unwrap();
-    let parsed = dta::config::Config::load(&cfg).unwrap();
+    let parsed = dta_node::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, true).unwrap();
     cfg
 }
@@ -376,7 +376,7 @@ fn part_e2e(a: &Args, net: &VethPair, dst_mac: &str, before: Sender, after: Send
             res[i].push(one_e2e(net, &cfg, dst_mac, *t, *s, a.secs));
         }
     }
-    let parsed = dta::config::Config::load(&cfg).unwrap();
+    let parsed = dta_node::config::Config::load(&cfg).unwrap();
     let _ = std::fs::remove_dir_all(&parsed.region_dir);
     println!(
         "\n2. end to end: dta report --raw (namespace B) -> veth -> dta translator (namespace A), \

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
-use dta::config::Config;
+use dta_node::config::Config;
 use dta_collector::region_path;
 
 #[derive(Args)]

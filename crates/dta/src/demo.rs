@@ -17,10 +17,9 @@ use serde::Serialize;
 use dta_collector::{query, Collector};
 use dta_reporter::{Protocol, Reporter, ReporterConfig};
 use dta_store::sketch::{CountMin, HyperLogLog};
-use dta_translator::{ingest, Stats, Translator};
+use dta_node::config::Config;
+use dta_node::translator::{MemoryTranslator, Options};
 use dta_wire::prototype::BaseFormat;
-
-use crate::config::Config;
 
 pub struct DemoOptions {
     pub region_dir: Option<PathBuf>,
@@ -148,19 +147,17 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
     let flows = opts.flows.max(1);
 
     // The collector creates its regions (fresh ones: the demo starts from empty stores).
-    let collector = Collector::create(&dir, &cfg.store, true)?;
+    cfg.collector.force = true;
+    let collector = dta_node::collector::create(&cfg)?;
 
     // The translator, on its own thread, writing into the regions through shared memory.
-    let stats = Arc::new(Stats::default());
-    let mut translator =
-        Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?;
-    let socket = ingest::bind(cfg.translator.listen, cfg.translator.recv_buffer)?;
-    let to: SocketAddr = socket.local_addr()?;
+    let translator = MemoryTranslator::build(&cfg, Options::default())?;
+    let stats = translator.stats()[0].clone();
+    let to: SocketAddr = translator.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let handle = {
         let stop = stop.clone();
-        let batch = cfg.translator.recv_batch;
-        std::thread::spawn(move || ingest::run(&mut translator, &socket, batch, &stop))
+        std::thread::spawn(move || translator.run(&stop))
     };
 
     let sent_datagrams = send_all(to, flows).context("sending reports")?;
@@ -175,9 +172,7 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
     handle
         .join()
         .map_err(|_| anyhow::anyhow!("translator thread panicked"))??;
-    for r in collector.regions() {
-        r.flush()?;
-    }
+    collector.flush();
     drop(collector);
 
     // Query from the files, read-only, as any other process would.

@@ -7,9 +7,9 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -27,10 +27,9 @@ mod rnic_cmd;
 mod watch_cmd;
 mod xdp_cmd;
 
-use dta::config::Config;
 use dta::output;
 use dta_collector::{query, region_path, Collector};
-use dta_translator::{ingest, Shards, Stats, Translator};
+use dta_node::config::Config;
 
 #[derive(Parser)]
 #[command(
@@ -42,8 +41,8 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Log format on stderr: text (colours only on a terminal) or json (one object a line).
-    #[arg(long, global = true, value_enum, env = dta::ops::LOG_FORMAT_ENV, default_value_t)]
-    log_format: dta::ops::LogFormat,
+    #[arg(long, global = true, value_enum, env = dta_node::ops::LOG_FORMAT_ENV, default_value_t)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -298,6 +297,17 @@ enum HeaderFormat {
     Long,
 }
 
+/// How log events are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+enum LogFormat {
+    /// One line per event; colours only when stderr is a terminal (and `NO_COLOR` is unset).
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target` and the event's fields
+    /// (`message` among them).
+    Json,
+}
+
 fn main() -> ExitCode {
     // Like other Unix filters: when the reader of our output goes away (`dta ... | head`), exit
     // quietly instead of failing to print.
@@ -306,7 +316,10 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    dta::ops::init_logging(cli.log_format);
+    dta_node::ops::init_logging(match cli.log_format {
+        LogFormat::Text => dta_node::ops::LogFormat::Text,
+        LogFormat::Json => dta_node::ops::LogFormat::Json,
+    });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -350,167 +363,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn stop_on_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))
-        .context("installing Ctrl-C handler")?;
-    Ok(stop)
-}
-
-/// How long `dta collector` lets in-flight HTTP requests finish after SIGTERM/SIGINT.
-const COLLECTOR_DRAIN: Duration = Duration::from_secs(5);
-/// How often `dta collector` checks that every served region is still whole.
-const COLLECTOR_CHECK: Duration = Duration::from_secs(1);
-
-/// The processes whose counters the web console shows: `[collector] translator_metrics` and
-/// `int_sink_metrics` (an address as `--metrics` takes it; empty: not configured).
-fn console_peers(
-    c: &dta_collector::CollectorConfig,
-) -> anyhow::Result<Vec<dta_http::console::Peer>> {
-    [
-        ("translator", "translator_metrics", &c.translator_metrics),
-        ("int-sink", "int_sink_metrics", &c.int_sink_metrics),
-    ]
-    .into_iter()
-    .map(|(name, key, addr)| {
-        let addr = match addr.as_str() {
-            "" => None,
-            a => Some(
-                dta_http::parse_listen_addr(a)
-                    .map_err(|e| anyhow::anyhow!("[collector] {key}: {e}"))?,
-            ),
-        };
-        Ok(dta_http::console::Peer {
-            name: name.into(),
-            addr,
-        })
-    })
-    .collect()
+    dta_node::signals::stop_on_signals()
 }
 
 fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
-    let a = &args.config;
-    let cfg = a.load()?;
-    let cluster_map = args
-        .cluster
-        .as_deref()
-        .map(|p| {
-            dta_cluster::ClusterMap::load(p).with_context(|| format!("cluster map {}", p.display()))
-        })
-        .transpose()?;
-    let started = Instant::now();
-    let mut http_opts = dta_collector::http::options(&cfg.collector)?;
-    let console_peers = console_peers(&cfg.collector)?;
-    // Takes the directory's collector lock first: a second collector is refused here.
-    let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
-    for s in c.stores() {
-        eprintln!(
-            "store {:<12} {:<14} {}",
-            s.name,
-            format!("{:?}", s.region.header().kind),
-            region_path(c.dir(), &s.name).display()
-        );
-    }
-    for b in c.bad() {
-        eprintln!(
-            "store {:<12} {:<14} {}: {}",
-            b.name,
-            "UNAVAILABLE",
-            b.path.display(),
-            b.reason
-        );
-    }
-    // SIGTERM, SIGINT (and SIGHUP) set `stop`; the handler restarts interrupted system calls.
-    let stop = stop_on_ctrl_c()?;
-    let c = Arc::new(c);
-    http_opts.ready = dta::ops::collector_ready(c.clone());
-    let cluster = match (cluster_map, &args.name) {
-        (Some(m), Some(name)) => Some(Arc::new(
-            dta_collector::cluster::ClusterQuery::new(Arc::new(m), http_opts.token.clone())
-                .with_local(name, c.clone())
-                .map_err(anyhow::Error::msg)?,
+    let cfg = args.config.load()?;
+    let cluster = match (&args.cluster, &args.name) {
+        (Some(p), Some(name)) => Some((
+            dta_cluster::ClusterMap::load(p)
+                .with_context(|| format!("cluster map {}", p.display()))?,
+            name.clone(),
         )),
         _ => None,
     };
-    if cluster.is_some() && cfg.collector.http.is_empty() {
-        bail!("--cluster answers over the HTTP API: set [collector] http");
-    }
-    if cfg.collector.http.is_empty() {
-        eprintln!("collector ready (no HTTP API); Ctrl-C or SIGTERM to stop");
-        let mut checked = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(100));
-            if checked.elapsed() >= COLLECTOR_CHECK {
-                c.check_stores();
-                checked = Instant::now();
-            }
-        }
-    } else {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()?;
-        let served = c.clone();
-        rt.block_on(async move {
-            let (tx, mut rx) = tokio::sync::watch::channel(false);
-            let shutdown = async move {
-                let _ = rx.wait_for(|stopping| *stopping).await;
-            };
-            // The query API, the INT queries, and the web console over them.
-            let routes = dta_collector::http::router_with(served.clone(), cluster)
-                .merge(dta::int_http::router(served.clone()))
-                .merge(dta_http::console::router(
-                    console_peers,
-                    http_opts.token.clone(),
-                ));
-            let server =
-                dta_collector::http::serve_router(routes, &cfg.collector.http, http_opts, shutdown);
-            tokio::pin!(server);
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            let mut checked = Instant::now();
-            loop {
-                tokio::select! {
-                    r = &mut server => return r,
-                    _ = tick.tick() => {}
-                }
-                if checked.elapsed() >= COLLECTOR_CHECK {
-                    served.check_stores();
-                    checked = Instant::now();
-                }
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
-            // Stop accepting; requests in flight get COLLECTOR_DRAIN to finish.
-            let _ = tx.send(true);
-            match tokio::time::timeout(COLLECTOR_DRAIN, &mut server).await {
-                Ok(r) => r,
-                Err(_) => {
-                    tracing::warn!(
-                        "requests still in flight after {COLLECTOR_DRAIN:?}; closing them"
-                    );
-                    Ok(())
-                }
-            }
-        })?;
-    }
-    let unavailable = c.check_stores();
-    let flush_failed = c.flush();
+    // SIGTERM, SIGINT (and SIGHUP) set `stop`; the handler restarts interrupted system calls.
+    let stop = dta_node::signals::stop_on_signals()?;
+    let s = dta_node::collector::run(&cfg, cluster, &stop)?;
     eprintln!(
-        "collector stopped after {:.1} s: {} stores served, {unavailable} unavailable, regions \
-         flushed ({flush_failed} failed)",
-        started.elapsed().as_secs_f64(),
-        c.status().iter().filter(|s| s.available.is_ok()).count(),
+        "collector stopped after {:.1} s: {} stores served, {} unavailable, regions flushed ({} \
+         failed)",
+        s.seconds,
+        s.stores.iter().filter(|(_, r)| r.is_ok()).count(),
+        s.unavailable,
+        s.flush_failed,
     );
-    for st in c.status() {
-        // A region lost at this point is listed as such, it does not fail the exit.
-        let inspected = st.available.and_then(|()| {
-            let s = c.store(&st.name).map_err(|e| e.to_string())?;
-            let i = query::inspect(&s.region, &st.path.display().to_string())
-                .map_err(|e| e.to_string())?;
-            s.check().map_err(|e| e.to_string())?;
-            Ok(i)
-        });
+    for (name, inspected) in &s.stores {
         match inspected {
             Ok(i) => {
                 let appended = i
@@ -518,15 +395,14 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
                     .map(|n| format!(", {n} entries appended"))
                     .unwrap_or_default();
                 eprintln!(
-                    "  store {:<12} {:.2}% of words non-zero{appended}",
-                    st.name,
+                    "  store {name:<12} {:.2}% of words non-zero{appended}",
                     i.fill * 100.0
                 );
             }
-            Err(reason) => eprintln!("  store {:<12} unavailable: {reason}", st.name),
+            Err(reason) => eprintln!("  store {name:<12} unavailable: {reason}"),
         }
     }
-    Ok(if flush_failed == 0 {
+    Ok(if s.flush_failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -534,308 +410,73 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
-    if let Some(map) = &a.cluster {
-        return cluster_translator(&a, map);
-    }
-    let mut cfg = a.config.load()?;
-    if let Some(l) = a.listen {
-        cfg.translator.listen = l;
-    }
-    if let Some(n) = a.threads {
-        cfg.translator.threads = n;
-        cfg.translator
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--threads {n}: {e}"))?;
-    }
-    if cfg.translator.threads > 1 && (a.rdma.rdma.is_some() || a.xdp.xdp.is_some()) {
-        bail!(
-            "--threads {}: several translator threads are supported in the co-located mode only \
-             (the RoCEv2 sink has one queue pair per collector; the XDP translator runs in the \
-             driver, its userspace half on one thread)",
-            cfg.translator.threads
-        );
-    }
-    // One translator per port: with SO_REUSEPORT a second one would silently take a share.
-    ingest::refuse_shared_port(cfg.translator.listen.port())
-        .with_context(|| format!("listening on {}", cfg.translator.listen))?;
-    if a.rdma.rdma.is_some() {
-        return rdma_cmd::translator(&cfg, &a.rdma, stop_on_ctrl_c()?, a.duration, a.json);
-    }
-    if a.xdp.xdp.is_some() {
-        return xdp_cmd::translator(
-            &cfg,
-            &a.xdp,
-            a.config.config.clone(),
-            stop_on_ctrl_c()?,
-            a.duration,
-            a.json,
-        );
-    }
-    let stats = colocated(&cfg, &a, stop_on_ctrl_c()?, None)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
-    } else {
-        eprintln!("{}", serde_json::to_string_pretty(&stats)?);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `dta translator --cluster MAP --collectors A,B`: one co-located translator per collector
-/// (its listen address, region directory and write budget from the map), each on its own
-/// threads, all stopped together; the final counters per collector.
-fn cluster_translator(a: &TranslatorArgs, map_path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let map = dta_cluster::ClusterMap::load(map_path)
-        .with_context(|| format!("cluster map {}", map_path.display()))?;
-    if a.rdma.rdma.is_some() || a.xdp.xdp.is_some() {
-        bail!(
-            "--cluster serves shared-memory collectors; for an RDMA or XDP collector run one \
-             `dta translator --listen ADDR` per collector, ADDR its translator address in the map"
-        );
-    }
-    let base = a.config.load()?;
-    let mut cfgs = vec![];
-    for name in &a.collectors {
-        let c = map
-            .collector(name)
-            .with_context(|| format!("the cluster map names no collector {name:?}"))?;
-        if c.mode != dta_cluster::Mode::Shm {
-            bail!("collector {name} is an RDMA collector; --cluster serves shared-memory ones");
+    let opts = dta_node::translator::Options {
+        config_path: a.config.config.clone(),
+        metrics: a.metrics,
+        progress: (a.stats_interval > 0.0)
+            .then(|| Duration::try_from_secs_f64(a.stats_interval))
+            .transpose()
+            .context("--stats-interval")?,
+        label: None,
+    };
+    let stop = dta_node::signals::stop_on_signals()?;
+    dta_node::signals::stop_after(&stop, a.duration)?;
+    let summary = if let Some(map) = &a.cluster {
+        if a.rdma.rdma.is_some() || a.xdp.xdp.is_some() {
+            bail!(
+                "--cluster serves shared-memory collectors; for an RDMA or XDP collector run one \
+                 `dta translator --listen ADDR` per collector, ADDR its translator address in \
+                 the map"
+            );
         }
-        let Some(dir) = &c.region_dir else {
-            bail!("collector {name} has no region_dir in the cluster map");
-        };
-        let mut cfg = base.clone();
-        cfg.region_dir = dir.clone();
-        cfg.translator.listen = c.translator;
+        let map = dta_cluster::ClusterMap::load(map)
+            .with_context(|| format!("cluster map {}", map.display()))?;
+        let cfgs = dta_node::translator::cluster_configs(
+            &a.config.load()?,
+            &map,
+            &a.collectors,
+            a.threads,
+        )?;
+        dta_node::translator::run_cluster(&cfgs, &opts, &stop)?
+    } else {
+        let mut cfg = a.config.load()?;
+        if let Some(l) = a.listen {
+            cfg.translator.listen = l;
+        }
         if let Some(n) = a.threads {
             cfg.translator.threads = n;
-        }
-        if c.nic_budget > 0 {
-            cfg.translator.flow_control.write_budget = c.nic_budget;
             cfg.translator
-                .flow_control
                 .validate()
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("collector {name}'s nic_budget"))?;
+                .map_err(|e| anyhow::anyhow!("--threads {n}: {e}"))?;
         }
-        ingest::refuse_shared_port(c.translator.port())
-            .with_context(|| format!("collector {name}: listening on {}", c.translator))?;
-        cfgs.push((name.clone(), cfg));
-    }
-    if a.metrics.is_some() {
-        bail!("--metrics with --cluster: not supported (one metrics server per translator)");
-    }
-    let stop = stop_on_ctrl_c()?;
-    let results: Vec<(String, anyhow::Result<serde_json::Value>)> = std::thread::scope(|s| {
-        let hs: Vec<_> = cfgs
-            .iter()
-            .map(|(name, cfg)| {
-                let stop = stop.clone();
-                let h = s.spawn(move || colocated(cfg, a, stop.clone(), Some(name)));
-                (name.clone(), h)
-            })
-            .collect();
-        hs.into_iter()
-            .map(|(n, h)| {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("translator thread panicked")));
-                if r.is_err() {
-                    // One collector's translator failing stops the others.
-                    stop.store(true, Ordering::Relaxed);
-                }
-                (n, r)
-            })
-            .collect()
-    });
-    let mut all = serde_json::Map::new();
-    for (n, r) in results {
-        all.insert(n.clone(), r.with_context(|| format!("collector {n}"))?);
-    }
-    let v = serde_json::Value::Object(all);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        eprintln!("{}", serde_json::to_string_pretty(&v)?);
-    }
+        if let Some(r) = a.rdma.options()? {
+            let t = dta_node::rdma::RdmaTranslator::build(&cfg, opts, &r)?;
+            eprintln!("{}", t.describe());
+            t.run(&stop)?
+        } else if let Some(x) = a.xdp.options() {
+            let t = dta_node::xdp::XdpNode::build(&cfg, opts, &x)?;
+            eprintln!("{}", t.describe());
+            t.run(&stop)?
+        } else {
+            let t = dta_node::translator::MemoryTranslator::build(&cfg, opts)?;
+            eprintln!("{}", t.describe());
+            t.run(&stop)?
+        }
+    };
+    print_summary(a.json, &summary)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The co-located translator of `cfg` until `stop` (or `--duration`); its final counters.
-/// `label`: the collector's name when one process serves several.
-fn colocated(
-    cfg: &Config,
-    a: &TranslatorArgs,
-    stop: Arc<AtomicBool>,
-    label: Option<&str>,
-) -> anyhow::Result<serde_json::Value> {
-    // One writer per region directory (two would race on slots and Append heads).
-    let _writer = dta_store::lock::InstanceLock::acquire_in(
-        &cfg.region_dir,
-        dta_store::lock::WRITER_LOCK,
-        &format!("region directory {} as writer", cfg.region_dir.display()),
-    )?;
-    let collector = Collector::open_dir(&cfg.region_dir, true)
-        .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
-    if collector.stores().is_empty() {
-        bail!(
-            "no regions in {}: start `dta collector` with this configuration first",
-            cfg.region_dir.display()
-        );
-    }
-    let threads = cfg.translator.threads.max(1);
-    let classified = cfg.translator.classifier_enabled();
-    // One `Stats` per translator thread, and the classifier's (its shed and refused datagrams).
-    let all_stats: Vec<Arc<Stats>> = (0..threads + usize::from(classified))
-        .map(|_| Arc::new(Stats::default()))
-        .collect();
-    // One translator per thread over the same regions; Postcarding flows, Append lists and
-    // sketches each owned by one of them (dta_translator::shard).
-    let shards = Shards::new(threads, SHARD_INBOX);
-    // One write meter for the collector, shared by its translator threads (docs/flow-control.md).
-    let meter = Arc::new(dta_translator::Meter::new(&cfg.translator.flow_control));
-    // The rules (docs/rules.md), compiled against the stores being served, one set shared by
-    // the threads and replaced on reload; flagged reports announced on the directory's ring.
-    let headers: Vec<dta_store::Header> = collector
-        .regions()
-        .iter()
-        .map(|r| r.header().clone())
-        .collect();
-    let rules = dta_translator::rules::Rules::new(cfg.compile_rules_for(&headers, 0)?);
-    let ring = Arc::new(dta_store::notify::NotifyRing::open_or_create(
-        &cfg.region_dir,
-        dta_store::notify::DEFAULT_CAPACITY,
-    )?);
-    let mut ts = all_stats[..threads]
-        .iter()
-        .enumerate()
-        .map(|(i, stats)| {
-            let mut t = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())?
-                .with_shard(shards.shard(i))
-                .with_meter(meter.clone())
-                .with_rules(rules.clone(), cfg.translator.rule_state_entries);
-            t.sinks_mut().set_ring(ring.clone());
-            for st in &cfg.store {
-                if let Some(allow) = &st.allow {
-                    t.set_store_allow(&st.name, allow.clone())?;
-                }
-            }
-            Ok(t)
-        })
-        .collect::<Result<Vec<_>, dta_translator::BuildError>>()?;
-    // Behind the classifier one socket is read by one thread; without it every translator
-    // thread reads its own SO_REUSEPORT socket.
-    let sockets = ingest::bind_group(
-        cfg.translator.listen,
-        if classified { 1 } else { threads },
-        cfg.translator.recv_buffer,
-    )
-    .with_context(|| format!("binding {}", cfg.translator.listen))?;
-    // The metrics server answers once the UDP sockets are bound: a scrape that succeeds means
-    // reports sent from then on are received (queued by the kernel until the threads start).
-    let _metrics = match a.metrics {
-        Some(addr) => {
-            let reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
-            let opts = dta::ops::metrics_options(dta::ops::regions_ready(collector.regions()))?;
-            let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(reg), opts)
-                .with_context(|| format!("metrics server on {addr}"))?;
-            eprintln!("metrics on http://{}/metrics", m.local_addr());
-            Some(m)
-        }
-        None => None,
-    };
-    let lanes = if classified {
-        Some(dta_translator::classify::Lanes::from_config(
-            threads,
-            &cfg.translator,
-        )?)
+/// A service's final counters: on stdout with `--json`, else on stderr.
+pub(crate) fn print_summary(json: bool, v: &serde_json::Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(v)?;
+    if json {
+        println!("{text}");
     } else {
-        None
-    };
-    eprintln!(
-        "translator{} on udp://{} ({threads} thread{}{}) -> {} stores in {}",
-        label
-            .map(|l| format!(" of collector {l}"))
-            .unwrap_or_default(),
-        sockets[0].local_addr()?,
-        if threads == 1 { "" } else { "s" },
-        match &lanes {
-            Some(l) => format!(
-                " behind the priority classifier, {} MiB of queue buffers",
-                l.pool_bytes() >> 20
-            ),
-            None => String::new(),
-        },
-        collector.stores().len(),
-        cfg.region_dir.display()
-    );
-    watch_cmd::reload_on_sighup();
-    if let Some(d) = a.duration {
-        let s = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs_f64(d));
-            s.store(true, Ordering::Relaxed);
-        });
+        eprintln!("{text}");
     }
-    std::thread::scope(|scope| -> anyhow::Result<()> {
-        if let Some(path) = a.config.config.clone() {
-            let (rules, headers, stop) = (&rules, &headers, &stop);
-            scope.spawn(move || watch_cmd::reload_loop(path, rules, headers, stop));
-        }
-        if a.stats_interval > 0.0 {
-            let (all_stats, stop) = (all_stats.clone(), stop.clone());
-            scope.spawn(move || {
-                let start = Instant::now();
-                let mut last = 0u64;
-                let mut next = Duration::from_secs_f64(a.stats_interval);
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(50));
-                    if start.elapsed() >= next {
-                        let stats = Stats::sum(&all_stats);
-                        let total: u64 = stats
-                            .reports
-                            .iter()
-                            .map(|c| c.load(Ordering::Relaxed))
-                            .sum();
-                        eprintln!(
-                            "{}{:>8.1}s reports {:>12} ({:>10.0}/s) rejected {}",
-                            label.map(|l| format!("{l}: ")).unwrap_or_default(),
-                            start.elapsed().as_secs_f64(),
-                            total,
-                            (total - last) as f64 / a.stats_interval,
-                            stats.total_rejected()
-                        );
-                        last = total;
-                        next += Duration::from_secs_f64(a.stats_interval);
-                    }
-                }
-            });
-        }
-        match &lanes {
-            Some(lanes) => ingest::run_classified(
-                &mut ts,
-                &sockets[0],
-                lanes,
-                &cfg.translator.allow,
-                &all_stats[threads],
-                cfg.translator.recv_batch,
-                &stop,
-            )?,
-            None => ingest::run_threads(&mut ts, &sockets, cfg.translator.recv_batch, &stop)?,
-        }
-        Ok(())
-    })?;
-    for r in collector.regions() {
-        r.flush()?;
-    }
-    let stats = Stats::sum(&all_stats);
-    let mut snap = serde_json::to_value(stats.snapshot())?;
-    snap["rules"] = serde_json::to_value(rules.stats().snapshot())?;
-    Ok(snap)
+    Ok(())
 }
-
-/// Reports a translator thread's inbox holds for the others ([`Shards`]).
-const SHARD_INBOX: usize = 8192;
 
 fn key_len_of(region: &dta_store::Region) -> Option<usize> {
     query::key_len(region.header())

@@ -32,7 +32,7 @@ fn setup(dir: &Path, port: u16, force: bool) -> PathBuf {
 
 /// Create the regions of `cfg` (and release them).
 fn create_regions(cfg: &Path) {
-    let parsed = dta::config::Config::load(cfg).unwrap();
+    let parsed = dta_node::config::Config::load(cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 }
 

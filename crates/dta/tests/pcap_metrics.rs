@@ -100,7 +100,7 @@ fn translator_metrics_move_with_reports() {
         ),
     )
     .unwrap();
-    let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
+    let parsed: dta_node::config::Config = dta_node::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 
     let mport = free_tcp_port();

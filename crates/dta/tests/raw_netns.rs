@@ -33,7 +33,7 @@ fn raw_sender_into_translator_across_namespaces() {
         ),
     )
     .unwrap();
-    let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
+    let parsed: dta_node::config::Config = dta_node::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
 
     let translator = start_in(na, &cfg, 1);
@@ -142,7 +142,7 @@ fn translator_in(
         ),
     )
     .unwrap();
-    let parsed: dta::config::Config = dta::config::Config::load(&cfg).unwrap();
+    let parsed: dta_node::config::Config = dta_node::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
     (start_in(ns, &cfg, threads), cfg)
 }
@@ -181,7 +181,7 @@ fn tx_ring_sender_store_is_exact() {
 
     // The same datagrams (`dta report`'s defaults: seed 1, reporter 1, medium priority, 32
     // reports each) applied in-process to a second copy of the store.
-    let parsed = dta::config::Config::load(&cfg).unwrap();
+    let parsed = dta_node::config::Config::load(&cfg).unwrap();
     let mut spec = dta_reporter::loadgen::LoadSpec::new(dta_wire::Opcode::KeyWrite);
     spec.count = Some(6400);
     spec.keys = dta_reporter::loadgen::KeyDist::Uniform { n: 3000 };
@@ -248,7 +248,7 @@ fn tx_ring_two_senders_every_key_applied() {
     assert_eq!(st["datagrams"], 400, "{st}");
     assert_eq!(st["reports"]["key_write"], 12800, "{st}");
 
-    let parsed = dta::config::Config::load(&cfg).unwrap();
+    let parsed = dta_node::config::Config::load(&cfg).unwrap();
     let got = dta_collector::Collector::open_dir(&parsed.region_dir, false).unwrap();
     let region = &got.regions()[0];
     let mut checked = 0;

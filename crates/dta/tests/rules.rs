@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use dta::config::Config;
+use dta_node::config::Config;
 use dta_collector::{query, Collector};
 use dta_translator::{Stats, Translator};
 use dta_wire::native::DatagramBuilder;

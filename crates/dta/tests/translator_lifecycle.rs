@@ -29,7 +29,7 @@ fn setup(dir: &Path, udp_port: u16) -> PathBuf {
         ),
     )
     .unwrap();
-    let parsed = dta::config::Config::load(&cfg).unwrap();
+    let parsed = dta_node::config::Config::load(&cfg).unwrap();
     dta_collector::Collector::create(&parsed.region_dir, &parsed.store, false).unwrap();
     cfg
 }

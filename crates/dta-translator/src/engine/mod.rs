@@ -154,6 +154,12 @@ impl<S: Sinks> Translator<S> {
         self.spill.len()
     }
 
+    /// The sources a datagram may come from at all (`[translator] allow`; set from the
+    /// configuration by [`Translator::new`]).
+    pub fn set_allow(&mut self, allow: AllowList) {
+        self.allow = allow;
+    }
+
     /// Restrict the reports for store `name` to sources in `allow` (on top of the translator's
     /// own allow-list).
     pub fn set_store_allow(&mut self, name: &str, allow: AllowList) -> Result<(), BuildError> {

@@ -28,7 +28,7 @@ pub fn proto_kw(key: u32, red: u8, data: [u8; 4]) -> Vec<u8> {
     v
 }
 pub fn proto_ki(key: u32, red: u8, add: u64) -> Vec<u8> {
-    let mut v = vec![0x03, 0x80, red];
+    let mut v = vec![0x03, 0x00, red];
     v.extend(key.to_be_bytes());
     v.extend(add.to_be_bytes());
     v
@@ -80,4 +80,13 @@ pub fn data_of(r: &Region) -> Vec<u8> {
     let mut v = vec![0u8; r.mem().len() as usize];
     r.mem().read(0, &mut v).unwrap();
     v
+}
+
+/// The program's settings with every source allowed (the tests send from the peer namespace;
+/// the allow-list itself is tested by the conformance suite, crates/dta/tests/conformance.rs).
+pub fn any_source() -> dta_xdp::XdpConfig {
+    dta_xdp::XdpConfig {
+        allow: dta_wire::prefix::AllowList::any(),
+        ..Default::default()
+    }
 }

@@ -15,7 +15,7 @@ pub const LOG_FILTER_ENV: &str = "DTA_LOG";
 pub const DEFAULT_LOG_FILTER: &str = "info";
 
 /// How log events are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// One line per event; colours only when stderr is a terminal (and `NO_COLOR` is unset).
     #[default]
@@ -47,6 +47,36 @@ pub fn init_logging(format: LogFormat) {
             .with_ansi(false)
             .init(),
     }
+}
+
+/// Counters of a service's `/metrics`: one registry of every family the service exports.
+pub type Registry = prometheus_client::registry::Registry;
+
+/// Start a service's metrics server at `addr` (`/metrics`, `/healthz`, `/readyz`): the
+/// registry's families, readiness from `ready`, a token from the environment
+/// ([`metrics_options`]). The one start-up of every service's metrics server.
+pub fn start_metrics(
+    addr: std::net::SocketAddr,
+    registry: Registry,
+    ready: Readiness,
+) -> anyhow::Result<dta_export::prom::MetricsServer> {
+    use anyhow::Context;
+    let opts = metrics_options(ready)?;
+    let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(registry), opts)
+        .with_context(|| format!("metrics server on {addr}"))?;
+    eprintln!("metrics on http://{}/metrics", m.local_addr());
+    Ok(m)
+}
+
+/// This process's CPU time so far (user + system), seconds.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
 }
 
 /// Readiness of a collector: every store of its configuration mapped and readable.

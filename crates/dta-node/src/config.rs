@@ -1,4 +1,6 @@
-//! `dta.toml`: one file configures the collector, the translator and the stores.
+//! The configuration files: `dta.toml` (the collector, the translator and the stores) and the
+//! INT sink's file ([`IntSinkFile`]). Every relative path in either is taken relative to the
+//! file's directory ([`Config::resolve_paths`], [`IntSinkFile::load`]).
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +12,6 @@ use dta_translator::TranslatorConfig;
 
 /// The configuration `dta demo` runs when given none.
 pub const EMBEDDED: &str = include_str!("../../../examples/dta.toml");
-/// The stores of the monitoring systems (`dta_systems`), the default of `dta query <system>`.
-pub const SYSTEMS: &str = include_str!("../../../examples/systems.toml");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,11 +93,6 @@ impl Config {
     pub fn embedded() -> Config {
         Config::parse(EMBEDDED).expect("the embedded configuration is valid")
     }
-
-    /// `examples/systems.toml`: the stores `dta report --workload` fills.
-    pub fn systems() -> Config {
-        Config::parse(SYSTEMS).expect("the embedded systems configuration is valid")
-    }
 }
 
 /// The directory relative paths of the configuration file `path` are taken from (`.` for a
@@ -124,6 +119,59 @@ pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorC
     }
 }
 
+/// The INT sink's configuration file (`dta int-sink --config`, docs/int-sink.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntSinkFile {
+    pub region_dir: PathBuf,
+    /// Where telemetry reports arrive.
+    #[serde(default = "default_int_listen")]
+    pub listen: std::net::SocketAddr,
+    #[serde(default)]
+    pub sink: dta_int::IntSinkConfig,
+    /// The sink's own translator (its Postcarding cache, Append batches, timers); the settings
+    /// of a translator that receives reports itself are refused by [`crate::modes`].
+    #[serde(default)]
+    pub translator: TranslatorConfig,
+    /// Stores to create (or reopen) in `region_dir`; empty: use the regions already there.
+    #[serde(default)]
+    pub store: Vec<StoreConfig>,
+}
+
+/// Loopback: reports from elsewhere need an explicit `listen` (and an allow-list).
+fn default_int_listen() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 32766))
+}
+
+impl IntSinkFile {
+    /// Parse an INT sink file and check every setting ([`dta_int::IntSinkConfig::validate`],
+    /// [`TranslatorConfig::validate`]).
+    pub fn parse(text: &str) -> anyhow::Result<IntSinkFile> {
+        let f: IntSinkFile = toml::from_str(text)?;
+        f.translator.validate().map_err(anyhow::Error::msg)?;
+        f.sink
+            .validate()
+            .map_err(|e| anyhow::anyhow!("[sink] {e}"))?;
+        for s in &f.store {
+            s.spec()?;
+        }
+        Ok(f)
+    }
+
+    /// Read and parse `path`; every relative path of the file (`region_dir`, the
+    /// `[translator]` spill file) is taken relative to the file's directory, as in `dta.toml`.
+    pub fn load(path: &Path) -> anyhow::Result<IntSinkFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading configuration {}", path.display()))?;
+        let mut f = IntSinkFile::parse(&text)
+            .with_context(|| format!("in configuration {}", path.display()))?;
+        let base = config_dir(path);
+        resolve(base, &mut f.region_dir);
+        resolve_translator_paths(base, &mut f.translator);
+        Ok(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,48 +183,6 @@ mod tests {
         use dta_collector::config::StoreKindName::*;
         for k in [KeyWrite, KeyIncrement, Postcarding, Append, SketchMerge] {
             assert!(kinds.contains(&k), "{k:?} missing");
-        }
-    }
-
-    #[test]
-    fn systems_config_has_the_stores_the_systems_write() {
-        use dta_store::StoreSpec;
-        use dta_systems::marple;
-        let cfg = Config::systems();
-        let spec = |name: &str| {
-            cfg.store
-                .iter()
-                .find(|s| s.name == name)
-                .unwrap_or_else(|| panic!("examples/systems.toml has no store {name}"))
-                .spec()
-                .unwrap()
-        };
-        match spec(marple::STORE_HOSTS) {
-            StoreSpec::KeyWrite(s) => assert_eq!(
-                (s.key_len, s.data_len, s.redundancy),
-                (4, 8, marple::REDUNDANCY)
-            ),
-            s => panic!("{s:?}"),
-        }
-        match spec(marple::STORE_TIMEOUTS) {
-            StoreSpec::KeyWrite(s) => assert_eq!(
-                (s.key_len, s.data_len, s.redundancy),
-                (13, 4, marple::REDUNDANCY)
-            ),
-            s => panic!("{s:?}"),
-        }
-        match spec(marple::STORE_HOST_COUNTS) {
-            StoreSpec::KeyIncrement(s) => {
-                assert_eq!((s.key_len, s.redundancy), (5, marple::REDUNDANCY))
-            }
-            s => panic!("{s:?}"),
-        }
-        match spec(dta_systems::APPEND_STORE) {
-            StoreSpec::Append(s) => assert_eq!(
-                (s.entry_len as usize, s.lists),
-                (dta_systems::ENTRY_LEN, dta_systems::lists::TOTAL)
-            ),
-            s => panic!("{s:?}"),
         }
     }
 

@@ -1,0 +1,613 @@
+//! The INT sink service (`dta int-sink`): telemetry reports received on UDP by one thread per
+//! core (flows steered to threads in the kernel, [`crate::int_steer`]), aggregated by the sink
+//! (`dta_int`) into DTA stores through its own translators, with the XDP fast path in front
+//! when asked ([`IntSinkOptions::xdp`]), exports (Redis, InfluxDB line protocol, Kafka), flow
+//! records, metrics, and the flush on stop. What the sink file asks that the sink cannot honour
+//! is refused at start ([`crate::modes::check_int_sink`]).
+
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use dta_collector::Collector;
+use dta_int::fast::{FastFlow, FastPath, FastThresholds};
+use dta_int::{IntSink, Notification, SinkGroup};
+use dta_int_wire::instr;
+use dta_translator::ingest::{self, MmsgBuffers};
+use dta_translator::sinks::RegionSinks;
+use dta_translator::{Stats, Translator};
+use dta_xdp::{IntXdp, IntXdpConfig};
+
+use crate::config::IntSinkFile;
+use crate::exports::KafkaConn;
+
+/// Where the INT sink's notifications go besides its stores.
+#[derive(Debug, Clone, Default)]
+pub struct IntSinkOptions {
+    /// Write every flow record (a flow leaving the FlowCache) as a JSON line to this file.
+    pub records: Option<PathBuf>,
+    /// Print events and flow records as JSON lines on stdout.
+    pub events: bool,
+    /// Serve `/metrics`, `/healthz`, `/readyz` here.
+    pub metrics: Option<SocketAddr>,
+    /// Export events and flow records to Redis at this URL.
+    pub redis: Option<String>,
+    /// Export events and flow records as InfluxDB line protocol: a file, `-` (stdout) or
+    /// `udp://HOST:PORT`.
+    pub influx: Option<String>,
+    /// Export events and flow records to Kafka.
+    pub kafka: Option<IntKafka>,
+    /// The XDP fast path on this interface (`generic`: in generic mode).
+    pub xdp: Option<(String, bool)>,
+    /// Stop after this many seconds.
+    pub duration: Option<f64>,
+}
+
+/// Kafka for the INT sink: the brokers, the connection, and the store whose owner of a flow
+/// key decides a notification's partition.
+#[derive(Debug, Clone)]
+pub struct IntKafka {
+    pub brokers: String,
+    pub conn: KafkaConn,
+    pub flow_store: String,
+}
+
+/// Run the INT sink of `f` until `stop` (or the duration); the final counters.
+pub fn run(
+    f: &IntSinkFile,
+    o: &IntSinkOptions,
+    stop: &AtomicBool,
+) -> anyhow::Result<serde_json::Value> {
+    crate::modes::check_int_sink(f, o.xdp.is_some())?;
+    let threads = match f.sink.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(dta_int::sink::MAX_THREADS);
+    let collector = if f.store.is_empty() {
+        Collector::open_dir(&f.region_dir, true)?
+    } else {
+        Collector::create(&f.region_dir, &f.store, false)?
+    };
+    // One sink per thread over the same regions, each with its own translator; the sinks share
+    // their thresholds and event sequence, the translators the stateful primitives' ownership
+    // (a flow's postcards owned by the thread its reports are steered to: one sharding
+    // function, dta_int::shard) and one write meter.
+    let group = SinkGroup::new(&f.sink, threads, crate::translator::SHARD_INBOX);
+    let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
+    let ring = crate::translator::ring(&f.region_dir)?;
+    let mut meter = None;
+    let mut sinks = Vec::with_capacity(threads);
+    for (i, stats) in all_stats.iter().enumerate() {
+        let mut t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
+        // The sink's events are announced on the ring ([DTA §7] "Push notifications").
+        dta_translator::Sinks::set_ring(t.sinks_mut(), ring.clone());
+        let m = meter.get_or_insert_with(|| t.meter().clone()).clone();
+        sinks.push(
+            group
+                .sink(i, &f.sink, t.with_meter(m))
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    // The XDP fast path, shared by the sink threads (each its own range of flow slots).
+    let xdp = match &o.xdp {
+        Some((iface, generic)) => Some(attach_xdp(f, iface, *generic, &mut sinks)?),
+        None => None,
+    };
+    // Receive: one SO_REUSEPORT socket per thread, flows steered to them in the kernel.
+    ingest::refuse_shared_port(f.listen.port())
+        .with_context(|| format!("listening on {}", f.listen))?;
+    let sockets = ingest::bind_group(f.listen, threads, f.sink.recv_buffer)
+        .with_context(|| format!("binding {}", f.listen))?;
+    crate::int_steer::attach(&sockets).context("attaching the flow-steering program")?;
+    for s in &sockets {
+        s.set_read_timeout(Some(RECV_WAIT))?;
+    }
+    // What the kernel granted each socket (Linux reports double what was asked: it counts its
+    // bookkeeping); a smaller buffer than configured is where bursts are lost: `ingest` warns,
+    // each such socket is counted (`recv_buffer_short`).
+    let granted: Vec<usize> = sockets
+        .iter()
+        .map(|s| socket2::SockRef::from(s).recv_buffer_size().unwrap_or(0) / 2)
+        .collect();
+    for (sink, &g) in sinks.iter().zip(&granted) {
+        if g < f.sink.recv_buffer {
+            sink.stats()
+                .recv_buffer_short
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let recv_buffer = granted.iter().copied().min().unwrap_or(0);
+    let export_metrics = dta_export::prom::ExportMetrics::default();
+    let kafka = match &o.kafka {
+        Some(k) => {
+            let (producer, partitioner) = k.conn.producer(&k.brokers)?;
+            // A flow store the map cannot place is an error now, not a dropped record later.
+            partitioner
+                .partition(
+                    &k.flow_store,
+                    dta_export::kafka::OwnerKey::Bytes(&[0; dta_int::layout::FLOW_KEY_LEN]),
+                )
+                .map_err(|e| anyhow::anyhow!("--kafka-flow-store: {e}"))?;
+            Some((Arc::new(producer), partitioner))
+        }
+        None => None,
+    };
+    let _metrics = match o.metrics {
+        Some(addr) => {
+            let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
+            reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(
+                sinks.iter().map(|s| s.stats().clone()).collect(),
+            )));
+            reg.register_collector(Box::new(dta_export::prom::UdpReceiveMetrics::new(
+                "dta_int_sink",
+                sockets
+                    .iter()
+                    .map(UdpSocket::try_clone)
+                    .collect::<std::io::Result<_>>()?,
+            )));
+            export_metrics.register(&mut reg);
+            if let Some((p, _)) = &kafka {
+                reg.register_collector(Box::new(dta_export::prom::KafkaMetrics::new(
+                    p.stats().clone(),
+                )));
+            }
+            Some(crate::ops::start_metrics(
+                addr,
+                reg,
+                crate::ops::regions_ready(collector.regions()),
+            )?)
+        }
+        None => None,
+    };
+    let mut targets = vec![];
+    if let Some(url) = &o.redis {
+        targets.push(dta_export::pipeline::Target::Redis(
+            dta_export::redis_ts::RedisExporter::connect(url, Default::default())
+                .with_context(|| format!("connecting to {url}"))?,
+        ));
+    }
+    if let Some(to) = &o.influx {
+        targets.push(if let Some(addr) = to.strip_prefix("udp://") {
+            let addr: std::net::SocketAddr = addr
+                .parse()
+                .with_context(|| format!("--influx {to}: expected udp://HOST:PORT"))?;
+            dta_export::pipeline::Target::LinesUdp(dta_export::influx::UdpLineSink::new(
+                addr, 1400,
+            )?)
+        } else {
+            let out: Box<dyn std::io::Write + Send> = if to == "-" {
+                Box::new(std::io::stdout())
+            } else {
+                Box::new(std::fs::File::create(to).with_context(|| format!("creating {to}"))?)
+            };
+            dta_export::pipeline::Target::Lines(dta_export::influx::LineWriter::new(out))
+        });
+    }
+    if let (Some((producer, partitioner)), Some(k)) = (&kafka, &o.kafka) {
+        targets.push(dta_export::pipeline::Target::Kafka(
+            dta_export::pipeline::KafkaTarget {
+                producer: producer.clone(),
+                prefix: k.conn.topic_prefix.clone(),
+                partitioner: partitioner.clone(),
+                flow_store: k.flow_store.clone(),
+            },
+        ));
+    }
+    let exporter = if targets.is_empty() {
+        None
+    } else {
+        Some(dta_export::pipeline::spawn(
+            merged(&mut sinks)?,
+            targets,
+            export_metrics.clone(),
+            Default::default(),
+        )?)
+    };
+    eprintln!(
+        "int-sink on udp://{} ({threads} thread{}, receive buffer {recv_buffer} bytes) -> {} \
+         stores in {}",
+        sockets[0].local_addr()?,
+        if threads == 1 { "" } else { "s" },
+        collector.stores().len(),
+        f.region_dir.display()
+    );
+    let printer = if o.events {
+        let rx = merged(&mut sinks)?;
+        Some(std::thread::spawn(move || {
+            let out = std::io::stdout();
+            let mut out = std::io::BufWriter::new(out.lock());
+            for n in rx {
+                if let Ok(s) = serde_json::to_string(&n) {
+                    let _ = writeln!(out, "{s}");
+                }
+            }
+            let _ = out.flush();
+        }))
+    } else {
+        None
+    };
+    let records = match &o.records {
+        Some(path) => {
+            let rx = merged(&mut sinks)?;
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            Some(std::thread::spawn(move || -> std::io::Result<()> {
+                let mut out = std::io::BufWriter::new(file);
+                for n in rx {
+                    if let Notification::Flow(r) = n {
+                        serde_json::to_writer(&mut out, &r)?;
+                        writeln!(out)?;
+                    }
+                }
+                out.flush()
+            }))
+        }
+        None => None,
+    };
+    let deadline = o
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let flushed = AtomicUsize::new(0);
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sinks
+            .iter_mut()
+            .zip(&sockets)
+            .enumerate()
+            .map(|(i, (sink, socket))| {
+                let flushed = &flushed;
+                let batch = f.sink.recv_batch;
+                std::thread::Builder::new()
+                    .name(format!("dta-int-sink-{i}"))
+                    .spawn_scoped(scope, move || {
+                        run_sink(sink, socket, batch, stop, deadline, flushed, threads)
+                    })
+                    .expect("spawn sink thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("sink thread panicked")))
+            })
+            .collect()
+    });
+    for r in collector.regions() {
+        r.flush()?;
+    }
+    let kernel_drops = sockets
+        .iter()
+        .map(|s| ingest::kernel_drops(s).unwrap_or(0))
+        .sum::<u64>();
+    let mut summary = sum_json(
+        sinks
+            .iter()
+            .map(|s| serde_json::to_value(s.stats_snapshot()))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    summary["receive"] = serde_json::json!({
+        "threads": threads,
+        "recv_buffer": recv_buffer,
+        "kernel_drops": kernel_drops,
+        "cpu_seconds": crate::ops::cpu_seconds(),
+    });
+    if let Some((x, _stats_fd)) = &xdp {
+        let s = lock(x).stats()?;
+        summary["xdp"] = serde_json::to_value(s)?;
+    }
+    drop(sinks);
+    if let Some(p) = printer {
+        let _ = p.join();
+    }
+    if let Some(r) = records {
+        match r.join() {
+            Ok(r) => r.context("writing the flow records")?,
+            Err(_) => bail!("the flow record writer panicked"),
+        }
+    }
+    if let Some(e) = exporter {
+        match e.join() {
+            Ok(s) => summary["exported"] = serde_json::json!(format!("{s:?}")),
+            Err(_) => eprintln!("the export thread panicked"),
+        }
+    }
+    if let Some((p, _)) = kafka {
+        // At least once: wait for the broker's acknowledgement of what was queued.
+        if let Err(e) = p.flush(Duration::from_secs(30)) {
+            eprintln!("kafka export: {e}");
+        }
+        summary["kafka"] = serde_json::to_value(p.stats().snapshot())?;
+    }
+    for r in results {
+        r.context("receiving")?;
+    }
+    Ok(summary)
+}
+
+/// Histogram blocks of the XDP fast path: switches whose histograms it counts (3 metrics × 33
+/// log2 buckets × 8 bytes each, 3.2 MiB in all); flows through other switches stay the sink's.
+const XDP_SWITCHES: u32 = 4096;
+
+fn lock(x: &Mutex<IntXdp>) -> std::sync::MutexGuard<'_, IntXdp> {
+    x.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Load the INT fast path for `f`'s sinks, attach it to `iface` and give each sink its part
+/// (flow slots `i * capacity ..`); with the kernel's BPF run-time statistics on while the
+/// returned descriptor lives.
+fn attach_xdp(
+    f: &IntSinkFile,
+    iface: &str,
+    force_generic: bool,
+    sinks: &mut [IntSink<RegionSinks>],
+) -> anyhow::Result<(Arc<Mutex<IntXdp>>, Option<std::os::fd::OwnedFd>)> {
+    let Some(int_port) = f.sink.int_udp_port else {
+        bail!("--xdp needs [sink] int_udp_port (INT over UDP is what the fast path reads)");
+    };
+    let per = sinks.first().map_or(0, |s| s.flow_cache().capacity()) as u32;
+    let cfg = IntXdpConfig {
+        port: f.listen.port(),
+        int_port,
+        instructions: instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL,
+        flows: per
+            .checked_mul(sinks.len() as u32)
+            .context("flow_capacity x threads")?,
+        switches: XDP_SWITCHES,
+        allow: f.sink.allow.clone(),
+    };
+    let mut x = IntXdp::load(&cfg).context("loading the INT XDP program")?;
+    let mode = x
+        .attach(iface, force_generic)
+        .with_context(|| format!("attaching the INT XDP program to {iface}"))?;
+    let stats_fd = match dta_xdp::int::enable_run_time_stats() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!("warning: {e}: the XDP program's run time is not measured");
+            None
+        }
+    };
+    eprintln!("INT XDP fast path on {iface} ({mode:?} mode)");
+    let x = Arc::new(Mutex::new(x));
+    for (i, s) in sinks.iter_mut().enumerate() {
+        s.set_fast_path(Box::new(XdpFast {
+            xdp: x.clone(),
+            base: i as u32 * per,
+        }));
+    }
+    Ok((x, stats_fd))
+}
+
+/// One sink thread's view of the shared fast path.
+struct XdpFast {
+    xdp: Arc<Mutex<IntXdp>>,
+    /// This sink's first flow slot.
+    base: u32,
+}
+
+/// CLOCK_MONOTONIC, ns (the clock of `bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+impl FastPath for XdpFast {
+    fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32]) -> Result<(), String> {
+        lock(&self.xdp)
+            .learn(key, self.base + slot, nodes)
+            .map_err(|e| e.to_string())
+    }
+
+    fn forget(&mut self, key: &[u8; 13]) {
+        lock(&self.xdp).forget(key);
+    }
+
+    fn take(&mut self, slot: u32, now_ns: u64) -> Option<FastFlow> {
+        let a = lock(&self.xdp).take(self.base + slot)?;
+        Some(FastFlow {
+            packets: a.packets,
+            hops: a.hops,
+            // The sink's clock: as long before now as the report was.
+            last_ns: now_ns.saturating_sub(monotonic_ns().saturating_sub(a.last_mono_ns)),
+            seq: a.seq,
+            sum: a.sum,
+            last: a.last,
+        })
+    }
+
+    fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
+        lock(&self.xdp).take_hist(add);
+    }
+
+    fn set_thresholds(&mut self, t: &FastThresholds) {
+        if let Err(e) = lock(&self.xdp).set_thresholds(
+            t.enabled,
+            t.hop_latency,
+            t.queue_occupancy,
+            t.egress_tx_util,
+            t.path_latency,
+        ) {
+            eprintln!("INT XDP fast path: {e}");
+        }
+    }
+}
+
+/// How long a sink thread lets datagrams gather after a partial batch: the translator's
+/// default ([`MmsgBuffers::gather`]).
+const GATHER: Duration = Duration::from_micros(dta_translator::config::DEFAULT_RECV_GATHER_US);
+
+/// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
+const RECV_WAIT: Duration = Duration::from_millis(10);
+
+/// Nanoseconds since the Unix epoch (the sink's clock for FlowCache ages and events).
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The datagrams of one `recvmmsg`, to the sink, a slice of admitted ones at a time
+/// ([`IntSink::handle_reports`]: the same as one by one, in order, with their cache misses
+/// overlapped).
+fn take(sink: &mut IntSink<RegionSinks>, m: &MmsgBuffers, n: usize) {
+    const SLICE: usize = 64;
+    let now = now_ns();
+    let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
+    let mut k = 0;
+    for i in 0..n {
+        let (data, from) = m.datagram(i);
+        if from.is_some_and(|f| sink.admit(f.ip())) {
+            batch[k] = (data, now);
+            k += 1;
+            if k == SLICE {
+                sink.handle_reports(&batch);
+                k = 0;
+            }
+        }
+    }
+    sink.handle_reports(&batch[..k]);
+}
+
+/// One sink thread: receive until `stop` (a signal, an error on any thread) or `deadline`,
+/// take what the kernel already holds (bounded), then flush: this thread's flows first, then,
+/// once every thread has flushed its flows (which may hand reports to the translator that owns
+/// them), what the others handed this one. A signal interrupting `recvmmsg` is not an error.
+fn run_sink(
+    sink: &mut IntSink<RegionSinks>,
+    socket: &UdpSocket,
+    batch: usize,
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+    flushed: &AtomicUsize,
+    threads: usize,
+) -> std::io::Result<()> {
+    let mut m = MmsgBuffers::new(batch);
+    let fd = socket.as_raw_fd();
+    let r = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop.store(true, Ordering::Relaxed);
+            break Ok(());
+        }
+        match m.recv(fd, libc::MSG_WAITFORONE) {
+            Ok(n) => {
+                take(sink, &m, n);
+                sink.tick(now_ns());
+                m.gather(n, GATHER);
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    if r.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    // Reports that arrived before the stop, bounded so a flood cannot hold the exit.
+    let mut drained = 0;
+    while drained < ingest::MAX_DRAIN_DATAGRAMS {
+        match m.recv(fd, libc::MSG_DONTWAIT) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                take(sink, &m, n);
+                drained += n;
+            }
+        }
+    }
+    sink.flush(now_ns());
+    flushed.fetch_add(1, Ordering::AcqRel);
+    while flushed.load(Ordering::Acquire) < threads {
+        // `tick` applies what the other threads hand this one.
+        sink.tick(now_ns());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    sink.tick(now_ns());
+    sink.flush(now_ns());
+    r
+}
+
+/// One receiver of every sink's notifications, in each sink's order (a forwarding thread per
+/// sink; they end when the sinks are dropped).
+fn merged(sinks: &mut [IntSink<RegionSinks>]) -> anyhow::Result<Receiver<Notification>> {
+    if let [one] = sinks {
+        return Ok(one.subscribe(NOTIFY_CAPACITY).rx);
+    }
+    let (tx, rx) = sync_channel(NOTIFY_CAPACITY);
+    for (i, s) in sinks.iter_mut().enumerate() {
+        let sub = s.subscribe(NOTIFY_CAPACITY);
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name(format!("dta-int-notify-{i}"))
+            .spawn(move || {
+                for n in sub.rx {
+                    if tx.send(n).is_err() {
+                        break;
+                    }
+                }
+            })?;
+    }
+    Ok(rx)
+}
+
+/// Notifications a subscriber's channel holds.
+const NOTIFY_CAPACITY: usize = 1 << 16;
+
+/// Sum JSON statistics of several sinks: numbers added, objects by key, `[name, n]` lists by
+/// name (the shape of [`dta_int::IntStatsSnapshot`], whatever its fields).
+fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    fn add(into: &mut Value, v: Value) {
+        match (into, v) {
+            (Value::Number(a), Value::Number(b)) => {
+                if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                    *a = (x.wrapping_add(y)).into();
+                }
+            }
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    match a.get_mut(&k) {
+                        Some(x) => add(x, v),
+                        None => {
+                            a.insert(k, v);
+                        }
+                    }
+                }
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                for item in b {
+                    let name = item.get(0).and_then(Value::as_str).map(str::to_owned);
+                    let same = a.iter_mut().find(|x| {
+                        name.is_some() && x.get(0).and_then(Value::as_str) == name.as_deref()
+                    });
+                    match (same, item) {
+                        (Some(Value::Array(x)), Value::Array(mut y)) if x.len() == 2 => {
+                            if let Some(n) = y.pop() {
+                                add(&mut x[1], n);
+                            }
+                        }
+                        (_, item) => a.push(item),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut it = all.into_iter();
+    let mut total = it.next().unwrap_or(Value::Null);
+    for v in it {
+        add(&mut total, v);
+    }
+    total
+}
+
