@@ -233,4 +233,6 @@ pub(crate) fn path_arg(p: &str) -> &Path {
 }
 
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
 mod tests;

@@ -58,4 +58,10 @@ pub trait FastPath: Send {
     fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64));
     /// The thresholds (the sink's run-time ones, at each drain).
     fn set_thresholds(&mut self, t: &FastThresholds);
+    /// Datagrams the fast path dropped for their source (outside `[sink] allow`) since the
+    /// last call, counted by the sink as its own `source_not_allowed` (one sink thread of a
+    /// group takes them; the others get 0).
+    fn take_source_rejects(&mut self) -> u64 {
+        0
+    }
 }

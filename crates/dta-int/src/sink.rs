@@ -1165,11 +1165,13 @@ impl<S: Sinks> IntSink<S> {
         add(&self.stats.events[kind as usize - 1], 1);
         if self.cfg.events_to_store {
             let rec = ev.encode();
+            // Flagged: once its batch is written, the translator announces it on the region
+            // directory's ring ([DTA §7] "Push notifications"; `dta watch`).
             self.apply(
                 &Report::Append {
                     list_id: self.cfg.event_list_base + kind as u32 - 1,
                     data: &rec,
-                    immediate: false,
+                    immediate: true,
                 },
                 now_ns,
             );
@@ -1240,6 +1242,10 @@ impl<S: Sinks> IntSink<S> {
             return;
         };
         f.set_thresholds(&th);
+        add(
+            &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
+            f.take_source_rejects(),
+        );
         let mut slots = std::mem::take(&mut self.fast_slots);
         slots.retain(|&i| self.cache.at_mut(i as usize).fast);
         slots.sort_unstable();

@@ -118,8 +118,7 @@ fn serve(
         let shutdown = async move {
             let _ = rx.wait_for(|stopping| *stopping).await;
         };
-        let server =
-            dta_collector::http::serve_router(routes, &cfg.collector.http, opts, shutdown);
+        let server = dta_collector::http::serve_router(routes, &cfg.collector.http, opts, shutdown);
         tokio::pin!(server);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut checked = Instant::now();

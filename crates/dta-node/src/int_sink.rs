@@ -379,6 +379,7 @@ fn attach_xdp(
         s.set_fast_path(Box::new(XdpFast {
             xdp: x.clone(),
             base: i as u32 * per,
+            sources_taken: 0,
         }));
     }
     Ok((x, stats_fd))
@@ -389,6 +390,8 @@ struct XdpFast {
     xdp: Arc<Mutex<IntXdp>>,
     /// This sink's first flow slot.
     base: u32,
+    /// The program's `source_not_allowed` already handed to the sink (sink 0 takes them).
+    sources_taken: u64,
 }
 
 /// CLOCK_MONOTONIC, ns (the clock of `bpf_ktime_get_ns`).
@@ -428,6 +431,14 @@ impl FastPath for XdpFast {
 
     fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
         lock(&self.xdp).take_hist(add);
+    }
+
+    fn take_source_rejects(&mut self) -> u64 {
+        if self.base != 0 {
+            return 0;
+        }
+        let now = lock(&self.xdp).stats().map_or(0, |s| s.source_not_allowed);
+        now.saturating_sub(std::mem::replace(&mut self.sources_taken, now))
     }
 
     fn set_thresholds(&mut self, t: &FastThresholds) {
@@ -610,4 +621,3 @@ fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
     }
     total
 }
-

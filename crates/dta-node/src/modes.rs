@@ -1,6 +1,6 @@
 //! The ways of running `dta` and the promises each keeps: one table ([`TABLE`]), mirrored by
 //! docs/modes.md and proven cell by cell by the conformance suite (crates/dta/tests/conformance.rs,
-//! crates/dta-capi/tests/conformance.rs; a test fails when the table, the document and the
+//! crates/dta-capi/src/conformance.rs; a test fails when the table, the document and the
 //! tests disagree). A mode that cannot keep a promise refuses, at start, the setting that asks
 //! for it, naming the setting and the mode ([`check_translator`], [`check_int_sink`]): nothing
 //! a configuration asks for is ignored silently.
@@ -391,9 +391,15 @@ mod tests {
         let f = IntSinkFile::parse(base).unwrap();
         check_int_sink(&f, false).unwrap();
         for (extra, named) in [
-            ("[translator]\nallow = ['10.0.0.0/8']\n", "[translator] allow"),
+            (
+                "[translator]\nallow = ['10.0.0.0/8']\n",
+                "[translator] allow",
+            ),
             ("[translator]\nthreads = 4\n", "[translator] threads"),
-            ("[translator]\nclassifier = true\n", "[translator] classifier"),
+            (
+                "[translator]\nclassifier = true\n",
+                "[translator] classifier",
+            ),
             (
                 "[translator.flow_control]\nwrite_budget = 100000\n",
                 "write_budget",

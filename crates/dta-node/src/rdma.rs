@@ -83,8 +83,7 @@ impl RdmaTranslator {
         let mut rc = RequesterConfig::new(me, ro.collector.octets());
         rc.port = ro.cm_port;
         rc.rate = ro.rate;
-        let conn =
-            connect(link, rc).with_context(|| format!("connecting to {}", ro.collector))?;
+        let conn = connect(link, rc).with_context(|| format!("connecting to {}", ro.collector))?;
         eprintln!(
             "connected to {} over {}: {} stores advertised",
             ro.collector,

@@ -158,6 +158,7 @@ impl MemoryTranslator {
     /// the policy to every thread, bind the sockets and start the metrics server.
     pub fn build(cfg: &Config, opts: Options) -> anyhow::Result<MemoryTranslator> {
         modes::check_translator(memory_mode(cfg), cfg)?;
+        refuse_shared_port(cfg)?;
         let (writer, collector) = open_regions(cfg)?;
         let threads = cfg.translator.threads.max(1);
         let classified = cfg.translator.classifier_enabled();
@@ -268,11 +269,7 @@ impl MemoryTranslator {
             Ok(format!("generation {g}, {} rules", rules.current().len()))
         };
         let (ts, sockets, lanes) = (&mut self.translators, &self.sockets, &self.lanes);
-        let (policy, stats, batch) = (
-            &self.policy,
-            &self.stats,
-            self.cfg.translator.recv_batch,
-        );
+        let (policy, stats, batch) = (&self.policy, &self.stats, self.cfg.translator.recv_batch);
         serving.run(stop, install, || match lanes {
             Some(lanes) => ingest::run_classified(
                 ts,
@@ -294,11 +291,18 @@ impl MemoryTranslator {
     }
 }
 
-/// Bind `n` sockets on the configured address (`SO_REUSEPORT` group), refusing a port another
-/// process already listens on (a second translator would silently take a share).
-pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<UdpSocket>> {
+/// Refuse a port another process already listens on (a second translator would silently take
+/// a share): checked first, before anything is locked or mapped, and again at the bind.
+pub(crate) fn refuse_shared_port(cfg: &Config) -> anyhow::Result<()> {
     let listen = cfg.translator.listen;
-    ingest::refuse_shared_port(listen.port()).with_context(|| format!("listening on {listen}"))?;
+    ingest::refuse_shared_port(listen.port()).with_context(|| format!("listening on {listen}"))
+}
+
+/// Bind `n` sockets on the configured address (`SO_REUSEPORT` group) after
+/// [`refuse_shared_port`].
+pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<UdpSocket>> {
+    refuse_shared_port(cfg)?;
+    let listen = cfg.translator.listen;
     ingest::bind_group(listen, n, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {listen}"))
 }

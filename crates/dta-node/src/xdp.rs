@@ -82,6 +82,7 @@ impl XdpNode {
                 cfg.translator.threads
             );
         }
+        crate::translator::refuse_shared_port(cfg)?;
         let (writer, collector) = open_regions(cfg)?;
         let headers: Vec<Header> = collector
             .stores()
@@ -241,10 +242,7 @@ impl XdpNode {
                 ingest::run_one(t, socket, cfg, &stats[1], stop)
             })
         });
-        let x = self
-            .x
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner());
+        let x = self.x.into_inner().unwrap_or_else(|e| e.into_inner());
         mirror(&x, &self.stats[2]);
         let xdp_stats = x.stats().ok();
         let xdp_rules = x.rule_stats().ok();

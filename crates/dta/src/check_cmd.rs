@@ -10,8 +10,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
-use dta_node::config::Config;
 use dta_collector::region_path;
+use dta_node::config::Config;
 
 #[derive(Args)]
 pub struct CheckArgs {

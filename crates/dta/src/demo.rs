@@ -15,10 +15,10 @@ use anyhow::Context;
 use serde::Serialize;
 
 use dta_collector::{query, Collector};
-use dta_reporter::{Protocol, Reporter, ReporterConfig};
-use dta_store::sketch::{CountMin, HyperLogLog};
 use dta_node::config::Config;
 use dta_node::translator::{MemoryTranslator, Options};
+use dta_reporter::{Protocol, Reporter, ReporterConfig};
+use dta_store::sketch::{CountMin, HyperLogLog};
 use dta_wire::prototype::BaseFormat;
 
 pub struct DemoOptions {

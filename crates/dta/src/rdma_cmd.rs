@@ -96,4 +96,3 @@ pub fn responder(a: ResponderArgs, stop: Arc<AtomicBool>) -> anyhow::Result<Exit
     crate::print_summary(a.json, &stats)?;
     Ok(ExitCode::SUCCESS)
 }
-

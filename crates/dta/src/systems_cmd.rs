@@ -18,9 +18,9 @@ use dta_reporter::Reporter;
 use dta_systems::trace::{Source, SynthConfig, Trace};
 use dta_systems::{marple, netseer, pint, sonata, trajectory, turboflow, Stores, SystemError};
 
-use dta_node::config::Config;
 use crate::output::print;
 use crate::report::ReportArgs;
+use dta_node::config::Config;
 
 /// A system's query whose reports `dta report --workload` sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -337,7 +337,9 @@ impl SystemsSel {
     fn stores(&self) -> anyhow::Result<Stores> {
         let mut cfg = match &self.config {
             Some(p) => Config::load(p)?,
-            None => Config::parse(dta_systems::STORES_TOML).expect("examples/systems.toml is valid"),
+            None => {
+                Config::parse(dta_systems::STORES_TOML).expect("examples/systems.toml is valid")
+            }
         };
         if let Some(d) = &self.region_dir {
             cfg.region_dir = d.clone();

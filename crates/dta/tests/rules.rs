@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use dta_node::config::Config;
 use dta_collector::{query, Collector};
+use dta_node::config::Config;
 use dta_translator::{Stats, Translator};
 use dta_wire::native::DatagramBuilder;
 use dta_wire::{Priority, Report};

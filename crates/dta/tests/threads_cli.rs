@@ -140,5 +140,8 @@ fn threads_with_rdma_is_refused() {
     // Errors exit with status 2 (`dta: error: ...`).
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("co-located mode only"), "{stderr}");
+    assert!(
+        stderr.contains("threads = 2") && stderr.contains("one thread"),
+        "{stderr}"
+    );
 }
