@@ -252,7 +252,7 @@ pub unsafe extern "C" fn dta_collector_ingest_from(
         }
         // What the UDP translator would see: its receive buffers hold MAX_DATAGRAM bytes, the
         // rest of a longer datagram is cut off (and the parser rejects what remains).
-        let d = &d[..d.len().min(dta_translator::ingest::MAX_DATAGRAM)];
+        let d = &d[..d.len().min(dta_wire::MAX_DATAGRAM)];
         c.ingest(d, SocketAddr::from((Ipv4Addr::from(src_ipv4), src_port)))
     })
 }

@@ -576,7 +576,7 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
         })
         .with_state(api)
         // Push notifications of the region directory ([`dta_http::notify`]).
-        .merge(dta_http::notify::router(dir))
+        .merge(crate::notify_http::router(dir))
 }
 
 /// Serve the API on `addr` until `shutdown` resolves, with the default limits and the token of

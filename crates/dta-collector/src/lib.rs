@@ -11,6 +11,7 @@ pub mod config;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod notify_http;
 pub mod query;
 
 pub use collector::{region_path, BadStore, Collector, CollectorError, Store, StoreStatus};

@@ -21,7 +21,6 @@
 pub mod client;
 pub mod console;
 pub mod health;
-pub mod notify;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -219,6 +219,12 @@ impl Default for Repr {
 }
 
 impl Repr {
+    /// The ECN field says Congestion Experienced: a router on the path was congested
+    /// ([RFC 3168 §5]; a RoCEv2 receiver answers with a CNP, [RoCEv2 A17.9.3]).
+    pub const fn congestion_experienced(&self) -> bool {
+        self.dscp_ecn & field::ECN_MASK == field::ECN_CE
+    }
+
     /// Parse the header, checking (in this order) length, version, that there are no options
     /// (`Ipv4Options`; IHL below 5 is `BadIpHeaderLen`), that it is not a fragment, and the
     /// checksum. Returns the header and the total length it claims (not checked here).

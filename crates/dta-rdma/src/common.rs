@@ -50,6 +50,7 @@ impl PathTemplate {
             ethernet::Repr {
                 dst: self.remote.mac,
                 src: self.local.mac,
+                ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
             },
             ipv4::Repr {
                 src: self.local.ip,
@@ -59,6 +60,7 @@ impl PathTemplate {
             udp::Repr {
                 src_port: self.udp_src,
                 checksum: 0,
+                dst_port: dta_roce::ROCE_PORT,
             },
             bth::Repr::new(bth.opcode, bth.dest_qp, bth.psn),
         )

@@ -24,6 +24,7 @@ pub mod pacing;
 pub mod progress;
 pub mod reporter;
 pub mod sketch;
+pub mod workload;
 
 pub use cluster::{ClusterError, ClusterReporter, ReportSink};
 pub use reporter::{

@@ -26,6 +26,7 @@ fn req(opcode: Opcode, psn: u32) -> FrameRepr<'static> {
         eth: ethernet::Repr {
             dst: [0x02, 0, 0, 0, 0, 0x02],
             src: [0x02, 0, 0, 0, 0, 0x01],
+            ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
         },
         ip: ipv4::Repr {
             src: TRANSLATOR,
@@ -34,10 +35,12 @@ fn req(opcode: Opcode, psn: u32) -> FrameRepr<'static> {
             ident: 0,
             dont_fragment: true,
             ttl: 64,
+            protocol: dta_net::IPPROTO_UDP,
         },
         udp: udp::Repr {
             src_port: 0xc0de,
             checksum: 0,
+            dst_port: dta_roce::ROCE_PORT,
         },
         bth: bth::Repr::new(opcode, 0x000011, psn),
         deth: None,
@@ -313,6 +316,7 @@ fn main() {
         eth: ethernet::Repr {
             dst: [0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2],
             src: [0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32],
+            ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
         },
         ip: ipv4::Repr {
             src: [10, 0, 17, 1],
@@ -321,10 +325,12 @@ fn main() {
             ident: 0x718c,
             dont_fragment: true,
             ttl: 64,
+            protocol: dta_net::IPPROTO_UDP,
         },
         udp: udp::Repr {
             src_port: 0,
             checksum: 0,
+            dst_port: dta_roce::ROCE_PORT,
         },
         bth: bth::Repr {
             becn: true,

@@ -2,7 +2,9 @@
 //! the payload padded to a multiple of 4 bytes, and the 4-byte invariant CRC ([RoCEv2]
 //! Annex A17; [IBTA §7.8.1] "Invariant CRC").
 
-use super::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, immdt, ipv4, reth, udp, Error};
+use super::{
+    aeth, atomic_ack_eth, atomic_eth, bth, deth, ethernet, immdt, ipv4, reth, udp, Error, ROCE_PORT,
+};
 
 /// Length of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
@@ -48,7 +50,7 @@ pub struct FrameRepr<'a> {
     pub eth: ethernet::Repr,
     /// IPv4 header.
     pub ip: ipv4::Repr,
-    /// UDP header (destination 4791).
+    /// UDP header (destination [`ROCE_PORT`]).
     pub udp: udp::Repr,
     /// Base transport header. `pad_cnt` is as carried when parsed and ignored (recomputed from
     /// the payload length) when emitting.
@@ -125,8 +127,14 @@ impl<'a> FrameRepr<'a> {
     /// instead of failing.
     pub fn decode(buf: &'a [u8]) -> Result<Decoded<'a>, Error> {
         let eth = ethernet::Repr::parse(buf)?;
+        if eth.ethertype != ethernet::ETHERTYPE_IPV4 {
+            return Err(Error::NotIpv4);
+        }
         let ipbuf = &buf[ethernet::HEADER_LEN..];
         let (ip, total) = ipv4::Repr::parse(ipbuf)?;
+        if ip.protocol != dta_net::IPPROTO_UDP {
+            return Err(Error::NotUdp);
+        }
         let total = usize::from(total);
         if total < ipv4::HEADER_LEN + udp::HEADER_LEN {
             return Err(Error::BadLength);
@@ -136,6 +144,9 @@ impl<'a> FrameRepr<'a> {
         }
         let dgram = &ipbuf[..total];
         let (udp, ulen) = udp::Repr::parse(&dgram[ipv4::HEADER_LEN..])?;
+        if udp.dst_port != ROCE_PORT {
+            return Err(Error::NotRocePort);
+        }
         if usize::from(ulen) != total - ipv4::HEADER_LEN {
             return Err(Error::BadLength);
         }
@@ -291,6 +302,7 @@ mod tests {
             eth: ethernet::Repr {
                 dst: [2, 0, 0, 0, 0, 2],
                 src: [2, 0, 0, 0, 0, 1],
+                ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
             },
             ip: ipv4::Repr {
                 src: [10, 0, 0, 1],
@@ -300,6 +312,7 @@ mod tests {
             udp: udp::Repr {
                 src_port: 0xc000,
                 checksum: 0,
+                dst_port: crate::ROCE_PORT,
             },
             bth: bth::Repr::new(opcode, 0x11, 0x100),
             deth: None,

@@ -1,6 +1,6 @@
 //! RoCEv2 (RDMA over Converged Ethernet, routable) wire formats: Ethernet / IPv4 / UDP
-//! (destination port [`ROCE_PORT`]; the headers are `dta_net`'s, restricted here to what RoCEv2
-//! allows) carrying an InfiniBand Base Transport Header, the extension
+//! (destination port [`ROCE_PORT`]; the headers are `dta_net`'s, checked by [`FrameRepr`] for
+//! what RoCEv2 allows) carrying an InfiniBand Base Transport Header, the extension
 //! headers of the opcodes DTA uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, DETH), the
 //! payload padded to 4 bytes, and the invariant CRC ([`icrc`], computed exactly as Linux rxe
 //! does). This is the transport the translator writes collector memory with ([DTA §3, §5.2-5.3];
@@ -14,9 +14,9 @@
 //! use dta_roce::{bth, ethernet, ipv4, reth, udp, FrameRepr, Opcode};
 //!
 //! // An RDMA WRITE Only of a 5-byte report ([DTA §5.3]: the translator writes collector memory).
-//! let eth = ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1] };
+//! let eth = ethernet::Repr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], ..Default::default() };
 //! let ip = ipv4::Repr { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ..Default::default() };
-//! let udp = udp::Repr { src_port: 0xc0de, checksum: 0 };
+//! let udp = udp::Repr { src_port: 0xc0de, dst_port: dta_roce::ROCE_PORT, checksum: 0 };
 //! let bth = bth::Repr { ack_req: true, ..bth::Repr::new(Opcode::RcWriteOnly, 0x11, 0x100) };
 //! let write = FrameRepr {
 //!     reth: Some(reth::Repr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 }),
@@ -37,20 +37,21 @@
 #![warn(missing_docs)]
 
 pub mod aeth;
+/// The Ethernet, IPv4 and UDP headers of a RoCEv2 frame: `dta_net`'s, the one implementation;
+/// [`FrameRepr`] checks what RoCEv2 restricts (EtherType IPv4, protocol UDP, destination port
+/// [`ROCE_PORT`], no IP fragment, [RoCEv2 A17.4]).
+pub use dta_net::{ethernet, ipv4, udp};
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
 pub mod cm;
 pub mod deth;
-pub mod ethernet;
 mod frame;
 pub mod immdt;
-pub mod ipv4;
 #[cfg(feature = "json")]
 mod json;
 mod opcode;
 pub mod reth;
-pub mod udp;
 
 pub use frame::{icrc, Decoded, FrameRepr, ICRC_LEN};
 #[cfg(feature = "json")]

@@ -98,6 +98,7 @@ fn frame(f: &Fields) -> FrameRepr<'_> {
         eth: ethernet::Repr {
             dst: f.macs.0,
             src: f.macs.1,
+            ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
         },
         ip: ipv4::Repr {
             src: f.ips.0,
@@ -106,10 +107,12 @@ fn frame(f: &Fields) -> FrameRepr<'_> {
             ident: f.ip_misc.1,
             dont_fragment: f.ip_misc.2,
             ttl: f.ip_misc.3,
+            protocol: dta_net::IPPROTO_UDP,
         },
         udp: udp::Repr {
             src_port: f.udp.0,
             checksum: f.udp.1,
+            dst_port: dta_roce::ROCE_PORT,
         },
         bth: bth::Repr {
             opcode: f.opcode,

@@ -55,6 +55,7 @@ fn frame_of<'a>(f: &Value, payload: &'a [u8]) -> FrameRepr<'a> {
         eth: ethernet::Repr {
             dst: mac(&f["eth"]["dst"]),
             src: mac(&f["eth"]["src"]),
+            ethertype: dta_net::ethernet::ETHERTYPE_IPV4,
         },
         ip: ipv4::Repr {
             src: ip(&f["ip"]["src"]),
@@ -63,10 +64,12 @@ fn frame_of<'a>(f: &Value, payload: &'a [u8]) -> FrameRepr<'a> {
             ident: int(&f["ip"], "ident") as u16,
             dont_fragment: flag(&f["ip"], "dont_fragment"),
             ttl: int(&f["ip"], "ttl") as u8,
+            protocol: dta_net::IPPROTO_UDP,
         },
         udp: udp::Repr {
             src_port: int(&f["udp"], "src_port") as u16,
             checksum: int(&f["udp"], "checksum") as u16,
+            dst_port: dta_roce::ROCE_PORT,
         },
         bth: bth::Repr {
             opcode: Opcode::from_name(b["opcode"].as_str().unwrap()).unwrap(),

@@ -1,6 +1,6 @@
 //! The packet trace the systems run on: TCP/IPv4 packets (5-tuple, timestamp, size, flags,
 //! sequence number) in time order, read from an Ethernet pcap ([`from_pcap`]) or synthesized
-//! ([`synthesize`]) from a flow-size CDF of `shared/workloads/` (`dta_export::intgen`'s
+//! ([`synthesize`]) from a flow-size CDF of `shared/workloads/` (`dta_reporter::workload`'s
 //! [`FlowSizeCdf`], the one CDF reader).
 //!
 //! Synthesis is seeded and gives every system something to find: flows start as a Poisson
@@ -22,8 +22,8 @@ use pcap_file::DataLink;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-pub use dta_export::intgen::{FlowSizeCdf, BUILTIN_WORKLOADS};
 use dta_net::{ethernet, ipv4, tcp, IPPROTO_TCP};
+pub use dta_reporter::workload::{FlowSizeCdf, BUILTIN_WORKLOADS};
 
 use crate::{flow_key, FlowKey, SystemError};
 

@@ -198,7 +198,7 @@ impl Bench<'_> {
         .unwrap();
         let to = sockets[0].local_addr().unwrap();
         let depths = match self.a.depths {
-            Some([low, medium, high]) => dta_translator::classify::Depths { low, medium, high },
+            Some([low, medium, high]) => dta_translator::config::Depths { low, medium, high },
             None => cfg.classifier_depths(),
         };
         let lanes = Lanes::new(threads, depths, cfg.recv_batch).unwrap();

@@ -31,11 +31,8 @@ use std::thread::Thread;
 use crossbeam_queue::ArrayQueue;
 use dta_wire::{native, Priority, Protocol};
 
-use crate::ingest::MAX_DATAGRAM;
-
-/// Largest depth of one queue; [`Lanes::new`] refuses more (the pool holds `MAX_DATAGRAM` bytes
-/// per queued datagram).
-pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
+use crate::config::{validate_depths, validate_shed_backlog, Depths, DEFAULT_SHED_BACKLOG};
+use dta_wire::MAX_DATAGRAM;
 
 /// The priority a datagram is queued at: the native header's priority bits read with the wire
 /// crate's accessor, medium for the prototype (which carries none), low for anything
@@ -49,28 +46,6 @@ pub fn priority_of(buf: &[u8]) -> Priority {
             .and_then(|p| Priority::try_from(p.priority_raw()).ok())
             .unwrap_or(Priority::Low),
         Err(_) => Priority::Low,
-    }
-}
-
-/// Queue depths of one translator thread, by priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Depths {
-    pub low: usize,
-    pub medium: usize,
-    pub high: usize,
-}
-
-impl Depths {
-    fn of(&self, p: Priority) -> usize {
-        match p {
-            Priority::Low => self.low,
-            Priority::Medium => self.medium,
-            Priority::High => self.high,
-        }
-    }
-
-    fn total(&self) -> usize {
-        self.low + self.medium + self.high
     }
 }
 
@@ -187,10 +162,6 @@ impl Lane {
     }
 }
 
-/// The default of `classifier_shed_backlog`: the classifier sheds only once the kernel holds
-/// half the socket's receive buffer.
-pub const DEFAULT_SHED_BACKLOG: f64 = 0.5;
-
 /// The classifier's queues (one [`Lane`] per translator thread) and the buffer pool.
 pub struct Lanes {
     pub(crate) lanes: Box<[Lane]>,
@@ -202,36 +173,10 @@ pub struct Lanes {
     pub(crate) shed_backlog: f64,
 }
 
-/// Check the queue depths: each 1..=[`MAX_QUEUE_DEPTH`]; the message names the setting.
-pub fn validate_depths(depths: &Depths) -> Result<(), String> {
-    for p in Priority::ALL {
-        let d = depths.of(p);
-        if d == 0 || d > MAX_QUEUE_DEPTH {
-            return Err(format!(
-                "classifier_queue_{} = {d}: the classifier's queue depth must be 1 to \
-                 {MAX_QUEUE_DEPTH}",
-                p.name()
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Check `classifier_shed_backlog`: a fraction in 0..=1.
-pub fn validate_shed_backlog(f: f64) -> Result<(), String> {
-    if (0.0..=1.0).contains(&f) {
-        Ok(())
-    } else {
-        Err(format!(
-            "classifier_shed_backlog = {f}: a fraction of the receive buffer in 0..=1"
-        ))
-    }
-}
-
 impl Lanes {
     /// Queues of `depths` for each of `threads` translator threads, and a pool for all of them
     /// plus `batch` buffers for the classifier and each translator thread. Refuses a zero or
-    /// larger-than-[`MAX_QUEUE_DEPTH`] depth.
+    /// larger-than-[`crate::config::MAX_QUEUE_DEPTH`] depth.
     pub fn new(threads: usize, depths: Depths, batch: usize) -> std::io::Result<Lanes> {
         validate_depths(&depths)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -410,7 +355,7 @@ mod tests {
         for bad in [
             Depths { low: 0, ..ok },
             Depths {
-                high: MAX_QUEUE_DEPTH + 1,
+                high: crate::config::MAX_QUEUE_DEPTH + 1,
                 ..ok
             },
         ] {

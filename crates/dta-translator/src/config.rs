@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use dta_wire::prefix::AllowList;
+use dta_wire::Priority;
 use serde::{Deserialize, Serialize};
 
 /// Which prototype base header the reporters send (the prototype could not tell them apart).
@@ -161,10 +162,8 @@ impl TranslatorConfig {
             ));
         }
         self.flow_control.validate()?;
-        crate::classify::validate_depths(&self.classifier_depths())
-            .map_err(|e| format!("{p}.{e}"))?;
-        crate::classify::validate_shed_backlog(self.classifier_shed_backlog)
-            .map_err(|e| format!("{p}.{e}"))?;
+        validate_depths(&self.classifier_depths()).map_err(|e| format!("{p}.{e}"))?;
+        validate_shed_backlog(self.classifier_shed_backlog).map_err(|e| format!("{p}.{e}"))?;
         if !(1..=crate::rules::MAX_STATE_ENTRIES).contains(&self.rule_state_entries) {
             return Err(format!(
                 "{p}.rule_state_entries = {}: 1..={}",
@@ -190,8 +189,8 @@ impl TranslatorConfig {
     }
 
     /// The classifier's queue depths per translator thread.
-    pub fn classifier_depths(&self) -> crate::classify::Depths {
-        crate::classify::Depths {
+    pub fn classifier_depths(&self) -> Depths {
+        Depths {
             low: self.classifier_queue_low,
             medium: self.classifier_queue_medium,
             high: self.classifier_queue_high,
@@ -225,7 +224,7 @@ impl Default for TranslatorConfig {
             classifier_queue_low: 256,
             classifier_queue_medium: 512,
             classifier_queue_high: 1024,
-            classifier_shed_backlog: crate::classify::DEFAULT_SHED_BACKLOG,
+            classifier_shed_backlog: DEFAULT_SHED_BACKLOG,
             rules: vec![],
             rule_state_entries: crate::rules::DEFAULT_STATE_ENTRIES,
         }
@@ -396,6 +395,64 @@ impl FlowControlConfig {
     }
 }
 
+// The classifier's queues (`crate::classify`): their bounds and checks.
+
+/// Largest depth of one queue; [`crate::classify::Lanes::new`] refuses more (the pool holds `dta_wire::MAX_DATAGRAM` bytes
+/// per queued datagram).
+pub const MAX_QUEUE_DEPTH: usize = 1 << 16;
+
+/// Queue depths of one translator thread, by priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Depths {
+    pub low: usize,
+    pub medium: usize,
+    pub high: usize,
+}
+
+impl Depths {
+    pub(crate) fn of(&self, p: Priority) -> usize {
+        match p {
+            Priority::Low => self.low,
+            Priority::Medium => self.medium,
+            Priority::High => self.high,
+        }
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        self.low + self.medium + self.high
+    }
+}
+
+/// The default of `classifier_shed_backlog`: the classifier sheds only once the kernel holds
+/// half the socket's receive buffer.
+pub const DEFAULT_SHED_BACKLOG: f64 = 0.5;
+
+/// Check the queue depths: each 1..=[`MAX_QUEUE_DEPTH`]; the message names the setting.
+pub fn validate_depths(depths: &Depths) -> Result<(), String> {
+    for p in Priority::ALL {
+        let d = depths.of(p);
+        if d == 0 || d > MAX_QUEUE_DEPTH {
+            return Err(format!(
+                "classifier_queue_{} = {d}: the classifier's queue depth must be 1 to \
+                 {MAX_QUEUE_DEPTH}",
+                p.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check `classifier_shed_backlog`: a fraction in 0..=1.
+pub fn validate_shed_backlog(f: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&f) {
+        Ok(())
+    } else {
+        Err(format!(
+            "classifier_shed_backlog = {f}: a fraction of the receive buffer in 0..=1"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,11 +528,7 @@ mod tests {
                 Some(1),
                 MAX_SKETCH_BATCH_COLUMNS as i64,
             ),
-            (
-                "classifier_queue_low",
-                Some(1),
-                crate::classify::MAX_QUEUE_DEPTH as i64,
-            ),
+            ("classifier_queue_low", Some(1), MAX_QUEUE_DEPTH as i64),
             (
                 "rule_state_entries",
                 Some(1),

@@ -21,8 +21,7 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::{add, Stats};
 
-/// Largest datagram accepted; longer ones are truncated by the kernel and rejected by the parser.
-pub const MAX_DATAGRAM: usize = 9216;
+use dta_wire::MAX_DATAGRAM;
 
 /// Bind the translator's UDP socket: `SO_REUSEPORT` (so several translator threads can share the
 /// port), a large receive buffer, and a short receive timeout so the loop can run its timers.
@@ -792,7 +791,7 @@ pub fn run_for<S: Sinks>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::Depths;
+    use crate::config::Depths;
     use dta_wire::native::DatagramBuilder;
     use dta_wire::{Priority, Report};
 
@@ -902,7 +901,7 @@ mod tests {
             high: 2,
         };
         let lanes = Lanes::new(1, depth, 8).unwrap();
-        assert_eq!(lanes.shed_backlog, crate::classify::DEFAULT_SHED_BACKLOG);
+        assert_eq!(lanes.shed_backlog, crate::config::DEFAULT_SHED_BACKLOG);
         let allow = AllowList::loopback();
         let stats = Stats::default();
         let stop = AtomicBool::new(false);

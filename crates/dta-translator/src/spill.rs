@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::ingest::MAX_DATAGRAM;
+use dta_wire::MAX_DATAGRAM;
 
 /// Bytes of a record's header: `len u16 | port u16 | family u8 | 3 reserved | address 16`
 /// (little-endian; an IPv4 address in the first 4 address bytes).

@@ -346,7 +346,7 @@ fn run_classified_applies_what_arrived_before_the_stop() {
     }
     let classifier_stats = Arc::new(Stats::default());
     // Queues smaller than what waits in the kernel: the drain waits for room, it does not shed.
-    let depths = dta_translator::classify::Depths {
+    let depths = dta_translator::config::Depths {
         low: 4,
         medium: 4,
         high: 4,

@@ -43,6 +43,9 @@ pub use json::{nack_to_json, notice_to_json, report_to_json, to_json};
 pub const DTA_PORT: u16 = 40040;
 /// UDP port reporters receive NACKs on (both protocols).
 pub const NACK_PORT: u16 = 40044;
+/// Largest datagram a DTA receiver takes (a 9000-byte jumbo frame's UDP payload, rounded up to
+/// 9 KiB); a longer one is truncated by the receive buffer and rejected by the parser.
+pub const MAX_DATAGRAM: usize = 9216;
 
 /// The most copies a Key-Write or Key-Increment report may name, and so the most a store holds:
 /// the native report header carries redundancy − 1 in two bits, the prototype accepts 1..=4

@@ -13,7 +13,6 @@ use dta_store::{
 use super::{StoreInfo, Translator, NACK_QUEUE};
 use crate::append::AppendBatcher;
 use crate::config::TranslatorConfig;
-use crate::ingest::MAX_DATAGRAM;
 use crate::meter::{Meter, Metered};
 use crate::overload::NoticeLimiter;
 use crate::postcard::{PostcardCache, MAX_HOPS};
@@ -22,6 +21,7 @@ use crate::sinks::Sinks;
 use crate::sketch::{Merge, SketchAggregator};
 use crate::spill::Spill;
 use crate::stats::Stats;
+use dta_wire::MAX_DATAGRAM;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

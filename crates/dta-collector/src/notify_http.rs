@@ -44,14 +44,14 @@ pub fn router(dir: PathBuf) -> Router {
 
 async fn notifications(State(n): State<Notify>) -> Response {
     let Ok(permit) = n.slots.clone().try_acquire_owned() else {
-        return crate::error_response(
+        return dta_http::error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("{MAX_SUBSCRIBERS} notification streams are open; try again later"),
         );
     };
     let ring = match NotifyRing::open_or_create(&n.dir, DEFAULT_CAPACITY) {
         Ok(r) => r,
-        Err(e) => return crate::error_response(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => return dta_http::error_response(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     };
     let (tx, rx) = mpsc::channel::<Event>(QUEUE);
     tokio::task::spawn_blocking(move || {
