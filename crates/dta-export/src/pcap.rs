@@ -273,16 +273,16 @@ pub const SEND_BATCH: usize = 64;
 /// Paced replay sends what is due in this long per system call.
 pub const PACE_SLICE: Duration = Duration::from_micros(100);
 
-/// Datagrams waiting for one `sendmmsg(2)` to one destination.
+/// Datagrams waiting for one `sendmmsg(2)` to one destination ([`dta_net::mmsg::Sender`]).
 struct SendBatch {
-    to: socket2::SockAddr,
+    sender: dta_net::mmsg::Sender,
     dgrams: Vec<Vec<u8>>,
 }
 
 impl SendBatch {
     fn new(to: SocketAddr) -> SendBatch {
         SendBatch {
-            to: to.into(),
+            sender: dta_net::mmsg::Sender::new(Some(to)),
             dgrams: Vec::with_capacity(SEND_BATCH),
         }
     }
@@ -295,65 +295,15 @@ impl SendBatch {
         self.dgrams.push(d);
     }
 
-    /// Send everything queued. A full socket buffer (ENOBUFS) is retried briefly; any other
-    /// error, or ENOBUFS that lasts, counts the datagram it stopped at as an error and goes on.
+    /// Send everything queued: a full socket buffer is retried briefly; any other error, or a
+    /// full buffer that lasts, counts the datagram it stopped at as an error and goes on.
     fn send(&mut self, socket: &UdpSocket, st: &mut ReplayStats) {
-        let mut iov: Vec<libc::iovec> = self
-            .dgrams
-            .iter()
-            .map(|d| libc::iovec {
-                iov_base: d.as_ptr() as *mut libc::c_void,
-                iov_len: d.len(),
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = iov
-            .iter_mut()
-            .map(|v| {
-                // SAFETY: all-zero is a valid mmsghdr; the pointers are set here.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_iov = v;
-                h.msg_hdr.msg_iovlen = 1;
-                h.msg_hdr.msg_name = self.to.as_ptr() as *mut libc::c_void;
-                h.msg_hdr.msg_namelen = self.to.len();
-                h
-            })
-            .collect();
-        let (mut done, mut tries) = (0, 0);
-        while done < msgs.len() {
-            // SAFETY: the headers point at `iov`, the datagrams and the address, all alive for
-            // the call; the kernel reads at most `msgs.len() - done` of them.
-            let r = unsafe {
-                libc::sendmmsg(
-                    socket.as_raw_fd(),
-                    msgs[done..].as_mut_ptr(),
-                    (msgs.len() - done) as u32,
-                    0,
-                )
-            };
-            if r > 0 {
-                for d in &self.dgrams[done..done + r as usize] {
-                    st.sent += 1;
-                    st.bytes += d.len() as u64;
-                }
-                done += r as usize;
-                tries = 0;
-                continue;
-            }
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) if tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                _ => {
-                    tracing::debug!("replay send: {e}");
-                    st.send_errors += 1;
-                    done += 1;
-                    tries = 0;
-                }
-            }
-        }
+        let s = self
+            .sender
+            .send(socket.as_raw_fd(), self.dgrams.iter().map(Vec::as_slice));
+        st.sent += s.datagrams;
+        st.bytes += s.bytes;
+        st.send_errors += s.errors;
         self.dgrams.clear();
     }
 }

@@ -12,4 +12,3 @@
 
 pub mod check;
 pub mod impair;
-pub mod mmsg;

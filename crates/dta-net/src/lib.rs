@@ -31,6 +31,8 @@ pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;
 #[cfg(target_os = "linux")]
+pub mod mmsg;
+#[cfg(target_os = "linux")]
 pub mod raw;
 pub mod tcp;
 pub mod udp;

@@ -282,44 +282,22 @@ impl RawSocket {
             ));
         }
         let n = batch.min(MAX_BATCH);
-        let mut iovs: Vec<libc::iovec> = (0..n)
-            .map(|i| {
-                let f = &frames[i % frames.len()];
-                libc::iovec {
-                    iov_base: f.as_ptr() as *mut libc::c_void,
-                    iov_len: f.len(),
-                }
-            })
-            .collect();
-        // SAFETY: mmsghdr is plain data; zeroed is valid.
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { zeroed() }).collect();
-        let mut next = n % frames.len();
+        // The bound interface is the destination: no address per frame.
+        let mut sender = crate::mmsg::Sender::new(None);
+        let mut next = 0usize;
         let mut sent = 0u64;
         while sent < limit && !stop() {
-            for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-                m.msg_hdr.msg_iov = iov;
-                m.msg_hdr.msg_iovlen = 1;
-            }
-            let k = (n as u64).min(limit - sent) as u32;
-            // SAFETY: msgs points at n >= k headers, each with one iovec over a frame in
-            // `frames`, which outlives the call.
-            let r = unsafe { libc::sendmmsg(self.sock.as_raw_fd(), msgs.as_mut_ptr(), k, 0) };
-            if r < 0 {
-                let e = last_err();
-                match e.raw_os_error() {
-                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
-                    _ => return Err(e),
-                }
-            }
-            sent += r as u64;
+            let k = (n as u64).min(limit - sent) as usize;
+            let start = next;
+            next = (next + k) % frames.len();
             // Rotate through the frames so each call sends different ones.
-            if frames.len() > n {
-                for iov in iovs.iter_mut() {
-                    let f = &frames[next];
-                    iov.iov_base = f.as_ptr() as *mut libc::c_void;
-                    iov.iov_len = f.len();
-                    next = (next + 1) % frames.len();
-                }
+            let batch = (0..k).map(|i| frames[(start + i) % frames.len()].as_slice());
+            let s = sender.send(self.sock.as_raw_fd(), batch);
+            sent += s.datagrams;
+            // A queue that stays full is back-pressure, not an error: go on.
+            match s.last_error {
+                None | Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {}
+                Some(errno) => return Err(io::Error::from_raw_os_error(errno)),
             }
         }
         Ok(sent)

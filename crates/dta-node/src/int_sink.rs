@@ -19,7 +19,8 @@ use dta_collector::Collector;
 use dta_int::fast::{FastFlow, FastPath, FastThresholds};
 use dta_int::{IntSink, Notification, SinkGroup};
 use dta_int_wire::instr;
-use dta_translator::ingest::{self, MmsgBuffers};
+use dta_net::mmsg::RecvBatch;
+use dta_translator::ingest;
 use dta_translator::sinks::RegionSinks;
 use dta_translator::{Stats, Translator};
 use dta_xdp::{IntXdp, IntXdpConfig};
@@ -455,7 +456,7 @@ impl FastPath for XdpFast {
 }
 
 /// How long a sink thread lets datagrams gather after a partial batch: the translator's
-/// default ([`MmsgBuffers::gather`]).
+/// default ([`RecvBatch::gather`]).
 const GATHER: Duration = Duration::from_micros(dta_translator::config::DEFAULT_RECV_GATHER_US);
 
 /// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
@@ -471,7 +472,7 @@ fn now_ns() -> u64 {
 /// The datagrams of one `recvmmsg`, to the sink, a slice of admitted ones at a time
 /// ([`IntSink::handle_reports`]: the same as one by one, in order, with their cache misses
 /// overlapped).
-fn take(sink: &mut IntSink<RegionSinks>, m: &MmsgBuffers, n: usize) {
+fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
     const SLICE: usize = 64;
     let now = now_ns();
     let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
@@ -503,7 +504,7 @@ fn run_sink(
     flushed: &AtomicUsize,
     threads: usize,
 ) -> std::io::Result<()> {
-    let mut m = MmsgBuffers::new(batch);
+    let mut m = ingest::recv_batch(batch);
     let fd = socket.as_raw_fd();
     let r = loop {
         if stop.load(Ordering::Relaxed) {

@@ -24,7 +24,7 @@ use dta_collector::{Collector, StoreConfig};
 use dta_systems::marple::{self, Params, Query};
 use dta_systems::trace::{synthesize, FlowSizeCdf, SynthConfig};
 use dta_translator::baseline::{collect, HashMapCollector};
-use dta_translator::ingest::{self, MmsgBuffers};
+use dta_translator::ingest;
 use dta_translator::{Stats, Translator, TranslatorConfig};
 use dta_wire::native::{DatagramBuilder, Packet};
 use dta_wire::{Priority, Report};
@@ -221,7 +221,7 @@ fn step(
                     stats.reports.iter().map(|c| c.load(Relaxed)).sum()
                 }
                 Mode::HashMap => {
-                    let mut bufs = MmsgBuffers::new(cfg.recv_batch);
+                    let mut bufs = ingest::recv_batch(cfg.recv_batch);
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
                     let mut n = 0u64;
                     while !stop.load(Relaxed) {

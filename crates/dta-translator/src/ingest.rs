@@ -5,7 +5,6 @@
 //! thread receives and queues by priority, the translator threads take high priority first.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,6 +20,7 @@ use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::{add, Stats};
 
+use dta_net::mmsg::{RecvBatch, RecvHeaders};
 use dta_wire::MAX_DATAGRAM;
 
 /// Bind the translator's UDP socket: `SO_REUSEPORT` (so several translator threads can share the
@@ -105,122 +105,10 @@ pub fn set_recv_buffer(socket: &Socket, bytes: usize) -> usize {
     got
 }
 
-/// Preallocated `recvmmsg` state for `batch` datagrams of up to [`MAX_DATAGRAM`] bytes: every
-/// UDP receive loop of the workspace (translator threads, the INT sink) reads through it.
-pub struct MmsgBuffers {
-    bufs: Vec<u8>,
-    iovecs: Vec<libc::iovec>,
-    addrs: Vec<libc::sockaddr_storage>,
-    msgs: Vec<libc::mmsghdr>,
-}
-
-impl MmsgBuffers {
-    /// Datagrams one [`Self::recv`] takes at most.
-    pub fn capacity(&self) -> usize {
-        self.msgs.len()
-    }
-
-    /// After a [`Self::recv`] of `n` datagrams: if the batch was partial, sleep `pause` so the
-    /// next one gathers in the receive buffer, rather than waking for every few datagrams (a
-    /// wake-up costs more than the reports it brings). No pause while the receiver is behind
-    /// (full batches), nor when `pause` is zero.
-    pub fn gather(&self, n: usize, pause: Duration) {
-        if n > 0 && n < self.capacity() && !pause.is_zero() {
-            std::thread::sleep(pause);
-        }
-    }
-
-    /// Buffers for `batch` datagrams (clamped to 1..=1024).
-    pub fn new(batch: usize) -> Self {
-        let batch = batch.clamp(1, 1024);
-        let mut m = MmsgBuffers {
-            bufs: vec![0; batch * MAX_DATAGRAM],
-            iovecs: Vec::with_capacity(batch),
-            // SAFETY: sockaddr_storage and mmsghdr are plain C structs for which all-zero is valid.
-            addrs: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
-            msgs: Vec::with_capacity(batch),
-        };
-        for i in 0..batch {
-            m.iovecs.push(libc::iovec {
-                iov_base: m.bufs[i * MAX_DATAGRAM..].as_mut_ptr().cast(),
-                iov_len: MAX_DATAGRAM,
-            });
-        }
-        for i in 0..batch {
-            // SAFETY: as above.
-            let mut h: libc::mmsghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-            h.msg_hdr.msg_iov = &mut m.iovecs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            m.msgs.push(h);
-        }
-        m
-    }
-
-    /// Receive up to `batch` datagrams; returns how many (0 on timeout). `flags`:
-    /// `MSG_WAITFORONE` in the loop, `MSG_DONTWAIT` when draining. A timeout, an empty
-    /// non-blocking socket and a signal (`EINTR`) are 0 datagrams, never an error.
-    pub fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
-        for h in &mut self.msgs {
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            h.msg_len = 0;
-        }
-        // SAFETY: every mmsghdr points into buffers owned by self that outlive the call.
-        unsafe { recvmmsg(fd, &mut self.msgs, flags) }
-    }
-
-    /// Datagram `i` of the last [`Self::recv`] and its source.
-    pub fn datagram(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
-        let len = self.msgs[i].msg_len as usize;
-        let data = &self.bufs[i * MAX_DATAGRAM..i * MAX_DATAGRAM + len.min(MAX_DATAGRAM)];
-        (data, sockaddr_to_std(&self.addrs[i]))
-    }
-}
-
-fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match ss.ss_family as i32 {
-        libc::AF_INET => {
-            // SAFETY: the family says this storage holds a sockaddr_in.
-            let sin: &libc::sockaddr_in = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says this storage holds a sockaddr_in6.
-            let sin6: &libc::sockaddr_in6 =
-                unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            Some(SocketAddr::new(ip.into(), u16::from_be(sin6.sin6_port)))
-        }
-        _ => None,
-    }
-}
-
-/// `recvmmsg(2)` into `msgs`: how many datagrams arrived, 0 on timeout, on an empty
-/// non-blocking socket or on a signal (EINTR is not an error: the caller's loop checks its stop
-/// flag and comes back).
-///
-/// # Safety
-/// Every header in `msgs` must point at buffers and address storage that outlive the call.
-unsafe fn recvmmsg(fd: i32, msgs: &mut [libc::mmsghdr], flags: i32) -> io::Result<usize> {
-    let n = libc::recvmmsg(
-        fd,
-        msgs.as_mut_ptr(),
-        msgs.len() as u32,
-        flags,
-        std::ptr::null_mut(),
-    );
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {
-                Ok(0)
-            }
-            _ => Err(e),
-        };
-    }
-    Ok(n as usize)
+/// The receive buffers of every UDP receive loop of the workspace (translator threads, the
+/// INT sink): `batch` datagrams of up to [`MAX_DATAGRAM`] bytes per `recvmmsg`.
+pub fn recv_batch(batch: usize) -> RecvBatch {
+    RecvBatch::new(batch, MAX_DATAGRAM)
 }
 
 /// Datagrams taken from a socket after `stop` before the final flush (a receive buffer's worth;
@@ -272,7 +160,7 @@ fn receive<S: Sinks>(
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let mut m = MmsgBuffers::new(batch);
+    let mut m = recv_batch(batch);
     let fd = socket.as_raw_fd();
     let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
     while !stop.load(Ordering::Relaxed) {
@@ -576,9 +464,7 @@ const TURN: usize = 256;
 struct PoolRx {
     batch: usize,
     held: Vec<u32>,
-    iovecs: Vec<libc::iovec>,
-    addrs: Vec<libc::sockaddr_storage>,
-    msgs: Vec<libc::mmsghdr>,
+    headers: RecvHeaders,
     woken: Vec<bool>,
 }
 
@@ -611,31 +497,13 @@ impl Wait<'_> {
 
 impl PoolRx {
     fn new(batch: usize, lanes: usize) -> PoolRx {
-        let batch = batch.clamp(1, 1024);
-        let mut m = PoolRx {
-            batch,
-            held: Vec::with_capacity(batch),
-            iovecs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                };
-                batch
-            ],
-            // SAFETY: sockaddr_storage and mmsghdr are plain C structs for which all-zero is valid.
-            addrs: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
-            msgs: Vec::with_capacity(batch),
+        let headers = RecvHeaders::new(batch);
+        PoolRx {
+            batch: headers.capacity(),
+            held: Vec::with_capacity(headers.capacity()),
+            headers,
             woken: vec![false; lanes],
-        };
-        for i in 0..batch {
-            // SAFETY: as above.
-            let mut h: libc::mmsghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-            h.msg_hdr.msg_iov = &mut m.iovecs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
-            m.msgs.push(h);
         }
-        m
     }
 
     /// Top up the held buffers from the pool and receive into them; returns how many arrived.
@@ -651,19 +519,15 @@ impl PoolRx {
             std::thread::sleep(IDLE_WAIT);
             return Ok(0);
         }
-        for (j, &b) in self.held.iter().enumerate() {
-            self.iovecs[j] = libc::iovec {
-                iov_base: pool.ptr(b).cast(),
-                iov_len: MAX_DATAGRAM,
-            };
-            let h = &mut self.msgs[j];
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            h.msg_len = 0;
+        // SAFETY: the held buffers are this thread's (taken from the pool), MAX_DATAGRAM
+        // bytes each, and stay so for the call.
+        unsafe {
+            self.headers.recv(
+                fd,
+                flags,
+                self.held.iter().map(|&b| (pool.ptr(b), MAX_DATAGRAM)),
+            )
         }
-        let held = self.held.len();
-        // SAFETY: the first `held` headers point at buffers this thread holds and at address
-        // storage owned by self, all outliving the call.
-        unsafe { recvmmsg(fd, &mut self.msgs[..held], flags) }
     }
 
     /// Queue the `n` datagrams received, or shed them. A full queue is waited on (its
@@ -679,8 +543,8 @@ impl PoolRx {
         let unknown: SocketAddr = SocketAddr::from(([0, 0, 0, 0], 0));
         for j in 0..n {
             let b = self.held[j];
-            let len = self.msgs[j].msg_len;
-            let src = sockaddr_to_std(&self.addrs[j]).unwrap_or(unknown);
+            let len = self.headers.len_of(j) as u32;
+            let src = self.headers.source(j).unwrap_or(unknown);
             // Trust before work, as the translator does: a source outside the allow-list takes
             // no place in a queue (a spoofed flood marked high would otherwise crowd out real
             // high-priority reports).

@@ -24,7 +24,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use dta_faults::impair::{Impairment, Pipeline, MAX_DATAGRAM};
-use dta_faults::mmsg::{self, RecvBatch, SendBatch};
+use dta_net::mmsg::{RecvBatch, SendBatch};
 use dta_wire::native::{Kind, Packet};
 
 #[derive(Parser)]
@@ -199,7 +199,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
     });
     let fwd_out =
-        mmsg::connected(bind, a.to).with_context(|| format!("binding {bind} towards {}", a.to))?;
+        connected(bind, a.to).with_context(|| format!("binding {bind} towards {}", a.to))?;
     let rev_listen = a
         .reverse_listen
         .unwrap_or(SocketAddr::new(bind.ip(), a.reverse_port));
@@ -236,8 +236,8 @@ fn run(a: Args) -> anyhow::Result<()> {
         send_errors: 0,
     };
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut inbound = RecvBatch::new();
-    let mut outbound = SendBatch::new();
+    let mut inbound = RecvBatch::new(MMSG_BATCH, MAX_DATAGRAM + 1);
+    let mut outbound = SendBatch::new(MMSG_BATCH, MAX_DATAGRAM + 1, None);
     let counts_json = |pipe: &Pipeline, rev: &Reverse, errs: u64| {
         serde_json::json!({
             "elapsed_s": start.elapsed().as_secs_f64(),
@@ -274,7 +274,7 @@ fn run(a: Args) -> anyhow::Result<()> {
             break;
         }
         if DUMP.swap(false, Ordering::Relaxed) {
-            write_counts(&counts_json(&pipe, &rev, outbound.errors))?;
+            write_counts(&counts_json(&pipe, &rev, outbound.sent.errors))?;
         }
         let now = Instant::now();
         let wait = pipe
@@ -305,23 +305,26 @@ fn run(a: Args) -> anyhow::Result<()> {
             }
             return Err(e).context("poll");
         }
-        let mut send = |b: &[u8]| outbound.push(&fwd_out, b);
-        for _ in 0..BATCH / mmsg::BATCH {
-            let n = inbound.recv(&fwd_in).context("receiving from reporters")?;
+        let out_fd = fwd_out.as_raw_fd();
+        let mut send = |b: &[u8]| outbound.push(out_fd, b);
+        for _ in 0..BATCH / MMSG_BATCH {
+            let n = inbound
+                .recv(fwd_in.as_raw_fd(), libc::MSG_DONTWAIT)
+                .context("receiving from reporters")?;
             let now = Instant::now();
             for i in 0..n {
-                let (d, from) = inbound.get(i);
-                if let Some(ip) = from {
-                    rev.learn(d, ip);
+                let (d, from) = inbound.datagram(i);
+                if let Some(from) = from {
+                    rev.learn(d, from.ip());
                 }
                 pipe.push(d, now, &mut send);
             }
-            if n < mmsg::BATCH {
+            if n < MMSG_BATCH {
                 break;
             }
         }
         pipe.poll(Instant::now(), &mut send);
-        outbound.flush(&fwd_out);
+        outbound.flush(out_fd);
         for _ in 0..BATCH {
             match rev_in.recv_from(&mut buf) {
                 Ok((n, _)) => {
@@ -345,10 +348,21 @@ fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     // What is still held or delayed goes out: the run is over, not the network.
-    pipe.drain(&mut |b: &[u8]| outbound.push(&fwd_out, b));
-    outbound.flush(&fwd_out);
-    let v = counts_json(&pipe, &rev, outbound.errors);
+    pipe.drain(&mut |b: &[u8]| outbound.push(fwd_out.as_raw_fd(), b));
+    outbound.flush(fwd_out.as_raw_fd());
+    let v = counts_json(&pipe, &rev, outbound.sent.errors);
     write_counts(&v)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+/// Datagrams per `recvmmsg`/`sendmmsg` call.
+const MMSG_BATCH: usize = 64;
+
+/// A UDP socket bound to `local` and connected to `peer`, non-blocking.
+fn connected(local: SocketAddr, peer: SocketAddr) -> std::io::Result<UdpSocket> {
+    let s = UdpSocket::bind(local)?;
+    s.connect(peer)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
 }
