@@ -76,6 +76,60 @@ pub struct KeyWriteLayout {
     redundancy: u8,
 }
 
+/// Call the generic method `$m::<NW>` of `$self` for its slots of NW u64 words (1..=9:
+/// `slot_len` is at most `MAX_SLOT` = 72 bytes, checked when the header is read).
+macro_rules! by_words {
+    ($self:ident, $m:ident($($arg:expr),*)) => {
+        match $self.slot_len / 8 {
+            1 => $self.$m::<1>($($arg),*),
+            2 => $self.$m::<2>($($arg),*),
+            3 => $self.$m::<3>($($arg),*),
+            4 => $self.$m::<4>($($arg),*),
+            5 => $self.$m::<5>($($arg),*),
+            6 => $self.$m::<6>($($arg),*),
+            7 => $self.$m::<7>($($arg),*),
+            8 => $self.$m::<8>($($arg),*),
+            _ => $self.$m::<9>($($arg),*),
+        }
+    };
+}
+
+/// The distinct values a key's slots hold, with their votes ([`KeyWriteLayout::tally`]).
+struct Tally<const NW: usize> {
+    /// Each candidate's slot words, check field and padding masked out.
+    cands: [[u64; NW]; MAX_REDUNDANCY as usize],
+    votes: [u8; MAX_REDUNDANCY as usize],
+    n: usize,
+}
+
+impl<const NW: usize> Tally<NW> {
+    /// The plurality's candidate and whether it wins (a strict plurality of at least
+    /// `threshold` votes, [DTA A.5]); `None` when no slot holds the key.
+    fn winner(&self, threshold: u8) -> Option<(usize, bool)> {
+        if self.n == 0 {
+            return None;
+        }
+        let mut best = 0;
+        for c in 1..self.n {
+            if self.votes[c] > self.votes[best] {
+                best = c;
+            }
+        }
+        let top = self.votes[best];
+        let unique = (0..self.n).all(|c| c == best || self.votes[c] < top);
+        Some((best, unique && top >= threshold.max(1)))
+    }
+
+    /// Candidate `c`'s data bytes (slot bytes 4..4 + `data_len`) into `out`.
+    fn data(&self, c: usize, data_len: usize, out: &mut [u8]) {
+        let mut bytes = [0u8; MAX_SLOT];
+        for (w, x) in self.cands[c].iter().enumerate() {
+            bytes[8 * w..8 * w + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        out[..data_len].copy_from_slice(&bytes[4..4 + data_len]);
+    }
+}
+
 /// The answer to a Key-Write query ([DTA A.1] Algorithm 2, A.5 "plurality vote").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyWriteAnswer {
@@ -302,18 +356,7 @@ impl KeyWriteLayout {
             mem.prefetch(o);
         }
         let out = &mut out[..self.data_len];
-        Ok(match self.slot_len / 8 {
-            1 => self.vote::<1>(mem, offs, tag, threshold, out),
-            2 => self.vote::<2>(mem, offs, tag, threshold, out),
-            3 => self.vote::<3>(mem, offs, tag, threshold, out),
-            4 => self.vote::<4>(mem, offs, tag, threshold, out),
-            5 => self.vote::<5>(mem, offs, tag, threshold, out),
-            6 => self.vote::<6>(mem, offs, tag, threshold, out),
-            7 => self.vote::<7>(mem, offs, tag, threshold, out),
-            8 => self.vote::<8>(mem, offs, tag, threshold, out),
-            // slot_len <= MAX_SLOT = 72 (checked when the header is read).
-            _ => self.vote::<9>(mem, offs, tag, threshold, out),
-        })
+        Ok(by_words!(self, vote(mem, offs, tag, threshold, out)))
     }
 
     /// Many queries in one call, without allocating: [DTA A.1] Algorithm 2 ("Csum ←
@@ -365,17 +408,7 @@ impl KeyWriteLayout {
             redundancy,
             threshold,
         };
-        match self.slot_len / 8 {
-            1 => self.batch::<1>(b, out, answers),
-            2 => self.batch::<2>(b, out, answers),
-            3 => self.batch::<3>(b, out, answers),
-            4 => self.batch::<4>(b, out, answers),
-            5 => self.batch::<5>(b, out, answers),
-            6 => self.batch::<6>(b, out, answers),
-            7 => self.batch::<7>(b, out, answers),
-            8 => self.batch::<8>(b, out, answers),
-            _ => self.batch::<9>(b, out, answers),
-        }
+        by_words!(self, batch(b, out, answers));
         Ok(())
     }
 
@@ -424,24 +457,19 @@ impl KeyWriteLayout {
         }
     }
 
-    /// The plurality vote over the slots at `offs` ([DTA A.1] Algorithm 2, A.5) for slots of `NW`
-    /// u64 words; `out` is exactly `data_len` bytes. Slots are snapshots of atomic 8-byte loads
-    /// (as [`RegionMem::read`] does); a slot that cannot be read is skipped.
+    /// The distinct values the slots at `offs` hold for `tag`, with their votes ([DTA A.1]
+    /// Algorithm 2: "if Csum == Csum_slot then add D to list of candidates"), for slots of `NW`
+    /// u64 words: the one place a Key-Write query reads, checks and counts slots. Slots are
+    /// snapshots of atomic 8-byte loads (as [`RegionMem::read`] does); a slot that cannot be
+    /// read is skipped. Candidates are compared as words, data bytes only.
     #[inline(always)]
-    fn vote<const NW: usize>(
-        &self,
-        mem: &RegionMem,
-        offs: &[u64],
-        tag: KeyTag,
-        threshold: u8,
-        out: &mut [u8],
-    ) -> Lookup {
-        let d = self.data_len;
+    fn tally<const NW: usize>(&self, mem: &RegionMem, offs: &[u64], tag: KeyTag) -> Tally<NW> {
         let mask = self.data_masks::<NW>();
-        // Up to MAX_REDUNDANCY distinct candidates (their data words), compared in place.
-        let mut cands = [[0u64; NW]; MAX_REDUNDANCY as usize];
-        let mut votes = [0u8; MAX_REDUNDANCY as usize];
-        let mut ncands = 0usize;
+        let mut t = Tally {
+            cands: [[0u64; NW]; MAX_REDUNDANCY as usize],
+            votes: [0u8; MAX_REDUNDANCY as usize],
+            n: 0,
+        };
         'slots: for &o in offs {
             let mut slot = [0u64; NW];
             for (w, x) in slot.iter_mut().enumerate() {
@@ -457,36 +485,69 @@ impl KeyWriteLayout {
             if !self.slot_check(tag, stored, &slot) {
                 continue;
             }
-            match cands[..ncands].iter().position(|c| *c == slot) {
-                Some(c) => votes[c] += 1,
+            match t.cands[..t.n].iter().position(|c| *c == slot) {
+                Some(c) => t.votes[c] += 1,
                 None => {
-                    cands[ncands] = slot;
-                    votes[ncands] = 1;
-                    ncands += 1;
+                    t.cands[t.n] = slot;
+                    t.votes[t.n] = 1;
+                    t.n += 1;
                 }
             }
         }
-        if ncands == 0 {
+        t
+    }
+
+    /// The plurality vote over the slots at `offs` ([DTA A.1] Algorithm 2, A.5) for slots of `NW`
+    /// u64 words; `out` is exactly `data_len` bytes.
+    #[inline(always)]
+    fn vote<const NW: usize>(
+        &self,
+        mem: &RegionMem,
+        offs: &[u64],
+        tag: KeyTag,
+        threshold: u8,
+        out: &mut [u8],
+    ) -> Lookup {
+        let t = self.tally::<NW>(mem, offs, tag);
+        let Some((best, found)) = t.winner(threshold) else {
             return Lookup::Empty;
-        }
-        let mut best = 0;
-        for c in 1..ncands {
-            if votes[c] > votes[best] {
-                best = c;
+        };
+        t.data(best, self.data_len, out);
+        if found {
+            Lookup::Found {
+                votes: t.votes[best],
             }
-        }
-        let top = votes[best];
-        let unique = (0..ncands).all(|c| c == best || votes[c] < top);
-        let mut bytes = [0u8; MAX_SLOT];
-        for (w, x) in cands[best].iter().enumerate() {
-            bytes[8 * w..8 * w + 8].copy_from_slice(&x.to_le_bytes());
-        }
-        out.copy_from_slice(&bytes[4..4 + d]);
-        if unique && top >= threshold.max(1) {
-            Lookup::Found { votes: top }
         } else {
             Lookup::Ambiguous
         }
+    }
+
+    /// [`Self::query`] for slots of `NW` words, arguments checked.
+    fn answer<const NW: usize>(
+        &self,
+        mem: &RegionMem,
+        offs: &[u64],
+        tag: KeyTag,
+        threshold: u8,
+    ) -> KeyWriteAnswer {
+        let t = self.tally::<NW>(mem, offs, tag);
+        let Some((best, found)) = t.winner(threshold) else {
+            return KeyWriteAnswer::Empty;
+        };
+        let value = |c: usize| {
+            let mut d = vec![0u8; self.data_len];
+            t.data(c, self.data_len, &mut d);
+            d
+        };
+        if found {
+            return KeyWriteAnswer::Found {
+                data: value(best),
+                votes: t.votes[best],
+            };
+        }
+        let mut candidates: Vec<(Vec<u8>, u8)> = (0..t.n).map(|c| (value(c), t.votes[c])).collect();
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.1));
+        KeyWriteAnswer::Ambiguous { candidates }
     }
 
     /// Whether a report of `key` at `redundancy` can be applied: `BadKeyLen`, or
@@ -542,33 +603,7 @@ impl KeyWriteLayout {
         QueryError::threshold(threshold, redundancy)?;
         let mut offs = [0u64; MAX_REDUNDANCY as usize];
         let tag = self.slot_offsets(key, redundancy, &mut offs);
-        let mut cands: Vec<(Vec<u8>, u8)> = Vec::new();
-        let mut slot = [0u8; MAX_SLOT];
-        for &o in &offs[..redundancy as usize] {
-            let slot = &mut slot[..self.slot_len];
-            if mem.read(o, slot).is_err() {
-                continue;
-            }
-            if !self.slot_holds(tag, slot) {
-                continue;
-            }
-            let data = &slot[4..4 + self.data_len];
-            match cands.iter_mut().find(|(d, _)| d == data) {
-                Some((_, v)) => *v += 1,
-                None => cands.push((data.to_vec(), 1)),
-            }
-        }
-        if cands.is_empty() {
-            return Ok(KeyWriteAnswer::Empty);
-        }
-        cands.sort_by_key(|c| std::cmp::Reverse(c.1));
-        let top = cands[0].1;
-        let unique = cands.len() == 1 || cands[1].1 < top;
-        Ok(if unique && top >= threshold.max(1) {
-            let (data, votes) = cands.swap_remove(0);
-            KeyWriteAnswer::Found { data, votes }
-        } else {
-            KeyWriteAnswer::Ambiguous { candidates: cands }
-        })
+        let offs = &offs[..redundancy as usize];
+        Ok(by_words!(self, answer(mem, offs, tag, threshold)))
     }
 }
