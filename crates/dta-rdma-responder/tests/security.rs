@@ -3,6 +3,9 @@
 //! every responder run draws its own R_Keys, QPNs and starting PSNs; a translator that vanishes
 //! without a DREQ (SIGKILL) reconnects and writes; a graceful disconnect frees the queue pair.
 
+// The requester's end-to-end fixtures (collector, translator, the responder on a thread), shared
+// with its tests rather than copied.
+#[path = "../../dta-rdma-requester/tests/common/mod.rs"]
 mod common;
 
 use std::collections::VecDeque;
