@@ -1,3 +1,5 @@
+// Size: one ns-3 run: its options, topology, applications and result; the fabric, the switch
+// agents and the collector bridge are their own files.
 // invisiflow-sim: one run of the InvisiFlow evaluation ([InvisiFlow §6]) on ns-3. A FatTree carries
 // DCTCP user flows drawn from a flow-size CDF; switches run four telemetry applications whose
 // entries travel to the collector over one of four channels; the collector is the real DTA

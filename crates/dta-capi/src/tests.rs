@@ -1,3 +1,5 @@
+// Size: the C ABI's unit tests, calling every exported function through raw pointers as C does;
+// they share one configuration and the open, encode and ingest helpers.
 //! The ABI functions as C calls them: through raw pointers, checking codes and messages.
 
 use std::ffi::{CStr, CString};

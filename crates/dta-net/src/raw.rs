@@ -1,3 +1,5 @@
+// Size: one socket type: its two send paths (sendmmsg, the PACKET_MMAP ring) and its receive
+// path share the socket set-up and the interface ioctls.
 //! One `AF_PACKET` raw socket type (Linux, needs CAP_NET_RAW): whole Ethernet frames sent and
 //! received on one interface of the calling thread's network namespace, bypassing the IP/UDP
 //! stack. [`RawSocket::open_send_only`] is the benchmark sender (no receive queue, the qdisc

@@ -1,3 +1,5 @@
+// Size: one generator loop drives every primitive through the same pacing, key derivation and
+// progress reporting; its tests check each primitive against that derivation.
 //! The load generator behind `dta report`: reports of one primitive, paced, with deterministic
 //! keys and data (see [`crate::keys`] for how everything sent derives from the key index, so a
 //! test can recompute what it should find in the collector).

@@ -1,3 +1,5 @@
+// Size: datagram packing, sequence numbers, NACK retransmission and congestion notices all act
+// on one reporter's state.
 //! The reporter: builds DTA reports into datagrams and sends them over UDP ([DTA §3] "reporters
 //! ... generate telemetry reports"), with per-datagram sequence numbers, NACK-driven
 //! retransmission ([DTA §5.2], [DTA-draft §3.2]) and congestion notices obeyed

@@ -1,3 +1,4 @@
+// Size: Marple's four queries share the trace pass, the switch-side state and the store readers.
 //! Marple ([DTA Table 2], [DTA §6.1] Fig. 7b): the switch queries of Marple run over a packet
 //! trace, their results sent as DTA reports, and the collector-side queries over the stores.
 //!

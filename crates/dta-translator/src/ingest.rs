@@ -1,3 +1,5 @@
+// Size: the receive loops (one thread, threads, the classifier) share the socket set-up, the
+// drain on stop and the sending of NACKs.
 //! The UDP ingest loop: batched `recvmmsg` into preallocated buffers, one `Translator` call per
 //! datagram, NACKs sent back, timers run when the socket is idle. [`run_threads`] runs one such
 //! loop per thread, each on its own `SO_REUSEPORT` socket of the same port ([`crate::shard`]).

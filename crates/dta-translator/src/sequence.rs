@@ -1,3 +1,5 @@
+// Size: the selective-repeat tracker is one data structure: its table, spaces, NACK timing and
+// resynchronisation; its tests are in sequence/tests.rs.
 //! Sequence spaces: the selective-repeat receiver of every sequenced datagram ([DTA-draft §3.2]
 //! "Telemetry Flow Control & Prioritization"; [DTA-draft §4.2]: "per-reporter packet sequence
 //! trackers ... Lost reports are detected through per-reporter registers ... generate a DTA NACK").

@@ -1,3 +1,5 @@
+// Size: the engine's ingress (allow-list, sequence tracker, meter admission, spill) is one path
+// through one struct; routing, staging, dispatch and timers are its submodules.
 //! The translator proper: one datagram in, memory operations out.
 //!
 //! [`Translator::handle_datagram`] checks the source against the allow-list, parses a datagram

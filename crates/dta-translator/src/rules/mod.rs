@@ -1,3 +1,5 @@
+// Size: the rule set, its engine and the window state are one match-action stage; the
+// configuration, the limits and the XDP lowering are their own modules.
 //! Translator rules: match-action over reports, with aggregation ([DTA §7] "Query-Enhancing
 //! Extensions", [DTA-draft §5.1]; docs/rules.md).
 //!
