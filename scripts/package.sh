@@ -6,7 +6,9 @@
 # The .deb is assembled with dpkg-deb from packaging/ (not cargo-deb: dpkg-deb is on every Debian
 # machine, needs no crate compiled from crates.io, and takes any already-built binary, so the
 # test suite packages the debug binary it has just built instead of a release build):
-#   /usr/bin/dta                                    the binary (stripped)
+#   /usr/bin/dta                                    the binary (stripped; its debug information
+#                                                   beside the .deb as dta_VERSION_ARCH.debug,
+#                                                   linked by .gnu_debuglink)
 #   /lib/systemd/system/dta-*.service               collector, translator (UDP; XDP template),
 #                                                   INT sink (packaging/systemd/)
 #   /etc/dta/dta.toml, /etc/dta/int-sink.toml       conffiles: examples/*.toml with region_dir
@@ -20,7 +22,8 @@
 #              cold tree; with --bin, packaging takes a few seconds)
 # --out DIR    where the .deb and wheels/ go (default target/package)
 # --no-wheels  skip the Python wheels (`maturin build --release`, a release build of
-#              python/; the package is dta-telemetry, import name dta)
+#              python/; the package is dta-telemetry, import name dta); their native module is
+#              stripped too, its debug information beside each wheel (WHEEL.debug)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,12 +66,12 @@ install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/
     "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d" \
     "$root/usr/share/doc/dta/examples"
 
-# The binary, without its debug information (the release profile keeps line tables).
-if command -v strip >/dev/null 2>&1; then
-    strip --strip-debug -o "$root/usr/bin/dta" "$bin"
-else
-    cp "$bin" "$root/usr/bin/dta"
-fi
+# The binary, without its debug information, which is kept beside the package (binutils'
+# objcopy: a debugger finds it through the .gnu_debuglink it adds).
+command -v objcopy >/dev/null 2>&1 || { echo "package.sh: objcopy missing (binutils)" >&2; exit 1; }
+debug_file=$out/dta_${version}_${arch}.debug
+objcopy --only-keep-debug "$bin" "$debug_file"
+objcopy --strip-debug --add-gnu-debuglink="$debug_file" "$bin" "$root/usr/bin/dta"
 chmod 755 "$root/usr/bin/dta"
 
 install -m 644 packaging/systemd/*.service "$root/lib/systemd/system/"
@@ -139,10 +142,45 @@ deb=$out/dta_${version}_${arch}.deb
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$deb" >/dev/null
 echo "$deb"
 
+# Strip the native modules of wheel $1 in place, their debug information into $1.debug (one
+# file: wheels carry one native module), and rewrite the wheel's RECORD with the new hashes.
+split_wheel() {
+    local whl=$1 dir
+    dir=$(mktemp -d)
+    (cd "$dir" && python3 -m zipfile -e "$whl" .)
+    local so
+    for so in $(cd "$dir" && find . -name '*.so'); do
+        objcopy --only-keep-debug "$dir/$so" "$whl.debug"
+        objcopy --strip-debug --add-gnu-debuglink="$whl.debug" "$dir/$so"
+    done
+    python3 - "$dir" <<'PY'
+import base64, csv, hashlib, os, sys
+root = sys.argv[1]
+record = next(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f == "RECORD")
+rows = []
+with open(record, newline="") as f:
+    for path, digest, size in csv.reader(f):
+        full = os.path.join(root, path)
+        if digest and os.path.isfile(full):
+            data = open(full, "rb").read()
+            h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            digest, size = f"sha256={h}", str(len(data))
+        rows.append((path, digest, size))
+with open(record, "w", newline="") as f:
+    csv.writer(f).writerows(rows)
+PY
+    rm -f "$whl"
+    (cd "$dir" && python3 -m zipfile -c "$whl" $(ls -A))
+    rm -rf "$dir"
+}
+
 if [ "$wheels" = 1 ]; then
     maturin=${MATURIN:-$ROOT/.venv/bin/maturin}
     [ -x "$maturin" ] || maturin=$(command -v maturin || true)
     [ -n "$maturin" ] || { echo "package.sh: maturin missing (scripts/setup.sh installs it into .venv)" >&2; exit 1; }
     "$maturin" build --release -m python/Cargo.toml --out "$out/wheels" >&2
+    for whl in "$out/wheels"/*.whl; do
+        split_wheel "$whl"
+    done
     ls "$out/wheels"/*.whl
 fi

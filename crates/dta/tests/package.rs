@@ -314,3 +314,54 @@ fn the_units_run_as_dta_with_only_their_capabilities_and_verify() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The ELF section names of `file`, read from its section header table.
+fn elf_sections(file: &Path) -> Vec<String> {
+    let b = std::fs::read(file).unwrap();
+    assert_eq!(&b[..4], b"\x7fELF", "{} is not ELF", file.display());
+    assert_eq!(b[4], 2, "64-bit ELF");
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum, shstrndx) =
+        (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
+    let strtab = u64_at(shoff + shstrndx * shentsize + 0x18);
+    (0..shnum)
+        .map(|i| {
+            let name = u32::from_le_bytes(
+                b[shoff + i * shentsize..shoff + i * shentsize + 4]
+                    .try_into()
+                    .unwrap(),
+            ) as usize;
+            let s = &b[strtab + name..];
+            String::from_utf8_lossy(&s[..s.iter().position(|&c| c == 0).unwrap()]).into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_packaged_binary_is_stripped_and_its_debug_information_kept_beside_it() {
+    let Some(b) = built() else {
+        dta_testkit::skip!("dpkg-deb / dpkg missing: not a Debian machine");
+    };
+    let shipped = elf_sections(&b.root.join("usr/bin/dta"));
+    assert!(
+        // .debug_gdb_scripts is loaded with the program (gdb's pretty-printers), not debug data.
+        !shipped
+            .iter()
+            .any(|s| s.starts_with(".debug_") && s != ".debug_gdb_scripts"),
+        "the packaged binary keeps debug sections: {shipped:?}"
+    );
+    assert!(shipped.iter().any(|s| s == ".gnu_debuglink"), "{shipped:?}");
+    let debug = b.deb.with_extension("debug");
+    let kept = elf_sections(&debug);
+    assert!(
+        kept.iter().any(|s| s == ".debug_line"),
+        "{} holds no line tables: {kept:?}",
+        debug.display()
+    );
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&b.root.join("usr/bin/dta")) < size(Path::new(env!("CARGO_BIN_EXE_dta"))),
+        "stripping made the binary no smaller"
+    );
+}
