@@ -398,6 +398,62 @@ impl Collector for UdpReceiveMetrics {
     }
 }
 
+/// The translator's receive sockets, read on each scrape: the receive buffer of each socket and
+/// the datagrams the kernel dropped at a full buffer, by priority (each receiver has one socket
+/// per priority, `dta_translator::prio_sockets`).
+pub struct PriorityReceiveMetrics {
+    receivers: Vec<dta_translator::prio_sockets::PrioSockets>,
+}
+
+impl PriorityReceiveMetrics {
+    /// Metrics `dta_translator_recv_buffer_bytes` and `dta_translator_kernel_drops{priority}`.
+    pub fn new(receivers: Vec<dta_translator::prio_sockets::PrioSockets>) -> Self {
+        PriorityReceiveMetrics { receivers }
+    }
+}
+
+impl std::fmt::Debug for PriorityReceiveMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PriorityReceiveMetrics({} receivers)",
+            self.receivers.len()
+        )
+    }
+}
+
+impl Collector for PriorityReceiveMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let buffer = self
+            .receivers
+            .first()
+            .and_then(|r| socket2::SockRef::from(r.sender()).recv_buffer_size().ok())
+            .map_or(0, |b| b / 2);
+        gauge(
+            &mut enc,
+            "dta_translator_recv_buffer_bytes",
+            "Receive buffer of each socket, bytes (net.core.rmem_max caps it without CAP_NET_ADMIN)",
+            buffer as u64,
+        )?;
+        let mut drops = [0u64; 3];
+        for r in &self.receivers {
+            for (d, x) in drops.iter_mut().zip(r.kernel_drops()) {
+                *d = d.wrapping_add(x);
+            }
+        }
+        labelled_counter(
+            &mut enc,
+            "dta_translator_kernel_drops",
+            "Datagrams the kernel dropped because a receive buffer was full, by priority (each \
+             priority has its own socket)",
+            dta_translator::prio_sockets::SLOTS
+                .iter()
+                .zip(drops)
+                .map(|(p, d)| (vec![("priority", p.name())], d)),
+        )
+    }
+}
+
 /// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind ([INT-NIC §III.C]).
 pub fn event_class(k: EventKind) -> &'static str {
     match k {

@@ -26,6 +26,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(target_os = "linux")]
+pub mod cbpf;
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;

@@ -78,37 +78,7 @@ fn steer_ip(p: &[u8]) -> Option<(u32, u32, u16, u8)> {
 /// Offset of the inner contents of a RepType 0 report: group header and individual header.
 const INNER: usize = 12;
 
-// Classic BPF encoding (linux/filter.h, linux/bpf_common.h).
-const LD: u16 = 0x00;
-const LDX: u16 = 0x01;
-const ST: u16 = 0x02;
-const STX: u16 = 0x03;
-const ALU: u16 = 0x04;
-const JMP: u16 = 0x05;
-const RET: u16 = 0x06;
-const MISC: u16 = 0x07;
-const W: u16 = 0x00;
-const H: u16 = 0x08;
-const B: u16 = 0x10;
-const IMM: u16 = 0x00;
-const ABS: u16 = 0x20;
-const IND: u16 = 0x40;
-const MEM: u16 = 0x60;
-const ADD: u16 = 0x00;
-const MUL: u16 = 0x20;
-const AND: u16 = 0x50;
-const LSH: u16 = 0x60;
-const RSH: u16 = 0x70;
-const MOD: u16 = 0x90;
-const OR: u16 = 0x40;
-const XOR: u16 = 0xa0;
-const JA: u16 = 0x00;
-const JEQ: u16 = 0x10;
-const K: u16 = 0x00;
-const X: u16 = 0x08;
-const RET_A: u16 = 0x10;
-const TAX: u16 = 0x00;
-const TXA: u16 = 0x80;
+use dta_net::cbpf::*;
 
 /// Scratch words of the program.
 const M_TYPES: u32 = 0;
@@ -116,18 +86,6 @@ const M_PROTO: u32 = 1;
 const M_HASH: u32 = 2;
 const M_IP: u32 = 3;
 const M_PORTS: u32 = 4;
-
-/// One instruction of [`program`] before its jumps are resolved.
-enum Ins {
-    Op(u16, u32),
-    /// A conditional jump: to `jt` if the test holds, else to `jf` (`None`: the next one).
-    Jump(u16, u32, Option<&'static str>, Option<&'static str>),
-    /// An unconditional jump.
-    Goto(&'static str),
-    Label(&'static str),
-}
-
-use Ins::{Goto, Jump, Label, Op};
 
 /// The steering program for a group of `n` sockets (see the module documentation; the same
 /// decision as [`steer`]).
@@ -272,26 +230,7 @@ pub fn attach(sockets: &[UdpSocket]) -> io::Result<()> {
     if sockets.len() < 2 {
         return Ok(());
     }
-    let mut prog = program(sockets.len());
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_mut_ptr(),
-    };
-    // SAFETY: setsockopt with a valid fd and a sock_fprog pointing at `prog`, alive for the
-    // call (the kernel copies the program).
-    let r = unsafe {
-        libc::setsockopt(
-            sockets[0].as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    attach_reuseport(sockets[0].as_raw_fd(), &mut program(sockets.len()))
 }
 
 #[cfg(test)]

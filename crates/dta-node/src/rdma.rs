@@ -7,7 +7,7 @@
 //! congestion signals). Flagged reports travel as WRITE WITH IMMEDIATE; the responder puts them
 //! on its region directory's ring.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use dta_rdma::Endpoint;
 use dta_rdma_requester::{connect, RequesterConfig, RoceSinks};
 use dta_rdma_responder::{Responder, ResponderConfig};
 use dta_store::Header;
+use dta_translator::ingest::PrioSockets;
 use dta_translator::{ingest, Stats, Translator};
 use dta_wire::prefix::AllowList;
 
@@ -60,7 +61,7 @@ pub struct RdmaTranslator {
     rstats: Arc<dta_rdma_requester::RequesterStats>,
     /// The translator's, then the classifier's.
     stats: Vec<Arc<Stats>>,
-    socket: UdpSocket,
+    socket: PrioSockets,
     policy: IngressPolicy,
     headers: Vec<Header>,
     _metrics: Option<dta_export::prom::MetricsServer>,
@@ -106,7 +107,7 @@ impl RdmaTranslator {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    dta_export::prom::TranslatorMetrics::new(stats.clone()).registry(),
+                    crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
                     dta_http::health::Readiness::always(),
                 )
             })

@@ -16,6 +16,7 @@ use dta_store::lock::InstanceLock;
 use dta_store::notify::{NotifyRing, DEFAULT_CAPACITY};
 use dta_store::Header;
 use dta_translator::classify::Lanes;
+use dta_translator::prio_sockets::{self, PrioSockets};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator};
 
 use crate::config::Config;
@@ -144,7 +145,7 @@ pub struct MemoryTranslator {
     translators: Vec<Translator<RegionSinks>>,
     /// One per translator thread, then the classifier's.
     stats: Vec<Arc<Stats>>,
-    sockets: Vec<UdpSocket>,
+    sockets: Vec<PrioSockets>,
     lanes: Option<Lanes>,
     policy: IngressPolicy,
     headers: Vec<Header>,
@@ -183,8 +184,8 @@ impl MemoryTranslator {
                 policy.apply(t)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        // Behind the classifier one socket is read by one thread; without it every translator
-        // thread reads its own SO_REUSEPORT socket.
+        // Behind the classifier one receiver (three sockets, one per priority) is read by one
+        // thread; without it every translator thread reads its own (prio_sockets).
         let sockets = bind_sockets(cfg, if classified { 1 } else { threads })?;
         let lanes = classified
             .then(|| Lanes::from_config(threads, &cfg.translator))
@@ -196,7 +197,7 @@ impl MemoryTranslator {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    dta_export::prom::TranslatorMetrics::new(stats.clone()).registry(),
+                    translator_registry(&stats, &sockets)?,
                     crate::ops::regions_ready(collector.regions()),
                 )
             })
@@ -298,13 +299,29 @@ pub(crate) fn refuse_shared_port(cfg: &Config) -> anyhow::Result<()> {
     ingest::refuse_shared_port(listen.port()).with_context(|| format!("listening on {listen}"))
 }
 
-/// Bind `n` sockets on the configured address (`SO_REUSEPORT` group) after
-/// [`refuse_shared_port`].
-pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<UdpSocket>> {
+/// Bind `n` receivers on the configured address, each one socket per priority in the port's
+/// `SO_REUSEPORT` group ([`prio_sockets`]), after [`refuse_shared_port`].
+pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<PrioSockets>> {
     refuse_shared_port(cfg)?;
     let listen = cfg.translator.listen;
-    ingest::bind_group(listen, n, cfg.translator.recv_buffer)
+    prio_sockets::bind(listen, n, cfg.translator.recv_buffer)
         .with_context(|| format!("binding {listen}"))
+}
+
+/// The translator's metrics: its counters (`stats`: every thread's, the classifier's, the
+/// driver's) and its receive sockets' (buffer, kernel drops by priority).
+pub(crate) fn translator_registry(
+    stats: &[Arc<Stats>],
+    sockets: &[PrioSockets],
+) -> anyhow::Result<crate::ops::Registry> {
+    let mut reg = dta_export::prom::TranslatorMetrics::new(stats.to_vec()).registry();
+    reg.register_collector(Box::new(dta_export::prom::PriorityReceiveMetrics::new(
+        sockets
+            .iter()
+            .map(PrioSockets::try_clone)
+            .collect::<std::io::Result<_>>()?,
+    )));
+    Ok(reg)
 }
 
 /// `dta translator --cluster MAP --collectors A,B`: the configuration of each collector's

@@ -12,7 +12,7 @@
 //! in bpffs while it runs (`dta query --region PIN/NAME` reads them) and the pins removed at exit
 //! unless asked to keep them.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,7 @@ use anyhow::Context;
 use dta_collector::Collector;
 use dta_store::lock::InstanceLock;
 use dta_store::Header;
+use dta_translator::ingest::PrioSockets;
 use dta_translator::rules::{PrimitiveName, Rules};
 use dta_translator::{ingest, PrototypeHeader, Reason, RegionSinks, Stats, Translator};
 use dta_xdp::{copy_data, AttachMode, XdpConfig, XdpStats, XdpTranslator};
@@ -58,7 +59,7 @@ pub struct XdpNode {
     translator: Translator<RegionSinks>,
     /// The userspace half's, the classifier's, then the driver's (mirrored, [`mirror`]).
     stats: Vec<Arc<Stats>>,
-    socket: UdpSocket,
+    socket: PrioSockets,
     policy: IngressPolicy,
     headers: Vec<Header>,
     running_user: Vec<PrimitiveName>,
@@ -165,7 +166,7 @@ impl XdpNode {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    dta_export::prom::TranslatorMetrics::new(stats.clone()).registry(),
+                    crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
                     crate::ops::regions_ready(collector.regions()),
                 )
             })

@@ -78,7 +78,7 @@ fn reporter_translator_veth_responder_query() {
             let mut t = Translator::new(&tcfg, &infos, conn.sinks, stats).unwrap();
             let sock = ingest::bind("127.0.0.1:0".parse().unwrap(), 8 << 20).unwrap();
             addr_tx.send(sock.local_addr().unwrap()).unwrap();
-            ingest::run(&mut t, &sock, 64, &stop).unwrap();
+            ingest::run(&mut t, &ingest::PrioSockets::single(sock), 64, &stop).unwrap();
             assert_eq!(t.sinks().in_flight(), 0);
             rstats.snapshot()
         })

@@ -217,7 +217,13 @@ fn step(
                 Mode::Dta => {
                     let mut t = Translator::colocated(&cfg, regions.regions(), stats.clone())
                         .expect("translator");
-                    ingest::run(&mut t, &sock, cfg.recv_batch, &stop).expect("ingest");
+                    ingest::run(
+                        &mut t,
+                        &ingest::PrioSockets::single(sock),
+                        cfg.recv_batch,
+                        &stop,
+                    )
+                    .expect("ingest");
                     stats.reports.iter().map(|c| c.load(Relaxed)).sum()
                 }
                 Mode::HashMap => {

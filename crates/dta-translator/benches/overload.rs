@@ -190,7 +190,7 @@ impl Bench<'_> {
                     .with_shard(shards.shard(i))
             })
             .collect();
-        let sockets = ingest::bind_group(
+        let sockets = dta_translator::prio_sockets::bind(
             "127.0.0.1:0".parse().unwrap(),
             if mode == Mode::Classified { 1 } else { threads },
             cfg.recv_buffer,
@@ -231,7 +231,7 @@ impl Bench<'_> {
         o.shed = std::array::from_fn(|p| sum.shed[p].load(Relaxed));
         o.socket_drops = sockets
             .iter()
-            .map(|s| ingest::kernel_drops(s).unwrap_or(0))
+            .map(|s| s.kernel_drops().iter().sum::<u64>())
             .sum();
         o
     }

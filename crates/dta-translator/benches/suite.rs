@@ -795,7 +795,13 @@ fn run_e2e(a: &Args, regions: &[Arc<Region>]) {
                 sent
             });
             let cpu = bench::thread_cpu();
-            ingest::run_for(&mut t, &sock, 256, dur + Duration::from_millis(100)).unwrap();
+            ingest::run_for(
+                &mut t,
+                &ingest::PrioSockets::single(sock),
+                256,
+                dur + Duration::from_millis(100),
+            )
+            .unwrap();
             (h.join().unwrap(), bench::thread_cpu() - cpu)
         });
         let (sent, cpu) = sent;

@@ -23,6 +23,8 @@ use crate::sinks::Sinks;
 use crate::stats::{add, Stats};
 
 use dta_net::mmsg::{RecvBatch, RecvHeaders};
+
+pub use crate::prio_sockets::PrioSockets;
 use dta_wire::MAX_DATAGRAM;
 
 /// Bind the translator's UDP socket: `SO_REUSEPORT` (so several translator threads can share the
@@ -122,7 +124,7 @@ pub const MAX_DRAIN_DATAGRAMS: usize = 65_536;
 /// ([`TranslatorConfig::classifier_for`]); the classifier counts into `classifier_stats`.
 pub fn run_one<S: Sinks + Send>(
     translator: &mut Translator<S>,
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     cfg: &TranslatorConfig,
     classifier_stats: &Stats,
     stop: &AtomicBool,
@@ -131,7 +133,7 @@ pub fn run_one<S: Sinks + Send>(
         let lanes = Lanes::from_config(1, cfg)?;
         run_classified(
             std::slice::from_mut(translator),
-            socket,
+            rx,
             &lanes,
             &cfg.allow,
             classifier_stats,
@@ -139,18 +141,18 @@ pub fn run_one<S: Sinks + Send>(
             stop,
         )
     } else {
-        run(translator, socket, cfg.recv_batch, stop)
+        run(translator, rx, cfg.recv_batch, stop)
     }
 }
 
 /// Run the translator on `socket` until `stop` is set, then write out everything it holds.
 pub fn run<S: Sinks>(
     translator: &mut Translator<S>,
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    receive(translator, socket, batch, stop)?;
+    receive(translator, rx, batch, stop)?;
     translator.flush_all();
     Ok(())
 }
@@ -158,15 +160,19 @@ pub fn run<S: Sinks>(
 /// The receive loop proper, until `stop`.
 fn receive<S: Sinks>(
     translator: &mut Translator<S>,
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut m = recv_batch(batch);
-    let fd = socket.as_raw_fd();
     let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let socket = rx.sender();
     while !stop.load(Ordering::Relaxed) {
-        let n = m.recv(fd, libc::MSG_WAITFORONE)?;
+        // One batch of the highest priority waiting (prio_sockets), or a wait when none is.
+        let n = rx.recv(&mut m)?;
+        if n == 0 {
+            rx.wait(IDLE_WAIT)?;
+        }
         let now = Instant::now();
         // The spill goes first, while the budget allows: it is older than this batch.
         translator.reinject(now);
@@ -181,11 +187,11 @@ fn receive<S: Sinks>(
         translator.tick(now);
         m.gather(n, translator.recv_gather());
     }
-    // Stopping: apply what the kernel already holds for this socket (datagrams that arrived
-    // before the signal), bounded so a flood cannot hold the exit.
+    // Stopping: apply what the kernel already holds for these sockets (datagrams that arrived
+    // before the signal), high priority first, bounded so a flood cannot hold the exit.
     let mut drained = 0;
     while drained < MAX_DRAIN_DATAGRAMS {
-        let n = m.recv(fd, libc::MSG_DONTWAIT)?;
+        let n = rx.recv(&mut m)?;
         if n == 0 {
             break;
         }
@@ -216,7 +222,7 @@ fn send_nacks<S: Sinks>(translator: &mut Translator<S>, socket: &UdpSocket) {
 /// writes out everything it holds. An error on one thread stops them all.
 pub fn run_threads<S: Sinks + Send>(
     translators: &mut [Translator<S>],
-    sockets: &[UdpSocket],
+    sockets: &[PrioSockets],
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
@@ -232,17 +238,17 @@ pub fn run_threads<S: Sinks + Send>(
             .iter_mut()
             .zip(sockets)
             .enumerate()
-            .map(|(i, (t, socket))| {
+            .map(|(i, (t, rx))| {
                 let stopped = &stopped;
                 std::thread::Builder::new()
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
                         let mut guard = Stopped::new(stopped);
-                        let r = receive(t, socket, batch, stop);
+                        let r = receive(t, rx, batch, stop);
                         if r.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
-                        finish(t, socket, &mut guard, threads);
+                        finish(t, rx.sender(), &mut guard, threads);
                         r
                     })
                     .expect("spawn translator thread")
@@ -328,7 +334,7 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 /// classifier stops them all.
 pub fn run_classified<S: Sinks + Send>(
     translators: &mut [Translator<S>],
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     lanes: &Lanes,
     allow: &AllowList,
     classifier_stats: &Stats,
@@ -346,7 +352,7 @@ pub fn run_classified<S: Sinks + Send>(
         let classifier = std::thread::Builder::new()
             .name("dta-classifier".into())
             .spawn_scoped(s, || {
-                let r = classify(socket, lanes, allow, classifier_stats, batch, stop);
+                let r = classify(rx, lanes, allow, classifier_stats, batch, stop);
                 if r.is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -362,8 +368,8 @@ pub fn run_classified<S: Sinks + Send>(
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
                         let mut guard = Stopped::new(stopped);
-                        translate_lane(t, lanes, i, socket);
-                        finish(t, socket, &mut guard, threads);
+                        translate_lane(t, lanes, i, rx.sender());
+                        finish(t, rx.sender(), &mut guard, threads);
                     })
                     .expect("spawn translator thread")
             })
@@ -383,14 +389,14 @@ pub fn run_classified<S: Sinks + Send>(
 /// The classifier thread: receive, classify, queue or shed, until `stop`; then take what the
 /// kernel holds (bounded) and tell the translator threads it is done.
 pub fn classify(
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     lanes: &Lanes,
     allow: &AllowList,
     stats: &Stats,
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let r = classify_until(socket, lanes, allow, stats, batch, stop);
+    let r = classify_until(rx, lanes, allow, stats, batch, stop);
     lanes.done.store(true, Ordering::SeqCst);
     for lane in lanes.lanes.iter() {
         lane.wake();
@@ -399,7 +405,7 @@ pub fn classify(
 }
 
 fn classify_until(
-    socket: &UdpSocket,
+    sockets: &PrioSockets,
     lanes: &Lanes,
     allow: &AllowList,
     stats: &Stats,
@@ -407,18 +413,22 @@ fn classify_until(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut rx = PoolRx::new(batch, lanes.threads());
-    let fd = socket.as_raw_fd();
     let r = (|| {
         while !stop.load(Ordering::Relaxed) {
-            let n = rx.recv(&lanes.pool, fd, libc::MSG_WAITFORONE)?;
+            // One batch of the highest priority waiting (prio_sockets), or a wait.
+            let (n, fd) = rx.recv_first(&lanes.pool, sockets)?;
+            if n == 0 {
+                sockets.wait(IDLE_WAIT)?;
+                continue;
+            }
             rx.dispatch(n, lanes, allow, stats, Wait::Backlog { fd, stop });
         }
-        // Stopping: queue what the kernel already holds for this socket, waiting a bounded time
-        // for room rather than shedding it.
+        // Stopping: queue what the kernel already holds for these sockets, waiting a bounded
+        // time for room rather than shedding it.
         let deadline = Instant::now() + DRAIN_WAIT;
         let mut drained = 0;
         while drained < MAX_DRAIN_DATAGRAMS {
-            let n = rx.recv(&lanes.pool, fd, libc::MSG_DONTWAIT)?;
+            let (n, _) = rx.recv_first(&lanes.pool, sockets)?;
             if n == 0 {
                 break;
             }
@@ -532,6 +542,18 @@ impl PoolRx {
         }
     }
 
+    /// [`Self::recv`] from the highest-priority socket holding datagrams, without waiting: how
+    /// many arrived and from which socket (0: all empty).
+    fn recv_first(&mut self, pool: &Pool, sockets: &PrioSockets) -> io::Result<(usize, i32)> {
+        for fd in sockets.fds() {
+            let n = self.recv(pool, fd, libc::MSG_DONTWAIT)?;
+            if n > 0 {
+                return Ok((n, fd));
+            }
+        }
+        Ok((0, -1))
+    }
+
     /// Queue the `n` datagrams received, or shed them. A full queue is waited on (its
     /// translator thread woken) as `wait` says before the datagram is shed.
     fn dispatch(
@@ -640,7 +662,7 @@ const SO_MEMINFO: libc::c_int = 0x39;
 /// Run for at most `duration` (tests and benchmarks).
 pub fn run_for<S: Sinks>(
     translator: &mut Translator<S>,
-    socket: &UdpSocket,
+    rx: &PrioSockets,
     batch: usize,
     duration: Duration,
 ) -> io::Result<()> {
@@ -650,7 +672,7 @@ pub fn run_for<S: Sinks>(
             std::thread::sleep(duration);
             stop.store(true, Ordering::Relaxed);
         });
-        run(translator, socket, batch, &stop)
+        run(translator, rx, batch, &stop)
     })
 }
 
@@ -682,7 +704,7 @@ mod tests {
     /// counted, and the queue hands out high priority first, each priority in arrival order.
     #[test]
     fn the_classifier_queues_by_priority_and_sheds_what_does_not_fit() {
-        let socket = bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let socket = PrioSockets::single(bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap());
         let to = socket.local_addr().unwrap();
         let lanes = Lanes::new(
             1,
@@ -759,7 +781,7 @@ mod tests {
     /// buffer is past the threshold, low priority is shed.
     #[test]
     fn the_classifier_sheds_only_when_the_kernel_buffer_fills() {
-        let socket = bind("127.0.0.1:0".parse().unwrap(), 1 << 16).unwrap();
+        let socket = PrioSockets::single(bind("127.0.0.1:0".parse().unwrap(), 1 << 16).unwrap());
         let to = socket.local_addr().unwrap();
         let depth = Depths {
             low: 2,
@@ -787,7 +809,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(200));
             assert_eq!(shed(), 0, "a burst the buffer holds is not shed");
-            assert!(backlog(socket.as_raw_fd()).unwrap() > 0.0);
+            assert!(backlog(socket.sender().as_raw_fd()).unwrap() > 0.0);
             // Fill the buffer past half: now the classifier sheds.
             let deadline = Instant::now() + dta_testkit::WAIT;
             let mut seq = 10;

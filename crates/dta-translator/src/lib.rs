@@ -27,6 +27,7 @@ pub mod meter;
 pub mod overload;
 pub mod port_owner;
 pub mod postcard;
+pub mod prio_sockets;
 pub mod reason;
 pub mod rules;
 pub mod sequence;

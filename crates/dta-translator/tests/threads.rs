@@ -185,7 +185,7 @@ fn sixteen_reporters(classified: bool) {
     let shards = Shards::new(2, 1024);
     let mut ts = sharded(&regions, &shards);
     let cfg = TranslatorConfig::default();
-    let sockets = ingest::bind_group(
+    let sockets = dta_translator::prio_sockets::bind(
         "127.0.0.1:0".parse().unwrap(),
         if classified { 1 } else { 2 },
         cfg.recv_buffer,
@@ -324,7 +324,9 @@ fn run_classified_applies_what_arrived_before_the_stop() {
     let shards = Shards::new(2, 1024);
     let mut ts = sharded(&regions, &shards);
     let cfg = TranslatorConfig::default();
-    let socket = ingest::bind("127.0.0.1:0".parse().unwrap(), cfg.recv_buffer).unwrap();
+    let socket = ingest::PrioSockets::single(
+        ingest::bind("127.0.0.1:0".parse().unwrap(), cfg.recv_buffer).unwrap(),
+    );
     let to = socket.local_addr().unwrap();
     let senders: Vec<UdpSocket> = (0..8)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())

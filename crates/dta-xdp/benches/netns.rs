@@ -342,7 +342,7 @@ fn main() {
             let mut t = Translator::colocated(&cfg, regions, st2).unwrap();
             let sock = ingest::bind(addr, 64 << 20).unwrap();
             let c0 = thread_cpu_secs();
-            ingest::run(&mut t, &sock, 64, &stop2).unwrap();
+            ingest::run(&mut t, &ingest::PrioSockets::single(sock), 64, &stop2).unwrap();
             thread_cpu_secs() - c0
         });
         std::thread::sleep(Duration::from_millis(200));

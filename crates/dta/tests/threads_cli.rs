@@ -69,7 +69,9 @@ fn translator_threads_share_the_port() {
         for (r, s) in senders.iter().enumerate() {
             let key = (seq + r as u32) % 8;
             counts[key as usize] += 1;
-            let d = datagram(r as u32, seq, key, (r % 4) as u32, seq);
+            // The kernel steers a reporter to thread `id mod 2` (prio_sockets); lists `(r / 2) % 4`
+            // are owned by thread `list mod 2` (shard): half the appends change threads.
+            let d = datagram(r as u32, seq, key, ((r / 2) % 4) as u32, seq);
             s.send_to(&d, ("127.0.0.1", udp_port)).unwrap();
             sent += 1;
         }
