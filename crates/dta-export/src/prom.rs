@@ -189,6 +189,11 @@ impl Collector for TranslatorMetrics {
                 "Sequence spaces resynchronised (restarted or evicted reporters)",
                 |s| s.resyncs.load(Relaxed),
             ),
+            (
+                "dta_translator_nacks_over_budget",
+                "NACKs not sent: the translator's NACK budget was spent",
+                |s| s.nacks_over_budget.load(Relaxed),
+            ),
             ("dta_translator_nacks", "NACKs sent to reporters", |s| {
                 s.nacks_sent.load(Relaxed)
             }),

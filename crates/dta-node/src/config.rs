@@ -112,11 +112,23 @@ pub fn resolve(base: &Path, p: &mut PathBuf) {
 }
 
 /// The paths of a `[translator]` table (in `dta.toml` and in the INT sink's file) relative to
-/// `base`: `flow_control.spill_file`.
+/// `base`: `flow_control.spill_file`, `control_key_file`.
 pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorConfig) {
     if let Some(f) = t.flow_control.spill_file.as_mut() {
         resolve(base, f);
     }
+    if let Some(f) = t.control_key_file.as_mut() {
+        resolve(base, f);
+    }
+}
+
+/// The control key in `path` (32 hexadecimal digits; docs/security.md). The error names the
+/// file, never its content.
+pub fn read_control_key(path: &Path) -> anyhow::Result<dta_wire::auth::ControlKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the control key {}", path.display()))?;
+    dta_wire::auth::ControlKey::from_hex(&text)
+        .map_err(|e| anyhow::anyhow!("control key {}: {e}", path.display()))
 }
 
 /// The INT sink's configuration file (`dta int-sink --config`, docs/int-sink.md).

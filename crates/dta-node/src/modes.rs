@@ -298,7 +298,7 @@ pub fn check_int_sink(f: &IntSinkFile, xdp: bool) -> Result<(), Refusal> {
             sink_setting(sink)
         },
     };
-    let differs: [(&str, bool, &str); 8] = [
+    let differs: [(&str, bool, &str); 10] = [
         ("allow", t.allow != d.allow, "allow"),
         ("listen", t.listen != d.listen, "listen"),
         ("threads", t.threads != d.threads, "threads"),
@@ -311,6 +311,8 @@ pub fn check_int_sink(f: &IntSinkFile, xdp: bool) -> Result<(), Refusal> {
             t.prototype_header != d.prototype_header,
             "",
         ),
+        ("nack_budget", t.nack_budget != d.nack_budget, ""),
+        ("control_key_file", t.control_key_file.is_some(), ""),
     ];
     if let Some((name, _, sink)) = differs.iter().find(|(_, set, _)| *set) {
         return Err(receive_only(name, sink));

@@ -1,5 +1,6 @@
-//! The ingress policy: who may write which store, which rules run, how writes are metered and
-//! where flagged reports are announced — compiled once from the configuration against the
+//! The ingress policy: who may write which store, which rules run, how writes are metered,
+//! where flagged reports are announced, how many NACKs are sent and whether what is sent to
+//! reporters is authenticated — compiled once from the configuration against the
 //! stores a node serves, and applied to every translator of every mode by [`IngressPolicy::apply`]
 //! (the one function; docs/security.md, docs/modes.md).
 //!
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use dta_store::notify::NotifyRing;
 use dta_store::Header;
+use dta_translator::control::{ControlAuth, NackBudget};
 use dta_translator::rules::Rules;
 use dta_translator::{Meter, Sinks, Translator};
 use dta_wire::prefix::{AllowList, Prefix};
@@ -32,6 +34,10 @@ pub struct IngressPolicy {
     meter: Arc<Meter>,
     /// Where flagged reports are announced when the sink writes shared memory.
     ring: Option<Arc<NotifyRing>>,
+    /// `[translator] nack_budget`, one bucket for the collector's threads.
+    nack_budget: Arc<NackBudget>,
+    /// `[translator] control_key_file`: what is sent to reporters is authenticated.
+    control: Option<Arc<ControlAuth>>,
 }
 
 impl IngressPolicy {
@@ -70,6 +76,12 @@ impl IngressPolicy {
             rule_state_entries: t.rule_state_entries,
             meter: Arc::new(Meter::new(&t.flow_control)),
             ring,
+            nack_budget: NackBudget::new(t.nack_budget),
+            control: t
+                .control_key_file
+                .as_deref()
+                .map(|p| crate::config::read_control_key(p).map(ControlAuth::new))
+                .transpose()?,
         })
     }
 
@@ -79,8 +91,12 @@ impl IngressPolicy {
     pub fn apply<S: Sinks>(&self, t: Translator<S>) -> anyhow::Result<Translator<S>> {
         let mut t = t
             .with_meter(self.meter.clone())
+            .with_nack_budget(self.nack_budget.clone())
             .with_rules(self.rules.clone(), self.rule_state_entries);
         t.set_allow(self.allow.clone());
+        if let Some(a) = &self.control {
+            t.set_control_auth(a.clone());
+        }
         for (name, allow) in &self.store_allow {
             t.set_store_allow(name, allow.clone())
                 .with_context(|| format!("[[store]] {name:?} allow"))?;

@@ -4,7 +4,7 @@
 //! metrics server, the rule reloads, the progress line, the flush on stop, the summary.
 //! The XDP and RoCEv2 modes are [`crate::xdp`] and [`crate::rdma`].
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

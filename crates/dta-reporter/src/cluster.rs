@@ -133,6 +133,9 @@ impl ClusterReporter {
                 cfg.destination = addr;
                 if i > 0 {
                     cfg.nack_port = None;
+                } else {
+                    // The one NACK socket hears every translator's notices.
+                    cfg.control_from.extend(addrs.iter().copied());
                 }
                 Reporter::new(cfg).map_err(|source| ClusterError::Io { addr, source })
             })

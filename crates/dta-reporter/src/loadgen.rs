@@ -648,6 +648,8 @@ pub fn run_many(
         /// Next sequence number of each reporter.
         next: Vec<u32>,
         first_id: u32,
+        /// The translator: NACKs from anywhere else are ignored (counted).
+        translator: std::net::SocketAddr,
         stats: ReporterStats,
         scratch: Vec<u8>,
     }
@@ -691,15 +693,30 @@ pub fn run_many(
             let mut got = 0;
             let mut b = [0u8; 64];
             loop {
-                let n = match self.nacks.recv(&mut b) {
-                    Ok(n) => n,
+                let n = match self.nacks.recv_from(&mut b) {
+                    // NACKs only from the translator (docs/security.md).
+                    Ok((_, from)) if from != self.translator => {
+                        self.stats.control_wrong_source += 1;
+                        continue;
+                    }
+                    Ok((n, _)) => n,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(got),
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
                     Err(e) => return Err(e),
                 };
                 got += 1;
-                let Ok(nack) = dta_wire::native::NackRepr::parse(&b[..n]) else {
+                // Signed by the translator, not checked here (run_many takes no key).
+                let mut plain = [0u8; 64];
+                let msg = if dta_wire::auth::is_sealed(&b[..n]) {
+                    match dta_wire::auth::strip(&b[..n], &mut plain) {
+                        Some(m) => &plain[..m],
+                        None => &b[..0],
+                    }
+                } else {
+                    &b[..n]
+                };
+                let Ok(nack) = dta_wire::native::NackRepr::parse(msg) else {
                     self.stats.bad_nacks += 1;
                     continue;
                 };
@@ -724,6 +741,7 @@ pub fn run_many(
             .collect(),
         next: vec![0; many.reporters as usize],
         first_id: many.first_id,
+        translator: destination,
         stats: ReporterStats::default(),
         scratch: vec![0; slot],
     };

@@ -104,6 +104,14 @@ pub struct ReporterConfig {
     pub clock: Clock,
     /// Local address to send from. Default: unspecified, of the destination's family.
     pub bind: Option<IpAddr>,
+    /// The control key shared with the translator (`[translator] control_key_file`): NACKs and
+    /// congestion notices are then obeyed only when they carry a valid authenticator with a
+    /// counter not seen before (docs/security.md). Default none: any well-formed message from
+    /// the translator's address is obeyed.
+    pub control_key: Option<dta_wire::auth::ControlKey>,
+    /// Addresses NACKs and notices are taken from besides `destination` (a reporter whose NACK
+    /// socket serves several translators, [`crate::ClusterReporter`]). Default none.
+    pub control_from: Vec<SocketAddr>,
 }
 
 impl ReporterConfig {
@@ -123,6 +131,8 @@ impl ReporterConfig {
             tail_probe_interval: flow::DEFAULT_TAIL_PROBE_INTERVAL,
             clock: Clock::System,
             bind: None,
+            control_key: None,
+            control_from: vec![],
         }
     }
 }
@@ -215,6 +225,15 @@ pub struct ReporterStats {
     pub bad_nacks: u64,
     /// Datagrams the kernel refused (e.g. ICMP port unreachable: `ECONNREFUSED`); lost.
     pub send_errors: u64,
+    /// Control messages (NACKs, notices) not obeyed: from an address other than the
+    /// translator's.
+    pub control_wrong_source: u64,
+    /// Not obeyed: without an authenticator while a key is configured.
+    pub control_unauthenticated: u64,
+    /// Not obeyed: an authenticator that does not verify.
+    pub control_bad_authenticator: u64,
+    /// Not obeyed: a counter already seen (a replay).
+    pub control_replayed: u64,
 }
 
 impl ReporterStats {
@@ -234,6 +253,10 @@ impl ReporterStats {
             suppressed_reports,
             bad_nacks,
             send_errors,
+            control_wrong_source,
+            control_unauthenticated,
+            control_bad_authenticator,
+            control_replayed,
         } = *other;
         self.datagrams += datagrams;
         self.reports += reports;
@@ -248,6 +271,10 @@ impl ReporterStats {
         self.suppressed_reports += suppressed_reports;
         self.bad_nacks += bad_nacks;
         self.send_errors += send_errors;
+        self.control_wrong_source += control_wrong_source;
+        self.control_unauthenticated += control_unauthenticated;
+        self.control_bad_authenticator += control_bad_authenticator;
+        self.control_replayed += control_replayed;
     }
 }
 
@@ -321,6 +348,42 @@ pub struct Reporter {
     since_poll: u32,
     governor: Governor,
     start: Instant,
+    /// Authenticated control messages' counters seen ([`ReplayWindow`]).
+    replay: ReplayWindow,
+}
+
+/// The counters of authenticated control messages accepted: the highest, and which of the 64
+/// below it were seen. The translator's threads draw counters from one sequence and send
+/// independently, so messages may arrive out of order; any counter is taken once, and one more
+/// than 64 behind the highest is taken for a replay.
+#[derive(Debug, Default, Clone, Copy)]
+struct ReplayWindow {
+    top: Option<u64>,
+    seen: u64,
+}
+
+impl ReplayWindow {
+    /// Take counter `c`: false if it was seen or is too old.
+    fn take(&mut self, c: u64) -> bool {
+        let Some(top) = self.top else {
+            self.top = Some(c);
+            self.seen = 1;
+            return true;
+        };
+        if c > top {
+            let shift = c - top;
+            self.seen = if shift >= 64 { 0 } else { self.seen << shift };
+            self.seen |= 1;
+            self.top = Some(c);
+            return true;
+        }
+        let back = top - c;
+        if back >= 64 || self.seen & (1 << back) != 0 {
+            return false;
+        }
+        self.seen |= 1 << back;
+        true
+    }
 }
 
 impl Reporter {
@@ -369,6 +432,17 @@ impl Reporter {
                     Some(s)
                 }
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse && !cfg.retransmittable => None,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!(
+                            "the NACK port {port} is already in use (another retransmittable \
+                             reporter on this host?): the translator sends NACKs to one port per \
+                             reporter address, so run one retransmittable reporter per address \
+                             (or per NACK port, with the translator's nack_port to match)"
+                        ),
+                    ))
+                }
                 Err(e) => return Err(e),
             },
         };
@@ -394,6 +468,7 @@ impl Reporter {
             since_poll: 0,
             governor: Governor::new(),
             start: Instant::now(),
+            replay: ReplayWindow::default(),
         })
     }
 
@@ -677,10 +752,10 @@ impl Reporter {
             let Some(s) = self.nack_socket.as_ref() else {
                 return Ok(handled);
             };
-            match s.recv(&mut b) {
-                Ok(n) => {
+            match s.recv_from(&mut b) {
+                Ok((n, from)) => {
                     handled += 1;
-                    self.handle_control(&b[..n])?;
+                    self.handle_control_from(&b[..n], from)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(handled),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -705,11 +780,11 @@ impl Reporter {
         s.set_nonblocking(false)?;
         let r = s
             .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))
-            .and_then(|_| s.recv(&mut b));
+            .and_then(|_| s.recv_from(&mut b));
         s.set_nonblocking(true)?;
         match r {
-            Ok(n) => {
-                self.handle_control(&b[..n])?;
+            Ok((n, from)) => {
+                self.handle_control_from(&b[..n], from)?;
                 Ok(1 + self.poll_nacks()?)
             }
             Err(e)
@@ -800,6 +875,45 @@ impl Reporter {
     /// what it names), a congestion notice (obey it), or anything else (counted `bad_nacks`).
     /// For callers that receive the translator's datagrams themselves.
     pub fn handle_control(&mut self, b: &[u8]) -> io::Result<()> {
+        // Authenticated messages (native only: the prototype's 2-byte NACK has no room).
+        let mut plain = [0u8; 64];
+        let b = match (&self.cfg.control_key, self.cfg.protocol) {
+            (Some(key), Protocol::Native { .. }) => {
+                match dta_wire::auth::open(b, key, None, &mut plain) {
+                    Ok((n, counter)) => {
+                        if !self.replay.take(counter) {
+                            self.stats.control_replayed += 1;
+                            return Ok(());
+                        }
+                        &plain[..n]
+                    }
+                    Err(e) => {
+                        *match e {
+                            dta_wire::auth::AuthError::Unauthenticated => {
+                                &mut self.stats.control_unauthenticated
+                            }
+                            dta_wire::auth::AuthError::Replayed => &mut self.stats.control_replayed,
+                            dta_wire::auth::AuthError::BadTag
+                            | dta_wire::auth::AuthError::Truncated => {
+                                &mut self.stats.control_bad_authenticator
+                            }
+                        } += 1;
+                        return Ok(());
+                    }
+                }
+            }
+            (None, Protocol::Native { .. }) if dta_wire::auth::is_sealed(b) => {
+                // Signed by the translator, not checked here (no key): the message itself.
+                match dta_wire::auth::strip(b, &mut plain) {
+                    Some(n) => &plain[..n],
+                    None => {
+                        self.stats.bad_nacks += 1;
+                        return Ok(());
+                    }
+                }
+            }
+            _ => b,
+        };
         let now = self.now_ms();
         match self.cfg.protocol {
             Protocol::Prototype(_) => match prototype::NackRepr::parse(b) {
@@ -837,6 +951,27 @@ impl Reporter {
                 }
             },
         }
+    }
+
+    /// Handle a datagram of the NACK socket received from `from`: taken only from the
+    /// translator ([`ReporterConfig::destination`], or [`ReporterConfig::control_from`]), then
+    /// as [`Self::handle_control`]. A message from anywhere else changes nothing and is counted
+    /// (`control_wrong_source`).
+    pub fn handle_control_from(&mut self, b: &[u8], from: SocketAddr) -> io::Result<()> {
+        let canonical = |a: SocketAddr| match a.ip() {
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(a, |v4| SocketAddr::new(v4.into(), a.port())),
+            IpAddr::V4(_) => a,
+        };
+        let from = canonical(from);
+        let ok = canonical(self.cfg.destination) == from
+            || self.cfg.control_from.iter().any(|c| canonical(*c) == from);
+        if !ok {
+            self.stats.control_wrong_source += 1;
+            return Ok(());
+        }
+        self.handle_control(b)
     }
 
     /// Whether a NACK for `seq` repeats the last honoured one within the hold-off (counted);

@@ -51,6 +51,13 @@ pub struct TranslatorConfig {
     pub recv_buffer: usize,
     /// UDP port NACKs are sent to on the reporter's address.
     pub nack_port: u16,
+    /// NACKs per second, all threads of the translator together (0: unlimited). A NACK over
+    /// the budget is not sent; the tracker NACKs its gap again later (docs/flow-control.md).
+    pub nack_budget: u64,
+    /// A file holding the control key (32 hexadecimal digits): NACKs and congestion notices
+    /// are then authenticated, and reporters given the same key obey only those
+    /// (docs/security.md). Relative to the configuration file's directory.
+    pub control_key_file: Option<PathBuf>,
     /// Do not NACK a missing number again within this interval; the timer sweeps the spaces
     /// with gaps about this often.
     pub nack_interval_ms: u64,
@@ -110,6 +117,13 @@ impl TranslatorConfig {
     pub fn validate(&self) -> Result<(), String> {
         let p = "translator";
         self.allow.validate(&format!("{p}.allow"))?;
+        if self.nack_budget > crate::control::MAX_NACK_BUDGET {
+            return Err(format!(
+                "{p}.nack_budget = {}: 0 (unlimited) ..= {} NACKs per second",
+                self.nack_budget,
+                crate::control::MAX_NACK_BUDGET
+            ));
+        }
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "{p}.threads = {}: 0..={MAX_THREADS} (0 and 1: one thread)",
@@ -209,6 +223,8 @@ impl Default for TranslatorConfig {
             recv_gather_us: DEFAULT_RECV_GATHER_US,
             recv_buffer: 8 << 20,
             nack_port: dta_wire::NACK_PORT,
+            nack_budget: crate::control::DEFAULT_NACK_BUDGET,
+            control_key_file: None,
             nack_interval_ms: 5,
             resync_after_ms: 1000,
             tracker_entries: crate::sequence::DEFAULT_ENTRIES,

@@ -21,6 +21,7 @@ pub mod append;
 pub mod baseline;
 pub mod classify;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod ingest;
 pub mod meter;

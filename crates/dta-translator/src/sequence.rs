@@ -206,8 +206,13 @@ struct Entry {
     /// When `base` last moved or the gap opened (give-up).
     since: u32,
     nack_at: u32,
+    /// `base` when the current NACK interval began: the same gap NACKed again.
+    backoff_base: u32,
     /// `V4 | PROTOTYPE | priority`: with `ip` and `reporter`, the key.
     tag: u8,
+    /// The current NACK interval is `nack_interval << backoff`: doubled each time the same gap
+    /// is NACKed again, back to 0 when `base` moves ([`MAX_BACKOFF`]).
+    backoff: u8,
     /// The latest datagram's R bit: whether the space's gaps are NACKed and given up as
     /// `unrecovered`.
     retransmittable: bool,
@@ -294,7 +299,9 @@ impl Entry {
             applied: now,
             since: now,
             nack_at: now.wrapping_sub(nack_interval),
+            backoff_base: next.wrapping_sub(1),
             tag: key.tag,
+            backoff: 0,
             retransmittable: r,
         }
     }
@@ -306,6 +313,8 @@ impl Entry {
             shr(recv, k);
             self.base = self.base.wrapping_add(k) & mask;
             self.since = now;
+            // A new gap is NACKed at the plain interval again.
+            self.backoff = 0;
         }
     }
 
@@ -349,9 +358,18 @@ impl Entry {
         })
     }
 
-    /// The first NACK owed now: a new NACK interval begins if the last one has ended.
+    /// The first NACK owed now: a new NACK interval begins if the last one has ended. An
+    /// interval that begins on the gap of the last one (`base` has not moved) lasts twice as
+    /// long, up to `nack_interval << MAX_BACKOFF`: a reporter that cannot answer (gone, or
+    /// behind a congested path) is asked less and less often until the gap is given up.
     fn nack(&mut self, recv: &Bits, now: u32, interval: u32) -> Option<Nack> {
-        if now.wrapping_sub(self.nack_at) >= interval {
+        if now.wrapping_sub(self.nack_at) >= interval.saturating_mul(1 << self.backoff) {
+            if self.base == self.backoff_base {
+                self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+            } else {
+                self.backoff = 0;
+                self.backoff_base = self.base;
+            }
             self.nack_to = self.base;
             self.nack_at = now;
         }
@@ -453,6 +471,9 @@ fn first_zero(b: &Bits, from: u32, to: u32) -> Option<u32> {
     }
     None
 }
+
+/// The most a gap's NACK interval doubles ([`Entry::nack`]): 64 times `nack_interval`.
+pub const MAX_BACKOFF: u8 = 6;
 
 /// Milliseconds as the tracker keeps them (at most 2^29, so an age comparison cannot wrap).
 fn millis(d: Duration) -> u32 {

@@ -47,6 +47,9 @@ pub struct Stats {
     pub tracker_bytes: AtomicU64,
     pub resyncs: AtomicU64,
     pub nacks_sent: AtomicU64,
+    /// NACKs not sent because the translator's NACK budget was spent (the gap is NACKed again
+    /// later).
+    pub nacks_over_budget: AtomicU64,
     pub immediates: AtomicU64,
     pub writes: AtomicU64,
     pub fetch_adds: AtomicU64,
@@ -106,6 +109,7 @@ impl Default for Stats {
             tracker_bytes: AtomicU64::new(0),
             resyncs: AtomicU64::new(0),
             nacks_sent: AtomicU64::new(0),
+            nacks_over_budget: AtomicU64::new(0),
             immediates: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             fetch_adds: AtomicU64::new(0),
@@ -173,6 +177,7 @@ impl Stats {
         acc(&t.tracker_bytes, &|s| &s.tracker_bytes);
         acc(&t.resyncs, &|s| &s.resyncs);
         acc(&t.nacks_sent, &|s| &s.nacks_sent);
+        acc(&t.nacks_over_budget, &|s| &s.nacks_over_budget);
         acc(&t.immediates, &|s| &s.immediates);
         acc(&t.writes, &|s| &s.writes);
         acc(&t.fetch_adds, &|s| &s.fetch_adds);
@@ -288,6 +293,7 @@ impl Stats {
             "tracker": {"evictions": l(&self.tracker_evictions), "bytes": l(&self.tracker_bytes)},
             "resyncs": l(&self.resyncs),
             "nacks_sent": l(&self.nacks_sent),
+            "nacks_over_budget": l(&self.nacks_over_budget),
             "immediates": l(&self.immediates),
             "memory": {"writes": l(&self.writes), "fetch_adds": l(&self.fetch_adds), "write_bytes": l(&self.write_bytes)},
             "postcarding": {"complete": l(&self.postcard_chunks_complete), "collision": l(&self.postcard_chunks_collision), "timeout": l(&self.postcard_chunks_timeout)},

@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "json")]
+pub mod auth;
 mod json;
 pub mod native;
 pub mod prefix;

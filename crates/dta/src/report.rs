@@ -114,6 +114,15 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", default_value_t = dta_reporter::flow::DEFAULT_TAIL_PROBES,
           value_parser = clap::value_parser!(u32).range(0..=dta_reporter::flow::MAX_TAIL_PROBES as i64))]
     pub tail_probes: u32,
+    /// The control key shared with the translator (`[translator] control_key_file`: a file of
+    /// 32 hexadecimal digits): NACKs and congestion notices are obeyed only with a valid
+    /// authenticator (docs/security.md). Without it, those from the translator's address are
+    /// obeyed.
+    #[arg(long, value_name = "FILE")]
+    pub control_key_file: Option<std::path::PathBuf>,
+    /// The key read from --control-key-file.
+    #[arg(skip)]
+    pub control_key: Option<dta_wire::auth::ControlKey>,
     /// Native protocol: most reports packed into one datagram.
     #[arg(long, default_value_t = 32)]
     pub batch: u8,
@@ -171,7 +180,15 @@ pub struct ReportArgs {
     pub systems: crate::systems_cmd::WorkloadArgs,
 }
 
-pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
+    if let Some(f) = &a.control_key_file {
+        if a.reporters.is_some() || a.raw.is_some() {
+            anyhow::bail!(
+                "--control-key-file: --reporters and --raw do not verify control messages"
+            );
+        }
+        a.control_key = Some(dta_node::config::read_control_key(f)?);
+    }
     if let Some(w) = a.systems.workload {
         return crate::systems_cmd::run_workload(&a, w);
     }
@@ -340,6 +357,7 @@ pub(crate) fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
     cfg.max_reports_per_datagram = a.batch;
     cfg.retransmittable = a.retransmittable;
     cfg.tail_probes = a.tail_probes;
+    cfg.control_key = a.control_key.clone();
     cfg
 }
 

@@ -59,7 +59,20 @@ fn flood_datagram(first: u64) -> Vec<u8> {
 }
 
 fn run(translator_cfg: &str, retransmittable: bool) {
+    run_with(translator_cfg, retransmittable, None)
+}
+
+/// [`run`], the NACKs authenticated with `key` when given (`control_key_file`).
+fn run_with(translator_cfg: &str, retransmittable: bool, key: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
+    let translator_cfg = match key {
+        Some(k) => {
+            std::fs::write(dir.path().join("control.key"), k).unwrap();
+            format!("{translator_cfg}\ncontrol_key_file = 'control.key'")
+        }
+        None => translator_cfg.to_string(),
+    };
+    let translator_cfg = translator_cfg.as_str();
     let port = common::free_udp_port();
     let to: SocketAddr = ([127, 0, 0, 1], port).into();
     // The high-priority reporter first: the translator sends its NACKs to its port.
@@ -68,6 +81,7 @@ fn run(translator_cfg: &str, retransmittable: bool) {
     rc.retransmittable = retransmittable;
     rc.nack_port = Some(0);
     rc.max_reports_per_datagram = 1;
+    rc.control_key = key.map(|k| dta_wire::auth::ControlKey::from_hex(k).unwrap());
     let mut high = Reporter::new(rc).unwrap();
     let nack_port = high.nack_addr().unwrap().port();
     let cfg = config(dir.path(), port, nack_port, translator_cfg);
@@ -156,6 +170,16 @@ fn run(translator_cfg: &str, retransmittable: bool) {
     }
     let missing: Vec<usize> = (0..HIGH as usize).filter(|&i| seen[i] == 0).collect();
     let twice: Vec<usize> = (0..HIGH as usize).filter(|&i| seen[i] > 1).collect();
+    let rs = high.stats();
+    assert_eq!(
+        (
+            rs.control_wrong_source,
+            rs.control_unauthenticated,
+            rs.control_bad_authenticator
+        ),
+        (0, 0, 0),
+        "every control message came from the translator, authenticated as configured"
+    );
     assert!(
         missing.is_empty() && twice.is_empty(),
         "high priority: {} of {HIGH} missing (first {:?}), {} applied twice; reporter {:?}; {st}",
@@ -174,6 +198,15 @@ fn high_priority_survives_a_flood_behind_the_classifier() {
 #[test]
 fn retransmittable_high_priority_survives_a_flood_behind_the_classifier() {
     run("classifier = true", true);
+}
+
+#[test]
+fn retransmittable_high_priority_survives_a_flood_with_authenticated_nacks() {
+    run_with(
+        "classifier = true",
+        true,
+        Some("0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    );
 }
 
 #[test]

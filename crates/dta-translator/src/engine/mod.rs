@@ -47,11 +47,14 @@ use staging::{RouteCache, Stage, STAGE};
 /// queued (the tracker NACKs again later).
 const NACK_QUEUE: usize = 256;
 
-/// A NACK waiting to be sent by the ingest loop.
+/// Longest control message (a congestion notice) with its authenticator.
+pub const MAX_CONTROL_LEN: usize = 24 + dta_wire::auth::TRAILER_LEN;
+
+/// A NACK (or congestion notice) waiting to be sent by the ingest loop.
 #[derive(Debug, Clone, Copy)]
 pub struct PendingNack {
     pub to: SocketAddr,
-    pub buf: [u8; 24],
+    pub buf: [u8; MAX_CONTROL_LEN],
     pub len: usize,
 }
 
@@ -77,7 +80,7 @@ pub struct Translator<S: Sinks> {
     threads: usize,
     stats: Arc<Stats>,
     format: prototype::BaseFormat,
-    nack_port: u16,
+
     postcard_timeout: Duration,
     append_flush: Duration,
     /// `recv_gather_us`, for the ingest loop ([`Self::recv_gather`]).
@@ -90,7 +93,8 @@ pub struct Translator<S: Sinks> {
     sketches: Vec<SketchRoute>,
     /// Every sequence space, both protocols ([`crate::sequence`]).
     tracker: Tracker,
-    nacks: Vec<PendingNack>,
+    /// NACKs and notices for the ingest loop to send ([`Outbox`]).
+    outbox: Outbox,
     last_append_flush: Instant,
     last_postcard_expire: Instant,
     shard: Option<Shard>,
@@ -239,7 +243,7 @@ impl<S: Sinks> Translator<S> {
 
     /// NACKs produced since the last call, for the ingest loop to send.
     pub fn drain_nacks(&mut self) -> std::vec::Drain<'_, PendingNack> {
-        self.nacks.drain(..)
+        self.outbox.queue.drain(..)
     }
 
     /// Handle one UDP payload received from `src`.
@@ -524,22 +528,29 @@ impl<S: Sinks> Translator<S> {
 
     fn queue_seq_nack(&mut self, space: &Space, n: Nack) {
         if let Some((buf, len)) = seq_nack(space, n) {
-            if push_to_reporter(&mut self.nacks, space.ip, self.nack_port, buf, len) {
-                add(&self.stats.nacks_sent, 1);
-            }
+            self.outbox.nack(space.ip, buf, len, &self.stats);
         }
     }
 
     fn queue_nack(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) {
-        if self.queue_to_reporter(src, buf, len) {
-            add(&self.stats.nacks_sent, 1);
-        }
+        self.outbox.nack(src.ip(), buf, len, &self.stats);
     }
 
-    /// Queue a datagram (NACK or congestion notice) to `src`'s NACK port for the ingest loop to
-    /// send; false when the queue is full (the datagram is not sent).
+    /// Queue a congestion notice to `src`'s NACK port for the ingest loop to send; false when
+    /// the queue is full (it is not sent).
     fn queue_to_reporter(&mut self, src: SocketAddr, buf: [u8; 24], len: usize) -> bool {
-        push_to_reporter(&mut self.nacks, src.ip(), self.nack_port, buf, len)
+        self.outbox.push(src.ip(), buf, len)
+    }
+
+    /// Authenticate what is sent to reporters with `auth` (`[translator] control_key_file`).
+    pub fn set_control_auth(&mut self, auth: Arc<crate::control::ControlAuth>) {
+        self.outbox.auth = Some(auth);
+    }
+
+    /// Share `budget` (one per collector) for the NACKs of this translator.
+    pub fn with_nack_budget(mut self, budget: Arc<crate::control::NackBudget>) -> Self {
+        self.outbox.budget = budget;
+        self
     }
 
     fn queue_native_nack(
@@ -585,22 +596,61 @@ fn seq_nack(space: &Space, n: Nack) -> Option<([u8; 24], usize)> {
 
 /// Queue a datagram for `ip`'s NACK port (a NACK or a congestion notice), if the queue
 /// (bounded, drained by the ingest loop after each batch) has room: false when it had none.
-fn push_to_reporter(
-    nacks: &mut Vec<PendingNack>,
-    ip: IpAddr,
-    port: u16,
-    buf: [u8; 24],
-    len: usize,
-) -> bool {
-    if nacks.len() < nacks.capacity() {
-        nacks.push(PendingNack {
-            to: SocketAddr::new(ip, port),
-            buf,
+/// What the translator sends reporters, queued for the ingest loop: NACKs within the shared
+/// budget, everything authenticated when a control key is configured ([`crate::control`]).
+pub(crate) struct Outbox {
+    pub(crate) queue: Vec<PendingNack>,
+    /// The reporters' NACK port.
+    pub(crate) port: u16,
+    pub(crate) auth: Option<Arc<crate::control::ControlAuth>>,
+    pub(crate) budget: Arc<crate::control::NackBudget>,
+}
+
+impl Outbox {
+    pub(crate) fn new(port: u16, budget: u64) -> Outbox {
+        Outbox {
+            queue: Vec::with_capacity(NACK_QUEUE),
+            port,
+            auth: None,
+            budget: crate::control::NackBudget::new(budget),
+        }
+    }
+
+    /// Room left in the queue.
+    pub(crate) fn room(&self) -> usize {
+        self.queue.capacity() - self.queue.len()
+    }
+
+    /// Queue a NACK to `ip` if the budget allows (counted `nacks_sent`, or
+    /// `nacks_over_budget`: the tracker NACKs the gap again later).
+    pub(crate) fn nack(&mut self, ip: IpAddr, buf: [u8; 24], len: usize, stats: &Stats) {
+        if !self.budget.take(Instant::now()) {
+            add(&stats.nacks_over_budget, 1);
+            return;
+        }
+        if self.push(ip, buf, len) {
+            add(&stats.nacks_sent, 1);
+        }
+    }
+
+    /// Queue `buf[..len]` to `ip`'s NACK port, sealed when authenticating; false when full.
+    pub(crate) fn push(&mut self, ip: IpAddr, buf: [u8; 24], len: usize) -> bool {
+        if self.queue.len() == self.queue.capacity() {
+            return false;
+        }
+        let mut b = [0u8; MAX_CONTROL_LEN];
+        b[..len].copy_from_slice(&buf[..len]);
+        // The prototype's 2-byte NACK has no room for a trailer (docs/security.md).
+        let len = match &self.auth {
+            Some(a) if len >= dta_wire::native::HEADER_LEN => a.seal(&mut b, len),
+            _ => len,
+        };
+        self.queue.push(PendingNack {
+            to: SocketAddr::new(ip, self.port),
+            buf: b,
             len,
         });
         true
-    } else {
-        false
     }
 }
 

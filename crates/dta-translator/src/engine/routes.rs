@@ -10,7 +10,7 @@ use dta_store::{
     StoreSpec,
 };
 
-use super::{StoreInfo, Translator, NACK_QUEUE};
+use super::{StoreInfo, Translator};
 use crate::append::AppendBatcher;
 use crate::config::TranslatorConfig;
 use crate::meter::{Meter, Metered};
@@ -109,7 +109,6 @@ impl<S: Sinks> Translator<S> {
             threads: threads as usize,
             stats,
             format: cfg.prototype_header.into(),
-            nack_port: cfg.nack_port,
             postcard_timeout: Duration::from_millis(cfg.postcard_timeout_ms),
             append_flush: Duration::from_millis(cfg.append_flush_ms),
             recv_gather: Duration::from_micros(cfg.recv_gather_us),
@@ -120,7 +119,7 @@ impl<S: Sinks> Translator<S> {
             append: None,
             sketches: vec![],
             tracker,
-            nacks: Vec::with_capacity(NACK_QUEUE),
+            outbox: super::Outbox::new(cfg.nack_port, cfg.nack_budget),
             last_append_flush: Instant::now(),
             last_postcard_expire: Instant::now(),
             shard: None,

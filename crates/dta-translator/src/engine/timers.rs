@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dta_wire::native;
 
 use super::dispatch::{write_batch, write_chunk, write_columns};
-use super::{push_to_reporter, seq_nack, Translator};
+use super::{seq_nack, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
 use crate::stats::add;
@@ -56,13 +56,11 @@ impl<S: Sinks> Translator<S> {
             self.queue_native_nack(from, reporter, 0, Some(nack));
         }
         // Sequence gaps: NACK silent spaces' gaps, give up the old ones.
-        let room = self.nacks.capacity() - self.nacks.len();
-        let (nacks, stats, port) = (&mut self.nacks, &*self.stats, self.nack_port);
+        let room = self.outbox.room();
+        let (outbox, stats) = (&mut self.outbox, &*self.stats);
         self.tracker.tick(now, room, |space, n| {
             if let Some((buf, len)) = seq_nack(&space, n) {
-                if push_to_reporter(nacks, space.ip, port, buf, len) {
-                    add(&stats.nacks_sent, 1);
-                }
+                outbox.nack(space.ip, buf, len, stats);
             }
         });
     }

@@ -436,8 +436,10 @@ fn the_timer_nacks_a_silent_spaces_gap_and_gives_up_after_resync_after() {
         )]
     );
     assert!(t.tick(NACK_MS + 1).is_empty(), "rate-limited");
+    // The same gap again: the interval doubles (backoff), so not at 2 intervals but at 3.
+    assert!(t.tick(2 * NACK_MS).is_empty(), "backed off");
     assert_eq!(
-        t.tick(2 * NACK_MS),
+        t.tick(3 * NACK_MS),
         vec![(
             s,
             Nack {
@@ -446,16 +448,16 @@ fn the_timer_nacks_a_silent_spaces_gap_and_gives_up_after_resync_after() {
             }
         )]
     );
-    // 1 arrives; 2 never does.
-    assert_eq!(t.r(&s, 1, 2 * NACK_MS + 1), GAP);
+    // 1 arrives; 2 never does: a new gap, NACKed at the plain interval again.
+    assert_eq!(t.r(&s, 1, 3 * NACK_MS + 1), GAP);
     assert_eq!(
-        t.tick(3 * NACK_MS + 1),
+        t.tick(4 * NACK_MS + 1),
         vec![(s, Nack { seq: 2, missing: 0 })]
     );
-    // Give up once the gap has not moved for resync_after (base moved at 2 * NACK_MS + 1).
-    t.tick(2 * NACK_MS + RESYNC_MS);
+    // Give up once the gap has not moved for resync_after (base moved at 3 * NACK_MS + 1).
+    t.tick(3 * NACK_MS + RESYNC_MS);
     assert_eq!(t.lost(), [0; 3]);
-    assert!(t.tick(2 * NACK_MS + 1 + RESYNC_MS).is_empty());
+    assert!(t.tick(3 * NACK_MS + 1 + RESYNC_MS).is_empty());
     assert_eq!(t.lost(), [0, 0, 1]);
     assert_eq!(t.n(&t.stats.unrecovered), 1);
     // The space goes on after the gap; the given-up number is now behind.
@@ -476,13 +478,13 @@ fn the_timer_nacks_a_whole_window_of_gaps_and_respects_its_budget() {
     assert_eq!(seqs, vec![1, 66, 131, 196]);
     let covered: u32 = n.iter().map(|(_, n)| 1 + n.missing.count_ones()).sum();
     assert_eq!(covered, 254);
-    // A budget of 1 NACK per tick.
+    // A budget of 1 NACK per tick (the gap's interval has doubled: the next one is due at 3).
     let mut got = vec![];
-    let now = t.at(2 * NACK_MS);
+    let now = t.at(3 * NACK_MS);
     t.t.tick(now, 1, |_, n| got.push(n.seq));
     assert_eq!(got, vec![1]);
     // The rest of the window's NACKs come on the next tick, still in the interval.
-    let now = t.at(2 * NACK_MS);
+    let now = t.at(3 * NACK_MS);
     t.t.tick(now, 10, |_, n| got.push(n.seq));
     assert_eq!(got, vec![1, 66, 131, 196]);
 }
@@ -500,14 +502,14 @@ fn the_timer_sweeps_the_whole_table_in_about_one_interval() {
     // The first tick sweeps everything.
     assert_eq!(t.tick(NACK_MS).len(), 1000);
     // Then each tick covers its share of the table, 64 slots a word: ticks 1 ms apart cover a
-    // fifth each with a 5 ms interval. Spaces visited before their NACK interval ends are not
-    // NACKed...
-    for ms in NACK_MS + 1..2 * NACK_MS {
+    // fifth each with a 5 ms interval. Spaces visited before their NACK interval ends (doubled
+    // now: the same gaps again) are not NACKed...
+    for ms in NACK_MS + 1..3 * NACK_MS {
         assert!(t.tick(ms).is_empty());
     }
     // ...and over the next interval every space is visited, and NACKed, exactly once.
     let mut seen = HashMap::new();
-    for ms in 2 * NACK_MS..3 * NACK_MS {
+    for ms in 3 * NACK_MS..4 * NACK_MS {
         for (s, _) in t.tick(ms) {
             *seen.entry(s.reporter).or_insert(0) += 1;
         }
