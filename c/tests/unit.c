@@ -512,6 +512,96 @@ static void test_tail_probe_loopback(void)
     close(rx);
 }
 
+/* A congestion notice for reporter 9 pausing low and medium for a minute, authenticated with key
+ * and counter when key is not NULL (as the translator seals it: dta_wire::auth). */
+static size_t notice_msg(uint8_t *m, const uint8_t *key, uint64_t counter)
+{
+    size_t n = 24, i;
+    uint64_t tag;
+    memset(m, 0, 64);
+    m[0] = 0x12;
+    m[2] = 1;
+    dta_put_u32(m + 4, 9);
+    dta_put_u32(m + 12, 60000);
+    if (key == NULL) return n;
+    m[1] |= DTA_FLAG_AUTH;
+    for (i = 0; i < 8; i++) m[n + i] = (uint8_t)(counter >> (56 - 8 * i));
+    tag = dta_siphash24(key, m, n + 8);
+    for (i = 0; i < 8; i++) m[n + 8 + i] = (uint8_t)(tag >> (56 - 8 * i));
+    return n + DTA_AUTH_TRAILER_LEN;
+}
+
+static void test_control_source_and_authentication(void)
+{
+    static const uint8_t ref_key[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const uint8_t key[16] = {0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const uint8_t other[16] = {7};
+    uint8_t msg[15], m[64];
+    struct dta_retransmit rt;
+    struct dta_governor g;
+    struct dta_reporter r;
+    struct sockaddr_in translator, forger, nack_addr;
+    socklen_t alen = sizeof translator;
+    int tx, fx, nack_fd = -1, i;
+    size_t n;
+    /* SipHash-2-4's reference vector (Appendix A of the paper). */
+    for (i = 0; i < 15; i++) msg[i] = (uint8_t)i;
+    CHECK(dta_siphash24(ref_key, msg, 15) == 0xa129ca6149be45e5ULL);
+
+    tx = socket(AF_INET, SOCK_DGRAM, 0);
+    fx = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(tx >= 0 && fx >= 0);
+    memset(&translator, 0, sizeof translator);
+    translator.sin_family = AF_INET;
+    translator.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(bind(tx, (struct sockaddr *)&translator, sizeof translator), 0);
+    CHECK_EQ(getsockname(tx, (struct sockaddr *)&translator, &alen), 0);
+    forger = translator;
+    forger.sin_addr.s_addr = htonl(0x7f000009); /* 127.0.0.9 */
+    forger.sin_port = 0;
+    CHECK_EQ(bind(fx, (struct sockaddr *)&forger, sizeof forger), 0);
+    CHECK_EQ(dta_nack_open(&nack_fd, AF_INET, 0), DTA_OK);
+    alen = sizeof nack_addr;
+    CHECK_EQ(getsockname(nack_fd, (struct sockaddr *)&nack_addr, &alen), 0);
+    nack_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(dta_reporter_open(&r, "127.0.0.1", ntohs(translator.sin_port), 9), DTA_OK);
+    dta_retransmit_init(&rt, NULL, 0, 0);
+    dta_governor_init(&g);
+
+    /* From another address: nothing changes, counted. */
+    n = notice_msg(m, NULL, 0);
+    CHECK_EQ(sendto(fx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+    CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+    CHECK_EQ(rt.stats.control_wrong_source, 1);
+    CHECK_EQ(g.notices, 0);
+    /* From the translator: obeyed. */
+    CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+    CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+    CHECK_EQ(g.notices, 1);
+
+    /* With a key: unauthenticated, another key, then the real one, then its replay. */
+    dta_reporter_set_control_key(&r, key);
+    CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+    CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+    CHECK_EQ(rt.stats.control_unauthenticated, 1);
+    n = notice_msg(m, other, 5);
+    CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+    CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+    CHECK_EQ(rt.stats.control_bad_authenticator, 1);
+    n = notice_msg(m, key, 6);
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr),
+                 (long long)n);
+        CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+    }
+    CHECK_EQ(g.notices, 2);
+    CHECK_EQ(rt.stats.control_replayed, 1);
+    dta_reporter_close(&r);
+    close(nack_fd);
+    close(tx);
+    close(fx);
+}
+
 int main(void)
 {
     test_proto_layouts();
@@ -524,6 +614,7 @@ int main(void)
     test_retransmit_ring();
     test_governor();
     test_tail_probe_loopback();
+    test_control_source_and_authentication();
     CHECK(strcmp(dta_strerror(DTA_ERR_NO_SPACE), "no_space") == 0);
     printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;

@@ -354,6 +354,58 @@ fn decode_native_nack<'py>(
     json_to_py(py, &dta_wire::nack_to_json(&n))
 }
 
+/// A control key from 16 bytes.
+fn control_key(key: &[u8]) -> PyResult<dta_wire::auth::ControlKey> {
+    <[u8; dta_wire::auth::KEY_LEN]>::try_from(key)
+        .map(dta_wire::auth::ControlKey::new)
+        .map_err(|_| PyValueError::new_err("a control key is 16 bytes"))
+}
+
+/// `message` (a native NACK or congestion notice) authenticated with `key` (16 bytes) and
+/// `counter`, as the translator sends it with `[translator] control_key_file`
+/// (docs/protocol.md "Authenticated NACKs and notices").
+#[pyfunction]
+fn seal_control<'py>(
+    py: Python<'py>,
+    message: &[u8],
+    key: &[u8],
+    counter: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let k = control_key(key)?;
+    if message.len() < native::HEADER_LEN || message.len() > 48 {
+        return Err(PyValueError::new_err("not a native control message"));
+    }
+    let mut b = [0u8; 64];
+    b[..message.len()].copy_from_slice(message);
+    let n = dta_wire::auth::seal(&mut b, message.len(), &k, counter);
+    Ok(PyBytes::new(py, &b[..n]))
+}
+
+/// Verify an authenticated control message with `key` (16 bytes): `(message, counter)`, the
+/// message without its authenticator; raises `WireError` with `reason` "unauthenticated",
+/// "truncated" or "bad_authenticator". Replays are the caller's to refuse (by the counter).
+#[pyfunction]
+fn open_control<'py>(
+    py: Python<'py>,
+    payload: &[u8],
+    key: &[u8],
+) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+    let k = control_key(key)?;
+    let mut out = [0u8; 64];
+    match dta_wire::auth::open(payload, &k, None, &mut out) {
+        Ok((n, c)) => Ok((PyBytes::new(py, &out[..n]), c)),
+        Err(e) => Err(reason_err(py, e.reason(), &e.to_string())),
+    }
+}
+
+/// A signed control message without checking it (a reporter with no key): the message, or
+/// None when it is too short to carry an authenticator.
+#[pyfunction]
+fn strip_control<'py>(py: Python<'py>, payload: &[u8]) -> Option<Bound<'py, PyBytes>> {
+    let mut out = [0u8; 64];
+    dta_wire::auth::strip(payload, &mut out).map(|n| PyBytes::new(py, &out[..n]))
+}
+
 /// Decode one datagram of either protocol (told apart by its first byte) to a dict with every
 /// field: the JSON of `dta_wire::to_json` (`protocol`, `header`, `report` or `reports` or
 /// `nack`). `base_header` is the configured prototype format.
@@ -810,6 +862,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_prototype_nack, m)?)?;
     m.add_function(wrap_pyfunction!(encode_native_nack, m)?)?;
     m.add_function(wrap_pyfunction!(decode_native_nack, m)?)?;
+    m.add_function(wrap_pyfunction!(seal_control, m)?)?;
+    m.add_function(wrap_pyfunction!(open_control, m)?)?;
+    m.add_function(wrap_pyfunction!(strip_control, m)?)?;
     m.add_function(wrap_pyfunction!(encode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;

@@ -291,9 +291,13 @@ def test_tail_probe_recovers_a_lost_last_datagram(stack):
 def test_notice_pauses_low_priority_then_is_lifted(stack):
     # The translator's congestion notice, sent here by the test to the reporter's NACK port:
     # low priority is paused (suppressed, counted, no sequence number used), then lifted.
-    r = Reporter("127.0.0.1", stack.port, reporter_id=22, priority="low", nack_port=0)
-    to = ("127.0.0.1", r.nack_addr[1])
+    # The reporter obeys control messages only from its translator's address or the ones it
+    # is told about; the test's socket is one of them.
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    r = Reporter("127.0.0.1", stack.port, reporter_id=22, priority="low", nack_port=0,
+                 control_from=[tx.getsockname()])
+    to = ("127.0.0.1", r.nack_addr[1])
     entries = [bytes([0, 0, 0, i]) for i in range(9)]
     for e in entries[:2]:
         r.append(3, e)

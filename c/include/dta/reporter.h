@@ -678,6 +678,11 @@ struct dta_retransmit_stats {
     uint64_t unrecoverable_nacks; /* numbers NACKed no longer kept */
     uint64_t bad_nacks;           /* malformed or foreign datagrams on the NACK socket */
     uint64_t tail_probes;         /* tail-probe resends */
+    /* Control messages not obeyed (docs/security.md), by reason: */
+    uint64_t control_wrong_source;      /* not from the translator's address and port */
+    uint64_t control_unauthenticated;   /* no authenticator while a key is set */
+    uint64_t control_bad_authenticator; /* an authenticator that does not verify */
+    uint64_t control_replayed;          /* a counter already taken */
 };
 
 /**
@@ -964,6 +969,137 @@ static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor 
 }
 
 /* ------------------------------------------------------------------------ */
+/* Authenticated control messages (docs/protocol.md, docs/security.md)       */
+/* ------------------------------------------------------------------------ */
+
+/** Bytes of an authenticator: the translator's counter (u64) then the tag (u64), big-endian. */
+#define DTA_AUTH_TRAILER_LEN 16
+/** The A bit of byte 1 (flags) of a native header: an authenticator follows the message. */
+#define DTA_FLAG_AUTH 0x10u
+
+static inline uint64_t dta_rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+/**
+ * SipHash-2-4 of buf[0 .. len) under the 16-byte key (Aumasson and Bernstein, the reference
+ * algorithm; the MAC of authenticated control messages, as dta_wire::auth computes it).
+ */
+static inline uint64_t dta_siphash24(const uint8_t key[16], const uint8_t *buf, size_t len)
+{
+    uint64_t k0 = 0, k1 = 0, m, b = (uint64_t)len << 56;
+    uint64_t v0, v1, v2, v3;
+    size_t i, full = len & ~(size_t)7;
+    int j;
+    for (j = 7; j >= 0; j--) {
+        k0 = (k0 << 8) | key[j];
+        k1 = (k1 << 8) | key[8 + j];
+    }
+    v0 = k0 ^ 0x736f6d6570736575ULL;
+    v1 = k1 ^ 0x646f72616e646f6dULL;
+    v2 = k0 ^ 0x6c7967656e657261ULL;
+    v3 = k1 ^ 0x7465646279746573ULL;
+#define DTA_SIPROUND                                                                           \
+    do {                                                                                       \
+        v0 += v1; v1 = dta_rotl64(v1, 13); v1 ^= v0; v0 = dta_rotl64(v0, 32);                  \
+        v2 += v3; v3 = dta_rotl64(v3, 16); v3 ^= v2;                                           \
+        v0 += v3; v3 = dta_rotl64(v3, 21); v3 ^= v0;                                           \
+        v2 += v1; v1 = dta_rotl64(v1, 17); v1 ^= v2; v2 = dta_rotl64(v2, 32);                  \
+    } while (0)
+    for (i = 0; i < full; i += 8) {
+        m = 0;
+        for (j = 7; j >= 0; j--) m = (m << 8) | buf[i + (size_t)j];
+        v3 ^= m;
+        DTA_SIPROUND;
+        DTA_SIPROUND;
+        v0 ^= m;
+    }
+    for (i = full; i < len; i++) b |= (uint64_t)buf[i] << (8 * (i - full));
+    v3 ^= b;
+    DTA_SIPROUND;
+    DTA_SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    DTA_SIPROUND;
+    DTA_SIPROUND;
+    DTA_SIPROUND;
+    DTA_SIPROUND;
+#undef DTA_SIPROUND
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/**
+ * The counters of authenticated control messages a reporter took: the highest, and which of
+ * the 64 below it were seen (the translator's threads draw counters from one sequence and send
+ * independently, so messages may arrive out of order).
+ */
+struct dta_replay {
+    int has_top;
+    uint64_t top;
+    uint64_t seen;
+};
+
+/** Takes counter c: 1, or 0 when it was seen or is more than 64 behind the highest. */
+static inline int dta_replay_take(struct dta_replay *w, uint64_t c)
+{
+    uint64_t back;
+    if (!w->has_top) {
+        w->has_top = 1;
+        w->top = c;
+        w->seen = 1;
+        return 1;
+    }
+    if (c > w->top) {
+        uint64_t shift = c - w->top;
+        w->seen = shift >= 64 ? 0 : w->seen << shift;
+        w->seen |= 1;
+        w->top = c;
+        return 1;
+    }
+    back = w->top - c;
+    if (back >= 64 || (w->seen & ((uint64_t)1 << back)) != 0) return 0;
+    w->seen |= (uint64_t)1 << back;
+    return 1;
+}
+
+/**
+ * Checks an authenticated control message against key and w: on success copies the message
+ * without its authenticator (and with its A bit cleared) to out[0 .. *out_len) and returns
+ * DTA_OK; otherwise counts why in st and returns DTA_ERR_KIND. A message without the A bit is
+ * "unauthenticated".
+ */
+static inline int dta_control_open(const uint8_t key[16], struct dta_replay *w,
+                                   struct dta_retransmit_stats *st, const uint8_t *buf,
+                                   size_t len, uint8_t *out, size_t *out_len)
+{
+    uint64_t counter = 0, tag = 0;
+    size_t body, i;
+    if (len < 2 || (buf[1] & DTA_FLAG_AUTH) == 0) {
+        st->control_unauthenticated += 1;
+        return DTA_ERR_KIND;
+    }
+    if (len < DTA_NATIVE_HEADER_LEN + DTA_AUTH_TRAILER_LEN || len > 64) {
+        st->control_bad_authenticator += 1;
+        return DTA_ERR_KIND;
+    }
+    body = len - DTA_AUTH_TRAILER_LEN;
+    for (i = 0; i < 8; i++) {
+        counter = (counter << 8) | buf[body + i];
+        tag = (tag << 8) | buf[body + 8 + i];
+    }
+    if (dta_siphash24(key, buf, body + 8) != tag) {
+        st->control_bad_authenticator += 1;
+        return DTA_ERR_KIND;
+    }
+    if (!dta_replay_take(w, counter)) {
+        st->control_replayed += 1;
+        return DTA_ERR_KIND;
+    }
+    memcpy(out, buf, body);
+    out[1] = (uint8_t)(out[1] & ~DTA_FLAG_AUTH);
+    *out_len = body;
+    return DTA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Tiny UDP sender                                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -974,7 +1110,21 @@ struct dta_reporter {
     int fd;
     uint32_t reporter_id; /* native protocol: this reporter's id */
     uint32_t next_seq;    /* native protocol: the next datagram's sequence number */
+    int has_key;          /* control messages must be authenticated with key */
+    uint8_t key[16];
+    struct dta_replay replay;
 };
+
+/**
+ * Sets the control key shared with the translator (`[translator] control_key_file`): from now
+ * on dta_poll_control obeys only authenticated, fresh NACKs and notices (docs/security.md).
+ */
+static inline void dta_reporter_set_control_key(struct dta_reporter *r, const uint8_t key[16])
+{
+    memcpy(r->key, key, 16);
+    r->has_key = 1;
+    memset(&r->replay, 0, sizeof r->replay);
+}
 
 /**
  * Opens a UDP socket connected to host:port (port 0 means DTA_PORT).
@@ -1017,6 +1167,8 @@ static inline int dta_reporter_open(struct dta_reporter *r, const char *host, ui
     r->fd = fd;
     r->reporter_id = reporter_id;
     r->next_seq = 0;
+    r->has_key = 0;
+    memset(&r->replay, 0, sizeof r->replay);
     return DTA_OK;
 }
 
@@ -1150,19 +1302,53 @@ static inline int dta_send_native_kept(struct dta_reporter *r, struct dta_retran
     return rc;
 }
 
+/** Whether a and b are the same address and port (IPv4, IPv6; IPv4-mapped IPv6 as IPv4). */
+static inline int dta_same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    uint8_t ia[16], ib[16];
+    uint16_t pa, pb;
+    const struct sockaddr_storage *in[2] = {a, b};
+    uint8_t *ip[2] = {ia, ib};
+    uint16_t *port[2] = {&pa, &pb};
+    int k;
+    for (k = 0; k < 2; k++) {
+        memset(ip[k], 0, 16);
+        if (in[k]->ss_family == AF_INET) {
+            const struct sockaddr_in *s4 = (const struct sockaddr_in *)in[k];
+            ip[k][10] = 0xff;
+            ip[k][11] = 0xff;
+            memcpy(ip[k] + 12, &s4->sin_addr, 4);
+            *port[k] = s4->sin_port;
+        } else if (in[k]->ss_family == AF_INET6) {
+            const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)in[k];
+            memcpy(ip[k], &s6->sin6_addr, 16);
+            *port[k] = s6->sin6_port;
+        } else {
+            return 0;
+        }
+    }
+    return pa == pb && memcmp(ia, ib, 16) == 0;
+}
+
 /**
  * Waits up to timeout_ms (0: does not wait) for datagrams on nack_fd and handles each with
- * dta_on_control for r's reporter id, resending through r. Returns the datagrams handled,
- * or a negative error (DTA_ERR_SOCKET with errno).
+ * dta_on_control for r's reporter id, resending through r. Only datagrams from the translator r
+ * sends to are taken (others are counted in rt's control_wrong_source); with a control key
+ * (dta_reporter_set_control_key) only authenticated, fresh ones (dta_control_open). Returns
+ * the datagrams handled, or a negative error (DTA_ERR_SOCKET with errno).
  */
 static inline int dta_poll_control(struct dta_reporter *r, int nack_fd, struct dta_retransmit *rt,
                                    struct dta_governor *g, int timeout_ms)
 {
-    uint8_t buf[64];
+    uint8_t buf[64], plain[64];
+    const uint8_t *msg;
+    size_t msg_len;
     int handled = 0;
     if (r == NULL || rt == NULL) return DTA_ERR_NULL;
     for (;;) {
         struct pollfd p;
+        struct sockaddr_storage from, peer;
+        socklen_t from_len, peer_len;
         ssize_t n;
         int rc;
         p.fd = nack_fd;
@@ -1172,11 +1358,33 @@ static inline int dta_poll_control(struct dta_reporter *r, int nack_fd, struct d
         if (rc < 0 && errno == EINTR) continue;
         if (rc < 0) return DTA_ERR_SOCKET;
         if (rc == 0) return handled;
-        n = recv(nack_fd, buf, sizeof buf, 0);
+        from_len = sizeof from;
+        n = recvfrom(nack_fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &from_len);
         if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == ECONNREFUSED)) continue;
         if (n < 0) return DTA_ERR_SOCKET;
         handled++;
-        rc = dta_on_control(rt, g, r->reporter_id, buf, (size_t)n, dta_now_ms(),
+        peer_len = sizeof peer;
+        if (getpeername(r->fd, (struct sockaddr *)&peer, &peer_len) != 0 ||
+            !dta_same_peer(&from, &peer)) {
+            rt->stats.control_wrong_source += 1;
+            continue;
+        }
+        msg = buf;
+        msg_len = (size_t)n;
+        if (r->has_key && rt->seq_mask != 0xFFu) {
+            if (dta_control_open(r->key, &r->replay, &rt->stats, buf, (size_t)n, plain,
+                                 &msg_len) != DTA_OK)
+                continue;
+            msg = plain;
+        } else if (rt->seq_mask != 0xFFu && n >= DTA_NATIVE_HEADER_LEN + DTA_AUTH_TRAILER_LEN &&
+                   (buf[1] & DTA_FLAG_AUTH) != 0) {
+            /* Signed by the translator, not checked (no key here): the message itself. */
+            memcpy(plain, buf, (size_t)n - DTA_AUTH_TRAILER_LEN);
+            plain[1] = (uint8_t)(plain[1] & ~DTA_FLAG_AUTH);
+            msg = plain;
+            msg_len = (size_t)n - DTA_AUTH_TRAILER_LEN;
+        }
+        rc = dta_on_control(rt, g, r->reporter_id, msg, msg_len, dta_now_ms(),
                             dta_reporter_send_fn, r, NULL);
         if (rc < 0) return rc;
     }

@@ -108,7 +108,10 @@ fn run_with(translator_cfg: &str, retransmittable: bool, key: Option<&str>) {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         // A full socket buffer refuses some: the flood goes on.
-                        if tx.send_to(&flood_datagram((i << 32) | (n * 32)), to).is_ok() {
+                        if tx
+                            .send_to(&flood_datagram((i << 32) | (n * 32)), to)
+                            .is_ok()
+                        {
                             n += 1;
                         }
                     }

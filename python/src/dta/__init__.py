@@ -39,6 +39,8 @@ from ._native import (  # noqa: F401
     encode_prototype,
     encode_prototype_nack,
     native_report_len,
+    open_control,
+    seal_control,
 )
 
 from ._native import Region, RegionError, Watcher  # noqa: F401
@@ -78,6 +80,8 @@ __all__ = [
     "encode_native_nack",
     "encode_notice",
     "encode_prototype",
+    "open_control",
+    "seal_control",
     "encode_prototype_nack",
     "native_report_len",
     "send_reports",

@@ -59,6 +59,9 @@ class ClusterReporter:
             o = dict(options)
             if i > 0:
                 o["nack_port"] = None
+            else:
+                # The one NACK socket hears every translator's notices.
+                o["control_from"] = list(addrs)
             self.reporters.append(Reporter(host, port, **o))
         self.per_collector = {c["name"]: 0 for c in self.map.collectors}
         self._stores = {}

@@ -65,6 +65,8 @@ from ._native import (
     decode_notice,
     decode_prototype_nack,
     encode_prototype,
+    open_control,
+    strip_control,
 )
 
 _SEQ_MASK = 0xFFFFFFFF
@@ -126,6 +128,38 @@ class _Governor:
         return self.buckets[priority].take(now_ms)
 
 
+def _canonical(addr):
+    """An address and port, IPv4-mapped IPv6 as IPv4 (a dual-stack socket's view)."""
+    host, port = addr[0], addr[1]
+    if host.startswith("::ffff:") and "." in host:
+        host = host[len("::ffff:"):]
+    return host, port
+
+
+class _ReplayWindow:
+    """The counters of authenticated control messages taken: the highest, and which of the 64
+    below it were seen (the translator's threads send out of order); older ones are replays."""
+
+    def __init__(self):
+        self.top = None
+        self.seen = 0
+
+    def take(self, c):
+        if self.top is None:
+            self.top, self.seen = c, 1
+            return True
+        if c > self.top:
+            shift = c - self.top
+            self.seen = ((self.seen << shift) if shift < 64 else 0) & ((1 << 64) - 1) | 1
+            self.top = c
+            return True
+        back = self.top - c
+        if back >= 64 or self.seen >> back & 1:
+            return False
+        self.seen |= 1 << back
+        return True
+
+
 def _monotonic_ms():
     return int(time.monotonic() * 1000)
 
@@ -148,7 +182,8 @@ class Reporter:
                  max_datagram=1472, seq=0, retransmit_buffer=DEFAULT_RETRANSMIT_BUFFER,
                  nack_port=NACK_PORT, nack_holdoff_ms=DEFAULT_NACK_HOLDOFF_MS,
                  tail_probes=DEFAULT_TAIL_PROBES,
-                 tail_probe_interval_ms=DEFAULT_TAIL_PROBE_INTERVAL_MS, clock=_monotonic_ms):
+                 tail_probe_interval_ms=DEFAULT_TAIL_PROBE_INTERVAL_MS, clock=_monotonic_ms,
+                 control_key=None, control_from=()):
         if protocol not in ("native", "prototype"):
             raise ValueError(f"protocol must be 'native' or 'prototype', not {protocol!r}")
         if base_header not in ("short", "long"):
@@ -160,6 +195,17 @@ class Reporter:
                              "header has no seqnum)")
         if retransmit_buffer < 1:
             raise ValueError("retransmit_buffer must be at least 1")
+        if isinstance(control_key, str):
+            control_key = bytes.fromhex(control_key.strip())
+        if control_key is not None and len(control_key) != 16:
+            raise ValueError("control_key is 16 bytes (32 hexadecimal digits)")
+        # The key shared with the translator (docs/security.md): NACKs and notices are then
+        # obeyed only when authenticated, each counter once.
+        self.control_key = control_key
+        self._replay = _ReplayWindow()
+        # Addresses NACKs and notices are taken from besides the translator's (a NACK socket
+        # that serves several translators: dta.ClusterReporter).
+        self._control_from = {_canonical(a) for a in control_from}
         self.protocol = protocol
         self.base_header = base_header
         self.retransmittable = bool(retransmittable)
@@ -177,7 +223,8 @@ class Reporter:
         self.stats = dict.fromkeys(
             ("datagrams", "reports", "bytes", "retransmissions", "nacks", "nacks_held_off",
              "unrecoverable_nacks", "tail_probes", "notices", "suppressed",
-             "suppressed_reports", "bad_nacks"), 0)
+             "suppressed_reports", "bad_nacks", "control_wrong_source",
+             "control_unauthenticated", "control_bad_authenticator", "control_replayed"), 0)
         self._governor = _Governor()
         self._last_nack = None  # (seq, ms) of the last NACK honoured
         self._sketch_nack = None
@@ -344,10 +391,37 @@ class Reporter:
 
     # -- NACKs, notices, the tail probe -----------------------------------------------------
 
+    def handle_control_from(self, payload, addr):
+        """``handle_control`` of a datagram received from ``addr``: taken only from the
+        translator the reporter sends to (others counted ``control_wrong_source``)."""
+        a = _canonical(addr)
+        if a != _canonical(self._addr) and a not in self._control_from:
+            self.stats["control_wrong_source"] += 1
+            return 0
+        return self.handle_control(payload)
+
     def handle_control(self, payload):
         """Handle one datagram from the translator's NACK port: a NACK (resend what it names),
         a congestion notice (obey it), anything else or another reporter's (counted
-        ``bad_nacks``). Returns how many datagrams were resent."""
+        ``bad_nacks``). With a control key only an authenticated message whose counter was not
+        seen is taken (else counted by reason). Returns how many datagrams were resent."""
+        if self._dgram is not None:
+            if self.control_key is not None:
+                try:
+                    payload, counter = open_control(payload, self.control_key)
+                except WireError as e:
+                    reason = "bad_authenticator" if e.reason == "truncated" else e.reason
+                    self.stats["control_" + reason] += 1
+                    return 0
+                if not self._replay.take(counter):
+                    self.stats["control_replayed"] += 1
+                    return 0
+            elif len(payload) > 1 and payload[1] & 0x10:
+                # Signed by the translator, not checked here (no key).
+                payload = strip_control(payload)
+                if payload is None:
+                    self.stats["bad_nacks"] += 1
+                    return 0
         now = self._clock()
         if self._dgram is None:
             try:
@@ -442,11 +516,11 @@ class Reporter:
             if wait > 0 and not select.select([self._nack_sock], [], [], wait)[0]:
                 return handled
             try:
-                payload = self._nack_sock.recv(65535)
+                payload, addr = self._nack_sock.recvfrom(65535)
             except (BlockingIOError, InterruptedError, ConnectionRefusedError):
                 return handled
             handled += 1
-            self.handle_control(payload)
+            self.handle_control_from(payload, addr)
 
     def _serve_nacks_for(self, seconds):
         end = time.monotonic() + seconds

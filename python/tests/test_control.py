@@ -1,0 +1,81 @@
+"""Control messages (NACKs, congestion notices) are obeyed only from the translator the reporter
+sends to, and, with a control key, only with a valid authenticator whose counter was not seen
+(docs/security.md); everything else changes nothing and is counted by reason."""
+
+import socket
+
+import pytest
+
+import dta
+
+KEY = bytes.fromhex("00112233445566778899aabbccddeeff")
+
+
+def pause():
+    """A notice pausing reporter 1's low and medium priority for a minute."""
+    return dta.encode_notice(1, 60_000, 0, 0)
+
+
+@pytest.fixture
+def translator():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    yield s
+    s.close()
+
+
+def reporter(translator, **kw):
+    host, port = translator.getsockname()
+    return dta.Reporter(host, port, reporter_id=1, priority="low", nack_port=0, **kw)
+
+
+def deliver(r, sender, msg):
+    sender.sendto(msg, r.nack_addr)
+    assert r.poll_nacks(5.0) == 1
+
+
+def sends(r):
+    before = r.stats["suppressed"]
+    r.key_write(b"\x01\x02\x03\x04", b"\x05\x06\x07\x08")
+    r.flush()
+    return r.stats["suppressed"] == before
+
+
+def test_only_the_translator_is_obeyed(translator):
+    forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forger.bind(("127.0.0.9", 0))
+    with reporter(translator) as r:
+        deliver(r, forger, pause())
+        assert r.stats["control_wrong_source"] == 1
+        assert r.stats["notices"] == 0
+        assert sends(r)
+        deliver(r, translator, pause())
+        assert r.stats["notices"] == 1
+        assert not sends(r)
+    forger.close()
+
+
+def test_with_a_key_only_authenticated_fresh_messages_are_obeyed(translator):
+    with reporter(translator, control_key=KEY.hex()) as r:
+        deliver(r, translator, pause())
+        assert r.stats["control_unauthenticated"] == 1
+        deliver(r, translator, dta.seal_control(pause(), bytes(16), 10))
+        assert r.stats["control_bad_authenticator"] == 1
+        good = dta.seal_control(pause(), KEY, 12)
+        deliver(r, translator, good)
+        assert r.stats["notices"] == 1
+        deliver(r, translator, good)
+        assert r.stats["control_replayed"] == 1
+        deliver(r, translator, dta.seal_control(pause(), KEY, 100))
+        deliver(r, translator, dta.seal_control(pause(), KEY, 99))
+        assert r.stats["notices"] == 3
+        deliver(r, translator, dta.seal_control(pause(), KEY, 30))
+        assert r.stats["control_replayed"] == 2
+
+
+def test_the_mac_is_the_rust_one():
+    message, counter = dta.open_control(dta.seal_control(pause(), KEY, 7), KEY)
+    assert (message, counter) == (pause(), 7)
+    with pytest.raises(dta.WireError) as e:
+        dta.open_control(pause(), KEY)
+    assert e.value.reason == "unauthenticated"
