@@ -22,10 +22,19 @@
 //!
 //! Every answer names the collectors that gave it (`"collectors"`). A collector that cannot be
 //! asked makes the answer an error naming it, never an `empty`.
+//!
+//! One request is one *round*: every collector asked over HTTP has one deadline in it (the
+//! query's timeout, counted from the round's start), so a hung owner costs its own keys at most
+//! that deadline and the other owners' answers still arrive. A collector that timed out or
+//! refused the connection is not asked again in the round: its remaining keys fail at once with
+//! the same error ("timed out", "refused"). A peer that answers under another collector's name
+//! (a map whose HTTP addresses point at the wrong collector, or back at this one) is an error,
+//! never an answer labelled with the wrong collector.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dta_cluster::{ClusterMap, Collector as Member, Key, Placement, SketchPlacement};
 use dta_store::Region;
@@ -36,6 +45,10 @@ use crate::query;
 
 /// Most keys one batch query may name.
 pub const MAX_BATCH_KEYS: usize = 1024;
+
+/// The response header naming the collector (of a cluster map) that answered: a peer whose
+/// answer carries another name than the one asked is reached through a wrong address.
+pub const COLLECTOR_HEADER: &str = "dta-collector";
 
 /// What is asked of each collector (the parameters of its `/query/...` route).
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +142,16 @@ pub enum ClusterQueryError {
     /// The key or a parameter is malformed.
     #[error(transparent)]
     Query(#[from] query::QueryError),
+    /// A collector holding part of the answer did not answer within its deadline.
+    #[error("collector {collector}: timed out: no answer within {} ms ({target})", after.as_millis())]
+    TimedOut {
+        /// The collector.
+        collector: String,
+        /// Its deadline in the round.
+        after: Duration,
+        /// What was asked (`http://addr/route`).
+        target: String,
+    },
     /// A collector holding part of the answer could not be asked.
     #[error("collector {collector}: {reason}")]
     Unreachable {
@@ -161,8 +184,31 @@ impl ClusterQueryError {
             | ClusterQueryError::Query(_)
             | ClusterQueryError::Invalid(_) => 400,
             ClusterQueryError::Refused { status, .. } if *status < 500 => *status,
+            ClusterQueryError::TimedOut { .. } => 504,
             ClusterQueryError::Unreachable { .. } | ClusterQueryError::Refused { .. } => 502,
         }
+    }
+}
+
+impl ClusterQueryError {
+    /// The collector the error is about, if it is about one.
+    pub fn collector(&self) -> Option<&str> {
+        match self {
+            ClusterQueryError::TimedOut { collector, .. }
+            | ClusterQueryError::Unreachable { collector, .. }
+            | ClusterQueryError::Refused { collector, .. } => Some(collector),
+            _ => None,
+        }
+    }
+
+    /// The error object of a key in a batch's answers: the key (hex), the message and the
+    /// collector it is about.
+    pub fn for_key(&self, key: &[u8]) -> Value {
+        json!({
+            "key": hex::encode(key),
+            "error": self.to_string(),
+            "collector": self.collector(),
+        })
     }
 }
 
@@ -195,14 +241,46 @@ impl ClusterQuery {
         Ok(self)
     }
 
+    /// Each collector asked over HTTP answers within `timeout` of a request's start (default
+    /// `dta_http::client::DEFAULT_CLIENT_TIMEOUT`).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// The map.
     pub fn map(&self) -> &ClusterMap {
         &self.map
     }
 
+    /// The name this process answers under in the map, if it serves one of its collectors.
+    pub fn local_name(&self) -> Option<&str> {
+        self.local.as_ref().map(|(n, _)| n.as_str())
+    }
+
+    /// A new round: the deadlines of one request.
+    fn round(&self) -> Round {
+        Round {
+            deadline: Instant::now() + self.timeout,
+            timeout: self.timeout,
+            down: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Ask collector `c` the query `ask` on `store` (for `key`, if any); its JSON answer.
     pub fn ask(
         &self,
+        c: &Member,
+        store: &str,
+        ask: &Ask,
+        key: Option<&[u8]>,
+    ) -> Result<Value, ClusterQueryError> {
+        self.ask_in(&self.round(), c, store, ask, key)
+    }
+
+    fn ask_in(
+        &self,
+        round: &Round,
         c: &Member,
         store: &str,
         ask: &Ask,
@@ -237,29 +315,37 @@ impl ClusterQuery {
                 "neither its region directory is readable here nor does it have an HTTP API".into(),
             ));
         };
-        self.http(c, addr, store, ask, key)
+        let target = format!("/query/{}/{}?{}", ask.route(), store, ask.query_string(key));
+        self.http(round, c, addr, &target)
     }
 
+    /// `GET target` from collector `c` at `addr` within its deadline in `round`: the JSON
+    /// answer of a 200, else the error (remembered in the round when the peer is down).
     fn http(
         &self,
+        round: &Round,
         c: &Member,
         addr: SocketAddr,
-        store: &str,
-        ask: &Ask,
-        key: Option<&[u8]>,
+        target: &str,
     ) -> Result<Value, ClusterQueryError> {
-        let target = format!("/query/{}/{}?{}", ask.route(), store, ask.query_string(key));
-        let a = dta_http::client::get(addr, &target, self.token.as_ref(), self.timeout).map_err(
-            |e| ClusterQueryError::Unreachable {
-                collector: c.name.clone(),
-                reason: e.to_string(),
-            },
-        )?;
-        let v: Value =
-            serde_json::from_slice(&a.body).map_err(|e| ClusterQueryError::Unreachable {
-                collector: c.name.clone(),
-                reason: format!("answer is not JSON: {e}"),
-            })?;
+        if let Some(e) = round.down(&c.name) {
+            return Err(e);
+        }
+        let a = dta_http::client::get_until(addr, target, self.token.as_ref(), round.deadline)
+            .map_err(|e| round.failed(&c.name, addr, target, e))?;
+        let unreachable = |reason: String| ClusterQueryError::Unreachable {
+            collector: c.name.clone(),
+            reason,
+        };
+        if let Some(other) = a.header(COLLECTOR_HEADER).filter(|n| *n != c.name) {
+            return Err(unreachable(format!(
+                "its HTTP address http://{addr} is served by collector {other:?}: the cluster \
+                 map's `http` of {:?} is wrong",
+                c.name
+            )));
+        }
+        let v: Value = serde_json::from_slice(&a.body)
+            .map_err(|e| unreachable(format!("answer is not JSON: {e}")))?;
         if a.status != 200 {
             return Err(ClusterQueryError::Refused {
                 collector: c.name.clone(),
@@ -278,6 +364,16 @@ impl ClusterQuery {
 
     /// Key-Write, Key-Increment or Postcarding: `key` of `store` from its owner(s).
     pub fn key(&self, store: &str, key: &[u8], ask: &Ask) -> Result<Value, ClusterQueryError> {
+        self.key_in(&self.round(), store, key, ask)
+    }
+
+    fn key_in(
+        &self,
+        round: &Round,
+        store: &str,
+        key: &[u8],
+        ask: &Ask,
+    ) -> Result<Value, ClusterQueryError> {
         let owners = self.map.owners_during_change(store, Key::Bytes(key))?;
         match ask {
             Ask::Ki { .. } => {
@@ -285,7 +381,7 @@ impl ClusterQuery {
                 let mut first: Option<Value> = None;
                 let mut parts = vec![];
                 for o in &owners {
-                    let v = self.ask(o, store, ask, Some(key))?;
+                    let v = self.ask_in(round, o, store, ask, Some(key))?;
                     let n = v["count"]
                         .as_u64()
                         .ok_or_else(|| ClusterQueryError::Unreachable {
@@ -305,7 +401,7 @@ impl ClusterQuery {
                 let mut first: Option<Value> = None;
                 let mut asked = vec![];
                 for o in &owners {
-                    let mut v = self.ask(o, store, ask, Some(key))?;
+                    let mut v = self.ask_in(round, o, store, ask, Some(key))?;
                     asked.push(o.name.clone());
                     if v["status"] == "found" {
                         v["collectors"] = json!([o.name]);
@@ -330,11 +426,12 @@ impl ClusterQuery {
         };
         let mut owners = self.map.owners_during_change(store, Key::List(*list))?;
         owners.reverse();
+        let round = self.round();
         let mut entries = vec![];
         let mut parts = vec![];
         let mut first: Option<Value> = None;
         for o in owners {
-            let v = self.ask(o, store, ask, None)?;
+            let v = self.ask_in(&round, o, store, ask, None)?;
             let e = v["entries"].as_array().cloned().unwrap_or_default();
             parts.push(
                 json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}),
@@ -356,10 +453,28 @@ impl ClusterQuery {
             rule.placement,
             Placement::Sketch(SketchPlacement::Hierarchical { .. })
         );
+        // The sections' collectors asked in parallel, each within its deadline.
+        let round = self.round();
+        let asked: Vec<(&Member, Result<Value, ClusterQueryError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = readers
+                .iter()
+                .map(|&i| {
+                    let c = &self.map.collectors[i];
+                    let round = &round;
+                    (
+                        c,
+                        s.spawn(move || self.ask_in(round, c, store, &Ask::Sketch, key)),
+                    )
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(c, h)| (c, h.join().unwrap_or_else(|_| Err(thread_failed()))))
+                .collect()
+        });
         let mut answers = vec![];
-        for &i in &readers {
-            let c = &self.map.collectors[i];
-            match self.ask(c, store, &Ask::Sketch, key) {
+        for (c, r) in asked {
+            match r {
                 Ok(v) => answers.push((c.name.clone(), v)),
                 // A section whose collector has merged no sketch yet adds nothing.
                 Err(ClusterQueryError::Refused { status: 404, .. }) if hierarchical => {}
@@ -421,12 +536,14 @@ impl ClusterQuery {
         }
         let mut out: Vec<Option<Result<Value, ClusterQueryError>>> =
             (0..keys.len()).map(|_| None).collect();
+        let round = self.round();
         std::thread::scope(|s| {
+            let round = &round;
             let handles: Vec<_> = groups
                 .iter()
                 .enumerate()
                 .filter(|(_, g)| !g.is_empty())
-                .map(|(c, g)| s.spawn(move || self.group(c, store, keys, g, ask)))
+                .map(|(c, g)| s.spawn(move || self.group(round, c, store, keys, g, ask)))
                 .collect();
             for h in handles {
                 // A thread that panicked leaves its keys unanswered: an error each, below.
@@ -439,11 +556,7 @@ impl ClusterQuery {
         });
         Ok(out
             .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| {
-                    Err(ClusterQueryError::Invalid("the query thread failed".into()))
-                })
-            })
+            .map(|r| r.unwrap_or_else(|| Err(thread_failed())))
             .collect())
     }
 }
@@ -469,6 +582,7 @@ impl ClusterQuery {
     /// (local, or with a previous owner to ask too) one by one.
     fn group(
         &self,
+        round: &Round,
         c: usize,
         store: &str,
         keys: &[Vec<u8>],
@@ -485,7 +599,7 @@ impl ClusterQuery {
                 .is_ok_and(|o| o.len() == 1);
             match self.remote(member, store) {
                 Some(addr) if single => forward.push((i, addr)),
-                _ => out.push((i, self.key(store, &keys[i], ask))),
+                _ => out.push((i, self.key_in(round, store, &keys[i], ask))),
             }
         }
         // Requests whose target stays well within the server's URI limit.
@@ -497,10 +611,15 @@ impl ClusterQuery {
             }
             let addr = forward[0].1;
             let ks: Vec<&[u8]> = chunk.iter().map(|&i| &keys[i][..]).collect();
-            match self.http_batch(member, addr, store, ask, &ks) {
+            match self.http_batch(round, member, addr, store, ask, &ks) {
                 Ok(answers) => out.extend(chunk.iter().copied().zip(answers)),
-                // A peer without the batch route (or that failed it): one key at a time.
-                Err(_) => out.extend(chunk.iter().map(|&i| (i, self.key(store, &keys[i], ask)))),
+                // A peer without the batch route (or that failed it): one key at a time (at
+                // once an error each when the peer is down: the round remembers it).
+                Err(_) => out.extend(
+                    chunk
+                        .iter()
+                        .map(|&i| (i, self.key_in(round, store, &keys[i], ask))),
+                ),
             }
             chunk.clear();
         };
@@ -520,6 +639,7 @@ impl ClusterQuery {
     /// `GET /local/batch/{route}/{store}?keys=...` of collector `c`: its answers, in order.
     fn http_batch(
         &self,
+        round: &Round,
         c: &Member,
         addr: SocketAddr,
         store: &str,
@@ -543,17 +663,7 @@ impl ClusterQuery {
             collector: c.name.clone(),
             reason,
         };
-        let a = dta_http::client::get(addr, &target, self.token.as_ref(), self.timeout)
-            .map_err(|e| unreachable(e.to_string()))?;
-        let v: Value = serde_json::from_slice(&a.body)
-            .map_err(|e| unreachable(format!("answer is not JSON: {e}")))?;
-        if a.status != 200 {
-            return Err(ClusterQueryError::Refused {
-                collector: c.name.clone(),
-                status: a.status,
-                message: v["error"].as_str().unwrap_or("").to_owned(),
-            });
-        }
+        let v = self.http(round, c, addr, &target)?;
         let answers = v["answers"]
             .as_array()
             .filter(|a| a.len() == keys.len())
@@ -582,6 +692,78 @@ impl ClusterQuery {
 /// Bytes of keys (hex, with separators) in one forwarded batch request: the request target
 /// stays under `dta_http::MAX_URI_LEN`.
 const FORWARD_KEYS_BYTES: usize = 3000;
+
+/// The deadlines of one request: every collector asked over HTTP answers by `deadline`; one
+/// that timed out or refused the connection is remembered and not asked again.
+struct Round {
+    deadline: Instant,
+    timeout: Duration,
+    down: Mutex<HashMap<String, Down>>,
+}
+
+/// Why a collector is not asked again in a round.
+#[derive(Clone)]
+enum Down {
+    TimedOut(String),
+    Unreachable(String),
+}
+
+impl Round {
+    /// The error of collector `name` if it is down in this round.
+    fn down(&self, name: &str) -> Option<ClusterQueryError> {
+        let d = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        d.get(name).map(|d| self.error(name, d.clone()))
+    }
+
+    /// The error for `e` from collector `name`; a timeout or refused connection is remembered.
+    fn failed(
+        &self,
+        name: &str,
+        addr: SocketAddr,
+        target: &str,
+        e: dta_http::client::ClientError,
+    ) -> ClusterQueryError {
+        use dta_http::client::ClientError as E;
+        let down = match &e {
+            E::TimedOut { .. } => Down::TimedOut(format!("http://{addr}{}", route_of(target))),
+            E::Refused { .. } => Down::Unreachable(format!(
+                "refused: connection refused by http://{addr} (is its collector running?)"
+            )),
+            E::Io { .. } | E::Malformed { .. } => {
+                return ClusterQueryError::Unreachable {
+                    collector: name.to_owned(),
+                    reason: e.to_string(),
+                }
+            }
+        };
+        let mut d = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        d.insert(name.to_owned(), down.clone());
+        self.error(name, down)
+    }
+
+    fn error(&self, name: &str, d: Down) -> ClusterQueryError {
+        match d {
+            Down::TimedOut(target) => ClusterQueryError::TimedOut {
+                collector: name.to_owned(),
+                after: self.timeout,
+                target,
+            },
+            Down::Unreachable(reason) => ClusterQueryError::Unreachable {
+                collector: name.to_owned(),
+                reason,
+            },
+        }
+    }
+}
+
+/// A request target without its query string (keys can be long).
+fn route_of(target: &str) -> &str {
+    target.split_once('?').map_or(target, |(r, _)| r)
+}
+
+fn thread_failed() -> ClusterQueryError {
+    ClusterQueryError::Invalid("the query thread failed".into())
+}
 
 /// A sketch not merged yet reads as the peer's 404 would, wherever the collector was asked.
 fn refused(c: &Member, e: ClusterQueryError) -> ClusterQueryError {

@@ -492,7 +492,8 @@ async fn cluster_batch(
         let answers: Vec<serde_json::Value> = cq
             .batch(&name, &keys, &ask)?
             .into_iter()
-            .map(|r| r.unwrap_or_else(|e| serde_json::json!({"error": e.to_string()})))
+            .zip(&keys)
+            .map(|(r, k)| r.unwrap_or_else(|e| e.for_key(k)))
             .collect();
         Ok(Json(serde_json::json!({ "answers": answers })))
     })
@@ -559,7 +560,12 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
         cluster,
     };
     let dir = api.c.dir().to_path_buf();
-    Router::new()
+    let name = api
+        .cluster
+        .as_ref()
+        .and_then(|c| c.local_name())
+        .and_then(|n| axum::http::HeaderValue::from_str(n).ok());
+    let routes = Router::new()
         .route("/cluster/query/:kind/:name", get(cluster_query))
         .route("/cluster/batch/:kind/:name", get(cluster_batch))
         .route("/local/batch/:kind/:name", get(local_batch))
@@ -576,7 +582,22 @@ pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>
         })
         .with_state(api)
         // Push notifications of the region directory ([`dta_http::notify`]).
-        .merge(crate::notify_http::router(dir))
+        .merge(crate::notify_http::router(dir));
+    // A collector of a cluster map names itself on every answer, so a peer that reaches it
+    // under another name (a wrong `http` in the map) finds out rather than mislabelling.
+    match name {
+        Some(name) => routes.layer(axum::middleware::map_response(
+            move |mut r: axum::response::Response| {
+                let name = name.clone();
+                async move {
+                    r.headers_mut()
+                        .insert(crate::cluster::COLLECTOR_HEADER, name);
+                    r
+                }
+            },
+        )),
+        None => routes,
+    }
 }
 
 /// Serve the API on `addr` until `shutdown` resolves, with the default limits and the token of

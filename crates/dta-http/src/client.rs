@@ -1,13 +1,16 @@
 //! A minimal blocking HTTP/1.1 `GET` client, for asking a peer collector's query API (the
 //! cluster queries of `dta_collector::cluster`): one request per connection
 //! (`Connection: close`), a connect and an I/O timeout, an answer of at most
-//! [`MAX_RESPONSE_BYTES`], a bearer token when given. The peer is another collector, but its
+//! [`MAX_RESPONSE_BYTES`], a bearer token when given, and one deadline for the whole exchange
+//! (connect, send, every read: a peer that trickles bytes cannot hold a request past it). A peer
+//! that does not answer in time is [`ClientError::TimedOut`], one that refuses the connection
+//! [`ClientError::Refused`]. The peer is another collector, but its
 //! answer is still bounded and parsed defensively: a malformed status line, a header section
 //! over [`MAX_HEAD_BYTES`] or a body beyond its `Content-Length` is an error, never a panic.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::Token;
 
@@ -21,7 +24,25 @@ pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Connecting, sending or receiving failed (timeouts included).
+    /// No complete answer before the deadline (the peer is hung, stopped or too slow).
+    #[error("http://{addr}{target}: timed out after {:.0} ms", after.as_secs_f64() * 1e3)]
+    TimedOut {
+        /// The peer.
+        addr: SocketAddr,
+        /// The request target.
+        target: String,
+        /// The time the request was given.
+        after: Duration,
+    },
+    /// The peer refused the connection (nothing listens there).
+    #[error("http://{addr}{target}: connection refused")]
+    Refused {
+        /// The peer.
+        addr: SocketAddr,
+        /// The request target.
+        target: String,
+    },
+    /// Connecting, sending or receiving failed otherwise.
     #[error("http://{addr}{target}: {source}")]
     Io {
         /// The peer.
@@ -43,26 +64,70 @@ pub enum ClientError {
     },
 }
 
-/// An answer: the status code and the body.
+/// An answer: the status code, the headers and the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// The HTTP status code.
     pub status: u16,
+    /// The headers, names lower-cased, values trimmed, in order.
+    pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
 }
 
-/// `GET target` (path and query, already percent-encoded) from `addr`.
+impl Answer {
+    /// The value of the first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `GET target` (path and query, already percent-encoded) from `addr`, answered within
+/// `timeout`.
 pub fn get(
     addr: SocketAddr,
     target: &str,
     token: Option<&Token>,
     timeout: Duration,
 ) -> Result<Answer, ClientError> {
-    let io = |source| ClientError::Io {
-        addr,
-        target: target.to_owned(),
-        source,
+    get_until(addr, target, token, Instant::now() + timeout)
+}
+
+/// `GET target` from `addr`, answered by `deadline` (connect, send and receive together).
+pub fn get_until(
+    addr: SocketAddr,
+    target: &str,
+    token: Option<&Token>,
+    deadline: Instant,
+) -> Result<Answer, ClientError> {
+    let started = Instant::now();
+    let io = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => ClientError::TimedOut {
+            addr,
+            target: target.to_owned(),
+            after: deadline.saturating_duration_since(started),
+        },
+        std::io::ErrorKind::ConnectionRefused => ClientError::Refused {
+            addr,
+            target: target.to_owned(),
+        },
+        _ => ClientError::Io {
+            addr,
+            target: target.to_owned(),
+            source,
+        },
+    };
+    // What is left of the deadline; a zero (past) deadline is a timeout, never "no timeout".
+    let left = || {
+        let d = deadline.saturating_duration_since(Instant::now());
+        if d.is_zero() {
+            Err(io(std::io::ErrorKind::TimedOut.into()))
+        } else {
+            Ok(d)
+        }
     };
     let bad = |msg: String| ClientError::Malformed {
         addr,
@@ -72,9 +137,8 @@ pub fn get(
     if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control() || b == b' ') {
         return Err(bad("the request target must be an encoded path".into()));
     }
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
-    s.set_read_timeout(Some(timeout)).map_err(io)?;
-    s.set_write_timeout(Some(timeout)).map_err(io)?;
+    let mut s = TcpStream::connect_timeout(&addr, left()?).map_err(io)?;
+    s.set_write_timeout(Some(left()?)).map_err(io)?;
     let _ = s.set_nodelay(true);
     let mut req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(t) = token {
@@ -85,12 +149,18 @@ pub fn get(
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).map_err(io)?;
     let mut buf = Vec::with_capacity(4096);
-    (&mut s)
-        .take(MAX_RESPONSE_BYTES as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(io)?;
-    if buf.len() > MAX_RESPONSE_BYTES {
-        return Err(bad(format!("more than {MAX_RESPONSE_BYTES} bytes")));
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        s.set_read_timeout(Some(left()?)).map_err(io)?;
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        }
+        if buf.len() > MAX_RESPONSE_BYTES {
+            return Err(bad(format!("more than {MAX_RESPONSE_BYTES} bytes")));
+        }
     }
     let head_end = buf
         .windows(4)
@@ -113,10 +183,12 @@ pub fn get(
         .parse()
         .map_err(|_| bad(format!("status line {status_line:?}")))?;
     let mut content_length = None;
+    let mut headers = vec![];
     for l in lines {
         let Some((name, value)) = l.split_once(':') else {
             return Err(bad(format!("header line {l:?}")));
         };
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         if name.eq_ignore_ascii_case("content-length") {
             content_length = Some(
                 value
@@ -136,6 +208,7 @@ pub fn get(
     };
     Ok(Answer {
         status,
+        headers,
         body: body.to_vec(),
     })
 }
@@ -169,8 +242,14 @@ mod tests {
 
     #[test]
     fn answers_are_read_to_their_length() {
-        let a = ask(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing").unwrap();
+        let a =
+            ask(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nDta-Collector:  c1 \r\n\r\n{}trailing")
+                .unwrap();
         assert_eq!((a.status, &a.body[..]), (200, &b"{}"[..]));
+        assert_eq!(
+            (a.header("dta-collector"), a.header("x")),
+            (Some("c1"), None)
+        );
         let a =
             ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
         assert_eq!((a.status, &a.body[..]), (404, &b"{\"error\":\"x\"}"[..]));
@@ -198,13 +277,43 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        assert!(matches!(
-            get(nobody, "/x", None, Duration::from_secs(1)),
-            Err(ClientError::Io { .. })
-        ));
+        let e = get(nobody, "/x", None, Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(e, ClientError::Refused { .. }), "{e:?}");
+        assert!(e.to_string().ends_with("/x: connection refused"), "{e}");
         assert!(matches!(
             get(nobody, "/x y", None, Duration::from_secs(1)),
             Err(ClientError::Malformed { .. })
         ));
+    }
+
+    /// A peer that accepts and then says nothing, or trickles a byte at a time, costs one
+    /// deadline, not a timeout per read.
+    #[test]
+    fn hung_and_trickling_peers_time_out_at_the_deadline() {
+        let hung = TcpListener::bind("127.0.0.1:0").unwrap();
+        let trickle = TcpListener::bind("127.0.0.1:0").unwrap();
+        let trickle_addr = trickle.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = trickle.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            for b in b"HTTP/1.1 200 OK\r\nX-Padding: ".iter().cycle().take(200) {
+                if s.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        for addr in [hung.local_addr().unwrap(), trickle_addr] {
+            let t0 = std::time::Instant::now();
+            let e = get(addr, "/q", None, Duration::from_millis(600)).unwrap_err();
+            let took = t0.elapsed();
+            assert!(matches!(e, ClientError::TimedOut { .. }), "{e:?}");
+            assert!(e.to_string().contains("timed out after 600 ms"), "{e}");
+            assert!(took < Duration::from_millis(3000), "{took:?}");
+        }
+        // A deadline already past is a timeout at once.
+        let e = get_until(trickle_addr, "/q", None, std::time::Instant::now()).unwrap_err();
+        assert!(matches!(e, ClientError::TimedOut { .. }), "{e:?}");
     }
 }

@@ -86,6 +86,45 @@ pub fn routes(
         )))
 }
 
+/// What is inconsistent between the cluster map and the HTTP address collector `name` listens
+/// on (`listen`): the map's `http` for it naming another port or host (peers would ask the
+/// wrong place), or another collector's `http` being this address (its keys would be answered
+/// here). Peers detect the second at query time too (`dta_collector::cluster`).
+pub fn cluster_http_warnings(
+    map: &dta_cluster::ClusterMap,
+    name: &str,
+    listen: &str,
+) -> Vec<String> {
+    let Ok(at) = dta_http::parse_listen_addr(listen) else {
+        return vec![];
+    };
+    // A wildcard listen address serves every local address: only its port is compared.
+    let same = |a: std::net::SocketAddr| {
+        a.port() == at.port() && (at.ip().is_unspecified() || a.ip() == at.ip())
+    };
+    let mut out = vec![];
+    match map.collector(name).map(|c| c.http) {
+        Some(Some(h)) if !same(h) => out.push(format!(
+            "collector {name:?} listens for HTTP on {at} but the cluster map says {h}: peers \
+             asking it for its keys will not reach it"
+        )),
+        Some(None) => out.push(format!(
+            "the cluster map gives collector {name:?} no `http`: peers cannot ask it over HTTP"
+        )),
+        _ => {}
+    }
+    for c in &map.collectors {
+        if c.name != name && c.http == Some(at) {
+            out.push(format!(
+                "the cluster map gives collector {:?} this collector's HTTP address {at}: its \
+                 keys would be asked here (peers refuse such answers)",
+                c.name
+            ));
+        }
+    }
+    out
+}
+
 /// The cluster routes of a collector named `name` in `map`: `/cluster/...` asks the owners.
 pub fn cluster_query(
     map: dta_cluster::ClusterMap,
@@ -207,8 +246,14 @@ pub fn run(
     let cluster = cluster
         .map(|(m, name)| cluster_query(m, &name, c.clone(), http_opts.token.clone()))
         .transpose()?;
-    if cluster.is_some() && cfg.collector.http.is_empty() {
-        bail!("--cluster answers over the HTTP API: set [collector] http");
+    if let Some(cq) = &cluster {
+        if cfg.collector.http.is_empty() {
+            bail!("--cluster answers over the HTTP API: set [collector] http");
+        }
+        for w in cluster_http_warnings(cq.map(), cq.local_name().unwrap_or(""), &cfg.collector.http)
+        {
+            eprintln!("warning: {w}");
+        }
     }
     if cfg.collector.http.is_empty() {
         eprintln!("collector ready (no HTTP API); Ctrl-C or SIGTERM to stop");
@@ -247,4 +292,41 @@ pub fn run(
         flush_failed,
         stores,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_http_warnings;
+
+    #[test]
+    fn cluster_http_addresses_that_disagree_with_the_listener_are_warned_about() {
+        let map = dta_cluster::ClusterMap::parse(
+            "version = 1\n\
+             [[collector]]\nname = \"c0\"\ntranslator = \"127.0.0.1:1\"\nmode = \"shm\"\nhttp = \"10.0.0.1:80\"\n\
+             [[collector]]\nname = \"c1\"\ntranslator = \"127.0.0.1:2\"\nmode = \"shm\"\nhttp = \"10.0.0.2:80\"\n\
+             [[collector]]\nname = \"c2\"\ntranslator = \"127.0.0.1:3\"\nmode = \"shm\"\n\
+             [[store]]\nname = \"kw\"\nkind = \"key-write\"\n",
+        )
+        .unwrap();
+        // As the map says, or a wildcard on its port: nothing to say.
+        assert!(cluster_http_warnings(&map, "c0", "10.0.0.1:80").is_empty());
+        assert!(cluster_http_warnings(&map, "c0", "0.0.0.0:80").is_empty());
+        // Another port, another host: the map's address is named.
+        for listen in ["10.0.0.1:81", "127.0.0.1:80"] {
+            let w = cluster_http_warnings(&map, "c0", listen);
+            assert_eq!(w.len(), 1, "{w:?}");
+            assert!(w[0].contains("the cluster map says 10.0.0.1:80"), "{w:?}");
+        }
+        // Listening where the map puts another collector: both said.
+        let w = cluster_http_warnings(&map, "c0", "10.0.0.2:80");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[1].contains("gives collector \"c1\" this collector's HTTP address"),
+            "{w:?}"
+        );
+        // No `http` for itself.
+        let w = cluster_http_warnings(&map, "c2", "127.0.0.1:80");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("no `http`"), "{w:?}");
+    }
 }

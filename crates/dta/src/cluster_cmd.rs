@@ -320,21 +320,39 @@ pub fn query(what: &crate::QueryWhat) -> anyhow::Result<Option<ExitCode>> {
                 .filter(|k| !k.is_empty())
                 .map(|k| cq.parse_key(store, k))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut all_found = true;
+            // Every key's answer or error is printed; the exit status is the worst of them:
+            // 2 if a key could not be answered, else 1 if a key was not found, else 0.
+            let (mut all_found, mut all_answered) = (true, true);
             let mut answers = vec![];
-            for r in cq.batch(store, &keys, &ask)? {
-                let v = r?;
-                all_found &= found(&v);
-                answers.push(v);
+            for (r, k) in cq.batch(store, &keys, &ask)?.into_iter().zip(&keys) {
+                match r {
+                    Ok(v) => {
+                        all_found &= found(&v);
+                        answers.push(v);
+                    }
+                    Err(e) => {
+                        all_answered = false;
+                        answers.push(e.for_key(k));
+                    }
+                }
             }
             if sel.json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&answers)?)?;
             } else {
                 for v in &answers {
-                    writeln!(out, "{}", summary(v))?;
+                    match v["error"].as_str() {
+                        Some(e) => writeln!(
+                            out,
+                            "{store} key 0x{}: error: {e}",
+                            v["key"].as_str().unwrap_or("?")
+                        )?,
+                        None => writeln!(out, "{}", summary(v))?,
+                    }
                 }
             }
-            Ok(Some(if all_found {
+            Ok(Some(if !all_answered {
+                ExitCode::from(2)
+            } else if all_found {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -194,7 +194,10 @@ struct StoreSel {
     json: bool,
     /// A cluster map (docs/scale-out.md): ask the collector(s) owning the key, through their
     /// region directory when readable here, else their HTTP API (token from DTA_HTTP_TOKEN_FILE
-    /// or DTA_HTTP_TOKEN). Comma-separated keys are a batch, the owners asked in parallel.
+    /// or DTA_HTTP_TOKEN). Comma-separated keys are a batch, the owners asked in parallel, each
+    /// within 5 s; every key's answer or error (naming the collector, "timed out" or "refused")
+    /// is printed. Exit status 0 when every key is found, 1 when one is not, 2 when one could
+    /// not be answered.
     #[arg(long, value_name = "MAP", conflicts_with = "region")]
     cluster: Option<PathBuf>,
 }

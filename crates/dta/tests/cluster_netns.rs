@@ -16,7 +16,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -169,19 +169,6 @@ fn drawn(primitive: Opcode, count: u64) -> Vec<u64> {
         .unwrap()
         .take(count as usize)
         .collect()
-}
-
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("DTA_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"));
-    let ok = Command::new(&p)
-        .args(["-c", "import dta; dta.ClusterClient"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(p)
 }
 
 #[test]
@@ -538,7 +525,7 @@ fn three_collectors_then_four() {
         );
         assert_eq!(h["estimate"], a["estimate"]);
         // Python: the map from the Rust core, the owners' HTTP APIs.
-        match python() {
+        match common::python() {
             None => dta_testkit::record_skip(
                 "cluster_netns::three_collectors_then_four (Python part)",
                 "no Python with the dta package (set DTA_PYTHON or build .venv)",

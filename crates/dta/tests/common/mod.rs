@@ -255,3 +255,20 @@ key_len = 6
     )
     .unwrap();
 }
+
+/// The Python with the `dta` package built into it (`DTA_PYTHON`, else the repo's `.venv`, as
+/// scripts/test-bindings.sh builds it); None when it cannot import `dta`.
+pub fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("DTA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+        });
+    let ok = Command::new(&p)
+        .args(["-c", "import dta; dta.ClusterClient"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(p)
+}
