@@ -53,6 +53,7 @@ fn store_err(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::BadListId { .. } => "bad_list_id",
         StoreError::BadShard { .. } => "bad_shard",
         StoreError::RegionLost { .. } => "region_lost",
+        StoreError::NoSpace { .. } => "no_space",
     };
     region_err(py, reason, e.to_string())
 }

@@ -9,6 +9,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// An export target that keeps failing (down, full disk) fails per batch: logged at most every
+/// [`dta_log::DEFAULT_INTERVAL`], counted exactly in the pipeline's `failed`.
+static EXPORT_FAILED: dta_log::Throttle = dta_log::Throttle::new(dta_log::DEFAULT_INTERVAL);
+
 use dta_int::Notification;
 
 use crate::influx::{LineWriter, UdpLineSink};
@@ -56,7 +60,7 @@ impl KafkaTarget {
                     Err(_) => failed += 1,
                 },
                 Err(e) => {
-                    tracing::warn!("kafka export: {e}");
+                    dta_log::warn_throttled!(EXPORT_FAILED, "kafka export: {e}");
                     failed += 1;
                 }
             }
@@ -82,7 +86,7 @@ impl Target {
             Target::Redis(r) => match r.write_batch(batch) {
                 Ok(()) => (batch.len() as u64, 0),
                 Err(e) => {
-                    tracing::warn!("redis export: {e}");
+                    dta_log::warn_throttled!(EXPORT_FAILED, "redis export: {e}");
                     (0, batch.len() as u64)
                 }
             },
@@ -95,7 +99,7 @@ impl Target {
                     }
                 }
                 if let Err(e) = w.flush() {
-                    tracing::warn!("line protocol export: {e}");
+                    dta_log::warn_throttled!(EXPORT_FAILED, "line protocol export: {e}");
                 }
                 (w.written - w0, w.rejected - r0 + io_failed)
             }

@@ -280,6 +280,11 @@ impl Collector for TranslatorMetrics {
                 |s| s.spill_dropped.load(Relaxed),
             ),
             (
+                "dta_translator_spill_file_errors",
+                "Spill file writes that failed (its filesystem full, an I/O error)",
+                |s| s.spill_file_errors.load(Relaxed),
+            ),
+            (
                 "dta_translator_notices_sent",
                 "Congestion notices sent to reporters",
                 |s| s.notices_sent.load(Relaxed),

@@ -328,8 +328,10 @@ pub async fn serve(
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
                 Err(e) => {
-                    // Out of descriptors and the like: wait, do not spin.
-                    tracing::warn!("accept: {e}");
+                    // Out of descriptors and the like: wait, do not spin, do not flood the log.
+                    static ACCEPT: dta_log::Throttle =
+                        dta_log::Throttle::new(dta_log::DEFAULT_INTERVAL);
+                    dta_log::warn_throttled!(ACCEPT, "accept: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -101,12 +101,26 @@ pub fn collector_ready(c: Arc<dta_collector::Collector>) -> Readiness {
 /// Readiness of a translator or an INT sink whose report sockets are bound (their metrics
 /// server starts after): every region it writes still mapped and whole.
 pub fn regions_ready(regions: Vec<Arc<dta_store::Region>>) -> Readiness {
+    Readiness::new(move || check_regions(&regions))
+}
+
+fn check_regions(regions: &[Arc<dta_store::Region>]) -> Result<(), String> {
+    for r in regions {
+        r.check()
+            .map_err(|e| format!("region {}: {e}", r.path().display()))?;
+    }
+    Ok(())
+}
+
+/// Readiness of a translator: its regions whole ([`regions_ready`]) and its spill file
+/// writable (not failed within `dta_translator::stats::SPILL_FILE_UNREADY`).
+pub fn translator_ready(
+    regions: Vec<Arc<dta_store::Region>>,
+    stats: Vec<Arc<dta_translator::Stats>>,
+) -> Readiness {
     Readiness::new(move || {
-        for r in &regions {
-            r.check()
-                .map_err(|e| format!("region {}: {e}", r.path().display()))?;
-        }
-        Ok(())
+        check_regions(&regions)?;
+        dta_translator::Stats::spill_unready(&stats)
     })
 }
 

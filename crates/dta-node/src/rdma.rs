@@ -108,7 +108,8 @@ impl RdmaTranslator {
                 crate::ops::start_metrics(
                     addr,
                     crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
-                    dta_http::health::Readiness::always(),
+                    // The collector's regions are remote: readiness is the spill file's.
+                    crate::ops::translator_ready(vec![], stats.clone()),
                 )
             })
             .transpose()?;

@@ -198,7 +198,7 @@ impl MemoryTranslator {
                 crate::ops::start_metrics(
                     addr,
                     translator_registry(&stats, &sockets)?,
-                    crate::ops::regions_ready(collector.regions()),
+                    crate::ops::translator_ready(collector.regions(), stats.clone()),
                 )
             })
             .transpose()?;

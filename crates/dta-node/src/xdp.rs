@@ -167,7 +167,7 @@ impl XdpNode {
                 crate::ops::start_metrics(
                     addr,
                     crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
-                    crate::ops::regions_ready(collector.regions()),
+                    crate::ops::translator_ready(collector.regions(), stats.clone()),
                 )
             })
             .transpose()?;

@@ -25,6 +25,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Connection requests are the peers' to send: refusals are logged at most every
+/// [`dta_log::DEFAULT_INTERVAL`] (counted exactly in the stats).
+static REJECTED: dta_log::Throttle = dta_log::Throttle::new(dta_log::DEFAULT_INTERVAL);
+
 use dta_store::notify::NotifyRing;
 
 use rdma_sys::*;
@@ -474,7 +478,10 @@ impl RnicCollector {
                 let peer = peer_of(id);
                 if !self.cfg.admits(peer.map(|p| p.ip())) {
                     inc(&self.stats.rejected_not_allowed);
-                    tracing::warn!(?peer, "rejecting a connection request from outside allow");
+                    dta_log::warn_throttled!(
+                        REJECTED,
+                        "rejecting a connection request from {peer:?}: outside allow"
+                    );
                     // SAFETY: id is the request's new id, not yet accepted.
                     unsafe { rdma_reject(id, ptr::null(), 0) };
                     destroy_after_ack = true;
@@ -486,7 +493,10 @@ impl RnicCollector {
                         }
                         Err(e) => {
                             inc(&self.stats.rejected);
-                            tracing::warn!(?peer, "rejecting connection request: {e}");
+                            dta_log::warn_throttled!(
+                                REJECTED,
+                                "rejecting a connection request from {peer:?}: {e}"
+                            );
                             // SAFETY: id is the request's new id, not yet accepted.
                             unsafe { rdma_reject(id, ptr::null(), 0) };
                             destroy_after_ack = true;

@@ -134,8 +134,15 @@ pub enum StoreError {
     BadGeometry(String),
     #[error("file is {file_len} bytes but the header needs {needed} (truncated region)")]
     Truncated { file_len: u64, needed: u64 },
-    #[error("{path}: region lost: the file was truncated while mapped (repair or recreate it, then restart)")]
-    RegionLost { path: PathBuf },
+    #[error("{path}: region lost: {why} (repair or recreate it, then restart)")]
+    RegionLost { path: PathBuf, why: String },
+    #[error(
+        "{path}: a region of {} does not fit: its filesystem has {} free (make room, shrink the \
+         store or move region_dir)",
+        crate::space::human(*size),
+        crate::space::human(*free)
+    )]
+    NoSpace { path: PathBuf, size: u64, free: u64 },
     #[error("bad store name: {0}")]
     BadName(String),
     #[error("invalid store parameters: {0}")]

@@ -24,6 +24,7 @@ pub mod postcard;
 pub mod region;
 pub mod sketch;
 pub mod sketch_store;
+pub mod space;
 pub mod spec;
 
 pub use append::{AppendLayout, ListReader, PollResult};

@@ -157,7 +157,14 @@ impl NotifyRing {
                 .truncate(true)
                 .open(&tmp)
                 .map_err(io)?;
-            f.set_len(DATA + capacity * SLOT).map_err(io)?;
+            // Allocated for real, as regions are (crate::space): the ring cannot fault later.
+            let sized = f
+                .set_len(DATA + capacity * SLOT)
+                .and_then(|()| crate::space::allocate(&f, DATA + capacity * SLOT));
+            if let Err(e) = sized {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(e));
+            }
             let mut h = [0u8; 24];
             h[..8].copy_from_slice(MAGIC);
             h[8..12].copy_from_slice(&VERSION.to_le_bytes());

@@ -133,6 +133,17 @@ impl Region {
             }
             std::fs::remove_file(path).map_err(|e| StoreError::io(path, e))?;
         }
+        let no_space = |size: u64| StoreError::NoSpace {
+            path: path.to_path_buf(),
+            size,
+            free: crate::space::free_bytes(path).unwrap_or(0),
+        };
+        let mut total = HEADER_LEN as u64 + header.data_len;
+        // Refused before the file exists when it plainly cannot fit (hugetlbfs reports its
+        // pool, which fallocate then reserves).
+        if crate::space::free_bytes(path).is_ok_and(|free| free < total) {
+            return Err(no_space(total));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -140,11 +151,23 @@ impl Region {
             .open(path)
             .map_err(|e| StoreError::io(path, e))?;
         let hugetlbfs = fs_magic(&file) == Some(HUGETLBFS_MAGIC);
-        let mut total = HEADER_LEN as u64 + header.data_len;
         if hugetlbfs {
             total = total.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         }
-        file.set_len(total).map_err(|e| StoreError::io(path, e))?;
+        // Allocated for real: a region that cannot be backed is refused now, not lost at the
+        // first write into a page the filesystem cannot give.
+        let sized = file
+            .set_len(total)
+            .and_then(|()| crate::space::allocate(&file, total));
+        if let Err(e) = sized {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(if crate::space::is_no_space(&e) {
+                no_space(total)
+            } else {
+                StoreError::io(path, e)
+            });
+        }
         let map = MmapOptions::new()
             .map_raw(&file)
             .map_err(|e| StoreError::io(path, e))?;
@@ -183,6 +206,21 @@ impl Region {
             .open(path)
             .map_err(|e| StoreError::io(path, e))?;
         let file_len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        // A region opened for writing (a restart, a file made by another tool) is allocated for
+        // real too: refused now if the filesystem cannot back it.
+        if writable && file_len > 0 {
+            crate::space::allocate(&file, file_len).map_err(|e| {
+                if crate::space::is_no_space(&e) {
+                    StoreError::NoSpace {
+                        path: path.to_path_buf(),
+                        size: file_len,
+                        free: crate::space::free_bytes(path).unwrap_or(0),
+                    }
+                } else {
+                    StoreError::io(path, e)
+                }
+            })?;
+        }
         Region::map_file(file, file_len, path, writable)
     }
 
@@ -308,8 +346,14 @@ impl Region {
             self.guard.mark_lost();
         }
         if short || self.guard.is_lost() {
+            let why = if self.syncable {
+                crate::space::lost_reason(&self.path, needed)
+            } else {
+                "a page of the mapping faulted".to_owned()
+            };
             return Err(StoreError::RegionLost {
                 path: self.path.clone(),
+                why,
             });
         }
         Ok(())

@@ -21,9 +21,18 @@ use dta_wire::MAX_DATAGRAM;
 /// (little-endian; an IPv4 address in the first 4 address bytes).
 pub const RECORD_HEADER: usize = 24;
 
-/// The spill could not take a datagram.
+/// Why the spill could not take a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Full;
+pub enum Full {
+    /// Memory and file (if any) are full, or the datagram is too long.
+    Capacity,
+    /// The spill file could not be written (its filesystem is full, or an I/O error); logged,
+    /// at most every [`dta_log::DEFAULT_INTERVAL`].
+    FileError,
+}
+
+/// A spill file that cannot be written is logged at most this often (it can fail per datagram).
+static FILE_ERROR: dta_log::Throttle = dta_log::Throttle::new(dta_log::DEFAULT_INTERVAL);
 
 /// Where a ring keeps its bytes.
 trait Backing {
@@ -254,24 +263,35 @@ impl Spill {
     /// Append a datagram received from `src`.
     pub fn push(&mut self, datagram: &[u8], src: SocketAddr) -> Result<(), Full> {
         if datagram.len() > MAX_DATAGRAM {
-            return Err(Full);
+            return Err(Full::Capacity);
         }
         let h = encode_header(datagram.len(), src);
         let file_busy = self.file.as_ref().is_some_and(|f| f.records > 0);
         if !file_busy && self.mem.fits(datagram.len()) {
-            return self.mem.push(&h, datagram).map_err(|_| Full);
+            return self.mem.push(&h, datagram).map_err(|_| Full::Capacity);
         }
         let Some(f) = self.file_ring() else {
-            return Err(Full);
+            return Err(Full::Capacity);
         };
         if !f.fits(datagram.len()) {
-            return Err(Full);
+            return Err(Full::Capacity);
         }
         match f.push(&h, datagram) {
             Ok(()) => Ok(()),
             Err(e) => {
-                tracing::warn!("spill file write: {e}");
-                Err(Full)
+                let path = self.file_path.as_deref().unwrap_or(Path::new("?"));
+                let why = if dta_store::space::is_no_space(&e) {
+                    "its filesystem is full".to_owned()
+                } else {
+                    e.to_string()
+                };
+                dta_log::warn_throttled!(
+                    FILE_ERROR,
+                    "spill file {}: {why}: high-priority datagrams beyond the memory spill are \
+                     dropped (counted as spill_file_errors)",
+                    path.display()
+                );
+                Err(Full::FileError)
             }
         }
     }
@@ -333,7 +353,7 @@ mod tests {
         for i in 0..5 {
             s.push(&datagram(i, 40), src(i)).unwrap();
         }
-        assert_eq!(s.push(&datagram(99, 40), src(99)), Err(Full));
+        assert_eq!(s.push(&datagram(99, 40), src(99)), Err(Full::Capacity));
         assert_eq!(s.bytes(), 320);
         for i in 5..200u32 {
             let (n, from) = s.pop(&mut out).unwrap();
@@ -355,14 +375,18 @@ mod tests {
             s.push(&datagram(i, 100), src(i)).unwrap();
         }
         assert!(path.exists(), "the file took the overflow");
-        assert_eq!(s.push(&datagram(5, 100), src(5)), Err(Full), "both full");
+        assert_eq!(
+            s.push(&datagram(5, 100), src(5)),
+            Err(Full::Capacity),
+            "both full"
+        );
         let mut out = vec![0u8; MAX_DATAGRAM];
         // Memory is read first; a spill while the file holds anything goes to the file.
         let (n, _) = s.pop(&mut out).unwrap();
         assert_eq!(&out[..n], &datagram(0, 100)[..]);
         assert_eq!(
             s.push(&datagram(6, 100), src(6)),
-            Err(Full),
+            Err(Full::Capacity),
             "file still full"
         );
         let (n, _) = s.pop(&mut out).unwrap();
@@ -381,11 +405,11 @@ mod tests {
     #[test]
     fn no_memory_and_no_file_refuses_everything() {
         let mut s = Spill::new(0, None, 0);
-        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full));
+        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full::Capacity));
         assert!(s.is_empty());
         // A file that cannot be created: memory only, refused, said once.
         let mut s = Spill::new(0, Some(Path::new("/nonexistent-dir/spill")), 1 << 20);
-        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full));
-        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full));
+        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full::Capacity));
+        assert_eq!(s.push(&[1, 2, 3], src(0)), Err(Full::Capacity));
     }
 }

@@ -12,6 +12,37 @@ use dta_wire::{Error as WireError, Opcode};
 
 use crate::reason::Reason;
 
+/// How long after a spill file write failed the translator reports itself not ready.
+pub const SPILL_FILE_UNREADY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Milliseconds since the Unix epoch (0 before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Stats {
+    /// Why the translator is not ready, if a spill file write failed within
+    /// [`SPILL_FILE_UNREADY`] (over every thread's stats).
+    pub fn spill_unready(all: &[std::sync::Arc<Stats>]) -> Result<(), String> {
+        let at = all
+            .iter()
+            .map(|s| s.spill_file_error_at.load(Relaxed))
+            .max()
+            .unwrap_or(0);
+        let ago = unix_ms().saturating_sub(at);
+        if at != 0 && ago < SPILL_FILE_UNREADY.as_millis() as u64 {
+            let n: u64 = all.iter().map(|s| s.spill_file_errors.load(Relaxed)).sum();
+            return Err(format!(
+                "the spill file could not be written {ago} ms ago ({n} failed writes; its \
+                 filesystem full?): high priority beyond the memory spill is being dropped"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Add `n` to a counter that only the calling thread writes.
 #[inline(always)]
 pub fn add(c: &AtomicU64, n: u64) {
@@ -77,6 +108,12 @@ pub struct Stats {
     /// High-priority datagrams dropped because the spill was full (`spill_full`), or lost by a
     /// spill file that could not be read back.
     pub spill_dropped: AtomicU64,
+    /// Writes to the spill file that failed (its filesystem full, an I/O error); each datagram
+    /// is also in `spill_dropped`.
+    pub spill_file_errors: AtomicU64,
+    /// When the spill file last failed, ms since the Unix epoch (0: never): readiness says
+    /// "not ready" for [`SPILL_FILE_UNREADY`] after it.
+    pub spill_file_error_at: AtomicU64,
     /// The meter's effective budget, writes/s (gauge; the same meter for every thread).
     pub budget: AtomicU64,
     /// The sink's congestion signals, by [`CONGESTION_KINDS`].
@@ -127,6 +164,8 @@ impl Default for Stats {
             reinjected: AtomicU64::new(0),
             spill_bytes: AtomicU64::new(0),
             spill_dropped: AtomicU64::new(0),
+            spill_file_errors: AtomicU64::new(0),
+            spill_file_error_at: AtomicU64::new(0),
             budget: AtomicU64::new(0),
             congestion_signals: Default::default(),
             notices_sent: AtomicU64::new(0),
@@ -201,6 +240,14 @@ impl Stats {
         acc(&t.reinjected, &|s| &s.reinjected);
         acc(&t.spill_bytes, &|s| &s.spill_bytes);
         acc(&t.spill_dropped, &|s| &s.spill_dropped);
+        acc(&t.spill_file_errors, &|s| &s.spill_file_errors);
+        t.spill_file_error_at.store(
+            all.iter()
+                .map(|s| s.spill_file_error_at.load(Relaxed))
+                .max()
+                .unwrap_or(0),
+            Relaxed,
+        );
         // One meter for all threads: its budget once, not summed.
         t.budget.store(
             all.iter()
@@ -307,6 +354,7 @@ impl Stats {
                 "reinjected": l(&self.reinjected),
                 "spill_bytes": l(&self.spill_bytes),
                 "spill_dropped": l(&self.spill_dropped),
+                "spill_file_errors": l(&self.spill_file_errors),
                 "budget": l(&self.budget),
                 "congestion_signals": congestion,
                 "notices_sent": l(&self.notices_sent),

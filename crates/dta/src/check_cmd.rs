@@ -38,6 +38,9 @@ enum RegionState {
     Recreated,
     /// A file of other parameters (or not a region) without `force`: the collector refuses it.
     Refused,
+    /// It does not fit in what its filesystem has left (after the stores before it): the
+    /// collector refuses it.
+    NoSpace,
 }
 
 #[derive(Serialize)]
@@ -60,6 +63,11 @@ struct Plan {
     region_dir_exists: bool,
     stores: Vec<StorePlan>,
     total_bytes: u64,
+    /// Bytes the regions still need from their filesystem (new or recreated files, and what an
+    /// existing file does not have allocated yet).
+    needed_bytes: u64,
+    /// Bytes free on the region directory's filesystem (its nearest existing ancestor's).
+    free_bytes: Option<u64>,
     /// The collector's HTTP API address; absent when off.
     collector_http: Option<String>,
     collector_token: bool,
@@ -117,15 +125,38 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
     // The HTTP API's token and the refusal of a non-loopback address without one.
     let http = dta_collector::http::options(&cfg.collector)
         .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
-    let mut stores = vec![];
+    let free = dta_store::space::free_bytes(&cfg.region_dir).ok();
+    let (mut stores, mut needed) = (vec![], 0u64);
     for s in &cfg.store {
         let spec = s.spec()?;
         let path = region_path(&cfg.region_dir, &s.name);
-        let (state, reason) = region_state(&path, &s.name, &spec, cfg.collector.force);
+        let bytes = region_bytes(&s.name, &spec)?;
+        let (mut state, mut reason) = region_state(&path, &s.name, &spec, cfg.collector.force);
+        // What creating (or allocating) this region takes from the filesystem, in the order
+        // the collector creates them.
+        let need = match state {
+            RegionState::New | RegionState::Recreated => bytes,
+            RegionState::Reopened => {
+                use std::os::unix::fs::MetadataExt;
+                let have = std::fs::metadata(&path).map_or(0, |m| m.blocks() * 512);
+                bytes.saturating_sub(have)
+            }
+            RegionState::Refused | RegionState::NoSpace => 0,
+        };
+        if let Some(free) = free.filter(|&f| needed + need > f) {
+            reason = Some(format!(
+                "needs {} more; its filesystem has {} left after the stores before it",
+                dta_store::space::human(need),
+                dta_store::space::human(free.saturating_sub(needed))
+            ));
+            state = RegionState::NoSpace;
+        } else {
+            needed += need;
+        }
         stores.push(StorePlan {
             name: s.name.clone(),
             kind: spec.kind().name(),
-            bytes: region_bytes(&s.name, &spec)?,
+            bytes,
             path,
             state,
             reason,
@@ -150,6 +181,8 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
         region_dir_exists: cfg.region_dir.is_dir(),
         region_dir: cfg.region_dir.clone(),
         total_bytes: stores.iter().map(|s| s.bytes).sum(),
+        needed_bytes: needed,
+        free_bytes: free,
         stores,
         collector_http: (!cfg.collector.http.is_empty()).then(|| cfg.collector.http.clone()),
         collector_token: http.token.is_some(),
@@ -199,6 +232,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 RegionState::Reopened => "exists, reopened (data kept)",
                 RegionState::Recreated => "exists, recreated (force; data lost)",
                 RegionState::Refused => "exists, REFUSED",
+                RegionState::NoSpace => "REFUSED: does not fit",
             };
             writeln!(
                 out,
@@ -215,10 +249,12 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         writeln!(
             out,
-            "  {} stores, {} ({} bytes) of regions",
+            "  {} stores, {} ({} bytes) of regions; {} to allocate, {} free on their filesystem",
             p.stores.len(),
             human(p.total_bytes),
-            p.total_bytes
+            p.total_bytes,
+            human(p.needed_bytes),
+            p.free_bytes.map_or_else(|| "unknown".to_owned(), human)
         )?;
         match &p.collector_http {
             Some(h) => writeln!(
@@ -259,6 +295,28 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         .filter(|s| s.state == RegionState::Refused)
         .map(|s| s.name.as_str())
         .collect();
+    let no_space: Vec<String> = p
+        .stores
+        .iter()
+        .filter(|s| s.state == RegionState::NoSpace)
+        .map(|s| format!("{} ({}, {})", s.name, s.path.display(), human(s.bytes)))
+        .collect();
+    if !no_space.is_empty() {
+        bail!(
+            "the collector would refuse {}: the regions need {} more than the {} free on the \
+             filesystem of {}",
+            no_space.join(", "),
+            human(
+                p.stores
+                    .iter()
+                    .filter(|s| s.state == RegionState::NoSpace)
+                    .map(|s| s.bytes)
+                    .sum()
+            ),
+            p.free_bytes.map_or_else(|| "?".to_owned(), human),
+            p.region_dir.display()
+        );
+    }
     if !refused.is_empty() {
         bail!(
             "the collector would refuse the existing region files of {} (other parameters; \

@@ -420,9 +420,16 @@ impl<S: Sinks> Translator<S> {
             Admission::Spill => {
                 match self.spill.push(buf, src) {
                     Ok(()) => add(&self.stats.spilled, 1),
-                    Err(_) => {
+                    Err(full) => {
                         add(&self.stats.overload_dropped[p], 1);
                         add(&self.stats.spill_dropped, 1);
+                        if full == crate::spill::Full::FileError {
+                            add(&self.stats.spill_file_errors, 1);
+                            self.stats.spill_file_error_at.store(
+                                crate::stats::unix_ms(),
+                                std::sync::atomic::Ordering::Relaxed,
+                            );
+                        }
                     }
                 }
                 self.stats

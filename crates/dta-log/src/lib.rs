@@ -1,0 +1,136 @@
+//! Warnings that cannot flood the log. A condition that can repeat per datagram, per request or
+//! per peer (a full spill file, an export target down, connection requests from outside the
+//! allow-list) is logged at most once per interval by a [`Throttle`], and the line says how many
+//! like it were held back since the last one, so the log keeps its signal and its size while the
+//! counters (each a metric of its crate) keep the exact numbers.
+//!
+//! ```
+//! use std::time::Duration;
+//! static SPILL_FULL: dta_log::Throttle = dta_log::Throttle::new(Duration::from_secs(5));
+//! for _ in 0..1000 {
+//!     dta_log::warn_throttled!(SPILL_FULL, "spill file full: datagram dropped");
+//! }
+//! // One line was logged; the next one, at least 5 s later, says "(999 more since ...)".
+//! ```
+//!
+//! Hand-written (an atomic timestamp and a counter): the tracing ecosystem has no maintained
+//! per-call-site rate limiter, and this one takes no lock on the data path.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How often a throttled warning is logged unless told otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// At most one log line per interval for one condition; usable from any thread (`&self`), in a
+/// `static` at the call site.
+#[derive(Debug)]
+pub struct Throttle {
+    interval_ms: u64,
+    /// When the last line was logged, in ms since [`epoch`] plus one (0: never).
+    last: AtomicU64,
+    /// Occurrences not logged since the last line.
+    held: AtomicU64,
+}
+
+/// The process's reference instant for all throttles.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl Throttle {
+    /// A throttle logging at most once per `interval`.
+    pub const fn new(interval: Duration) -> Throttle {
+        Throttle {
+            interval_ms: interval.as_millis() as u64,
+            last: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// One occurrence: `Some(held)` when it is to be logged (with the count of occurrences held
+    /// back since the last line), else `None` (it is counted).
+    pub fn admit(&self) -> Option<u64> {
+        self.admit_at(epoch().elapsed().as_millis() as u64 + 1)
+    }
+
+    fn admit_at(&self, now: u64) -> Option<u64> {
+        let last = self.last.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < self.interval_ms.max(1) {
+            self.held.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        // One thread wins the line; the others count themselves held back.
+        if self
+            .last
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            self.held.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(self.held.swap(0, Ordering::Relaxed))
+    }
+
+    /// The interval.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+}
+
+/// `tracing::warn!` through a [`Throttle`]: logged when admitted, with " (N more since the last
+/// one)" appended when occurrences were held back.
+#[macro_export]
+macro_rules! warn_throttled {
+    ($throttle:expr, $($arg:tt)+) => {
+        if let Some(held) = $throttle.admit() {
+            if held == 0 {
+                $crate::__tracing::warn!($($arg)+);
+            } else {
+                $crate::__tracing::warn!(
+                    "{} ({held} more like it since the last one, logged at most every {:?})",
+                    format_args!($($arg)+),
+                    $throttle.interval()
+                );
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+pub use tracing as __tracing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_interval_with_the_count_held_back() {
+        let t = Throttle::new(Duration::from_millis(100));
+        assert_eq!(t.admit_at(1), Some(0));
+        for now in 2..100 {
+            assert_eq!(t.admit_at(now), None);
+        }
+        assert_eq!(t.admit_at(101), Some(98));
+        assert_eq!(t.admit_at(150), None);
+        assert_eq!(t.admit_at(5000), Some(1));
+    }
+
+    #[test]
+    fn threads_share_one_throttle() {
+        let t = Throttle::new(Duration::from_secs(3600));
+        let logged: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..10_000).filter(|_| t.admit().is_some()).count() as u64))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(logged, 1);
+        assert_eq!(t.held.load(Ordering::Relaxed), 39_999);
+    }
+}
