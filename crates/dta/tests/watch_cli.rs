@@ -112,3 +112,47 @@ fn a_rule_added_live_flags_reports_and_watch_prints_each_once() {
         stats["rules"]
     );
 }
+
+const DROP_KW: &str = "\n[[translator.rules]]\nname = \"drop-kw\"\nprimitive = \"key-write\"\n\
+                       store = \"kw\"\naction = \"drop\"\n";
+const FLAG_KI: &str = "\n[[translator.rules]]\nname = \"flag-ki\"\nprimitive = \"key-increment\"\n\
+                       action = \"immediate\"\n";
+
+/// A configuration file caught half-way through an in-place rewrite (truncated to nothing) is
+/// refused as a reload, on the file's change and on SIGHUP: the running drop rule keeps
+/// dropping, and no further rule set is installed.
+#[test]
+fn a_truncated_configuration_does_not_empty_the_running_rules() {
+    let mut s = Stack::start();
+    let original = std::fs::read_to_string(&s.config).unwrap();
+    let mut text = original.clone();
+    text.insert_str(
+        original.find("[[store]]").unwrap(),
+        &format!("{DROP_KW}{FLAG_KI}\n"),
+    );
+    std::fs::write(&s.config, &text).unwrap();
+    // Both rules are in once a Key-Increment report is notified.
+    let mut probe = watch(&s.config, &["--count", "1"]);
+    let start = Instant::now();
+    loop {
+        s.report(1, &["-p", "ki"]);
+        if wait_exit(&mut probe, Duration::from_millis(200)) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the rules were not reloaded"
+        );
+    }
+    // Truncated in place, seen as a change; then SIGHUP too.
+    std::fs::write(&s.config, "").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    common::interrupt(s.translator(), libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(800));
+    // Key-Write reports: dropped by the rule that is still running, none applied.
+    s.report(100, &["-p", "kw", "--keys", "1000000"]);
+    std::fs::write(&s.config, &original).unwrap();
+    let stats = s.stop_translator();
+    assert_eq!(stats["rules"]["reloads"], 1, "{}", stats["rules"]);
+    assert_eq!(stats["rules"]["dropped"], 100, "{}", stats["rules"]);
+}

@@ -152,6 +152,11 @@ impl Stack {
         );
     }
 
+    /// The running translator.
+    pub fn translator(&self) -> &Child {
+        self.translator.as_ref().unwrap()
+    }
+
     /// Stop the translator (SIGINT, as Ctrl-C) and return its final counters.
     pub fn stop_translator(&mut self) -> serde_json::Value {
         let t = self.translator.take().unwrap();
