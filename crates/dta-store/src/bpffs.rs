@@ -11,7 +11,6 @@ use std::path::Path;
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 const BPF_OBJ_GET: libc::c_long = 7;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-const BPF_F_RDONLY: u32 = 1 << 3;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 
@@ -41,14 +40,32 @@ fn sys_bpf(cmd: libc::c_long, attr: &mut [u64; 16]) -> io::Result<i64> {
 
 /// Open the map pinned at `path`; returns its descriptor and the bytes it holds
 /// (`value_size · max_entries`). Fails unless it is a `BPF_F_MMAPABLE` array map.
-pub(crate) fn open_pinned(path: &Path, writable: bool) -> io::Result<(OwnedFd, u64)> {
+///
+/// The descriptor is read-write even for a read-only region, which is then mapped `PROT_READ`:
+/// `mmap` of a file not open for writing drops `VM_SHARED` from a `MAP_SHARED` mapping, and the
+/// kernel maps a BPF map only shared (`bpf_map_mmap`), so a `BPF_F_RDONLY` descriptor cannot be
+/// mapped at all (EINVAL). Reading a pinned store therefore needs write permission on the pin;
+/// without it the error says so.
+pub(crate) fn open_pinned(path: &Path, _writable: bool) -> io::Result<(OwnedFd, u64)> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     let mut attr = [0u64; 16];
-    attr[0] = c.as_ptr() as u64; // pathname
-    let file_flags = if writable { 0 } else { BPF_F_RDONLY };
-    attr[1] = (file_flags as u64) << 32; // bpf_fd = 0, file_flags
-    let fd = sys_bpf(BPF_OBJ_GET, &mut attr)? as i32;
+    attr[0] = c.as_ptr() as u64; // pathname; bpf_fd = 0, file_flags = 0 (read-write)
+    let fd = match sys_bpf(BPF_OBJ_GET, &mut attr) {
+        Ok(fd) => fd as i32,
+        Err(e)
+            if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) =>
+        {
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: reading a pinned XDP store needs write permission on its pin (the \
+                     kernel maps BPF maps only through a read-write descriptor)"
+                ),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
     // SAFETY: the kernel just returned this new descriptor; we own it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // struct bpf_map_info: type, id, key_size, value_size, max_entries, map_flags (u32 each).
