@@ -422,11 +422,13 @@ impl ClusterMap {
             path: path.to_path_buf(),
             source,
         };
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_MAP_BYTES {
-            return Err(MapError::TooLarge(len));
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        // Bounded by what is read, not by what the file claims (a device, a growing file).
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(std::fs::File::open(path).map_err(io)?, MAX_MAP_BYTES + 1),
+            &mut text,
+        )
+        .map_err(io)?;
         let mut m = ClusterMap::parse(&text)?;
         // A relative region directory is relative to the map's directory, like every path of
         // a configuration file.
@@ -451,7 +453,8 @@ impl ClusterMap {
         if text.len() as u64 > MAX_MAP_BYTES {
             return Err(MapError::TooLarge(text.len() as u64));
         }
-        let raw: RawMap = toml::from_str(text).map_err(|e| MapError::Syntax(e.to_string()))?;
+        let raw: RawMap =
+            toml::from_str(text).map_err(|e| MapError::Syntax(dta_log::elide(&e.to_string())))?;
         ClusterMap::from_raw(raw, true)
     }
 

@@ -7,8 +7,8 @@
 //! - a request log: one `tracing` event per request (target [`REQUEST_LOG_TARGET`]) with method,
 //!   path (without the query string: keys stay out of the log), status and latency.
 //!
-//! Neither probe needs the bearer token: they reveal nothing but up or down (and a reason that
-//! names no data).
+//! Neither probe needs the bearer token (a supervisor asks them): they reveal up or down and a
+//! reason that names stores, files and free space, never telemetry (docs/security.md).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -10,8 +10,8 @@
 //! - a cap on the request target's length (414);
 //! - access control: an optional bearer token, REQUIRED when the listen address is not
 //!   loopback ([`check_access`]); requests without it get 401;
-//! - `GET /healthz` (liveness) and `GET /readyz` (readiness), no token needed: they reveal
-//!   nothing ([`health`]);
+//! - `GET /healthz` (liveness) and `GET /readyz` (readiness), no token needed: they reveal no
+//!   telemetry ([`health`]);
 //! - a request log: one `tracing` event per request ([`health::log_request`]);
 //! - the web console's static assets ([`console`], on the collector only; no token needed:
 //!   they hold no data, the page asks the API with the token the operator gives it).
@@ -502,5 +502,28 @@ mod tests {
         let e = Token::from_file(&p).unwrap_err();
         assert!(e.to_string().contains(&p.display().to_string()), "{e}");
         assert!(Token::from_file(&dir.path().join("missing")).is_err());
+    }
+
+    /// With a token, the probes answer without it (a supervisor asks them), with their reason
+    /// when not ready; every other route needs it.
+    #[test]
+    fn probes_need_no_token_and_everything_else_does() {
+        let token = Token::new("0123456789abcdef", "test").unwrap();
+        let opts = ServerOptions {
+            token: Some(token.clone()),
+            ready: health::Readiness::new(|| Err("store kw: region lost".into())),
+            ..Default::default()
+        };
+        let routes = Router::new().route("/metrics", axum::routing::get(|| async { "m" }));
+        let s = BackgroundServer::start("127.0.0.1:0".parse().unwrap(), routes, opts, "t").unwrap();
+        let get = |path: &str, t: Option<&Token>| {
+            client::get(s.local_addr(), path, t, std::time::Duration::from_secs(5)).unwrap()
+        };
+        assert_eq!(get("/healthz", None).status, 200);
+        let r = get("/readyz", None);
+        assert_eq!(r.status, 503);
+        assert!(String::from_utf8_lossy(&r.body).contains("not ready: store kw: region lost"));
+        assert_eq!(get("/metrics", None).status, 401);
+        assert_eq!(get("/metrics", Some(&token)).status, 200);
     }
 }

@@ -13,6 +13,10 @@
 //! // One line was logged; the next one, at least 5 s later, says "(999 more since ...)".
 //! ```
 //!
+//! Messages that echo their input (a configuration value, a parser's excerpt of the offending
+//! line) stay bounded too: [`elide`] cuts every line beyond [`MAX_LINE`] characters in the
+//! middle and says how much it left out.
+//!
 //! Hand-written (an atomic timestamp and a counter): the tracing ecosystem has no maintained
 //! per-call-site rate limiter, and this one takes no lock on the data path.
 
@@ -105,9 +109,60 @@ macro_rules! warn_throttled {
 #[doc(hidden)]
 pub use tracing as __tracing;
 
+/// Longest line of a message [`elide`] leaves whole, in characters.
+pub const MAX_LINE: usize = 400;
+
+/// `msg` with every line longer than [`MAX_LINE`] characters cut in the middle: its first 240
+/// and last 80 characters kept, "… [N characters elided] …" between.
+pub fn elide(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(64 << 10));
+    for (i, line) in msg.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let n = line.chars().count();
+        if n <= MAX_LINE {
+            out.push_str(line);
+            continue;
+        }
+        let (head, tail) = (240, 80);
+        let start_tail = line
+            .char_indices()
+            .nth(n - tail)
+            .map_or(line.len(), |(b, _)| b);
+        let end_head = line.char_indices().nth(head).map_or(0, |(b, _)| b);
+        out.push_str(&line[..end_head]);
+        out.push_str(&format!(" … [{} characters elided] … ", n - head - tail));
+        out.push_str(&line[start_tail..]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_are_cut_in_the_middle_and_short_ones_kept() {
+        let long = format!("name = \"{}\"", "é".repeat(200_000));
+        let msg = format!("in configuration dta.toml\n{long}\nunknown field");
+        let e = elide(&msg);
+        assert!(e.len() < 2000, "{}", e.len());
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines[0], "in configuration dta.toml");
+        assert!(
+            lines[1].starts_with("name = \"éé") && lines[1].ends_with("éé\""),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].contains("[199689 characters elided]"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines[2], "unknown field");
+        assert_eq!(elide("short"), "short");
+    }
 
     #[test]
     fn one_line_per_interval_with_the_count_held_back() {

@@ -30,8 +30,41 @@ fn default_region_dir() -> PathBuf {
     PathBuf::from("dta-regions")
 }
 
+/// Largest configuration file read (bytes): a path naming something endless (`/dev/zero`) or
+/// huge is refused before it is read whole.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The text of configuration file `path`, at most [`MAX_CONFIG_BYTES`].
+pub fn read_config(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("reading configuration {}", path.display()))?;
+    let mut text = String::new();
+    f.take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading configuration {}", path.display()))?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        anyhow::bail!(
+            "configuration {} is larger than {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        );
+    }
+    Ok(text)
+}
+
+/// A configuration error as one message whose long lines (a value, the parser's excerpt of the
+/// offending line) are cut in the middle ([`dta_log::elide`]): never 200 KB echoed back.
+fn bounded(e: anyhow::Error) -> anyhow::Error {
+    anyhow::Error::msg(dta_log::elide(&format!("{e:#}")))
+}
+
 impl Config {
+    /// Parse and check a configuration's text (every setting, the stores' specs, the rules).
     pub fn parse(text: &str) -> anyhow::Result<Config> {
+        Config::parse_unbounded(text).map_err(bounded)
+    }
+
+    fn parse_unbounded(text: &str) -> anyhow::Result<Config> {
         let cfg: Config = toml::from_str(text)?;
         let specs = cfg
             .store
@@ -72,8 +105,7 @@ impl Config {
     /// Load `path`. Every relative path of the file is taken relative to the file's directory
     /// ([`Config::resolve_paths`]), not to the working directory of whoever runs it.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading configuration {}", path.display()))?;
+        let text = read_config(path)?;
         let mut cfg =
             Config::parse(&text).with_context(|| format!("in configuration {}", path.display()))?;
         cfg.resolve_paths(config_dir(path));
@@ -159,6 +191,10 @@ impl IntSinkFile {
     /// Parse an INT sink file and check every setting ([`dta_int::IntSinkConfig::validate`],
     /// [`TranslatorConfig::validate`]).
     pub fn parse(text: &str) -> anyhow::Result<IntSinkFile> {
+        IntSinkFile::parse_unbounded(text).map_err(bounded)
+    }
+
+    fn parse_unbounded(text: &str) -> anyhow::Result<IntSinkFile> {
         let f: IntSinkFile = toml::from_str(text)?;
         f.translator.validate().map_err(anyhow::Error::msg)?;
         f.sink
@@ -173,8 +209,7 @@ impl IntSinkFile {
     /// Read and parse `path`; every relative path of the file (`region_dir`, the
     /// `[translator]` spill file) is taken relative to the file's directory, as in `dta.toml`.
     pub fn load(path: &Path) -> anyhow::Result<IntSinkFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading configuration {}", path.display()))?;
+        let text = read_config(path)?;
         let mut f = IntSinkFile::parse(&text)
             .with_context(|| format!("in configuration {}", path.display()))?;
         let base = config_dir(path);
@@ -187,6 +222,41 @@ impl IntSinkFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hostile values are refused with a message of bounded size that still names the setting.
+    #[test]
+    fn errors_never_echo_huge_values() {
+        let huge = "x".repeat(200_000);
+        for (text, names) in [
+            (format!("[translator]\nlisten = \"{huge}\"\n"), "listen"),
+            (format!("[[store]]\nname = \"{huge}\"\nkind = \"key-write\"\n"), "name"),
+            (format!("[[store]]\nname = \"kw\"\nkind = \"{huge}\"\n"), "kind"),
+            (format!("{huge} = 1\n"), "x"),
+            (
+                format!(
+                    "[[store]]\nname = \"kw\"\nkind = \"key-write\"\n[[translator.rules]]\n\
+                     name = \"r\"\nprimitive = \"key-write\"\naction = \"drop\"\nwhere = \"{huge}\"\n"
+                ),
+                "where",
+            ),
+        ] {
+            let e = format!("{:#}", Config::parse(&text).unwrap_err());
+            assert!(e.len() < 4096, "{} bytes: {}", e.len(), &e[..300]);
+            assert!(e.contains(names), "{e}");
+            if let Err(e) = IntSinkFile::parse(&text) {
+                assert!(format!("{e:#}").len() < 4096, "the INT sink's file");
+            }
+        }
+    }
+
+    #[test]
+    fn an_endless_configuration_file_is_refused_unread() {
+        let e = read_config(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("larger than 16777216 bytes"),
+            "{e:#}"
+        );
+    }
 
     #[test]
     fn embedded_config_has_every_primitive() {

@@ -326,7 +326,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("dta: error: {e:#}");
+            eprintln!("dta: error: {}", dta_log::elide(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
