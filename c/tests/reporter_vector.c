@@ -117,10 +117,12 @@ int main(void)
         }
     }
     printf("stats datagrams=%llu retransmissions=%llu nacks=%llu nacks_held_off=%llu "
-           "unrecoverable_nacks=%llu notices=%llu suppressed=%llu bad_nacks=%llu\n",
+           "unrecoverable_nacks=%llu notices=%llu nack_slowdowns=%llu suppressed=%llu "
+           "bad_nacks=%llu\n",
            (unsigned long long)rt.stats.datagrams, (unsigned long long)rt.stats.retransmissions,
            (unsigned long long)rt.stats.nacks, (unsigned long long)rt.stats.nacks_held_off,
            (unsigned long long)rt.stats.unrecoverable_nacks, (unsigned long long)g.notices,
-           (unsigned long long)g.suppressed, (unsigned long long)rt.stats.bad_nacks);
+           (unsigned long long)g.nack_slowdowns, (unsigned long long)g.suppressed,
+           (unsigned long long)rt.stats.bad_nacks);
     return 0;
 }

@@ -45,7 +45,8 @@ def proto_nack(seqnum, n=True):
 
 def stats(**kw):
     base = {"datagrams": 0, "retransmissions": 0, "nacks": 0, "nacks_held_off": 0,
-            "unrecoverable_nacks": 0, "notices": 0, "suppressed": 0, "bad_nacks": 0}
+            "unrecoverable_nacks": 0, "notices": 0, "nack_slowdowns": 0, "suppressed": 0,
+            "bad_nacks": 0}
     base.update(kw)
     return base
 
@@ -71,8 +72,11 @@ SCENARIOS = [
             # Only the named datagram, not everything after it (not go-back-N).
             {"t_ms": 40, "receive": nack(7, 8), "resent": [8]},
         ],
+        # Slowdowns (high is never limited, but they are counted): the NACKs acted on at 1
+        # (until 21) and 40; the one at 20 falls in the first (not extended), the one at 5 is
+        # held off, the one at 21 names nothing sent.
         "stats": stats(datagrams=10, retransmissions=7, nacks=5, nacks_held_off=1,
-                       bad_nacks=2),
+                       nack_slowdowns=2, bad_nacks=2),
     },
     {
         "name": "unkept_numbers_counted",
@@ -86,7 +90,9 @@ SCENARIOS = [
             # The oldest kept and the newest.
             {"t_ms": 2, "receive": nack(1, 6, 1 << 2), "resent": [6, 9]},
         ],
-        "stats": stats(datagrams=10, retransmissions=4, nacks=2, unrecoverable_nacks=2),
+        # Acted on at 1 (slowdown until 21) and at 2 (within it: not extended).
+        "stats": stats(datagrams=10, retransmissions=4, nacks=2, unrecoverable_nacks=2,
+                       nack_slowdowns=1),
     },
     {
         "name": "prototype_go_back_n_across_wrap",
@@ -100,7 +106,7 @@ SCENARIOS = [
             # N bit clear: not a NACK.
             {"t_ms": 30, "receive": proto_nack(254, n=False), "resent": []},
         ],
-        "stats": stats(datagrams=260, retransmissions=6, nacks=1),
+        "stats": stats(datagrams=260, retransmissions=6, nacks=1, nack_slowdowns=1),
     },
     {
         "name": "notice_pauses_low_then_lifted",
@@ -170,6 +176,47 @@ SCENARIOS = [
             {"t_ms": 1002, "send": 1, "sent": [1]},
         ],
         "stats": stats(datagrams=2, notices=2, suppressed=3),
+    },
+]
+
+SCENARIOS += [
+    {
+        "name": "nack_slows_medium_to_half_its_recent_rate",
+        "reporter": {"protocol": "native", "reporter_id": 5, "priority": "medium",
+                     "retransmittable": True, "retransmit_buffer": 64},
+        "steps": [
+            # Rate windows of 10 ms: [0, 10) holds 10 datagrams, [10, 20) 10 more.
+            {"t_ms": 0, "send": 10, "sent": list(range(10))},
+            {"t_ms": 10, "send": 10, "sent": list(range(10, 20))},
+            # Acted on at 15: recent = 10 (current window) + 10 (previous) = 20 datagrams,
+            # 20 * 25 = 500/s for medium until 35: a bucket of max(1, 500 * 10 / 1000) = 5.
+            {"t_ms": 15, "receive": nack(5, 5), "resent": [5]},
+            {"t_ms": 15, "send": 8, "sent": [20, 21, 22, 23, 24]},
+            # 16: 0.5 datagram refilled: nothing. 17: 1.0: one.
+            {"t_ms": 16, "send": 1, "sent": []},
+            {"t_ms": 17, "send": 2, "sent": [25]},
+            # 35: the slowdown (15 + 20) is over.
+            {"t_ms": 35, "send": 3, "sent": [26, 27, 28]},
+        ],
+        "stats": stats(datagrams=29, retransmissions=1, nacks=1, nack_slowdowns=1,
+                       suppressed=5),
+    },
+    {
+        "name": "nack_pauses_low_and_a_repeat_is_not_acted_on",
+        "reporter": {"protocol": "native", "reporter_id": 6, "priority": "low",
+                     "retransmittable": True, "retransmit_buffer": 8},
+        "steps": [
+            {"t_ms": 0, "send": 3, "sent": [0, 1, 2]},
+            # Acted on at 1: low paused until 21.
+            {"t_ms": 1, "receive": nack(6, 1), "resent": [1]},
+            {"t_ms": 1, "send": 2, "sent": []},
+            # The same NACK within the hold-off: ignored, the pause not extended.
+            {"t_ms": 5, "receive": nack(6, 1), "resent": []},
+            {"t_ms": 20, "send": 1, "sent": []},
+            {"t_ms": 21, "send": 1, "sent": [3]},
+        ],
+        "stats": stats(datagrams=4, retransmissions=1, nacks=2, nacks_held_off=1,
+                       nack_slowdowns=1, suppressed=3),
     },
 ]
 

@@ -647,6 +647,11 @@ static inline int dta_notice_parse(const uint8_t *buf, size_t len, struct dta_no
  *     DTA_RATE_UNLIMITED does not limit; high is never limited; a newer notice replaces the
  *     older; hold_ms 0 lifts. dta_may_send() never blocks: a datagram it refuses is not sent,
  *     takes no sequence number, and is counted (suppressed).
+ *   - a NACK acted on (not a held-off repeat, not one naming only numbers not sent yet) slows
+ *     the reporter down the same way for DTA_NACK_SLOWDOWN_MS unless limits are in force: low
+ *     paused, medium at half its recent rate (datagrams dta_may_send() admitted in the current
+ *     and the previous DTA_RATE_WINDOW_MS window, times 25, per second, at least 1); counted
+ *     in nack_slowdowns. dta_on_control() does it when given the governor.
  *   - the tail probe: at the end of a run, resend the newest datagram DTA_DEFAULT_TAIL_PROBES
  *     times, DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS apart, handling NACKs meanwhile (a lost last
  *     datagram leaves no gap the translator could NACK).
@@ -660,6 +665,10 @@ static inline int dta_notice_parse(const uint8_t *buf, size_t len, struct dta_no
 #define DTA_DEFAULT_TAIL_PROBES 2
 #define DTA_DEFAULT_TAIL_PROBE_INTERVAL_MS 10
 #define DTA_DEFAULT_NACK_HOLDOFF_MS 10
+/** How long an acted-on NACK slows the reporter down, ms (dta_reporter::flow). */
+#define DTA_NACK_SLOWDOWN_MS 20
+/** The window the recent sending rate is counted over, ms (two of them). */
+#define DTA_RATE_WINDOW_MS 10
 /** Largest datagram a ring slot keeps: a 1500-byte MTU less IPv4 and UDP headers. */
 #define DTA_MAX_DATAGRAM 1472
 
@@ -701,6 +710,7 @@ struct dta_retransmit {
     int has_last_nack;
     uint32_t last_nack_seq;
     uint64_t last_nack_ms;
+    int acted; /* the last NACK handled was acted on (passed the hold-off) */
     struct dta_retransmit_stats stats;
 };
 
@@ -790,8 +800,10 @@ static inline int dta_on_nack(struct dta_retransmit *rt, const struct dta_native
     unsigned i;
     if (rt == NULL || n == NULL || send == NULL) return DTA_ERR_NULL;
     rt->stats.nacks += 1;
+    rt->acted = 0;
     if (n->missing == 0 && dta__retransmit_back(rt, n->seq) == 0) return 0; /* nothing missing */
     if (dta__retransmit_held_off(rt, n->seq, now_ms)) return 0;
+    rt->acted = 1;
     for (i = 0; i <= 64; i++) {
         uint32_t seq;
         size_t back;
@@ -821,6 +833,7 @@ static inline int dta_on_proto_nack(struct dta_retransmit *rt, uint8_t seqnum, u
     int rc;
     if (rt == NULL || send == NULL) return DTA_ERR_NULL;
     rt->stats.nacks += 1;
+    rt->acted = 0;
     back = dta__retransmit_back(rt, seqnum);
     if (back == 0) return 0;
     if (back > rt->filled) {
@@ -828,6 +841,7 @@ static inline int dta_on_proto_nack(struct dta_retransmit *rt, uint8_t seqnum, u
         return 0;
     }
     if (dta__retransmit_held_off(rt, seqnum, now_ms)) return 0;
+    rt->acted = 1;
     for (k = back; k >= 1; k--) {
         rc = dta__retransmit_resend(rt, k, send, ctx);
         if (rc < 0) return rc;
@@ -860,8 +874,10 @@ struct dta_governor {
     int limited;
     uint64_t until_ms;
     struct dta_bucket low, medium;
-    uint64_t notices;    /* notices for this reporter obeyed */
-    uint64_t suppressed; /* datagrams dta_may_send() refused */
+    uint64_t window_ms, in_window, last_window; /* the recent rate */
+    uint64_t notices;        /* notices for this reporter obeyed */
+    uint64_t nack_slowdowns; /* acted-on NACKs that slowed the reporter down */
+    uint64_t suppressed;     /* datagrams dta_may_send() refused */
 };
 
 /** No limits. */
@@ -914,6 +930,37 @@ static inline void dta_on_notice(struct dta_governor *g, const struct dta_notice
     dta__bucket_start(&g->medium, n->medium_rate, now_ms);
 }
 
+/* Starts a new rate window at now_ms once the current one is over. */
+static inline void dta__governor_roll(struct dta_governor *g, uint64_t now_ms)
+{
+    if (now_ms >= g->window_ms + DTA_RATE_WINDOW_MS) {
+        g->last_window = now_ms < g->window_ms + 2u * DTA_RATE_WINDOW_MS ? g->in_window : 0;
+        g->in_window = 0;
+        g->window_ms = now_ms;
+    }
+}
+
+/**
+ * An acted-on NACK received at now_ms: low paused, medium at half its recent rate, for
+ * DTA_NACK_SLOWDOWN_MS, unless limits are in force. Returns 1 when it slowed down.
+ */
+static inline int dta_on_nack_slowdown(struct dta_governor *g, uint64_t now_ms)
+{
+    uint64_t half;
+    if (g == NULL) return 0;
+    if (g->limited && now_ms < g->until_ms) return 0;
+    dta__governor_roll(g, now_ms);
+    half = (g->in_window + g->last_window) * 25u; /* n in up to 20 ms: n * 50 /s, halved */
+    if (half < 1u) half = 1u;
+    if (half > DTA_RATE_UNLIMITED - 1u) half = DTA_RATE_UNLIMITED - 1u;
+    g->limited = 1;
+    g->until_ms = now_ms + DTA_NACK_SLOWDOWN_MS;
+    dta__bucket_start(&g->low, 0, now_ms);
+    dta__bucket_start(&g->medium, (uint32_t)half, now_ms);
+    g->nack_slowdowns += 1;
+    return 1;
+}
+
 /**
  * May a datagram of `priority` be sent at now_ms? 1: yes (its token taken); 0: no, counted
  * in `suppressed`: drop it without using a sequence number. Never blocks.
@@ -922,10 +969,15 @@ static inline int dta_may_send(struct dta_governor *g, enum dta_priority priorit
 {
     int ok;
     if (g == NULL) return 1;
+    dta__governor_roll(g, now_ms);
     if (g->limited && now_ms >= g->until_ms) g->limited = 0;
-    if (!g->limited || priority == DTA_PRIORITY_HIGH) return 1;
-    ok = dta__bucket_take(priority == DTA_PRIORITY_LOW ? &g->low : &g->medium, now_ms);
-    if (!ok) g->suppressed += 1;
+    if (!g->limited || priority == DTA_PRIORITY_HIGH) {
+        ok = 1;
+    } else {
+        ok = dta__bucket_take(priority == DTA_PRIORITY_LOW ? &g->low : &g->medium, now_ms);
+    }
+    if (ok) g->in_window += 1;
+    else g->suppressed += 1;
     return ok;
 }
 
@@ -933,8 +985,9 @@ static inline int dta_may_send(struct dta_governor *g, enum dta_priority priorit
  * Handles one datagram received on the NACK socket: a native NACK for `reporter_id`
  * (dta_on_nack; a Sketch-Merge NACK is copied to *sketch when sketch is not NULL and
  * returns 0), a notice for it (dta_on_notice), or, for a prototype ring (seq_mask 0xFF), a
- * prototype NACK. Anything else, or another reporter's, is counted in bad_nacks. Returns
- * the number resent or a negative send error. g may be NULL (notices then counted bad).
+ * prototype NACK. Anything else, or another reporter's, is counted in bad_nacks. A NACK acted
+ * on slows the reporter down (dta_on_nack_slowdown on g). Returns the number resent or a
+ * negative send error. g may be NULL (notices then counted bad, no slowdown).
  */
 static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor *g,
                                  uint32_t reporter_id, const uint8_t *buf, size_t len,
@@ -943,6 +996,7 @@ static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor 
 {
     struct dta_native_nack n;
     struct dta_notice c;
+    int rc;
     if (rt == NULL || buf == NULL || send == NULL) return DTA_ERR_NULL;
     if (rt->seq_mask == 0xFFu) {
         struct dta_proto_nack p;
@@ -950,7 +1004,10 @@ static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor 
             rt->stats.bad_nacks += 1;
             return 0;
         }
-        return p.nack ? dta_on_proto_nack(rt, p.seqnum, now_ms, send, ctx) : 0;
+        if (!p.nack) return 0;
+        rc = dta_on_proto_nack(rt, p.seqnum, now_ms, send, ctx);
+        if (rt->acted) dta_on_nack_slowdown(g, now_ms);
+        return rc;
     }
     if (dta_native_nack_parse(buf, len, &n) == DTA_OK && n.reporter_id == reporter_id) {
         if (n.has_sketch) {
@@ -958,7 +1015,9 @@ static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor 
             if (sketch != NULL) *sketch = n;
             return 0;
         }
-        return dta_on_nack(rt, &n, now_ms, send, ctx);
+        rc = dta_on_nack(rt, &n, now_ms, send, ctx);
+        if (rt->acted) dta_on_nack_slowdown(g, now_ms);
+        return rc;
     }
     if (g != NULL && dta_notice_parse(buf, len, &c) == DTA_OK && c.reporter_id == reporter_id) {
         dta_on_notice(g, &c, now_ms);

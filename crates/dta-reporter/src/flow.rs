@@ -16,6 +16,15 @@
 //!   [`native::RATE_UNLIMITED`] does not limit, high priority is never limited, a newer notice
 //!   replaces the older one, `hold_ms` 0 lifts the limits. A datagram refused is not sent and
 //!   takes no sequence number (the translator sees no gap); the caller counts it.
+//! * **Slowing down when NACKed** (docs/protocol.md "Slowing down when NACKed"): a NACK the
+//!   reporter acts on (not a held-off repeat, not one naming only numbers not sent yet) says
+//!   datagrams were lost, under load most likely, so the reporter yields to the recovery:
+//!   [`Governor::on_nack`] pauses low priority and limits medium to half its recent rate for
+//!   [`NACK_SLOWDOWN_MS`], unless limits are already in force (a congestion notice says more
+//!   than a NACK; a slowdown is not extended by the NACKs of the same loss). The recent rate is
+//!   the datagrams admitted in the current and the previous [`RATE_WINDOW_MS`] window, per
+//!   second: medium's limit is `max(1, n · 25)` datagrams/s. High priority is never limited,
+//!   retransmissions never.
 
 use std::time::Duration;
 
@@ -36,6 +45,11 @@ pub const MAX_TAIL_PROBES: u32 = 64;
 pub const DEFAULT_TAIL_PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// A repeat of the NACK for the same number within this time is ignored.
 pub const DEFAULT_NACK_HOLDOFF: Duration = Duration::from_millis(10);
+
+/// How long an acted-on NACK slows the reporter down (see the module doc), ms.
+pub const NACK_SLOWDOWN_MS: u64 = 20;
+/// The window the reporter's recent sending rate is counted over, ms (two of them).
+pub const RATE_WINDOW_MS: u64 = 10;
 
 /// Token-bucket units per datagram (buckets count thousandths of a datagram).
 const UNIT: u64 = 1000;
@@ -93,6 +107,10 @@ pub struct Governor {
     until_ms: Option<u64>,
     low: Bucket,
     medium: Bucket,
+    /// The recent rate: datagrams admitted since `window_ms`, and in the window before.
+    window_ms: u64,
+    in_window: u64,
+    last_window: u64,
 }
 
 impl Governor {
@@ -112,6 +130,36 @@ impl Governor {
         self.medium = Bucket::new(notice.medium_rate, now_ms);
     }
 
+    /// Slow down after an acted-on NACK received at `now_ms` (see the module doc): low paused,
+    /// medium at half the recent rate, for [`NACK_SLOWDOWN_MS`]. Returns whether it did
+    /// (`false` while limits are in force).
+    pub fn on_nack(&mut self, now_ms: u64) -> bool {
+        if self.limited(now_ms) {
+            return false;
+        }
+        self.roll(now_ms);
+        let recent = self.in_window + self.last_window;
+        // n datagrams in up to 20 ms: n · 50 per second; half of it.
+        let half = (recent.saturating_mul(25)).clamp(1, u64::from(native::RATE_UNLIMITED - 1));
+        self.until_ms = Some(now_ms + NACK_SLOWDOWN_MS);
+        self.low = Bucket::new(0, now_ms);
+        self.medium = Bucket::new(half as u32, now_ms);
+        true
+    }
+
+    /// Start a new rate window at `now_ms` once the current one is over.
+    fn roll(&mut self, now_ms: u64) {
+        if now_ms >= self.window_ms + RATE_WINDOW_MS {
+            self.last_window = if now_ms < self.window_ms + 2 * RATE_WINDOW_MS {
+                self.in_window
+            } else {
+                0
+            };
+            self.in_window = 0;
+            self.window_ms = now_ms;
+        }
+    }
+
     /// Whether limits are in force at `now_ms`.
     pub fn limited(&self, now_ms: u64) -> bool {
         self.until_ms.is_some_and(|u| now_ms < u)
@@ -119,15 +167,19 @@ impl Governor {
 
     /// May a datagram of `priority` be sent at `now_ms`? Takes its token if so. Never waits.
     pub fn admit(&mut self, priority: Priority, now_ms: u64) -> bool {
-        if !self.limited(now_ms) {
+        self.roll(now_ms);
+        let ok = if !self.limited(now_ms) {
             self.until_ms = None;
-            return true;
-        }
-        match priority {
-            Priority::High => true,
-            Priority::Medium => self.medium.take(now_ms),
-            Priority::Low => self.low.take(now_ms),
-        }
+            true
+        } else {
+            match priority {
+                Priority::High => true,
+                Priority::Medium => self.medium.take(now_ms),
+                Priority::Low => self.low.take(now_ms),
+            }
+        };
+        self.in_window += u64::from(ok);
+        ok
     }
 }
 
@@ -204,6 +256,38 @@ mod tests {
         // The largest finite rate does not overflow.
         g.on_notice(&notice(u32::MAX, native::RATE_UNLIMITED - 1, 0), 0);
         assert!(g.admit(Priority::Low, u64::from(u32::MAX) - 1));
+    }
+
+    #[test]
+    fn a_nack_pauses_low_and_halves_medium_unless_limited() {
+        let mut g = Governor::new();
+        // 2 datagrams a ms for 20 ms. At 20 a new window starts: the one before (10..19) held
+        // 20, the new one none yet: 20 in 20 ms is 1000/s, half is 500/s.
+        for t in 0..20 {
+            assert!(g.admit(Priority::Medium, t));
+            assert!(g.admit(Priority::Medium, t));
+        }
+        assert!(g.on_nack(20));
+        assert!(!g.admit(Priority::Low, 20));
+        assert!(g.admit(Priority::High, 20));
+        // 500/s: a bucket of 5, then one per 2 ms.
+        let burst = (0..30).filter(|_| g.admit(Priority::Medium, 20)).count();
+        assert_eq!(burst, 5);
+        assert!(!g.admit(Priority::Medium, 21));
+        assert!(g.admit(Priority::Medium, 22));
+        assert!(!g.admit(Priority::Medium, 22));
+        // Not extended by a NACK while it holds; over after NACK_SLOWDOWN_MS.
+        assert!(!g.on_nack(30));
+        assert!(!g.admit(Priority::Low, 39));
+        assert!(g.admit(Priority::Low, 40));
+        // A notice in force is not replaced by a NACK.
+        g.on_notice(&notice(100, 0, 5000), 50);
+        assert!(!g.on_nack(51));
+        // A reporter silent for long: medium at 1/s (at least one datagram).
+        let mut q = Governor::new();
+        assert!(q.on_nack(1000));
+        assert!(q.admit(Priority::Medium, 1000));
+        assert!(!q.admit(Priority::Medium, 1001));
     }
 
     #[test]

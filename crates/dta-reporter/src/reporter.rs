@@ -36,7 +36,9 @@
 //! **Congestion notices** (native kind 2) arrive on the NACK socket too: for their `hold_ms` a
 //! datagram of a limited priority over its token bucket ([`crate::flow::Governor`]) is not
 //! sent, takes no sequence number, and is counted in `suppressed`; sending never blocks.
-//! Retransmissions and tail probes answer the translator and are not limited.
+//! Retransmissions and tail probes answer the translator and are not limited. A NACK acted on
+//! slows the reporter down the same way for a short while ([`crate::flow`], counted in
+//! `nack_slowdowns`): low priority paused, medium at half its recent rate.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -216,7 +218,11 @@ pub struct ReporterStats {
     pub tail_probes: u64,
     /// Congestion notices for this reporter received.
     pub notices: u64,
-    /// Datagrams not sent because a congestion notice's limit was reached.
+    /// Times an acted-on NACK slowed the reporter down (low paused, medium halved for
+    /// [`flow::NACK_SLOWDOWN_MS`]).
+    pub nack_slowdowns: u64,
+    /// Datagrams not sent because a congestion notice's (or a NACK slowdown's) limit was
+    /// reached.
     pub suppressed: u64,
     /// Reports in those datagrams.
     pub suppressed_reports: u64,
@@ -249,6 +255,7 @@ impl ReporterStats {
             unrecoverable_nacks,
             tail_probes,
             notices,
+            nack_slowdowns,
             suppressed,
             suppressed_reports,
             bad_nacks,
@@ -267,6 +274,7 @@ impl ReporterStats {
         self.unrecoverable_nacks += unrecoverable_nacks;
         self.tail_probes += tail_probes;
         self.notices += notices;
+        self.nack_slowdowns += nack_slowdowns;
         self.suppressed += suppressed;
         self.suppressed_reports += suppressed_reports;
         self.bad_nacks += bad_nacks;
@@ -999,6 +1007,7 @@ impl Reporter {
         if self.held_off(n.seq, now) {
             return Ok(());
         }
+        self.slow_down(now);
         for seq in n.missing_seqs() {
             match flow::named(seq, self.next_seq, self.ring.filled, 1 << 32) {
                 Named::Kept(back) => self.resend_one(back)?,
@@ -1022,10 +1031,18 @@ impl Reporter {
         if self.held_off(seqnum, now) {
             return Ok(());
         }
+        self.slow_down(now);
         for k in (1..=back).rev() {
             self.resend_one(k)?;
         }
         Ok(())
+    }
+
+    /// An acted-on NACK: yield to the recovery ([`Governor::on_nack`]).
+    fn slow_down(&mut self, now: u64) {
+        if self.governor.on_nack(now) {
+            self.stats.nack_slowdowns += 1;
+        }
     }
 
     /// Resend the `back`-th newest kept datagram.

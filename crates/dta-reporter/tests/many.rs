@@ -85,7 +85,8 @@ fn many_reporters_send_round_robin_resend_on_nack_and_tail_probe() {
         // 1); and one NACK for a reporter the run does not simulate (ignored).
         if !nacked && d.header.reporter_id == FIRST_ID + 7 && d.header.seq == 2 {
             nacked = true;
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            // From the translator's address: the reporters take control messages from it only.
+            let s = &translator;
             s.send_to(&nack(FIRST_ID + 7, 0, 0b10), ("127.0.0.1", nack_port))
                 .unwrap();
             s.send_to(&nack(FIRST_ID + REPORTERS, 0, 0), ("127.0.0.1", nack_port))

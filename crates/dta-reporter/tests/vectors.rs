@@ -64,6 +64,7 @@ fn stat(s: &ReporterStats, name: &str) -> u64 {
         "nacks_held_off" => s.nacks_held_off,
         "unrecoverable_nacks" => s.unrecoverable_nacks,
         "notices" => s.notices,
+        "nack_slowdowns" => s.nack_slowdowns,
         "suppressed" => s.suppressed,
         "bad_nacks" => s.bad_nacks,
         n => panic!("the vectors name a counter the reporter lacks: {n}"),

@@ -27,6 +27,11 @@ C header, played from the same vectors (``spec/vectors/reporter.json``):
   ``RATE_UNLIMITED`` does not limit, high priority is never limited, a newer notice replaces
   the older, ``hold_ms`` 0 lifts the limits. A datagram over the limit is not sent, takes no
   sequence number and is counted (``suppressed``); sending never blocks.
+* A NACK acted on (not a held-off repeat, not one naming only numbers not sent yet) slows the
+  reporter down the same way for ``NACK_SLOWDOWN_MS`` unless limits are in force: low paused,
+  medium at half its recent rate (the datagrams admitted in the current and the previous
+  ``RATE_WINDOW_MS`` window, times 25, per second, at least 1); counted in
+  ``nack_slowdowns``.
 * The tail probe: ``close()`` / ``linger()`` / ``tail_probe()`` of a retransmittable reporter
   resend the newest datagram ``tail_probes`` times, ``tail_probe_interval_ms`` apart, handling
   NACKs meanwhile (a lost last datagram leaves no gap the translator could NACK).
@@ -104,12 +109,41 @@ class _Bucket:
         return False
 
 
+# docs/protocol.md "Slowing down when NACKed" (dta_reporter::flow).
+NACK_SLOWDOWN_MS = 20
+RATE_WINDOW_MS = 10
+
+
 class _Governor:
-    """The limits of the last congestion notice."""
+    """The limits of the last congestion notice (or NACK slowdown), and the recent rate."""
 
     def __init__(self):
         self.until_ms = None
         self.buckets = {}
+        self.window_ms = 0
+        self.in_window = 0
+        self.last_window = 0
+
+    def _roll(self, now_ms):
+        if now_ms >= self.window_ms + RATE_WINDOW_MS:
+            self.last_window = (self.in_window if now_ms < self.window_ms + 2 * RATE_WINDOW_MS
+                                else 0)
+            self.in_window = 0
+            self.window_ms = now_ms
+
+    def limited(self, now_ms):
+        return self.until_ms is not None and now_ms < self.until_ms
+
+    def on_nack(self, now_ms):
+        """An acted-on NACK: low paused, medium at half its recent rate, for
+        NACK_SLOWDOWN_MS, unless limits are in force. Returns whether it slowed down."""
+        if self.limited(now_ms):
+            return False
+        self._roll(now_ms)
+        half = min(max((self.in_window + self.last_window) * 25, 1), RATE_UNLIMITED - 1)
+        self.until_ms = now_ms + NACK_SLOWDOWN_MS
+        self.buckets = {"low": _Bucket(0, now_ms), "medium": _Bucket(half, now_ms)}
+        return True
 
     def on_notice(self, notice, now_ms):
         if notice["hold_ms"] == 0:
@@ -120,12 +154,16 @@ class _Governor:
                         "medium": _Bucket(notice["medium_rate"], now_ms)}
 
     def admit(self, priority, now_ms):
+        self._roll(now_ms)
         if self.until_ms is None or now_ms >= self.until_ms:
             self.until_ms = None
-            return True
-        if priority == "high":
-            return True
-        return self.buckets[priority].take(now_ms)
+            ok = True
+        elif priority == "high":
+            ok = True
+        else:
+            ok = self.buckets[priority].take(now_ms)
+        self.in_window += int(ok)
+        return ok
 
 
 def _canonical(addr):
@@ -222,7 +260,7 @@ class Reporter:
         self.sent_bytes = 0
         self.stats = dict.fromkeys(
             ("datagrams", "reports", "bytes", "retransmissions", "nacks", "nacks_held_off",
-             "unrecoverable_nacks", "tail_probes", "notices", "suppressed",
+             "unrecoverable_nacks", "tail_probes", "notices", "nack_slowdowns", "suppressed",
              "suppressed_reports", "bad_nacks", "control_wrong_source",
              "control_unauthenticated", "control_bad_authenticator", "control_replayed"), 0)
         self._governor = _Governor()
@@ -470,6 +508,11 @@ class Reporter:
         self._last_nack = (seq, now)
         return False
 
+    def _slow_down(self, now):
+        """An acted-on NACK: yield to the recovery (_Governor.on_nack)."""
+        if self._governor.on_nack(now):
+            self.stats["nack_slowdowns"] += 1
+
     def _resend(self, seq):
         self._wire(self._sent[seq])
         self.stats["retransmissions"] += 1
@@ -479,6 +522,7 @@ class Reporter:
             return 0  # the translator expects the datagram not sent yet: nothing missing
         if self._held_off(seq, now):
             return 0
+        self._slow_down(now)
         resent = 0
         for s in [seq] + list(missing):
             s &= self._mask
@@ -500,6 +544,7 @@ class Reporter:
             return 0
         if self._held_off(seqnum, now):
             return 0
+        self._slow_down(now)
         for k in range(back, 0, -1):
             self._resend((self._seq - k) & self._mask)
         return back
