@@ -244,8 +244,11 @@ pub struct LoadStats {
     pub nacks: u64,
     /// Datagrams refused by the kernel (lost).
     pub send_errors: u64,
-    /// Datagrams not sent because a congestion notice's limit was reached.
+    /// Datagrams not sent because a congestion notice's (or a NACK slowdown's) limit was
+    /// reached.
     pub suppressed: u64,
+    /// NACKs that slowed the reporter down (docs/protocol.md "Slowing down when NACKed").
+    pub nack_slowdowns: u64,
     /// From the first report to the end of the flush (and linger).
     pub elapsed: Duration,
     /// Sketch-Merge: what the sketch sender did.
@@ -504,6 +507,7 @@ fn stats(
         nacks: now.nacks - before.nacks,
         send_errors: now.send_errors - before.send_errors,
         suppressed: now.suppressed - before.suppressed,
+        nack_slowdowns: now.nack_slowdowns - before.nack_slowdowns,
         elapsed,
         sketch,
     }

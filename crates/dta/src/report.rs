@@ -396,6 +396,7 @@ fn combine(all: &[LoadStats]) -> LoadStats {
         nacks: sum(|s| s.nacks),
         send_errors: sum(|s| s.send_errors),
         suppressed: sum(|s| s.suppressed),
+        nack_slowdowns: sum(|s| s.nack_slowdowns),
         elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
         sketch: None,
     }
@@ -606,6 +607,7 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
         nacks: 0,
         send_errors: 0,
         suppressed: 0,
+        nack_slowdowns: 0,
         elapsed: Duration::ZERO,
         sketch: None,
     };

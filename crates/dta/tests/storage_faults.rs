@@ -97,11 +97,22 @@ fn config(
     (f, http, listen)
 }
 
-fn spawn(c: &mut std::process::Command) -> Child {
-    c.stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// A child process killed on drop (a failed assertion leaves nothing running).
+struct Proc(Option<Child>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn(c: &mut std::process::Command) -> Proc {
+    Proc(Some(
+        c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap(),
+    ))
 }
 
 /// `GET path` on `addr`: (status, body).
@@ -111,7 +122,8 @@ fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((a.status, String::from_utf8_lossy(&a.body).into_owned()))
 }
 
-fn stop(c: Child) -> String {
+fn stop(mut p: Proc) -> String {
+    let c = p.0.take().unwrap();
     interrupt(&c, libc::SIGTERM);
     let out = c.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stderr).into_owned()
