@@ -181,48 +181,6 @@ pub fn program(n: usize) -> Vec<libc::sock_filter> {
     assemble(&ins)
 }
 
-/// Resolve labels into relative forward jumps.
-fn assemble(ins: &[Ins]) -> Vec<libc::sock_filter> {
-    let mut at = std::collections::HashMap::new();
-    let mut pc = 0usize;
-    for i in ins {
-        match i {
-            Label(l) => {
-                at.insert(*l, pc);
-            }
-            _ => pc += 1,
-        }
-    }
-    let mut out = Vec::with_capacity(pc);
-    for i in ins {
-        let here = out.len();
-        // Offsets count from the instruction after this one; every jump is forward.
-        let rel = |l: &Option<&'static str>| -> u32 { l.map_or(0, |l| (at[l] - here - 1) as u32) };
-        match i {
-            Label(_) => {}
-            Op(code, k) => out.push(libc::sock_filter {
-                code: *code,
-                jt: 0,
-                jf: 0,
-                k: *k,
-            }),
-            Jump(code, k, jt, jf) => out.push(libc::sock_filter {
-                code: *code,
-                jt: u8::try_from(rel(jt)).expect("short jump"),
-                jf: u8::try_from(rel(jf)).expect("short jump"),
-                k: *k,
-            }),
-            Goto(l) => out.push(libc::sock_filter {
-                code: JMP | JA,
-                jt: 0,
-                jf: 0,
-                k: rel(&Some(l)),
-            }),
-        }
-    }
-    out
-}
-
 /// Attach the steering program for `sockets.len()` sockets to their `SO_REUSEPORT` group
 /// (bound in order: the kernel numbers a group's sockets in the order they joined it). One
 /// socket needs none.

@@ -25,7 +25,7 @@ use dta_wire::prefix::AllowList;
 use crate::config::Config;
 use crate::modes::{self, Mode};
 use crate::policy::IngressPolicy;
-use crate::translator::{Options, Serving};
+use crate::translator::{rule_installer, Options, Serving};
 
 /// Where the RoCEv2 translator writes.
 #[derive(Debug, Clone)]
@@ -153,14 +153,7 @@ impl RdmaTranslator {
             opts: &self.opts,
             config: &self.cfg,
         };
-        let (rules, headers) = (self.policy.rules().clone(), &self.headers);
-        let install = move |c: &Config| {
-            let cat: Vec<_> = headers.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
-            let g = rules
-                .replace(&c.translator.rules, &cat)
-                .map_err(anyhow::Error::msg)?;
-            Ok(format!("generation {g}, {} rules", rules.current().len()))
-        };
+        let install = rule_installer(self.policy.rules().clone(), &self.headers);
         let (t, socket, tcfg, stats) = (
             &mut self.translator,
             &self.socket,

@@ -73,6 +73,21 @@ impl Serving<'_> {
     }
 }
 
+/// What a reload installs in a translator serving `headers`' stores: the new configuration's
+/// rules compiled against them and swapped in as the next generation; what it did, for the log.
+pub(crate) fn rule_installer<'a>(
+    rules: Arc<dta_translator::rules::Rules>,
+    headers: &'a [Header],
+) -> impl FnMut(&Config) -> anyhow::Result<String> + Send + 'a {
+    move |c: &Config| {
+        let cat: Vec<_> = headers.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
+        let g = rules
+            .replace(&c.translator.rules, &cat)
+            .map_err(anyhow::Error::msg)?;
+        Ok(format!("generation {g}, {} rules", rules.current().len()))
+    }
+}
+
 /// A progress line on stderr every `every` until `stop`.
 fn progress(all: &[Arc<Stats>], label: Option<&str>, every: Duration, stop: &AtomicBool) {
     let start = Instant::now();
@@ -261,14 +276,7 @@ impl MemoryTranslator {
             opts: &self.opts,
             config: &self.cfg,
         };
-        let (rules, headers) = (self.policy.rules().clone(), &self.headers);
-        let install = move |c: &Config| {
-            let cat: Vec<_> = headers.iter().map(|h| (h.name.as_str(), &h.spec)).collect();
-            let g = rules
-                .replace(&c.translator.rules, &cat)
-                .map_err(anyhow::Error::msg)?;
-            Ok(format!("generation {g}, {} rules", rules.current().len()))
-        };
+        let install = rule_installer(self.policy.rules().clone(), &self.headers);
         let (ts, sockets, lanes) = (&mut self.translators, &self.sockets, &self.lanes);
         let (policy, stats, batch) = (&self.policy, &self.stats, self.cfg.translator.recv_batch);
         serving.run(stop, install, || match lanes {

@@ -111,7 +111,10 @@ impl Drop for Proc {
 
 fn spawn(c: &mut std::process::Command) -> Proc {
     Proc(Some(
-        c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap(),
+        c.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
     ))
 }
 
