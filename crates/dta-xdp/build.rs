@@ -44,6 +44,8 @@ fn main() {
     compile("dta_xdp");
     // The INT sink's fast path (crates/dta-xdp/src/int.rs).
     compile("int_xdp");
+    // Kernel-bypass receive: the AF_XDP redirect (crates/dta-xdp/src/xsk.rs).
+    compile("xsk_redirect");
 }
 
 fn compile(name: &str) {

@@ -75,11 +75,14 @@ pub enum Error {
     /// Emitting: the lengths do not fit the 16-bit length fields.
     #[error("too long for the length field")]
     TooLong,
+    /// Not a UDP datagram over IPv4 or IPv6 (another EtherType or IP protocol).
+    #[error("not a UDP datagram over IP")]
+    NotUdp,
 }
 
 impl Error {
     /// Every error.
-    pub const ALL: [Error; 9] = [
+    pub const ALL: [Error; 10] = [
         Error::Truncated,
         Error::TooManyVlanTags,
         Error::BadIpVersion,
@@ -89,6 +92,7 @@ impl Error {
         Error::BadIpChecksum,
         Error::BadTcpHeaderLen,
         Error::TooLong,
+        Error::NotUdp,
     ];
 
     /// The snake_case counter name.
@@ -103,8 +107,61 @@ impl Error {
             Error::BadIpChecksum => "bad_ip_checksum",
             Error::BadTcpHeaderLen => "bad_tcp_header_len",
             Error::TooLong => "too_long",
+            Error::NotUdp => "not_udp",
         }
     }
+}
+
+/// The UDP datagram an Ethernet frame carries (VLAN tags stepped over; IPv4 without options and
+/// not a fragment, or IPv6 with UDP as its next header): its source, its destination and its
+/// payload, trimmed to the lengths the IP and UDP headers give (a short frame's padding is not
+/// payload). The UDP checksum is not verified: a frame read below the stack (AF_XDP) may carry
+/// a partial one the sending host's offload never completed, as an XDP program sees it; the
+/// payload's own format is checked by whoever parses it.
+pub fn udp_datagram(
+    frame: &[u8],
+) -> Result<(std::net::SocketAddr, std::net::SocketAddr, &[u8]), Error> {
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+    let (ethertype, l3) = ethernet::Packet::new_checked(frame)?.untagged_payload()?;
+    let (src, dst, l4) = match ethertype {
+        ethernet::ETHERTYPE_IPV4 => {
+            let (ip, total) = ipv4::Repr::parse(l3)?;
+            if ip.protocol != IPPROTO_UDP {
+                return Err(Error::NotUdp);
+            }
+            let end = usize::from(total).min(l3.len());
+            if end < ipv4::HEADER_LEN {
+                return Err(Error::Truncated);
+            }
+            (
+                IpAddr::from(ip.src),
+                IpAddr::from(ip.dst),
+                &l3[ipv4::HEADER_LEN..end],
+            )
+        }
+        ethernet::ETHERTYPE_IPV6 => {
+            let p = ipv6::Packet::new_checked(l3)?;
+            if p.next_header() != IPPROTO_UDP {
+                return Err(Error::NotUdp);
+            }
+            (
+                IpAddr::from(Ipv6Addr::from(p.src())),
+                IpAddr::from(Ipv6Addr::from(p.dst())),
+                p.into_payload(),
+            )
+        }
+        _ => return Err(Error::NotUdp),
+    };
+    let (u, len) = udp::Repr::parse(l4)?;
+    let len = usize::from(len);
+    if len < udp::HEADER_LEN || len > l4.len() {
+        return Err(Error::Truncated);
+    }
+    Ok((
+        SocketAddr::new(src, u.src_port),
+        SocketAddr::new(dst, u.dst_port),
+        &l4[udp::HEADER_LEN..len],
+    ))
 }
 
 /// Ethernet II + IPv4 + UDP header bytes in front of a payload (no VLAN tag, no IP options).
@@ -270,6 +327,46 @@ mod tests {
                 assert_ne!(e.reason(), f.reason());
             }
         }
+    }
+
+    #[test]
+    fn a_frame_gives_its_udp_datagram_trimmed_to_its_lengths() {
+        let src: std::net::SocketAddrV4 = "10.0.0.1:4000".parse().unwrap();
+        let dst: std::net::SocketAddrV4 = "10.0.0.2:40040".parse().unwrap();
+        let mut f = udp_frame_between([2; 6], [4; 6], src, dst, b"abc").unwrap();
+        // Ethernet pads a short frame to 60 bytes: padding is not payload.
+        f.resize(60, 0xee);
+        let (s, d, p) = udp_datagram(&f).unwrap();
+        assert_eq!((s, d, p), (src.into(), dst.into(), &b"abc"[..]));
+        // Behind a VLAN tag.
+        let mut tagged = f[..12].to_vec();
+        tagged.extend([0x81, 0x00, 0x00, 0x05]);
+        tagged.extend(&f[12..]);
+        assert_eq!(udp_datagram(&tagged).unwrap().2, b"abc");
+        // IPv6.
+        let mut v6 = f[..12].to_vec();
+        v6.extend(ethernet::ETHERTYPE_IPV6.to_be_bytes());
+        let mut h = [0u8; 40];
+        h[0] = 0x60;
+        h[4..6].copy_from_slice(&11u16.to_be_bytes());
+        h[6] = IPPROTO_UDP;
+        h[23] = 1;
+        h[39] = 2;
+        v6.extend(h);
+        v6.extend([0x0f, 0xa0, 0x9c, 0x68, 0, 11, 0, 0, b'x', b'y', b'z']);
+        let (s, d, p) = udp_datagram(&v6).unwrap();
+        assert_eq!(
+            (s.to_string(), d.to_string(), p),
+            ("[::1]:4000".into(), "[::2]:40040".into(), &b"xyz"[..])
+        );
+        // Truncated, a UDP length beyond the packet, not IP.
+        assert_eq!(udp_datagram(&f[..20]), Err(Error::Truncated));
+        let mut long = f.clone();
+        long[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&200u16.to_be_bytes());
+        assert_eq!(udp_datagram(&long), Err(Error::Truncated));
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(udp_datagram(&arp), Err(Error::NotUdp));
     }
 
     #[test]

@@ -152,30 +152,44 @@ pub fn run<S: Sinks>(
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    receive(translator, rx, batch, stop)?;
+    receive(translator, rx, None, batch, stop)?;
     translator.flush_all();
     Ok(())
 }
 
-/// The receive loop proper, until `stop`.
+/// The receive loop proper, until `stop`: from `rx`, and from `source` first when there is one.
 fn receive<S: Sinks>(
     translator: &mut Translator<S>,
     rx: &PrioSockets,
+    mut source: Option<&mut dyn DatagramSource>,
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut m = recv_batch(batch);
     let unknown: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let socket = rx.sender();
+    // A batch from the source, if any: how many datagrams it held.
+    let from_source = |translator: &mut Translator<S>,
+                       source: &mut Option<&mut dyn DatagramSource>|
+     -> io::Result<usize> {
+        match source {
+            Some(src) => {
+                let now = Instant::now();
+                src.recv_batch(batch, &mut |it| translator.handle_batch(it, now))
+            }
+            None => Ok(0),
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
+        // The spill goes first, while the budget allows: it is older than what arrives now.
+        translator.reinject(Instant::now());
+        let a = from_source(translator, &mut source)?;
         // One batch of the highest priority waiting (prio_sockets), or a wait when none is.
         let n = rx.recv(&mut m)?;
-        if n == 0 {
-            rx.wait(IDLE_WAIT)?;
+        if n == 0 && a == 0 {
+            rx.wait_with(source.as_ref().map(|s| s.fd()), IDLE_WAIT)?;
         }
         let now = Instant::now();
-        // The spill goes first, while the budget allows: it is older than this batch.
-        translator.reinject(now);
         translator.handle_batch(
             (0..n).map(|i| {
                 let (data, src) = m.datagram(i);
@@ -191,8 +205,9 @@ fn receive<S: Sinks>(
     // before the signal), high priority first, bounded so a flood cannot hold the exit.
     let mut drained = 0;
     while drained < MAX_DRAIN_DATAGRAMS {
+        let a = from_source(translator, &mut source)?;
         let n = rx.recv(&mut m)?;
-        if n == 0 {
+        if n + a == 0 {
             break;
         }
         let now = Instant::now();
@@ -200,12 +215,41 @@ fn receive<S: Sinks>(
             let (data, src) = m.datagram(i);
             translator.handle_datagram(data, src.unwrap_or(unknown), now);
         }
-        drained += n;
+        drained += n + a;
     }
     // Spilled datagrams are written regardless of the budget, while the other threads still
     // take what this one hands them ([`Translator::drain_spill`]; bounded by the spill's size).
     translator.drain_spill();
     send_nacks(translator, socket);
+    Ok(())
+}
+
+/// What a [`DatagramSource`] hands a batch to: the datagrams (payload, source) of one batch.
+pub type BatchFn<'f> = dyn FnMut(&mut dyn Iterator<Item = (&[u8], SocketAddr)>) + 'f;
+
+/// A source of datagrams other than the kernel's sockets: an AF_XDP socket
+/// (`dta_xdp::xsk::XskReceiver`), read by [`run_source`] beside the ordinary sockets.
+pub trait DatagramSource {
+    /// Hand up to `max` received datagrams (payload, source) to `f` as one batch; how many
+    /// were read (0: none waiting). Never blocks.
+    fn recv_batch(&mut self, max: usize, f: &mut BatchFn<'_>) -> io::Result<usize>;
+
+    /// A descriptor that is readable when datagrams wait (for `poll`).
+    fn fd(&self) -> std::os::fd::RawFd;
+}
+
+/// [`run`] with datagrams from `source` as well as from `rx` (what the source does not take
+/// still reaches the sockets, and NACKs leave through them): until `stop`, then everything
+/// held written out.
+pub fn run_source<S: Sinks>(
+    translator: &mut Translator<S>,
+    source: &mut dyn DatagramSource,
+    rx: &PrioSockets,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    receive(translator, rx, Some(source), batch, stop)?;
+    translator.flush_all();
     Ok(())
 }
 
@@ -226,10 +270,28 @@ pub fn run_threads<S: Sinks + Send>(
     batch: usize,
     stop: &AtomicBool,
 ) -> io::Result<()> {
+    let sources = (0..translators.len()).map(|_| None).collect();
+    run_threads_from(translators, sockets, sources, batch, stop)
+}
+
+/// [`run_threads`], thread `i` reading `sources[i]` too when it is given (an AF_XDP socket,
+/// [`DatagramSource`]).
+pub fn run_threads_from<S: Sinks + Send>(
+    translators: &mut [Translator<S>],
+    sockets: &[PrioSockets],
+    sources: Vec<Option<&mut (dyn DatagramSource + Send)>>,
+    batch: usize,
+    stop: &AtomicBool,
+) -> io::Result<()> {
     assert_eq!(
         translators.len(),
         sockets.len(),
         "one socket per translator"
+    );
+    assert_eq!(
+        translators.len(),
+        sources.len(),
+        "one source per translator"
     );
     let stopped = AtomicUsize::new(0);
     let threads = translators.len();
@@ -237,14 +299,16 @@ pub fn run_threads<S: Sinks + Send>(
         let handles: Vec<_> = translators
             .iter_mut()
             .zip(sockets)
+            .zip(sources)
             .enumerate()
-            .map(|(i, (t, rx))| {
+            .map(|(i, ((t, rx), source))| {
                 let stopped = &stopped;
                 std::thread::Builder::new()
                     .name(format!("dta-translator-{i}"))
                     .spawn_scoped(s, move || {
                         let mut guard = Stopped::new(stopped);
-                        let r = receive(t, rx, batch, stop);
+                        let source = source.map(|s| s as &mut dyn DatagramSource);
+                        let r = receive(t, rx, source, batch, stop);
                         if r.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }

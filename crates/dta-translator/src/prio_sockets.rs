@@ -94,17 +94,24 @@ impl PrioSockets {
     /// Wait until one of the sockets has a datagram, at most `timeout` (a signal ends the wait
     /// early; either way the caller looks again).
     pub fn wait(&self, timeout: Duration) -> io::Result<()> {
+        self.wait_with(None, timeout)
+    }
+
+    /// [`PrioSockets::wait`], also for `extra` to be readable (another source of datagrams,
+    /// an AF_XDP socket).
+    pub fn wait_with(&self, extra: Option<RawFd>, timeout: Duration) -> io::Result<()> {
         let mut fds = [libc::pollfd {
             fd: -1,
             events: libc::POLLIN,
             revents: 0,
-        }; 3];
+        }; 4];
         for (p, s) in fds.iter_mut().zip(&self.sockets) {
             p.fd = s.as_raw_fd();
         }
+        fds[3].fd = extra.unwrap_or(-1);
         let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: pollfds we own, alive for the call (unused entries have fd -1: ignored).
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), self.sockets.len() as libc::nfds_t, ms) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {

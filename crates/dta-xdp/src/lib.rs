@@ -14,6 +14,7 @@ mod allow;
 mod drop;
 pub mod int;
 mod rules;
+pub mod xsk;
 
 pub use drop::DropProgram;
 pub use int::{IntFlowAgg, IntXdp, IntXdpConfig, IntXdpStats};
