@@ -323,7 +323,7 @@ impl From<dta_net::Error> for Error {
             | dta_net::Error::Ipv4Fragment
             | dta_net::Error::BadIpChecksum
             | dta_net::Error::TooLong => Error::BadL3Header,
-            dta_net::Error::BadTcpHeaderLen => Error::BadL4Header,
+            dta_net::Error::BadTcpHeaderLen | dta_net::Error::NotUdp => Error::BadL4Header,
         }
     }
 }

@@ -20,6 +20,7 @@
 //!
 //! Front-ends parse their input, call a builder and print; none depends on another.
 
+pub mod af_xdp;
 pub mod collector;
 pub mod config;
 pub mod embedded;

@@ -24,6 +24,9 @@ pub enum Mode {
     XdpGeneric,
     /// `dta translator --rdma IFACE` to the software responder (`dta responder`).
     Rdma,
+    /// `dta translator --af-xdp IFACE`: kernel-bypass receive (AF_XDP), one translator thread
+    /// per receive queue.
+    AfXdp,
     /// The C ABI's in-process node (`dta_collector_open`).
     Capi,
     /// `dta int-sink`.
@@ -33,13 +36,14 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Memory,
         Mode::Threads,
         Mode::Classifier,
         Mode::XdpNative,
         Mode::XdpGeneric,
         Mode::Rdma,
+        Mode::AfXdp,
         Mode::Capi,
         Mode::IntSink,
         Mode::IntSinkXdp,
@@ -54,6 +58,7 @@ impl Mode {
             Mode::XdpNative => "xdp_native",
             Mode::XdpGeneric => "xdp_generic",
             Mode::Rdma => "rdma",
+            Mode::AfXdp => "af_xdp",
             Mode::Capi => "capi",
             Mode::IntSink => "int_sink",
             Mode::IntSinkXdp => "int_sink_xdp",
@@ -69,6 +74,7 @@ impl Mode {
             Mode::XdpNative => "dta translator --xdp IFACE",
             Mode::XdpGeneric => "dta translator --xdp IFACE --xdp-generic",
             Mode::Rdma => "dta translator --rdma IFACE",
+            Mode::AfXdp => "dta translator --af-xdp IFACE",
             Mode::Capi => "dta_collector_open (C ABI)",
             Mode::IntSink => "dta int-sink",
             Mode::IntSinkXdp => "dta int-sink --xdp IFACE",
@@ -177,17 +183,17 @@ const INT_NO_RULES: &str = "the INT sink's stores are written by the sink, not b
 const INT_UNMETERED: &str = "the INT sink writes shared memory without a write meter";
 
 /// The table: for each promise, each mode of [`Mode::ALL`] in order.
-pub const TABLE: [(Promise, [Support; 9]); 8] = {
+pub const TABLE: [(Promise, [Support; 10]); 8] = {
     use Support::{Kept as K, Refused as R};
     [
-        (Promise::Allow, [K, K, K, K, K, K, K, K, K]),
+        (Promise::Allow, [K, K, K, K, K, K, K, K, K, K]),
         (
             Promise::StoreAllow,
-            [K, K, K, K, K, K, K, R(INT_ONE_SOURCE), R(INT_ONE_SOURCE)],
+            [K, K, K, K, K, K, K, K, R(INT_ONE_SOURCE), R(INT_ONE_SOURCE)],
         ),
         (
             Promise::Rules,
-            [K, K, K, K, K, K, K, R(INT_NO_RULES), R(INT_NO_RULES)],
+            [K, K, K, K, K, K, K, K, R(INT_NO_RULES), R(INT_NO_RULES)],
         ),
         (
             Promise::Priority,
@@ -199,14 +205,15 @@ pub const TABLE: [(Promise, [Support; 9]); 8] = {
                 R(XDP_UNMETERED),
                 K,
                 K,
+                K,
                 R(INT_UNMETERED),
                 R(INT_UNMETERED),
             ],
         ),
-        (Promise::Notifications, [K, K, K, K, K, K, K, K, K]),
-        (Promise::FlushOnStop, [K, K, K, K, K, K, K, K, K]),
-        (Promise::Metrics, [K, K, K, K, K, K, K, K, K]),
-        (Promise::Rejects, [K, K, K, K, K, K, K, K, K]),
+        (Promise::Notifications, [K, K, K, K, K, K, K, K, K, K]),
+        (Promise::FlushOnStop, [K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Metrics, [K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Rejects, [K, K, K, K, K, K, K, K, K, K]),
     ]
 };
 

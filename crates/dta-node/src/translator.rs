@@ -34,7 +34,12 @@ pub struct Options {
     pub progress: Option<Duration>,
     /// The collector's name when one process serves several (cluster).
     pub label: Option<String>,
+    /// Receive through AF_XDP on this interface too (`--af-xdp IFACE`, [`crate::af_xdp`]).
+    pub af_xdp: Option<crate::af_xdp::AfXdpOptions>,
 }
+
+/// How often the AF_XDP program's counters are mirrored into the translator's.
+const MIRROR_EVERY: Duration = Duration::from_millis(200);
 
 /// Reports a translator thread's inbox holds for the others ([`Shards`]).
 pub const SHARD_INBOX: usize = 8192;
@@ -141,9 +146,11 @@ pub(crate) fn open_regions(cfg: &Config) -> anyhow::Result<(InstanceLock, Collec
     Ok((writer, collector))
 }
 
-/// The mode a shared-memory translator of `cfg` runs in.
-pub fn memory_mode(cfg: &Config) -> Mode {
-    if cfg.translator.classifier_enabled() {
+/// The mode a shared-memory translator of `cfg` runs in (`af_xdp`: receiving through AF_XDP).
+pub fn memory_mode(cfg: &Config, af_xdp: bool) -> Mode {
+    if af_xdp {
+        Mode::AfXdp
+    } else if cfg.translator.classifier_enabled() {
         Mode::Classifier
     } else if cfg.translator.threads > 1 {
         Mode::Threads
@@ -165,6 +172,8 @@ pub struct MemoryTranslator {
     policy: IngressPolicy,
     headers: Vec<Header>,
     collector: Collector,
+    /// Kernel-bypass receive, when asked for and available.
+    af_xdp: Option<crate::af_xdp::AfXdp>,
     _metrics: Option<dta_export::prom::MetricsServer>,
     _writer: InstanceLock,
 }
@@ -173,14 +182,28 @@ impl MemoryTranslator {
     /// Build the translator of `cfg`: take the writer lock, map the regions, compile and apply
     /// the policy to every thread, bind the sockets and start the metrics server.
     pub fn build(cfg: &Config, opts: Options) -> anyhow::Result<MemoryTranslator> {
-        modes::check_translator(memory_mode(cfg), cfg)?;
+        let mode = memory_mode(cfg, opts.af_xdp.is_some());
+        modes::check_translator(mode, cfg)?;
+        let threads = cfg.translator.threads.max(1);
+        if let Some(o) = &opts.af_xdp {
+            if cfg.translator.classifier == Some(true) {
+                return Err(modes::Refusal {
+                    setting: "[translator] classifier = true".into(),
+                    mode,
+                    why: "AF_XDP hands each receive queue's datagrams to its translator thread; \
+                          the classifier reads sockets (leave classifier unset or false)",
+                }
+                .into());
+            }
+            crate::af_xdp::AfXdp::check_queues(o, threads)?;
+        }
         refuse_shared_port(cfg)?;
         let (writer, collector) = open_regions(cfg)?;
-        let threads = cfg.translator.threads.max(1);
-        let classified = cfg.translator.classifier_enabled();
-        let stats: Vec<Arc<Stats>> = (0..threads + usize::from(classified))
-            .map(|_| Arc::new(Stats::default()))
-            .collect();
+        // AF_XDP threads read their queues directly: no classifier.
+        let classified = cfg.translator.classifier_enabled() && opts.af_xdp.is_none();
+        // One per thread, the classifier's, and one the AF_XDP program's drops are mirrored in.
+        let slots = threads + usize::from(classified) + usize::from(opts.af_xdp.is_some());
+        let stats: Vec<Arc<Stats>> = (0..slots).map(|_| Arc::new(Stats::default())).collect();
         let headers: Vec<Header> = collector
             .regions()
             .iter()
@@ -205,6 +228,22 @@ impl MemoryTranslator {
         let lanes = classified
             .then(|| Lanes::from_config(threads, &cfg.translator))
             .transpose()?;
+        // AF_XDP beside the sockets; where the kernel or the driver cannot, the sockets alone,
+        // said once.
+        let af_xdp = opts.af_xdp.as_ref().and_then(|o| {
+            match crate::af_xdp::AfXdp::open(
+                o,
+                cfg.translator.listen.port(),
+                policy.allow(),
+                threads,
+            ) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    eprintln!("warning: {e}; receiving through the UDP socket instead");
+                    None
+                }
+            }
+        });
         // The metrics server answers once the UDP sockets are bound: a scrape that succeeds
         // means reports sent from then on are received (queued until the threads start).
         let metrics = opts
@@ -227,6 +266,7 @@ impl MemoryTranslator {
             policy,
             headers,
             collector,
+            af_xdp,
             _metrics: metrics,
             _writer: writer,
         })
@@ -264,7 +304,11 @@ impl MemoryTranslator {
             },
             self.collector.stores().len(),
             self.cfg.region_dir.display()
-        )
+        ) + &self
+            .af_xdp
+            .as_ref()
+            .map(|a| format!("; {}", a.describe()))
+            .unwrap_or_default()
     }
 
     /// Receive until `stop`, then write out everything held and flush the regions; the final
@@ -279,8 +323,23 @@ impl MemoryTranslator {
         let install = rule_installer(self.policy.rules().clone(), &self.headers);
         let (ts, sockets, lanes) = (&mut self.translators, &self.sockets, &self.lanes);
         let (policy, stats, batch) = (&self.policy, &self.stats, self.cfg.translator.recv_batch);
-        serving.run(stop, install, || match lanes {
-            Some(lanes) => ingest::run_classified(
+        let af_xdp = &mut self.af_xdp;
+        serving.run(stop, install, || match (lanes, af_xdp) {
+            (_, Some(af)) => {
+                let into = stats.last().expect("the AF_XDP slot");
+                let (mirror, sources) = af.parts();
+                std::thread::scope(|s| {
+                    // The program's drops, mirrored while the threads receive.
+                    s.spawn(|| {
+                        while !stop.load(Ordering::Relaxed) {
+                            mirror.mirror(into);
+                            std::thread::sleep(MIRROR_EVERY);
+                        }
+                    });
+                    ingest::run_threads_from(ts, sockets, sources, batch, stop)
+                })
+            }
+            (Some(lanes), None) => ingest::run_classified(
                 ts,
                 &sockets[0],
                 lanes,
@@ -289,13 +348,19 @@ impl MemoryTranslator {
                 batch,
                 stop,
             ),
-            None => ingest::run_threads(ts, sockets, batch, stop),
+            (None, None) => ingest::run_threads(ts, sockets, batch, stop),
         })?;
         for r in self.collector.regions() {
             r.flush()?;
         }
         let mut snap = serde_json::to_value(Stats::sum(&self.stats).snapshot())?;
         snap["rules"] = serde_json::to_value(self.policy.rules().stats().snapshot())?;
+        if let Some(af) = &self.af_xdp {
+            af.mirror(self.stats.last().expect("the AF_XDP slot"));
+            snap = serde_json::to_value(Stats::sum(&self.stats).snapshot())?;
+            snap["rules"] = serde_json::to_value(self.policy.rules().stats().snapshot())?;
+            snap["af_xdp"] = af.snapshot();
+        }
         Ok(snap)
     }
 }

@@ -184,7 +184,7 @@ impl From<dta_net::Error> for Error {
             | dta_net::Error::Ipv4Options
             | dta_net::Error::Ipv4Fragment => Error::BadIpHeader,
             dta_net::Error::BadIpChecksum => Error::BadIpChecksum,
-            dta_net::Error::BadTcpHeaderLen => Error::NotUdp,
+            dta_net::Error::BadTcpHeaderLen | dta_net::Error::NotUdp => Error::NotUdp,
             dta_net::Error::TooLong => Error::BadLength,
         }
     }

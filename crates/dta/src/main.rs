@@ -163,6 +163,15 @@ struct TranslatorArgs {
     rdma: rdma_cmd::RdmaArgs,
     #[command(flatten)]
     xdp: xdp_cmd::XdpArgs,
+    /// Kernel-bypass receive: an XDP program on this interface redirects the datagrams to the
+    /// listen port into AF_XDP sockets, one per receive queue and translator thread (checking
+    /// `allow` in the driver); the rest still reaches the UDP socket. Falls back to the socket,
+    /// with a warning, where AF_XDP is unavailable (docs/xdp.md "AF_XDP receive").
+    #[arg(long, value_name = "IFACE", conflicts_with_all = ["xdp", "rdma", "cluster"])]
+    af_xdp: Option<String>,
+    /// With --af-xdp: attach the redirect program in generic (SKB) mode.
+    #[arg(long, requires = "af_xdp")]
+    af_xdp_generic: bool,
     /// A cluster map (docs/scale-out.md): serve the collectors named by --collectors, each on
     /// its own translator address of the map, into its own region directory, with its own
     /// sequence spaces and write meter (its `nic_budget`). Shared-memory collectors only.
@@ -421,6 +430,13 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             .transpose()
             .context("--stats-interval")?,
         label: None,
+        af_xdp: a
+            .af_xdp
+            .clone()
+            .map(|iface| dta_node::af_xdp::AfXdpOptions {
+                iface,
+                generic: a.af_xdp_generic,
+            }),
     };
     let stop = dta_node::signals::stop_on_signals()?;
     dta_node::signals::stop_after(&stop, a.duration)?;

@@ -53,6 +53,7 @@ cells! {
     cell_allow_xdp_native => Allow, XdpNative;
     cell_allow_xdp_generic => Allow, XdpGeneric;
     cell_allow_rdma => Allow, Rdma;
+    cell_allow_af_xdp => Allow, AfXdp;
     cell_allow_int_sink => Allow, IntSink;
     cell_allow_int_sink_xdp => Allow, IntSinkXdp;
     cell_store_allow_memory => StoreAllow, Memory;
@@ -61,6 +62,7 @@ cells! {
     cell_store_allow_xdp_native => StoreAllow, XdpNative;
     cell_store_allow_xdp_generic => StoreAllow, XdpGeneric;
     cell_store_allow_rdma => StoreAllow, Rdma;
+    cell_store_allow_af_xdp => StoreAllow, AfXdp;
     cell_store_allow_int_sink => StoreAllow, IntSink;
     cell_store_allow_int_sink_xdp => StoreAllow, IntSinkXdp;
     cell_rules_memory => Rules, Memory;
@@ -69,6 +71,7 @@ cells! {
     cell_rules_xdp_native => Rules, XdpNative;
     cell_rules_xdp_generic => Rules, XdpGeneric;
     cell_rules_rdma => Rules, Rdma;
+    cell_rules_af_xdp => Rules, AfXdp;
     cell_rules_int_sink => Rules, IntSink;
     cell_rules_int_sink_xdp => Rules, IntSinkXdp;
     cell_priority_memory => Priority, Memory;
@@ -77,6 +80,7 @@ cells! {
     cell_priority_xdp_native => Priority, XdpNative;
     cell_priority_xdp_generic => Priority, XdpGeneric;
     cell_priority_rdma => Priority, Rdma;
+    cell_priority_af_xdp => Priority, AfXdp;
     cell_priority_int_sink => Priority, IntSink;
     cell_priority_int_sink_xdp => Priority, IntSinkXdp;
     cell_notifications_memory => Notifications, Memory;
@@ -85,6 +89,7 @@ cells! {
     cell_notifications_xdp_native => Notifications, XdpNative;
     cell_notifications_xdp_generic => Notifications, XdpGeneric;
     cell_notifications_rdma => Notifications, Rdma;
+    cell_notifications_af_xdp => Notifications, AfXdp;
     cell_notifications_int_sink => Notifications, IntSink;
     cell_notifications_int_sink_xdp => Notifications, IntSinkXdp;
     cell_flush_on_stop_memory => FlushOnStop, Memory;
@@ -93,6 +98,7 @@ cells! {
     cell_flush_on_stop_xdp_native => FlushOnStop, XdpNative;
     cell_flush_on_stop_xdp_generic => FlushOnStop, XdpGeneric;
     cell_flush_on_stop_rdma => FlushOnStop, Rdma;
+    cell_flush_on_stop_af_xdp => FlushOnStop, AfXdp;
     cell_flush_on_stop_int_sink => FlushOnStop, IntSink;
     cell_flush_on_stop_int_sink_xdp => FlushOnStop, IntSinkXdp;
     cell_metrics_memory => Metrics, Memory;
@@ -101,6 +107,7 @@ cells! {
     cell_metrics_xdp_native => Metrics, XdpNative;
     cell_metrics_xdp_generic => Metrics, XdpGeneric;
     cell_metrics_rdma => Metrics, Rdma;
+    cell_metrics_af_xdp => Metrics, AfXdp;
     cell_metrics_int_sink => Metrics, IntSink;
     cell_metrics_int_sink_xdp => Metrics, IntSinkXdp;
     cell_rejects_memory => Rejects, Memory;
@@ -109,6 +116,7 @@ cells! {
     cell_rejects_xdp_native => Rejects, XdpNative;
     cell_rejects_xdp_generic => Rejects, XdpGeneric;
     cell_rejects_rdma => Rejects, Rdma;
+    cell_rejects_af_xdp => Rejects, AfXdp;
     cell_rejects_int_sink => Rejects, IntSink;
     cell_rejects_int_sink_xdp => Rejects, IntSinkXdp;
 }
@@ -146,7 +154,7 @@ fn cell(p: Promise, m: Mode) {
 fn needs_netns(m: Mode) -> bool {
     matches!(
         m,
-        Mode::XdpNative | Mode::XdpGeneric | Mode::Rdma | Mode::IntSinkXdp
+        Mode::XdpNative | Mode::XdpGeneric | Mode::Rdma | Mode::AfXdp | Mode::IntSinkXdp
     )
 }
 
@@ -467,7 +475,7 @@ fn ip(s: &str) -> IpAddr {
 impl Site {
     fn new(m: Mode) -> Site {
         match m {
-            Mode::XdpNative | Mode::XdpGeneric => {
+            Mode::XdpNative | Mode::XdpGeneric | Mode::AfXdp => {
                 let net = veth(&tag());
                 Site {
                     node_ns: Some(net.a.clone()),
@@ -585,6 +593,9 @@ impl Tn {
                 Mode::Rdma => {
                     c.args(["--rdma", &net.dev_a, "--collector", &net.ip_b]);
                 }
+                Mode::AfXdp => {
+                    c.args(["--af-xdp", &net.dev_a]);
+                }
                 _ => {}
             }
         }
@@ -634,6 +645,17 @@ impl Tn {
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
         if let Some(r) = self.responder.take() {
             r.stop();
+        }
+        if self.mode == Mode::AfXdp {
+            // The datagrams took the AF_XDP sockets, not a fallback to the UDP socket.
+            let p = &summary["af_xdp"]["program"];
+            let received = summary["datagrams"].as_u64().unwrap_or(0);
+            assert!(
+                err.contains("AF_XDP receive on")
+                    && !err.contains("unavailable")
+                    && (received == 0 || p["redirected"].as_u64().unwrap_or(0) > 0),
+                "AF_XDP receive was not used: {summary}\n{err}"
+            );
         }
         let c =
             dta_collector::Collector::open_dir(&self.dir.path().join("regions"), false).unwrap();
