@@ -249,6 +249,8 @@ pub struct XskReceiver {
     zero_copy: bool,
     descs: Vec<xdpilone::xdp::XdpDesc>,
     parsed: Vec<(u32, u32, SocketAddr)>,
+    /// Frames read and not yet back in the fill ring.
+    returning: Vec<u64>,
     stats: Arc<XskStats>,
 }
 
@@ -350,6 +352,7 @@ impl XskReceiver {
             zero_copy,
             descs: Vec::with_capacity(MAX_BATCH),
             parsed: Vec::with_capacity(MAX_BATCH),
+            returning: Vec::with_capacity(FRAMES as usize),
             stats: Arc::new(XskStats::default()),
         })
     }
@@ -462,19 +465,34 @@ impl XskReceiver {
             f(&mut it);
         }
         // The frames go back to the kernel (their chunk's start).
-        {
-            let mut w = self.fill.fill(n as u32);
-            w.insert(
-                self.descs
-                    .iter()
-                    .map(|d| d.addr & !u64::from(FRAME_SIZE - 1)),
-            );
-            w.commit();
-        }
+        self.returning.extend(
+            self.descs
+                .iter()
+                .map(|d| d.addr & !u64::from(FRAME_SIZE - 1)),
+        );
+        self.give_back();
         if self.fill.needs_wakeup() {
             self.fill.wake();
         }
         n
+    }
+
+    /// Put the frames in `returning` into the fill ring, every one of them: a reservation is
+    /// served from the cached ring state and may be short (a short one refreshes it for the
+    /// next), and a frame not given back would be lost for good. What the ring cannot take now
+    /// (only a kernel that consumed none can leave it full) waits for the next call.
+    fn give_back(&mut self) {
+        let mut given = 0;
+        while given < self.returning.len() {
+            let mut w = self.fill.fill((self.returning.len() - given) as u32);
+            let k = w.insert(self.returning[given..].iter().copied()) as usize;
+            w.commit();
+            if k == 0 {
+                break;
+            }
+            given += k;
+        }
+        self.returning.drain(..given);
     }
 
     /// Wait up to `timeout` for frames (`poll`).
