@@ -11,6 +11,9 @@ use anyhow::{bail, Context};
 use dta_rnic::rnic::RnicCollector;
 use dta_rnic::RnicConfig;
 
+/// Parses `--listen IP[:PORT]` for RDMA CM (default port 7471).
+pub use dta_rnic::parse_listen;
+
 use crate::config::Config;
 
 /// The `[rnic]` settings: from `file` (TOML) or the defaults, then the command line's

@@ -97,6 +97,24 @@ fn fs_magic(file: &File) -> Option<i64> {
     }
 }
 
+/// Where a region is built before it is published as `path`: a hidden name in the same
+/// directory (same filesystem, so publishing is a link) that directory listings skip.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.partial"))
+}
+
+/// Publish the built file `partial` as `path` atomically and without replacing a file another
+/// creator published meanwhile (a hard link fails on an existing name; a rename where the
+/// filesystem has no links).
+fn publish(partial: &Path, path: &Path) -> Result<(), StoreError> {
+    match std::fs::hard_link(partial, path) {
+        Ok(()) => std::fs::remove_file(partial).map_err(|e| StoreError::io(partial, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(StoreError::io(path, e)),
+        Err(_) => std::fs::rename(partial, path).map_err(|e| StoreError::io(path, e)),
+    }
+}
+
 fn shmem_thp_enabled() -> bool {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
         .map(|s| {
@@ -138,17 +156,43 @@ impl Region {
             size,
             free: crate::space::free_bytes(path).unwrap_or(0),
         };
-        let mut total = HEADER_LEN as u64 + header.data_len;
+        let total = HEADER_LEN as u64 + header.data_len;
         // Refused before the file exists when it plainly cannot fit (hugetlbfs reports its
         // pool, which fallocate then reserves).
         if crate::space::free_bytes(path).is_ok_and(|free| free < total) {
             return Err(no_space(total));
         }
+        // Built under a name no reader opens (not `*.region`) and published whole: a translator
+        // or query that lists the directory meanwhile never maps a region without its header.
+        let partial = partial_path(path);
+        let _ = std::fs::remove_file(&partial); // left by a creator that died half-way
+        let built = Region::build(&partial, path, &header, total);
+        let published = built.and_then(|()| publish(&partial, path));
+        if published.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        published?;
+        Region::open(path)
+    }
+
+    /// Size, allocate and write the header of the new file `file_path` (`total` bytes); errors
+    /// name `path`, the region it becomes.
+    fn build(
+        file_path: &Path,
+        path: &Path,
+        header: &Header,
+        mut total: u64,
+    ) -> Result<(), StoreError> {
+        let no_space = |size: u64| StoreError::NoSpace {
+            path: path.to_path_buf(),
+            size,
+            free: crate::space::free_bytes(path).unwrap_or(0),
+        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
-            .open(path)
+            .open(file_path)
             .map_err(|e| StoreError::io(path, e))?;
         let hugetlbfs = fs_magic(&file) == Some(HUGETLBFS_MAGIC);
         if hugetlbfs {
@@ -160,8 +204,6 @@ impl Region {
             .set_len(total)
             .and_then(|()| crate::space::allocate(&file, total));
         if let Err(e) = sized {
-            drop(file);
-            let _ = std::fs::remove_file(path);
             return Err(if crate::space::is_no_space(&e) {
                 no_space(total)
             } else {
@@ -176,10 +218,7 @@ impl Region {
         // SAFETY: the mapping is at least HEADER_LEN bytes long and we just created the file.
         unsafe { std::ptr::copy_nonoverlapping(page.as_ptr(), map.as_mut_ptr(), HEADER_LEN) };
         map.flush_range(0, HEADER_LEN)
-            .map_err(|e| StoreError::io(path, e))?;
-        drop(map);
-        drop(file);
-        Region::open(path)
+            .map_err(|e| StoreError::io(path, e))
     }
 
     /// Open an existing region read-write.

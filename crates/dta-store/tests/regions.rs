@@ -492,3 +492,42 @@ key_len = 13
         assert_eq!(&serde_json::from_str::<StoreSpec>(&json).unwrap(), s);
     }
 }
+
+/// A region appears under its name only whole: a reader that lists the directory while a large
+/// region is being created (sized, allocated, its header written) either does not see it or
+/// opens it; a half-made file left by a creator that died is replaced, and nothing but the
+/// region remains.
+#[test]
+fn a_region_is_published_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.region");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let seen = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+                    if e.path().extension().is_some_and(|x| x == "region") {
+                        Region::open_read_only(&e.path())
+                            .unwrap_or_else(|err| panic!("a listed region must open: {err}"));
+                        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        for i in 0..4 {
+            // A stale half-made file from a creator that died.
+            std::fs::write(dir.path().join(".big.region.partial"), b"junk").unwrap();
+            let _ = std::fs::remove_file(&path);
+            let r = Region::create(&path, "big", &kw(1 << (18 + i)), true).unwrap();
+            assert_eq!(r.header().name, "big");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["big.region".to_owned()]);
+}

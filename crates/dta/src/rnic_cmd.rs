@@ -19,12 +19,12 @@ pub struct RnicArgs {
     /// Override the configuration's region directory.
     #[arg(long)]
     pub region_dir: Option<PathBuf>,
-    /// RNIC settings: a TOML file with an `[rnic]` table (`dta_rnic::RnicConfig`).
+    /// RNIC settings: a TOML file with an `[rnic]` table (docs/rdma.md).
     #[arg(long)]
     pub rnic_config: Option<PathBuf>,
     /// IP:PORT (or IP) for RDMA CM to listen on; the IP must be on the RNIC's netdev
     /// (overrides `[rnic] listen`; default 0.0.0.0:7471).
-    #[arg(long, value_parser = dta_rnic::parse_listen)]
+    #[arg(long, value_parser = dta_node::rnic::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// Store the prototype-compatible 16-byte advertisement describes (default: the first).
     #[arg(long)]
