@@ -541,3 +541,102 @@ fn a_batch_equals_its_datagrams_one_at_a_time() {
     assert_eq!(s.rejected("no_store"), s2.rejected("no_store"));
     assert!(s.rejected("no_store") > 0);
 }
+
+/// Datagrams of one shape (the lean path: every report the same primitive, key and data
+/// lengths, at the store's N, none immediate) leave the image the layouts give report by
+/// report and the counters a translator fed report by report counts; those the lean path
+/// declines (another N, an immediate report, data of another length) go the general way among
+/// them, in order; a store whose allow-list refuses the source counts every report once.
+#[test]
+fn one_shape_datagrams_equal_per_report_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let mut t = common::translator(&regions);
+    let dir2 = tempfile::tempdir().unwrap();
+    let regions2 = common::regions(dir2.path());
+    let mut t2 = common::translator(&regions2);
+    let kw = KeyWriteLayout::new(regions[0].header()).unwrap();
+    let ki = KeyIncrementLayout::new(regions[2].header()).unwrap();
+    let mut img_kw = VecSink::new(regions[0].mem().len() as usize);
+    let mut img_ki = VecSink::new(regions[2].mem().len() as usize);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x1EA7);
+    let now = Instant::now();
+    for seq in 0..600u32 {
+        let count = rng.gen_range(1..=100);
+        let shape = rng.gen_range(0..6);
+        let gens: Vec<Gen> = (0..count)
+            .map(|i| {
+                let k = rng.gen_range(0u32..50).to_be_bytes();
+                match shape {
+                    // At the stores' N: the lean path.
+                    0 | 1 => Gen::Kw4(k, rng.gen(), kw.redundancy(), false),
+                    2 | 3 => Gen::Ki(k, rng.gen(), ki.redundancy()),
+                    // Declined: another N in one report, or one flagged immediate.
+                    4 => Gen::Kw4(
+                        k,
+                        rng.gen(),
+                        kw.redundancy() - (i == count / 2) as u8,
+                        false,
+                    ),
+                    _ => Gen::Kw4(k, rng.gen(), kw.redundancy(), i == 0),
+                }
+            })
+            .collect();
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, seq).unwrap();
+        for g in &gens {
+            b.push(&g.report()).unwrap();
+        }
+        let len = b.finish();
+        t.handle_datagram(&buf[..len], common::src(), now);
+        for g in &gens {
+            t2.apply(&g.report(), 7, common::src(), now);
+            match g {
+                Gen::Kw4(k, d, n, _) => kw.apply(k, d, *n, &mut img_kw).unwrap(),
+                Gen::Ki(k, c, n) => ki.apply(k, *c, *n, &mut img_ki).unwrap(),
+                _ => unreachable!(),
+            }
+        }
+    }
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    assert_eq!(image(&regions[0]), img_kw.bytes, "Key-Write store");
+    assert_eq!(image(&regions[2]), img_ki.bytes, "Key-Increment store");
+    assert_eq!(image(&regions[0]), image(&regions2[0]));
+    assert_eq!(image(&regions[2]), image(&regions2[2]));
+    let (s, s2) = (t.stats(), t2.stats());
+    for op in [Opcode::KeyWrite, Opcode::KeyIncrement] {
+        assert_eq!(s.reports_of(op), s2.reports_of(op), "{op:?}");
+    }
+    for (what, a, b) in [
+        ("writes", &s.writes, &s2.writes),
+        ("write_bytes", &s.write_bytes, &s2.write_bytes),
+        ("fetch_adds", &s.fetch_adds, &s2.fetch_adds),
+        ("immediates", &s.immediates, &s2.immediates),
+    ] {
+        assert_eq!(a.load(Relaxed), b.load(Relaxed), "{what}");
+    }
+    assert_eq!(s.total_rejected(), 0);
+    // The stores' live counters (docs/regions.md §1) agree too.
+    for i in [0, 2] {
+        assert_eq!(regions[i].mem().tally(), regions2[i].mem().tally());
+    }
+
+    // A store whose allow-list refuses the source: every report refused, nothing written.
+    let before = image(&regions[0]);
+    let only = dta_wire::prefix::AllowList::new(vec!["10.9.9.9/32".parse().unwrap()]);
+    t.set_store_allow("kw", only).unwrap();
+    let mut buf = vec![0u8; 2000];
+    let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, 600).unwrap();
+    for i in 0u32..40 {
+        b.push(&Gen::Kw4(i.to_be_bytes(), [1; 4], kw.redundancy(), false).report())
+            .unwrap();
+    }
+    let len = b.finish();
+    t.handle_datagram(&buf[..len], common::src(), now);
+    assert_eq!(t.stats().rejected("source_not_allowed"), 40);
+    assert_eq!(image(&regions[0]), before);
+}

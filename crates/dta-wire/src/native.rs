@@ -902,6 +902,8 @@ pub struct Datagram<'a> {
     pub header: HeaderRepr,
     buf: &'a [u8],
     nack: NackBody,
+    /// Every report's length when the reports share one shape ([`Datagram::one_shape`]), else 0.
+    stride: u16,
 }
 
 impl<'a> Datagram<'a> {
@@ -915,6 +917,7 @@ impl<'a> Datagram<'a> {
         let p = Packet::new_unchecked(buf);
         let mut header = HeaderRepr::parse(&p)?;
         let mut nack = NackBody::None;
+        let mut stride = 0;
         match header.kind {
             Kind::Nack | Kind::Notice => {
                 if header.kind == Kind::Nack {
@@ -932,16 +935,40 @@ impl<'a> Datagram<'a> {
                 if header.count == 0 {
                     return Err(Error::BadCount);
                 }
-                let mut rest = &buf[HEADER_LEN..];
-                for _ in 0..header.count {
-                    rest = ReportView::parse(rest)?.1;
-                }
-                if !rest.is_empty() {
-                    return Err(Error::TrailingBytes);
+                stride = one_shape(&buf[HEADER_LEN..], header.count);
+                if stride == 0 {
+                    let mut rest = &buf[HEADER_LEN..];
+                    for _ in 0..header.count {
+                        rest = ReportView::parse(rest)?.1;
+                    }
+                    if !rest.is_empty() {
+                        return Err(Error::TrailingBytes);
+                    }
                 }
             }
         }
-        Ok(Datagram { header, buf, nack })
+        Ok(Datagram {
+            header,
+            buf,
+            nack,
+            stride,
+        })
+    }
+
+    /// The reports, if they all share one shape (opcode, key length and data length: every
+    /// report the same length), as the common reporter sends them: the translator's lean path
+    /// reads them at a fixed stride without decoding each report's header again.
+    #[inline]
+    pub fn one_shape(&self) -> Option<OneShape<'a>> {
+        if self.stride == 0 {
+            return None;
+        }
+        let body = &self.buf[HEADER_LEN..];
+        Some(OneShape {
+            opcode: Opcode::try_from(body[field::R_OPCODE]).ok()?,
+            stride: self.stride as usize,
+            body,
+        })
     }
 
     /// The reports, in order (none for a NACK). Infallible and allocation-free: `parse` has
@@ -981,6 +1008,96 @@ impl<'a> Datagram<'a> {
     /// The whole datagram's bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.buf
+    }
+}
+
+/// The length of each report of `body` (`count` reports) when they all share the first one's
+/// shape and exactly fill it, else 0. A fast acceptance only: the first report passes
+/// [`ReportView::parse`], whose checks read nothing but the opcode, key length and data length
+/// bytes and the length left, so reports with the same three bytes at the same stride pass it
+/// too. Anything else (and every error) is left to the report-by-report loop.
+#[inline]
+fn one_shape(body: &[u8], count: u8) -> u16 {
+    let Ok((first, _)) = ReportView::parse(body) else {
+        return 0;
+    };
+    let stride = first.len();
+    if body.len() != stride * count as usize || stride > u16::MAX as usize {
+        return 0;
+    }
+    let shape = |r: &[u8]| {
+        (
+            r[field::R_OPCODE],
+            r[field::R_KEY_LEN],
+            r[field::R_DATA_LEN],
+        )
+    };
+    let want = shape(body);
+    if body.chunks_exact(stride).all(|r| shape(r) == want) {
+        stride as u16
+    } else {
+        0
+    }
+}
+
+/// The reports of a validated datagram that all share one shape ([`Datagram::one_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OneShape<'a> {
+    opcode: Opcode,
+    stride: usize,
+    body: &'a [u8],
+}
+
+impl<'a> OneShape<'a> {
+    /// Every report's primitive.
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// Every report's key length.
+    #[inline]
+    pub fn key_len(&self) -> usize {
+        self.body[field::R_KEY_LEN] as usize
+    }
+
+    /// Every report's data length field (Key-Write: the data's bytes).
+    #[inline]
+    pub fn data_len(&self) -> usize {
+        self.body[field::R_DATA_LEN] as usize
+    }
+
+    /// The number of reports.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.body.len() / self.stride
+    }
+
+    /// Never true: a report datagram holds at least one report.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    /// The reports as views, in order, at the fixed stride (no header decoded again).
+    #[inline]
+    pub fn views(&self) -> impl ExactSizeIterator<Item = ReportView<'a>> + Clone + 'a {
+        let opcode = self.opcode;
+        self.body
+            .chunks_exact(self.stride)
+            .map(move |buf| ReportView { buf, opcode })
+    }
+
+    /// Whether every report carries redundancy `redundancy`, no I flag and no other flag bit
+    /// (the flags byte `redundancy - 1`): one compare per report.
+    #[inline]
+    pub fn plain_at(&self, redundancy: u8) -> bool {
+        let want = redundancy.wrapping_sub(1);
+        want & !field::R_REDUNDANCY_MASK == 0
+            && self
+                .body
+                .chunks_exact(self.stride)
+                .all(|r| r[field::R_FLAGS] == want)
     }
 }
 

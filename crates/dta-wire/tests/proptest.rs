@@ -144,6 +144,9 @@ proptest! {
         let mut buf = vec![0x10, 0x00, count, 0, 0, 0, 0, 1, 0, 0, 0, 2];
         buf.extend(body);
         if let Ok(d) = native::Datagram::parse(&buf) {
+            if let Some(u) = d.one_shape() {
+                prop_assert!(u.views().eq(d.views()));
+            }
             let mut out = vec![0u8; buf.len()];
             let mut b = DatagramBuilder::new(&mut out, Priority::Low, false, 1, 2).unwrap();
             for r in d.reports() {
@@ -185,6 +188,35 @@ proptest! {
         // Every proper prefix is rejected (never half a datagram).
         for cut in [n - 1, n / 2, native::HEADER_LEN] {
             prop_assert!(native::Datagram::parse(&buf[..cut]).is_err());
+        }
+    }
+
+    /// The one-shape reading of a datagram gives the same reports as the report-by-report one,
+    /// and is offered exactly when every report has the first's opcode, key and data lengths.
+    #[test]
+    fn one_shape_reads_the_same_reports(
+        reports in prop::collection::vec(native_report(), 1..40),
+        same in any::<bool>(),
+    ) {
+        let reports = if same { vec![reports[0].clone(); reports.len()] } else { reports };
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Low, false, 1, 2).unwrap();
+        for o in &reports {
+            b.push(&o.report()).unwrap();
+        }
+        let n = b.finish();
+        let d = native::Datagram::parse(&buf[..n]).unwrap();
+        let shape = |v: &native::ReportView| (v.bytes()[0], v.bytes()[2], v.bytes()[3]);
+        let first = shape(&d.views().next().unwrap());
+        let one = d.views().all(|v| shape(&v) == first);
+        prop_assert_eq!(d.one_shape().is_some(), one);
+        if let Some(u) = d.one_shape() {
+            prop_assert_eq!(u.len(), reports.len());
+            prop_assert!(u.views().eq(d.views()));
+            for r in 0..=5u8 {
+                let plain = d.views().all(|v| v.bytes()[1] == r.wrapping_sub(1));
+                prop_assert_eq!(u.plain_at(r), plain && (1..=4).contains(&r));
+            }
         }
     }
 

@@ -5,7 +5,8 @@
 //! [`Translator::handle_datagram`] checks the source against the allow-list, parses a datagram
 //! of either protocol, admits sequenced datagrams through the tracker ([`crate::sequence`],
 //! written once for both protocols), and hands every report on: Key-Write and Key-Increment to the
-//! batch staging ([`staging`]), everything else to the per-primitive dispatch ([`dispatch`]):
+//! batch staging ([`staging`]) or, for a datagram of one shape, the lean path ([`lean`]),
+//! everything else to the per-primitive dispatch ([`dispatch`]):
 //! Postcarding through the cache, Append through per-list batches, Sketch-Merge through
 //! per-reporter column tracking and merging ([DTA §4]). Routes to the stores are built once
 //! ([`routes`]); the timers write out what waits ([`timers`]). Nothing here allocates per
@@ -14,6 +15,7 @@
 mod dispatch;
 #[cfg(test)]
 mod flow_tests;
+mod lean;
 mod routes;
 mod rules_hook;
 mod staging;
@@ -39,6 +41,7 @@ use crate::sinks::Sinks;
 use crate::spill::Spill;
 use crate::stats::{add, Stats};
 
+use lean::Lean;
 pub use routes::BuildError;
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
 use staging::{RouteCache, Stage, STAGE};
@@ -360,8 +363,14 @@ impl<S: Sinks> Translator<S> {
                 // Key-Write is written once instead of N times.
                 stage.lower =
                     h.priority == Priority::Low && self.meter.metered() && self.meter.pressure(now);
-                let mut routes = RouteCache::default();
                 self.rules.engine.refresh();
+                // The common datagram, one shape throughout, takes the lean path ([`lean`]).
+                if let (Some(one), false) = (d.one_shape(), stage.lower) {
+                    if self.apply_lean(&one, stage) == Lean::Done {
+                        return;
+                    }
+                }
+                let mut routes = RouteCache::default();
                 // One pass over the validated reports (zero-copy views): Key-Write and
                 // Key-Increment are staged; anything else flushes the stage and takes `apply`.
                 for view in d.views() {

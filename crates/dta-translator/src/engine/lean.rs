@@ -1,0 +1,241 @@
+//! The lean path for the common datagram: Key-Write (4-byte data, one 8-byte slot) or
+//! Key-Increment reports that all share one shape ([`native::OneShape`]), at their store's N,
+//! none flagged immediate, no rules to evaluate, into a store the translator maps. Everything
+//! the general path decides per report is decided once per datagram: the route, the store's
+//! allow-list, the redundancy, the counters; per report only the hash, the prefetch and the
+//! N memory operations remain ([DTA A.1] Algorithm 1, [DTA A.4] Algorithm 5). A datagram the
+//! lean path does not take goes the general way ([`super::staging`]) unchanged, so both paths
+//! leave the same bytes in the stores and the same counters (tested below).
+
+use dta_store::{RegionMem, MAX_REDUNDANCY};
+use dta_wire::{native, Opcode, Report};
+
+use super::routes::{KeyIncrementRoute, KeyWriteRoute};
+use super::staging::Stage;
+use super::{allowed, Translator};
+use crate::reason::Reason;
+use crate::sinks::Sinks;
+use crate::stats::{add, Stats};
+
+/// Reports hashed before their lines are written: every line of a block prefetched back to
+/// back, then written (at N = 2, 64 lines in flight, as the general path's stage).
+const BLOCK: usize = 32;
+
+/// What the lean path did with a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lean {
+    /// Applied (or refused by its store's allow-list, counted).
+    Done,
+    /// Not a datagram for the lean path: the general path takes it.
+    Declined,
+}
+
+impl<S: Sinks> Translator<S> {
+    /// Apply the one-shape datagram `d` (from `stage.src`) on the lean path, or decline it.
+    /// Reports staged from earlier datagrams are written first (memory operations keep
+    /// datagram order); a declined datagram leaves the stage as it was.
+    #[inline]
+    pub(super) fn apply_lean(&mut self, d: &native::OneShape<'_>, stage: &mut Stage<'_>) -> Lean {
+        if self.rules.engine.active() || self.rules.waiting() {
+            return Lean::Declined;
+        }
+        match d.opcode() {
+            Opcode::KeyWrite if d.data_len() == 4 => self.lean_key_write(d, stage),
+            Opcode::KeyIncrement => self.lean_key_increment(d, stage),
+            _ => Lean::Declined,
+        }
+    }
+
+    /// Whether `store` is mapped (the lean path writes only there) and `src` may write it:
+    /// `None` to decline; `Some(false)` when its allow-list refuses `src` (counted); `Some(true)`
+    /// when the lean path writes it (the stage written first).
+    #[inline]
+    fn lean_store(
+        &mut self,
+        store: usize,
+        d: &native::OneShape<'_>,
+        stage: &mut Stage<'_>,
+    ) -> Option<bool> {
+        self.sinks.region_mem(store)?;
+        if !allowed(&self.store_allow, store, stage.src) {
+            self.stats
+                .reject_n(Reason::SourceNotAllowed, d.len() as u64);
+            return Some(false);
+        }
+        self.write_stage(stage);
+        Some(true)
+    }
+
+    fn lean_key_write(&mut self, d: &native::OneShape<'_>, stage: &mut Stage<'_>) -> Lean {
+        let Some(idx) = self
+            .key_write
+            .iter()
+            .position(|r| r.layout.key_len() == d.key_len() && r.layout.data_len() == 4)
+        else {
+            return Lean::Declined;
+        };
+        let route = &self.key_write[idx];
+        let n = route.layout.redundancy();
+        if !d.plain_at(n) {
+            return Lean::Declined;
+        }
+        let store = route.store;
+        match self.lean_store(store, d, stage) {
+            None => return Lean::Declined,
+            Some(false) => return Lean::Done,
+            Some(true) => {}
+        }
+        let route = &self.key_write[idx];
+        let Some(mem) = self.sinks.region_mem(store) else {
+            return Lean::Declined;
+        };
+        let failed = match n {
+            1 => key_write::<1>(route, mem, d),
+            2 => key_write::<2>(route, mem, d),
+            3 => key_write::<3>(route, mem, d),
+            _ => key_write::<4>(route, mem, d),
+        };
+        let written = d.len() as u64 - failed;
+        let ops = d.len() as u64 * n as u64;
+        self.sinks.issued(ops);
+        let count_failed = self.sinks.count(store, written * n as u64, 0).is_err();
+        let stats = &*self.stats;
+        add(
+            &stats.reports[Opcode::KeyWrite as usize - 1],
+            d.len() as u64,
+        );
+        add(&stats.writes, ops);
+        add(&stats.write_bytes, ops * route.layout.slot_len() as u64);
+        counted_failures(stats, failed + count_failed as u64);
+        Lean::Done
+    }
+
+    fn lean_key_increment(&mut self, d: &native::OneShape<'_>, stage: &mut Stage<'_>) -> Lean {
+        let Some(idx) = self
+            .key_increment
+            .iter()
+            .position(|r| r.layout.key_len() == d.key_len())
+        else {
+            return Lean::Declined;
+        };
+        let route = &self.key_increment[idx];
+        let n = route.layout.redundancy();
+        if !d.plain_at(n) {
+            return Lean::Declined;
+        }
+        let store = route.store;
+        match self.lean_store(store, d, stage) {
+            None => return Lean::Declined,
+            Some(false) => return Lean::Done,
+            Some(true) => {}
+        }
+        let route = &self.key_increment[idx];
+        let Some(mem) = self.sinks.region_mem(store) else {
+            return Lean::Declined;
+        };
+        let (failed, added) = match n {
+            1 => key_increment::<1>(route, mem, d),
+            2 => key_increment::<2>(route, mem, d),
+            3 => key_increment::<3>(route, mem, d),
+            _ => key_increment::<4>(route, mem, d),
+        };
+        let written = d.len() as u64 - failed;
+        let ops = d.len() as u64 * n as u64;
+        self.sinks.issued(ops);
+        let count_failed = self.sinks.count(store, written * n as u64, added).is_err();
+        let stats = &*self.stats;
+        add(
+            &stats.reports[Opcode::KeyIncrement as usize - 1],
+            d.len() as u64,
+        );
+        add(&stats.fetch_adds, ops);
+        counted_failures(stats, failed + count_failed as u64);
+        Lean::Done
+    }
+}
+
+/// Reports whose memory operations failed are `sink_error` rejects, as on the general path.
+#[inline]
+fn counted_failures(stats: &Stats, failed: u64) {
+    if failed > 0 {
+        stats.reject_n(Reason::SinkError, failed);
+    }
+}
+
+/// Write every Key-Write report of `d` (4-byte data, N = `N` copies each) into `mem`, a block
+/// at a time: hash and encode, prefetch every line, store every word. Returns the reports
+/// whose writes failed.
+#[inline(always)]
+fn key_write<const N: usize>(
+    route: &KeyWriteRoute,
+    mem: &RegionMem,
+    d: &native::OneShape<'_>,
+) -> u64 {
+    let layout = &route.layout;
+    let mut failed = 0;
+    let mut offs = [[0u64; N]; BLOCK];
+    let mut words = [0u64; BLOCK];
+    let mut views = d.views();
+    loop {
+        let mut k = 0;
+        for v in views.by_ref().take(BLOCK) {
+            let mut o = [0u64; MAX_REDUNDANCY as usize];
+            let tag = layout.slot_offsets(v.key(), N as u8, &mut o);
+            offs[k].copy_from_slice(&o[..N]);
+            let data = v.bytes()[v.len() - 4..].try_into().unwrap_or([0; 4]);
+            words[k] = layout.encode_word(tag, data);
+            k += 1;
+        }
+        if k == 0 {
+            return failed;
+        }
+        for o in &offs[..k] {
+            mem.prefetch_at(o);
+        }
+        for (o, &w) in offs[..k].iter().zip(&words[..k]) {
+            failed += mem.store_u64_at(o, w).is_err() as u64;
+        }
+    }
+}
+
+/// FETCH_ADD every Key-Increment report of `d` (N = `N` counters each) into `mem`, a block at
+/// a time as [`key_write`]. Returns the reports whose operations failed and the sum (wrapping)
+/// of the counters of the others.
+#[inline(always)]
+fn key_increment<const N: usize>(
+    route: &KeyIncrementRoute,
+    mem: &RegionMem,
+    d: &native::OneShape<'_>,
+) -> (u64, u64) {
+    let layout = &route.layout;
+    let (mut failed, mut added) = (0u64, 0u64);
+    let mut offs = [[0u64; N]; BLOCK];
+    let mut counters = [0u64; BLOCK];
+    let mut views = d.views();
+    loop {
+        let mut k = 0;
+        for v in views.by_ref().take(BLOCK) {
+            let Report::KeyIncrement { key, counter, .. } = v.report() else {
+                continue;
+            };
+            let mut o = [0u64; MAX_REDUNDANCY as usize];
+            layout.counter_offsets(key, N as u8, &mut o);
+            offs[k].copy_from_slice(&o[..N]);
+            counters[k] = counter;
+            k += 1;
+        }
+        if k == 0 {
+            return (failed, added);
+        }
+        for o in &offs[..k] {
+            mem.prefetch_at(o);
+        }
+        for (o, &c) in offs[..k].iter().zip(&counters[..k]) {
+            if mem.fetch_add_u64_at(o, c).is_err() {
+                failed += 1;
+            } else {
+                added = added.wrapping_add(c);
+            }
+        }
+    }
+}
