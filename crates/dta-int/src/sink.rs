@@ -578,6 +578,17 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
+    /// Count `n` reports refused for their source before they reached the sink (by the XDP
+    /// program that holds the same allow-list, AF_XDP receive).
+    pub fn count_source_rejects(&self, n: u64) {
+        if n > 0 {
+            add(
+                &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
+                n,
+            );
+        }
+    }
+
     /// Whether telemetry reports from `source` are taken (the allow-list); a refused source is
     /// counted in `sources_rejected`.
     pub fn admit(&self, source: std::net::IpAddr) -> bool {

@@ -1,8 +1,9 @@
 //! Kernel-bypass receive for the node's services (`dta translator --af-xdp IFACE`,
-//! docs/xdp.md "AF_XDP receive"): the redirect program on the interface, holding the same
-//! compiled allow-list as every other mode, and one AF_XDP socket per receive queue, each read
-//! by one translator thread beside its ordinary sockets (which keep receiving what the redirect
-//! does not take, and send the NACKs). The program's drops are mirrored into a [`Stats`], so
+//! `dta int-sink --af-xdp IFACE`, docs/xdp.md "AF_XDP receive"): the redirect program on the
+//! interface, holding the same compiled allow-list as every other mode, and one AF_XDP socket
+//! per receive queue, each read by one translator thread (the INT sink's one thread reads them
+//! all) beside its ordinary sockets (which keep receiving what the redirect does not take, and
+//! send the NACKs). The program's drops are mirrored into a [`Stats`], so
 //! the metrics and the summary count them under `source_not_allowed` like the userspace ones.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -163,8 +164,16 @@ impl Mirror<'_> {
     /// Copy the program's drops into `into` (which holds nothing else): `source_not_allowed`,
     /// and the datagrams they were.
     pub fn mirror(&self, into: &Stats) {
-        let Ok(s) = lock(self.0).stats() else { return };
-        into.datagrams.store(s.source_not_allowed, Relaxed);
-        into.rejects[Reason::SourceNotAllowed.index()].store(s.source_not_allowed, Relaxed);
+        let Some(n) = self.source_not_allowed() else {
+            return;
+        };
+        into.datagrams.store(n, Relaxed);
+        into.rejects[Reason::SourceNotAllowed.index()].store(n, Relaxed);
+    }
+
+    /// The datagrams the program dropped for their source since it was attached (`None`: its
+    /// counters could not be read).
+    pub fn source_not_allowed(&self) -> Option<u64> {
+        lock(self.0).stats().ok().map(|s| s.source_not_allowed)
     }
 }

@@ -20,7 +20,7 @@ use dta_int::fast::{FastFlow, FastPath, FastThresholds};
 use dta_int::{IntSink, Notification, SinkGroup};
 use dta_int_wire::instr;
 use dta_net::mmsg::RecvBatch;
-use dta_translator::ingest;
+use dta_translator::ingest::{self, DatagramSource};
 use dta_translator::sinks::RegionSinks;
 use dta_translator::{Stats, Translator};
 use dta_xdp::{IntXdp, IntXdpConfig};
@@ -46,6 +46,8 @@ pub struct IntSinkOptions {
     pub kafka: Option<IntKafka>,
     /// The XDP fast path on this interface (`generic`: in generic mode).
     pub xdp: Option<(String, bool)>,
+    /// Receive through AF_XDP on this interface too ([`crate::af_xdp`]; one sink thread).
+    pub af_xdp: Option<crate::af_xdp::AfXdpOptions>,
     /// Stop after this many seconds.
     pub duration: Option<f64>,
 }
@@ -65,8 +67,11 @@ pub fn run(
     o: &IntSinkOptions,
     stop: &AtomicBool,
 ) -> anyhow::Result<serde_json::Value> {
-    crate::modes::check_int_sink(f, o.xdp.is_some())?;
+    let mode = crate::modes::int_sink_mode(o.xdp.is_some(), o.af_xdp.is_some());
+    crate::modes::check_int_sink(f, mode, o.af_xdp.is_some())?;
     let threads = match f.sink.threads {
+        // AF_XDP hands datagrams over by receive queue, not by flow: one thread reads them all.
+        0 if o.af_xdp.is_some() => 1,
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
@@ -125,6 +130,20 @@ pub fn run(
         }
     }
     let recv_buffer = granted.iter().copied().min().unwrap_or(0);
+    // AF_XDP beside the socket, one AF_XDP socket on each receive queue, all read by the one
+    // sink thread; where the kernel or the driver cannot, the socket alone, said once.
+    let mut af_xdp = o.af_xdp.as_ref().and_then(|a| {
+        let queues = dta_xdp::xsk::rx_queues(&a.iface)
+            .unwrap_or(1)
+            .clamp(1, dta_xdp::xsk::MAX_QUEUES) as usize;
+        match crate::af_xdp::AfXdp::open(a, f.listen.port(), &f.sink.allow, queues) {
+            Ok(x) => Some(x),
+            Err(e) => {
+                eprintln!("warning: {e}; receiving through the UDP socket instead");
+                None
+            }
+        }
+    });
     let export_metrics = dta_export::prom::ExportMetrics::default();
     let kafka = match &o.kafka {
         Some(k) => {
@@ -213,11 +232,15 @@ pub fn run(
     };
     eprintln!(
         "int-sink on udp://{} ({threads} thread{}, receive buffer {recv_buffer} bytes) -> {} \
-         stores in {}",
+         stores in {}{}",
         sockets[0].local_addr()?,
         if threads == 1 { "" } else { "s" },
         collector.stores().len(),
-        f.region_dir.display()
+        f.region_dir.display(),
+        af_xdp
+            .as_ref()
+            .map(|a| format!("; {}", a.describe()))
+            .unwrap_or_default()
     );
     let printer = if o.events {
         let rx = merged(&mut sinks)?;
@@ -256,7 +279,16 @@ pub fn run(
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let flushed = AtomicUsize::new(0);
+    let (mirror, mut sources) = match &mut af_xdp {
+        Some(a) => {
+            let (m, s) = a.parts();
+            (Some(m), s.into_iter().flatten().collect::<Vec<_>>())
+        }
+        None => (None, vec![]),
+    };
     let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        // The one sink thread of AF_XDP receive reads every AF_XDP socket.
+        let mut sources = Some(&mut sources[..]);
         let handles: Vec<_> = sinks
             .iter_mut()
             .zip(&sockets)
@@ -264,10 +296,16 @@ pub fn run(
             .map(|(i, (sink, socket))| {
                 let flushed = &flushed;
                 let batch = f.sink.recv_batch;
+                let rx = Receive {
+                    socket,
+                    sources: sources.take().unwrap_or_default(),
+                    mirror: mirror.as_ref(),
+                    batch,
+                };
                 std::thread::Builder::new()
                     .name(format!("dta-int-sink-{i}"))
                     .spawn_scoped(scope, move || {
-                        run_sink(sink, socket, batch, stop, deadline, flushed, threads)
+                        run_sink(sink, rx, stop, deadline, flushed, threads)
                     })
                     .expect("spawn sink thread")
             })
@@ -302,6 +340,9 @@ pub fn run(
     if let Some((x, _stats_fd)) = &xdp {
         let s = lock(x).stats()?;
         summary["xdp"] = serde_json::to_value(s)?;
+    }
+    if let Some(a) = &af_xdp {
+        summary["af_xdp"] = a.snapshot();
     }
     drop(sinks);
     if let Some(p) = printer {
@@ -473,22 +514,23 @@ fn now_ns() -> u64 {
 /// ([`IntSink::handle_reports`]: the same as one by one, in order, with their cache misses
 /// overlapped).
 fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
-    const SLICE: usize = 64;
-    let now = now_ns();
-    let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
-    let mut k = 0;
-    for i in 0..n {
-        let (data, from) = m.datagram(i);
-        if from.is_some_and(|f| sink.admit(f.ip())) {
-            batch[k] = (data, now);
-            k += 1;
-            if k == SLICE {
-                sink.handle_reports(&batch);
-                k = 0;
-            }
-        }
-    }
-    sink.handle_reports(&batch[..k]);
+    let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+    take_from(
+        sink,
+        &mut (0..n).map(|i| {
+            let (data, from) = m.datagram(i);
+            (data, from.unwrap_or(unknown))
+        }),
+    );
+}
+
+/// Where one sink thread receives: its socket, the AF_XDP sockets it reads beside it (none
+/// without AF_XDP receive), whose program's drops it counts as its own rejects.
+struct Receive<'a, 's> {
+    socket: &'a UdpSocket,
+    sources: &'a mut [&'s mut (dyn DatagramSource + Send)],
+    mirror: Option<&'a crate::af_xdp::Mirror<'s>>,
+    batch: usize,
 }
 
 /// One sink thread: receive until `stop` (a signal, an error on any thread) or `deadline`,
@@ -497,15 +539,25 @@ fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
 /// them), what the others handed this one. A signal interrupting `recvmmsg` is not an error.
 fn run_sink(
     sink: &mut IntSink<RegionSinks>,
-    socket: &UdpSocket,
-    batch: usize,
+    rx: Receive<'_, '_>,
     stop: &AtomicBool,
     deadline: Option<Instant>,
     flushed: &AtomicUsize,
     threads: usize,
 ) -> std::io::Result<()> {
+    let Receive {
+        socket,
+        sources,
+        mirror,
+        batch,
+    } = rx;
     let mut m = ingest::recv_batch(batch);
     let fd = socket.as_raw_fd();
+    let mut turns = ingest::SourceTurns::default();
+    let mut fds = vec![fd];
+    fds.extend(sources.iter().map(|s| s.fd()));
+    // The program's drops already counted as this sink's rejects.
+    let mut mirrored = 0;
     let r = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -514,13 +566,44 @@ fn run_sink(
             stop.store(true, Ordering::Relaxed);
             break Ok(());
         }
-        match m.recv(fd, libc::MSG_WAITFORONE) {
-            Ok(n) => {
-                take(sink, &m, n);
-                sink.tick(now_ns());
-                m.gather(n, GATHER);
+        if sources.is_empty() {
+            // The socket alone: one blocking receive (its timeout runs the timers).
+            match m.recv(fd, libc::MSG_WAITFORONE) {
+                Ok(n) => {
+                    take(sink, &m, n);
+                    sink.tick(now_ns());
+                    m.gather(n, GATHER);
+                }
+                Err(e) => break Err(e),
             }
+            continue;
+        }
+        let a = match from_sources(sink, sources, batch) {
+            Ok(a) => a,
             Err(e) => break Err(e),
+        };
+        let n = if turns.read_sockets(a, batch) {
+            match m.recv(fd, libc::MSG_DONTWAIT) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(e) => break Err(e),
+            }
+        } else {
+            0
+        };
+        take(sink, &m, n);
+        match turns.after(n + a) {
+            ingest::Idle::Busy => {}
+            ingest::Idle::Nap => ingest::Idle::Nap.pause(),
+            ingest::Idle::Wait => {
+                if let Err(e) = ingest::wait_readable(&fds, RECV_WAIT) {
+                    break Err(e);
+                }
+            }
+        }
+        sink.tick(now_ns());
+        if let Some(x) = mirror {
+            mirrored = mirror_rejects(sink, x, mirrored);
         }
     };
     if r.is_err() {
@@ -529,13 +612,16 @@ fn run_sink(
     // Reports that arrived before the stop, bounded so a flood cannot hold the exit.
     let mut drained = 0;
     while drained < ingest::MAX_DRAIN_DATAGRAMS {
-        match m.recv(fd, libc::MSG_DONTWAIT) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                take(sink, &m, n);
-                drained += n;
-            }
+        let a = from_sources(sink, sources, batch).unwrap_or(0);
+        let n = m.recv(fd, libc::MSG_DONTWAIT).unwrap_or_default();
+        if n + a == 0 {
+            break;
         }
+        take(sink, &m, n);
+        drained += n + a;
+    }
+    if let Some(x) = mirror {
+        mirror_rejects(sink, x, mirrored);
     }
     sink.flush(now_ns());
     flushed.fetch_add(1, Ordering::AcqRel);
@@ -547,6 +633,47 @@ fn run_sink(
     sink.tick(now_ns());
     sink.flush(now_ns());
     r
+}
+
+/// A batch from each AF_XDP socket, to the sink as [`take`] hands it a socket's; how many
+/// datagrams they held.
+fn from_sources(
+    sink: &mut IntSink<RegionSinks>,
+    sources: &mut [&mut (dyn DatagramSource + Send)],
+    batch: usize,
+) -> std::io::Result<usize> {
+    let mut got = 0;
+    for s in sources.iter_mut() {
+        got += s.recv_batch(batch, &mut |it| take_from(sink, it))?;
+    }
+    Ok(got)
+}
+
+/// Datagrams (payload, source) to the sink, a slice of admitted ones at a time, as [`take`].
+fn take_from(sink: &mut IntSink<RegionSinks>, it: &mut dyn Iterator<Item = (&[u8], SocketAddr)>) {
+    const SLICE: usize = 64;
+    let now = now_ns();
+    let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
+    let mut k = 0;
+    for (data, from) in it {
+        if sink.admit(from.ip()) {
+            batch[k] = (data, now);
+            k += 1;
+            if k == SLICE {
+                sink.handle_reports(&batch);
+                k = 0;
+            }
+        }
+    }
+    sink.handle_reports(&batch[..k]);
+}
+
+/// Count the AF_XDP program's `source_not_allowed` drops since `already` as the sink's own
+/// source rejects (the driver refused them before the sink saw them); the new total.
+fn mirror_rejects(sink: &IntSink<RegionSinks>, x: &crate::af_xdp::Mirror<'_>, already: u64) -> u64 {
+    let total = x.source_not_allowed().unwrap_or(already);
+    sink.count_source_rejects(total.saturating_sub(already));
+    total.max(already)
 }
 
 /// One receiver of every sink's notifications, in each sink's order (a forwarding thread per

@@ -33,10 +33,12 @@ pub enum Mode {
     IntSink,
     /// `dta int-sink --xdp IFACE`.
     IntSinkXdp,
+    /// `dta int-sink --af-xdp IFACE`: kernel-bypass receive, one sink thread.
+    IntSinkAfXdp,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Memory,
         Mode::Threads,
         Mode::Classifier,
@@ -47,6 +49,7 @@ impl Mode {
         Mode::Capi,
         Mode::IntSink,
         Mode::IntSinkXdp,
+        Mode::IntSinkAfXdp,
     ];
 
     /// The mode's name in docs/modes.md and in the conformance tests' names.
@@ -62,6 +65,7 @@ impl Mode {
             Mode::Capi => "capi",
             Mode::IntSink => "int_sink",
             Mode::IntSinkXdp => "int_sink_xdp",
+            Mode::IntSinkAfXdp => "int_sink_af_xdp",
         }
     }
 
@@ -78,11 +82,12 @@ impl Mode {
             Mode::Capi => "dta_collector_open (C ABI)",
             Mode::IntSink => "dta int-sink",
             Mode::IntSinkXdp => "dta int-sink --xdp IFACE",
+            Mode::IntSinkAfXdp => "dta int-sink --af-xdp IFACE",
         }
     }
 
     fn is_int_sink(self) -> bool {
-        matches!(self, Mode::IntSink | Mode::IntSinkXdp)
+        matches!(self, Mode::IntSink | Mode::IntSinkXdp | Mode::IntSinkAfXdp)
     }
 
     fn is_xdp_translator(self) -> bool {
@@ -183,17 +188,41 @@ const INT_NO_RULES: &str = "the INT sink's stores are written by the sink, not b
 const INT_UNMETERED: &str = "the INT sink writes shared memory without a write meter";
 
 /// The table: for each promise, each mode of [`Mode::ALL`] in order.
-pub const TABLE: [(Promise, [Support; 10]); 8] = {
+pub const TABLE: [(Promise, [Support; 11]); 8] = {
     use Support::{Kept as K, Refused as R};
     [
-        (Promise::Allow, [K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Allow, [K, K, K, K, K, K, K, K, K, K, K]),
         (
             Promise::StoreAllow,
-            [K, K, K, K, K, K, K, K, R(INT_ONE_SOURCE), R(INT_ONE_SOURCE)],
+            [
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                R(INT_ONE_SOURCE),
+                R(INT_ONE_SOURCE),
+                R(INT_ONE_SOURCE),
+            ],
         ),
         (
             Promise::Rules,
-            [K, K, K, K, K, K, K, K, R(INT_NO_RULES), R(INT_NO_RULES)],
+            [
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                K,
+                R(INT_NO_RULES),
+                R(INT_NO_RULES),
+                R(INT_NO_RULES),
+            ],
         ),
         (
             Promise::Priority,
@@ -208,12 +237,13 @@ pub const TABLE: [(Promise, [Support; 10]); 8] = {
                 K,
                 R(INT_UNMETERED),
                 R(INT_UNMETERED),
+                R(INT_UNMETERED),
             ],
         ),
-        (Promise::Notifications, [K, K, K, K, K, K, K, K, K, K]),
-        (Promise::FlushOnStop, [K, K, K, K, K, K, K, K, K, K]),
-        (Promise::Metrics, [K, K, K, K, K, K, K, K, K, K]),
-        (Promise::Rejects, [K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Notifications, [K, K, K, K, K, K, K, K, K, K, K]),
+        (Promise::FlushOnStop, [K, K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Metrics, [K, K, K, K, K, K, K, K, K, K, K]),
+        (Promise::Rejects, [K, K, K, K, K, K, K, K, K, K, K]),
     ]
 };
 
@@ -288,12 +318,41 @@ pub fn check_translator(mode: Mode, cfg: &Config) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Refuse what an INT sink file asks that the INT sink (`xdp`: with its XDP fast path) cannot
-/// honour. Its `[translator]` table configures the sink's own translator (caches, batches,
-/// timers); the settings of a translator that receives datagrams itself have the sink's own
-/// (`[sink] allow`, `[sink] recv_buffer`, ...) and are refused by name.
-pub fn check_int_sink(f: &IntSinkFile, xdp: bool) -> Result<(), Refusal> {
-    let mode = if xdp { Mode::IntSinkXdp } else { Mode::IntSink };
+/// The INT sink's mode: with its XDP fast path (`xdp`), with AF_XDP receive (`af_xdp`), or
+/// neither.
+pub fn int_sink_mode(xdp: bool, af_xdp: bool) -> Mode {
+    match (xdp, af_xdp) {
+        (true, _) => Mode::IntSinkXdp,
+        (false, true) => Mode::IntSinkAfXdp,
+        (false, false) => Mode::IntSink,
+    }
+}
+
+/// Why AF_XDP receive and the XDP fast path do not run together.
+const ONE_XDP_PROGRAM: &str = "the XDP fast path and AF_XDP receive each attach their own XDP      program to the interface, and an interface runs one: choose --xdp or --af-xdp";
+/// Why the INT sink with AF_XDP receive runs one thread.
+const AF_XDP_ONE_SINK: &str = "AF_XDP hands datagrams over by receive queue, not by flow, and      a flow's reports must reach the sink thread that holds it: leave [sink] threads unset      (one thread reads every queue) or set it to 1";
+
+/// Refuse what an INT sink file asks that the INT sink in `mode` cannot honour (and `--xdp`
+/// with `--af-xdp`: `af_xdp_too`). Its `[translator]` table configures the sink's own
+/// translator (caches, batches, timers); the settings of a translator that receives datagrams
+/// itself have the sink's own (`[sink] allow`, `[sink] recv_buffer`, ...) and are refused by
+/// name.
+pub fn check_int_sink(f: &IntSinkFile, mode: Mode, af_xdp_too: bool) -> Result<(), Refusal> {
+    if mode == Mode::IntSinkXdp && af_xdp_too {
+        return Err(Refusal {
+            setting: "--af-xdp".into(),
+            mode,
+            why: ONE_XDP_PROGRAM,
+        });
+    }
+    if mode == Mode::IntSinkAfXdp && f.sink.threads > 1 {
+        return Err(Refusal {
+            setting: format!("[sink] threads = {}", f.sink.threads),
+            mode,
+            why: AF_XDP_ONE_SINK,
+        });
+    }
     let t = &f.translator;
     let d = dta_translator::TranslatorConfig::default();
     let receive_only = |setting: &str, sink: &str| Refusal {
@@ -398,7 +457,9 @@ mod tests {
     fn the_int_sink_refuses_what_its_translator_would_ignore() {
         let base = "region_dir = 'r'\n";
         let f = IntSinkFile::parse(base).unwrap();
-        check_int_sink(&f, false).unwrap();
+        for m in [Mode::IntSink, Mode::IntSinkXdp, Mode::IntSinkAfXdp] {
+            check_int_sink(&f, m, false).unwrap();
+        }
         for (extra, named) in [
             (
                 "[translator]\nallow = ['10.0.0.0/8']\n",
@@ -420,11 +481,24 @@ mod tests {
             ),
         ] {
             let f = IntSinkFile::parse(&format!("{base}{extra}")).unwrap();
-            for xdp in [false, true] {
-                let e = check_int_sink(&f, xdp).unwrap_err().to_string();
+            for m in [Mode::IntSink, Mode::IntSinkXdp, Mode::IntSinkAfXdp] {
+                let e = check_int_sink(&f, m, false).unwrap_err().to_string();
                 assert!(e.contains(named), "{extra}: {e}");
                 assert!(e.contains("dta int-sink"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn the_int_sink_on_af_xdp_runs_one_thread_and_no_fast_path() {
+        let f = IntSinkFile::parse("region_dir = 'r'\n[sink]\nthreads = 2\n").unwrap();
+        let e = check_int_sink(&f, Mode::IntSinkAfXdp, true).unwrap_err();
+        assert!(e.to_string().contains("[sink] threads = 2"), "{e}");
+        check_int_sink(&f, Mode::IntSink, false).unwrap();
+        let f = IntSinkFile::parse("region_dir = 'r'\n").unwrap();
+        check_int_sink(&f, Mode::IntSinkAfXdp, true).unwrap();
+        let e = check_int_sink(&f, int_sink_mode(true, true), true).unwrap_err();
+        assert!(e.to_string().contains("--af-xdp"), "{e}");
+        assert_eq!(int_sink_mode(false, true), Mode::IntSinkAfXdp);
     }
 }

@@ -180,30 +180,21 @@ fn receive<S: Sinks>(
             None => Ok(0),
         }
     };
-    let mut turn = 0usize;
-    let mut busy = Instant::now();
+    let mut turns = SourceTurns::default();
     while !stop.load(Ordering::Relaxed) {
         // The spill goes first, while the budget allows: it is older than what arrives now.
         translator.reinject(Instant::now());
         let a = from_source(translator, &mut source)?;
         // One batch of the highest priority waiting (prio_sockets), or a wait when none is.
-        // While the source delivers full batches, the sockets (what it does not take) are
-        // looked at one turn in SOCKET_TURN: no system call per batch for them.
-        let n = if a < batch || turn % SOCKET_TURN == 0 {
+        let n = if turns.read_sockets(a, batch) {
             rx.recv(&mut m)?
         } else {
             0
         };
-        turn = turn.wrapping_add(1);
-        if n + a > 0 {
-            busy = Instant::now();
-        } else if source.is_some() && busy.elapsed() < SOURCE_SPIN {
-            // A source that delivered a moment ago is looked at again shortly rather than
-            // waited on: its readiness is not always signalled at once (AF_XDP in copy mode),
-            // and a ring overflows in the time a missed wake-up costs.
-            std::thread::sleep(SOURCE_NAP);
-        } else {
-            rx.wait_with(source.as_ref().map(|s| s.fd()), IDLE_WAIT)?;
+        match turns.after(n + a) {
+            Idle::Busy => {}
+            Idle::Nap if source.is_some() => Idle::Nap.pause(),
+            _ => rx.wait_with(source.as_ref().map(|s| s.fd()), IDLE_WAIT)?,
         }
         let now = Instant::now();
         translator.handle_batch(
@@ -408,6 +399,92 @@ const SOURCE_NAP: Duration = Duration::from_micros(20);
 /// With a [`DatagramSource`] delivering full batches, the sockets are read one turn in this
 /// many.
 const SOCKET_TURN: usize = 16;
+
+/// The rhythm of a receive loop that reads [`DatagramSource`]s beside its sockets (the
+/// translator's and the INT sink's): while the sources deliver full batches the sockets are
+/// read one turn in [`SOCKET_TURN`] (no system call per batch for what the sources do not
+/// take); for [`SOURCE_SPIN`] after the sources delivered, an idle turn naps [`SOURCE_NAP`]
+/// and looks again rather than waiting for readiness (not always signalled at once, AF_XDP in
+/// copy mode, and a ring overflows in the time a missed wake-up costs); after that it waits.
+#[derive(Debug)]
+pub struct SourceTurns {
+    turn: usize,
+    busy: Instant,
+}
+
+/// What an idle turn of a [`SourceTurns`] loop does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Datagrams arrived: go on.
+    Busy,
+    /// Sleep [`SOURCE_NAP`] ([`Idle::pause`]), then look again.
+    Nap,
+    /// Wait for a descriptor to be readable.
+    Wait,
+}
+
+impl Idle {
+    /// Sleep if this turn naps.
+    pub fn pause(self) {
+        if self == Idle::Nap {
+            std::thread::sleep(SOURCE_NAP);
+        }
+    }
+}
+
+impl Default for SourceTurns {
+    fn default() -> Self {
+        SourceTurns {
+            turn: 0,
+            busy: Instant::now(),
+        }
+    }
+}
+
+impl SourceTurns {
+    /// Whether the sockets are read this turn, the sources having delivered `from_sources` of
+    /// a `batch`.
+    pub fn read_sockets(&mut self, from_sources: usize, batch: usize) -> bool {
+        let read = from_sources < batch || self.turn % SOCKET_TURN == 0;
+        self.turn = self.turn.wrapping_add(1);
+        read
+    }
+
+    /// After a turn that received `got` datagrams in all.
+    pub fn after(&mut self, got: usize) -> Idle {
+        if got > 0 {
+            self.busy = Instant::now();
+            Idle::Busy
+        } else if self.busy.elapsed() < SOURCE_SPIN {
+            Idle::Nap
+        } else {
+            Idle::Wait
+        }
+    }
+}
+
+/// Wait until one of `fds` is readable or `timeout` passes (a signal ends the wait early).
+pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout: Duration) -> io::Result<()> {
+    const MAX: usize = 16;
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; MAX];
+    for (p, &fd) in p.iter_mut().zip(fds) {
+        p.fd = fd;
+    }
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: pollfds we own, alive for the call (unused entries have fd -1: ignored).
+    let r = unsafe { libc::poll(p.as_mut_ptr(), fds.len().min(MAX) as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
 
 /// How long, after `stop`, the classifier waits for room in a full queue for a datagram that
 /// arrived before the stop, rather than shedding it (bounded: a stuck translator thread cannot

@@ -69,6 +69,16 @@ pub struct IntSinkArgs {
     /// With --xdp: attach in generic mode even where the driver has a native one.
     #[arg(long, requires = "xdp")]
     xdp_generic: bool,
+    /// Kernel-bypass receive: an XDP program on IFACE redirects the telemetry reports to the
+    /// listen port into AF_XDP sockets, one per receive queue, all read by one sink thread
+    /// (checking `[sink] allow` in the driver); the rest still reaches the UDP socket. Falls
+    /// back to the socket, with a warning, where AF_XDP is unavailable (docs/xdp.md "AF_XDP
+    /// receive"). Not with --xdp: an interface runs one XDP program.
+    #[arg(long, value_name = "IFACE")]
+    af_xdp: Option<String>,
+    /// With --af-xdp: attach the redirect program in generic (SKB) mode.
+    #[arg(long, requires = "af_xdp")]
+    af_xdp_generic: bool,
 }
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
@@ -97,6 +107,10 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         influx: a.influx,
         kafka,
         xdp: a.xdp.map(|i| (i, a.xdp_generic)),
+        af_xdp: a.af_xdp.map(|iface| dta_node::af_xdp::AfXdpOptions {
+            iface,
+            generic: a.af_xdp_generic,
+        }),
         duration: a.duration,
     };
     let summary = dta_node::int_sink::run(&f, &o, &stop)?;

@@ -56,6 +56,7 @@ cells! {
     cell_allow_af_xdp => Allow, AfXdp;
     cell_allow_int_sink => Allow, IntSink;
     cell_allow_int_sink_xdp => Allow, IntSinkXdp;
+    cell_allow_int_sink_af_xdp => Allow, IntSinkAfXdp;
     cell_store_allow_memory => StoreAllow, Memory;
     cell_store_allow_threads => StoreAllow, Threads;
     cell_store_allow_classifier => StoreAllow, Classifier;
@@ -65,6 +66,7 @@ cells! {
     cell_store_allow_af_xdp => StoreAllow, AfXdp;
     cell_store_allow_int_sink => StoreAllow, IntSink;
     cell_store_allow_int_sink_xdp => StoreAllow, IntSinkXdp;
+    cell_store_allow_int_sink_af_xdp => StoreAllow, IntSinkAfXdp;
     cell_rules_memory => Rules, Memory;
     cell_rules_threads => Rules, Threads;
     cell_rules_classifier => Rules, Classifier;
@@ -74,6 +76,7 @@ cells! {
     cell_rules_af_xdp => Rules, AfXdp;
     cell_rules_int_sink => Rules, IntSink;
     cell_rules_int_sink_xdp => Rules, IntSinkXdp;
+    cell_rules_int_sink_af_xdp => Rules, IntSinkAfXdp;
     cell_priority_memory => Priority, Memory;
     cell_priority_threads => Priority, Threads;
     cell_priority_classifier => Priority, Classifier;
@@ -83,6 +86,7 @@ cells! {
     cell_priority_af_xdp => Priority, AfXdp;
     cell_priority_int_sink => Priority, IntSink;
     cell_priority_int_sink_xdp => Priority, IntSinkXdp;
+    cell_priority_int_sink_af_xdp => Priority, IntSinkAfXdp;
     cell_notifications_memory => Notifications, Memory;
     cell_notifications_threads => Notifications, Threads;
     cell_notifications_classifier => Notifications, Classifier;
@@ -92,6 +96,7 @@ cells! {
     cell_notifications_af_xdp => Notifications, AfXdp;
     cell_notifications_int_sink => Notifications, IntSink;
     cell_notifications_int_sink_xdp => Notifications, IntSinkXdp;
+    cell_notifications_int_sink_af_xdp => Notifications, IntSinkAfXdp;
     cell_flush_on_stop_memory => FlushOnStop, Memory;
     cell_flush_on_stop_threads => FlushOnStop, Threads;
     cell_flush_on_stop_classifier => FlushOnStop, Classifier;
@@ -101,6 +106,7 @@ cells! {
     cell_flush_on_stop_af_xdp => FlushOnStop, AfXdp;
     cell_flush_on_stop_int_sink => FlushOnStop, IntSink;
     cell_flush_on_stop_int_sink_xdp => FlushOnStop, IntSinkXdp;
+    cell_flush_on_stop_int_sink_af_xdp => FlushOnStop, IntSinkAfXdp;
     cell_metrics_memory => Metrics, Memory;
     cell_metrics_threads => Metrics, Threads;
     cell_metrics_classifier => Metrics, Classifier;
@@ -110,6 +116,7 @@ cells! {
     cell_metrics_af_xdp => Metrics, AfXdp;
     cell_metrics_int_sink => Metrics, IntSink;
     cell_metrics_int_sink_xdp => Metrics, IntSinkXdp;
+    cell_metrics_int_sink_af_xdp => Metrics, IntSinkAfXdp;
     cell_rejects_memory => Rejects, Memory;
     cell_rejects_threads => Rejects, Threads;
     cell_rejects_classifier => Rejects, Classifier;
@@ -119,11 +126,12 @@ cells! {
     cell_rejects_af_xdp => Rejects, AfXdp;
     cell_rejects_int_sink => Rejects, IntSink;
     cell_rejects_int_sink_xdp => Rejects, IntSinkXdp;
+    cell_rejects_int_sink_af_xdp => Rejects, IntSinkAfXdp;
 }
 
 /// Run one cell: the promise kept, or the setting asking for it refused at start.
 fn cell(p: Promise, m: Mode) {
-    let int = matches!(m, Mode::IntSink | Mode::IntSinkXdp);
+    let int = matches!(m, Mode::IntSink | Mode::IntSinkXdp | Mode::IntSinkAfXdp);
     match support(p, m) {
         Support::Refused(_) => {
             let stderr = if int {
@@ -154,7 +162,12 @@ fn cell(p: Promise, m: Mode) {
 fn needs_netns(m: Mode) -> bool {
     matches!(
         m,
-        Mode::XdpNative | Mode::XdpGeneric | Mode::Rdma | Mode::AfXdp | Mode::IntSinkXdp
+        Mode::XdpNative
+            | Mode::XdpGeneric
+            | Mode::Rdma
+            | Mode::AfXdp
+            | Mode::IntSinkXdp
+            | Mode::IntSinkAfXdp
     )
 }
 
@@ -977,7 +990,7 @@ struct Is {
 impl Is {
     fn start(m: Mode, sink: &str) -> Is {
         let dir = tempfile::tempdir().unwrap();
-        let (net, listen, metrics, good, spoof) = if m == Mode::IntSinkXdp {
+        let (net, listen, metrics, good, spoof) = if needs_netns(m) {
             let net = veth(&tag());
             (
                 Some(net),
@@ -1004,7 +1017,14 @@ impl Is {
             .arg("--metrics")
             .arg(metrics.to_string());
         if let Some(n) = &net {
-            c.args(["--xdp", &n.dev_a]);
+            c.args([
+                if m == Mode::IntSinkAfXdp {
+                    "--af-xdp"
+                } else {
+                    "--xdp"
+                },
+                &n.dev_a,
+            ]);
         }
         let mut p = Proc::spawn(c);
         p.wait_for("metrics on http://");
@@ -1056,6 +1076,17 @@ impl Is {
         let stats: serde_json::Value =
             serde_json::from_str(&err[err.find("\n{").map_or(0, |i| i + 1)..])
                 .unwrap_or_else(|e| panic!("{e}: {err}"));
+        if self.m == Mode::IntSinkAfXdp {
+            // The reports took the AF_XDP sockets, not a fallback to the UDP socket.
+            let p = &stats["af_xdp"]["program"];
+            let received = stats["frames"].as_u64().unwrap_or(0);
+            assert!(
+                err.contains("AF_XDP receive on")
+                    && !err.contains("unavailable")
+                    && (received == 0 || p["redirected"].as_u64().unwrap_or(0) > 0),
+                "AF_XDP receive was not used: {stats}\n{err}"
+            );
+        }
         let records = std::fs::read_to_string(self.dir.path().join("records.jsonl"))
             .unwrap()
             .lines()
@@ -1084,8 +1115,14 @@ fn int_refusal(p: Promise, m: Mode) -> String {
     let mut c = common::dta();
     c.args(["int-sink", "--duration", "1", "--config"])
         .arg(&cfg);
-    if m == Mode::IntSinkXdp {
-        c.args(["--xdp", "lo"]);
+    match m {
+        Mode::IntSinkXdp => {
+            c.args(["--xdp", "lo"]);
+        }
+        Mode::IntSinkAfXdp => {
+            c.args(["--af-xdp", "lo"]);
+        }
+        _ => {}
     }
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
