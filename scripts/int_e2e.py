@@ -15,7 +15,9 @@ Runs alternate between the binaries (same machine state for both); medians over 
 With --netns (root), the sink runs in a network namespace and the replay in another, joined by a
 veth pair the script creates (and deletes); --xdp NAME runs binary NAME's sink with the INT XDP
 fast path on its veth (`--xdp IFACE --xdp-generic`), and its CPU time is the process's plus the
-program's run time (the sink's final stats, `xdp.run_time_ns`), both reported.
+program's run time (the sink's final stats, `xdp.run_time_ns`), both reported; --af-xdp NAME
+runs binary NAME's sink with AF_XDP receive on its veth (`--af-xdp IFACE`, native XDP), its CPU
+time the process's plus the redirect program's (`af_xdp.program.run_time_ns`).
 
     scripts/bench.sh --only int-e2e [--runs 3] [--rates 50000,200000,max] \
         [--bin after=target/release/dta] [--bin before=/tmp/dta-main] \
@@ -139,7 +141,8 @@ def wait_bound(port, proc, ns=None, timeout=60):
     raise RuntimeError("sink did not bind")
 
 
-def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=None, xdp=False):
+def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=None, xdp=False,
+             af_xdp=False):
     d = tempfile.mkdtemp(dir=work)
     port = free_udp_port()
     cfg = os.path.join(d, "int.toml")
@@ -155,6 +158,8 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=Non
     args = ns_sink + [bin_path, "int-sink", "--config", cfg]
     if xdp:
         args += ["--xdp", net.dev_sink, "--xdp-generic"]
+    if af_xdp:
+        args += ["--af-xdp", net.dev_sink]
     out = open(records, "w")
     if new_cli:
         args += ["--records", records]
@@ -186,7 +191,8 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=Non
     received = stats["reports"]
     # The XDP program's run time: it ran only for this sink's reports (its veth carries nothing
     # else), all of them between the two CPU readings.
-    xdp_s = stats.get("xdp", {}).get("run_time_ns", 0) / 1e9
+    xdp_s = (stats.get("xdp", {}).get("run_time_ns", 0)
+             + (stats.get("af_xdp", {}).get("program") or {}).get("run_time_ns", 0)) / 1e9
     chk = subprocess.run(
         [checker, "int-sink", "check", "--truth", truth, "--records", records,
          "--config", cfg, "--show", "3"],
@@ -226,9 +232,11 @@ def main():
                     help="sink and sender in two network namespaces joined by a veth pair")
     ap.add_argument("--xdp", action="append", default=[],
                     help="NAME: run binary NAME's sink with the INT XDP fast path (--netns)")
+    ap.add_argument("--af-xdp", action="append", default=[],
+                    help="NAME: run binary NAME's sink with AF_XDP receive (--netns)")
     a = ap.parse_args()
-    if a.xdp and not a.netns:
-        sys.exit("--xdp needs --netns (the fast path goes on the sink's veth)")
+    if (a.xdp or a.af_xdp) and not a.netns:
+        sys.exit("--xdp and --af-xdp need --netns (the program goes on the sink's veth)")
     bins = [b.split("=", 1) for b in a.bin] or [["after", "target/release/dta"]]
     checker = bins[0][1]
     for name, path in bins:
@@ -255,7 +263,7 @@ def main():
                     extra = "\n".join(e.split(":", 1)[1] for e in a.extra
                                        if e.split(":", 1)[0] == name)
                     r = run_once(path, checker, work, pcap, truth, rate, extra, new_cli[name],
-                                 net, name in a.xdp)
+                                 net, name in a.xdp, name in a.af_xdp)
                     results.setdefault((rate, name), []).append(r)
                     print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
     finally:

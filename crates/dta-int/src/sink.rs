@@ -85,6 +85,10 @@ pub struct IntSinkConfig {
     pub recv_buffer: usize,
     /// `dta int-sink`: datagrams taken per `recvmmsg` call.
     pub recv_batch: usize,
+    /// `dta int-sink`: after a partial batch, how long a sink thread lets the next gather
+    /// (microseconds; 0: no pause): at most this much latency, and at most one wake-up per this
+    /// long at paced rates, where a wake-up costs more than the few reports it brings.
+    pub recv_gather_us: u64,
     /// Aggregate store writes into per-flush deltas (`false`: every report's writes go to the
     /// stores before the next report, at ~21 translator reports per 5-hop report).
     pub aggregate: bool,
@@ -101,8 +105,12 @@ pub const MAX_THREADS: usize = 256;
 /// to end on a loaded 2-core VM (`docs/benchmarks.md`, "INT sink end to end"; 8 MiB lost
 /// 0.01-1 % there while the sink threads waited for a CPU).
 pub const DEFAULT_RECV_BUFFER: usize = 64 << 20;
+/// Default `recv_gather_us`: 500 us, the translator's.
+pub use dta_translator::config::DEFAULT_RECV_GATHER_US;
 /// Largest `recv_batch`: the translator's.
 pub use dta_translator::config::MAX_RECV_BATCH;
+/// Largest `recv_gather_us`: the translator's.
+pub use dta_translator::config::MAX_RECV_GATHER_US;
 /// Smallest and largest `recv_buffer`: the translator's.
 pub use dta_translator::config::RECV_BUFFER_RANGE;
 
@@ -127,6 +135,7 @@ impl Default for IntSinkConfig {
             threads: 0,
             recv_buffer: DEFAULT_RECV_BUFFER,
             recv_batch: 64,
+            recv_gather_us: DEFAULT_RECV_GATHER_US,
             aggregate: true,
             delta_flush_ms: 100,
             hist_deltas: 1 << 15,
@@ -169,6 +178,11 @@ impl IntSinkConfig {
         }
         if !(1..=MAX_RECV_BATCH).contains(&self.recv_batch) {
             return Err(format!("recv_batch must be 1..={MAX_RECV_BATCH}"));
+        }
+        if self.recv_gather_us > MAX_RECV_GATHER_US {
+            return Err(format!(
+                "recv_gather_us must be 0..={MAX_RECV_GATHER_US} microseconds"
+            ));
         }
         if self.hist_deltas == 0 || self.hist_deltas > 1 << 24 {
             return Err("hist_deltas must be 1..=16777216".into());

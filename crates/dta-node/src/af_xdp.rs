@@ -29,6 +29,9 @@ pub struct AfXdp {
     iface: String,
     program: Mutex<XskProgram>,
     receivers: Vec<XskReceiver>,
+    /// The kernel's run-time statistics, on while this lives: the program's CPU time in the
+    /// summary (`program.run_time_ns`; not kept where the kernel refuses).
+    _run_time: Option<std::os::fd::OwnedFd>,
 }
 
 /// Why AF_XDP receive cannot start; the service then receives through its sockets.
@@ -75,8 +78,10 @@ impl AfXdp {
         let mut program = XskProgram::load_attach(&o.iface, port, allow, o.generic)
             .map_err(|e| unavailable(e.into()))?;
         let mut receivers = Vec::with_capacity(queues);
+        let frames = xsk::frames_for(queues);
         for q in 0..queues as u32 {
-            let r = XskReceiver::open(&o.iface, q, port).map_err(|e| unavailable(e.into()))?;
+            let r = XskReceiver::open_with(&o.iface, q, port, frames)
+                .map_err(|e| unavailable(e.into()))?;
             program
                 .register(q, r.fd())
                 .map_err(|e| unavailable(e.into()))?;
@@ -86,6 +91,7 @@ impl AfXdp {
             iface: o.iface.clone(),
             program: Mutex::new(program),
             receivers,
+            _run_time: dta_xdp::enable_run_time_stats().ok(),
         })
     }
 

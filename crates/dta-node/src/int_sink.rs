@@ -295,12 +295,12 @@ pub fn run(
             .enumerate()
             .map(|(i, (sink, socket))| {
                 let flushed = &flushed;
-                let batch = f.sink.recv_batch;
                 let rx = Receive {
                     socket,
                     sources: sources.take().unwrap_or_default(),
                     mirror: mirror.as_ref(),
-                    batch,
+                    batch: f.sink.recv_batch,
+                    gather: Duration::from_micros(f.sink.recv_gather_us),
                 };
                 std::thread::Builder::new()
                     .name(format!("dta-int-sink-{i}"))
@@ -408,7 +408,7 @@ fn attach_xdp(
     let mode = x
         .attach(iface, force_generic)
         .with_context(|| format!("attaching the INT XDP program to {iface}"))?;
-    let stats_fd = match dta_xdp::int::enable_run_time_stats() {
+    let stats_fd = match dta_xdp::enable_run_time_stats() {
         Ok(fd) => Some(fd),
         Err(e) => {
             eprintln!("warning: {e}: the XDP program's run time is not measured");
@@ -496,10 +496,6 @@ impl FastPath for XdpFast {
     }
 }
 
-/// How long a sink thread lets datagrams gather after a partial batch: the translator's
-/// default ([`RecvBatch::gather`]).
-const GATHER: Duration = Duration::from_micros(dta_translator::config::DEFAULT_RECV_GATHER_US);
-
 /// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
 const RECV_WAIT: Duration = Duration::from_millis(10);
 
@@ -531,6 +527,8 @@ struct Receive<'a, 's> {
     sources: &'a mut [&'s mut (dyn DatagramSource + Send)],
     mirror: Option<&'a crate::af_xdp::Mirror<'s>>,
     batch: usize,
+    /// After a partial batch, how long the next gathers ([`RecvBatch::gather`]).
+    gather: Duration,
 }
 
 /// One sink thread: receive until `stop` (a signal, an error on any thread) or `deadline`,
@@ -550,6 +548,7 @@ fn run_sink(
         sources,
         mirror,
         batch,
+        gather,
     } = rx;
     let mut m = ingest::recv_batch(batch);
     let fd = socket.as_raw_fd();
@@ -572,7 +571,7 @@ fn run_sink(
                 Ok(n) => {
                     take(sink, &m, n);
                     sink.tick(now_ns());
-                    m.gather(n, GATHER);
+                    m.gather(n, gather);
                 }
                 Err(e) => break Err(e),
             }
@@ -593,6 +592,9 @@ fn run_sink(
         };
         take(sink, &m, n);
         match turns.after(n + a) {
+            // A partial batch: let the next one gather, as from the socket alone (at paced
+            // rates one wake-up per `gather`, not one per few reports).
+            ingest::Idle::Busy if n + a < batch && !gather.is_zero() => std::thread::sleep(gather),
             ingest::Idle::Busy => {}
             ingest::Idle::Nap => ingest::Idle::Nap.pause(),
             ingest::Idle::Wait => {

@@ -440,15 +440,3 @@ impl IntXdp {
         self.attached.as_ref().map(|(i, m)| (i.as_str(), *m))
     }
 }
-
-/// Turn on the kernel's BPF run-time statistics (`run_time_ns` / `run_cnt` of every program,
-/// [`IntXdpStats::run_time_ns`]) for as long as the returned descriptor is open (as
-/// `kernel.bpf_stats_enabled = 1` does).
-pub fn enable_run_time_stats() -> Result<std::os::fd::OwnedFd, XdpError> {
-    aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| {
-        XdpError::Io(
-            "enabling BPF run-time statistics".into(),
-            std::io::Error::other(e.to_string()),
-        )
-    })
-}
