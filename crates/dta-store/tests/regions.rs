@@ -493,16 +493,14 @@ key_len = 13
     }
 }
 
-/// A region appears under its name only whole: a reader that lists the directory while a large
-/// region is being created (sized, allocated, its header written) either does not see it or
-/// opens it; a half-made file left by a creator that died is replaced, and nothing but the
-/// region remains.
+/// A region appears under its name only whole: a reader that lists the directory while large
+/// regions are being created (sized, allocated, their headers written) either does not see one
+/// or opens it; a half-made file left by a creator that died is replaced, and nothing but the
+/// regions remains.
 #[test]
 fn a_region_is_published_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("big.region");
     let done = std::sync::atomic::AtomicBool::new(false);
-    let seen = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -510,24 +508,28 @@ fn a_region_is_published_whole() {
                     if e.path().extension().is_some_and(|x| x == "region") {
                         Region::open_read_only(&e.path())
                             .unwrap_or_else(|err| panic!("a listed region must open: {err}"));
-                        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
             }
         });
         for i in 0..4 {
+            let name = format!("big{i}");
             // A stale half-made file from a creator that died.
-            std::fs::write(dir.path().join(".big.region.partial"), b"junk").unwrap();
-            let _ = std::fs::remove_file(&path);
-            let r = Region::create(&path, "big", &kw(1 << (18 + i)), true).unwrap();
-            assert_eq!(r.header().name, "big");
+            std::fs::write(dir.path().join(format!(".{name}.region.partial")), b"junk").unwrap();
+            let path = dir.path().join(format!("{name}.region"));
+            let r = Region::create(&path, &name, &kw(1 << (18 + i)), true).unwrap();
+            assert_eq!(r.header().name, name);
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
     });
-    let names: Vec<String> = std::fs::read_dir(dir.path())
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, vec!["big.region".to_owned()]);
+    names.sort();
+    assert_eq!(
+        names,
+        ["big0.region", "big1.region", "big2.region", "big3.region"]
+    );
 }
