@@ -186,6 +186,7 @@ fn query_err(py: Python<'_>, e: dta_store::QueryError) -> PyErr {
         Q::TooManyValues { .. } => "too_many_values",
         Q::BadValueBits { .. } => "bad_value_bits",
         Q::BadBatch { .. } => "bad_batch",
+        Q::Window(_) => "bad_window",
     };
     region_err(py, reason, e.to_string())
 }
@@ -321,6 +322,45 @@ impl Region {
             .map_err(|e| query_err(py, e))?;
         self.still_whole(py)?;
         Ok(n)
+    }
+
+    /// Key-Increment query over time windows (docs/regions.md §2.2): `window` is `"current"`,
+    /// `"all"`, `"last:5m"` (s, m, h or ms) or `"at:UNIX_MS"`; a store without windows answers
+    /// only `"all"`. `{"count": the sum of each window's minimum, "windows": [{"number",
+    /// "start_ms", "end_ms", "open"}, ...]}`, the windows read, oldest first.
+    #[pyo3(signature = (key, window="current", redundancy=None))]
+    fn key_increment_window<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        window: &str,
+        redundancy: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let layout = self.key_increment_layout(py)?;
+        let sel =
+            dta_store::WindowSel::parse(window).map_err(|m| region_err(py, "bad_window", m))?;
+        let (count, windows) = layout
+            .query_windows(
+                self.region.mem(),
+                key,
+                redundancy_opt(py, redundancy)?,
+                sel,
+                dta_store::key_increment::unix_ms(),
+            )
+            .map_err(|e| query_err(py, e))?;
+        self.still_whole(py)?;
+        to_py(
+            py,
+            serde_json::to_value(windows)
+                .map(|w| serde_json::json!({"count": count, "windows": w})),
+        )
+    }
+
+    /// The time windows this Key-Increment store holds, oldest first (empty without windows).
+    fn windows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let layout = self.key_increment_layout(py)?;
+        let w = layout.held_windows(self.region.mem(), dta_store::key_increment::unix_ms());
+        to_py(py, serde_json::to_value(w))
     }
 
     /// The count-min error bound of this Key-Increment store's answers (docs/regions.md §5):
@@ -524,10 +564,15 @@ impl Region {
         redundancy: Option<i64>,
     ) -> PyResult<()> {
         self.require_writable(py)?;
-        let layout = self.key_increment_layout(py)?;
+        let mut layout = self.key_increment_layout(py)?;
         let r = redundancy_opt(py, redundancy)?.unwrap_or(layout.redundancy());
+        // A windowed store: into the window of the wall clock (entered as a translator would).
+        let mem = self.region.mem();
         layout
-            .apply(key, counter, r, &mut self.region.mem().sink())
+            .enter_window(mem, dta_store::key_increment::unix_ms())
+            .map_err(|e| region_err(py, "sink_error", e.to_string()))?;
+        layout
+            .apply(key, counter, r, &mut mem.sink())
             .map_err(|e| apply_err(py, e))
     }
 

@@ -243,6 +243,42 @@ def test_key_increment(tmp_path):
     assert struct.unpack_from("<Q", raw, at)[0] == 4500
 
 
+def test_key_increment_windows(tmp_path):
+    """A store with time windows counts into the window of the wall clock; the answer names
+    the windows it read; what it cannot answer is an error (docs/regions.md, windows)."""
+    r = dta.Region.create(tmp_path / "w", "hist", {"kind": "key_increment", "counters": 1024,
+                                                   "key_len": 6, "windows": 4,
+                                                   "window_ms": 60000})
+    assert r.header["spec"]["windows"] == 4 and r.header["spec"]["window_ms"] == 60000
+    key = b"\x00\x00\x00\x01\x02\x03"
+    with pytest.raises(ValueError, match="nothing has been written"):
+        r.key_increment_window(key)
+    r.apply_key_increment(key, 7)
+    r.apply_key_increment(key, 5)
+    a = r.key_increment_window(key)
+    assert a["count"] == 12
+    [w] = a["windows"]
+    assert w["end_ms"] - w["start_ms"] == 60000 and w["open"]
+    assert r.windows() == a["windows"]
+    assert r.key_increment_window(key, "all")["count"] == 12
+    assert r.key_increment_window(key, "last:5m")["count"] == 12
+    assert r.key_increment_window(key, f"at:{w['start_ms']}")["count"] == 12
+    assert r.key_increment(key) == 12
+    with pytest.raises(ValueError, match="expected current, all"):
+        r.key_increment_window(key, "yesterday")
+    with pytest.raises(ValueError, match="no window of this store matches"):
+        r.key_increment_window(key, f"at:{w['start_ms'] - 1}")
+    c = dta.Region.create(tmp_path / "c", "c", {"kind": "key_increment", "counters": 64,
+                                                "key_len": 6})
+    with pytest.raises(ValueError, match="keeps no windows"):
+        c.key_increment_window(key)
+    assert c.key_increment_window(key, "all") == {"count": 0, "windows": []}
+    with pytest.raises(ValueError, match="windows = 1"):
+        dta.Region.create(tmp_path / "b", "b", {"kind": "key_increment", "counters": 64,
+                                                "key_len": 6, "windows": 1,
+                                                "window_ms": 1000})
+
+
 def test_postcard(tmp_path):
     r = dta.Region.create(tmp_path / "pc", "pc", {"kind": "postcarding", "chunks": 1024,
                                                   "hops": 5, "key_len": 4})

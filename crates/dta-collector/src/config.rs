@@ -72,6 +72,9 @@ pub struct StoreConfig {
     pub hash: Option<String>,
     // Key-Increment
     pub counters: Option<u64>,
+    /// Rotating time windows (2..=512; unset: one cumulative table) and their width.
+    pub windows: Option<u32>,
+    pub window_ms: Option<u64>,
     // Postcarding
     pub chunks: Option<u64>,
     pub hops: Option<u8>,
@@ -131,7 +134,14 @@ impl StoreConfig {
         })?;
         let allowed: &[&str] = match kind {
             StoreKindName::KeyWrite => &["slots", "key_len", "data_len", "hash", "redundancy"],
-            StoreKindName::KeyIncrement => &["counters", "key_len", "hash", "redundancy"],
+            StoreKindName::KeyIncrement => &[
+                "counters",
+                "key_len",
+                "hash",
+                "redundancy",
+                "windows",
+                "window_ms",
+            ],
             StoreKindName::Postcarding => &[
                 "chunks",
                 "hops",
@@ -183,6 +193,8 @@ impl StoreConfig {
                 key_len: self.key_len.unwrap_or(4),
                 hash: hash.unwrap_or(HashScheme::Native),
                 redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
+                windows: self.windows.unwrap_or(0),
+                window_ms: self.window_ms.unwrap_or(0),
             }),
             StoreKindName::Postcarding => StoreSpec::Postcarding(PostcardingSpec {
                 chunks: self.chunks.unwrap_or(1 << 18),
@@ -218,8 +230,10 @@ impl StoreConfig {
         })
     }
 
-    fn fields_set(&self) -> [(&'static str, bool); 22] {
+    fn fields_set(&self) -> [(&'static str, bool); 24] {
         [
+            ("windows", self.windows.is_some()),
+            ("window_ms", self.window_ms.is_some()),
             ("slots", self.slots.is_some()),
             ("key_len", self.key_len.is_some()),
             ("data_len", self.data_len.is_some()),

@@ -4,10 +4,12 @@
 
 use serde::Serialize;
 
+use dta_store::key_increment::unix_ms;
 use dta_store::{
     AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader, PostcardAnswer,
     PostcardingLayout, Region, StoreKind, ValueTable,
 };
+pub use dta_store::{WindowSel, WindowSpan};
 
 use crate::events::{flow_string, Event, EventKind};
 use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
@@ -186,10 +188,15 @@ pub struct HistogramResult {
     pub metric: Metric,
     pub buckets: Vec<Bucket>,
     pub total: u64,
+    /// The time windows counted (oldest first); empty for a store that keeps one cumulative
+    /// table (since it was created).
+    pub windows: Vec<WindowSpan>,
 }
 
 /// "Histogram of a metric at switch S": every bucket's Key-Increment counter ([DTA A.4],
-/// Count-Min: never below the true count; exact when no key collides on all its counters).
+/// Count-Min: never below the true count; exact when no key collides on all its counters), in
+/// the store's current window when it keeps windows, else since it was created
+/// ([`histogram_in`] names the windows).
 pub fn histogram(
     region: &Region,
     node_id: u32,
@@ -197,16 +204,48 @@ pub fn histogram(
     buckets: &Buckets,
     redundancy: Option<u8>,
 ) -> Result<HistogramResult, QueryError> {
+    histogram_in(
+        region,
+        node_id,
+        metric,
+        buckets,
+        redundancy,
+        None,
+        unix_ms(),
+    )
+}
+
+/// [`histogram`] over the windows `window` names (`None`: the current one of a windowed
+/// store, the whole of a cumulative one), as of `now_ms` (Unix milliseconds); the answer
+/// lists the windows it covers.
+pub fn histogram_in(
+    region: &Region,
+    node_id: u32,
+    metric: Metric,
+    buckets: &Buckets,
+    redundancy: Option<u8>,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<HistogramResult, QueryError> {
     expect(region, StoreKind::KeyIncrement, "key-increment")?;
     let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let sel = window.unwrap_or(if l.windows().is_some() {
+        WindowSel::Current
+    } else {
+        WindowSel::All
+    });
+    let windows = l
+        .select_windows(region.mem(), sel, now_ms)
+        .map_err(|e| layout_err(region, e))?;
     let mut out = Vec::with_capacity(buckets.count());
     for b in 0..buckets.count() {
         let (lo, hi) = buckets.range(b);
         let count = l
-            .query(
+            .query_spans(
                 region.mem(),
                 &hist_key(node_id, metric, b as u8),
                 redundancy,
+                &windows,
             )
             .map_err(|e| layout_err(region, e))?;
         out.push(Bucket { lo, hi, count });
@@ -216,5 +255,6 @@ pub fn histogram(
         metric,
         total: out.iter().map(|b| b.count).sum(),
         buckets: out,
+        windows,
     })
 }

@@ -1209,6 +1209,8 @@ impl<S: Sinks> IntSink<S> {
     /// Run the timers: the delta flush (every `delta_flush_ms`), the aging of idle flows (at most
     /// every idle_timeout/4, after a delta flush) and the translator's.
     pub fn tick(&mut self, now_ns: u64) {
+        // Windowed stores move to the wall clock's window before the deltas are written.
+        self.translator.enter_windows();
         let idle = self.cfg.idle_timeout_ms.saturating_mul(1_000_000);
         let expire = now_ns.saturating_sub(self.last_expire_ns) >= idle / 4;
         let delta = self.cfg.delta_flush_ms.saturating_mul(1_000_000);

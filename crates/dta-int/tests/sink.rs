@@ -415,3 +415,85 @@ fn garbage_is_counted_not_fatal() {
     assert_eq!(s.not_int.load(Relaxed), 1);
     assert_eq!(s.md_packets.load(Relaxed), 0);
 }
+
+/// Histograms in rotating windows (docs/regions.md §2.2): a replay counts in the window of the
+/// wall clock; the same trace replayed in the next window leaves the closed one as it was, the
+/// current window holds the second replay alone, and all windows hold both.
+#[test]
+fn histogram_windows_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut hist = store("hist", "key-increment");
+    hist.windows = Some(4);
+    hist.window_ms = Some(300);
+    let stores = [
+        store("paths", "key-write"),
+        store("latency", "postcarding"),
+        store("events", "append"),
+        hist,
+    ];
+    let collector = Collector::create(dir.path(), &stores, false).unwrap();
+    let region = &collector.store("hist").unwrap().region;
+    let gen = GenConfig {
+        flows: 40,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    let node = pkts[0].hops[0].node_id;
+    let replay = || {
+        let t = Translator::colocated(
+            &TranslatorConfig::default(),
+            collector.regions(),
+            Arc::new(Stats::default()),
+        )
+        .unwrap();
+        let mut sink = IntSink::new(&IntSinkConfig::default(), t).unwrap();
+        for p in &pkts {
+            sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+        }
+        sink.flush(pkts.last().unwrap().time_ns);
+    };
+    let now = dta_store::key_increment::unix_ms;
+    let hist_of = |w| {
+        query::histogram_in(
+            region,
+            node,
+            Metric::HopLatency,
+            &Buckets::Log2,
+            None,
+            Some(w),
+            now(),
+        )
+        .unwrap()
+    };
+    // Start just after a window boundary, so the replay fits in its window.
+    while now() % 300 > 50 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    replay();
+    let first = hist_of(query::WindowSel::Current);
+    assert_eq!(first.windows.len(), 1);
+    assert!(first.total > 0);
+    let closed = first.windows[0];
+    // The next window, then the same trace again.
+    while now() < closed.end_ms + 20 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    replay();
+    let second = hist_of(query::WindowSel::Current);
+    assert_eq!(second.windows.len(), 1);
+    assert!(second.windows[0].number > closed.number);
+    assert_eq!(
+        second.total, first.total,
+        "the current window: the second replay alone"
+    );
+    let again = hist_of(query::WindowSel::At(closed.start_ms));
+    assert_eq!(
+        again.buckets, first.buckets,
+        "a closed window is not written again"
+    );
+    assert_eq!(again.windows[0].number, closed.number);
+    assert!(!again.windows[0].open);
+    let all = hist_of(query::WindowSel::All);
+    assert_eq!(all.total, 2 * first.total);
+    assert_eq!(all.windows.len(), 2);
+}

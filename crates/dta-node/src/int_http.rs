@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
-//! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy` | [`query::HistogramResult`] |
+//! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
 //! Postcarding table and the histogram's bucket reads run off the executor, at most
@@ -102,7 +102,12 @@ async fn histogram(
     Name(name): Name,
     Raw(raw): Raw,
 ) -> Result<Json<query::HistogramResult>, ApiError> {
-    let p = Params::new(&raw, &["node", "metric", "edges", "redundancy"])?;
+    let p = Params::new(&raw, &["node", "metric", "edges", "redundancy", "window"])?;
+    let window = p
+        .raw("window")
+        .map(query::WindowSel::parse)
+        .transpose()
+        .map_err(bad)?;
     let node: u32 = p.bounded("node", None, 0, u32::MAX)?;
     let metric_name = p.raw("metric").unwrap_or("queue_occupancy");
     let metric = Metric::from_name(metric_name).ok_or_else(|| {
@@ -133,8 +138,16 @@ async fn histogram(
     region(&s.c, &name)?;
     s.heavy
         .run(&s.c, move |c| {
-            let answer = query::histogram(&*region(c, &name)?, node, metric, &buckets, redundancy)
-                .map_err(int_err)?;
+            let answer = query::histogram_in(
+                &*region(c, &name)?,
+                node,
+                metric,
+                &buckets,
+                redundancy,
+                window,
+                dta_store::key_increment::unix_ms(),
+            )
+            .map_err(int_err)?;
             served(c, &name, answer)
         })
         .await

@@ -120,6 +120,15 @@ impl XdpNode {
                 h.name
             );
         }
+        for h in headers
+            .iter()
+            .filter(|h| matches!(&h.spec, dta_store::StoreSpec::KeyIncrement(s) if s.windows > 0))
+        {
+            eprintln!(
+                "store {:?} stays in userspace: it keeps time windows",
+                h.name
+            );
+        }
         let xcfg = XdpConfig {
             port: cfg.translator.listen.port(),
             prototype_long: cfg.translator.prototype_header == PrototypeHeader::Long,

@@ -77,6 +77,9 @@ pub enum QueryError {
         need: usize,
         have: usize,
     },
+    /// The windows a query of a Key-Increment store named cannot be read.
+    #[error("{0}")]
+    Window(String),
 }
 
 impl QueryError {

@@ -219,6 +219,8 @@ impl Header {
                 key_len: p[8],
                 hash,
                 redundancy: p[9],
+                windows: rd32(p, 16),
+                window_ms: rd64(p, 24),
             }),
             StoreKind::Postcarding => {
                 let s = PostcardingSpec {
@@ -307,6 +309,8 @@ impl Header {
                 p[0..8].copy_from_slice(&s.counters.to_le_bytes());
                 p[8] = s.key_len;
                 p[9] = s.redundancy;
+                p[16..20].copy_from_slice(&s.windows.to_le_bytes());
+                p[24..32].copy_from_slice(&s.window_ms.to_le_bytes());
             }
             StoreSpec::Postcarding(s) => {
                 p[0..8].copy_from_slice(&s.chunks.to_le_bytes());
@@ -370,6 +374,8 @@ mod tests {
                 key_len: 13,
                 hash: HashScheme::Native,
                 redundancy: 3,
+                windows: 0,
+                window_ms: 0,
             }),
             StoreSpec::Postcarding(PostcardingSpec {
                 chunks: 1 << 8,

@@ -32,14 +32,14 @@ pub use confidence::{Confidence, CountBound};
 pub use error::{ApplyError, QueryError, SinkError, StoreError};
 pub use header::Header;
 pub use info::StoreInfo;
-pub use key_increment::KeyIncrementLayout;
+pub use key_increment::{KeyIncrementLayout, WindowSel, WindowSpan};
 pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, Tally, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
 pub use spec::{
     AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec,
-    SketchSync, StoreSpec, MAX_APPROSYNC_STATE,
+    SketchSync, StoreSpec, MAX_APPROSYNC_STATE, MAX_WINDOWS, MAX_WINDOW_MS, MIN_WINDOW_MS,
 };
 
 use serde::{Deserialize, Serialize};

@@ -528,6 +528,30 @@ impl RegionMem {
         Ok(())
     }
 
+    /// Atomically replace the little-endian u64 at `offset` with `new` if it holds `current`
+    /// (RDMA CMP_SWAP semantics): `Ok(Ok(current))` if it did, `Ok(Err(found))` if not.
+    #[inline]
+    pub fn compare_exchange_u64(
+        &self,
+        offset: u64,
+        current: u64,
+        new: u64,
+    ) -> Result<Result<u64, u64>, SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        Ok(self
+            .atomic(offset)?
+            .compare_exchange(
+                current.to_le(),
+                new.to_le(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map(u64::from_le)
+            .map_err(u64::from_le))
+    }
+
     /// [`Self::store_u64`] of the same `v` at each of `offsets` (a report's N copies): the
     /// region's state checked once, then one aligned store per offset. Every offset is tried;
     /// the first error, if any, is returned.

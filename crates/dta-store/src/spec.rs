@@ -99,6 +99,40 @@ pub struct KeyIncrementSpec {
     /// exactly this N (1..=MAX_REDUNDANCY).
     #[serde(default = "default_redundancy")]
     pub redundancy: u8,
+    /// Rotating time windows ([`crate::key_increment`] "Windows"): 0, the default, keeps one
+    /// cumulative table; 2..=[`MAX_WINDOWS`] keeps that many tables of `counters` counters,
+    /// each counting the reports of one `window_ms` of wall-clock time, the oldest reused.
+    #[serde(default)]
+    pub windows: u32,
+    /// Width of a window in milliseconds ([`MIN_WINDOW_MS`]..=[`MAX_WINDOW_MS`]; 0 without
+    /// windows).
+    #[serde(default)]
+    pub window_ms: u64,
+}
+
+/// Most windows of a Key-Increment store: one 8-byte entry each in the window table's page.
+pub const MAX_WINDOWS: u32 = 512;
+/// Narrowest window: the translator moves to the next window at its timer tick, every few
+/// milliseconds, so a window is at least this wide.
+pub const MIN_WINDOW_MS: u64 = 100;
+/// Widest window: a day.
+pub const MAX_WINDOW_MS: u64 = 86_400_000;
+/// Bytes in front of a windowed Key-Increment store's tables: the window table (one u64 per
+/// window), a page.
+pub const WINDOW_TABLE_LEN: u64 = 4096;
+
+impl KeyIncrementSpec {
+    /// A cumulative (unwindowed) spec with the native hash scheme and the default redundancy.
+    pub fn new(counters: u64, key_len: u8) -> Self {
+        KeyIncrementSpec {
+            counters,
+            key_len,
+            hash: HashScheme::Native,
+            redundancy: DEFAULT_REDUNDANCY,
+            windows: 0,
+            window_ms: 0,
+        }
+    }
 }
 
 fn native() -> HashScheme {
@@ -342,6 +376,25 @@ impl StoreSpec {
                 key_len(s.key_len)?;
                 prototype_key(s.hash, s.key_len)?;
                 redundancy(s.redundancy)?;
+                match (s.windows, s.window_ms) {
+                    (0, 0) => {}
+                    (0, ms) => {
+                        return Err(bad(format!(
+                            "window_ms = {ms} without windows: set windows (2..={MAX_WINDOWS}) \
+                             too, or neither"
+                        )))
+                    }
+                    (w, _) if !(2..=MAX_WINDOWS).contains(&w) => {
+                        return Err(bad(format!("windows = {w} must be 2..={MAX_WINDOWS}")))
+                    }
+                    (_, ms) if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&ms) => {
+                        return Err(bad(format!(
+                            "window_ms = {ms} must be {MIN_WINDOW_MS}..={MAX_WINDOW_MS} \
+                             (with windows)"
+                        )))
+                    }
+                    _ => {}
+                }
             }
             StoreSpec::Postcarding(s) => {
                 pow2("chunks", s.chunks)?;
@@ -436,7 +489,12 @@ impl StoreSpec {
         let round8 = |v: u64| v.checked_add(7).map(|v| v & !7);
         match self {
             StoreSpec::KeyWrite(s) => s.slots.checked_mul(s.slot_len() as u64),
-            StoreSpec::KeyIncrement(s) => s.counters.checked_mul(8),
+            StoreSpec::KeyIncrement(s) if s.windows == 0 => s.counters.checked_mul(8),
+            StoreSpec::KeyIncrement(s) => s
+                .counters
+                .checked_mul(8)?
+                .checked_mul(s.windows as u64)?
+                .checked_add(WINDOW_TABLE_LEN),
             StoreSpec::Postcarding(s) => {
                 s.chunks.checked_mul(s.chunk_len() as u64).and_then(round8)
             }

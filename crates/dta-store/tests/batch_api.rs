@@ -71,6 +71,8 @@ fn counter_offsets_match_counter_offset() {
             key_len: 4,
             hash,
             redundancy: 3,
+            windows: 0,
+            window_ms: 0,
         });
         let r = Region::create(&dir.path().join(format!("ki{hash:?}")), "ki", &spec, true).unwrap();
         let l = KeyIncrementLayout::new(r.header()).unwrap();

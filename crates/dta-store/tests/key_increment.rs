@@ -13,6 +13,8 @@ fn never_underestimates_and_error_within_cm_bound() {
         key_len: 13,
         hash: HashScheme::Native,
         redundancy: 3,
+        windows: 0,
+        window_ms: 0,
     });
     let r = Region::create(&dir.path().join("ki"), "bytes", &spec, false).unwrap();
     let l = KeyIncrementLayout::new(r.header()).unwrap();
@@ -118,6 +120,8 @@ fn concurrent_fetch_adds_are_exact() {
         key_len: 4,
         hash: HashScheme::Prototype,
         redundancy: 2,
+        windows: 0,
+        window_ms: 0,
     });
     let r = std::sync::Arc::new(Region::create(&dir.path().join("ki"), "c", &spec, false).unwrap());
     let l = KeyIncrementLayout::new(r.header()).unwrap();
@@ -136,4 +140,124 @@ fn concurrent_fetch_adds_are_exact() {
         h.join().unwrap();
     }
     assert_eq!(l.query(r.mem(), &[10, 0, 0, 1], None), Ok(600_000));
+}
+
+/// Rotating windows (`docs/regions.md` §2.2): each window counts only what was added while it
+/// was current; entering a window zeroes its table once, whichever writer comes first; a
+/// closed window is never written again (a writer whose clock steps back stays where it is);
+/// queries name the windows they read and refuse what cannot be answered.
+#[test]
+fn windows_count_their_own_time_and_close() {
+    use dta_store::{WindowSel, WindowSpan};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StoreSpec::KeyIncrement(KeyIncrementSpec {
+        windows: 3,
+        window_ms: 1000,
+        ..KeyIncrementSpec::new(1 << 10, 6)
+    });
+    let r = Region::create(&dir.path().join("w"), "hist", &spec, false).unwrap();
+    assert_eq!(r.header().data_len, 4096 + 3 * (1 << 10) * 8);
+    let (mem, key) = (r.mem(), [1, 2, 3, 4, 5, 6]);
+    let mut a = KeyIncrementLayout::new(r.header()).unwrap();
+    let mut b = a.clone();
+    let n = a.redundancy();
+    let add = |l: &KeyIncrementLayout, v: u64| l.apply(&key, v, n, &mut mem.sink()).unwrap();
+    let t0 = 1_700_000_000_000u64; // window 1_700_000_000 starts here
+                                   // Nothing written yet: a query says so.
+    let e = a
+        .query_windows(mem, &key, None, WindowSel::Current, t0)
+        .unwrap_err();
+    assert!(e.to_string().contains("nothing has been written"), "{e}");
+    assert!(
+        a.enter_window(mem, t0).unwrap(),
+        "the first writer zeroes the table"
+    );
+    assert!(
+        !b.enter_window(mem, t0 + 10).unwrap(),
+        "the second finds it entered"
+    );
+    add(&a, 5);
+    add(&b, 7);
+    // The next window: its table zeroed once (it held garbage), the first one's count kept.
+    let next = 1_700_000_001u64;
+    let slot = (next % 3) as usize;
+    let junk = vec![0xAAu8; 8 << 10];
+    mem.write(4096 + slot as u64 * 8192, &junk).unwrap();
+    assert!(a.enter_window(mem, t0 + 1000).unwrap());
+    add(&a, 100);
+    // b has not ticked yet: its reports still count in the window it is in.
+    add(&b, 1);
+    assert!(!b.enter_window(mem, t0 + 1500).unwrap());
+    add(&b, 10);
+    // A clock that steps back does not reopen a closed window.
+    assert!(!b.enter_window(mem, t0 + 900).unwrap());
+    add(&b, 1000);
+    let q = |sel, now| a.query_windows(mem, &key, None, sel, now).unwrap();
+    let now = t0 + 1600;
+    let w0 = WindowSpan {
+        number: next - 1,
+        start_ms: t0,
+        end_ms: t0 + 1000,
+        open: false,
+    };
+    let w1 = WindowSpan {
+        number: next,
+        start_ms: t0 + 1000,
+        end_ms: t0 + 2000,
+        open: true,
+    };
+    assert_eq!(q(WindowSel::Current, now), (1110, vec![w1]));
+    assert_eq!(q(WindowSel::All, now), (1123, vec![w0, w1]));
+    assert_eq!(q(WindowSel::At(t0 + 999), now), (13, vec![w0]));
+    assert_eq!(q(WindowSel::Last(500), now), (1110, vec![w1]));
+    assert_eq!(q(WindowSel::Last(700), now), (1123, vec![w0, w1]));
+    // The plain query reads the current window (by the wall clock: none of these is current
+    // now, so the newest held).
+    assert_eq!(a.query(mem, &key, None).unwrap(), 1110);
+    let e = a
+        .query_windows(mem, &key, None, WindowSel::At(t0 - 1), now)
+        .unwrap_err();
+    assert!(e.to_string().contains("holds 2 window(s)"), "{e}");
+    // Three windows later the oldest table is reused: window 0 is gone, the others remain.
+    assert!(a.enter_window(mem, t0 + 2000).unwrap());
+    assert!(a.enter_window(mem, t0 + 3000).unwrap());
+    let held: Vec<u64> = a
+        .held_windows(mem, t0 + 3001)
+        .iter()
+        .map(|w| w.number)
+        .collect();
+    assert_eq!(held, vec![next, next + 1, next + 2]);
+    // A cumulative store refuses a window other than all.
+    let c = Region::create(
+        &dir.path().join("c"),
+        "c",
+        &StoreSpec::KeyIncrement(KeyIncrementSpec::new(64, 6)),
+        false,
+    )
+    .unwrap();
+    let l = KeyIncrementLayout::new(c.header()).unwrap();
+    let e = l
+        .query_windows(c.mem(), &key, None, WindowSel::Current, now)
+        .unwrap_err();
+    assert!(e.to_string().contains("keeps no windows"), "{e}");
+    assert_eq!(
+        l.query_windows(c.mem(), &key, None, WindowSel::All, now)
+            .unwrap(),
+        (0, vec![])
+    );
+    // Windows are checked when the store is described.
+    for (w, ms) in [(1, 1000), (513, 1000), (4, 10), (0, 1000)] {
+        let bad = StoreSpec::KeyIncrement(KeyIncrementSpec {
+            windows: w,
+            window_ms: ms,
+            ..KeyIncrementSpec::new(64, 6)
+        });
+        assert!(bad.validate().is_err(), "windows {w} window_ms {ms}");
+    }
+    assert_eq!(
+        WindowSel::parse("last:5m").unwrap(),
+        WindowSel::Last(300_000)
+    );
+    assert!(WindowSel::parse("last:5y").is_err());
+    assert!(WindowSel::parse("yesterday").is_err());
 }

@@ -52,6 +52,8 @@ fn regions(dir: &std::path::Path) -> Vec<Arc<Region>> {
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: 2,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (

@@ -145,6 +145,8 @@ fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: 2,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (

@@ -370,6 +370,8 @@ fn single_store_stages_equal_per_report_layouts() {
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: 2,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
     ];

@@ -228,9 +228,14 @@ pub enum AttachMode {
     Generic,
 }
 
-/// Whether the XDP program can hold a store of this spec (Key-Write, Key-Increment, Append).
+/// Whether the XDP program can hold a store of this spec (Key-Write, Key-Increment without
+/// time windows, Append): a windowed Key-Increment store stays with the userspace half, which
+/// moves it from window to window.
 pub fn handles(spec: &StoreSpec) -> bool {
-    handles_primitive(PrimitiveName::of(spec))
+    match spec {
+        StoreSpec::KeyIncrement(s) if s.windows > 0 => false,
+        _ => handles_primitive(PrimitiveName::of(spec)),
+    }
 }
 
 /// Whether the XDP program can hold stores of primitive `p`.

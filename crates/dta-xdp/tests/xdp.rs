@@ -55,6 +55,8 @@ fn headers() -> Vec<Header> {
                 key_len: 4,
                 hash: HashScheme::Prototype,
                 redundancy: KIP_N,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (
@@ -64,6 +66,8 @@ fn headers() -> Vec<Header> {
                 key_len: 13,
                 hash: HashScheme::Native,
                 redundancy: KIN_N,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (

@@ -40,6 +40,8 @@ fn headers(app: AppendSpec) -> Vec<Header> {
                 key_len: 4,
                 hash: HashScheme::Prototype,
                 redundancy: 2,
+                windows: 0,
+                window_ms: 0,
             }),
         )
         .unwrap(),

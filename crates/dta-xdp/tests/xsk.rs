@@ -138,6 +138,8 @@ fn store_headers() -> Vec<Header> {
                 key_len: 13,
                 hash: dta_store::HashScheme::Native,
                 redundancy: 2,
+                windows: 0,
+                window_ms: 0,
             }),
         )
         .unwrap(),

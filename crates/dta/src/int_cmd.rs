@@ -189,6 +189,10 @@ pub enum IntQuery {
         /// Slots to read, 1..=the store's N (default: the store's N, from its region header).
         #[arg(long)]
         redundancy: Option<u8>,
+        /// The time windows to count, for a store that keeps windows: current (the default),
+        /// all, last:DURATION (e.g. last:5m) or at:UNIX_MS; a cumulative store answers all.
+        #[arg(long, value_parser = dta_int::query::WindowSel::parse)]
+        window: Option<dta_int::query::WindowSel>,
     },
 }
 
@@ -237,6 +241,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             metric,
             edges,
             redundancy,
+            window,
         } => {
             let Some(m) = Metric::from_name(&metric) else {
                 bail!("unknown metric {metric:?}");
@@ -247,7 +252,15 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 Buckets::Edges(edges)
             };
             b.validate().map_err(anyhow::Error::msg)?;
-            serde_json::to_value(query::histogram(&*sel.region()?, node, m, &b, redundancy)?)?
+            serde_json::to_value(query::histogram_in(
+                &*sel.region()?,
+                node,
+                m,
+                &b,
+                redundancy,
+                window,
+                dta_store::key_increment::unix_ms(),
+            )?)?
         }
     };
     println!("{}", serde_json::to_string_pretty(&v)?);

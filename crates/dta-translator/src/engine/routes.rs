@@ -43,6 +43,14 @@ pub enum BuildError {
     /// A translator rule that does not compile against the stores ([`crate::rules`]).
     #[error("{0}")]
     Rules(String),
+    /// A Key-Increment store with windows behind a sink that does not map it: the translator
+    /// zeroes a window's table when it enters it, which only shared memory lets it do.
+    #[error(
+        "store {0:?} keeps time windows, which this translator cannot write (it enters a window \
+         by zeroing its table in shared memory): run the shared-memory translator, or remove \
+         windows from the store"
+    )]
+    WindowsUnmapped(String),
 }
 
 pub(super) struct KeyWriteRoute {
@@ -213,7 +221,33 @@ impl<S: Sinks> Translator<S> {
                 }
             }
         }
+        for r in &t.key_increment {
+            if r.layout.windows().is_some() && t.sinks.region_mem(r.store).is_none() {
+                return Err(BuildError::WindowsUnmapped(t.store_names[r.store].clone()));
+            }
+        }
+        t.enter_windows();
         Ok(t)
+    }
+
+    /// Move every windowed Key-Increment store to the window of the wall clock (zeroing its
+    /// table if this translator enters it first; dta_store::key_increment "Windows"). Called
+    /// when built and at every tick: a window starts within a tick of its time.
+    pub fn enter_windows(&mut self) {
+        let mut now = None;
+        for r in &mut self.key_increment {
+            if r.layout.windows().is_none() {
+                continue;
+            }
+            let now_ms = *now.get_or_insert_with(dta_store::key_increment::unix_ms);
+            let entered = match self.sinks.region_mem(r.store) {
+                Some(mem) => r.layout.enter_window(mem, now_ms).is_ok(),
+                None => false,
+            };
+            if !entered {
+                self.stats.reject(crate::reason::Reason::SinkError);
+            }
+        }
     }
 }
 

@@ -98,6 +98,8 @@ pub(super) fn specs() -> Vec<(&'static str, StoreSpec)> {
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: dta_store::DEFAULT_REDUNDANCY,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (

@@ -19,6 +19,7 @@ impl<S: Sinks> Translator<S> {
     /// Sketch-Merge reporters and silent sequence spaces' gaps (giving up old gaps), and let the sink do its housekeeping (RDMA retransmission). Call
     /// it whenever the ingest loop is idle, and at least every few milliseconds.
     pub fn tick(&mut self, now: Instant) {
+        self.enter_windows();
         self.drain_inbox(now);
         if self.sinks.poll().is_err() {
             self.stats.reject(Reason::SinkError);

@@ -41,6 +41,8 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                 key_len: 4,
                 hash: HashScheme::Native,
                 redundancy: DEFAULT_REDUNDANCY,
+                windows: 0,
+                window_ms: 0,
             }),
         ),
         (
