@@ -174,6 +174,51 @@ pub fn events(
         .collect())
 }
 
+/// Most events one [`recent_events`] answer holds.
+pub const MAX_EVENTS: usize = 4096;
+
+/// Which events [`recent_events`] keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// These kinds (empty: every kind).
+    pub kinds: Vec<EventKind>,
+    /// At this switch.
+    pub node: Option<u32>,
+    /// Of this flow.
+    pub flow: Option<[u8; FLOW_KEY_LEN]>,
+    /// At or after this time (Unix nanoseconds, the sink's clock).
+    pub since_ns: Option<u64>,
+}
+
+/// "What happened recently": the newest events of the filter's kinds (every kind by default),
+/// up to `max` (at most [`MAX_EVENTS`]) read from the end of each kind's list, kept by the
+/// filter, newest first. Each kind's list is read back at most `max` entries, so the work is
+/// bounded whatever the filter.
+pub fn recent_events(
+    region: &Region,
+    list_base: u32,
+    filter: &EventFilter,
+    max: usize,
+) -> Result<Vec<Event>, QueryError> {
+    let max = max.min(MAX_EVENTS);
+    let kinds: &[EventKind] = if filter.kinds.is_empty() {
+        &EventKind::ALL
+    } else {
+        &filter.kinds
+    };
+    let mut all = vec![];
+    for &k in kinds {
+        all.extend(events(region, list_base, k, max)?.into_iter().filter(|e| {
+            filter.node.is_none_or(|n| e.node_id == n)
+                && filter.flow.is_none_or(|f| e.flow == f)
+                && filter.since_ns.is_none_or(|t| e.time_ns >= t)
+        }));
+    }
+    all.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(b.seq.cmp(&a.seq)));
+    all.truncate(max);
+    Ok(all)
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Bucket {
     pub lo: u64,

@@ -6,6 +6,7 @@
 //! | --- | --- | --- |
 //! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
+//! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms` (Unix ms), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
@@ -40,6 +41,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/int/path/:name", get(path))
         .route("/int/hop-latency/:name", get(hop_latency))
         .route("/int/histogram/:name", get(histogram))
+        .route("/int/events/:name", get(events))
         .with_state(Int {
             c: collector,
             heavy: HeavySlots::default(),
@@ -93,6 +95,61 @@ async fn hop_latency(
             let answer = query::hop_latency(&*region(c, &name)?, &f, hop, values, divisor)
                 .map_err(int_err)?;
             served(c, &name, answer)
+        })
+        .await
+}
+
+/// The answer of `GET /int/events/{store}`.
+#[derive(serde::Serialize)]
+struct Events {
+    events: Vec<dta_int::Event>,
+}
+
+async fn events(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<Events>, ApiError> {
+    let p = Params::new(
+        &raw,
+        &["kind", "node", "flow", "since_ms", "max", "list_base"],
+    )?;
+    let kinds = match p.raw("kind").filter(|k| !k.is_empty()) {
+        None => vec![],
+        Some(k) => k
+            .split(',')
+            .take(dta_int::EventKind::ALL.len() + 1)
+            .map(|x| {
+                dta_int::EventKind::from_name(x.trim()).ok_or_else(|| {
+                    bad(format!(
+                        "unknown event kind {x:?}: {}",
+                        dta_int::EventKind::ALL.map(|k| k.name()).join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let filter = query::EventFilter {
+        kinds,
+        node: p
+            .raw("node")
+            .map(|_| p.bounded("node", None, 0, u32::MAX))
+            .transpose()?,
+        flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
+        since_ns: p
+            .raw("since_ms")
+            .map(|_| p.bounded("since_ms", None, 0, u64::MAX / 1_000_000))
+            .transpose()?
+            .map(|ms| ms * 1_000_000),
+    };
+    let max = p.bounded("max", Some(100), 1, query::MAX_EVENTS as u64)? as usize;
+    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
+    region(&s.c, &name)?;
+    s.heavy
+        .run(&s.c, move |c| {
+            let events = query::recent_events(&*region(c, &name)?, list_base, &filter, max)
+                .map_err(int_err)?;
+            served(c, &name, Events { events })
         })
         .await
 }

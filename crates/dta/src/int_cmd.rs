@@ -163,14 +163,28 @@ pub enum IntQuery {
         #[arg(long, default_value_t = dta_int::sink::IntSinkConfig::default().postcard_divisor)]
         divisor: u32,
     },
-    /// Latest events of a kind (Append store): hop_latency, queue_occupancy, path_change, drop, ...
+    /// The newest events (Append store), decoded, newest first: every kind unless --kind names
+    /// some, at a switch (--node), of a flow (--flow), since a time (--since-ms).
     Events {
         #[command(flatten)]
         sel: IntStoreArgs,
-        #[arg(long, default_value = "queue_occupancy")]
-        kind: String,
-        #[arg(long, default_value_t = 20)]
-        max: usize,
+        /// Event kinds, comma-separated: hop_latency, queue_occupancy, egress_tx_util,
+        /// path_latency, path_change, latency_change, queue_change, drop (default: all).
+        #[arg(long, value_delimiter = ',')]
+        kind: Vec<String>,
+        /// Only events at this switch (node id).
+        #[arg(long)]
+        node: Option<u32>,
+        /// Only events of this flow (SRC:SPORT-DST:DPORT/PROTO).
+        #[arg(long)]
+        flow: Option<String>,
+        /// Only events at or after this time (Unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<u64>,
+        /// At most this many events (1..=4096).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        max: u64,
+        /// The Append list of the first event kind ([sink] event_list_base).
         #[arg(long, default_value_t = 0)]
         list_base: u32,
     },
@@ -223,16 +237,34 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
         IntQuery::Events {
             sel,
             kind,
+            node,
+            flow,
+            since_ms,
             max,
             list_base,
         } => {
-            let Some(k) = EventKind::from_name(&kind) else {
-                bail!("unknown event kind {kind:?}");
+            let kinds = kind
+                .iter()
+                .map(|k| {
+                    EventKind::from_name(k).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "unknown event kind {k:?}: {}",
+                            EventKind::ALL.map(|k| k.name()).join(", ")
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let filter = query::EventFilter {
+                kinds,
+                node,
+                flow: flow.as_deref().map(query::parse_flow).transpose()?,
+                since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
             };
-            let evs: Vec<_> = query::events(&*sel.region()?, list_base, k, max)?
-                .into_iter()
-                .map(Notification::Event)
-                .collect();
+            let evs: Vec<_> =
+                query::recent_events(&*sel.region()?, list_base, &filter, max as usize)?
+                    .into_iter()
+                    .map(Notification::Event)
+                    .collect();
             serde_json::to_value(evs)?
         }
         IntQuery::Histogram {

@@ -443,3 +443,158 @@ fn the_example_int_sink_configuration_runs() {
     assert!(err.contains("receive buffer"), "{err}");
     assert!(err.contains("\"kernel_drops\": 0"), "{err}");
 }
+
+/// What changed recently, from the CLI and from the collector's HTTP API alike: the newest
+/// events of every kind (decoded, newest first, filtered by switch) and a switch's histogram in
+/// the current window of a windowed store, the windows named in the answer; a window the store
+/// does not hold is an error with a message on both.
+#[test]
+fn events_and_windowed_histograms_agree_between_cli_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let udp = free_udp_port();
+    let http = format!("127.0.0.1:{}", free_tcp_port());
+    // Every queue occupancy above 1 is an event; histograms in windows of a minute.
+    write_config(d, udp, "thresholds = { queue_occupancy = 1 }");
+    let text = std::fs::read_to_string(d.join("int.toml")).unwrap();
+    let stores = &text[text.find("[[store]]").unwrap()..];
+    let stores = stores.replace(
+        "key_len = 6\n",
+        "key_len = 6\nwindows = 5\nwindow_ms = 60000\n",
+    );
+    std::fs::write(
+        d.join("collector.toml"),
+        format!("region_dir = \"regions\"\n[collector]\nhttp = \"{http}\"\n{stores}"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("sink.toml"),
+        format!(
+            "region_dir = \"regions\"\nlisten = \"127.0.0.1:{udp}\"\n[sink]\nint_udp_port = \
+             5000\nthresholds = {{ queue_occupancy = 1 }}\n"
+        ),
+    )
+    .unwrap();
+    let mut collector = common::spawn(
+        dta()
+            .args(["collector", "--config"])
+            .arg(d.join("collector.toml")),
+    );
+    let addr: std::net::SocketAddr = http.parse().unwrap();
+    let get = |path: &str| {
+        dta_http::client::get(addr, path, None, Duration::from_secs(5))
+            .map(|a| (a.status, String::from_utf8_lossy(&a.body).into_owned()))
+    };
+    common::wait_for("the collector's API", || get("/healthz").is_ok());
+    let mport = free_tcp_port();
+    let mut sink = common::spawn(
+        dta()
+            .args(["int-sink", "--metrics", &mport.to_string(), "--config"])
+            .arg(d.join("sink.toml")),
+    );
+    wait_metrics(mport);
+    let truth = gen_trace(d, 10);
+    let out = dta()
+        .args(["pcap", "replay", "--to", &format!("127.0.0.1:{udp}")])
+        .arg(d.join("trace.pcap"))
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    std::thread::sleep(Duration::from_millis(300));
+    sigterm(&mut sink);
+    let cli = |args: &[&str]| -> Result<serde_json::Value, String> {
+        let out = dta()
+            .args(["query", "int"])
+            .args(args)
+            .arg("--region-dir")
+            .arg(d.join("regions"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(serde_json::from_slice(&out.stdout).unwrap())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    // Events: every kind by default, newest first.
+    let evs = cli(&["events", "--store", "events", "--max", "50"]).unwrap();
+    let evs = evs.as_array().unwrap();
+    assert_eq!(evs.len(), 50, "{evs:?}");
+    let times: Vec<u64> = evs.iter().map(|e| e["time_ns"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
+    let (code, body) = get("/int/events/events?max=50").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let http_evs: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let strip = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        v.as_object_mut().unwrap().remove("type");
+        v
+    };
+    let cli_evs: Vec<_> = evs.iter().map(strip).collect();
+    assert_eq!(http_evs["events"].as_array().unwrap(), &cli_evs);
+    // At one switch.
+    let node = evs[0]["node_id"].as_u64().unwrap().to_string();
+    let at = cli(&["events", "--store", "events", "--node", &node]).unwrap();
+    assert!(at
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["node_id"].to_string() == node));
+    let (code, body) = get("/int/events/events?kind=flood").unwrap();
+    assert_eq!(code, 400);
+    assert!(body.contains("unknown event kind"), "{body}");
+    // The histogram of the current window, named in the answer, the same both ways.
+    let first = truth["flows"][0]["path"][0].as_u64().unwrap().to_string();
+    let h = cli(&["histogram", "--store", "hist", "--node", &first]).unwrap();
+    assert!(h["total"].as_u64().unwrap() > 0, "{h}");
+    let windows = h["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 1, "{h}");
+    assert_eq!(
+        windows[0]["end_ms"].as_u64().unwrap() - windows[0]["start_ms"].as_u64().unwrap(),
+        60000
+    );
+    let (code, body) = get(&format!("/int/histogram/hist?node={first}")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let hh: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(hh["buckets"], h["buckets"]);
+    assert_eq!(hh["windows"], h["windows"]);
+    let all = cli(&[
+        "histogram",
+        "--store",
+        "hist",
+        "--node",
+        &first,
+        "--window",
+        "all",
+    ])
+    .unwrap();
+    assert_eq!(all["total"], h["total"]);
+    // A window the store does not hold: an error with a message, both ways.
+    let e = cli(&[
+        "histogram",
+        "--store",
+        "hist",
+        "--node",
+        &first,
+        "--window",
+        "at:1000",
+    ])
+    .unwrap_err();
+    assert!(e.contains("no window of this store matches"), "{e}");
+    let (code, body) = get(&format!("/int/histogram/hist?node={first}&window=at:1000")).unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("no window of this store matches"), "{body}");
+    let (code, body) = get(&format!("/int/histogram/hist?node={first}&window=soon")).unwrap();
+    assert_eq!(code, 400, "{body}");
+    sigterm(&mut collector);
+}
+
+/// SIGTERM `child` and wait for its exit 0.
+fn sigterm(child: &mut std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    assert!(child.wait().unwrap().success());
+}
