@@ -533,13 +533,14 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
     let cli_evs: Vec<_> = evs.iter().map(strip).collect();
     assert_eq!(http_evs["events"].as_array().unwrap(), &cli_evs);
     // At one switch.
-    let node = evs[0]["node_id"].as_u64().unwrap().to_string();
+    let node_id = evs[0]["node_id"].as_u64().unwrap();
+    let node = node_id.to_string();
     let at = cli(&["events", "--store", "events", "--node", &node]).unwrap();
     assert!(at
         .as_array()
         .unwrap()
         .iter()
-        .all(|e| e["node_id"].to_string() == node));
+        .all(|e| e["node_id"].as_u64() == Some(node_id)));
     let (code, body) = get("/int/events/events?kind=flood").unwrap();
     assert_eq!(code, 400);
     assert!(body.contains("unknown event kind"), "{body}");
