@@ -17,7 +17,10 @@ veth pair the script creates (and deletes); --xdp NAME runs binary NAME's sink w
 fast path on its veth (`--xdp IFACE --xdp-generic`), and its CPU time is the process's plus the
 program's run time (the sink's final stats, `xdp.run_time_ns`), both reported; --af-xdp NAME
 runs binary NAME's sink with AF_XDP receive on its veth (`--af-xdp IFACE`, native XDP), its CPU
-time the process's plus the redirect program's (`af_xdp.program.run_time_ns`).
+time the process's plus the redirect program's (`af_xdp.program.run_time_ns`); --floor adds,
+in every round, the machine's floor: the same replay into an XDP program that only drops the
+frames (`bpf/xdp_drop.bpf.c`, native mode on the same veth), its run time per million frames
+(the kernel's BPF statistics, read through the program's descriptor).
 
     scripts/bench.sh --only int-e2e [--runs 3] [--rates 50000,200000,max] \
         [--bin after=target/release/dta] [--bin before=/tmp/dta-main] \
@@ -25,6 +28,8 @@ time the process's plus the redirect program's (`af_xdp.program.run_time_ns`).
 """
 
 import argparse
+import ctypes
+import glob
 import json
 import os
 import signal
@@ -141,6 +146,62 @@ def wait_bound(port, proc, ns=None, timeout=60):
     raise RuntimeError("sink did not bind")
 
 
+def drop_program():
+    """The compiled drop-only XDP program (built by crates/dta-xdp's build script)."""
+    found = sorted(glob.glob("target/release/build/dta-xdp-*/out/xdp_drop.o"),
+                   key=os.path.getmtime)
+    if not found:
+        sys.exit("--floor: no xdp_drop.o (cargo build --release -p dta builds it)")
+    return found[-1]
+
+
+def prog_run_time(prog_id):
+    """(run_time_ns, run_cnt) of BPF program `prog_id`: BPF_PROG_GET_FD_BY_ID, then the
+    descriptor's fdinfo (kernel.bpf_stats_enabled must be 1)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint8 * 128)()
+    ctypes.c_uint32.from_buffer(attr, 0).value = prog_id
+    SYS_bpf, BPF_PROG_GET_FD_BY_ID = 321, 13
+    fd = libc.syscall(SYS_bpf, BPF_PROG_GET_FD_BY_ID, attr, 128)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "BPF_PROG_GET_FD_BY_ID")
+    try:
+        info = dict(l.split(":\t", 1) for l in open(f"/proc/self/fdinfo/{fd}").read().splitlines()
+                    if ":\t" in l)
+        return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
+    finally:
+        os.close(fd)
+
+
+def floor_once(net, pcap, rate, bin_path):
+    """The replay into the drop-only program on the sink's veth: its CPU-s per million frames."""
+    obj = drop_program()
+    # The program drops ARP too: the sender gets the sink's address for good first.
+    link = subprocess.run(["ip", "-n", net.sink, "-j", "link", "show", net.dev_sink],
+                          capture_output=True, text=True, check=True)
+    mac = json.loads(link.stdout)[0]["address"]
+    subprocess.run(["ip", "-n", net.sender, "neigh", "replace", net.host, "lladdr", mac, "dev",
+                    net.dev_sender, "nud", "permanent"], check=True)
+    subprocess.run(["ip", "-n", net.sink, "link", "set", "dev", net.dev_sink, "xdpdrv", "obj",
+                    obj, "sec", "xdp"], check=True)
+    try:
+        link = subprocess.run(["ip", "-n", net.sink, "-d", "-j", "link", "show", net.dev_sink],
+                              capture_output=True, text=True, check=True)
+        prog_id = json.loads(link.stdout)[0]["xdp"]["prog"]["id"]
+        t0, c0 = prog_run_time(prog_id)
+        rep = ["ip", "netns", "exec", net.sender, bin_path, "pcap", "replay", "--to",
+               f"{net.host}:9", pcap]
+        if rate != "max":
+            rep += ["--rate", str(rate)]
+        r = subprocess.run(rep, capture_output=True, text=True, check=True)
+        sent = json.loads(r.stdout)["sent"]
+        t1, c1 = prog_run_time(prog_id)
+    finally:
+        subprocess.run(["ip", "-n", net.sink, "link", "set", "dev", net.dev_sink, "xdpdrv",
+                        "off"])
+    return {"sent": sent, "dropped": c1 - c0, "cpu_s_per_m": (t1 - t0) / 1e9 / (sent / 1e6)}
+
+
 def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=None, xdp=False,
              af_xdp=False):
     d = tempfile.mkdtemp(dir=work)
@@ -234,7 +295,11 @@ def main():
                     help="NAME: run binary NAME's sink with the INT XDP fast path (--netns)")
     ap.add_argument("--af-xdp", action="append", default=[],
                     help="NAME: run binary NAME's sink with AF_XDP receive (--netns)")
+    ap.add_argument("--floor", action="store_true",
+                    help="each round, the replay into a drop-only XDP program too (--netns)")
     a = ap.parse_args()
+    if a.floor and not a.netns:
+        sys.exit("--floor needs --netns (the drop program goes on the sink's veth)")
     if (a.xdp or a.af_xdp) and not a.netns:
         sys.exit("--xdp and --af-xdp need --netns (the program goes on the sink's veth)")
     bins = [b.split("=", 1) for b in a.bin] or [["after", "target/release/dta"]]
@@ -256,6 +321,9 @@ def main():
     net = Netns() if a.netns else None
     print(f"uptime: {os.getloadavg()}")
     results = {}
+    floors = {}
+    if a.floor:
+        subprocess.run(["sysctl", "-q", "-w", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         for run in range(a.runs):
             for rate in rates:
@@ -266,6 +334,10 @@ def main():
                                  net, name in a.xdp, name in a.af_xdp)
                     results.setdefault((rate, name), []).append(r)
                     print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
+                if a.floor:
+                    f = floor_once(net, pcap, rate, checker)
+                    floors.setdefault(rate, []).append(f)
+                    print(f"run {run} rate {rate} floor: {json.dumps(f)}", flush=True)
     finally:
         if net:
             net.close()
@@ -284,6 +356,11 @@ def main():
                   f"{med('cpu_s_per_m'):.2f} + {med('xdp_s_per_m'):.3f} = {total:.2f} | "
                   f"{med('fast'):,.0f} | {min(r['exact'] for r in rs):,} of {a.flows:,}"
                   f" | {min((r['paths'] or 0) for r in rs):,} |")
+        if rate in floors:
+            fs = floors[rate]
+            print(f"| {rate} | floor: XDP drop only | - | - | - | 0 + "
+                  f"{statistics.median(f['cpu_s_per_m'] for f in fs):.3f} | "
+                  f"{statistics.median(f['dropped'] for f in fs):,.0f} dropped | - | - |")
     subprocess.run(["rm", "-rf", work])
 
 

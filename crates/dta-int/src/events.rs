@@ -256,6 +256,80 @@ pub struct HopRecord {
     pub path_changes: u32,
 }
 
+/// The events store's list of flow summaries, after the event kinds' lists:
+/// `event_list_base + FLOW_SUMMARY_LIST` (written when the store has that list).
+pub const FLOW_SUMMARY_LIST: u32 = EventKind::ALL.len() as u32;
+/// The kind byte of a flow summary record (after the event kinds').
+pub const FLOW_SUMMARY_KIND: u8 = EventKind::ALL.len() as u8 + 1;
+
+/// A flow's summary, written to the events store when the flow leaves the FlowCache (idle,
+/// evicted or flushed): what `dta query int flows` lists, searches and ranks, and the network
+/// map is learned from. As an Append record (32 bytes, big-endian, the event record's frame):
+/// `last_ns u64 | flow [u8; 13] | 9 u8 | hops u8 | reserved u8 | packets u32 |
+/// path_latency u32` (the sum of the hops' average latencies, ns, saturating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FlowSummary {
+    /// The entry's index in its list; not stored in the record.
+    pub seq: u64,
+    pub last_ns: u64,
+    #[serde(serialize_with = "ser_flow")]
+    pub flow: [u8; FLOW_KEY_LEN],
+    pub hops: u8,
+    pub packets: u32,
+    pub path_latency: u32,
+}
+
+impl FlowSummary {
+    /// The summary of a flow record.
+    pub fn of(r: &FlowRecord) -> FlowSummary {
+        let latency: f64 = r
+            .hops
+            .iter()
+            .map(|h| {
+                h.avg_hop_latency
+                    .or(h.hop_latency.map(f64::from))
+                    .unwrap_or(0.0)
+            })
+            .sum();
+        FlowSummary {
+            seq: 0,
+            last_ns: r.last_ns,
+            flow: r.flow,
+            hops: r.hops.len().min(u8::MAX as usize) as u8,
+            packets: r.packets.min(u32::MAX as u64) as u32,
+            path_latency: latency.round().min(u32::MAX as f64) as u32,
+        }
+    }
+
+    /// The Append record.
+    pub fn encode(&self) -> [u8; EVENT_LEN] {
+        let mut r = [0u8; EVENT_LEN];
+        r[0..8].copy_from_slice(&self.last_ns.to_be_bytes());
+        r[8..21].copy_from_slice(&self.flow);
+        r[21] = FLOW_SUMMARY_KIND;
+        r[22] = self.hops;
+        r[24..28].copy_from_slice(&self.packets.to_be_bytes());
+        r[28..32].copy_from_slice(&self.path_latency.to_be_bytes());
+        r
+    }
+
+    /// Decode an Append record (`seq` is the entry's index in its list); `None` when it is
+    /// not a flow summary.
+    pub fn decode(r: &[u8], seq: u64) -> Option<FlowSummary> {
+        if r.len() != EVENT_LEN || r[21] != FLOW_SUMMARY_KIND {
+            return None;
+        }
+        Some(FlowSummary {
+            seq,
+            last_ns: u64::from_be_bytes(r[0..8].try_into().ok()?),
+            flow: r[8..21].try_into().ok()?,
+            hops: r[22],
+            packets: u32::from_be_bytes(r[24..28].try_into().ok()?),
+            path_latency: u32::from_be_bytes(r[28..32].try_into().ok()?),
+        })
+    }
+}
+
 /// A flow leaving the FlowCache.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowRecord {

@@ -23,7 +23,8 @@ pub mod sink;
 
 pub use cache::FlowCache;
 pub use events::{
-    flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, HopRecord, Notification,
+    flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, FlowSummary, HopRecord,
+    Notification,
     Subscription, ThresholdConfig, Thresholds,
 };
 pub use layout::{Buckets, Metric};

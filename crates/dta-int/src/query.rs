@@ -11,7 +11,7 @@ use dta_store::{
 };
 pub use dta_store::{WindowSel, WindowSpan};
 
-use crate::events::{flow_string, Event, EventKind};
+use crate::events::{flow_string, Event, EventKind, FlowSummary};
 use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -217,6 +217,297 @@ pub fn recent_events(
     all.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(b.seq.cmp(&a.seq)));
     all.truncate(max);
     Ok(all)
+}
+
+/// Most flow summaries a flows or network query reads (the newest), whatever it keeps.
+pub const MAX_FLOW_SCAN: usize = 16_384;
+
+/// Which flows [`flows`] keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowFilter {
+    /// Source or destination address in this prefix.
+    pub prefix: Option<dta_wire::prefix::Prefix>,
+    /// Source or destination port.
+    pub port: Option<u16>,
+    /// Through this switch (needs the paths store).
+    pub node: Option<u32>,
+    /// Seen at or after this time (Unix nanoseconds, the sink's clock).
+    pub since_ns: Option<u64>,
+}
+
+/// How [`flows`] ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowOrder {
+    /// The most recently seen first.
+    Recent,
+    /// The highest path latency first.
+    Latency,
+    /// The most packets first.
+    Packets,
+    /// The longest path first.
+    Hops,
+}
+
+impl FlowOrder {
+    pub fn parse(s: &str) -> Result<FlowOrder, String> {
+        match s {
+            "recent" => Ok(FlowOrder::Recent),
+            "latency" => Ok(FlowOrder::Latency),
+            "packets" => Ok(FlowOrder::Packets),
+            "hops" => Ok(FlowOrder::Hops),
+            _ => Err(format!(
+                "order {s:?}: expected recent, latency, packets or hops"
+            )),
+        }
+    }
+}
+
+/// A flow the sink knew: its latest summary and, with the paths store, its path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowInfo {
+    #[serde(flatten)]
+    pub summary: FlowSummary,
+    /// Node ids from the INT source; `None` without the paths store or when it has no answer.
+    pub path: Option<Vec<u32>>,
+}
+
+/// The newest flow summaries of the events store (list `list_base + FLOW_SUMMARY_LIST`), at
+/// most [`MAX_FLOW_SCAN`] read from its end, each flow once (its newest summary).
+fn latest_summaries(
+    events: &Region,
+    list_base: u32,
+    since_ns: Option<u64>,
+) -> Result<Vec<FlowSummary>, QueryError> {
+    expect(events, StoreKind::Append, "append")?;
+    let l = AppendLayout::new(events.header()).map_err(|e| layout_err(events, e))?;
+    let list = list_base + crate::events::FLOW_SUMMARY_LIST;
+    if list >= l.lists() {
+        return Err(QueryError::Store(
+            events.header().name.clone(),
+            format!(
+                "it has {} lists, and flow summaries are list {list}: give the events store \
+                 at least {} lists (the INT sink then writes them)",
+                l.lists(),
+                list + 1
+            ),
+        ));
+    }
+    let head = events
+        .mem()
+        .load_u64(l.head_offset(list))
+        .map_err(|e| layout_err(events, e))?;
+    let mut reader = ListReader::new(l.clone(), list, 0, 1)
+        .map_err(|e| layout_err(events, e))?
+        .with_tail(head.saturating_sub(MAX_FLOW_SCAN as u64));
+    let first = reader.tail();
+    let mut buf = Vec::new();
+    let polled = reader.poll(events.mem(), MAX_FLOW_SCAN, &mut buf);
+    let first = first + polled.missed;
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<FlowSummary> = buf
+        .chunks(l.entry_len())
+        .enumerate()
+        .filter_map(|(i, r)| FlowSummary::decode(r, first + i as u64))
+        .collect();
+    out.reverse();
+    out.retain(|f| since_ns.is_none_or(|t| f.last_ns >= t) && seen.insert(f.flow));
+    Ok(out)
+}
+
+/// "Which flows, which are the worst": the flows the sink summarised (newest first, each
+/// once), kept by `filter` and ranked by `order`, at most `max`; with the paths store, each
+/// with its path. The work is bounded by [`MAX_FLOW_SCAN`] summaries and as many path reads.
+pub fn flows(
+    events: &Region,
+    paths: Option<&Region>,
+    list_base: u32,
+    filter: &FlowFilter,
+    order: FlowOrder,
+    max: usize,
+) -> Result<Vec<FlowInfo>, QueryError> {
+    if filter.node.is_some() && paths.is_none() {
+        return Err(QueryError::Store(
+            events.header().name.clone(),
+            "a switch filter needs the paths store".into(),
+        ));
+    }
+    let addr = |k: &[u8; FLOW_KEY_LEN], at: usize| -> std::net::IpAddr {
+        std::net::Ipv4Addr::new(k[at], k[at + 1], k[at + 2], k[at + 3]).into()
+    };
+    let mut out = vec![];
+    for s in latest_summaries(events, list_base, filter.since_ns)? {
+        let k = &s.flow;
+        if filter
+            .prefix
+            .is_some_and(|p| !p.contains(addr(k, 0)) && !p.contains(addr(k, 4)))
+        {
+            continue;
+        }
+        let (sport, dport) = (
+            u16::from_be_bytes([k[8], k[9]]),
+            u16::from_be_bytes([k[10], k[11]]),
+        );
+        if filter.port.is_some_and(|p| p != sport && p != dport) {
+            continue;
+        }
+        let path = match paths {
+            Some(r) => {
+                let p = path(r, k, None)?;
+                (p.status == "found").then_some(p.path)
+            }
+            None => None,
+        };
+        if let Some(n) = filter.node {
+            if !path.as_ref().is_some_and(|p| p.contains(&n)) {
+                continue;
+            }
+        }
+        out.push(FlowInfo { summary: s, path });
+    }
+    match order {
+        FlowOrder::Recent => {}
+        FlowOrder::Latency => out.sort_by_key(|f| std::cmp::Reverse(f.summary.path_latency)),
+        FlowOrder::Packets => out.sort_by_key(|f| std::cmp::Reverse(f.summary.packets)),
+        FlowOrder::Hops => out.sort_by_key(|f| std::cmp::Reverse(f.summary.hops)),
+    }
+    out.truncate(max);
+    Ok(out)
+}
+
+/// A switch of the network map.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Switch {
+    pub node_id: u32,
+    /// Flows through it among those read.
+    pub flows: u64,
+    /// Its histograms over the windows read: samples, and the upper edge of the bucket
+    /// holding the median and the 99th percentile (log2 buckets; `None`: no samples).
+    pub queue_samples: u64,
+    pub queue_p50: Option<u64>,
+    pub queue_p99: Option<u64>,
+    pub latency_samples: u64,
+    pub latency_p50: Option<u64>,
+    pub latency_p99: Option<u64>,
+}
+
+/// A link of the network map: consecutive hops of a path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Link {
+    pub from: u32,
+    pub to: u32,
+    pub flows: u64,
+}
+
+/// The network map: switches (most congested first: the highest queue occupancy 99th
+/// percentile) and links, learned from the flows' paths.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Network {
+    pub switches: Vec<Switch>,
+    pub links: Vec<Link>,
+    /// Flows read.
+    pub flows: u64,
+    /// The histograms' windows (empty: a cumulative store).
+    pub windows: Vec<WindowSpan>,
+}
+
+/// Most switches of a network map (with their histograms read).
+pub const MAX_SWITCHES: usize = 1024;
+
+/// "Where is it congested": the switches and links of the paths of the flows the sink
+/// summarised (at most [`MAX_FLOW_SCAN`]), each switch with its queue occupancy and hop latency
+/// from the histogram store over `window` ([`histogram_in`]'s default: the current window).
+pub fn network(
+    events: &Region,
+    paths: &Region,
+    hist: &Region,
+    list_base: u32,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<Network, QueryError> {
+    let flows = flows(
+        events,
+        Some(paths),
+        list_base,
+        &FlowFilter::default(),
+        FlowOrder::Recent,
+        MAX_FLOW_SCAN,
+    )?;
+    let mut nodes: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut links: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+    for f in &flows {
+        let Some(p) = &f.path else { continue };
+        for &n in p {
+            *nodes.entry(n).or_default() += 1;
+        }
+        for w in p.windows(2) {
+            *links.entry((w[0], w[1])).or_default() += 1;
+        }
+    }
+    let mut windows = vec![];
+    let mut switches = vec![];
+    for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
+        let q = histogram_in(
+            hist,
+            node_id,
+            Metric::QueueOccupancy,
+            &Buckets::Log2,
+            None,
+            window,
+            now_ms,
+        )?;
+        let l = histogram_in(
+            hist,
+            node_id,
+            Metric::HopLatency,
+            &Buckets::Log2,
+            None,
+            window,
+            now_ms,
+        )?;
+        windows = q.windows.clone();
+        switches.push(Switch {
+            node_id,
+            flows: n,
+            queue_samples: q.total,
+            queue_p50: quantile(&q, 0.5),
+            queue_p99: quantile(&q, 0.99),
+            latency_samples: l.total,
+            latency_p50: quantile(&l, 0.5),
+            latency_p99: quantile(&l, 0.99),
+        });
+    }
+    switches.sort_by(|a, b| {
+        b.queue_p99
+            .cmp(&a.queue_p99)
+            .then(b.queue_samples.cmp(&a.queue_samples))
+            .then(a.node_id.cmp(&b.node_id))
+    });
+    Ok(Network {
+        switches,
+        links: links
+            .into_iter()
+            .map(|((from, to), flows)| Link { from, to, flows })
+            .collect(),
+        flows: flows.len() as u64,
+        windows,
+    })
+}
+
+/// The upper edge of the bucket holding quantile `q` of a histogram (the last bucket's lower
+/// edge when it is unbounded); `None` without samples.
+fn quantile(h: &HistogramResult, q: f64) -> Option<u64> {
+    if h.total == 0 {
+        return None;
+    }
+    let want = (h.total as f64 * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for b in &h.buckets {
+        seen += b.count;
+        if seen >= want {
+            return Some(b.hi.unwrap_or(b.lo));
+        }
+    }
+    h.buckets.last().map(|b| b.hi.unwrap_or(b.lo))
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

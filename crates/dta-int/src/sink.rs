@@ -35,11 +35,13 @@ use dta_wire::Report;
 use crate::cache::{seq_newer, FlowCache, FlowEntry, Pending, LATENCY, QUEUE, SEQ_MASK, UTIL};
 use crate::delta::HistDeltas;
 use crate::events::{
-    Event, EventBus, EventKind, EvictReason, FlowRecord, Notification, Subscription,
+    Event, EventBus, EventKind, EvictReason, FlowRecord, FlowSummary, Notification, Subscription,
     ThresholdConfig, Thresholds, HOP_NONE,
 };
 use crate::fast::{FastFlow, FastPath, FastThresholds, FAST_METRICS};
-use crate::layout::{encode_path, Buckets, Metric, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN};
+use crate::layout::{
+    encode_path, Buckets, Metric, EVENT_LEN, FLOW_KEY_LEN, MAX_PATH, PATH_DATA_LEN,
+};
 
 /// The `[int_sink]` configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,6 +244,9 @@ pub struct IntStats {
     pub fast_path_reports: AtomicU64,
     /// Flows the fast path could not take on (its table full): their reports stay the sink's.
     pub fast_path_full: AtomicU64,
+    /// Flow summaries not written: more flows left the FlowCache between two delta flushes
+    /// than are held.
+    pub flow_summaries_dropped: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -275,6 +280,7 @@ pub struct IntStatsSnapshot {
     pub recv_buffer_short: u64,
     pub fast_path_reports: u64,
     pub fast_path_full: u64,
+    pub flow_summaries_dropped: u64,
 }
 
 impl IntStats {
@@ -335,6 +341,7 @@ impl IntStats {
             recv_buffer_short: l(&self.recv_buffer_short),
             fast_path_reports: l(&self.fast_path_reports),
             fast_path_full: l(&self.fast_path_full),
+            flow_summaries_dropped: l(&self.flow_summaries_dropped),
         }
     }
 }
@@ -411,6 +418,8 @@ pub struct IntSink<S: Sinks> {
     dirty: Vec<u32>,
     /// Owed writes of flows evicted since the last delta flush.
     evicted: Vec<([u8; FLOW_KEY_LEN], Pending)>,
+    /// Summaries of flows evicted since the last delta flush.
+    summaries: Summaries,
     /// Scratch of the delta flush: `(seq, index)`.
     order: Vec<(u32, u32)>,
     hist: HistDeltas,
@@ -423,7 +432,13 @@ pub struct IntSink<S: Sinks> {
     fast_hist: Vec<(u32, u8, u8, u64)>,
 }
 
-fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason) {
+fn evicted(
+    bus: &mut EventBus,
+    stats: &IntStats,
+    summaries: &mut Summaries,
+    e: &FlowEntry,
+    why: EvictReason,
+) {
     add(
         match why {
             EvictReason::Idle => &stats.flows_idle,
@@ -432,8 +447,35 @@ fn evicted(bus: &mut EventBus, stats: &IntStats, e: &FlowEntry, why: EvictReason
         },
         1,
     );
-    if bus.active() {
-        bus.publish(&Notification::Flow(e.record(why)));
+    let wanted = summaries.list.is_some();
+    if bus.active() || wanted {
+        let record = e.record(why);
+        if wanted {
+            summaries.push(FlowSummary::of(&record).encode(), stats);
+        }
+        if bus.active() {
+            bus.publish(&Notification::Flow(record));
+        }
+    }
+}
+
+/// Flow summaries waiting to be written to the events store (at the next delta flush).
+struct Summaries {
+    /// Their Append list, when the events store has one for them.
+    list: Option<u32>,
+    pending: Vec<[u8; EVENT_LEN]>,
+}
+
+/// Most flow summaries held between two delta flushes; more are dropped and counted.
+const SUMMARIES_PENDING: usize = 1 << 16;
+
+impl Summaries {
+    fn push(&mut self, rec: [u8; EVENT_LEN], stats: &IntStats) {
+        if self.pending.len() < SUMMARIES_PENDING {
+            self.pending.push(rec);
+        } else {
+            add(&stats.flow_summaries_dropped, 1);
+        }
     }
 }
 
@@ -442,10 +484,20 @@ impl<S: Sinks> IntSink<S> {
     pub fn new(cfg: &IntSinkConfig, translator: Translator<S>) -> Result<Self, String> {
         cfg.validate()?;
         let cache = FlowCache::new(cfg.flow_capacity);
+        // Flow summaries go to the list after the event kinds', where the events store has it.
+        let summary_list = cfg.event_list_base + crate::events::FLOW_SUMMARY_LIST;
+        let summaries = Summaries {
+            list: translator
+                .append_lists()
+                .filter(|&lists| summary_list < lists)
+                .map(|_| summary_list),
+            pending: Vec::new(),
+        };
         let slots = cache.capacity() + EVICTED_PENDING;
         Ok(IntSink {
             dirty: Vec::with_capacity(slots),
             evicted: Vec::with_capacity(EVICTED_PENDING),
+            summaries,
             order: Vec::with_capacity(slots),
             hist: HistDeltas::new(cfg.hist_deltas, cfg.histogram.count()),
             last_delta_flush_ns: 0,
@@ -882,12 +934,13 @@ impl<S: Sinks> IntSink<S> {
         self.report_seq += 1;
         let md_postcards = path_len > 0 && self.cfg.md_postcards;
         {
-            let (cache, bus, stats, owed, fast) = (
+            let (cache, bus, stats, owed, fast, summaries) = (
                 &mut self.cache,
                 &mut self.bus,
                 &*self.stats,
                 &mut self.evicted,
                 &mut self.fast,
+                &mut self.summaries,
             );
             let (cfg, owed_seq) = (&self.cfg, self.report_seq);
             let idx = cache.entry_index(key, hash, now_ns, |i, old| {
@@ -895,7 +948,7 @@ impl<S: Sinks> IntSink<S> {
                 if let Some(f) = fast.as_deref_mut() {
                     fast_leave(f, cfg, stats, i, &mut old, owed_seq, now_ns);
                 }
-                evicted(bus, stats, &old, EvictReason::Capacity);
+                evicted(bus, stats, summaries, &old, EvictReason::Capacity);
                 if old.pending.dirty {
                     owed.push((old.key, old.pending));
                 }
@@ -1085,6 +1138,7 @@ impl<S: Sinks> IntSink<S> {
     /// aggregation), then the histogram sums.
     pub fn flush_deltas(&mut self, now_ns: u64) {
         self.last_delta_flush_ns = now_ns;
+        self.write_summaries(now_ns);
         self.drain_fast(now_ns);
         let mut order = std::mem::take(&mut self.order);
         order.clear();
@@ -1206,6 +1260,26 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
+    /// Write the flow summaries held ([`FlowSummary`]) to their list of the events store.
+    fn write_summaries(&mut self, now_ns: u64) {
+        let Some(list) = self.summaries.list else {
+            return;
+        };
+        let pending = std::mem::take(&mut self.summaries.pending);
+        for rec in &pending {
+            self.apply(
+                &Report::Append {
+                    list_id: list,
+                    data: rec,
+                    immediate: false,
+                },
+                now_ns,
+            );
+        }
+        self.summaries.pending = pending;
+        self.summaries.pending.clear();
+    }
+
     /// Run the timers: the delta flush (every `delta_flush_ms`), the aging of idle flows (at most
     /// every idle_timeout/4, after a delta flush) and the translator's.
     pub fn tick(&mut self, now_ns: u64) {
@@ -1238,12 +1312,13 @@ impl<S: Sinks> IntSink<S> {
     /// Evict the flows idle longer than `idle_ns` (all: `None`), emitting their records; what
     /// the fast path took of them is folded in first (its writes owed to the next delta flush).
     fn expire(&mut self, now_ns: u64, idle_ns: Option<u64>, why: EvictReason) {
-        let (bus, stats, owed, fast, cfg) = (
+        let (bus, stats, owed, fast, cfg, summaries) = (
             &mut self.bus,
             &*self.stats,
             &mut self.evicted,
             &mut self.fast,
             &self.cfg,
+            &mut self.summaries,
         );
         let seq = self.report_seq;
         self.cache.expire(now_ns, idle_ns, |i, e| {
@@ -1254,7 +1329,7 @@ impl<S: Sinks> IntSink<S> {
                     owed.push((e.key, e.pending));
                 }
             }
-            evicted(bus, stats, &e, why)
+            evicted(bus, stats, summaries, &e, why)
         });
     }
 

@@ -497,3 +497,157 @@ fn histogram_windows_close() {
     assert_eq!(all.total, 2 * first.total);
     assert_eq!(all.windows.len(), 2);
 }
+
+/// Discovery (docs/int-sink.md): with the events store's flow-summary list, every flow the
+/// sink flushed is listed once, ranked by packets and by path latency as the ground truth
+/// ranks them, found by prefix, port and switch; the network map has exactly the switches and
+/// links of the paths, each switch with its histogram's samples. Without the list, the query
+/// says what to configure.
+#[test]
+fn flows_and_the_network_map_are_found_without_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = store("events", "append");
+    events.lists = Some(16);
+    let stores = [
+        store("paths", "key-write"),
+        store("latency", "postcarding"),
+        events,
+        store("hist", "key-increment"),
+    ];
+    let collector = Collector::create(dir.path(), &stores, false).unwrap();
+    let r = |n: &str| collector.store(n).unwrap().region.clone();
+    let gen = GenConfig {
+        flows: 60,
+        reroute_prob: 0.0,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    let t = Translator::colocated(
+        &TranslatorConfig::default(),
+        collector.regions(),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    let mut sink = IntSink::new(&IntSinkConfig::default(), t).unwrap();
+    for p in &pkts {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    sink.flush(pkts.last().unwrap().time_ns);
+    // The truth: packets and path per flow.
+    let mut packets: HashMap<[u8; 13], u64> = HashMap::new();
+    let mut paths: HashMap<[u8; 13], Vec<u32>> = HashMap::new();
+    for p in &pkts {
+        *packets.entry(p.flow).or_default() += 1;
+        paths.insert(p.flow, p.hops.iter().map(|h| h.node_id).collect());
+    }
+    let (ev, pa, hi) = (r("events"), r("paths"), r("hist"));
+    let all = query::flows(
+        &ev,
+        Some(&pa),
+        0,
+        &Default::default(),
+        query::FlowOrder::Packets,
+        10_000,
+    )
+    .unwrap();
+    assert_eq!(all.len(), packets.len(), "every flow once");
+    for f in &all {
+        assert_eq!(f.summary.packets as u64, packets[&f.summary.flow]);
+        assert_eq!(f.path.as_ref(), Some(&paths[&f.summary.flow]));
+    }
+    let most = packets.values().max().unwrap();
+    assert_eq!(all[0].summary.packets as u64, *most);
+    assert!(all.windows(2).all(|w| w[0].summary.packets >= w[1].summary.packets));
+    let worst = query::flows(&ev, None, 0, &Default::default(), query::FlowOrder::Latency, 3)
+        .unwrap();
+    assert_eq!(worst.len(), 3);
+    let top_latency = all.iter().map(|f| f.summary.path_latency).max().unwrap();
+    assert_eq!(worst[0].summary.path_latency, top_latency);
+    assert!(worst[0].summary.path_latency > 0);
+    // Search: a switch, a port, a prefix.
+    let node = paths.values().next().unwrap()[2];
+    let through = query::flows(
+        &ev,
+        Some(&pa),
+        0,
+        &query::FlowFilter {
+            node: Some(node),
+            ..Default::default()
+        },
+        query::FlowOrder::Recent,
+        10_000,
+    )
+    .unwrap();
+    let want = paths.values().filter(|p| p.contains(&node)).count();
+    assert_eq!(through.len(), want);
+    assert!(query::flows(
+        &ev,
+        None,
+        0,
+        &query::FlowFilter {
+            node: Some(node),
+            ..Default::default()
+        },
+        query::FlowOrder::Recent,
+        1
+    )
+    .is_err());
+    let one = all[0].summary.flow;
+    let dport = u16::from_be_bytes([one[10], one[11]]);
+    let on_port = query::flows(
+        &ev,
+        None,
+        0,
+        &query::FlowFilter {
+            port: Some(dport),
+            ..Default::default()
+        },
+        query::FlowOrder::Recent,
+        10_000,
+    )
+    .unwrap();
+    assert!(on_port.iter().any(|f| f.summary.flow == one));
+    let src = format!("{}.{}.{}.{}/32", one[0], one[1], one[2], one[3]);
+    let from = query::flows(
+        &ev,
+        None,
+        0,
+        &query::FlowFilter {
+            prefix: Some(src.parse().unwrap()),
+            ..Default::default()
+        },
+        query::FlowOrder::Recent,
+        10_000,
+    )
+    .unwrap();
+    assert!(from.iter().all(|f| f.summary.flow[..4] == one[..4]));
+    assert!(from.iter().any(|f| f.summary.flow == one));
+    // The network map: the paths' switches and links, each switch with its samples.
+    let net = query::network(&ev, &pa, &hi, 0, None, 0).unwrap();
+    let nodes: std::collections::BTreeSet<u32> = paths.values().flatten().copied().collect();
+    let got: std::collections::BTreeSet<u32> = net.switches.iter().map(|s| s.node_id).collect();
+    assert_eq!(got, nodes);
+    let links: std::collections::BTreeSet<(u32, u32)> = paths
+        .values()
+        .flat_map(|p| p.windows(2).map(|w| (w[0], w[1])))
+        .collect();
+    let got: std::collections::BTreeSet<(u32, u32)> =
+        net.links.iter().map(|l| (l.from, l.to)).collect();
+    assert_eq!(got, links);
+    assert!(net.switches.iter().all(|s| s.queue_samples > 0));
+    assert!(net
+        .switches
+        .windows(2)
+        .all(|w| w[0].queue_p99 >= w[1].queue_p99));
+    // Without the flow-summary list, the answer says what to configure.
+    let e = query::flows(
+        &Env::new().collector.store("events").unwrap().region,
+        None,
+        0,
+        &Default::default(),
+        query::FlowOrder::Recent,
+        1,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at least 9 lists"), "{e}");
+}

@@ -7,6 +7,8 @@
 //! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
 //! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms` (Unix ms), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
+//! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `packets`, `hops`), `max` (default 20), `list_base` | `{"flows": [FlowInfo, ...]}` |
+//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default `events`, `paths`, `hist`), `window`, `list_base` | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
@@ -42,6 +44,8 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/int/hop-latency/:name", get(hop_latency))
         .route("/int/histogram/:name", get(histogram))
         .route("/int/events/:name", get(events))
+        .route("/int/flows/:name", get(flows))
+        .route("/int/network", get(network))
         .with_state(Int {
             c: collector,
             heavy: HeavySlots::default(),
@@ -150,6 +154,104 @@ async fn events(
             let events = query::recent_events(&*region(c, &name)?, list_base, &filter, max)
                 .map_err(int_err)?;
             served(c, &name, Events { events })
+        })
+        .await
+}
+
+/// The answer of `GET /int/flows/{store}`.
+#[derive(serde::Serialize)]
+struct Flows {
+    flows: Vec<query::FlowInfo>,
+}
+
+async fn flows(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<Flows>, ApiError> {
+    let p = Params::new(
+        &raw,
+        &[
+            "paths",
+            "prefix",
+            "port",
+            "node",
+            "since_ms",
+            "top",
+            "max",
+            "list_base",
+        ],
+    )?;
+    let filter = query::FlowFilter {
+        prefix: p
+            .raw("prefix")
+            .map(|x| x.parse().map_err(|e| bad(format!("prefix: {e}"))))
+            .transpose()?,
+        port: p.raw("port").map(|_| p.bounded("port", None, 0, u16::MAX)).transpose()?,
+        node: p.raw("node").map(|_| p.bounded("node", None, 0, u32::MAX)).transpose()?,
+        since_ns: p
+            .raw("since_ms")
+            .map(|_| p.bounded("since_ms", None, 0, u64::MAX / 1_000_000))
+            .transpose()?
+            .map(|ms| ms * 1_000_000),
+    };
+    let order = query::FlowOrder::parse(p.raw("top").unwrap_or("recent")).map_err(bad)?;
+    let max = p.bounded("max", Some(20), 1, query::MAX_FLOW_SCAN as u64)? as usize;
+    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
+    let paths = p.raw("paths").map(str::to_owned);
+    region(&s.c, &name)?;
+    if let Some(pn) = &paths {
+        region(&s.c, pn)?;
+    }
+    s.heavy
+        .run(&s.c, move |c| {
+            let pr = paths.as_deref().map(|n| region(c, n)).transpose()?;
+            let flows = query::flows(
+                &*region(c, &name)?,
+                pr.as_deref(),
+                list_base,
+                &filter,
+                order,
+                max,
+            )
+            .map_err(int_err)?;
+            served(c, &name, Flows { flows })
+        })
+        .await
+}
+
+async fn network(
+    State(s): State<Int>,
+    Raw(raw): Raw,
+) -> Result<Json<query::Network>, ApiError> {
+    let p = Params::new(&raw, &["events", "paths", "hist", "window", "list_base"])?;
+    let name = |k: &str, d: &str| p.raw(k).unwrap_or(d).to_owned();
+    let (events, paths, hist) = (
+        name("events", "events"),
+        name("paths", "paths"),
+        name("hist", "hist"),
+    );
+    let window = p
+        .raw("window")
+        .map(query::WindowSel::parse)
+        .transpose()
+        .map_err(bad)?;
+    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
+    for n in [&events, &paths, &hist] {
+        region(&s.c, n)?;
+    }
+    s.heavy
+        .run(&s.c, move |c| {
+            let answer = query::network(
+                &*region(c, &events)?,
+                &*region(c, &paths)?,
+                &*region(c, &hist)?,
+                list_base,
+                window,
+                dta_store::key_increment::unix_ms(),
+            )
+            .map_err(int_err)?;
+            served(c, &events, answer)
         })
         .await
 }

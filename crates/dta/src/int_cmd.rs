@@ -188,6 +188,59 @@ pub enum IntQuery {
         #[arg(long, default_value_t = 0)]
         list_base: u32,
     },
+    /// The flows the sink summarised (events store; with --paths, their paths): newest first,
+    /// or the worst by --top; searched by --prefix, --port, --node (needs --paths), --since-ms.
+    Flows {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        /// The paths store (Key-Write): each flow's path, and the --node filter.
+        #[arg(long)]
+        paths: Option<String>,
+        /// Source or destination address in this prefix (CIDR).
+        #[arg(long)]
+        prefix: Option<dta_wire::prefix::Prefix>,
+        /// Source or destination port.
+        #[arg(long)]
+        port: Option<u16>,
+        /// Through this switch (node id).
+        #[arg(long)]
+        node: Option<u32>,
+        /// Seen at or after this time (Unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<u64>,
+        /// recent (default), latency, packets or hops: the worst first.
+        #[arg(long, default_value = "recent", value_parser = query::FlowOrder::parse)]
+        top: query::FlowOrder,
+        /// At most this many flows (1..=16384).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=16384))]
+        max: u64,
+        /// The Append list of the first event kind ([sink] event_list_base).
+        #[arg(long, default_value_t = 0)]
+        list_base: u32,
+    },
+    /// The network map learned from the flows' paths: switches (most congested first, with
+    /// their queue occupancy and hop latency over the window) and links.
+    Network {
+        /// Region directory.
+        #[arg(long, default_value = "dta-regions")]
+        region_dir: PathBuf,
+        /// The events store (Append).
+        #[arg(long, default_value = "events")]
+        events: String,
+        /// The paths store (Key-Write).
+        #[arg(long, default_value = "paths")]
+        paths: String,
+        /// The histogram store (Key-Increment).
+        #[arg(long, default_value = "hist")]
+        hist: String,
+        /// The histograms' windows: current (default for a windowed store), all, last:5m,
+        /// at:UNIX_MS.
+        #[arg(long, value_parser = dta_int::query::WindowSel::parse)]
+        window: Option<dta_int::query::WindowSel>,
+        /// The Append list of the first event kind ([sink] event_list_base).
+        #[arg(long, default_value_t = 0)]
+        list_base: u32,
+    },
     /// Histogram of a metric at a switch (Key-Increment store).
     Histogram {
         #[command(flatten)]
@@ -266,6 +319,59 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                     .map(Notification::Event)
                     .collect();
             serde_json::to_value(evs)?
+        }
+        IntQuery::Flows {
+            sel,
+            paths,
+            prefix,
+            port,
+            node,
+            since_ms,
+            top,
+            max,
+            list_base,
+        } => {
+            let c = Collector::open_dir(&sel.region_dir, false)?;
+            let events = c.store(&sel.store)?.region.clone();
+            let paths = match &paths {
+                Some(p) => Some(c.store(p)?.region.clone()),
+                None => None,
+            };
+            let filter = query::FlowFilter {
+                prefix,
+                port,
+                node,
+                since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
+            };
+            serde_json::to_value(query::flows(
+                &events,
+                paths.as_deref(),
+                list_base,
+                &filter,
+                top,
+                max as usize,
+            )?)?
+        }
+        IntQuery::Network {
+            region_dir,
+            events,
+            paths,
+            hist,
+            window,
+            list_base,
+        } => {
+            let c = Collector::open_dir(&region_dir, false)?;
+            let r = |n: &str| -> anyhow::Result<Arc<dta_store::Region>> {
+                Ok(c.store(n)?.region.clone())
+            };
+            serde_json::to_value(query::network(
+                &*r(&events)?,
+                &*r(&paths)?,
+                &*r(&hist)?,
+                list_base,
+                window,
+                dta_store::key_increment::unix_ms(),
+            )?)?
         }
         IntQuery::Histogram {
             sel,

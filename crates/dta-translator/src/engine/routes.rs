@@ -230,6 +230,11 @@ impl<S: Sinks> Translator<S> {
         Ok(t)
     }
 
+    /// The lists of the Append store, if there is one.
+    pub fn append_lists(&self) -> Option<u32> {
+        self.append.as_ref().map(|r| r.layout.lists())
+    }
+
     /// Move every windowed Key-Increment store to the window of the wall clock (zeroing its
     /// table if this translator enters it first; dta_store::key_increment "Windows"). Called
     /// when built and at every tick: a window starts within a tick of its time.

@@ -246,7 +246,7 @@ key_len = 13
 [[store]]
 name = "events"
 kind = "append"
-lists = 8
+lists = 16
 capacity = 16384
 entry_len = 32
 batch = 16
