@@ -24,8 +24,7 @@ pub mod sink;
 pub use cache::FlowCache;
 pub use events::{
     flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, FlowSummary, HopRecord,
-    Notification,
-    Subscription, ThresholdConfig, Thresholds,
+    Notification, Subscription, ThresholdConfig, Thresholds,
 };
 pub use layout::{Buckets, Metric};
 pub use shard::{shard_of, SinkGroup};

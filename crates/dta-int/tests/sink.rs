@@ -557,9 +557,18 @@ fn flows_and_the_network_map_are_found_without_a_key() {
     }
     let most = packets.values().max().unwrap();
     assert_eq!(all[0].summary.packets as u64, *most);
-    assert!(all.windows(2).all(|w| w[0].summary.packets >= w[1].summary.packets));
-    let worst = query::flows(&ev, None, 0, &Default::default(), query::FlowOrder::Latency, 3)
-        .unwrap();
+    assert!(all
+        .windows(2)
+        .all(|w| w[0].summary.packets >= w[1].summary.packets));
+    let worst = query::flows(
+        &ev,
+        None,
+        0,
+        &Default::default(),
+        query::FlowOrder::Latency,
+        3,
+    )
+    .unwrap();
     assert_eq!(worst.len(), 3);
     let top_latency = all.iter().map(|f| f.summary.path_latency).max().unwrap();
     assert_eq!(worst[0].summary.path_latency, top_latency);

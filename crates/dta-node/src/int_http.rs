@@ -187,8 +187,14 @@ async fn flows(
             .raw("prefix")
             .map(|x| x.parse().map_err(|e| bad(format!("prefix: {e}"))))
             .transpose()?,
-        port: p.raw("port").map(|_| p.bounded("port", None, 0, u16::MAX)).transpose()?,
-        node: p.raw("node").map(|_| p.bounded("node", None, 0, u32::MAX)).transpose()?,
+        port: p
+            .raw("port")
+            .map(|_| p.bounded("port", None, 0, u16::MAX))
+            .transpose()?,
+        node: p
+            .raw("node")
+            .map(|_| p.bounded("node", None, 0, u32::MAX))
+            .transpose()?,
         since_ns: p
             .raw("since_ms")
             .map(|_| p.bounded("since_ms", None, 0, u64::MAX / 1_000_000))
@@ -220,12 +226,9 @@ async fn flows(
         .await
 }
 
-async fn network(
-    State(s): State<Int>,
-    Raw(raw): Raw,
-) -> Result<Json<query::Network>, ApiError> {
+async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Network>, ApiError> {
     let p = Params::new(&raw, &["events", "paths", "hist", "window", "list_base"])?;
-    let name = |k: &str, d: &str| p.raw(k).unwrap_or(d).to_owned();
+    let name = |k: &'static str, d: &str| p.raw(k).unwrap_or(d).to_owned();
     let (events, paths, hist) = (
         name("events", "events"),
         name("paths", "paths"),

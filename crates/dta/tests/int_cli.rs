@@ -587,6 +587,40 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
     assert!(body.contains("no window of this store matches"), "{body}");
     let (code, body) = get(&format!("/int/histogram/hist?node={first}&window=soon")).unwrap();
     assert_eq!(code, 400, "{body}");
+    // The worst flows, knowing no key: every flow of the trace once, the same both ways.
+    let flows = cli(&[
+        "flows", "--store", "events", "--paths", "paths", "--top", "packets", "--max", "100",
+    ])
+    .unwrap();
+    let flows = flows.as_array().unwrap();
+    assert_eq!(
+        flows.len(),
+        truth["flows"].as_array().unwrap().len(),
+        "{flows:?}"
+    );
+    let most = truth["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["packets"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(flows[0]["packets"].as_u64(), Some(most));
+    let (code, body) = get("/int/flows/events?paths=paths&top=packets&max=100").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let hf: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(hf["flows"].as_array().unwrap(), flows);
+    // The network map: the congested switch first, the same both ways.
+    let net = cli(&["network"]).unwrap();
+    let (code, body) = get("/int/network").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let hn: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(hn, net);
+    assert!(!net["switches"].as_array().unwrap().is_empty(), "{net}");
+    assert!(!net["links"].as_array().unwrap().is_empty(), "{net}");
+    let (code, body) = get("/int/flows/events?top=worst").unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("expected recent, latency"), "{body}");
     sigterm(&mut collector);
 }
 
