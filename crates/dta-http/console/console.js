@@ -7,6 +7,10 @@
 // How often the stores table and the peers' counters are refreshed (ms).
 const STORES_EVERY = 5000;
 const PEERS_EVERY = 5000;
+// The network overview: refresh interval (ms), worst flows and recent events shown.
+const NETWORK_EVERY = 5000;
+const NETWORK_FLOWS = 10;
+const NETWORK_EVENTS = 20;
 // The Append tail: entries asked per poll, entries kept on the page, poll interval (ms).
 const TAIL_MAX = 64;
 const TAIL_WINDOW = 200;
@@ -159,6 +163,9 @@ function fillSelects() {
   options($("i-paths"), of("KeyWrite"));
   options($("i-latency"), of("Postcarding"));
   options($("h-store"), of("KeyIncrement"));
+  options($("n-events"), of("Append"));
+  options($("n-paths"), of("KeyWrite"));
+  options($("n-hist"), of("KeyIncrement"));
 }
 
 // --- queries ---------------------------------------------------------------------------------
@@ -358,12 +365,93 @@ async function runHistogram() {
     if (!store) throw new Error("no Key-Increment store on this collector");
     const v = await api(query(`/int/histogram/${encodeURIComponent(store)}`, [
       ["node", $("h-node").value.trim()], ["metric", $("h-metric").value],
-      ["edges", $("h-edges").value.trim()],
+      ["edges", $("h-edges").value.trim()], ["window", $("h-window").value.trim()],
     ]));
     $("h-result").textContent = JSON.stringify(v, null, 2);
     bars(canvas, v.buckets.map((b) => String(b.lo)), v.buckets.map((b) => b.count), "");
   } catch (e) {
     showError("h-error", e);
+  }
+}
+
+// --- the network now --------------------------------------------------------------------------
+
+// A time in Unix nanoseconds (the sink's clock) as local hours, minutes and seconds.
+function fmtTime(ns) {
+  return new Date(ns / 1e6).toLocaleTimeString();
+}
+
+function fmtWindows(ws) {
+  if (!ws || ws.length === 0) return "histograms: since the store was created (no windows)";
+  const a = new Date(ws[0].start_ms), b = new Date(ws[ws.length - 1].end_ms);
+  const open = ws[ws.length - 1].open ? ", the last still open" : "";
+  return `histograms: ${ws.length} window(s), ${a.toLocaleTimeString()} to ${b.toLocaleTimeString()}${open}`;
+}
+
+// The switches (most congested first), the worst flows and the recent events: the answers of
+// GET /int/network, /int/flows and /int/events, as `dta query int network|flows|events` gives
+// them.
+async function refreshNetwork() {
+  const events = $("n-events").value, paths = $("n-paths").value, hist = $("n-hist").value;
+  if (!events || !paths || !hist) return;
+  const sw = $("n-switches").tBodies[0], fl = $("n-flows").tBodies[0];
+  const ev = $("n-events-list").tBodies[0];
+  try {
+    const net = await api(query("/int/network", [
+      ["events", events], ["paths", paths], ["hist", hist], ["window", $("n-window").value],
+    ]));
+    const flows = await api(query(`/int/flows/${encodeURIComponent(events)}`, [
+      ["paths", paths], ["top", $("n-top").value], ["max", NETWORK_FLOWS],
+    ]));
+    const recent = await api(query(`/int/events/${encodeURIComponent(events)}`, [
+      ["since_ms", Date.now() - 5 * 60 * 1000], ["max", NETWORK_EVENTS],
+    ]));
+    showError("n-error", null);
+    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}`;
+    clear(sw);
+    const n = (x) => (x === null || x === undefined ? "" : String(x));
+    for (const s of net.switches) {
+      const tr = document.createElement("tr");
+      cell(tr, String(s.node_id), "num");
+      cell(tr, String(s.flows), "num");
+      cell(tr, n(s.queue_p50), "num");
+      cell(tr, n(s.queue_p99), "num");
+      cell(tr, n(s.latency_p50), "num");
+      cell(tr, n(s.latency_p99), "num");
+      cell(tr, String(s.queue_samples), "num");
+      sw.appendChild(tr);
+    }
+    clear(fl);
+    for (const f of flows.flows) {
+      const tr = document.createElement("tr");
+      const a = cell(tr, f.flow);
+      a.className = "link";
+      a.addEventListener("click", () => {
+        $("i-paths").value = paths;
+        $("i-flow").value = f.flow;
+        runPath();
+        $("i-flow").scrollIntoView();
+      });
+      cell(tr, String(f.packets), "num");
+      cell(tr, String(f.path_latency), "num");
+      cell(tr, String(f.hops), "num");
+      cell(tr, f.path ? f.path.join(" → ") : "");
+      cell(tr, fmtTime(f.last_ns));
+      fl.appendChild(tr);
+    }
+    clear(ev);
+    for (const e of recent.events) {
+      const tr = document.createElement("tr");
+      cell(tr, fmtTime(e.time_ns));
+      cell(tr, e.kind);
+      cell(tr, e.flow);
+      cell(tr, e.hop === 255 ? "path" : String(e.hop), "num");
+      cell(tr, String(e.node_id), "num");
+      cell(tr, String(e.value), "num");
+      ev.appendChild(tr);
+    }
+  } catch (e) {
+    showError("n-error", e);
   }
 }
 
@@ -441,7 +529,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("t-stop").addEventListener("click", () => stopTail());
   $("i-run").addEventListener("click", runPath);
   $("h-run").addEventListener("click", runHistogram);
+  $("n-run").addEventListener("click", refreshNetwork);
   showKind();
   every(refreshStores, STORES_EVERY);
   every(refreshPeers, PEERS_EVERY);
+  every(refreshNetwork, NETWORK_EVERY);
 });

@@ -520,6 +520,47 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         assert_eq!(json_of(&got), hist_cli);
         let (_, _, px) = shot(&c, "h-chart", "int-histogram-chart").await;
         assert!(bar_pixels(&px) > 100, "the histogram chart has no bars");
+
+        // The network now, knowing no key: the most congested switch and the worst flow as
+        // `dta query int network` and `flows --top latency` give them; a click on the flow
+        // shows its path.
+        let net = cli(&["network"]);
+        let worst = cli(&[
+            "flows", "--store", "events", "--paths", "paths", "--top", "latency", "--max", "10",
+        ]);
+        select(&c, "n-events", "events").await;
+        select(&c, "n-paths", "paths").await;
+        select(&c, "n-hist", "hist").await;
+        click(&c, "n-run").await;
+        let congested = net["switches"][0]["node_id"].as_u64().unwrap().to_string();
+        let switches = text_when(&c, "n-switches", |t| t.lines().count() > 1).await;
+        let first_row = switches.lines().nth(1).unwrap_or_default();
+        assert_eq!(
+            first_row.split_whitespace().next(),
+            Some(congested.as_str()),
+            "{switches}\n{net}"
+        );
+        assert_eq!(
+            switches.lines().count() - 1,
+            net["switches"].as_array().unwrap().len()
+        );
+        let worst_flow = worst[0]["flow"].as_str().unwrap().to_owned();
+        let flows = text_when(&c, "n-flows", |t| t.lines().count() > 1).await;
+        let row = flows.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with(&worst_flow), "{flows}\n{worst}");
+        assert!(
+            row.contains(&worst[0]["path_latency"].to_string()),
+            "{row} {worst}"
+        );
+        c.find(Locator::Css("#n-flows tbody tr td.link"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let got = text_when(&c, "i-path", |t| t.contains(&worst_flow)).await;
+        assert_eq!(json_of(&got)["status"], "found");
+        shot(&c, "network", "int-network").await;
         save_page(&c, "int").await;
         c.close().await.unwrap();
     });
