@@ -15,7 +15,7 @@ use super::staging::Stage;
 use super::{allowed, Translator};
 use crate::reason::Reason;
 use crate::sinks::Sinks;
-use crate::stats::{add, Stats};
+use crate::stats::add;
 
 /// Reports hashed before their lines are written: every line of a block prefetched back to
 /// back, then written (at N = 2, 64 lines in flight, as the general path's stage).
@@ -95,18 +95,10 @@ impl<S: Sinks> Translator<S> {
             3 => key_write::<3>(route, mem, d),
             _ => key_write::<4>(route, mem, d),
         };
-        let written = d.len() as u64 - failed;
-        let ops = d.len() as u64 * n as u64;
-        self.sinks.issued(ops);
-        let count_failed = self.sinks.count(store, written * n as u64, 0).is_err();
-        let stats = &*self.stats;
-        add(
-            &stats.reports[Opcode::KeyWrite as usize - 1],
-            d.len() as u64,
-        );
-        add(&stats.writes, ops);
-        add(&stats.write_bytes, ops * route.layout.slot_len() as u64);
-        counted_failures(stats, failed + count_failed as u64);
+        let slot_len = route.layout.slot_len() as u64;
+        let ops = self.lean_count(Opcode::KeyWrite, store, d.len() as u64, n, failed, 0);
+        add(&self.stats.writes, ops);
+        add(&self.stats.write_bytes, ops * slot_len);
         Lean::Done
     }
 
@@ -139,26 +131,40 @@ impl<S: Sinks> Translator<S> {
             3 => key_increment::<3>(route, mem, d),
             _ => key_increment::<4>(route, mem, d),
         };
-        let written = d.len() as u64 - failed;
-        let ops = d.len() as u64 * n as u64;
-        self.sinks.issued(ops);
-        let count_failed = self.sinks.count(store, written * n as u64, added).is_err();
-        let stats = &*self.stats;
-        add(
-            &stats.reports[Opcode::KeyIncrement as usize - 1],
+        let ops = self.lean_count(
+            Opcode::KeyIncrement,
+            store,
             d.len() as u64,
+            n,
+            failed,
+            added,
         );
-        add(&stats.fetch_adds, ops);
-        counted_failures(stats, failed + count_failed as u64);
+        add(&self.stats.fetch_adds, ops);
         Lean::Done
     }
-}
 
-/// Reports whose memory operations failed are `sink_error` rejects, as on the general path.
-#[inline]
-fn counted_failures(stats: &Stats, failed: u64) {
-    if failed > 0 {
-        stats.reject_n(Reason::SinkError, failed);
+    /// Count a lean datagram of `reports` reports of `op` at N = `n` into `store`, `failed` of
+    /// which failed (`sink_error`, as on the general path), the others adding `added`: the
+    /// meter's operations, the store's live counters, the reports. Returns the operations.
+    fn lean_count(
+        &mut self,
+        op: Opcode,
+        store: usize,
+        reports: u64,
+        n: u8,
+        failed: u64,
+        added: u64,
+    ) -> u64 {
+        let ops = reports * n as u64;
+        self.sinks.issued(ops);
+        let written = (reports - failed) * n as u64;
+        let count_failed = self.sinks.count(store, written, added).is_err();
+        add(&self.stats.reports[op as usize - 1], reports);
+        let failed = failed + count_failed as u64;
+        if failed > 0 {
+            self.stats.reject_n(Reason::SinkError, failed);
+        }
+        ops
     }
 }
 
