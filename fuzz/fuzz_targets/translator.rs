@@ -31,7 +31,9 @@ fn regions() -> &'static Vec<Arc<Region>> {
         let specs = [
             ("kw", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 4, data_len: 4, hash: HashScheme::Prototype, redundancy: 4 })),
             ("kw13", StoreSpec::KeyWrite(KeyWriteSpec { slots: 64, key_len: 13, data_len: 8, hash: HashScheme::Native, redundancy: 4 })),
-            ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 4, hash: HashScheme::Native, redundancy: 2 })),
+            ("ki", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 4, hash: HashScheme::Native, redundancy: 2, windows: 0, window_ms: 0 })),
+            // Time windows: the writer moves between them at its tick.
+            ("kiw", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 6, hash: HashScheme::Native, redundancy: 2, windows: 2, window_ms: 100 })),
             ("pc", StoreSpec::Postcarding(PostcardingSpec { chunks: 16, hops: 5, slot_bits: 32, redundancy: 2, key_len: 4 })),
             ("ap", StoreSpec::Append(AppendSpec { lists: 3, capacity: 16, entry_len: 4, batch: 4 })),
             ("cm", StoreSpec::SketchMerge(SketchSpec { sketch_id: 1, kind: SketchKind::CountMin { rows: 2, columns: 4 }, reporters: 2, sync: Default::default() })),
