@@ -5,7 +5,7 @@
 //! allow-list, the redundancy, the counters; per report only the hash, the prefetch and the
 //! N memory operations remain ([DTA A.1] Algorithm 1, [DTA A.4] Algorithm 5). A datagram the
 //! lean path does not take goes the general way ([`super::staging`]) unchanged, so both paths
-//! leave the same bytes in the stores and the same counters (tested below).
+//! leave the same bytes in the stores and the same counters (`tests/batched.rs`).
 
 use dta_store::{RegionMem, MAX_REDUNDANCY};
 use dta_wire::{native, Opcode, Report};
