@@ -109,15 +109,21 @@ impl<'a> Params<'a> {
         Ok(v)
     }
 
+    /// An optional integer parameter: `None` when absent, else in `lo..=hi`.
+    pub fn optional<T>(&self, name: &'static str, lo: T, hi: T) -> Result<Option<T>, ParamError>
+    where
+        T: FromStr + Into<u64> + PartialOrd + Copy + std::fmt::Display,
+    {
+        match self.raw(name) {
+            None => Ok(None),
+            Some(_) => self.bounded(name, None, lo, hi).map(Some),
+        }
+    }
+
     /// `redundancy`: absent means the store's N (from its region header); present must be
     /// 1..=[`MAX_REDUNDANCY`] (the store then checks it against its own N).
     pub fn redundancy(&self) -> Result<Option<u8>, ParamError> {
-        match self.parse::<u8>("redundancy")? {
-            None => Ok(None),
-            Some(_) => self
-                .bounded("redundancy", None, 1, MAX_REDUNDANCY)
-                .map(Some),
-        }
+        self.optional("redundancy", 1, MAX_REDUNDANCY)
     }
 
     /// `threshold`: 1..=`redundancy` (the wire's maximum when the store's N is used), default 1.

@@ -68,6 +68,16 @@ impl EventKind {
     pub fn from_name(s: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.name() == s)
     }
+
+    /// [`EventKind::from_name`], or an error that lists the kinds.
+    pub fn parse(s: &str) -> Result<EventKind, String> {
+        EventKind::from_name(s.trim()).ok_or_else(|| {
+            format!(
+                "unknown event kind {s:?}: {}",
+                EventKind::ALL.map(|k| k.name()).join(", ")
+            )
+        })
+    }
 }
 
 /// Hop value meaning "the whole path" (end-to-end events) or "unknown" (drop reports).

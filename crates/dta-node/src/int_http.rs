@@ -103,6 +103,12 @@ async fn hop_latency(
         .await
 }
 
+/// `since_ms` (Unix milliseconds, optional) in nanoseconds, the sink's clock.
+fn since_ns(p: &Params) -> Result<Option<u64>, ApiError> {
+    Ok(p.optional("since_ms", 0, u64::MAX / 1_000_000)?
+        .map(|ms| ms * 1_000_000))
+}
+
 /// The answer of `GET /int/events/{store}`.
 #[derive(serde::Serialize)]
 struct Events {
@@ -123,28 +129,14 @@ async fn events(
         Some(k) => k
             .split(',')
             .take(dta_int::EventKind::ALL.len() + 1)
-            .map(|x| {
-                dta_int::EventKind::from_name(x.trim()).ok_or_else(|| {
-                    bad(format!(
-                        "unknown event kind {x:?}: {}",
-                        dta_int::EventKind::ALL.map(|k| k.name()).join(", ")
-                    ))
-                })
-            })
+            .map(|x| dta_int::EventKind::parse(x).map_err(bad))
             .collect::<Result<Vec<_>, _>>()?,
     };
     let filter = query::EventFilter {
         kinds,
-        node: p
-            .raw("node")
-            .map(|_| p.bounded("node", None, 0, u32::MAX))
-            .transpose()?,
+        node: p.optional("node", 0, u32::MAX)?,
         flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
-        since_ns: p
-            .raw("since_ms")
-            .map(|_| p.bounded("since_ms", None, 0, u64::MAX / 1_000_000))
-            .transpose()?
-            .map(|ms| ms * 1_000_000),
+        since_ns: since_ns(&p)?,
     };
     let max = p.bounded("max", Some(100), 1, query::MAX_EVENTS as u64)? as usize;
     let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
@@ -187,19 +179,9 @@ async fn flows(
             .raw("prefix")
             .map(|x| x.parse().map_err(|e| bad(format!("prefix: {e}"))))
             .transpose()?,
-        port: p
-            .raw("port")
-            .map(|_| p.bounded("port", None, 0, u16::MAX))
-            .transpose()?,
-        node: p
-            .raw("node")
-            .map(|_| p.bounded("node", None, 0, u32::MAX))
-            .transpose()?,
-        since_ns: p
-            .raw("since_ms")
-            .map(|_| p.bounded("since_ms", None, 0, u64::MAX / 1_000_000))
-            .transpose()?
-            .map(|ms| ms * 1_000_000),
+        port: p.optional("port", 0, u16::MAX)?,
+        node: p.optional("node", 0, u32::MAX)?,
+        since_ns: since_ns(&p)?,
     };
     let order = query::FlowOrder::parse(p.raw("top").unwrap_or("recent")).map_err(bad)?;
     let max = p.bounded("max", Some(20), 1, query::MAX_FLOW_SCAN as u64)? as usize;

@@ -170,8 +170,8 @@ pub enum IntQuery {
         sel: IntStoreArgs,
         /// Event kinds, comma-separated: hop_latency, queue_occupancy, egress_tx_util,
         /// path_latency, path_change, latency_change, queue_change, drop (default: all).
-        #[arg(long, value_delimiter = ',')]
-        kind: Vec<String>,
+        #[arg(long, value_delimiter = ',', value_parser = EventKind::parse)]
+        kind: Vec<EventKind>,
         /// Only events at this switch (node id).
         #[arg(long)]
         node: Option<u32>,
@@ -296,19 +296,8 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             max,
             list_base,
         } => {
-            let kinds = kind
-                .iter()
-                .map(|k| {
-                    EventKind::from_name(k).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "unknown event kind {k:?}: {}",
-                            EventKind::ALL.map(|k| k.name()).join(", ")
-                        )
-                    })
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
             let filter = query::EventFilter {
-                kinds,
+                kinds: kind,
                 node,
                 flow: flow.as_deref().map(query::parse_flow).transpose()?,
                 since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
