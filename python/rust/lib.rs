@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 mod cluster;
+mod int;
 mod region;
 mod sketch;
 mod watch;
@@ -876,5 +877,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::cluster_score, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::cluster_owner, m)?)?;
     region::register(m)?;
+    int::register(m)?;
     Ok(())
 }

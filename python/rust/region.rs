@@ -24,7 +24,7 @@ create_exception!(
      the store's layout rejects; `reason` names the cause."
 );
 
-fn region_err(py: Python<'_>, reason: &str, message: String) -> PyErr {
+pub(crate) fn region_err(py: Python<'_>, reason: &str, message: String) -> PyErr {
     let err = RegionError::new_err(format!("{reason}: {message}"));
     let _ = err.value(py).setattr("reason", reason);
     err
@@ -63,7 +63,7 @@ fn apply_err(py: Python<'_>, e: dta_store::ApplyError) -> PyErr {
 }
 
 /// A serialisable answer field as a Python dict.
-fn to_py<'py>(
+pub(crate) fn to_py<'py>(
     py: Python<'py>,
     v: serde_json::Result<serde_json::Value>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -129,6 +129,11 @@ pub(crate) struct Region {
 }
 
 impl Region {
+    /// The mapped region, for the INT queries (`crate::int`).
+    pub(crate) fn inner(&self) -> &dta_store::Region {
+        &self.region
+    }
+
     fn wrap(region: dta_store::Region) -> Self {
         Region {
             region,

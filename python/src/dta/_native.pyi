@@ -207,3 +207,40 @@ class ClusterMap:
     def owners_during_change(self, store: str, key: bytes) -> list[str]: ...
     def list_owners_during_change(self, store: str, list_id: int) -> list[str]: ...
     def store_for(self, kind: str, key_len: int = 4, sketch_id: Optional[int] = None) -> str: ...
+
+def int_path(paths: Region, flow: str, redundancy: Optional[int] = None) -> dict[str, Any]: ...
+def int_events(
+    events: Region,
+    kinds: Optional[list[str]] = None,
+    node: Optional[int] = None,
+    flow: Optional[str] = None,
+    since_ms: Optional[int] = None,
+    max: int = 100,
+    list_base: int = 0,
+) -> list[dict[str, Any]]: ...
+def int_flows(
+    events: Region,
+    paths: Optional[Region] = None,
+    prefix: Optional[str] = None,
+    port: Optional[int] = None,
+    node: Optional[int] = None,
+    since_ms: Optional[int] = None,
+    top: str = "recent",
+    max: int = 20,
+    list_base: int = 0,
+) -> list[dict[str, Any]]: ...
+def int_network(
+    events: Region,
+    paths: Region,
+    hist: Region,
+    window: Optional[str] = None,
+    list_base: int = 0,
+) -> dict[str, Any]: ...
+def int_histogram(
+    hist: Region,
+    node: int,
+    metric: str = "queue_occupancy",
+    edges: Optional[list[int]] = None,
+    redundancy: Optional[int] = None,
+    window: Optional[str] = None,
+) -> dict[str, Any]: ...

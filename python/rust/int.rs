@@ -1,0 +1,214 @@
+//! The INT sink's queries over its stores (`dta-int`'s `query`): a flow's path, recent events,
+//! the flows the sink summarised, the network map and a switch's histogram. Each takes the
+//! opened `Region`s and answers what `GET /int/...` and `dta query int ...` answer for the same
+//! question (`docs/int-sink.md`, "Queries"), as dicts and lists.
+
+use dta_int::layout::{Buckets, Metric};
+use dta_int::query::{self, EventFilter, FlowFilter, FlowOrder, WindowSel};
+use pyo3::prelude::*;
+
+use crate::region::{region_err, to_py, Region};
+
+fn query_err(py: Python<'_>, e: query::QueryError) -> PyErr {
+    let reason = match e {
+        query::QueryError::WrongKind(..) => "wrong_kind",
+        query::QueryError::Store(..) => "store",
+        query::QueryError::BadFlow(..) => "bad_flow",
+    };
+    region_err(py, reason, e.to_string())
+}
+
+fn flow_key(py: Python<'_>, flow: &str) -> PyResult<[u8; dta_int::layout::FLOW_KEY_LEN]> {
+    query::parse_flow(flow).map_err(|e| query_err(py, e))
+}
+
+fn window(py: Python<'_>, w: Option<&str>) -> PyResult<Option<WindowSel>> {
+    w.map(WindowSel::parse)
+        .transpose()
+        .map_err(|m| region_err(py, "bad_window", m))
+}
+
+fn since_ns(since_ms: Option<u64>) -> Option<u64> {
+    since_ms.map(|ms| ms.saturating_mul(1_000_000))
+}
+
+/// A flow's path from the Key-Write store of paths: `{"flow", "status", "path", ...}` as
+/// `GET /int/path/{store}?flow=` answers. `flow` is `SRC:SPORT-DST:DPORT/PROTO`.
+#[pyfunction]
+#[pyo3(signature = (paths, flow, redundancy=None))]
+pub(crate) fn int_path<'py>(
+    py: Python<'py>,
+    paths: &Region,
+    flow: &str,
+    redundancy: Option<u8>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let key = flow_key(py, flow)?;
+    let r = query::path(paths.inner(), &key, redundancy).map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
+/// The newest events of the events store (Append), decoded, newest first: every kind unless
+/// `kinds` names some (`"hop_latency"`, `"path_change"`, ...), at switch `node`, of `flow`,
+/// since `since_ms` (Unix milliseconds); at most `max` (1..=4096). The `events` list of
+/// `GET /int/events/{store}`.
+#[pyfunction]
+#[pyo3(signature = (events, kinds=None, node=None, flow=None, since_ms=None, max=100, list_base=0))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn int_events<'py>(
+    py: Python<'py>,
+    events: &Region,
+    kinds: Option<Vec<String>>,
+    node: Option<u32>,
+    flow: Option<&str>,
+    since_ms: Option<u64>,
+    max: usize,
+    list_base: u32,
+) -> PyResult<Bound<'py, PyAny>> {
+    if !(1..=query::MAX_EVENTS).contains(&max) {
+        return Err(region_err(
+            py,
+            "bad_max",
+            format!("max {max}: expected 1..={}", query::MAX_EVENTS),
+        ));
+    }
+    let filter = EventFilter {
+        kinds: kinds
+            .unwrap_or_default()
+            .iter()
+            .map(|k| dta_int::EventKind::parse(k))
+            .collect::<Result<_, _>>()
+            .map_err(|m| region_err(py, "bad_kind", m))?,
+        node,
+        flow: flow.map(|f| flow_key(py, f)).transpose()?,
+        since_ns: since_ns(since_ms),
+    };
+    let r = query::recent_events(events.inner(), list_base, &filter, max)
+        .map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
+/// The flows the INT sink summarised (events store; with `paths`, each flow's path): newest
+/// first, or the worst first by `top` (`"latency"`, `"packets"`, `"hops"`); kept by `prefix`
+/// (CIDR, source or destination), `port`, `node` (needs `paths`) and `since_ms`; at most `max`.
+/// The `flows` list of `GET /int/flows/{store}`.
+#[pyfunction]
+#[pyo3(signature = (events, paths=None, prefix=None, port=None, node=None, since_ms=None,
+    top="recent", max=20, list_base=0))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn int_flows<'py>(
+    py: Python<'py>,
+    events: &Region,
+    paths: Option<PyRef<'py, Region>>,
+    prefix: Option<&str>,
+    port: Option<u16>,
+    node: Option<u32>,
+    since_ms: Option<u64>,
+    top: &str,
+    max: usize,
+    list_base: u32,
+) -> PyResult<Bound<'py, PyAny>> {
+    if !(1..=query::MAX_FLOW_SCAN).contains(&max) {
+        return Err(region_err(
+            py,
+            "bad_max",
+            format!("max {max}: expected 1..={}", query::MAX_FLOW_SCAN),
+        ));
+    }
+    let filter = FlowFilter {
+        prefix: prefix
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| region_err(py, "bad_prefix", format!("prefix: {e}")))?,
+        port,
+        node,
+        since_ns: since_ns(since_ms),
+    };
+    let order = FlowOrder::parse(top).map_err(|m| region_err(py, "bad_order", m))?;
+    let r = query::flows(
+        events.inner(),
+        paths.as_ref().map(|p| p.inner()),
+        list_base,
+        &filter,
+        order,
+        max,
+    )
+    .map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
+/// The network map learned from the flows' paths: `{"switches"` (most congested first, with
+/// their queue occupancy and hop latency over `window`), `"links", "flows", "windows"}`, as
+/// `GET /int/network` answers. `window`: `"current"` (the default), `"all"`, `"last:5m"`,
+/// `"at:UNIX_MS"`.
+#[pyfunction]
+#[pyo3(signature = (events, paths, hist, window=None, list_base=0))]
+pub(crate) fn int_network<'py>(
+    py: Python<'py>,
+    events: &Region,
+    paths: &Region,
+    hist: &Region,
+    window: Option<&str>,
+    list_base: u32,
+) -> PyResult<Bound<'py, PyAny>> {
+    let w = self::window(py, window)?;
+    let r = query::network(
+        events.inner(),
+        paths.inner(),
+        hist.inner(),
+        list_base,
+        w,
+        dta_store::key_increment::unix_ms(),
+    )
+    .map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
+/// A switch's histogram of `metric` (`"queue_occupancy"`, `"hop_latency"`,
+/// `"egress_tx_util"`) from the Key-Increment store: log2 buckets, or the sink's `edges`; over
+/// `window` (as `int_network`). `{"node_id", "metric", "buckets": [{"lo", "hi", "count"}],
+/// "total", "windows"}`, as `GET /int/histogram/{store}` answers.
+#[pyfunction]
+#[pyo3(signature = (hist, node, metric="queue_occupancy", edges=None, redundancy=None, window=None))]
+pub(crate) fn int_histogram<'py>(
+    py: Python<'py>,
+    hist: &Region,
+    node: u32,
+    metric: &str,
+    edges: Option<Vec<u32>>,
+    redundancy: Option<u8>,
+    window: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let m = Metric::from_name(metric).ok_or_else(|| {
+        region_err(
+            py,
+            "bad_metric",
+            format!("unknown metric {metric:?}: hop_latency, queue_occupancy or egress_tx_util"),
+        )
+    })?;
+    let b = match edges {
+        Some(e) if !e.is_empty() => Buckets::Edges(e),
+        _ => Buckets::Log2,
+    };
+    b.validate().map_err(|m| region_err(py, "bad_edges", m))?;
+    let w = self::window(py, window)?;
+    let r = query::histogram_in(
+        hist.inner(),
+        node,
+        m,
+        &b,
+        redundancy,
+        w,
+        dta_store::key_increment::unix_ms(),
+    )
+    .map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(int_path, m)?)?;
+    m.add_function(wrap_pyfunction!(int_events, m)?)?;
+    m.add_function(wrap_pyfunction!(int_flows, m)?)?;
+    m.add_function(wrap_pyfunction!(int_network, m)?)?;
+    m.add_function(wrap_pyfunction!(int_histogram, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+"""The INT queries from Python answer what the CLI and the HTTP API answer for the same question.
+
+An INT sink from examples/int-sink.toml (free port, temporary region directory) receives a trace
+`dta pcap gen` wrote; once it has stopped, a collector over the same directory serves the HTTP
+API, and `dta.int_*` read the regions themselves. No key is known in advance: the flows are found
+by the questions an operator asks (the worst flows, the congested switch, recent events).
+"""
+
+import json
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import dta
+from dta_stack import REPO, _free_port, _replace, _wait_for, dta_binary, udp_port_bound
+
+EXAMPLE = REPO / "examples" / "int-sink.toml"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    """(region dir, HTTP address, cli(args) -> JSON, http(path) -> (status, JSON))."""
+    tmp = tmp_path_factory.mktemp("int")
+    binary = dta_binary()
+    regions = tmp / "regions"
+    port = _free_port(socket.SOCK_DGRAM)
+    http = f"127.0.0.1:{_free_port(socket.SOCK_STREAM)}"
+    text = EXAMPLE.read_text()
+    text = _replace(text, 'region_dir = "int-regions"', f'region_dir = "{regions}"')
+    text = _replace(text, "127.0.0.1:32766", f"127.0.0.1:{port}")
+    # Every queue occupancy above 1 is an event.
+    text = _replace(text, "[sink]\n", "[sink]\nthresholds = { queue_occupancy = 1 }\n")
+    config = tmp / "int.toml"
+    config.write_text(text)
+    # The collector serving the same regions: the sink's stores, its own HTTP address.
+    stores = text[text.index("[[store]]"):]
+    served = tmp / "collector.toml"
+    served.write_text(f'region_dir = "{regions}"\n[collector]\nhttp = "{http}"\n{stores}')
+    gen = subprocess.run([binary, "pcap", "gen", "--flows", "12", "--seed", "7",
+                          "--out", tmp / "trace.pcap"], capture_output=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    sink = subprocess.Popen([binary, "int-sink", "--config", config],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [sink]
+    try:
+        _wait_for("the sink's port", lambda: udp_port_bound(port))
+        rep = subprocess.run([binary, "pcap", "replay", "--to", f"127.0.0.1:{port}",
+                              tmp / "trace.pcap"], capture_output=True, timeout=120)
+        assert rep.returncode == 0, rep.stderr
+        time.sleep(0.3)
+        sink.send_signal(signal.SIGTERM)
+        assert sink.wait(timeout=60) == 0
+        collector = subprocess.Popen([binary, "collector", "--config", served],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(collector)
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://{http}{path}", timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        def healthy():
+            try:
+                with urllib.request.urlopen(f"http://{http}/healthz", timeout=10) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        _wait_for("the collector's API", healthy)
+
+        def cli(*args):
+            p = subprocess.run([binary, "query", "int", *args, "--region-dir", regions],
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            return json.loads(p.stdout)
+
+        truth = json.loads((tmp / "trace.json").read_text())
+        yield regions, cli, get, truth
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def region(regions, name):
+    return dta.Region(regions / f"{name}.region")
+
+
+def test_worst_flows_agree(replayed):
+    regions, cli, get, truth = replayed
+    events, paths = region(regions, "events"), region(regions, "paths")
+    py = dta.int_flows(events, paths=paths, top="latency", max=100)
+    assert len(py) == len(truth["flows"])
+    assert py == cli("flows", "--store", "events", "--paths", "paths", "--top", "latency",
+                     "--max", "100")
+    status, body = get("/int/flows/events?paths=paths&top=latency&max=100")
+    assert status == 200 and body["flows"] == py
+    latencies = [f["path_latency"] for f in py]
+    assert latencies == sorted(latencies, reverse=True)
+    # Each flow's path is the one the trace took, found without knowing a key beforehand.
+    by_flow = {f["flow"]: f for f in py}
+    for f in truth["flows"]:
+        assert by_flow[f["flow"]]["path"] == f["path"], f["flow"]
+    # Searched by a switch on the worst flow's path, and by port.
+    node = py[0]["path"][0]
+    through = dta.int_flows(events, paths=paths, node=node, max=100)
+    assert through and all(node in f["path"] for f in through)
+    port = int(py[0]["flow"].split("-")[1].split(":")[1].split("/")[0])
+    assert py[0]["flow"] in [f["flow"] for f in dta.int_flows(events, port=port, max=100)]
+
+
+def test_network_and_histogram_agree(replayed):
+    regions, cli, get, _ = replayed
+    events, paths, hist = (region(regions, n) for n in ("events", "paths", "hist"))
+    # Every window held: the current one may have just begun (the example's are 10 s wide).
+    net = dta.int_network(events, paths, hist, window="all")
+    assert net == cli("network", "--window", "all")
+    status, body = get("/int/network?window=all")
+    assert status == 200 and body == net
+    assert net["switches"] and net["links"]
+    assert net["windows"] and net["windows"][-1]["open"]
+    worst = net["switches"][0]["node_id"]
+    h = dta.int_histogram(hist, worst, metric="queue_occupancy", window="all")
+    assert h == cli("histogram", "--store", "hist", "--node", str(worst), "--window", "all")
+    assert h["total"] == net["switches"][0]["queue_samples"] > 0
+    status, body = get(f"/int/histogram/hist?node={worst}&window=all")
+    assert status == 200 and body == h
+
+
+def test_recent_events_agree(replayed):
+    regions, cli, get, _ = replayed
+    events = region(regions, "events")
+    py = dta.int_events(events, max=30)
+    assert py
+    since = int(time.time() * 1000) - 5 * 60 * 1000
+    last5 = dta.int_events(events, since_ms=since, max=30)
+    assert last5 == py
+    strip = [{k: v for k, v in e.items() if k != "type"}
+             for e in cli("events", "--store", "events", "--max", "30")]
+    assert py == strip
+    status, body = get("/int/events/events?max=30")
+    assert status == 200 and body["events"] == py
+    times = [e["time_ns"] for e in py]
+    assert times == sorted(times, reverse=True)
+    node = py[0]["node_id"]
+    assert all(e["node_id"] == node for e in dta.int_events(events, node=node))
+
+
+def test_the_path_of_a_found_flow(replayed):
+    regions, cli, get, truth = replayed
+    paths = region(regions, "paths")
+    flow = truth["flows"][0]["flow"]
+    p = dta.int_path(paths, flow)
+    assert p["status"] == "found" and p["path"] == truth["flows"][0]["path"]
+    assert p == cli("path", "--store", "paths", "--flow", flow)
+
+
+def test_questions_that_cannot_be_answered_raise(replayed):
+    regions, _, get, _ = replayed
+    events, hist = region(regions, "events"), region(regions, "hist")
+    with pytest.raises(dta.RegionError, match="no window of this store matches"):
+        dta.int_histogram(hist, 1, window="at:1000")
+    with pytest.raises(dta.RegionError, match="expected recent, latency"):
+        dta.int_flows(events, top="worst")
+    with pytest.raises(dta.RegionError, match="unknown event kind"):
+        dta.int_events(events, kinds=["flood"])
+    with pytest.raises(dta.RegionError, match="not a key-increment|not a Key-Increment"):
+        dta.int_histogram(events, 1)
+    with pytest.raises(dta.RegionError, match="switch filter needs the paths store"):
+        dta.int_flows(events, node=1)
+    with pytest.raises(dta.RegionError, match="max"):
+        dta.int_events(events, max=0)
