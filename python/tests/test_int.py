@@ -179,3 +179,17 @@ def test_questions_that_cannot_be_answered_raise(replayed):
         dta.int_flows(events, node=1)
     with pytest.raises(dta.RegionError, match="max"):
         dta.int_events(events, max=0)
+
+
+def test_the_documented_example_runs_verbatim(replayed, tmp_path, monkeypatch):
+    """docs/int-sink.md's Python example, run as written beside an `int-regions` directory."""
+    regions, *_ = replayed
+    text = (REPO / "docs" / "int-sink.md").read_text()
+    start = text.index("```python\nimport time\nimport dta\n") + len("```python\n")
+    code = text[start:text.index("```", start)]
+    (tmp_path / "int-regions").symlink_to(regions)
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(code, "docs/int-sink.md", "exec"), scope)
+    assert scope["worst"] and scope["p"]["status"] == "found"
+    assert scope["net"]["switches"]
