@@ -647,6 +647,32 @@ pub async fn serve_router(
     dta_http::serve(listener, routes, opts, shutdown).await
 }
 
+/// What the web console of `collector` shows beside the API: the counters of `peers`, the
+/// fill of its stores over time, and with a cluster map every collector's readiness.
+pub fn console_options(
+    collector: &Arc<Collector>,
+    cluster: Option<&ClusterQuery>,
+    peers: Vec<dta_http::console::Peer>,
+    token: Option<dta_http::Token>,
+) -> dta_http::console::Options {
+    let c = collector.clone();
+    dta_http::console::Options {
+        peers,
+        members: cluster.map_or_else(Vec::new, |q| {
+            q.map()
+                .collectors
+                .iter()
+                .map(|m| dta_http::console::Member {
+                    name: m.name.clone(),
+                    http: m.http,
+                })
+                .collect()
+        }),
+        local: Some(Arc::new(move || crate::metrics::encode(c.clone()))),
+        token,
+    }
+}
+
 /// [`serve_with`], with the `/cluster/...` routes over `cluster` when given.
 pub async fn serve_cluster(
     collector: Arc<Collector>,
@@ -655,7 +681,12 @@ pub async fn serve_cluster(
     opts: dta_http::ServerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let console = dta_http::console::router(vec![], opts.token.clone());
+    let console = dta_http::console::router(console_options(
+        &collector,
+        cluster.as_deref(),
+        vec![],
+        opts.token.clone(),
+    ));
     serve_router(
         router_with(collector, cluster).merge(console),
         addr,

@@ -11,6 +11,8 @@ const PEERS_EVERY = 5000;
 const NETWORK_EVERY = 5000;
 const NETWORK_FLOWS = 10;
 const NETWORK_EVENTS = 20;
+// The overview: how often the history is asked for its new points (ms).
+const HISTORY_EVERY = 2000;
 // The Append tail: entries asked per poll, entries kept on the page, poll interval (ms).
 const TAIL_MAX = 64;
 const TAIL_WINDOW = 200;
@@ -278,42 +280,78 @@ async function startTail() {
 
 // --- charts ----------------------------------------------------------------------------------
 
+// A number with an SI suffix: 1500 -> "1.5k", 2097152 -> "2.1M".
+function fmtNum(v) {
+  if (v === null || v === undefined) return "";
+  const a = Math.abs(v);
+  for (const [d, u] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (a >= d) return `${+(v / d).toFixed(a / d >= 100 ? 0 : 1)}${u}`;
+  }
+  if (a === 0 || a >= 100) return String(Math.round(v));
+  return String(+v.toFixed(a >= 10 ? 1 : 2));
+}
+
+// A tick step of about `raw`: 1, 2 or 5 times a power of ten.
+function niceStep(raw) {
+  if (!(raw > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const f = raw / p;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+}
+
 // A bar chart of `values` labelled `labels` on `canvas`, drawn by hand (no chart library: the
-// page loads nothing from elsewhere).
-function bars(canvas, labels, values, unit) {
+// page loads nothing from elsewhere). A label is drawn only where it does not overlap the one
+// before it; the y axis has ticks in `unit`; `caption` names the x axis.
+function bars(canvas, labels, values, unit, caption) {
   const ctx = canvas.getContext("2d");
   const W = canvas.width, H = canvas.height;
   ctx.clearRect(0, 0, W, H);
   ctx.fillStyle = "#ffffff";
   ctx.fillRect(0, 0, W, H);
-  const left = 60, bottom = 40, top = 16, right = 10;
-  const max = Math.max(1, ...values.filter((v) => v !== null));
+  const left = 60, bottom = caption ? 46 : 30, top = 16, right = 10;
+  const step = niceStep(Math.max(1, ...values.filter((v) => v !== null)) / 4);
+  const max = step * Math.ceil(Math.max(1, ...values.filter((v) => v !== null)) / step);
   const n = Math.max(1, values.length);
   const slot = (W - left - right) / n;
+  const y = (v) => H - bottom - ((H - bottom - top) * v) / max;
+  ctx.font = "11px sans-serif";
+  ctx.textAlign = "right";
+  ctx.strokeStyle = "#e4e4e4";
+  ctx.fillStyle = "#333";
+  for (let t = 0; t <= max + 1e-9; t += step) {
+    ctx.beginPath();
+    ctx.moveTo(left, y(t));
+    ctx.lineTo(W - right, y(t));
+    ctx.stroke();
+    ctx.fillText(fmtNum(t), left - 4, y(t) + 4);
+  }
+  if (unit) {
+    ctx.textAlign = "left";
+    ctx.fillText(unit, 2, top - 4);
+  }
   ctx.strokeStyle = "#888";
   ctx.beginPath();
   ctx.moveTo(left, top);
   ctx.lineTo(left, H - bottom);
   ctx.lineTo(W - right, H - bottom);
   ctx.stroke();
-  ctx.font = "11px sans-serif";
-  ctx.fillStyle = "#333";
-  ctx.textAlign = "right";
-  ctx.fillText(String(max) + (unit ? " " + unit : ""), left - 4, top + 8);
-  ctx.fillText("0", left - 4, H - bottom);
   ctx.textAlign = "center";
+  let lastEnd = -Infinity;
   values.forEach((v, i) => {
     const x = left + i * slot;
     if (v !== null) {
-      const h = ((H - bottom - top) * v) / max;
       ctx.fillStyle = "#2a6fdb";
-      ctx.fillRect(x + slot * 0.15, H - bottom - h, slot * 0.7, h);
+      ctx.fillRect(x + slot * 0.15, y(v), slot * 0.7, H - bottom - y(v));
     }
     ctx.fillStyle = "#333";
-    if (n <= 16 || i % Math.ceil(n / 16) === 0) {
-      ctx.fillText(labels[i], x + slot / 2, H - bottom + 14);
+    const w = ctx.measureText(labels[i]).width;
+    const cx = x + slot / 2;
+    if (cx - w / 2 > lastEnd + 6) {
+      ctx.fillText(labels[i], cx, H - bottom + 14);
+      lastEnd = cx + w / 2;
     }
   });
+  if (caption) ctx.fillText(caption, left + (W - left - right) / 2, H - 6);
 }
 
 // --- INT -------------------------------------------------------------------------------------
@@ -349,7 +387,7 @@ async function runPath() {
       tbody.appendChild(tr);
       lat.push(h && h.latency !== null ? h.latency : null);
     }
-    bars(canvas, p.path.map((n, i) => `hop ${i}: ${n}`), lat, "");
+    bars(canvas, p.path.map((n, i) => `hop ${i}: ${n}`), lat, "ns", "hop: switch (node id)");
   } catch (e) {
     showError("i-error", e);
   }
@@ -368,7 +406,9 @@ async function runHistogram() {
       ["edges", $("h-edges").value.trim()], ["window", $("h-window").value.trim()],
     ]));
     $("h-result").textContent = JSON.stringify(v, null, 2);
-    bars(canvas, v.buckets.map((b) => String(b.lo)), v.buckets.map((b) => b.count), "");
+    const unit = { hop_latency: "ns", queue_occupancy: "cells", egress_tx_util: "" }[v.metric] || "";
+    bars(canvas, v.buckets.map((b) => fmtNum(b.lo)), v.buckets.map((b) => b.count), "samples",
+      `${v.metric}${unit ? " (" + unit + ")" : ""}, each bucket's lower edge; ${fmtWindows(v.windows)}`);
   } catch (e) {
     showError("h-error", e);
   }
@@ -455,6 +495,217 @@ async function refreshNetwork() {
   }
 }
 
+// --- overview: the counters over time --------------------------------------------------------
+
+// The charts, in the order shown: the history's chart name and what it shows. A chart is drawn
+// once some source gave it a series.
+const CHARTS = [
+  ["ingest", "Reports applied, per primitive"],
+  ["priority", "Reports, per priority"],
+  ["loss", "Loss: sequence numbers never received, and not recovered by NACKs"],
+  ["nacks", "NACKs sent, and not sent (budget spent)"],
+  ["shed", "Shed under overload: classifier, write meter, kernel"],
+  ["rejects", "Rejected, by reason"],
+  ["int", "INT sink: reports taken and events"],
+  ["fill", "Store fill"],
+  ["cluster", "Collectors ready (1) or not (0)"],
+];
+const COLOURS = ["#2a6fdb", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#c2255c",
+  "#5c940d", "#364fc7", "#a61e4d", "#495057", "#087f5b"];
+
+// Series by key `source|family|label`: {meta, points: [[ms, value|null], ...]}.
+const history = new Map();
+let historyUntil = 0;
+
+// A series' name in a legend: its source, the family without prefix and suffix, its label.
+function seriesName(m) {
+  const fam = m.family.replace(/^dta_(translator_|int_|store_|collector_)?/, "").replace(/_total$/, "");
+  return [m.source, fam, m.label].filter((x) => x).join(" ");
+}
+
+// A time as the axis shows it.
+function fmtClock(ms, seconds) {
+  const d = new Date(ms);
+  const two = (x) => String(x).padStart(2, "0");
+  return `${two(d.getHours())}:${two(d.getMinutes())}` + (seconds ? `:${two(d.getSeconds())}` : "");
+}
+
+// A line chart of `series` ([{name, colour, points}]) from `from` to `to` (Unix ms) on `canvas`:
+// a time axis with clock labels, a y axis from 0 with 1-2-5 ticks in `unit`. A null point is a
+// gap in the line (the source did not answer), never a 0.
+function lineChart(canvas, series, from, to, unit) {
+  const ctx = canvas.getContext("2d");
+  const W = canvas.width, H = canvas.height;
+  const left = 56, right = 10, top = 18, bottom = 24;
+  ctx.clearRect(0, 0, W, H);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, W, H);
+  let hi = 0;
+  for (const s of series) {
+    for (const [t, v] of s.points) if (t >= from && v !== null && v > hi) hi = v;
+  }
+  const step = niceStep((hi || 1) / 4);
+  const max = step * Math.max(1, Math.ceil((hi || 1) / step));
+  const x = (t) => left + ((W - left - right) * (t - from)) / (to - from);
+  const y = (v) => H - bottom - ((H - bottom - top) * v) / max;
+  ctx.font = "11px sans-serif";
+  ctx.lineWidth = 1;
+  ctx.strokeStyle = "#e4e4e4";
+  ctx.fillStyle = "#333";
+  ctx.textAlign = "right";
+  for (let v = 0; v <= max + step / 2; v += step) {
+    ctx.beginPath();
+    ctx.moveTo(left, y(v));
+    ctx.lineTo(W - right, y(v));
+    ctx.stroke();
+    ctx.fillText(fmtNum(v), left - 4, y(v) + 4);
+  }
+  ctx.textAlign = "left";
+  ctx.fillText(unit, 2, 11);
+  // Time ticks: the smallest round interval giving at most 8 of them.
+  const span = (to - from) / 1000;
+  const every = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600].find((e) => span / e <= 8) || 3600;
+  ctx.textAlign = "center";
+  for (let t = Math.ceil(from / (every * 1000)) * every * 1000; t <= to; t += every * 1000) {
+    ctx.strokeStyle = "#e4e4e4";
+    ctx.beginPath();
+    ctx.moveTo(x(t), top);
+    ctx.lineTo(x(t), H - bottom);
+    ctx.stroke();
+    ctx.fillText(fmtClock(t, every < 60), x(t), H - bottom + 14);
+  }
+  ctx.strokeStyle = "#888";
+  ctx.beginPath();
+  ctx.moveTo(left, top);
+  ctx.lineTo(left, H - bottom);
+  ctx.lineTo(W - right, H - bottom);
+  ctx.stroke();
+  ctx.lineWidth = 1.5;
+  for (const s of series) {
+    ctx.strokeStyle = s.colour;
+    ctx.beginPath();
+    let drawing = false;
+    for (const [t, v] of s.points) {
+      if (t < from || v === null) {
+        drawing = false;
+        continue;
+      }
+      if (drawing) ctx.lineTo(x(t), y(v));
+      else ctx.moveTo(x(t), y(v));
+      drawing = true;
+    }
+    ctx.stroke();
+  }
+}
+
+async function refreshHistory() {
+  let h;
+  try {
+    h = await api(`/console/history?since_ms=${historyUntil}`);
+    showError("o-error", null);
+  } catch (e) {
+    showError("o-error", e);
+    return;
+  }
+  for (const s of h.series) {
+    const key = `${s.source}|${s.family}|${s.label}`;
+    let e = history.get(key);
+    if (!e) history.set(key, (e = { meta: s, points: [] }));
+    for (const p of s.points) {
+      e.points.push(p);
+      if (p[0] > historyUntil) historyUntil = p[0];
+    }
+    // Keep an hour, as the collector does.
+    const oldest = h.now_ms - 3600 * 1000;
+    while (e.points.length && e.points[0][0] < oldest) e.points.shift();
+  }
+  $("o-state").textContent = history.size
+    ? `${history.size} series, sampled every ${h.step_ms / 1000} s by the collector` +
+      (h.series_dropped ? `; ${h.series_dropped} more not kept` : "")
+    : "no source to sample: configure [collector] translator_metrics and int_sink_metrics";
+  drawOverview(h.now_ms);
+}
+
+function drawOverview(now) {
+  const box = $("o-charts");
+  const to = now || Date.now();
+  // The range chosen, shortened to what the collector holds (at least a minute).
+  let oldest = to;
+  for (const e of history.values()) if (e.points.length && e.points[0][0] < oldest) oldest = e.points[0][0];
+  const from = Math.min(to - 60 * 1000, Math.max(to - Number($("o-range").value) * 1000, oldest));
+  for (const [chart, title] of CHARTS) {
+    const all = [...history.values()].filter((e) => e.meta.chart === chart);
+    if (all.length === 0) continue;
+    let div = box.querySelector(`div[data-chart="${chart}"]`);
+    if (!div) {
+      div = document.createElement("div");
+      div.className = "chart";
+      div.dataset.chart = chart;
+      const h = document.createElement("h3");
+      div.appendChild(h);
+      const c = document.createElement("canvas");
+      c.width = 520;
+      c.height = 180;
+      div.appendChild(c);
+      const legend = document.createElement("p");
+      legend.className = "legend";
+      div.appendChild(legend);
+      box.appendChild(div);
+    }
+    // Fill is a ratio; shown in percent.
+    const pct = chart === "fill";
+    const unit = pct ? "%" : all[0].meta.unit;
+    div.querySelector("h3").textContent = `${title} (${unit})`;
+    const series = all.map((e, i) => ({
+      name: seriesName(e.meta),
+      colour: COLOURS[i % COLOURS.length],
+      points: pct ? e.points.map(([t, v]) => [t, v === null ? null : v * 100]) : e.points,
+    }));
+    lineChart(div.querySelector("canvas"), series, from, to, unit);
+    div.querySelector("canvas").dataset.series = String(series.length);
+    const legend = div.querySelector(".legend");
+    clear(legend);
+    // Series at 0 all along are counted, not listed (a reason nothing was rejected for).
+    let quiet = 0;
+    for (const s of series) {
+      if (series.length > 4 && s.points.every((p) => p[0] < from || p[1] === 0)) {
+        quiet++;
+        continue;
+      }
+      const item = document.createElement("span");
+      item.className = "series";
+      item.style.color = s.colour;
+      const shown = s.points.filter((p) => p[0] >= from);
+      const last = shown[shown.length - 1];
+      const latest = last === undefined ? "measuring" : last[1] === null ? "no answer" : `${fmtNum(last[1])} ${unit}`;
+      const peak = Math.max(...shown.map((p) => (p[1] === null ? -Infinity : p[1])));
+      item.textContent = `■ ${s.name}: ${latest}` + (peak > 0 ? ` (max ${fmtNum(peak)})  ` : "  ");
+      legend.appendChild(item);
+    }
+    if (quiet) {
+      const more = document.createElement("span");
+      more.className = "muted";
+      more.textContent = `${quiet} more series at 0 throughout`;
+      legend.appendChild(more);
+    }
+  }
+}
+
+function showCollectors(cs) {
+  $("o-cluster").hidden = !cs || cs.length === 0;
+  const tb = $("o-collectors").tBodies[0];
+  clear(tb);
+  for (const c of cs || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.collector = c.name;
+    cell(tr, c.name);
+    cell(tr, c.http || "none");
+    cell(tr, c.ready ? "ready" : "not ready", c.ready ? "ready" : "notready");
+    cell(tr, c.error || `${c.status} ${c.answer || ""} (${c.ms} ms)`);
+    tb.appendChild(tr);
+  }
+}
+
 // --- peers -----------------------------------------------------------------------------------
 
 async function refreshPeers() {
@@ -466,6 +717,7 @@ async function refreshPeers() {
     showError("peers-error", e);
     return;
   }
+  showCollectors(v.collectors);
   const box = $("peers");
   clear(box);
   for (const p of v.peers) {
@@ -522,6 +774,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("token-box").hidden = true;
     refreshStores();
     refreshPeers();
+    refreshHistory();
   });
   $("q-kind").addEventListener("change", showKind);
   $("q-run").addEventListener("click", runQuery);
@@ -534,4 +787,6 @@ document.addEventListener("DOMContentLoaded", () => {
   every(refreshStores, STORES_EVERY);
   every(refreshPeers, PEERS_EVERY);
   every(refreshNetwork, NETWORK_EVERY);
+  every(refreshHistory, HISTORY_EVERY);
+  $("o-range").addEventListener("change", () => drawOverview());
 });

@@ -13,7 +13,10 @@
 //! - `GET /console/peers` (token required when one is set): the counters of the translator's and
 //!   the INT sink's metrics endpoints ([`Peer`]), asked by the collector (the page may connect to
 //!   its own origin only), each within [`PEER_TIMEOUT`], at most [`MAX_PEER_SAMPLES`] samples; a
-//!   peer that does not answer is `"reachable": false` with the reason, never a 0.
+//!   peer that does not answer is `"reachable": false` with the reason, never a 0; with a
+//!   cluster map, every collector's readiness (`/readyz`) too.
+//! - `GET /console/history?since_ms=` (token required when one is set): the last hour of the
+//!   watched counters as rates and gauges ([`crate::history`]), sampled by the collector.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,10 +79,38 @@ pub struct Peer {
     pub addr: Option<SocketAddr>,
 }
 
+/// A collector of the cluster map, whose readiness the console shows.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub name: String,
+    /// Its HTTP address in the map; `None`: the map gives it none (the page says so).
+    pub http: Option<SocketAddr>,
+}
+
+/// What the console shows beyond the collector's own API.
+#[derive(Default)]
+pub struct Options {
+    /// The processes whose counters it shows and keeps a history of.
+    pub peers: Vec<Peer>,
+    /// The cluster's collectors (empty without a cluster map).
+    pub members: Vec<Member>,
+    /// The collector's own exposition (its stores' fill), for the history.
+    pub local: Option<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// The token the peers are asked with (the collector's own: peers of one deployment share
+    /// it).
+    pub token: Option<Token>,
+}
+
+/// How often, in history steps, the collector's own stores are sampled (their fill is read
+/// from the regions).
+pub const LOCAL_EVERY: u32 = 10;
+
 #[derive(Clone)]
 struct Console {
     peers: Arc<[Peer]>,
+    members: Arc<[Member]>,
     token: Option<Token>,
+    history: Arc<crate::history::History>,
 }
 
 /// Whether `path` is one of the console's static assets (served without a token: they are the
@@ -91,9 +122,34 @@ pub fn is_asset(path: &str) -> bool {
             .is_some_and(|n| ASSETS.iter().any(|a| a.name == n))
 }
 
-/// The console's routes: the assets under [`PREFIX`] and `/console/peers` over `peers`, asked
-/// with `token` (the collector's own: peers of one deployment share it).
-pub fn router(peers: Vec<Peer>, token: Option<Token>) -> Router {
+/// The console's routes: the assets under [`PREFIX`], `/console/peers` and
+/// `/console/history`; the history's sampler starts here and stops when the router is dropped.
+pub fn router(o: Options) -> Router {
+    let history = crate::history::History::new();
+    let mut sources: Vec<crate::history::Source> = o
+        .peers
+        .iter()
+        .filter_map(|p| {
+            p.addr.map(|addr| crate::history::Source::Metrics {
+                name: p.name.clone(),
+                addr,
+            })
+        })
+        .collect();
+    if let Some(encode) = o.local {
+        sources.push(crate::history::Source::Local {
+            name: "collector".into(),
+            every: LOCAL_EVERY,
+            encode,
+        });
+    }
+    sources.extend(o.members.iter().filter_map(|m| {
+        m.http.map(|addr| crate::history::Source::Ready {
+            name: m.name.clone(),
+            addr,
+        })
+    }));
+    history.start(sources, o.token.clone());
     let mut r = Router::new().route("/console", get(|| async { Redirect::permanent(PREFIX) }));
     for a in ASSETS {
         r = r.route(
@@ -102,11 +158,47 @@ pub fn router(peers: Vec<Peer>, token: Option<Token>) -> Router {
         );
     }
     r.route("/console/peers", get(peers_answer))
+        .route("/console/history", get(history_answer))
         .with_state(Console {
-            peers: peers.into(),
-            token,
+            peers: o.peers.into(),
+            members: o.members.into(),
+            token: o.token,
+            history,
         })
         .layer(axum::middleware::map_response(secure))
+}
+
+async fn history_answer(
+    State(c): State<Console>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> Response {
+    let mut since = 0;
+    for (k, v) in url_pairs(q.as_deref().unwrap_or("")) {
+        match (k.as_str(), v.parse::<u64>()) {
+            ("since_ms", Ok(t)) => since = t,
+            ("since_ms", Err(_)) => {
+                return crate::error_response(
+                    StatusCode::BAD_REQUEST,
+                    format!("since_ms {v:?}: expected Unix milliseconds"),
+                )
+            }
+            _ => {
+                return crate::error_response(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {k:?}: expected since_ms"),
+                )
+            }
+        }
+    }
+    Json(c.history.answer(since)).into_response()
+}
+
+/// The `key=value` pairs of a query string (no percent-decoding: the one parameter is a number).
+fn url_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    q.split('&').filter(|p| !p.is_empty()).map(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        (k.to_owned(), v.to_owned())
+    })
 }
 
 /// The console's security headers on every console answer.
@@ -138,16 +230,49 @@ async fn peers_answer(State(c): State<Console>) -> Response {
         let token = c.token.clone();
         tokio::task::spawn_blocking(move || peer_status(&p, token.as_ref()))
     });
-    let mut out = Vec::with_capacity(c.peers.len());
-    for a in asks.collect::<Vec<_>>() {
+    let members = c
+        .members
+        .iter()
+        .cloned()
+        .map(|m| tokio::task::spawn_blocking(move || member_status(&m)));
+    let (asks, members): (Vec<_>, Vec<_>) = (asks.collect(), members.collect());
+    let mut out = Vec::with_capacity(asks.len());
+    let mut cluster = Vec::with_capacity(members.len());
+    for (a, peer) in asks
+        .into_iter()
+        .map(|a| (a, true))
+        .chain(members.into_iter().map(|a| (a, false)))
+    {
         match a.await {
-            Ok(v) => out.push(v),
+            Ok(v) if peer => out.push(v),
+            Ok(v) => cluster.push(v),
             Err(e) => {
                 return crate::error_response(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
             }
         }
     }
-    Json(serde_json::json!({ "peers": out })).into_response()
+    Json(serde_json::json!({ "peers": out, "collectors": cluster })).into_response()
+}
+
+/// A cluster collector's readiness as the page shows it: its `/readyz` answer, or why none.
+fn member_status(m: &Member) -> serde_json::Value {
+    let Some(addr) = m.http else {
+        return serde_json::json!({
+            "name": m.name, "http": null, "ready": false,
+            "error": "the cluster map gives it no http address",
+        });
+    };
+    let started = std::time::Instant::now();
+    match crate::client::get(addr, "/readyz", None, PEER_TIMEOUT) {
+        Ok(a) => serde_json::json!({
+            "name": m.name, "http": addr.to_string(), "ready": a.status == 200,
+            "status": a.status, "answer": String::from_utf8_lossy(&a.body).trim(),
+            "ms": started.elapsed().as_millis() as u64,
+        }),
+        Err(e) => serde_json::json!({
+            "name": m.name, "http": addr.to_string(), "ready": false, "error": e.to_string(),
+        }),
+    }
 }
 
 /// One peer's state as the page shows it.
@@ -169,45 +294,37 @@ fn peer_status(p: &Peer, token: Option<&Token>) -> serde_json::Value {
         return unreachable(format!("GET /metrics answered {}", a.status));
     }
     let text = String::from_utf8_lossy(&a.body);
-    let (samples, dropped) = parse_samples(&text, MAX_PEER_SAMPLES);
+    let (samples, dropped) = match parse_samples(&text, MAX_PEER_SAMPLES) {
+        Ok(x) => x,
+        Err(e) => return unreachable(format!("its /metrics does not parse: {e}")),
+    };
     serde_json::json!({
         "name": p.name, "addr": addr.to_string(), "configured": true, "reachable": true,
         "samples": samples, "dropped": dropped,
     })
 }
 
-/// The samples (`name{labels} value` lines) of an OpenMetrics or Prometheus text exposition,
-/// at most `max` of them, and how many more there were. Lines that are not samples (comments,
-/// `# EOF`, malformed values) are skipped.
-pub fn parse_samples(text: &str, max: usize) -> (Vec<(String, f64)>, usize) {
-    let mut out = Vec::new();
-    let mut dropped = 0;
-    for l in text.lines() {
-        let l = l.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        // The value follows the series (which may hold spaces inside its label values); an
-        // optional timestamp may follow the value.
-        let series_end = match l.rfind('}') {
-            Some(i) => i + 1,
-            None => l.find(' ').unwrap_or(l.len()),
-        };
-        let (series, rest) = l.split_at(series_end);
-        let Some(value) = rest
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-        else {
-            continue;
-        };
-        if out.len() < max {
-            out.push((series.to_owned(), value));
-        } else {
-            dropped += 1;
-        }
-    }
-    (out, dropped)
+/// The samples of an OpenMetrics or Prometheus text exposition as `name{labels}` and value, at
+/// most `max` of them, and how many more there were.
+pub fn parse_samples(text: &str, max: usize) -> Result<(Vec<(String, f64)>, usize), String> {
+    let all = crate::exposition::parse_exposition(text)?;
+    let dropped = all.len().saturating_sub(max);
+    let shown = all
+        .into_iter()
+        .take(max)
+        .map(|s| {
+            let mut series = s.name;
+            if !s.labels.is_empty() {
+                let labels: Vec<String> =
+                    s.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                series.push('{');
+                series.push_str(&labels.join(","));
+                series.push('}');
+            }
+            (series, s.value)
+        })
+        .collect();
+    Ok((shown, dropped))
 }
 
 #[cfg(test)]
@@ -216,8 +333,8 @@ mod tests {
 
     #[test]
     fn samples_are_parsed_and_bounded() {
-        let text = "# TYPE a counter\na_total 3\nb{x=\"1 2\",y=\"}\"} 4.5 123\nbad x\n# EOF\n";
-        let (s, d) = parse_samples(text, 10);
+        let text = "# TYPE a counter\na_total 3\nb{x=\"1 2\",y=\"}\"} 4.5 123\n# EOF\n";
+        let (s, d) = parse_samples(text, 10).unwrap();
         assert_eq!(
             s,
             vec![
@@ -226,7 +343,8 @@ mod tests {
             ]
         );
         assert_eq!(d, 0);
-        let (s, d) = parse_samples(text, 1);
+        let (s, d) = parse_samples(text, 1).unwrap();
+        assert!(parse_samples("bad x\n", 1).is_err());
         assert_eq!((s.len(), d), (1, 1));
     }
 
@@ -261,8 +379,8 @@ mod tests {
             .local_addr()
             .unwrap();
         let app = crate::app(
-            router(
-                vec![
+            router(Options {
+                peers: vec![
                     Peer {
                         name: "translator".into(),
                         addr: Some(dead),
@@ -272,8 +390,18 @@ mod tests {
                         addr: None,
                     },
                 ],
-                None,
-            ),
+                members: vec![
+                    Member {
+                        name: "c1".into(),
+                        http: Some(dead),
+                    },
+                    Member {
+                        name: "c2".into(),
+                        http: None,
+                    },
+                ],
+                ..Default::default()
+            }),
             &crate::ServerOptions::default(),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -284,7 +412,9 @@ mod tests {
             let page = crate::client::get(addr, "/console/", None, t).unwrap();
             let js = crate::client::get(addr, "/console/console.js", None, t).unwrap();
             let peers = crate::client::get(addr, "/console/peers", None, t).unwrap();
-            (page, js, peers)
+            let history = crate::client::get(addr, "/console/history?since_ms=0", None, t).unwrap();
+            let bad = crate::client::get(addr, "/console/history?since_ms=soon", None, t).unwrap();
+            (page, js, peers, history, bad)
         })
         .await
         .unwrap();
@@ -299,6 +429,22 @@ mod tests {
             .contains(&dead.to_string()));
         assert!(v["peers"][0].get("samples").is_none(), "{v}");
         assert_eq!(v["peers"][1]["configured"], false, "{v}");
+        // The cluster's collectors: the dead one not ready with why, the one without an
+        // address said so.
+        assert_eq!(v["collectors"][0]["name"], "c1", "{v}");
+        assert_eq!(v["collectors"][0]["ready"], false, "{v}");
+        assert!(v["collectors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&dead.to_string()));
+        assert!(v["collectors"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no http address"));
+        assert_eq!(got.3.status, 200);
+        let h: serde_json::Value = serde_json::from_slice(&got.3.body).unwrap();
+        assert_eq!(h["step_ms"], 1000, "{h}");
+        assert_eq!(got.4.status, 400);
     }
 
     /// The response head of `GET target` from `addr`.
@@ -323,7 +469,13 @@ mod tests {
             token: Some(token.clone()),
             ..Default::default()
         };
-        let app = crate::app(router(vec![], Some(token)), &opts);
+        let app = crate::app(
+            router(Options {
+                token: Some(token),
+                ..Default::default()
+            }),
+            &opts,
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -333,6 +485,7 @@ mod tests {
                 "/console/console.css",
                 "/console/peers",
                 "/console",
+                "/console/history",
             ]
             .map(|t| head(addr, t))
         })
@@ -346,5 +499,6 @@ mod tests {
         assert!(heads[1].contains(&csp), "{}", heads[1]);
         assert!(heads[2].starts_with("http/1.1 401"), "{}", heads[2]);
         assert!(heads[3].starts_with("http/1.1 308"), "{}", heads[3]);
+        assert!(heads[4].starts_with("http/1.1 401"), "{}", heads[4]);
     }
 }

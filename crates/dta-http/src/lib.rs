@@ -20,7 +20,9 @@
 
 pub mod client;
 pub mod console;
+pub mod exposition;
 pub mod health;
+pub mod history;
 
 use std::future::Future;
 use std::net::SocketAddr;

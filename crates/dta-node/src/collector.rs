@@ -78,12 +78,15 @@ pub fn routes(
     cluster: Option<Arc<ClusterQuery>>,
     token: Option<dta_http::Token>,
 ) -> anyhow::Result<axum::Router> {
+    let console = dta_collector::http::console_options(
+        &c,
+        cluster.as_deref(),
+        console_peers(&cfg.collector)?,
+        token,
+    );
     Ok(dta_collector::http::router_with(c.clone(), cluster)
         .merge(crate::int_http::router(c))
-        .merge(dta_http::console::router(
-            console_peers(&cfg.collector)?,
-            token,
-        )))
+        .merge(dta_http::console::router(console)))
 }
 
 /// What is inconsistent between the cluster map and the HTTP address collector `name` listens

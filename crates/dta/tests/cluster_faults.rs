@@ -372,3 +372,58 @@ fn python_batch_with_a_hung_owner() {
     let took = v["took"].as_f64().unwrap();
     assert!(took < 2.0 * DEADLINE.as_secs_f64(), "{took} s");
 }
+
+/// The console of any collector shows every collector of the map: ready ones ready, a hung one
+/// (SIGSTOP: it accepts, never answers) and a dead one not ready with the reason, within the
+/// peers' deadline; the history keeps each one's readiness over time.
+#[test]
+fn the_console_shows_every_collectors_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut nodes, _) = cluster(dir.path());
+    let hung = nodes[1].child.as_ref().unwrap().id();
+    unsafe { libc::kill(hung as i32, libc::SIGSTOP) };
+    let dead = nodes[2].child.take().unwrap();
+    common::interrupt(&dead, libc::SIGTERM);
+    let mut dead = dead;
+    assert!(dead.wait().unwrap().success());
+    let t0 = Instant::now();
+    let (code, v) = get(&nodes[0].http, "/console/peers");
+    assert_eq!(code, 200, "{v}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "one deadline, asked in parallel"
+    );
+    let by_name = |n: &str| {
+        v["collectors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {v}"))
+            .clone()
+    };
+    assert_eq!(by_name("c0")["ready"], true, "{v}");
+    assert_eq!(by_name("c0")["status"], 200, "{v}");
+    for n in ["c1", "c2"] {
+        let c = by_name(n);
+        assert_eq!(c["ready"], false, "{v}");
+        assert!(!c["error"].as_str().unwrap_or_default().is_empty(), "{v}");
+    }
+    // The history: c0 ready, the others not, in the cluster chart.
+    wait_for("the history's readiness points", || {
+        let (_, h) = get(&nodes[0].http, "/console/history");
+        let last = |n: &str| {
+            h["series"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["chart"] == "cluster" && s["label"] == n)
+                .and_then(|s| s["points"].as_array().and_then(|p| p.last()).cloned())
+                .map(|p| p[1].as_f64())
+        };
+        last("c0") == Some(Some(1.0))
+            && last("c1") == Some(Some(0.0))
+            && last("c2") == Some(Some(0.0))
+    });
+    unsafe { libc::kill(hung as i32, libc::SIGCONT) };
+}

@@ -159,6 +159,13 @@ async fn save_page(c: &Client, name: &str) -> Vec<u8> {
 
 /// An element's screenshot (saved as `name`.png), decoded: (width, height, RGBA pixels).
 async fn shot(c: &Client, id: &str, name: &str) -> (u32, u32, Vec<u8>) {
+    // In view first: an element's screenshot is clipped to the viewport.
+    c.execute(
+        "document.getElementById(arguments[0]).scrollIntoView({block: 'start'})",
+        vec![serde_json::json!(id)],
+    )
+    .await
+    .unwrap();
     let png = c
         .find(Locator::Id(id))
         .await
@@ -391,6 +398,19 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             .arg(t.join("sink.toml")),
     ));
     wait_for("the sink's metrics", || common::scrape(mport).is_some());
+    // The collector's history has sampled the sink before the replay, so the replay is a rate.
+    let history = || {
+        let a =
+            dta_http::client::get(addr, "/console/history", None, Duration::from_secs(5)).unwrap();
+        json_of(&String::from_utf8_lossy(&a.body))
+    };
+    wait_for("the sink in the collector's history", || {
+        history()["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["source"] == "int-sink")
+    });
     let out = dta()
         .args([
             "pcap",
@@ -444,6 +464,55 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         let peers = text_when(&c, "peers", |t| t.contains("int-sink (")).await;
         assert!(peers.contains("dta_int"), "{peers}");
         assert!(!peers.contains("unreachable"), "{peers}");
+        // The overview: the sink's intake over time (the replay's reports at a positive rate,
+        // as /console/history holds them) and the stores' fill, with units.
+        wait_for("the replay in the sink's history", || {
+            history()["series"].as_array().unwrap().iter().any(|s| {
+                s["source"] == "int-sink"
+                    && s["family"] == "dta_int_telemetry_reports_total"
+                    && s["points"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p[1].as_f64().is_some_and(|r| r > 0.0))
+            })
+        });
+        let charts = text_when(&c, "o-charts", |t| {
+            t.contains("int-sink telemetry_reports") && t.contains("collector fill_ratio paths")
+        })
+        .await;
+        assert!(
+            charts.contains("INT sink: reports taken and events (reports/s)"),
+            "{charts}"
+        );
+        assert!(charts.contains("Store fill (%)"), "{charts}");
+        // The page's peak for the sink's intake is the history's, as the API gives it.
+        let peak = history()["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s["source"] == "int-sink" && s["family"] == "dta_int_telemetry_reports_total"
+            })
+            .flat_map(|s| s["points"].as_array().unwrap().clone())
+            .filter_map(|p| p[1].as_f64())
+            .fold(0.0, f64::max);
+        let charts = text_when(&c, "o-charts", |t| {
+            t.contains("int-sink telemetry_reports: 0 reports/s (max ")
+        })
+        .await;
+        let shown: f64 = charts
+            .split("int-sink telemetry_reports: 0 reports/s (max ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{charts}"));
+        assert!(
+            (shown - peak).abs() <= peak * 0.01 + 0.05,
+            "page {shown}, API {peak}"
+        );
+        let (_, _, px) = shot(&c, "o-charts", "overview").await;
+        assert!(bar_pixels(&px) > 20, "the overview's lines are not drawn");
 
         // SIGTERM flushes the flows the sink holds into the stores; then it is unreachable.
         common::interrupt(&sink.0, libc::SIGTERM);
@@ -454,6 +523,15 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             "{peers}"
         );
         assert!(!peers.contains("dta_int"), "{peers}");
+        // The overview says the sink no longer answers; it does not draw a 0 for it.
+        let charts = text_when(&c, "o-charts", |t| {
+            t.contains("int-sink telemetry_reports: no answer")
+        })
+        .await;
+        assert!(
+            !charts.contains("int-sink telemetry_reports: 0 "),
+            "{charts}"
+        );
 
         let path_cli = cli(&["path", "--store", "paths", "--flow", &flow]);
         assert_eq!(path_cli["path"], path, "{path_cli}");
