@@ -90,10 +90,11 @@ pub(crate) fn int_events<'py>(
 /// The flows the INT sink summarised (events store; with `paths`, each flow's path): newest
 /// first, or the worst first by `top` (`"latency"`, `"packets"`, `"hops"`); kept by `prefix`
 /// (CIDR, source or destination), `port`, `node` (needs `paths`) and `since_ms`; at most `max`.
+/// With `flow`, every summary of that one flow held (the flow over time), newest first.
 /// The `flows` list of `GET /int/flows/{store}`.
 #[pyfunction]
 #[pyo3(signature = (events, paths=None, prefix=None, port=None, node=None, since_ms=None,
-    top="recent", max=20, list_base=0))]
+    top="recent", max=20, list_base=0, flow=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn int_flows<'py>(
     py: Python<'py>,
@@ -106,6 +107,7 @@ pub(crate) fn int_flows<'py>(
     top: &str,
     max: usize,
     list_base: u32,
+    flow: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !(1..=query::MAX_FLOW_SCAN).contains(&max) {
         return Err(region_err(
@@ -122,6 +124,7 @@ pub(crate) fn int_flows<'py>(
         port,
         node,
         since_ns: since_ns(since_ms),
+        flow: flow.map(|f| flow_key(py, f)).transpose()?,
     };
     let order = FlowOrder::parse(top).map_err(|m| region_err(py, "bad_order", m))?;
     let r = query::flows(

@@ -162,6 +162,13 @@ def test_the_path_of_a_found_flow(replayed):
     p = dta.int_path(paths, flow)
     assert p["status"] == "found" and p["path"] == truth["flows"][0]["path"]
     assert p == cli("path", "--store", "paths", "--flow", flow)
+    # The flow over time: every summary of it, newest first, as the CLI and HTTP give them.
+    events = region(regions, "events")
+    over = dta.int_flows(events, flow=flow, max=100)
+    assert over and all(f["flow"] == flow for f in over)
+    assert over == cli("flows", "--store", "events", "--flow", flow, "--max", "100")
+    status, body = get(f"/int/flows/events?flow={flow}&max=100")
+    assert status == 200 and body["flows"] == over
 
 
 def test_questions_that_cannot_be_answered_raise(replayed):

@@ -528,6 +528,12 @@ impl Collector for IntSinkMetrics {
                 (vec![("reason", "flush")], self.sum(|s| l(&s.flows_flushed))),
             ],
         )?;
+        counter(
+            &mut enc,
+            "dta_int_flows_active_summaries",
+            "Summaries of flows still active, written every active_timeout_ms",
+            self.sum(|s| l(&s.flows_active_summaries)),
+        )?;
         labelled_counter(
             &mut enc,
             "dta_int_errors",

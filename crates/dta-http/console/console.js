@@ -164,6 +164,7 @@ function fillSelects() {
   options($("t-store"), of("Append"));
   options($("i-paths"), of("KeyWrite"));
   options($("i-latency"), of("Postcarding"));
+  options($("i-events"), of("Append"));
   options($("h-store"), of("KeyIncrement"));
   options($("n-events"), of("Append"));
   options($("n-paths"), of("KeyWrite"));
@@ -388,8 +389,54 @@ async function runPath() {
       lat.push(h && h.latency !== null ? h.latency : null);
     }
     bars(canvas, p.path.map((n, i) => `hop ${i}: ${n}`), lat, "ns", "hop: switch (node id)");
+    await flowOverTime(flow);
   } catch (e) {
     showError("i-error", e);
+  }
+}
+
+// Most summaries and events of one flow the page asks for.
+const FLOW_SUMMARIES = 360;
+const FLOW_EVENTS = 20;
+
+// The flow's summaries as path latency over time, and its events: GET /int/flows/{events}?flow=
+// and /int/events/{events}?flow=, as `dta query int flows --flow` and `events --flow` give them.
+async function flowOverTime(flow) {
+  const events = $("i-events").value;
+  const tbody = $("i-events-list").tBodies[0];
+  clear(tbody);
+  const canvas = $("i-time");
+  canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+  if (!events) {
+    $("i-time-state").textContent = "no Append store of events on this collector";
+    return;
+  }
+  const s = await api(query(`/int/flows/${encodeURIComponent(events)}`, [
+    ["flow", flow], ["max", FLOW_SUMMARIES],
+  ]));
+  const pts = s.flows.map((f) => [f.last_ns / 1e6, f.path_latency]).reverse();
+  if (pts.length === 0) {
+    $("i-time-state").textContent = "no summary of this flow yet: the sink writes one every " +
+      "active timeout while it runs, and one when it leaves its cache";
+  } else {
+    const from = Math.min(pts[0][0], pts[pts.length - 1][0] - 60 * 1000);
+    $("i-time-state").textContent = `${pts.length} summaries, ${fmtClock(pts[0][0], true)} to ` +
+      `${fmtClock(pts[pts.length - 1][0], true)}; the latest: ${s.flows[0].packets} packets, ` +
+      `path latency ${fmtNum(s.flows[0].path_latency)} ns`;
+    lineChart(canvas, [{ name: "path latency", colour: COLOURS[0], points: pts }], from,
+      pts[pts.length - 1][0] + 1000, "ns");
+  }
+  const e = await api(query(`/int/events/${encodeURIComponent(events)}`, [
+    ["flow", flow], ["max", FLOW_EVENTS],
+  ]));
+  for (const ev of e.events) {
+    const tr = document.createElement("tr");
+    cell(tr, fmtTime(ev.time_ns));
+    cell(tr, ev.kind);
+    cell(tr, ev.hop === 255 ? "path" : String(ev.hop), "num");
+    cell(tr, String(ev.node_id), "num");
+    cell(tr, String(ev.value), "num");
+    tbody.appendChild(tr);
   }
 }
 
@@ -468,6 +515,7 @@ async function refreshNetwork() {
       a.className = "link";
       a.addEventListener("click", () => {
         $("i-paths").value = paths;
+        $("i-events").value = events;
         $("i-flow").value = f.flow;
         runPath();
         $("i-flow").scrollIntoView();

@@ -270,6 +270,18 @@ impl FlowCache {
         i
     }
 
+    /// Every flow held, with its index.
+    pub fn for_each(&self, mut f: impl FnMut(usize, &FlowEntry)) {
+        if self.occupied == 0 {
+            return;
+        }
+        for (i, (e, tag)) in self.buckets.iter().zip(self.tags.iter()).enumerate() {
+            if *tag != 0 {
+                f(i, e);
+            }
+        }
+    }
+
     /// Evict every flow not updated for more than `idle_ns` (every flow when `None`), each
     /// passed to `evict` with its index.
     pub fn expire(

@@ -233,6 +233,10 @@ pub struct FlowFilter {
     pub node: Option<u32>,
     /// Seen at or after this time (Unix nanoseconds, the sink's clock).
     pub since_ns: Option<u64>,
+    /// This flow only, and every summary of it held (the flow over time: one per
+    /// `active_timeout_ms` while it ran, and one when it left the FlowCache), not only its
+    /// newest.
+    pub flow: Option<[u8; FLOW_KEY_LEN]>,
 }
 
 /// How [`flows`] ranks.
@@ -272,11 +276,13 @@ pub struct FlowInfo {
 }
 
 /// The newest flow summaries of the events store (list `list_base + FLOW_SUMMARY_LIST`), at
-/// most [`MAX_FLOW_SCAN`] read from its end, each flow once (its newest summary).
+/// most [`MAX_FLOW_SCAN`] read from its end, newest first: each flow once (its newest summary),
+/// or with `flow`, every summary of that flow.
 fn latest_summaries(
     events: &Region,
     list_base: u32,
     since_ns: Option<u64>,
+    flow: Option<[u8; FLOW_KEY_LEN]>,
 ) -> Result<Vec<FlowSummary>, QueryError> {
     expect(events, StoreKind::Append, "append")?;
     let l = AppendLayout::new(events.header()).map_err(|e| layout_err(events, e))?;
@@ -310,7 +316,13 @@ fn latest_summaries(
         .filter_map(|(i, r)| FlowSummary::decode(r, first + i as u64))
         .collect();
     out.reverse();
-    out.retain(|f| since_ns.is_none_or(|t| f.last_ns >= t) && seen.insert(f.flow));
+    out.retain(|f| {
+        since_ns.is_none_or(|t| f.last_ns >= t)
+            && match flow {
+                Some(k) => f.flow == k,
+                None => seen.insert(f.flow),
+            }
+    });
     Ok(out)
 }
 
@@ -335,7 +347,7 @@ pub fn flows(
         std::net::Ipv4Addr::new(k[at], k[at + 1], k[at + 2], k[at + 3]).into()
     };
     let mut out = vec![];
-    for s in latest_summaries(events, list_base, filter.since_ns)? {
+    for s in latest_summaries(events, list_base, filter.since_ns, filter.flow)? {
         let k = &s.flow;
         if filter
             .prefix

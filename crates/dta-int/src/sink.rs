@@ -57,6 +57,10 @@ pub struct IntSinkConfig {
     pub flow_capacity: usize,
     /// A flow not updated for this long is evicted and its record emitted (aging).
     pub idle_timeout_ms: u64,
+    /// A flow still active is summarised again every this long (NetFlow's active timeout,
+    /// [RFC 7011] §5 "active timeout"): long flows appear in discovery while they run, and
+    /// their summaries are the flow over time. 0: only when they leave the FlowCache.
+    pub active_timeout_ms: u64,
     /// Copies of each Key-Write path record and Key-Increment counter ([DTA A.5]).
     pub redundancy: u8,
     /// Append list of the first event kind; kind k goes to `event_list_base + k - 1`.
@@ -101,6 +105,10 @@ pub struct IntSinkConfig {
     pub hist_deltas: usize,
 }
 
+/// Default `active_timeout_ms`: a running flow is summarised every 10 s, the console's
+/// resolution of a flow over time.
+pub const DEFAULT_ACTIVE_TIMEOUT_MS: u64 = 10_000;
+
 /// Most `dta int-sink` threads.
 pub const MAX_THREADS: usize = 256;
 /// Default `recv_buffer`: 64 MiB per socket, what lost no report at the sender's full rate end
@@ -124,6 +132,7 @@ impl Default for IntSinkConfig {
             probe_marker: None,
             flow_capacity: 1 << 16,
             idle_timeout_ms: 1000,
+            active_timeout_ms: DEFAULT_ACTIVE_TIMEOUT_MS,
             redundancy: dta_wire::DEFAULT_REDUNDANCY,
             event_list_base: 0,
             events_to_store: true,
@@ -247,6 +256,8 @@ pub struct IntStats {
     /// Flow summaries not written: more flows left the FlowCache between two delta flushes
     /// than are held.
     pub flow_summaries_dropped: AtomicU64,
+    /// Summaries of flows still active (`active_timeout_ms`).
+    pub flows_active_summaries: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -281,6 +292,7 @@ pub struct IntStatsSnapshot {
     pub fast_path_reports: u64,
     pub fast_path_full: u64,
     pub flow_summaries_dropped: u64,
+    pub flows_active_summaries: u64,
 }
 
 impl IntStats {
@@ -342,6 +354,7 @@ impl IntStats {
             fast_path_reports: l(&self.fast_path_reports),
             fast_path_full: l(&self.fast_path_full),
             flow_summaries_dropped: l(&self.flow_summaries_dropped),
+            flows_active_summaries: l(&self.flows_active_summaries),
         }
     }
 }
@@ -1292,6 +1305,7 @@ impl<S: Sinks> IntSink<S> {
             self.flush_deltas(now_ns);
         }
         if expire {
+            self.summarise_active(now_ns);
             self.last_expire_ns = now_ns;
             self.expire(now_ns, Some(idle), EvictReason::Idle);
         }
@@ -1307,6 +1321,28 @@ impl<S: Sinks> IntSink<S> {
         // What the fast path took of the flows just evicted.
         self.flush_deltas(now_ns);
         self.translator.flush_all();
+    }
+
+    /// Summarise every flow that was active since the previous pass and whose age crossed a
+    /// multiple of `active_timeout_ms` since then (no state per flow: the boundary is counted
+    /// from the flow's first packet).
+    fn summarise_active(&mut self, now_ns: u64) {
+        let active = self.cfg.active_timeout_ms.saturating_mul(1_000_000);
+        if active == 0 || self.summaries.list.is_none() {
+            return;
+        }
+        let prev = self.last_expire_ns;
+        let (stats, summaries) = (&*self.stats, &mut self.summaries);
+        self.cache.for_each(|_, e| {
+            let age = |t: u64| t.saturating_sub(e.first_ns) / active;
+            if e.last_ns > prev && age(now_ns) > age(prev.max(e.first_ns)) {
+                add(&stats.flows_active_summaries, 1);
+                summaries.push(
+                    FlowSummary::of(&e.record(EvictReason::Flush)).encode(),
+                    stats,
+                );
+            }
+        });
     }
 
     /// Evict the flows idle longer than `idle_ns` (all: `None`), emitting their records; what

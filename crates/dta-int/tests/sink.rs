@@ -660,3 +660,79 @@ fn flows_and_the_network_map_are_found_without_a_key() {
     .unwrap_err();
     assert!(e.to_string().contains("at least 9 lists"), "{e}");
 }
+
+/// A flow that runs longer than `active_timeout_ms` is summarised while it runs (one summary
+/// per timeout), so it is found before it ends; asked for by its key, every summary comes back,
+/// newest first: the flow over time. Without a timeout, only its last.
+#[test]
+fn a_long_flow_is_summarised_while_it_runs() {
+    for (active_ms, want) in [(10_000u64, 4usize), (0, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut events = store("events", "append");
+        events.lists = Some(16);
+        let stores = [store("paths", "key-write"), events];
+        let collector = Collector::create(dir.path(), &stores, false).unwrap();
+        let gen = GenConfig {
+            flows: 3,
+            reroute_prob: 0.0,
+            ..Default::default()
+        };
+        let pkts = generate(&gen);
+        let t = Translator::colocated(
+            &TranslatorConfig::default(),
+            collector.regions(),
+            Arc::new(Stats::default()),
+        )
+        .unwrap();
+        let cfg = IntSinkConfig {
+            active_timeout_ms: active_ms,
+            idle_timeout_ms: 2_000,
+            ..Default::default()
+        };
+        let mut sink = IntSink::new(&cfg, t).unwrap();
+        // One packet of the first flow a second, for 35 s.
+        let p = &pkts[0];
+        let t0 = p.time_ns;
+        for i in 0..36u64 {
+            let now = t0 + i * 1_000_000_000;
+            sink.handle_frame(&md_frame(p, gen.int_udp_port), now);
+            sink.tick(now + 1);
+        }
+        let ev = collector.store("events").unwrap().region.clone();
+        let running = query::flows(
+            &ev,
+            None,
+            0,
+            &Default::default(),
+            query::FlowOrder::Recent,
+            10,
+        )
+        .unwrap();
+        if active_ms > 0 {
+            assert_eq!(running.len(), 1, "found while it runs");
+            assert_eq!(running[0].summary.flow, p.flow);
+        } else {
+            assert!(running.is_empty(), "no summary before it leaves");
+        }
+        sink.flush(t0 + 40_000_000_000);
+        let over_time = query::flows(
+            &ev,
+            None,
+            0,
+            &query::FlowFilter {
+                flow: Some(p.flow),
+                ..Default::default()
+            },
+            query::FlowOrder::Recent,
+            100,
+        )
+        .unwrap();
+        assert_eq!(over_time.len(), want, "{over_time:?}");
+        assert_eq!(over_time[0].summary.packets, 36, "the newest first");
+        assert!(over_time
+            .windows(2)
+            .all(|w| w[0].summary.packets > w[1].summary.packets
+                && w[0].summary.last_ns > w[1].summary.last_ns));
+        assert!(over_time.iter().all(|f| f.summary.flow == p.flow));
+    }
+}

@@ -7,7 +7,7 @@
 //! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
 //! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms` (Unix ms), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
-//! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `packets`, `hops`), `max` (default 20), `list_base` | `{"flows": [FlowInfo, ...]}` |
+//! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
 //! | `GET /int/network` | `events`, `paths`, `hist` (store names; default `events`, `paths`, `hist`), `window`, `list_base` | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
@@ -172,9 +172,11 @@ async fn flows(
             "top",
             "max",
             "list_base",
+            "flow",
         ],
     )?;
     let filter = query::FlowFilter {
+        flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
         prefix: p
             .raw("prefix")
             .map(|x| x.parse().map_err(|e| bad(format!("prefix: {e}"))))

@@ -208,6 +208,10 @@ pub enum IntQuery {
         /// Seen at or after this time (Unix milliseconds).
         #[arg(long)]
         since_ms: Option<u64>,
+        /// One flow (SRC:SPORT-DST:DPORT/PROTO): every summary of it held, newest first (the
+        /// flow over time: one per [sink] active_timeout_ms while it ran).
+        #[arg(long)]
+        flow: Option<String>,
         /// recent (default), latency, packets or hops: the worst first.
         #[arg(long, default_value = "recent", value_parser = query::FlowOrder::parse)]
         top: query::FlowOrder,
@@ -316,6 +320,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             port,
             node,
             since_ms,
+            flow,
             top,
             max,
             list_base,
@@ -331,6 +336,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 port,
                 node,
                 since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                flow: flow.as_deref().map(query::parse_flow).transpose()?,
             };
             serde_json::to_value(query::flows(
                 &events,

@@ -638,6 +638,28 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             .unwrap();
         let got = text_when(&c, "i-path", |t| t.contains(&worst_flow)).await;
         assert_eq!(json_of(&got)["status"], "found");
+        // The flow over time: its summaries, as many as the CLI gives for it.
+        let over = cli(&[
+            "flows",
+            "--store",
+            "events",
+            "--flow",
+            &worst_flow,
+            "--max",
+            "360",
+        ]);
+        let n = over.as_array().unwrap().len();
+        assert!(n >= 1, "{over}");
+        let state = text_when(&c, "i-time-state", |t| t.contains("summaries")).await;
+        assert!(
+            state.starts_with(&format!("{n} summaries")),
+            "{state} {over}"
+        );
+        assert!(
+            state.contains(&format!("the latest: {} packets", over[0]["packets"])),
+            "{state} {over}"
+        );
+        shot(&c, "i-time", "int-flow-over-time").await;
         shot(&c, "network", "int-network").await;
         save_page(&c, "int").await;
         c.close().await.unwrap();

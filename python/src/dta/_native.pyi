@@ -228,6 +228,7 @@ def int_flows(
     top: str = "recent",
     max: int = 20,
     list_base: int = 0,
+    flow: Optional[str] = None,
 ) -> list[dict[str, Any]]: ...
 def int_network(
     events: Region,
