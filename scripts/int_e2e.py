@@ -65,6 +65,7 @@ kind = "append"
 lists = 8
 capacity = 16384
 entry_len = 32
+record = "int-event"
 batch = 16
 [[store]]
 name = "hist"

@@ -442,7 +442,9 @@ impl Region {
     }
 
     /// Poll list `list` of an Append store ([DTA A.3] Algorithm 4) from entry index `tail`:
-    /// `{"entries": [bytes, ...], "missed": n, "tail": next index}`. Pass the returned `tail`
+    /// `{"entries": [bytes, ...], "missed": n, "tail": next index, "record": layout}`, and for a
+    /// store with a record layout (`int-event`) `"decoded": [dict or None, ...]`, the entries
+    /// as `dta query list` decodes them. Pass the returned `tail`
     /// to the next call to read on; `shard`/`shards` split a list among readers.
     #[pyo3(signature = (list, tail=0, max=1024, shard=0, shards=1))]
     fn list_poll<'py>(
@@ -467,6 +469,25 @@ impl Region {
         }
         let d = PyDict::new(py);
         d.set_item("entries", entries)?;
+        // With a record layout in the header, each entry decoded too (None: it does not).
+        let record = match &self.region.header().spec {
+            StoreSpec::Append(s) => s.record,
+            _ => dta_store::AppendRecord::Raw,
+        };
+        d.set_item("record", record.name())?;
+        if !record.is_raw() {
+            let n = (out.len() / entry_len) as u64;
+            let first = reader.tail() - n * u64::from(shards);
+            let decoded = PyList::empty(py);
+            for (i, e) in out.chunks_exact(entry_len).enumerate() {
+                let seq = first + i as u64 * u64::from(shards);
+                match dta_int::events::decode_record(record, e, seq) {
+                    Some(v) => decoded.append(json_to_py(py, &v)?)?,
+                    None => decoded.append(py.None())?,
+                }
+            }
+            d.set_item("decoded", decoded)?;
+        }
         d.set_item("missed", res.missed)?;
         d.set_item("tail", reader.tail())?;
         self.still_whole(py)?;

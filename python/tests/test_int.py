@@ -200,3 +200,26 @@ def test_the_documented_example_runs_verbatim(replayed, tmp_path, monkeypatch):
     exec(compile(code, "docs/int-sink.md", "exec"), scope)
     assert scope["worst"] and scope["p"]["status"] == "found"
     assert scope["net"]["switches"]
+
+
+def test_event_entries_read_back_decoded_everywhere(replayed):
+    """An Append store of record layout `int-event`: its entries decoded alike by HTTP, the CLI
+    and Python (the flow summaries' list, and an event list)."""
+    regions, cli, get, truth = replayed
+    events = region(regions, "events")
+    binary = dta_binary()
+    for lst, kind in ((8, "flow_summary"), (1, "event")):
+        py = events.list_poll(lst, 0, 4096)
+        assert py["record"] == "int-event"
+        status, body = get(f"/query/list/events?list={lst}&tail=0&max=4096")
+        assert status == 200 and body["record"] == "int-event"
+        assert body["decoded"] == py["decoded"]
+        assert body["entries"] == [e.hex() for e in py["entries"]]
+        p = subprocess.run([binary, "query", "list", "--store", "events", "--region-dir", regions,
+                            "--list", str(lst), "--tail", "0", "--max", "4096", "--json"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["decoded"] == py["decoded"]
+        assert py["decoded"] and all(d["type"] == kind for d in py["decoded"])
+    flows = {d["flow"] for d in events.list_poll(8, 0, 4096)["decoded"]}
+    assert flows == {f["flow"] for f in truth["flows"]}

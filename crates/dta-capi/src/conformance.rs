@@ -302,7 +302,8 @@ fn cell_flush_on_stop_capi() {
     }
     let dir = n.close();
     let region = dta_store::Region::open_read_only(&dir.path().join("regions/ap.region")).unwrap();
-    let l = dta_collector::query::list(&region, 1, None, 10).unwrap();
+    let l = dta_collector::query::list(&region, 1, None, 10, dta_collector::query::raw_records)
+        .unwrap();
     assert_eq!(l.entries, vec!["00000064", "00000065", "00000066"]);
 }
 

@@ -291,7 +291,10 @@ pub unsafe extern "C" fn dta_query_append_read(
             ));
         }
         let tail = (tail != OLDEST).then_some(tail);
-        let r = DtaCollector::answered(region, query::list(region, list, tail, max))?;
+        let r = DtaCollector::answered(
+            region,
+            query::list(region, list, tail, max, query::raw_records),
+        )?;
         // SAFETY: the caller's contract.
         let dst = unsafe { crate::bytes_mut(buf, cap, "buf") }?;
         for (i, e) in r.entries.iter().enumerate() {

@@ -219,6 +219,7 @@ pub struct ClusterQuery {
     local: Option<(String, Arc<Collector>)>,
     token: Option<dta_http::Token>,
     timeout: Duration,
+    decode: query::RecordDecoder,
 }
 
 impl ClusterQuery {
@@ -229,7 +230,14 @@ impl ClusterQuery {
             local: None,
             token,
             timeout: dta_http::client::DEFAULT_CLIENT_TIMEOUT,
+            decode: query::raw_records,
         }
+    }
+
+    /// Append entries read from regions here are decoded by `decode` (as the owners' APIs do).
+    pub fn with_decoder(mut self, decode: query::RecordDecoder) -> Self {
+        self.decode = decode;
+        self
     }
 
     /// This process serves the collector `name` of the map from `collector`'s regions.
@@ -294,7 +302,8 @@ impl ClusterQuery {
             if *name == c.name {
                 let s = col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 let values = s.config.as_ref().and_then(|c| c.values);
-                let v = answer_local(&s.region, ask, key, values).map_err(|e| refused(c, e))?;
+                let v = answer_local(&s.region, ask, key, values, self.decode)
+                    .map_err(|e| refused(c, e))?;
                 col.store(store).map_err(|e| unreachable(e.to_string()))?;
                 return Ok(v);
             }
@@ -304,7 +313,7 @@ impl ClusterQuery {
             if path.exists() {
                 let r = Region::open_read_only(&path)
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
-                let v = answer_local(&r, ask, key, None).map_err(|e| refused(c, e))?;
+                let v = answer_local(&r, ask, key, None, self.decode).map_err(|e| refused(c, e))?;
                 r.check()
                     .map_err(|e| unreachable(format!("region {}: {e}", path.display())))?;
                 return Ok(v);
@@ -785,6 +794,7 @@ pub fn answer_local(
     ask: &Ask,
     key: Option<&[u8]>,
     values: Option<u32>,
+    decode: query::RecordDecoder,
 ) -> Result<Value, ClusterQueryError> {
     let need_key =
         || key.ok_or_else(|| ClusterQueryError::Invalid("this query needs a key".into()));
@@ -801,7 +811,9 @@ pub fn answer_local(
             need_key()?,
             v.or(values).unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES),
         )?),
-        Ask::List { list, tail, max } => serde_json::to_value(query::list(r, *list, *tail, *max)?),
+        Ask::List { list, tail, max } => {
+            serde_json::to_value(query::list(r, *list, *tail, *max, decode)?)
+        }
         Ask::Sketch => serde_json::to_value(query::sketch(r, key)?),
     };
     v.map_err(|e| ClusterQueryError::Invalid(e.to_string()))

@@ -87,6 +87,8 @@ pub struct StoreConfig {
     pub capacity: Option<u64>,
     pub entry_len: Option<u8>,
     pub batch: Option<u32>,
+    /// How the entries read back: `raw` (default) or `int-event` (the INT sink's events).
+    pub record: Option<dta_store::AppendRecord>,
     // Sketch-Merge
     pub sketch_id: Option<u16>,
     pub sketch: Option<SketchName>,
@@ -150,7 +152,7 @@ impl StoreConfig {
                 "key_len",
                 "values",
             ],
-            StoreKindName::Append => &["lists", "capacity", "entry_len", "batch"],
+            StoreKindName::Append => &["lists", "capacity", "entry_len", "batch", "record"],
             StoreKindName::SketchMerge => &[
                 "sketch_id",
                 "sketch",
@@ -208,6 +210,7 @@ impl StoreConfig {
                 capacity: self.capacity.unwrap_or(1 << 16),
                 entry_len: self.entry_len.unwrap_or(4),
                 batch: self.batch.unwrap_or(16),
+                record: self.record.unwrap_or_default(),
             }),
             StoreKindName::SketchMerge => {
                 let kind = match self.sketch.unwrap_or(SketchName::CountMin) {
@@ -230,7 +233,7 @@ impl StoreConfig {
         })
     }
 
-    fn fields_set(&self) -> [(&'static str, bool); 24] {
+    fn fields_set(&self) -> [(&'static str, bool); 25] {
         [
             ("windows", self.windows.is_some()),
             ("window_ms", self.window_ms.is_some()),
@@ -248,6 +251,7 @@ impl StoreConfig {
             ("capacity", self.capacity.is_some()),
             ("entry_len", self.entry_len.is_some()),
             ("batch", self.batch.is_some()),
+            ("record", self.record.is_some()),
             ("sketch_id", self.sketch_id.is_some()),
             ("sketch", self.sketch.is_some()),
             ("rows", self.rows.is_some()),

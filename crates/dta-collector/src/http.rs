@@ -130,6 +130,7 @@ struct Api {
     c: Arc<Collector>,
     heavy: HeavySlots,
     cluster: Option<Arc<ClusterQuery>>,
+    decode: query::RecordDecoder,
 }
 
 /// The slots of heavy queries (table scans, bucket reads, metrics): at most
@@ -311,8 +312,9 @@ async fn list(
     let list = p.bounded("list", Some(0u32), 0, u32::MAX)?;
     let tail = p.opt_u64("tail")?;
     let max = p.list_max(entry_len)?;
+    let decode = a.decode;
     a.heavy(move |c| {
-        let l = query::list(&c.store(&name)?.region, list, tail, max)?;
+        let l = query::list(&c.store(&name)?.region, list, tail, max, decode)?;
         served(c, &name, l)
     })
     .await
@@ -517,13 +519,14 @@ async fn local_batch(
         .iter()
         .map(|k| query::parse_key(k, key_len))
         .collect::<Result<Vec<_>, _>>()?;
+    let decode = a.decode;
     a.heavy(move |c| {
         let s = c.store(&name)?;
         let values = s.config.as_ref().and_then(|c| c.values);
         let answers: Vec<serde_json::Value> = keys
             .iter()
             .map(|k| {
-                crate::cluster::answer_local(&s.region, &ask, Some(k), values)
+                crate::cluster::answer_local(&s.region, &ask, Some(k), values, decode)
                     .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}))
             })
             .collect();
@@ -554,10 +557,20 @@ pub fn router(collector: Arc<Collector>) -> Router {
 
 /// [`router`], plus the `/cluster/...` routes answering over `cluster`'s collectors.
 pub fn router_with(collector: Arc<Collector>, cluster: Option<Arc<ClusterQuery>>) -> Router {
+    router_decoding(collector, cluster, query::raw_records)
+}
+
+/// [`router_with`], Append entries decoded by `decode` where their store has a record layout.
+pub fn router_decoding(
+    collector: Arc<Collector>,
+    cluster: Option<Arc<ClusterQuery>>,
+    decode: query::RecordDecoder,
+) -> Router {
     let api = Api {
         c: collector,
         heavy: HeavySlots::default(),
         cluster,
+        decode,
     };
     let dir = api.c.dir().to_path_buf();
     let name = api

@@ -7,9 +7,9 @@ use std::net::Ipv4Addr;
 use serde::Serialize;
 
 use dta_store::{
-    AppendLayout, Header, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader,
-    PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, SketchSpec, SketchSync,
-    StoreKind, StoreSpec, ValueTable,
+    AppendLayout, AppendRecord, Header, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout,
+    ListReader, PostcardAnswer, PostcardingLayout, Region, SketchKind, SketchLayout, SketchSpec,
+    SketchSync, StoreKind, StoreSpec, ValueTable,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -259,19 +259,37 @@ pub struct ListResult {
     pub list: u32,
     /// Entries read, oldest first, hex.
     pub entries: Vec<String>,
+    /// The store's record layout (`raw`, `int-event`: region header byte 97).
+    pub record: &'static str,
+    /// With a record layout, each entry decoded (`null`: it does not decode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded: Option<Vec<serde_json::Value>>,
     /// Entries overwritten before they could be read (the writer lapped the reader).
     pub missed: u64,
     /// Where to resume: pass it back as `tail`.
     pub next_tail: u64,
 }
 
+/// Decodes an Append entry (its bytes and its index in its list) by its store's record layout
+/// (`None`: it is not one, shown raw). The layouts belong to the crates that write them (the
+/// INT sink's events: `dta_int::events::decode_record`); the caller passes the decoder, since
+/// this crate sits below them.
+pub type RecordDecoder = fn(AppendRecord, &[u8], u64) -> Option<serde_json::Value>;
+
+/// The decoder of a reader that knows no layout but raw.
+pub fn raw_records(_: AppendRecord, _: &[u8], _: u64) -> Option<serde_json::Value> {
+    None
+}
+
 /// Read up to `max` entries of `list` from absolute index `tail` ([DTA A.3], Algorithm 4).
-/// `tail = None` starts at the oldest entry still held.
+/// `tail = None` starts at the oldest entry still held. With a record layout in the store's
+/// header, each entry decoded by `decode` too (`null` where it does not decode).
 pub fn list(
     region: &Region,
     list: u32,
     tail: Option<u64>,
     max: usize,
+    decode: RecordDecoder,
 ) -> Result<ListResult, QueryError> {
     expect_kind(region, StoreKind::Append)?;
     let layout = AppendLayout::new(region.header()).map_err(store_err)?;
@@ -284,11 +302,25 @@ pub fn list(
     let start = tail.unwrap_or_else(|| head.saturating_sub(layout.capacity()));
     let mut reader = reader.with_tail(start);
     let mut buf = Vec::with_capacity(max.min(1 << 16) * entry_len);
+    let first = reader.tail();
     let polled = reader.poll(region.mem(), max, &mut buf);
+    let first = first + polled.missed;
+    let record = match &region.header().spec {
+        StoreSpec::Append(s) => s.record,
+        _ => AppendRecord::Raw,
+    };
+    let decoded = (!record.is_raw()).then(|| {
+        buf.chunks(entry_len)
+            .enumerate()
+            .map(|(i, e)| decode(record, e, first + i as u64).unwrap_or_default())
+            .collect()
+    });
     Ok(ListResult {
         store: region.header().name.clone(),
         list,
         entries: buf.chunks(entry_len).map(hex::encode).collect(),
+        record: record.name(),
+        decoded,
         missed: polled.missed,
         next_tail: reader.tail(),
     })

@@ -134,6 +134,24 @@ fn config_errors_name_the_store_and_the_problem() {
         .spec()
         .unwrap_err();
     assert!(e.to_string().contains("`slots` does not apply"), "{e}");
+    // A record layout: Append stores only, and with the entry length it needs.
+    let e = store("name = 'x'\nkind = 'key-write'\nrecord = 'int-event'")
+        .spec()
+        .unwrap_err();
+    assert!(e.to_string().contains("`record` does not apply"), "{e}");
+    let bad = store("name = 'x'\nkind = 'append'\nentry_len = 16\nrecord = 'int-event'")
+        .spec()
+        .unwrap();
+    let e = dta_store::Header::new("x", &bad).unwrap_err();
+    assert!(e.to_string().contains("needs entry_len = 32"), "{e}");
+    let spec = store("name = 'x'\nkind = 'append'\nentry_len = 32\nrecord = 'int-event'")
+        .spec()
+        .unwrap();
+    let h = dta_store::Header::new("x", &spec).unwrap();
+    let mut page = vec![0u8; dta_store::header::HEADER_LEN];
+    h.emit(&mut page);
+    let back = dta_store::Header::parse(&page).unwrap();
+    assert_eq!(back.spec, spec, "the layout is kept in the region header");
     let e = store("name = 'bad name'\nkind = 'append'")
         .spec()
         .unwrap_err();

@@ -235,6 +235,15 @@ function stopTail(why) {
   $("t-state").textContent = why || "stopped";
 }
 
+// A decoded Append entry as one line: its type, its time, then its fields.
+function fmtRecord(d) {
+  const t = d.time_ns !== undefined ? d.time_ns : d.last_ns;
+  const rest = Object.entries(d)
+    .filter(([k]) => !["type", "seq", "time_ns", "last_ns"].includes(k))
+    .map(([k, x]) => `${k}=${typeof x === "object" ? JSON.stringify(x) : x}`);
+  return [d.type || "", t !== undefined ? fmtTime(t) : "", ...rest].filter((x) => x).join(" ");
+}
+
 async function pollTail() {
   const t = tail;
   if (!t) return;
@@ -245,12 +254,15 @@ async function pollTail() {
     showError("t-error", null);
     const ol = $("t-entries");
     let seq = v.next_tail - v.entries.length;
-    for (const e of v.entries) {
+    v.entries.forEach((e, i) => {
       const li = document.createElement("li");
       li.value = seq++;
-      li.textContent = e;
+      // Decoded by the store's record layout where it has one; the bytes as hex otherwise.
+      const d = v.decoded ? v.decoded[i] : null;
+      li.textContent = d ? fmtRecord(d) : e;
+      li.title = e;
       ol.appendChild(li);
-    }
+    });
     while (ol.children.length > TAIL_WINDOW) ol.removeChild(ol.firstChild);
     t.missed += v.missed || 0;
     t.next = v.next_tail;

@@ -556,6 +556,7 @@ fn append_region(dir: &Path, lists: u32, capacity: u64, batch: u32) -> Arc<Regio
             capacity,
             entry_len: 4,
             batch,
+            record: Default::default(),
         }),
     )
 }

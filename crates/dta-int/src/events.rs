@@ -267,6 +267,28 @@ pub struct HopRecord {
 }
 
 /// The events store's list of flow summaries, after the event kinds' lists:
+/// An entry of an Append store of record layout `int-event` (its bytes, its index in its
+/// list), decoded: `{"type": "event", ...}` ([`Event`]) or `{"type": "flow_summary", ...}`
+/// ([`FlowSummary`]) by its kind byte; `None` for another layout or bytes that are neither.
+pub fn decode_record(
+    record: dta_store::AppendRecord,
+    entry: &[u8],
+    seq: u64,
+) -> Option<serde_json::Value> {
+    if record != dta_store::AppendRecord::IntEvent {
+        return None;
+    }
+    let tagged = |kind: &str, v: serde_json::Result<serde_json::Value>| {
+        let mut v = v.ok()?;
+        v.as_object_mut()?.insert("type".into(), kind.into());
+        Some(v)
+    };
+    match FlowSummary::decode(entry, seq) {
+        Some(f) => tagged("flow_summary", serde_json::to_value(f)),
+        None => tagged("event", serde_json::to_value(Event::decode(entry, seq)?)),
+    }
+}
+
 /// `event_list_base + FLOW_SUMMARY_LIST` (written when the store has that list).
 pub const FLOW_SUMMARY_LIST: u32 = EventKind::ALL.len() as u32;
 /// The kind byte of a flow summary record (after the event kinds').

@@ -84,9 +84,11 @@ pub fn routes(
         console_peers(&cfg.collector)?,
         token,
     );
-    Ok(dta_collector::http::router_with(c.clone(), cluster)
-        .merge(crate::int_http::router(c))
-        .merge(dta_http::console::router(console)))
+    Ok(
+        dta_collector::http::router_decoding(c.clone(), cluster, dta_int::events::decode_record)
+            .merge(crate::int_http::router(c))
+            .merge(dta_http::console::router(console)),
+    )
 }
 
 /// What is inconsistent between the cluster map and the HTTP address collector `name` listens
@@ -137,6 +139,7 @@ pub fn cluster_query(
 ) -> anyhow::Result<Arc<ClusterQuery>> {
     Ok(Arc::new(
         ClusterQuery::new(Arc::new(map), token)
+            .with_decoder(dta_int::events::decode_record)
             .with_local(name, c)
             .map_err(anyhow::Error::msg)?,
     ))

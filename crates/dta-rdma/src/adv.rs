@@ -182,6 +182,7 @@ mod tests {
             capacity: 16,
             entry_len: 4,
             batch: 4,
+            record: Default::default(),
         });
         let header = Header::new("ev", &spec).unwrap();
         let s = AdvertisedStore {

@@ -6,7 +6,8 @@
 //! sit in the header page but outside the CRC: writers add to them while the region is in use.
 
 use crate::spec::{
-    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec, SketchSync,
+    AppendRecord, AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
+    SketchSpec, SketchSync,
 };
 use crate::{HashScheme, StoreError, StoreKind, StoreSpec};
 
@@ -239,6 +240,9 @@ impl Header {
                     batch: rd32(p, 4),
                     capacity: rd64(p, 8),
                     entry_len: p[16],
+                    record: AppendRecord::from_code(p[17]).ok_or_else(|| {
+                        StoreError::BadGeometry(format!("unknown Append record layout {}", p[17]))
+                    })?,
                 };
                 derived(
                     "rings_offset",
@@ -325,6 +329,7 @@ impl Header {
                 p[4..8].copy_from_slice(&s.batch.to_le_bytes());
                 p[8..16].copy_from_slice(&s.capacity.to_le_bytes());
                 p[16] = s.entry_len;
+                p[17] = s.record.code();
                 p[24..32].copy_from_slice(&StoreSpec::append_rings_offset(s.lists).to_le_bytes());
             }
             StoreSpec::SketchMerge(s) => {
@@ -389,6 +394,7 @@ mod tests {
                 capacity: 64,
                 entry_len: 13,
                 batch: 16,
+                record: Default::default(),
             }),
             StoreSpec::SketchMerge(SketchSpec {
                 sketch_id: 7,

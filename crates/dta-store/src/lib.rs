@@ -38,8 +38,9 @@ pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, Tally, VecSink};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
 pub use spec::{
-    AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind, SketchSpec,
-    SketchSync, StoreSpec, MAX_APPROSYNC_STATE, MAX_WINDOWS, MAX_WINDOW_MS, MIN_WINDOW_MS,
+    AppendRecord, AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,
+    SketchSpec, SketchSync, StoreSpec, MAX_APPROSYNC_STATE, MAX_WINDOWS, MAX_WINDOW_MS,
+    MIN_WINDOW_MS,
 };
 
 use serde::{Deserialize, Serialize};

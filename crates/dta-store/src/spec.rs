@@ -197,6 +197,58 @@ pub struct AppendSpec {
     /// B, entries the translator batches into one write.
     #[serde(default = "default_batch")]
     pub batch: u32,
+    /// How the entries read back: raw bytes, or a record layout queries decode.
+    #[serde(default, skip_serializing_if = "AppendRecord::is_raw")]
+    pub record: AppendRecord,
+}
+
+/// The record layout of an Append store's entries (region header byte 97, `docs/regions.md`
+/// §1): what every reader (HTTP, CLI, Python, the console, exports) decodes them as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppendRecord {
+    /// Opaque bytes, shown as hex.
+    #[default]
+    Raw,
+    /// The INT sink's events and flow summaries (`docs/int-sink.md`, "Events"; 32 bytes), told
+    /// apart by their kind byte.
+    IntEvent,
+}
+
+impl AppendRecord {
+    pub const ALL: [AppendRecord; 2] = [AppendRecord::Raw, AppendRecord::IntEvent];
+
+    pub fn is_raw(&self) -> bool {
+        *self == AppendRecord::Raw
+    }
+
+    /// Its code in the region header.
+    pub fn code(self) -> u8 {
+        match self {
+            AppendRecord::Raw => 0,
+            AppendRecord::IntEvent => 1,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<AppendRecord> {
+        AppendRecord::ALL.into_iter().find(|r| r.code() == c)
+    }
+
+    /// Its name, as the configuration spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendRecord::Raw => "raw",
+            AppendRecord::IntEvent => "int-event",
+        }
+    }
+
+    /// The entry length the layout needs (`None`: any).
+    pub fn entry_len(self) -> Option<u8> {
+        match self {
+            AppendRecord::Raw => None,
+            AppendRecord::IntEvent => Some(32),
+        }
+    }
 }
 
 fn default_batch() -> u32 {
@@ -417,6 +469,13 @@ impl StoreSpec {
                 pow2("capacity", s.capacity)?;
                 if !(4..=64).contains(&s.entry_len) {
                     return Err(bad(format!("entry_len = {} must be 4..=64", s.entry_len)));
+                }
+                if let Some(n) = s.record.entry_len().filter(|&n| n != s.entry_len) {
+                    return Err(bad(format!(
+                        "record = \"{}\" needs entry_len = {n}, not {}",
+                        s.record.name(),
+                        s.entry_len
+                    )));
                 }
                 if s.batch == 0
                     || s.capacity % s.batch as u64 != 0

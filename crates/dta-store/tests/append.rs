@@ -11,6 +11,7 @@ fn make(dir: &tempfile::TempDir, lists: u32, capacity: u64, entry_len: u8, batch
         capacity,
         entry_len,
         batch,
+        record: Default::default(),
     });
     Region::create(&dir.path().join("ap"), "events", &spec, true).unwrap()
 }
@@ -198,6 +199,7 @@ fn many_lists() {
         capacity: 32,
         entry_len: 4,
         batch: 16,
+        record: Default::default(),
     });
     assert!(Region::create(&dir.path().join("x"), "x", &too_many, true).is_err());
     let one_batch_ring = StoreSpec::Append(AppendSpec {
@@ -205,6 +207,7 @@ fn many_lists() {
         capacity: 16,
         entry_len: 4,
         batch: 16,
+        record: Default::default(),
     });
     assert!(Region::create(&dir.path().join("y"), "y", &one_batch_ring, true).is_err());
 }

@@ -469,7 +469,8 @@ key_len = 13
             lists: 8,
             capacity: 1024,
             entry_len: 16,
-            batch: 16
+            batch: 16,
+            record: Default::default(),
         })
     );
     match &cfg.store[4] {

@@ -73,6 +73,7 @@ fn regions(dir: &std::path::Path) -> Vec<Arc<Region>> {
                 capacity: 1 << 20,
                 entry_len: 16,
                 batch: 16,
+                record: Default::default(),
             }),
         ),
     ];

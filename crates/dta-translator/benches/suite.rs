@@ -166,6 +166,7 @@ fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
                 capacity: pow2_at_most(small("ap") / 64),
                 entry_len: 4,
                 batch: 16,
+                record: Default::default(),
             }),
         ),
     ];

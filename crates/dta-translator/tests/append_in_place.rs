@@ -46,6 +46,7 @@ fn region(dir: &std::path::Path, name: &str, lists: u32, capacity: u64, batch: u
         capacity,
         entry_len: ENTRY as u8,
         batch,
+        record: Default::default(),
     });
     Arc::new(Region::create(&dir.join(name), name, &spec, true).unwrap())
 }

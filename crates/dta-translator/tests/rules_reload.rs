@@ -39,6 +39,7 @@ fn specs() -> Vec<(&'static str, StoreSpec)> {
                 capacity: 1 << 17,
                 entry_len: 16,
                 batch: 4,
+                record: Default::default(),
             }),
         ),
     ]

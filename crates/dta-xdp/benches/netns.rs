@@ -529,6 +529,7 @@ fn rules_bench(net: &Net, nat8: &[Vec<u8>], secs: f64, runs: usize) {
                 capacity: 1 << 16,
                 entry_len: 16,
                 batch: 4,
+                record: Default::default(),
             }),
         )
         .unwrap(),

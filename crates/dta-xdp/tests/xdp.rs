@@ -77,6 +77,7 @@ fn headers() -> Vec<Header> {
                 capacity: 8,
                 entry_len: 4,
                 batch: 4,
+                record: Default::default(),
             }),
         ),
         (

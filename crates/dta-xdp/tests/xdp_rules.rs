@@ -154,6 +154,7 @@ fn xdp_rules_drop_and_append_as_the_userspace_translator() {
         capacity: 256,
         entry_len: 16,
         batch: 4,
+        record: Default::default(),
     });
     let rs = rules(RULES);
     let set = compile(&rs, &hs, 1);
@@ -262,6 +263,7 @@ fn rules_that_aggregate_or_write_stay_in_userspace() {
         capacity: 256,
         entry_len: 16,
         batch: 4,
+        record: Default::default(),
     });
     let mut rs = rules(RULES);
     rs.extend(rules(
@@ -320,6 +322,7 @@ fn xdp_rule_reload_under_load_loses_and_doubles_nothing() {
         capacity: 8192,
         entry_len: 4,
         batch: 4,
+        record: Default::default(),
     });
     let sets: Vec<Vec<RuleConfig>> = (0..2)
         .map(|l| {

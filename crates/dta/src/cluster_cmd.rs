@@ -291,7 +291,8 @@ pub fn query(what: &crate::QueryWhat) -> anyhow::Result<Option<ExitCode>> {
         map: map_path.clone(),
     })?;
     let token = dta_http::ServerOptions::with_token_file(None)?.token;
-    let cq = ClusterQuery::new(std::sync::Arc::new(map), token);
+    let cq = ClusterQuery::new(std::sync::Arc::new(map), token)
+        .with_decoder(dta_int::events::decode_record);
     let mut out = std::io::stdout().lock();
     let print = |out: &mut std::io::StdoutLock, v: &serde_json::Value| -> anyhow::Result<()> {
         if sel.json {

@@ -354,7 +354,13 @@ fn query_all(c: &Collector, flows: u32) -> anyhow::Result<Vec<Row>> {
 
     for (protocol, list) in [("native", LIST_NATIVE), ("prototype", LIST_PROTO)] {
         let mut row = Row::new("Append", protocol, "events");
-        let r = query::list(events, list, Some(0), flows as usize + 16)?;
+        let r = query::list(
+            events,
+            list,
+            Some(0),
+            flows as usize + 16,
+            dta_int::events::decode_record,
+        )?;
         for i in 0..flows {
             row.tally(match r.entries.get(i as usize) {
                 Some(e) if *e == hex::encode(i.to_be_bytes()) => Outcome::Correct,

@@ -570,7 +570,10 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             max,
         } => {
             let (region, _) = sel.open()?;
-            let r = answered(&region, query::list(&region, list, tail, max))?;
+            let r = answered(
+                &region,
+                query::list(&region, list, tail, max, dta_int::events::decode_record),
+            )?;
             output::print(&mut out, sel.json, &r, output::list)?;
             Ok(ExitCode::SUCCESS)
         }

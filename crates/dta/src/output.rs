@@ -111,11 +111,12 @@ pub fn list(out: &mut dyn Write, r: &ListResult) -> io::Result<()> {
         r.next_tail
     )?;
     for (i, e) in r.entries.iter().enumerate() {
-        writeln!(
-            out,
-            "  [{}] 0x{e}",
-            r.next_tail - (r.entries.len() - i) as u64
-        )?;
+        let at = r.next_tail - (r.entries.len() - i) as u64;
+        match r.decoded.as_ref().and_then(|d| d.get(i)) {
+            // Decoded by the store's record layout: the record, then its bytes.
+            Some(d) if !d.is_null() => writeln!(out, "  [{at}] {d}  (0x{e})")?,
+            _ => writeln!(out, "  [{at}] 0x{e}")?,
+        }
     }
     Ok(())
 }

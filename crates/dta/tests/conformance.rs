@@ -701,7 +701,7 @@ impl Stopped {
 
     fn list(&self, list: u32) -> Vec<String> {
         let r = self.c.store("ap").unwrap().region.clone();
-        dta_collector::query::list(&r, list, None, 100)
+        dta_collector::query::list(&r, list, None, 100, dta_collector::query::raw_records)
             .unwrap()
             .entries
     }

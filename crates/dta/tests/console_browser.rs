@@ -660,6 +660,16 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             "{state} {over}"
         );
         shot(&c, "i-time", "int-flow-over-time").await;
+        // The Append tail of the flow summaries, decoded by the store's record layout.
+        select(&c, "t-store", "events").await;
+        set(&c, "t-list", "8").await;
+        click(&c, "t-start").await;
+        let tail = text_when(&c, "t-entries", |t| t.contains(&worst_flow)).await;
+        assert!(
+            tail.lines().all(|l| l.starts_with("flow_summary ")),
+            "{tail}"
+        );
+        click(&c, "t-stop").await;
         shot(&c, "network", "int-network").await;
         save_page(&c, "int").await;
         c.close().await.unwrap();

@@ -161,7 +161,9 @@ fn run_with(translator_cfg: &str, retransmittable: bool, key: Option<&str>) {
     let mut seen = vec![0u32; HIGH as usize];
     let mut tail = None;
     loop {
-        let l = dta_collector::query::list(&region, 0, tail, 4096).unwrap();
+        let l =
+            dta_collector::query::list(&region, 0, tail, 4096, dta_collector::query::raw_records)
+                .unwrap();
         if l.entries.is_empty() {
             break;
         }

@@ -112,7 +112,7 @@ fn flows_over_t_are_exactly_those_in_the_list() {
 
     // The list: exactly the flows over T, each with its path's sum.
     let slow = collector.store("slow").unwrap();
-    let list = query::list(&slow.region, 0, None, 1 << 16).unwrap();
+    let list = query::list(&slow.region, 0, None, 1 << 16, query::raw_records).unwrap();
     let got: BTreeMap<u32, u64> = list
         .entries
         .iter()

@@ -305,6 +305,7 @@ mod tests {
                     capacity: 8,
                     entry_len: 4,
                     batch: 1,
+                    record: Default::default(),
                 }),
             )
             .unwrap(),

@@ -119,6 +119,7 @@ pub(super) fn specs() -> Vec<(&'static str, StoreSpec)> {
                 capacity: 64,
                 entry_len: 4,
                 batch: 4,
+                record: Default::default(),
             }),
         ),
         (

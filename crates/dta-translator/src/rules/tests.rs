@@ -26,6 +26,7 @@ fn stores() -> Vec<(&'static str, StoreSpec)> {
                 capacity: 64,
                 entry_len: 16,
                 batch: 4,
+                record: Default::default(),
             }),
         ),
         (

@@ -62,6 +62,7 @@ pub fn specs() -> Vec<(&'static str, StoreSpec)> {
                 capacity: 256,
                 entry_len: 4,
                 batch: 4,
+                record: Default::default(),
             }),
         ),
         (
