@@ -26,7 +26,7 @@ impl DtaCollector {
     fn region(&self, name: &str) -> Result<&Region> {
         match self.collector.store(name) {
             Ok(s) => Ok(&s.region),
-            Err(dta_collector::CollectorError::NoSuchStore(_)) => {
+            Err(dta_collector::CollectorError::NoSuchStore { .. }) => {
                 let names: Vec<&str> = self
                     .collector
                     .stores()

@@ -37,12 +37,47 @@ pub enum CollectorError {
     Region { path: PathBuf, msg: String },
     #[error("two stores are named {0:?}")]
     DuplicateName(String),
-    #[error("no store named {0:?} (see `dta inspect` for the stores present)")]
-    NoSuchStore(String),
+    #[error("no store named {name:?}; {}", present_stores(.present))]
+    NoSuchStore { name: String, present: Vec<String> },
     #[error("store {name:?} is unavailable: {reason}")]
     Unavailable { name: String, reason: String },
     #[error(transparent)]
     Lock(#[from] LockError),
+}
+
+/// Most store names an error lists.
+pub const MAX_NAMES_SAID: usize = 32;
+
+/// "the stores are: a, b, c" (at most [`MAX_NAMES_SAID`], sorted), or that there are none.
+pub fn present_stores(names: &[String]) -> String {
+    if names.is_empty() {
+        return "there are no stores".into();
+    }
+    let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let more = sorted.len().saturating_sub(MAX_NAMES_SAID);
+    sorted.truncate(MAX_NAMES_SAID);
+    let mut s = format!("the stores are: {}", sorted.join(", "));
+    if more > 0 {
+        s.push_str(&format!(" and {more} more"));
+    }
+    s
+}
+
+/// The names of the regions in `dir` (`NAME.region`), at most `max`; none if it cannot be read.
+pub fn region_names(dir: &std::path::Path, max: usize) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    rd.filter_map(|e| {
+        let n = e.ok()?.file_name().into_string().ok()?;
+        // Hidden files are regions being built (published whole under their name).
+        (!n.starts_with('.')).then_some(())?;
+        n.strip_suffix(".region").map(str::to_owned)
+    })
+    .take(max)
+    .collect()
 }
 
 /// One store: its configuration (if created from one) and its mapped region.
@@ -257,11 +292,17 @@ impl Collector {
                 reason: b.reason.clone(),
             });
         }
-        let s = self
-            .stores
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| CollectorError::NoSuchStore(name.to_owned()))?;
+        let s = self.stores.iter().find(|s| s.name == name).ok_or_else(|| {
+            CollectorError::NoSuchStore {
+                name: name.to_owned(),
+                present: self
+                    .stores
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .chain(self.bad.iter().map(|b| b.name.clone()))
+                    .collect(),
+            }
+        })?;
         s.check()?;
         Ok(s)
     }

@@ -115,7 +115,7 @@ impl From<ParamError> for ApiError {
 impl From<CollectorError> for ApiError {
     fn from(e: CollectorError) -> Self {
         let code = match e {
-            CollectorError::NoSuchStore(_) => StatusCode::NOT_FOUND,
+            CollectorError::NoSuchStore { .. } => StatusCode::NOT_FOUND,
             CollectorError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -106,6 +106,14 @@ fn http_api_answers_queries_and_reports_errors() {
     let (s, v) = get(addr, "/query/kw/nope?key=1");
     assert_eq!(s, 404);
     assert!(v["error"].as_str().unwrap().contains("no store named"));
+    // The stores that exist are named.
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("the stores are: ev, ki, kw"),
+        "{v}"
+    );
     let (s, v) = get(addr, "/query/kw/ki?key=1");
     assert_eq!(s, 400);
     assert!(

@@ -112,6 +112,42 @@ pub use tracing as __tracing;
 /// Longest line of a message [`elide`] leaves whole, in characters.
 pub const MAX_LINE: usize = 400;
 
+/// An error's chain of messages (outermost first) as one line that says each thing once: a
+/// cause whose message the text so far already holds is skipped (a wrapper that prints its
+/// source, then the source itself), and a cause that begins with what the text so far ends
+/// with (a path named by the context and again by the error) is joined over that overlap.
+/// For `anyhow::Error`: `say_once(e.chain().map(|c| c.to_string()))`.
+pub fn say_once(layers: impl IntoIterator<Item = String>) -> String {
+    let mut out = String::new();
+    for layer in layers {
+        let layer = layer.trim();
+        if layer.is_empty() || out.contains(layer) {
+            continue;
+        }
+        if out.is_empty() {
+            out.push_str(layer);
+            continue;
+        }
+        // The longest end of `out` that `layer` begins with, at least 2 characters and
+        // starting at a word boundary of `out`.
+        let overlap = (2..=out.len().min(layer.len()))
+            .rev()
+            .filter(|&n| out.is_char_boundary(out.len() - n) && layer.is_char_boundary(n))
+            .find(|&n| {
+                let at = out.len() - n;
+                out[at..] == layer[..n] && (at == 0 || out[..at].ends_with(' '))
+            });
+        match overlap {
+            Some(n) => out.push_str(&layer[n..]),
+            None => {
+                out.push_str(": ");
+                out.push_str(layer);
+            }
+        }
+    }
+    out
+}
+
 /// `msg` with every line longer than [`MAX_LINE`] characters cut in the middle: its first 240
 /// and last 80 characters kept, "… [N characters elided] …" between.
 pub fn elide(msg: &str) -> String {
@@ -141,6 +177,29 @@ pub fn elide(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_say_a_thing_once() {
+        let os = "No such file or directory (os error 2)".to_string();
+        assert_eq!(
+            say_once([
+                "opening region /x.region".into(),
+                format!("/x.region: {os}"),
+                os.clone()
+            ]),
+            format!("opening region /x.region: {os}")
+        );
+        assert_eq!(
+            say_once(["replaying /p.pcap".into(), os.clone(), os.clone()]),
+            format!("replaying /p.pcap: {os}")
+        );
+        // Distinct layers are all kept; a word merely ending alike is not merged.
+        assert_eq!(say_once(["a b".into(), "bc".into()]), "a b: bc");
+        assert_eq!(
+            say_once(["reading x".into(), "bad".into()]),
+            "reading x: bad"
+        );
+    }
 
     #[test]
     fn long_lines_are_cut_in_the_middle_and_short_ones_kept() {

@@ -120,7 +120,10 @@ pub fn reload_loop(
                 }
                 running = c.config;
             }
-            Err(e) => eprintln!("dta: error: {e:#}; the running rules stay"),
+            Err(e) => eprintln!(
+                "dta: error: {}; the running rules stay",
+                dta_log::say_once(e.chain().map(|c| c.to_string()))
+            ),
         }
     }
 }

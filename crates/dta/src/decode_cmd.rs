@@ -38,6 +38,7 @@ pub struct DecodeArgs {
     /// payload of DTA, RoCEv2 (frame only) or a telemetry report; or an Ethernet frame with INT.
     #[arg(long)]
     hex: String,
+    /// What the bytes are: auto (tried in turn), or as the value names.
     #[arg(long = "as", value_enum, default_value = "auto")]
     kind: DecodeAs,
     /// The prototype base header format to assume.

@@ -85,6 +85,7 @@ struct KafkaArgs {
     /// Key-Increment store; KEY as `dta query` takes it: 0xHEX, decimal, IPv4, 5-tuple).
     #[arg(long = "snapshot", value_name = "STORE=KEY")]
     snapshot: Vec<String>,
+    /// How often each --snapshot key's value is exported.
     #[arg(long, default_value_t = 1000)]
     snapshot_interval_ms: u64,
     /// How often the Append lists are polled.
@@ -98,6 +99,7 @@ struct KafkaArgs {
     /// interval of entries.
     #[arg(long, value_name = "FILE")]
     cursors: Option<PathBuf>,
+    /// How often the --cursors file is written (what a restart re-sends at most).
     #[arg(long, default_value_t = 1000)]
     checkpoint_ms: u64,
     /// Stop after this many seconds (default: until interrupted).
@@ -116,6 +118,7 @@ struct ConsumeArgs {
     /// Most records read (more is an error).
     #[arg(long, default_value_t = 10_000_000)]
     max: usize,
+    /// Give up after this many seconds without the records asked for.
     #[arg(long, default_value_t = 30)]
     timeout_s: u64,
 }

@@ -152,8 +152,10 @@ pub enum IntQuery {
     HopLatency {
         #[command(flatten)]
         sel: IntStoreArgs,
+        /// The flow: SRC:SPORT-DST:DPORT/PROTO.
         #[arg(long)]
         flow: String,
+        /// The hop: 0 is the INT source, then each transit hop.
         #[arg(long)]
         hop: u8,
         /// The sink's postcard_values.
@@ -249,6 +251,7 @@ pub enum IntQuery {
     Histogram {
         #[command(flatten)]
         sel: IntStoreArgs,
+        /// The switch (its INT node id).
         #[arg(long)]
         node: u32,
         /// hop_latency, queue_occupancy or egress_tx_util.

@@ -222,6 +222,19 @@ impl StoreSel {
             ),
             (None, None) => bail!("say which store: --store NAME or --region FILE"),
         };
+        if let (None, Some(name), false) = (&self.region, &self.store, path.exists()) {
+            // An unknown store: say which exist (configured, and regions present).
+            let mut names: Vec<String> = cfg.store.iter().map(|s| s.name.clone()).collect();
+            names.extend(dta_collector::collector::region_names(
+                &cfg.region_dir,
+                dta_collector::collector::MAX_NAMES_SAID * 4,
+            ));
+            bail!(
+                "no store named {name:?} in {}; {}",
+                cfg.region_dir.display(),
+                dta_collector::collector::present_stores(&names)
+            );
+        }
         let region = dta_store::Region::open_read_only(&path)
             .with_context(|| format!("opening region {}", path.display()))?;
         Ok((region, store_cfg))
@@ -254,6 +267,7 @@ enum QueryWhat {
     Ki {
         #[command(flatten)]
         sel: StoreSel,
+        /// The key: 0xHEX, a decimal integer, an IPv4 address, or SRC:SPORT-DST:DPORT/PROTO.
         #[arg(short, long)]
         key: String,
         /// Counters to take the minimum of: the store's N (its header's, the default); an N
@@ -265,6 +279,7 @@ enum QueryWhat {
     Postcard {
         #[command(flatten)]
         sel: StoreSel,
+        /// The key: 0xHEX, a decimal integer, an IPv4 address, or SRC:SPORT-DST:DPORT/PROTO.
         #[arg(short, long)]
         key: String,
         /// Size of the value set V = 0..VALUES (default: the store's `values`, else 2^18).
@@ -275,6 +290,7 @@ enum QueryWhat {
     List {
         #[command(flatten)]
         sel: StoreSel,
+        /// The list (0..the store's lists).
         #[arg(short, long, default_value_t = 0)]
         list: u32,
         /// Absolute index to read from (default: the oldest entry still held).
@@ -288,6 +304,8 @@ enum QueryWhat {
     Sketch {
         #[command(flatten)]
         sel: StoreSel,
+        /// Count-Min: the key whose count to estimate (as --key of `query kw`); HyperLogLog
+        /// takes none (the answer is the cardinality).
         #[arg(short, long)]
         key: Option<String>,
     },
@@ -299,6 +317,7 @@ struct InspectArgs {
     regions: Vec<PathBuf>,
     #[command(flatten)]
     config: ConfigArgs,
+    /// Machine-readable output.
     #[arg(long)]
     json: bool,
 }
@@ -335,7 +354,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("dta: error: {}", dta_log::elide(&format!("{e:#}")));
+            let said = dta_log::say_once(e.chain().map(|c| c.to_string()));
+            eprintln!("dta: error: {}", dta_log::elide(&said));
             ExitCode::from(2)
         }
     }
@@ -629,11 +649,47 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     for (p, e) in &bad {
-        eprintln!("dta: error: region {}: {e}", p.display());
+        let said = dta_log::say_once([format!("region {}", p.display()), e.clone()]);
+        eprintln!("dta: error: {said}");
     }
     Ok(if bad.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command says what it is (`dta CMD --help`).
+    #[test]
+    fn every_option_has_help_text() {
+        fn walk(c: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let said = a
+                    .get_help()
+                    .or(a.get_long_help())
+                    .is_some_and(|h| !h.to_string().trim().is_empty());
+                if !said {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut missing = vec![];
+        walk(&super::Cli::command(), "dta", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "options without help:\n{}",
+            missing.join("\n")
+        );
+    }
 }

@@ -61,6 +61,7 @@ struct GenArgs {
     /// Flow sizes: `fb_hadoop`, `websearch`, or a CDF file (`<bytes> <cumulative percent>`).
     #[arg(long, default_value = "fb_hadoop")]
     workload: String,
+    /// Seed of every random draw: the same seed writes the same trace and ground truth.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// INT transit hops per packet.
@@ -72,6 +73,8 @@ struct GenArgs {
     /// Cap on a flow's packets (the CDFs reach 10-30 MB).
     #[arg(long, default_value_t = 1000)]
     max_packets: u64,
+    /// frames: INT-MD packets as a switch forwards them (for `dta int-sink`'s frame port);
+    /// reports: telemetry reports as an INT sink switch sends them.
     #[arg(long, value_enum, default_value = "frames")]
     format: Format,
     /// Mean hop latency, ns (exponential, capped at 50x the mean).
@@ -80,6 +83,7 @@ struct GenArgs {
     /// Mean queue occupancy (exponential over 0..=--max-queue).
     #[arg(long, default_value_t = 40.0)]
     mean_queue: f64,
+    /// Largest queue occupancy drawn.
     #[arg(long, default_value_t = 300)]
     max_queue: u32,
     /// Mean egress utilisation (exponential over 0..=1000).
@@ -103,6 +107,8 @@ struct ReplayArgs {
     /// Datagrams per second (default: as fast as possible).
     #[arg(long)]
     rate: Option<f64>,
+    /// What to send of each frame: auto (INT frames wrapped in a telemetry report, other UDP
+    /// frames' payload), payload (every UDP frame's payload) or wrap (INT frames only).
     #[arg(long, value_enum, default_value = "auto")]
     mode: Mode,
     /// The UDP port that announces INT in the frames.

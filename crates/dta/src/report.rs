@@ -58,8 +58,11 @@ pub struct ReportArgs {
     /// owning its key instead of --to.
     #[arg(long, value_name = "MAP", conflicts_with_all = ["raw", "reporters"])]
     pub cluster: Option<std::path::PathBuf>,
+    /// The primitive of the reports (docs/protocol.md): which store kind they are written to.
     #[arg(short, long, value_enum, default_value = "kw")]
     pub primitive: Primitive,
+    /// The wire protocol: native (batched reports, sequence numbers, priorities) or the
+    /// prototype's one-report datagrams.
     #[arg(long, value_enum, default_value = "native")]
     pub protocol: ProtocolArg,
     /// Reports to send (default 100 000 unless --duration is given).
@@ -74,6 +77,8 @@ pub struct ReportArgs {
     /// Number of distinct keys.
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
+    /// How keys are drawn from the --keys distinct keys: uniform, or Zipf-skewed (a few hot
+    /// keys, as switch telemetry is).
     #[arg(long, value_enum, default_value = "uniform")]
     pub dist: Dist,
     /// Zipf exponent.
@@ -101,6 +106,8 @@ pub struct ReportArgs {
     /// Native protocol: the reporter id.
     #[arg(long, default_value_t = 1)]
     pub reporter_id: u32,
+    /// Native protocol: the datagrams' priority (docs/flow-control.md: high is never shed
+    /// before lower ones).
     #[arg(long, value_enum, default_value = "medium")]
     pub priority: PriorityArg,
     /// Keep the datagrams sent and resend them on the translator's NACKs (native, or the
@@ -126,6 +133,7 @@ pub struct ReportArgs {
     /// Native protocol: most reports packed into one datagram.
     #[arg(long, default_value_t = 32)]
     pub batch: u8,
+    /// Seed of the key and value draws: the same seed sends the same reports.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Reporters sending at once, each on its own thread and UDP socket (reporter ids

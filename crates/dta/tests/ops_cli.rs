@@ -461,3 +461,61 @@ fn generate_writes_man_pages_and_completions() {
     let help = dta().arg("--help").output().unwrap();
     assert!(!String::from_utf8_lossy(&help.stdout).contains("generate"));
 }
+
+/// Errors say a thing once (no operating-system error repeated, no path twice), and an unknown
+/// store names the stores that exist.
+#[test]
+fn errors_say_a_thing_once_and_an_unknown_store_lists_the_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.region");
+    for args in [
+        vec![
+            "query".to_string(),
+            "kw".into(),
+            "--key".into(),
+            "1".into(),
+            "--region".into(),
+            missing.display().to_string(),
+        ],
+        vec![
+            "pcap".into(),
+            "replay".into(),
+            "--to".into(),
+            "127.0.0.1:9".into(),
+            dir.path().join("missing.pcap").display().to_string(),
+        ],
+        vec!["inspect".into(), missing.display().to_string()],
+    ] {
+        let out = dta().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.matches("(os error 2)").count(), 1, "{args:?}: {err}");
+        assert_eq!(err.matches("missing.").count(), 1, "{args:?}: {err}");
+    }
+    // The example configuration's stores, named when the one asked for is not among them.
+    let out = dta()
+        .args([
+            "query",
+            "kw",
+            "--store",
+            "nope",
+            "--key",
+            "1",
+            "--region-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no store named \"nope\""), "{err}");
+    let stores = EXAMPLE.matches("[[store]]").count();
+    let listed = err
+        .split("the stores are: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"))
+        .trim()
+        .split(", ")
+        .count();
+    assert_eq!(listed, stores, "{err}");
+}
