@@ -83,7 +83,7 @@ def replayed(tmp_path_factory):
             return json.loads(p.stdout)
 
         truth = json.loads((tmp / "trace.json").read_text())
-        yield regions, cli, get, truth
+        yield regions, cli, get, truth, config
     finally:
         for p in procs:
             if p.poll() is None:
@@ -96,7 +96,7 @@ def region(regions, name):
 
 
 def test_worst_flows_agree(replayed):
-    regions, cli, get, truth = replayed
+    regions, cli, get, truth, _ = replayed
     events, paths = region(regions, "events"), region(regions, "paths")
     py = dta.int_flows(events, paths=paths, top="latency", max=100)
     assert len(py) == len(truth["flows"])
@@ -119,7 +119,7 @@ def test_worst_flows_agree(replayed):
 
 
 def test_network_and_histogram_agree(replayed):
-    regions, cli, get, _ = replayed
+    regions, cli, get, _, _ = replayed
     events, paths, hist = (region(regions, n) for n in ("events", "paths", "hist"))
     # Every window held: the current one may have just begun (the example's are 10 s wide).
     net = dta.int_network(events, paths, hist, window="all")
@@ -137,7 +137,7 @@ def test_network_and_histogram_agree(replayed):
 
 
 def test_recent_events_agree(replayed):
-    regions, cli, get, _ = replayed
+    regions, cli, get, _, _ = replayed
     events = region(regions, "events")
     py = dta.int_events(events, max=30)
     assert py
@@ -156,7 +156,7 @@ def test_recent_events_agree(replayed):
 
 
 def test_the_path_of_a_found_flow(replayed):
-    regions, cli, get, truth = replayed
+    regions, cli, get, truth, _ = replayed
     paths = region(regions, "paths")
     flow = truth["flows"][0]["flow"]
     p = dta.int_path(paths, flow)
@@ -172,7 +172,7 @@ def test_the_path_of_a_found_flow(replayed):
 
 
 def test_questions_that_cannot_be_answered_raise(replayed):
-    regions, _, get, _ = replayed
+    regions, _, get, _, _ = replayed
     events, hist = region(regions, "events"), region(regions, "hist")
     with pytest.raises(dta.RegionError, match="no window of this store matches"):
         dta.int_histogram(hist, 1, window="at:1000")
@@ -205,7 +205,7 @@ def test_the_documented_example_runs_verbatim(replayed, tmp_path, monkeypatch):
 def test_event_entries_read_back_decoded_everywhere(replayed):
     """An Append store of record layout `int-event`: its entries decoded alike by HTTP, the CLI
     and Python (the flow summaries' list, and an event list)."""
-    regions, cli, get, truth = replayed
+    regions, cli, get, truth, _ = replayed
     events = region(regions, "events")
     binary = dta_binary()
     for lst, kind in ((8, "flow_summary"), (1, "event")):
@@ -223,3 +223,18 @@ def test_event_entries_read_back_decoded_everywhere(replayed):
         assert py["decoded"] and all(d["type"] == kind for d in py["decoded"])
     flows = {d["flow"] for d in events.list_poll(8, 0, 4096)["decoded"]}
     assert flows == {f["flow"] for f in truth["flows"]}
+
+
+def test_int_queries_take_the_configuration_as_the_other_queries_do(replayed):
+    """`dta query int ... --config` reads the stores of the configuration's region directory,
+    an INT sink's configuration or a collector's, as `--region-dir` does."""
+    regions, cli, _, _, config = replayed
+    binary = dta_binary()
+    for cfg in (config, config.parent / "collector.toml"):
+        p = subprocess.run([binary, "query", "int", "network", "--window", "all", "--config", cfg],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == cli("network", "--window", "all")
+    p = subprocess.run([binary, "query", "int", "events", "--store", "nope", "--config", config],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "the stores are: events, hist, latency, paths" in p.stderr

@@ -120,9 +120,8 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
 
 #[derive(Args)]
 pub struct IntStoreArgs {
-    /// Region directory.
-    #[arg(long, default_value = "dta-regions")]
-    region_dir: PathBuf,
+    #[command(flatten)]
+    dir: IntDirArgs,
     /// Store name.
     #[arg(long)]
     store: String,
@@ -130,8 +129,49 @@ pub struct IntStoreArgs {
 
 impl IntStoreArgs {
     fn region(&self) -> anyhow::Result<Arc<dta_store::Region>> {
-        let c = Collector::open_dir(&self.region_dir, false)?;
+        let c = self.dir.open()?;
         Ok(c.store(&self.store)?.region.clone())
+    }
+}
+
+/// Where the INT stores are: as the other queries take it, a configuration and an override.
+#[derive(Args)]
+pub struct IntDirArgs {
+    /// A collector's or an INT sink's configuration (TOML): the stores of its region_dir
+    /// (default: the embedded example collector configuration's, dta-regions).
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// Override the configuration's region directory.
+    #[arg(long)]
+    region_dir: Option<PathBuf>,
+}
+
+impl IntDirArgs {
+    fn dir(&self) -> anyhow::Result<PathBuf> {
+        if let Some(d) = &self.region_dir {
+            return Ok(d.clone());
+        }
+        let Some(p) = &self.config else {
+            return Ok(dta_node::config::Config::embedded().region_dir);
+        };
+        // A collector's configuration, else an INT sink's: both name the region directory.
+        match dta_node::config::Config::load(p) {
+            Ok(c) => Ok(c.region_dir),
+            Err(collector) => dta_node::config::IntSinkFile::load(p)
+                .map(|f| f.region_dir)
+                .map_err(|sink| {
+                    anyhow::anyhow!(
+                        "{} is neither a collector's configuration ({}) nor an INT sink's ({})",
+                        p.display(),
+                        dta_log::say_once(collector.chain().map(|c| c.to_string())),
+                        dta_log::say_once(sink.chain().map(|c| c.to_string())),
+                    )
+                }),
+        }
+    }
+
+    fn open(&self) -> anyhow::Result<Collector> {
+        Ok(Collector::open_dir(&self.dir()?, false)?)
     }
 }
 
@@ -227,9 +267,8 @@ pub enum IntQuery {
     /// The network map learned from the flows' paths: switches (most congested first, with
     /// their queue occupancy and hop latency over the window) and links.
     Network {
-        /// Region directory.
-        #[arg(long, default_value = "dta-regions")]
-        region_dir: PathBuf,
+        #[command(flatten)]
+        dir: IntDirArgs,
         /// The events store (Append).
         #[arg(long, default_value = "events")]
         events: String,
@@ -328,7 +367,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             max,
             list_base,
         } => {
-            let c = Collector::open_dir(&sel.region_dir, false)?;
+            let c = sel.dir.open()?;
             let events = c.store(&sel.store)?.region.clone();
             let paths = match &paths {
                 Some(p) => Some(c.store(p)?.region.clone()),
@@ -351,14 +390,14 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             )?)?
         }
         IntQuery::Network {
-            region_dir,
+            dir,
             events,
             paths,
             hist,
             window,
             list_base,
         } => {
-            let c = Collector::open_dir(&region_dir, false)?;
+            let c = dir.open()?;
             let r = |n: &str| -> anyhow::Result<Arc<dta_store::Region>> {
                 Ok(c.store(n)?.region.clone())
             };
