@@ -210,6 +210,15 @@ pub fn datagram_for(frame: &[u8], opts: &ReplayOptions, seq: u32) -> Option<(Vec
 /// due in [`PACE_SLICE`] at the rate (1 datagram at low rates), so the pacing stays as even as
 /// the sleeps allow while a fast rate costs one system call per batch, not per datagram.
 pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapError> {
+    replay_with(path, opts, &|_| {})
+}
+
+/// [`replay`], calling `progress` with the counts so far after every batch sent.
+pub fn replay_with(
+    path: &Path,
+    opts: &ReplayOptions,
+    progress: &dyn Fn(&ReplayStats),
+) -> Result<ReplayStats, PcapError> {
     let mut reader = PcapReader::new(BufReader::new(File::open(path)?))?;
     if reader.header().datalink != DataLink::ETHERNET {
         return Err(PcapError::LinkType(reader.header().datalink));
@@ -259,6 +268,7 @@ pub fn replay(path: &Path, opts: &ReplayOptions) -> Result<ReplayStats, PcapErro
                 }
             }
             out.send(&socket, &mut st);
+            progress(&st);
         }
         if last {
             break;

@@ -114,6 +114,7 @@ fn save_cursors(path: &Path, c: &Cursors) -> anyhow::Result<()> {
 pub fn run_kafka(
     a: &KafkaExport,
     stop: &AtomicBool,
+    progress: &dyn Fn(u64),
 ) -> anyhow::Result<(serde_json::Value, anyhow::Result<()>)> {
     let collector = Collector::open_dir(&a.region_dir, false)
         .with_context(|| format!("opening {}", a.region_dir.display()))?;
@@ -211,6 +212,7 @@ pub fn run_kafka(
                 last_checkpoint = Instant::now();
             }
         }
+        progress(sources.iter().map(|s| s.total.exported).sum::<u64>() + snapshots.exported);
         if done {
             break;
         }

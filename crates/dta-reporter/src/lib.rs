@@ -20,8 +20,6 @@ pub mod flow;
 pub mod keys;
 pub mod loadgen;
 pub mod pacing;
-#[cfg(feature = "indicatif")]
-pub mod progress;
 pub mod reporter;
 pub mod sketch;
 pub mod workload;

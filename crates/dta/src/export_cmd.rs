@@ -163,7 +163,9 @@ fn kafka(a: KafkaArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
         checkpoint: Duration::from_millis(a.checkpoint_ms.max(1)),
         duration: a.duration,
     };
-    let (summary, flushed) = dta_node::exports::run_kafka(&e, &stop)?;
+    let bar = dta::output::progress(None, "records", false);
+    let (summary, flushed) = dta_node::exports::run_kafka(&e, &stop, &|n| bar.set_position(n))?;
+    bar.finish_and_clear();
     eprintln!("{}", serde_json::to_string_pretty(&summary)?);
     if let Err(e) = flushed {
         eprintln!("dta export kafka: {e}");

@@ -158,6 +158,31 @@ pub fn inspection(out: &mut dyn Write, i: &Inspection) -> io::Result<()> {
     Ok(())
 }
 
+/// A progress bar on stderr for a long command: sized to `target` when it is known (a spinner
+/// otherwise) and counting `unit`; hidden when `quiet` or when stderr is not a terminal (so a
+/// piped or logged run prints only its result).
+pub fn progress(target: Option<u64>, unit: &str, quiet: bool) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let (bar, template) = match target {
+        Some(n) => (
+            indicatif::ProgressBar::new(n),
+            format!("{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} {{msg}}"),
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            format!("{{spinner}} [{{elapsed_precise}}] {{pos}} {unit} {{per_sec}} {{msg}}"),
+        ),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use dta_export::intgen::{generate, ExpMetric, FlowSizeCdf, TrafficConfig};
 use dta_export::pcap::{
-    replay, write_pcap, PcapFormat, ReplayMode, ReplayOptions, DEFAULT_REPORT_PORT,
+    replay_with, write_pcap, PcapFormat, ReplayMode, ReplayOptions, DEFAULT_REPORT_PORT,
 };
 
 #[derive(Args)]
@@ -186,7 +186,10 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         int_udp_port: a.int_udp_port,
         limit: a.limit,
     };
-    let st = replay(&a.pcap, &opts).with_context(|| format!("replaying {}", a.pcap.display()))?;
+    let bar = dta::output::progress(None, "datagrams", false);
+    let st = replay_with(&a.pcap, &opts, &|st| bar.set_position(st.sent))
+        .with_context(|| format!("replaying {}", a.pcap.display()))?;
+    bar.finish_and_clear();
     println!("{}", serde_json::to_string(&st)?);
     Ok(if st.send_errors == 0 {
         ExitCode::SUCCESS

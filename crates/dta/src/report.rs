@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use anyhow::Context;
 use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
@@ -221,20 +220,7 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
         (None, None) => Some(100_000),
         (c, _) => c,
     };
-    let bar = if a.quiet {
-        ProgressBar::hidden()
-    } else {
-        match count {
-            Some(n) => ProgressBar::new(n),
-            None => ProgressBar::new_spinner(),
-        }
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} reports {per_sec} {msg}",
-        )
-        .unwrap(),
-    );
+    let bar = crate::output::progress(count, "reports", a.quiet);
     let map = a
         .cluster
         .as_deref()
@@ -308,9 +294,9 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         if let Some(r) = &routed {
             let list: Vec<String> = r.iter().map(|(c, n)| format!("{c} {n}")).collect();
-            eprintln!("reports per collector: {}", list.join(", "));
+            println!("reports per collector: {}", list.join(", "));
         }
-        eprintln!(
+        println!(
             "sent {} reports in {} datagrams ({} bytes) in {:.2}s: {:.0} reports/s{}",
             stats.reports,
             stats.datagrams,
@@ -442,7 +428,7 @@ fn run_many(a: &ReportArgs, reporters: u32) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
-        eprintln!(
+        println!(
             "{reporters} reporters sent {} reports in {:.2}s ({} resent on {} NACKs)",
             stats.reports,
             stats.elapsed.as_secs_f64(),
@@ -636,7 +622,7 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
-        eprintln!(
+        println!(
             "sent {} reports in {} raw frames on {iface} in {:.2}s: {:.0} reports/s, {:.0} frames/s \
              ({senders} sender{}, {}, {calls} system calls)",
             stats.reports,

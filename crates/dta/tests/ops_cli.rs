@@ -519,3 +519,42 @@ fn errors_say_a_thing_once_and_an_unknown_store_lists_the_stores() {
         .count();
     assert_eq!(listed, stores, "{err}");
 }
+
+/// A long command shows progress on a terminal only: piped, `dta pcap replay` and `dta report`
+/// print their result on stdout and nothing on stderr.
+#[test]
+fn long_commands_are_quiet_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("t.pcap");
+    let out = dta()
+        .args(["pcap", "gen", "--flows", "5", "--out"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let out = dta()
+        .args(["pcap", "replay", "--to", &to])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["sent"].as_u64().unwrap() > 0, "{v}");
+    let out = dta()
+        .args(["report", "--count", "1000", "--to", &to])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
