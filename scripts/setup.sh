@@ -1,51 +1,80 @@
 #!/usr/bin/env bash
-# Install everything dta needs on a Debian machine with Rust (rustup) and Python 3 present:
-# Debian packages with apt-get, Python tools into .venv. Idempotent; quiet when all is there.
+# Install what dta needs on a Debian machine with Rust (rustup) and Python 3 present: Debian
+# packages with apt-get, Python tools into .venv. Idempotent; quiet when all is there.
+#
+#   scripts/setup.sh           everything the tests use (scripts/test.sh runs this)
+#   scripts/setup.sh --demo    only what building dta and running the demo needs: a C toolchain
+#                              (scripts/demo.sh runs this; no browser, JDK, ns-3 or clang)
+#   --print                    say which Debian packages the profile needs, install nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+demo=0 print=0
+for a in "$@"; do
+    case $a in
+        --demo) demo=1 ;;
+        --print) print=1 ;;
+        *) echo "setup: unknown option $a (--demo, --print)" >&2; exit 2 ;;
+    esac
+done
+
+# `have CHECK...`: with --print every package is listed, as if none were installed.
+have() { [ "$print" = 0 ] && "$@" >/dev/null 2>&1; }
+
 need_apt=()
-command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
-command -v make >/dev/null 2>&1 || need_apt+=(make)
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+have command -v cc || need_apt+=(build-essential)
+have command -v make || need_apt+=(make)
+have command -v pkg-config || need_apt+=(pkg-config)
+if [ "$demo" = 1 ]; then
+    if [ "$print" = 1 ]; then echo "${need_apt[*]}"; exit 0; fi
+    if [ ${#need_apt[@]} -gt 0 ]; then
+        echo "setup: apt-get install ${need_apt[*]}" >&2
+        SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    fi
+    command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
+    exit 0
+fi
+have python3 -c 'import venv, ensurepip' || need_apt+=(python3-venv)
 # rdma-core headers for `--features rdma-core` (dta-rnic, `dta rnic-collector`; docs/rdma.md).
 # Small, so installed by default; DTA_RDMA_CORE=0 skips them (the default build never needs them).
 if [ "${DTA_RDMA_CORE:-1}" != 0 ]; then
-    pkg-config --exists libibverbs librdmacm 2>/dev/null || need_apt+=(libibverbs-dev librdmacm-dev)
-    dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
-    command -v ibv_devices >/dev/null 2>&1 || need_apt+=(ibverbs-utils)
+    have pkg-config --exists libibverbs librdmacm || need_apt+=(libibverbs-dev librdmacm-dev)
+    have dpkg -s libclang-dev || need_apt+=(libclang-dev)
+    have command -v ibv_devices || need_apt+=(ibverbs-utils)
 fi
 # The XDP translator (crates/dta-xdp, docs/xdp.md): clang compiles bpf/dta_xdp.bpf.c against
 # libbpf's headers (bpf/bpf_helpers.h) and the kernel UAPI headers.
-command -v clang >/dev/null 2>&1 || need_apt+=(clang llvm)
-[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
-[ -f /usr/include/linux/bpf.h ] || need_apt+=(linux-libc-dev)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+have command -v clang || need_apt+=(clang llvm)
+have test -f /usr/include/bpf/bpf_helpers.h || need_apt+=(libbpf-dev)
+have test -f /usr/include/linux/bpf.h || need_apt+=(linux-libc-dev)
+have command -v ip || need_apt+=(iproute2)
 # The XDP tests turn GRO on at a veth peer (native XDP on veth sees frames only then).
-command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+have command -v ethtool || need_apt+=(ethtool)
 # scripts/faults.sh plots the overload case (docs/img/overload.png) with the system Python's
 # matplotlib.
-/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || need_apt+=(python3-matplotlib)
+have /usr/bin/python3 -c 'import matplotlib' || need_apt+=(python3-matplotlib)
 # The Redis export's tests start a real redis-server (docs/exports.md).
-command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+have command -v redis-server || need_apt+=(redis-server)
 # The InvisiFlow simulation (sim/, docs/embedding.md): Debian's ns-3 3.37 and what it links
 # (GSL), built with CMake and g++. DTA_NS3=0 skips them (the smoke run is then skipped, counted).
 if [ "${DTA_NS3:-1}" != 0 ]; then
-    dpkg -s libns3-dev >/dev/null 2>&1 || need_apt+=(libns3-dev)
-    dpkg -s libgsl-dev >/dev/null 2>&1 || need_apt+=(libgsl-dev)
-    command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
-    command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+    have dpkg -s libns3-dev || need_apt+=(libns3-dev)
+    have dpkg -s libgsl-dev || need_apt+=(libgsl-dev)
+    have command -v cmake || need_apt+=(cmake)
+    have command -v g++ || need_apt+=(g++)
 fi
 # The Kafka export's tests run a single-node Apache Kafka broker (KRaft) with Java 17 from the
 # jars Maven resolves below (docs/kafka.md). DTA_KAFKA=0 skips both.
 if [ "${DTA_KAFKA:-1}" != 0 ]; then
-    command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
-    command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+    have command -v java || need_apt+=(openjdk-17-jre-headless)
+    have command -v mvn || need_apt+=(maven)
 fi
 # The web console's browser tests drive headless Chromium through chromedriver (docs/console.md).
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+have command -v chromium || need_apt+=(chromium)
+have command -v chromedriver || need_apt+=(chromium-driver)
+if [ "$print" = 1 ]; then echo "${need_apt[*]}"; exit 0; fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

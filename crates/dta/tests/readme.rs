@@ -118,3 +118,39 @@ fn running_it_for_real_works_as_written() {
     }
     assert!(stopped, "the README queries what it reported");
 }
+
+/// The README's first command installs only what the demo needs: `scripts/demo.sh` runs the
+/// demo profile of `scripts/setup.sh`, which needs a C toolchain and no browser, JDK, ns-3 or
+/// clang; the second command's profile needs those.
+#[test]
+fn the_first_command_installs_only_what_the_demo_needs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let demo = std::fs::read_to_string(root.join("scripts/demo.sh")).unwrap();
+    assert!(demo.contains("scripts/setup.sh --demo"), "{demo}");
+    let print = |args: &[&str]| {
+        let out = std::process::Command::new("bash")
+            .arg(root.join("scripts/setup.sh"))
+            .args(args)
+            .arg("--print")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = print(&["--demo"]);
+    let packages: Vec<&str> = first.split_whitespace().collect();
+    assert_eq!(
+        packages,
+        ["build-essential", "make", "pkg-config"],
+        "{first}"
+    );
+    let all = print(&[]);
+    for p in ["chromium", "openjdk-17-jre-headless", "libns3-dev", "clang"] {
+        assert!(all.split_whitespace().any(|x| x == p), "{p}: {all}");
+    }
+    assert!(README.contains("scripts/demo.sh\n") && README.contains("scripts/test.sh\n"));
+}
