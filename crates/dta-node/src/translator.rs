@@ -127,6 +127,53 @@ pub(crate) fn ring(dir: &std::path::Path) -> anyhow::Result<Arc<NotifyRing>> {
     Ok(Arc::new(NotifyRing::open_or_create(dir, DEFAULT_CAPACITY)?))
 }
 
+/// How long a translator started beside its collector waits for the configured stores' regions.
+pub const REGIONS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait (at most `wait`, and only while a collector holds the directory) until every store of
+/// the configuration has its region: a collector started at the same moment publishes them one
+/// by one, and a translator that listed the directory half-way would serve only some stores.
+/// What is still missing then is warned about by name (the translator runs with the stores
+/// present).
+fn wait_for_regions(cfg: &Config, wait: std::time::Duration) {
+    let collector_lock = cfg.region_dir.join(dta_store::lock::COLLECTOR_LOCK);
+    let deadline = std::time::Instant::now() + wait;
+    let missing = || -> Vec<&str> {
+        cfg.store
+            .iter()
+            .map(|s| s.name.as_str())
+            .filter(|n| !dta_collector::region_path(&cfg.region_dir, n).exists())
+            .collect()
+    };
+    let mut said = false;
+    loop {
+        let m = missing();
+        if m.is_empty() {
+            return;
+        }
+        if std::time::Instant::now() >= deadline
+            || !dta_store::lock::InstanceLock::held(&collector_lock)
+        {
+            tracing::warn!(
+                "configured stores without a region in {}: {} (their reports are dropped as \
+                 no_store; is the collector running with this configuration?)",
+                cfg.region_dir.display(),
+                m.join(", ")
+            );
+            return;
+        }
+        if !said {
+            tracing::info!(
+                "waiting for the collector's regions of {} in {}",
+                m.join(", "),
+                cfg.region_dir.display()
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The stores a translator writes, as the collector created them; the writer lock first (two
 /// writers would race on slots and Append heads).
 pub(crate) fn open_regions(cfg: &Config) -> anyhow::Result<(InstanceLock, Collector)> {
@@ -135,6 +182,7 @@ pub(crate) fn open_regions(cfg: &Config) -> anyhow::Result<(InstanceLock, Collec
         dta_store::lock::WRITER_LOCK,
         &format!("region directory {} as writer", cfg.region_dir.display()),
     )?;
+    wait_for_regions(cfg, REGIONS_WAIT);
     let collector = Collector::open_dir(&cfg.region_dir, true)
         .with_context(|| "start the collector first (`dta collector`), it creates the regions")?;
     if collector.stores().is_empty() {
