@@ -76,12 +76,30 @@ chmod 755 "$root/usr/bin/dta"
 
 install -m 644 packaging/systemd/*.service "$root/lib/systemd/system/"
 
-# Conffiles: the annotated examples, their region directory set to the package's.
-sed -E 's|^region_dir = "[^"]*"|region_dir = "/var/lib/dta"|' examples/dta.toml >"$root/etc/dta/dta.toml"
-sed -E 's|^region_dir = "[^"]*"( *#.*)?$|region_dir = "/var/lib/dta/int"|' examples/int-sink.toml \
-    >"$root/etc/dta/int-sink.toml"
+# Conffiles: the annotated examples, their region directory set to the package's; the collector
+# shows the translator's and INT sink's counters (the services' --metrics addresses) and serves
+# the INT sink's stores read-only beside its own, whose names the package prefixes with int_
+# (the collector's own `paths` is a Postcarding store; /int/... finds the INT stores by layout).
+sed -E -e 's|^region_dir = "[^"]*"|region_dir = "/var/lib/dta"|' \
+    -e 's|^# (translator_metrics = "127.0.0.1:9464")|\1|' \
+    -e 's|^# (int_sink_metrics = "127.0.0.1:9465")|\1|' \
+    -e 's|^# serve_read_only = \[[^]]*\]|serve_read_only = ["/var/lib/dta/int"]|' \
+    examples/dta.toml >"$root/etc/dta/dta.toml"
+sed -E -e 's|^region_dir = "[^"]*"( *#.*)?$|region_dir = "/var/lib/dta/int"|' \
+    -e 's|^name = "(paths\|latency\|events\|hist)"|name = "int_\1"|' \
+    examples/int-sink.toml >"$root/etc/dta/int-sink.toml"
 grep -q '^region_dir = "/var/lib/dta"$' "$root/etc/dta/dta.toml"
+grep -q '^translator_metrics = "127.0.0.1:9464"' "$root/etc/dta/dta.toml"
+grep -q '^int_sink_metrics = "127.0.0.1:9465"' "$root/etc/dta/dta.toml"
+grep -q '^serve_read_only = \["/var/lib/dta/int"\]' "$root/etc/dta/dta.toml"
 grep -q '^region_dir = "/var/lib/dta/int"$' "$root/etc/dta/int-sink.toml"
+[ "$(grep -c '^name = "int_' "$root/etc/dta/int-sink.toml")" = 4 ]
+# The receive buffers the services ask for (recv_buffer, 64 MiB by default): unprivileged
+# services are capped by net.core.rmem_max, which the package raises (applied at install).
+install -d "$root/usr/lib/sysctl.d"
+printf '# dta: the receive buffer dta translator and dta int-sink ask for (recv_buffer,\n# 64 MiB by default); without it they are capped and warn at every start.\nnet.core.rmem_max = 67108864\n' \
+    >"$root/usr/lib/sysctl.d/60-dta.conf"
+chmod 644 "$root/usr/lib/sysctl.d/60-dta.conf"
 chmod 644 "$root/etc/dta/"*.toml
 # Both validate as the services will read them.
 "$bin" check --config "$root/etc/dta/dta.toml" >/dev/null

@@ -85,16 +85,19 @@ pub struct Store {
     pub name: String,
     pub config: Option<StoreConfig>,
     pub region: Arc<Region>,
+    /// Its region file (in the collector's directory, or one it serves read-only).
+    pub path: PathBuf,
     /// Set once the region was found lost and logged, so it is logged once.
     lost_logged: AtomicBool,
 }
 
 impl Store {
-    fn new(name: String, config: Option<StoreConfig>, region: Region) -> Store {
+    fn new(name: String, config: Option<StoreConfig>, region: Region, path: PathBuf) -> Store {
         Store {
             name,
             config,
             region: Arc::new(region),
+            path,
             lost_logged: AtomicBool::new(false),
         }
     }
@@ -168,7 +171,12 @@ impl Collector {
         for (cfg, spec) in stores.iter().zip(specs) {
             let path = region_path(dir, &cfg.name);
             match Region::create(&path, &cfg.name, &spec, force) {
-                Ok(region) => out.push(Store::new(cfg.name.clone(), Some(cfg.clone()), region)),
+                Ok(region) => out.push(Store::new(
+                    cfg.name.clone(),
+                    Some(cfg.clone()),
+                    region,
+                    path.clone(),
+                )),
                 Err(e) => {
                     tracing::error!("store {}: {}: {e}; skipped", cfg.name, path.display());
                     bad.push(BadStore {
@@ -207,7 +215,12 @@ impl Collector {
                 Region::open_read_only(&path)
             };
             match opened {
-                Ok(region) => stores.push(Store::new(region.header().name.clone(), None, region)),
+                Ok(region) => stores.push(Store::new(
+                    region.header().name.clone(),
+                    None,
+                    region,
+                    path.clone(),
+                )),
                 Err(e) => {
                     tracing::warn!("{}: {e}; skipped", path.display());
                     bad.push(BadStore {
@@ -238,7 +251,7 @@ impl Collector {
     pub fn status(&self) -> Vec<StoreStatus> {
         let served = self.stores.iter().map(|s| StoreStatus {
             name: s.name.clone(),
-            path: region_path(&self.dir, &s.name),
+            path: s.path.clone(),
             available: s.check().map_err(|e| match e {
                 CollectorError::Unavailable { reason, .. } => reason,
                 e => e.to_string(),
@@ -285,6 +298,26 @@ impl Collector {
     }
 
     /// The served store `name`: [`CollectorError::Unavailable`] if its region is bad or lost.
+    /// Also serve, read-only, the stores of `dir` (another writer's region directory, e.g. an
+    /// INT sink's): opened without a lock, never created or written here. A name the collector
+    /// already serves is refused.
+    pub fn serve_read_only(&mut self, dir: &Path) -> Result<(), CollectorError> {
+        let other = Collector::open_dir(dir, false)?;
+        for s in other
+            .stores
+            .iter()
+            .map(|s| &s.name)
+            .chain(other.bad.iter().map(|b| &b.name))
+        {
+            if self.stores.iter().any(|m| &m.name == s) || self.bad.iter().any(|b| &b.name == s) {
+                return Err(CollectorError::DuplicateName(s.clone()));
+            }
+        }
+        self.stores.extend(other.stores);
+        self.bad.extend(other.bad);
+        Ok(())
+    }
+
     pub fn store(&self, name: &str) -> Result<&Store, CollectorError> {
         if let Some(b) = self.bad.iter().find(|b| b.name == name) {
             return Err(CollectorError::Unavailable {

@@ -23,6 +23,11 @@ pub struct CollectorConfig {
     pub translator_metrics: String,
     /// The INT sink's metrics address (`dta int-sink --metrics`), likewise.
     pub int_sink_metrics: String,
+    /// Region directories of other writers (an INT sink's own `region_dir`) whose stores this
+    /// collector also serves, read-only, beside its own: their regions are opened without a
+    /// lock and never created, resized or written here. Store names must differ from the
+    /// collector's own.
+    pub serve_read_only: Vec<std::path::PathBuf>,
 }
 
 impl Default for CollectorConfig {
@@ -33,6 +38,7 @@ impl Default for CollectorConfig {
             force: false,
             translator_metrics: String::new(),
             int_sink_metrics: String::new(),
+            serve_read_only: vec![],
         }
     }
 }

@@ -33,7 +33,7 @@ use axum::{Json, Router};
 use tokio::sync::Semaphore;
 
 use crate::cluster::{Ask, ClusterQuery, ClusterQueryError, MAX_BATCH_KEYS};
-use crate::collector::{region_path, Collector, CollectorError};
+use crate::collector::{Collector, CollectorError};
 use crate::limits::{ParamError, Params, MAX_HEAVY_QUERIES};
 use crate::query::{self, QueryError};
 
@@ -240,7 +240,7 @@ async fn store(
     a.c.store(&name)?;
     a.heavy(move |c| {
         let s = c.store(&name)?;
-        let path = region_path(c.dir(), &s.name);
+        let path = s.path.clone();
         let i = query::inspect(&s.region, &path.display().to_string())?;
         served(c, &name, i)
     })

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::collector::{region_path, Collector};
+use crate::collector::Collector;
 use crate::query;
 
 /// The content type of the exposition (OpenMetrics text).
@@ -56,7 +56,7 @@ impl PromCollector for StoreMetrics {
             if s.check().is_err() {
                 continue;
             }
-            let path = region_path(self.collector.dir(), &s.name);
+            let path = s.path.clone();
             match query::inspect(&s.region, &path.display().to_string()) {
                 // Re-checked: a region lost while inspected read as zeros.
                 Ok(i) if s.check().is_ok() => {

@@ -203,3 +203,29 @@ fn parse_key_forms() {
     assert!(query::parse_key("hello", None).is_err());
     assert_eq!(query::parse_key("7", None).unwrap(), vec![0, 0, 0, 7]);
 }
+
+/// Another writer's directory is served read-only beside the collector's own: its stores are
+/// answered, never written (opened read-only), and a name the collector already has is refused.
+#[test]
+fn another_writers_stores_are_served_read_only() {
+    let own = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let kw = store("name = 'kw'\nkind = 'key-write'\nslots = 64\nkey_len = 4\ndata_len = 4");
+    let ev = store("name = 'ev'\nkind = 'append'\nlists = 1\ncapacity = 64\nentry_len = 4");
+    let writer = Collector::create(other.path(), &[ev.clone()], false).unwrap();
+    let mut c = Collector::create(own.path(), &[kw.clone()], false).unwrap();
+    c.serve_read_only(other.path()).unwrap();
+    let served = c.store("ev").unwrap();
+    assert_eq!(served.path, other.path().join("ev.region"));
+    assert!(
+        !served.region.is_writable(),
+        "opened read-only: this collector never writes another writer's stores"
+    );
+    assert_eq!(c.status().len(), 2);
+    // A clash of names is refused.
+    let clash = tempfile::tempdir().unwrap();
+    let _w2 = Collector::create(clash.path(), &[kw], false).unwrap();
+    let e = c.serve_read_only(clash.path()).unwrap_err();
+    assert!(e.to_string().contains("two stores are named \"kw\""), "{e}");
+    drop(writer);
+}

@@ -117,6 +117,7 @@ async function refreshStores() {
     }
     const h = s.header;
     (byKind[h.kind] = byKind[h.kind] || []).push(h.name);
+    intRole[h.name] = roleOf(h);
     cell(tr, h.name);
     cell(tr, h.kind);
     cell(tr, params(h.spec));
@@ -142,6 +143,26 @@ async function refreshStores() {
   fillSelects();
 }
 
+// Stores by the INT sink's role their layout fits (dta_int::query::Role): name -> role.
+let intRole = {};
+
+// The INT role a store's header fits, or "".
+function roleOf(h) {
+  const inner = h.spec && typeof h.spec === "object" ? h.spec : {};
+  if (h.kind === "Append" && inner.record === "int-event") return "events";
+  if (h.kind === "KeyWrite" && inner.key_len === 13 && inner.data_len === 24) return "paths";
+  if (h.kind === "KeyIncrement" && inner.key_len === 6) return "hist";
+  if (h.kind === "Postcarding" && inner.key_len === 13) return "latency";
+  return "";
+}
+
+// `names` with those fitting INT role `role` first (the usual name first among them): the
+// default choice of the INT forms, as /int/network picks its defaults.
+function rolesFirst(names, role) {
+  const rank = (n) => (intRole[n] === role ? (n === role ? 0 : 1) : 2);
+  return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
 const KIND_OF = { kw: "KeyWrite", ki: "KeyIncrement", postcard: "Postcarding", list: "Append", sketch: "SketchMerge" };
 
 // Fill a <select> with `names`, keeping its current choice when it is still there.
@@ -162,13 +183,13 @@ function fillSelects() {
   const of = (k) => byKind[k] || [];
   options($("q-store"), of(KIND_OF[$("q-kind").value]));
   options($("t-store"), of("Append"));
-  options($("i-paths"), of("KeyWrite"));
-  options($("i-latency"), of("Postcarding"));
-  options($("i-events"), of("Append"));
-  options($("h-store"), of("KeyIncrement"));
-  options($("n-events"), of("Append"));
-  options($("n-paths"), of("KeyWrite"));
-  options($("n-hist"), of("KeyIncrement"));
+  options($("i-paths"), rolesFirst(of("KeyWrite"), "paths"));
+  options($("i-latency"), rolesFirst(of("Postcarding"), "latency"));
+  options($("i-events"), rolesFirst(of("Append"), "events"));
+  options($("h-store"), rolesFirst(of("KeyIncrement"), "hist"));
+  options($("n-events"), rolesFirst(of("Append"), "events"));
+  options($("n-paths"), rolesFirst(of("KeyWrite"), "paths"));
+  options($("n-hist"), rolesFirst(of("KeyIncrement"), "hist"));
 }
 
 // --- queries ---------------------------------------------------------------------------------

@@ -174,6 +174,78 @@ pub fn events(
         .collect())
 }
 
+/// The role of a store in the INT sink's set: what its layout must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Append, record layout `int-event`.
+    Events,
+    /// Key-Write, 13-byte flow keys, 24-byte path records.
+    Paths,
+    /// Key-Increment, 6-byte histogram keys.
+    Hist,
+    /// Postcarding, 13-byte flow keys.
+    Latency,
+}
+
+impl Role {
+    /// The name the INT sink's example configuration gives it.
+    pub fn usual_name(self) -> &'static str {
+        match self {
+            Role::Events => "events",
+            Role::Paths => "paths",
+            Role::Hist => "hist",
+            Role::Latency => "latency",
+        }
+    }
+
+    /// Whether a store of `header` can play this role.
+    pub fn fits(self, h: &dta_store::Header) -> bool {
+        use dta_store::StoreSpec as S;
+        match (self, &h.spec) {
+            (Role::Events, S::Append(a)) => a.record == dta_store::AppendRecord::IntEvent,
+            (Role::Paths, S::KeyWrite(k)) => {
+                k.key_len as usize == FLOW_KEY_LEN && k.data_len as usize == PATH_RECORD_LEN
+            }
+            (Role::Hist, S::KeyIncrement(k)) => k.key_len == 6,
+            (Role::Latency, S::Postcarding(p)) => p.key_len as usize == FLOW_KEY_LEN,
+            _ => false,
+        }
+    }
+
+    /// The store among `stores` (name, header) that plays this role: the one of the usual name
+    /// if it fits, else the only one that fits; an error naming the candidates otherwise.
+    pub fn find<'a>(
+        self,
+        stores: impl IntoIterator<Item = (&'a str, &'a dta_store::Header)>,
+    ) -> Result<&'a str, QueryError> {
+        let fit: Vec<&str> = stores
+            .into_iter()
+            .filter(|(_, h)| self.fits(h))
+            .map(|(n, _)| n)
+            .collect();
+        if let Some(n) = fit.iter().find(|n| **n == self.usual_name()) {
+            return Ok(n);
+        }
+        match fit.as_slice() {
+            [one] => Ok(one),
+            [] => Err(QueryError::Store(
+                self.usual_name().into(),
+                format!("no store has the layout of the INT sink's {self:?} store: name one"),
+            )),
+            many => Err(QueryError::Store(
+                self.usual_name().into(),
+                format!(
+                    "several stores could be the INT sink's: {}; name one",
+                    many.join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// Bytes of a path record (`docs/int-sink.md`, "Path record").
+const PATH_RECORD_LEN: usize = crate::layout::PATH_DATA_LEN;
+
 /// Most events one [`recent_events`] answer holds.
 pub const MAX_EVENTS: usize = 4096;
 

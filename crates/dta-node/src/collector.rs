@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use dta_collector::cluster::ClusterQuery;
-use dta_collector::{query, region_path, Collector};
+use dta_collector::{query, Collector};
 
 use crate::config::Config;
 
@@ -23,13 +23,25 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Create (or reopen) the configured regions, taking the directory's collector lock (a second
 /// collector is refused here); one line per store on stderr.
 pub fn create(cfg: &Config) -> anyhow::Result<Collector> {
-    let c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
+    let mut c = Collector::create(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
+    for dir in &cfg.collector.serve_read_only {
+        wait_for_writer(dir, READ_ONLY_WAIT);
+        if !dir.is_dir() {
+            continue;
+        }
+        c.serve_read_only(dir).with_context(|| {
+            format!(
+                "[collector] serve_read_only {}: serving its stores read-only",
+                dir.display()
+            )
+        })?;
+    }
     for s in c.stores() {
         eprintln!(
             "store {:<12} {:<14} {}",
             s.name,
             s.region.header().kind.name(),
-            region_path(c.dir(), &s.name).display()
+            s.path.display()
         );
     }
     for b in c.bad() {
@@ -42,6 +54,39 @@ pub fn create(cfg: &Config) -> anyhow::Result<Collector> {
         );
     }
     Ok(c)
+}
+
+/// How long a collector waits for another writer (an INT sink started at the same moment) to
+/// publish the regions of a directory it serves read-only.
+pub const READ_ONLY_WAIT: Duration = Duration::from_secs(30);
+/// A writer that published no new region for this long has published them all.
+const SETTLED: Duration = Duration::from_millis(500);
+
+/// Wait (at most `wait`) while `dir`'s writer holds it and is still publishing regions (none
+/// yet, or a new one within [`SETTLED`]): an INT sink started beside the collector creates its
+/// regions one by one. Stores that appear later are not served until the collector restarts
+/// (said at start when none are there).
+fn wait_for_writer(dir: &std::path::Path, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    let lock = dir.join(dta_store::lock::COLLECTOR_LOCK);
+    let count = || dta_collector::collector::region_names(dir, usize::MAX).len();
+    let (mut seen, mut since) = (count(), Instant::now());
+    while dta_store::lock::InstanceLock::held(&lock) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let n = count();
+        if n != seen {
+            (seen, since) = (n, Instant::now());
+        } else if n > 0 && since.elapsed() >= SETTLED {
+            break;
+        }
+    }
+    if count() == 0 {
+        tracing::warn!(
+            "[collector] serve_read_only {}: no region there yet; its stores are served once \
+             their writer (an INT sink) created them and this collector restarted",
+            dir.display()
+        );
+    }
 }
 
 /// The processes whose counters the web console shows: `[collector] translator_metrics` and

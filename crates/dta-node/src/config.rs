@@ -113,12 +113,15 @@ impl Config {
     }
 
     /// Make every relative path of the configuration relative to `base`: `region_dir`,
-    /// `[collector] token_file`, `[translator.flow_control] spill_file`. The one list of the
+    /// `[collector] token_file` and `serve_read_only`, `[translator.flow_control] spill_file`. The one list of the
     /// file's paths: a new path setting is added here.
     pub fn resolve_paths(&mut self, base: &Path) {
         resolve(base, &mut self.region_dir);
         if let Some(f) = self.collector.token_file.as_mut() {
             resolve(base, f);
+        }
+        for d in &mut self.collector.serve_read_only {
+            resolve(base, d);
         }
         resolve_translator_paths(base, &mut self.translator);
     }

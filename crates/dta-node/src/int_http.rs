@@ -8,7 +8,7 @@
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
 //! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms` (Unix ms), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
 //! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
-//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default `events`, `paths`, `hist`), `window`, `list_base` | [`query::Network`] |
+//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default: the store of the INT sink's layout for each, `events`, `paths`, `hist` first), `window`, `list_base` | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
@@ -212,11 +212,24 @@ async fn flows(
 
 async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Network>, ApiError> {
     let p = Params::new(&raw, &["events", "paths", "hist", "window", "list_base"])?;
-    let name = |k: &'static str, d: &str| p.raw(k).unwrap_or(d).to_owned();
+    // A store not named is the one of the INT sink's layout (by its usual name first).
+    let name = |k: &'static str, role: query::Role| -> Result<String, ApiError> {
+        match p.raw(k) {
+            Some(n) => Ok(n.to_owned()),
+            None => role
+                .find(
+                    s.c.stores()
+                        .iter()
+                        .map(|x| (x.name.as_str(), x.region.header())),
+                )
+                .map(str::to_owned)
+                .map_err(int_err),
+        }
+    };
     let (events, paths, hist) = (
-        name("events", "events"),
-        name("paths", "paths"),
-        name("hist", "hist"),
+        name("events", query::Role::Events)?,
+        name("paths", query::Role::Paths)?,
+        name("hist", query::Role::Hist)?,
     );
     let window = p
         .raw("window")

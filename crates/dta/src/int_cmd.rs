@@ -269,15 +269,18 @@ pub enum IntQuery {
     Network {
         #[command(flatten)]
         dir: IntDirArgs,
-        /// The events store (Append).
-        #[arg(long, default_value = "events")]
-        events: String,
-        /// The paths store (Key-Write).
-        #[arg(long, default_value = "paths")]
-        paths: String,
-        /// The histogram store (Key-Increment).
-        #[arg(long, default_value = "hist")]
-        hist: String,
+        /// The events store (Append; default: the one of record layout int-event, `events`
+        /// first).
+        #[arg(long)]
+        events: Option<String>,
+        /// The paths store (Key-Write; default: the one of 13-byte keys and 24-byte records,
+        /// `paths` first).
+        #[arg(long)]
+        paths: Option<String>,
+        /// The histogram store (Key-Increment; default: the one of 6-byte keys, `hist`
+        /// first).
+        #[arg(long)]
+        hist: Option<String>,
         /// The histograms' windows: current (default for a windowed store), all, last:5m,
         /// at:UNIX_MS.
         #[arg(long, value_parser = dta_int::query::WindowSel::parse)]
@@ -398,13 +401,24 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             list_base,
         } => {
             let c = dir.open()?;
-            let r = |n: &str| -> anyhow::Result<Arc<dta_store::Region>> {
-                Ok(c.store(n)?.region.clone())
-            };
+            let r =
+                |n: Option<String>, role: query::Role| -> anyhow::Result<Arc<dta_store::Region>> {
+                    let n = match n {
+                        Some(n) => n,
+                        None => role
+                            .find(
+                                c.stores()
+                                    .iter()
+                                    .map(|s| (s.name.as_str(), s.region.header())),
+                            )?
+                            .to_owned(),
+                    };
+                    Ok(c.store(&n)?.region.clone())
+                };
             serde_json::to_value(query::network(
-                &*r(&events)?,
-                &*r(&paths)?,
-                &*r(&hist)?,
+                &*r(events, query::Role::Events)?,
+                &*r(paths, query::Role::Paths)?,
+                &*r(hist, query::Role::Hist)?,
                 list_base,
                 window,
                 dta_store::key_increment::unix_ms(),

@@ -617,7 +617,7 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
         let cfg = a.config.load()?;
         let c = Collector::open_dir(&cfg.region_dir, false)?;
         for s in c.stores() {
-            regions.push((region_path(c.dir(), &s.name), s.region.clone()));
+            regions.push((s.path.clone(), s.region.clone()));
         }
         bad.extend(c.bad().iter().map(|b| (b.path.clone(), b.reason.clone())));
     } else {

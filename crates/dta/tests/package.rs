@@ -365,3 +365,124 @@ fn the_packaged_binary_is_stripped_and_its_debug_information_kept_beside_it() {
         "stripping made the binary no smaller"
     );
 }
+
+/// The packaged configuration, run as the services run it (ports and directories moved to a
+/// temporary place): the INT sink writes its stores, the collector serves them read-only beside
+/// its own, finds them by layout for the network map, and its console reaches the translator's
+/// and the INT sink's metrics; the package raises the receive buffer the services ask for.
+#[test]
+fn the_packaged_configuration_shows_int_data_and_every_peer() {
+    let Some(b) = built() else {
+        dta_testkit::skip!("dpkg-deb / dpkg missing: not a Debian machine");
+    };
+    let sysctl = std::fs::read_to_string(b.root.join("usr/lib/sysctl.d/60-dta.conf")).unwrap();
+    assert!(sysctl.contains("net.core.rmem_max = 67108864"), "{sysctl}");
+    let postinst = Command::new("dpkg-deb")
+        .arg("--info")
+        .arg(&b.deb)
+        .arg("postinst")
+        .output()
+        .unwrap();
+    let postinst = String::from_utf8_lossy(&postinst.stdout);
+    assert!(postinst.contains("60-dta.conf"), "{postinst}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (http, int_udp) = (common::free_tcp_port(), common::free_udp_port());
+    let (tm, im) = (common::free_tcp_port(), common::free_tcp_port());
+    let main = std::fs::read_to_string(b.root.join("etc/dta/dta.toml"))
+        .unwrap()
+        .replace(
+            "\"/var/lib/dta/int\"",
+            &format!("{:?}", d.join("int").display().to_string()),
+        )
+        .replace(
+            "\"/var/lib/dta\"",
+            &format!("{:?}", d.join("main").display().to_string()),
+        )
+        .replace("127.0.0.1:40080", &format!("127.0.0.1:{http}"))
+        .replace("127.0.0.1:9464", &format!("127.0.0.1:{tm}"))
+        .replace("127.0.0.1:9465", &format!("127.0.0.1:{im}"));
+    assert!(
+        main.contains(&format!("translator_metrics = \"127.0.0.1:{tm}\"")),
+        "{main}"
+    );
+    let int = std::fs::read_to_string(b.root.join("etc/dta/int-sink.toml"))
+        .unwrap()
+        .replace(
+            "\"/var/lib/dta/int\"",
+            &format!("{:?}", d.join("int").display().to_string()),
+        )
+        .replace("127.0.0.1:32766", &format!("127.0.0.1:{int_udp}"));
+    std::fs::write(d.join("dta.toml"), &main).unwrap();
+    std::fs::write(d.join("int-sink.toml"), &int).unwrap();
+    let bin = b.root.join("usr/bin/dta");
+    // As the units start them: the INT sink, then the collector (After=dta-int-sink.service).
+    let mut sink = common::spawn(
+        Command::new(&bin)
+            .args([
+                "int-sink",
+                "--metrics",
+                &format!("127.0.0.1:{im}"),
+                "--config",
+            ])
+            .arg(d.join("int-sink.toml")),
+    );
+    common::wait_for("the INT sink's metrics", || common::scrape(im).is_some());
+    let mut collector = common::spawn(
+        Command::new(&bin)
+            .args(["collector", "--config"])
+            .arg(d.join("dta.toml")),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{http}").parse().unwrap();
+    let get = |p: &str| {
+        dta_http::client::get(addr, p, None, std::time::Duration::from_secs(5)).map(|a| {
+            (
+                a.status,
+                serde_json::from_slice::<serde_json::Value>(&a.body).ok(),
+            )
+        })
+    };
+    common::wait_for("the collector's API", || get("/stores").is_ok());
+    let (_, stores) = get("/stores").unwrap();
+    let names: Vec<String> = stores
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["header"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    for n in [
+        "kw",
+        "paths",
+        "int_paths",
+        "int_events",
+        "int_hist",
+        "int_latency",
+    ] {
+        assert!(names.iter().any(|x| x == n), "{n}: {names:?}");
+    }
+    let (status, net) = get("/int/network").unwrap();
+    assert_eq!(status, 200, "{net:?}");
+    let (_, peers) = get("/console/peers").unwrap();
+    let peers = peers.unwrap();
+    let sink_peer = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "int-sink")
+        .cloned()
+        .unwrap();
+    assert_eq!(sink_peer["reachable"], true, "{peers}");
+    let translator = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "translator")
+        .cloned()
+        .unwrap();
+    assert_eq!(translator["configured"], true, "{peers}");
+    for c in [&mut collector, &mut sink] {
+        common::interrupt(c, libc::SIGTERM);
+        assert!(c.wait().unwrap().success());
+    }
+}
