@@ -212,8 +212,8 @@ fn another_writers_stores_are_served_read_only() {
     let other = tempfile::tempdir().unwrap();
     let kw = store("name = 'kw'\nkind = 'key-write'\nslots = 64\nkey_len = 4\ndata_len = 4");
     let ev = store("name = 'ev'\nkind = 'append'\nlists = 1\ncapacity = 64\nentry_len = 4");
-    let writer = Collector::create(other.path(), &[ev.clone()], false).unwrap();
-    let mut c = Collector::create(own.path(), &[kw.clone()], false).unwrap();
+    let writer = Collector::create(other.path(), &[ev], false).unwrap();
+    let mut c = Collector::create(own.path(), std::slice::from_ref(&kw), false).unwrap();
     c.serve_read_only(other.path()).unwrap();
     let served = c.store("ev").unwrap();
     assert_eq!(served.path, other.path().join("ev.region"));
