@@ -71,6 +71,8 @@ if [ "${DTA_KAFKA:-1}" != 0 ]; then
     have command -v java || need_apt+=(openjdk-17-jre-headless)
     have command -v mvn || need_apt+=(maven)
 fi
+# The metrics expositions are checked by Prometheus's own linter (promtool check metrics).
+have command -v promtool || need_apt+=(prometheus)
 # The web console's browser tests drive headless Chromium through chromedriver (docs/console.md).
 have command -v chromium || need_apt+=(chromium)
 have command -v chromedriver || need_apt+=(chromium-driver)

@@ -46,10 +46,14 @@ impl Default for CollectorConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StoreKindName {
+    // The configuration's spelling; the labels' and the JSON's (`key_write`, ...) is accepted.
+    #[serde(alias = "key_write")]
     KeyWrite,
+    #[serde(alias = "key_increment")]
     KeyIncrement,
     Postcarding,
     Append,
+    #[serde(alias = "sketch_merge")]
     SketchMerge,
 }
 
@@ -172,7 +176,11 @@ impl StoreConfig {
         };
         for (field, set) in self.fields_set() {
             if set && !allowed.contains(&field) {
-                return Err(err(format!("`{field}` does not apply to a {kind:?} store")));
+                let kind = serde_json::to_value(kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                return Err(err(format!("`{field}` does not apply to a {kind} store")));
             }
         }
         let hash = match self.hash.as_deref() {

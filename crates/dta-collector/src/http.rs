@@ -535,16 +535,16 @@ async fn local_batch(
     .await
 }
 
-async fn metrics(State(a): State<Api>) -> Response {
+async fn metrics(State(a): State<Api>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     match a.heavy(|c| Ok(crate::metrics::encode(c.clone()))).await {
-        Ok(body) => (
-            [(
-                axum::http::header::CONTENT_TYPE,
-                crate::metrics::OPENMETRICS,
-            )],
-            body,
-        )
-            .into_response(),
+        Ok(body) => {
+            let (ct, body) = dta_http::exposition::negotiate(accept.as_deref(), body);
+            ([(axum::http::header::CONTENT_TYPE, ct)], body).into_response()
+        }
         Err(e) => e.into_response(),
     }
 }

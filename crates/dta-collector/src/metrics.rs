@@ -9,7 +9,7 @@
 //! | `dta_store_fill_ratio` | gauge | `store`, `kind` |
 //! | `dta_store_region_bytes` | gauge | `store`, `kind` |
 //! | `dta_store_appended_entries_total` | counter | `store` |
-//! | `dta_store_available` | gauge | `store`, `reason` (1 served; 0 bad or lost, with why) |
+//! | `dta_store_available` | gauge | `store`, and `reason` for one not served (1 served; 0 bad or lost, with why) |
 //! | `dta_collector_stores` | gauge | |
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ impl PromCollector for StoreMetrics {
             match query::inspect(&s.region, &path.display().to_string()) {
                 // Re-checked: a region lost while inspected read as zeros.
                 Ok(i) if s.check().is_ok() => {
-                    rows.push((s.name.as_str(), format!("{:?}", s.region.header().kind), i))
+                    rows.push((s.name.as_str(), s.region.header().kind.name(), i))
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("metrics: store {}: {e}", s.name),
@@ -74,8 +74,11 @@ impl PromCollector for StoreMetrics {
             MetricType::Gauge,
         )?;
         for st in &status {
-            let reason = st.available.as_ref().err().map_or("", |r| r.as_str());
-            let l = [("store", st.name.as_str()), ("reason", reason)];
+            // A served store has no reason label (no empty label value is exported).
+            let mut l = vec![("store", st.name.as_str())];
+            if let Err(r) = &st.available {
+                l.push(("reason", r.as_str()));
+            }
             ConstGauge::new(i64::from(st.available.is_ok())).encode(m.encode_family(&l)?)?;
         }
         let n = ConstGauge::new(self.collector.stores().len() as i64);
@@ -92,7 +95,7 @@ impl PromCollector for StoreMetrics {
             MetricType::Gauge,
         )?;
         for (name, kind, i) in &rows {
-            let l = [("store", *name), ("kind", kind.as_str())];
+            let l = [("store", *name), ("kind", *kind)];
             ConstGauge::new(i.fill).encode(m.encode_family(&l)?)?;
         }
         let mut m = enc.encode_descriptor(
@@ -102,7 +105,7 @@ impl PromCollector for StoreMetrics {
             MetricType::Gauge,
         )?;
         for (name, kind, i) in &rows {
-            let l = [("store", *name), ("kind", kind.as_str())];
+            let l = [("store", *name), ("kind", *kind)];
             ConstGauge::new(i.data_bytes as i64).encode(m.encode_family(&l)?)?;
         }
         let mut m = enc.encode_descriptor(
@@ -124,6 +127,9 @@ impl PromCollector for StoreMetrics {
 pub fn encode(collector: Arc<Collector>) -> String {
     let mut r = Registry::default();
     r.register_collector(Box::new(StoreMetrics::new(collector)));
+    r.register_collector(Box::new(dta_http::exposition::ProcessMetrics::new(
+        "collector",
+    )));
     let mut s = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut s, &r) {
         tracing::error!("metrics encoding failed: {e}");
@@ -164,7 +170,8 @@ mod tests {
         let mut s = TcpStream::connect(addr).unwrap();
         write!(
             s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text\r\n\
+             Connection: close\r\n\r\n"
         )
         .unwrap();
         let mut resp = String::new();
@@ -208,20 +215,17 @@ mod tests {
 
         let (_, before) = scrape(addr);
         assert_eq!(get(&before, "dta_collector_stores"), 2.0);
-        assert_eq!(
-            get(&before, "dta_store_available{store=\"ki\",reason=\"\"}"),
-            1.0
-        );
+        assert_eq!(get(&before, "dta_store_available{store=\"ki\"}"), 1.0);
         assert_eq!(
             get(
                 &before,
-                "dta_store_fill_ratio{store=\"ki\",kind=\"KeyIncrement\"}"
+                "dta_store_fill_ratio{store=\"ki\",kind=\"key_increment\"}"
             ),
             0.0
         );
         let ki_bytes = get(
             &before,
-            "dta_store_region_bytes{store=\"ki\",kind=\"KeyIncrement\"}",
+            "dta_store_region_bytes{store=\"ki\",kind=\"key_increment\"}",
         );
         assert_eq!(ki_bytes as u64, c.store("ki").unwrap().region.mem().len());
         assert_eq!(
@@ -243,7 +247,7 @@ mod tests {
         let (_, after) = scrape(addr);
         let fill = get(
             &after,
-            "dta_store_fill_ratio{store=\"ki\",kind=\"KeyIncrement\"}",
+            "dta_store_fill_ratio{store=\"ki\",kind=\"key_increment\"}",
         );
         // Two counters of 1024 words written.
         assert!((fill - 2.0 / 1024.0).abs() < 1e-9, "fill {fill}");

@@ -442,7 +442,7 @@ pub fn inspect(region: &Region, path: &str) -> Result<Inspection, QueryError> {
         path: path.to_owned(),
         header: serde_json::json!({
             "name": h.name,
-            "kind": format!("{:?}", h.kind),
+            "kind": h.kind.name(),
             "spec": h.spec,
             "data_len": mem.len(),
         }),

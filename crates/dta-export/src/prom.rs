@@ -35,11 +35,33 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Debug, Clone)]
 pub struct TranslatorMetrics {
     stats: Vec<Arc<Stats>>,
+    /// The families' prefix: `dta_translator`, or the INT sink's for its embedded translator
+    /// (so that sums over jobs do not count its reports twice).
+    prefix: &'static str,
 }
+
+/// The prefix of a translator's families.
+pub const TRANSLATOR_PREFIX: &str = "dta_translator";
+/// The prefix of the INT sink's embedded translator's families.
+pub const INT_SINK_TRANSLATOR_PREFIX: &str = "dta_int_sink_translator";
 
 impl TranslatorMetrics {
     pub fn new(stats: Vec<Arc<Stats>>) -> Self {
-        TranslatorMetrics { stats }
+        TranslatorMetrics {
+            stats,
+            prefix: TRANSLATOR_PREFIX,
+        }
+    }
+
+    /// The same families under another prefix (the INT sink's embedded translator's).
+    pub fn with_prefix(mut self, prefix: &'static str) -> Self {
+        self.prefix = prefix;
+        self
+    }
+
+    /// A family's name: the prefix, then `what`.
+    fn n(&self, what: &str) -> String {
+        format!("{}_{what}", self.prefix)
     }
 
     /// A registry holding just these metrics.
@@ -97,19 +119,19 @@ impl Collector for TranslatorMetrics {
         let l = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed);
         counter(
             &mut enc,
-            "dta_translator_datagrams",
+            &self.n("datagrams"),
             "UDP datagrams received",
             self.sum(|s| l(&s.datagrams)),
         )?;
         counter(
             &mut enc,
-            "dta_translator_bytes",
+            &self.n("bytes"),
             "UDP payload bytes received",
             self.sum(|s| l(&s.bytes)),
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_reports",
+            &self.n("reports"),
             "Reports translated, by primitive ([DTA §4])",
             PRIMITIVES.iter().map(|op| {
                 (
@@ -120,7 +142,7 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_reports_by_priority",
+            &self.n("reports_by_priority"),
             "Native datagrams' reports by priority",
             PRIORITIES
                 .iter()
@@ -129,7 +151,7 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_shed",
+            &self.n("shed"),
             "Datagrams the first-stage classifier shed because their priority's queue was full",
             ["low", "medium", "high"]
                 .iter()
@@ -138,7 +160,7 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_dropped",
+            &self.n("dropped"),
             "Datagrams (wire) and reports (translator) dropped, by reason",
             Reason::ALL.iter().map(|r| {
                 (
@@ -149,7 +171,7 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_duplicates",
+            &self.n("duplicates"),
             "Sequenced datagrams received again, by priority (retransmittable ones dropped)",
             PRIORITIES.iter().enumerate().map(|(i, p)| {
                 (
@@ -160,7 +182,7 @@ impl Collector for TranslatorMetrics {
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_lost",
+            &self.n("lost"),
             "Sequence numbers never received, by priority ([DTA-draft §4.2])",
             PRIORITIES
                 .iter()
@@ -169,61 +191,61 @@ impl Collector for TranslatorMetrics {
         )?;
         gauge(
             &mut enc,
-            "dta_translator_tracker_bytes",
+            &self.n("tracker_bytes"),
             "Memory of the sequence trackers' tables",
             self.sum(|s| l(&s.tracker_bytes)),
         )?;
         for (name, help, f) in [
             (
-                "dta_translator_unrecovered",
+                &*self.n("unrecovered"),
                 "Lost datagrams of retransmittable reporters (NACKs did not recover them)",
                 (|s: &Stats| s.unrecovered.load(Relaxed)) as fn(&Stats) -> u64,
             ),
             (
-                "dta_translator_tracker_evictions",
+                &*self.n("tracker_evictions"),
                 "Sequence spaces evicted from a full tracker table",
                 |s| s.tracker_evictions.load(Relaxed),
             ),
             (
-                "dta_translator_resyncs",
+                &*self.n("resyncs"),
                 "Sequence spaces resynchronised (restarted or evicted reporters)",
                 |s| s.resyncs.load(Relaxed),
             ),
             (
-                "dta_translator_nacks_over_budget",
+                &*self.n("nacks_over_budget"),
                 "NACKs not sent: the translator's NACK budget was spent",
                 |s| s.nacks_over_budget.load(Relaxed),
             ),
-            ("dta_translator_nacks", "NACKs sent to reporters", |s| {
+            (&*self.n("nacks"), "NACKs sent to reporters", |s| {
                 s.nacks_sent.load(Relaxed)
             }),
             (
-                "dta_translator_immediates",
+                &*self.n("immediates"),
                 "Reports with the immediate flag",
                 |s| s.immediates.load(Relaxed),
             ),
             (
-                "dta_translator_memory_write_bytes",
+                &*self.n("memory_write_bytes"),
                 "Bytes written into regions",
                 |s| s.write_bytes.load(Relaxed),
             ),
             (
-                "dta_translator_append_batches",
+                &*self.n("append_batches"),
                 "Append batches written ([DTA §4.4])",
                 |s| s.append_batches.load(Relaxed),
             ),
             (
-                "dta_translator_append_partial_batches",
+                &*self.n("append_partial_batches"),
                 "Append batches flushed before they were full",
                 |s| s.append_partial_batches.load(Relaxed),
             ),
             (
-                "dta_translator_sketch_columns_written",
+                &*self.n("sketch_columns_written"),
                 "Sketch-Merge columns written ([DTA-draft §3.1])",
                 |s| s.sketch_columns_written.load(Relaxed),
             ),
             (
-                "dta_translator_forwarded",
+                &*self.n("forwarded"),
                 "Reports handed to the translator thread owning their state",
                 |s| s.forwarded.load(Relaxed),
             ),
@@ -232,7 +254,7 @@ impl Collector for TranslatorMetrics {
         }
         labelled_counter(
             &mut enc,
-            "dta_translator_memory_ops",
+            &self.n("memory_ops"),
             "Memory operations issued (RDMA WRITE / FETCH_ADD equivalents)",
             [
                 (vec![("op", "write")], self.sum(|s| l(&s.writes))),
@@ -242,13 +264,13 @@ impl Collector for TranslatorMetrics {
         // Flow control (docs/flow-control.md).
         for (name, help, a) in [
             (
-                "dta_translator_overload_admitted",
+                &*self.n("overload_admitted"),
                 "Datagrams admitted by the write meter, by priority",
                 (|s: &Stats| &s.overload_admitted)
                     as fn(&Stats) -> &[std::sync::atomic::AtomicU64; 3],
             ),
             (
-                "dta_translator_overload_dropped",
+                &*self.n("overload_dropped"),
                 "Datagrams dropped by the write meter, by priority (high: spill full)",
                 |s| &s.overload_dropped,
             ),
@@ -265,32 +287,32 @@ impl Collector for TranslatorMetrics {
         }
         for (name, help, f) in [
             (
-                "dta_translator_spilled",
+                &*self.n("spilled"),
                 "High-priority datagrams spilled to wait for the write budget",
                 (|s: &Stats| s.spilled.load(Relaxed)) as fn(&Stats) -> u64,
             ),
             (
-                "dta_translator_reinjected",
+                &*self.n("reinjected"),
                 "Spilled datagrams applied again",
                 |s| s.reinjected.load(Relaxed),
             ),
             (
-                "dta_translator_spill_dropped",
+                &*self.n("spill_dropped"),
                 "High-priority datagrams dropped because the spill was full (spill_full)",
                 |s| s.spill_dropped.load(Relaxed),
             ),
             (
-                "dta_translator_spill_file_errors",
+                &*self.n("spill_file_errors"),
                 "Spill file writes that failed (its filesystem full, an I/O error)",
                 |s| s.spill_file_errors.load(Relaxed),
             ),
             (
-                "dta_translator_notices_sent",
+                &*self.n("notices_sent"),
                 "Congestion notices sent to reporters",
                 |s| s.notices_sent.load(Relaxed),
             ),
             (
-                "dta_translator_redundancy_lowered",
+                &*self.n("redundancy_lowered"),
                 "Low-priority Key-Write reports written with redundancy 1 ([DTA-draft §6])",
                 |s| s.redundancy_lowered.load(Relaxed),
             ),
@@ -299,7 +321,7 @@ impl Collector for TranslatorMetrics {
         }
         labelled_counter(
             &mut enc,
-            "dta_translator_congestion_signals",
+            &self.n("congestion_signals"),
             "Congestion signals from the sink, by kind",
             CONGESTION_KINDS.iter().enumerate().map(|(i, k)| {
                 (
@@ -310,20 +332,20 @@ impl Collector for TranslatorMetrics {
         )?;
         gauge(
             &mut enc,
-            "dta_translator_spill_bytes",
+            &self.n("spill_bytes"),
             "Bytes held in the spill",
             self.sum(|s| l(&s.spill_bytes)),
         )?;
         gauge(
             &mut enc,
-            "dta_translator_budget",
+            &self.n("budget"),
             "Effective write budget, memory writes per second (0: unmetered)",
             // One meter for all threads: its value, not a sum.
             self.stats.iter().map(|s| l(&s.budget)).max().unwrap_or(0),
         )?;
         labelled_counter(
             &mut enc,
-            "dta_translator_postcard_chunks",
+            &self.n("postcard_chunks"),
             "Postcarding chunks emitted, by outcome ([DTA §4.3])",
             [
                 (
@@ -688,9 +710,13 @@ pub fn metrics_router(registry: Arc<Registry>) -> axum::Router {
     axum::Router::new()
         .route(
             "/metrics",
-            axum::routing::get(move || {
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
                 let registry = registry.clone();
-                async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], encode(&registry)) }
+                async move {
+                    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                    let (ct, body) = dta_http::exposition::negotiate(accept, encode(&registry));
+                    ([(header::CONTENT_TYPE, ct)], body)
+                }
             }),
         )
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /metrics\n") })
@@ -900,9 +926,16 @@ mod tests {
             out
         };
         stats.report(dta_wire::Opcode::Append);
-        let ok = req("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let ok = req("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text\r\nConnection: close\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains(CONTENT_TYPE));
+        // Without asking for OpenMetrics: the Prometheus text format, the same samples.
+        let text = req("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert!(
+            text.contains(dta_http::exposition::PROMETHEUS_TEXT),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
         let body = ok.split_once("\r\n\r\n").unwrap().1;
         let s = parse_exposition(body).unwrap();
         assert_eq!(

@@ -70,7 +70,7 @@ function clear(el) {
 
 // The previous poll of every store: {t, fillWords, appended}, for the rates.
 let previous = {};
-// Store names by kind (as the region header names it: KeyWrite, Append, ...).
+// Store names by kind (as the region header names it: key_write, append, ...).
 let byKind = {};
 
 // A region header's parameters as `key=value` pairs (the header is the truth for a store's
@@ -149,10 +149,10 @@ let intRole = {};
 // The INT role a store's header fits, or "".
 function roleOf(h) {
   const inner = h.spec && typeof h.spec === "object" ? h.spec : {};
-  if (h.kind === "Append" && inner.record === "int-event") return "events";
-  if (h.kind === "KeyWrite" && inner.key_len === 13 && inner.data_len === 24) return "paths";
-  if (h.kind === "KeyIncrement" && inner.key_len === 6) return "hist";
-  if (h.kind === "Postcarding" && inner.key_len === 13) return "latency";
+  if (h.kind === "append" && inner.record === "int-event") return "events";
+  if (h.kind === "key_write" && inner.key_len === 13 && inner.data_len === 24) return "paths";
+  if (h.kind === "key_increment" && inner.key_len === 6) return "hist";
+  if (h.kind === "postcarding" && inner.key_len === 13) return "latency";
   return "";
 }
 
@@ -163,7 +163,7 @@ function rolesFirst(names, role) {
   return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
-const KIND_OF = { kw: "KeyWrite", ki: "KeyIncrement", postcard: "Postcarding", list: "Append", sketch: "SketchMerge" };
+const KIND_OF = { kw: "key_write", ki: "key_increment", postcard: "postcarding", list: "append", sketch: "sketch_merge" };
 
 // Fill a <select> with `names`, keeping its current choice when it is still there.
 function options(sel, names) {
@@ -182,14 +182,14 @@ function options(sel, names) {
 function fillSelects() {
   const of = (k) => byKind[k] || [];
   options($("q-store"), of(KIND_OF[$("q-kind").value]));
-  options($("t-store"), of("Append"));
-  options($("i-paths"), rolesFirst(of("KeyWrite"), "paths"));
-  options($("i-latency"), rolesFirst(of("Postcarding"), "latency"));
-  options($("i-events"), rolesFirst(of("Append"), "events"));
-  options($("h-store"), rolesFirst(of("KeyIncrement"), "hist"));
-  options($("n-events"), rolesFirst(of("Append"), "events"));
-  options($("n-paths"), rolesFirst(of("KeyWrite"), "paths"));
-  options($("n-hist"), rolesFirst(of("KeyIncrement"), "hist"));
+  options($("t-store"), of("append"));
+  options($("i-paths"), rolesFirst(of("key_write"), "paths"));
+  options($("i-latency"), rolesFirst(of("postcarding"), "latency"));
+  options($("i-events"), rolesFirst(of("append"), "events"));
+  options($("h-store"), rolesFirst(of("key_increment"), "hist"));
+  options($("n-events"), rolesFirst(of("append"), "events"));
+  options($("n-paths"), rolesFirst(of("key_write"), "paths"));
+  options($("n-hist"), rolesFirst(of("key_increment"), "hist"));
 }
 
 // --- queries ---------------------------------------------------------------------------------
@@ -600,7 +600,7 @@ let historyUntil = 0;
 
 // A series' name in a legend: its source, the family without prefix and suffix, its label.
 function seriesName(m) {
-  const fam = m.family.replace(/^dta_(translator_|int_|store_|collector_)?/, "").replace(/_total$/, "");
+  const fam = m.family.replace(/^dta_(int_sink_translator_|translator_|int_|store_|collector_)?/, "").replace(/_total$/, "");
   return [m.source, fam, m.label].filter((x) => x).join(" ");
 }
 

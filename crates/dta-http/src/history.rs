@@ -80,6 +80,13 @@ pub const WATCHED: &[Watch] = &[
         "reports/s",
     ),
     w(
+        "ingest",
+        "dta_int_sink_translator_reports_total",
+        Some("primitive"),
+        Kind::Rate,
+        "reports/s",
+    ),
+    w(
         "priority",
         "dta_translator_reports_by_priority_total",
         Some("priority"),

@@ -161,7 +161,11 @@ pub fn run(
     };
     let _metrics = match o.metrics {
         Some(addr) => {
-            let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone()).registry();
+            // The embedded translator's families under the sink's own prefix: a sum over jobs
+            // of dta_translator_* counts each report once.
+            let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone())
+                .with_prefix(dta_export::prom::INT_SINK_TRANSLATOR_PREFIX)
+                .registry();
             reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(
                 sinks.iter().map(|s| s.stats().clone()).collect(),
             )));
@@ -182,6 +186,7 @@ pub fn run(
                 addr,
                 reg,
                 crate::ops::regions_ready(collector.regions()),
+                "int-sink",
             )?)
         }
         None => None,

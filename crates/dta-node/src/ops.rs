@@ -57,10 +57,14 @@ pub type Registry = prometheus_client::registry::Registry;
 /// ([`metrics_options`]). The one start-up of every service's metrics server.
 pub fn start_metrics(
     addr: std::net::SocketAddr,
-    registry: Registry,
+    mut registry: Registry,
     ready: Readiness,
+    component: &'static str,
 ) -> anyhow::Result<dta_export::prom::MetricsServer> {
     use anyhow::Context;
+    registry.register_collector(Box::new(dta_http::exposition::ProcessMetrics::new(
+        component,
+    )));
     let opts = metrics_options(ready)?;
     let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(registry), opts)
         .with_context(|| format!("metrics server on {addr}"))?;

@@ -110,6 +110,7 @@ impl RdmaTranslator {
                     crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
                     // The collector's regions are remote: readiness is the spill file's.
                     crate::ops::translator_ready(vec![], stats.clone()),
+                    "translator",
                 )
             })
             .transpose()?;

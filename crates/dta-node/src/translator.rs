@@ -301,6 +301,7 @@ impl MemoryTranslator {
                     addr,
                     translator_registry(&stats, &sockets)?,
                     crate::ops::translator_ready(collector.regions(), stats.clone()),
+                    "translator",
                 )
             })
             .transpose()?;

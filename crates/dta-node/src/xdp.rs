@@ -177,6 +177,7 @@ impl XdpNode {
                     addr,
                     crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
                     crate::ops::translator_ready(collector.regions(), stats.clone()),
+                    "translator",
                 )
             })
             .transpose()?;

@@ -250,6 +250,7 @@ enum QueryWhat {
     #[command(flatten)]
     System(dta::systems_cmd::SystemQuery),
     /// Key-Write: the value stored for a key (plurality vote over N slots).
+    #[command(visible_aliases = ["key-write", "key_write"])]
     Kw {
         #[command(flatten)]
         sel: StoreSel,
@@ -264,6 +265,7 @@ enum QueryWhat {
         threshold: u8,
     },
     /// Key-Increment: a key's count (count-min estimate).
+    #[command(visible_aliases = ["key-increment", "key_increment"])]
     Ki {
         #[command(flatten)]
         sel: StoreSel,
@@ -276,6 +278,7 @@ enum QueryWhat {
         redundancy: Option<u8>,
     },
     /// Postcarding: the per-hop values (e.g. the path) of a flow.
+    #[command(visible_aliases = ["postcarding"])]
     Postcard {
         #[command(flatten)]
         sel: StoreSel,
@@ -287,6 +290,7 @@ enum QueryWhat {
         values: Option<u32>,
     },
     /// Append: read entries of a list.
+    #[command(visible_aliases = ["append"])]
     List {
         #[command(flatten)]
         sel: StoreSel,
@@ -301,6 +305,7 @@ enum QueryWhat {
         max: usize,
     },
     /// Sketch-Merge: a key's count estimate (Count-Min) or the cardinality (HyperLogLog).
+    #[command(visible_aliases = ["sketch-merge", "sketch_merge"])]
     Sketch {
         #[command(flatten)]
         sel: StoreSel,

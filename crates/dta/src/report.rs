@@ -16,15 +16,19 @@ use dta_wire::{prototype::BaseFormat, Opcode, Priority};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Primitive {
-    /// Key-Write
+    /// Key-Write (also key-write, key_write: the configuration's and the labels' spellings)
+    #[value(alias = "key-write", alias = "key_write")]
     Kw,
     /// Key-Increment
+    #[value(alias = "key-increment", alias = "key_increment")]
     Ki,
     /// Append
     Append,
     /// Postcarding (a whole path of --hops postcards per flow)
+    #[value(alias = "postcarding")]
     Postcard,
     /// Sketch-Merge (Count-Min columns)
+    #[value(alias = "sketch-merge", alias = "sketch_merge")]
     Sketch,
 }
 

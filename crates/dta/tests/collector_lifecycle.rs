@@ -155,7 +155,7 @@ fn region_truncated_under_a_running_collector_is_reported_and_the_others_serve()
     assert_eq!(ki["available"], true, "{ki}");
     let metrics = common::scrape(port).unwrap();
     assert!(
-        metrics.contains("dta_store_available{store=\"ki\",reason=\"\"} 1"),
+        metrics.contains("dta_store_available{store=\"ki\"} 1"),
         "{metrics}"
     );
 

@@ -279,10 +279,10 @@ fn console_shows_the_stores_and_answers_as_the_cli() {
         };
         // Parameters from the region header; the Append store's count is what was appended.
         let kw_row = row("kw").await;
-        assert!(kw_row.contains("KeyWrite"), "{kw_row}");
+        assert!(kw_row.contains("key_write"), "{kw_row}");
         assert!(kw_row.contains("key_len=4"), "{kw_row}");
         let ev_row = row("events").await;
-        assert!(ev_row.contains("Append"), "{ev_row}");
+        assert!(ev_row.contains("append"), "{ev_row}");
         assert!(
             ev_row.split_whitespace().any(|w| w == COUNT.to_string()),
             "events appended {COUNT}: {ev_row} (CLI list: {inspected})"

@@ -558,3 +558,104 @@ fn long_commands_are_quiet_when_piped() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every /metrics passes Prometheus's own linter (`promtool check metrics`, the Prometheus text
+/// format a scraper gets without asking for OpenMetrics), carries `dta_build_info` and the
+/// process families, and no family is exported by two kinds of process under one name.
+#[test]
+fn metrics_pass_promtool_and_name_each_family_once() {
+    if std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        dta_testkit::skip!("promtool missing (Debian's prometheus package: scripts/setup.sh)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (config, http, listen) = write_config(dir.path());
+    let collector = common::spawn(dta().args(["collector", "--config"]).arg(&config));
+    wait_http(&http);
+    let tm = free_tcp_port();
+    let translator = common::spawn(
+        dta()
+            .args([
+                "translator",
+                "--stats-interval",
+                "0",
+                "--metrics",
+                &tm.to_string(),
+            ])
+            .arg("--config")
+            .arg(&config),
+    );
+    wait_for("the translator's metrics", || common::scrape(tm).is_some());
+    assert!(!listen.is_empty());
+    let int_dir = dir.path().join("int");
+    std::fs::create_dir_all(&int_dir).unwrap();
+    common::write_int_config(&int_dir, &format!("127.0.0.1:{}", free_udp_port()), "");
+    let im = free_tcp_port();
+    let sink = common::spawn(
+        dta()
+            .args(["int-sink", "--metrics", &im.to_string(), "--config"])
+            .arg(int_dir.join("int.toml")),
+    );
+    wait_for("the sink's metrics", || common::scrape(im).is_some());
+    let texts = [
+        ("collector", get(&http, "/metrics").unwrap().1),
+        ("translator", common::scrape(tm).unwrap()),
+        ("int-sink", common::scrape(im).unwrap()),
+    ];
+    let mut families: Vec<std::collections::BTreeSet<String>> = vec![];
+    for (who, text) in &texts {
+        assert!(
+            !text.contains("# EOF"),
+            "{who}: the Prometheus text format, not OpenMetrics"
+        );
+        assert!(
+            text.contains(&format!(
+                "dta_build_info{{version=\"{}\",component=\"{who}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{who}: {text}"
+        );
+        assert!(text.contains("process_resident_memory_bytes "), "{who}");
+        let mut p = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = p.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{who}: promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains("=\"\""), "{who}: an empty label value");
+        families.push(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("# TYPE "))
+                .map(|l| l.split(' ').next().unwrap().to_owned())
+                .filter(|f| f.starts_with("dta_") && f != "dta_build_info")
+                .collect(),
+        );
+    }
+    for (i, a) in families.iter().enumerate() {
+        for (j, b) in families.iter().enumerate().skip(i + 1) {
+            let both: Vec<_> = a.intersection(b).collect();
+            assert!(
+                both.is_empty(),
+                "{} and {}: {both:?}",
+                texts[i].0,
+                texts[j].0
+            );
+        }
+    }
+    for mut c in [sink, translator, collector] {
+        interrupt(&c, libc::SIGTERM);
+        assert!(c.wait().unwrap().success());
+    }
+}
