@@ -7,18 +7,22 @@
 //! | --- | --- | --- | --- |
 //! | `{prefix}:stream:{measurement}` | stream | `XADD key MAXLEN ~ N * ts <ns> <tag> <v>.. <field>
 //! <v>..` | `XRANGE`, `XREAD` |
-//! | `{prefix}:ts:{measurement}:{series}:{field}` | sorted set | `ZADD key <ms> "<ns>:<value>"` per
-//! numeric field | `ZRANGEBYSCORE key <from_ms> <to_ms>` |
-//! | `{prefix}:series:{measurement}` | set | `SADD` of `{series}` | `SMEMBERS` |
+//! | `{prefix}:ts:{measurement}:{series}` | sorted set | `ZADD key <ms> "<ns>:<field>:<value>"`
+//! per numeric field | `ZRANGEBYSCORE key <from_ms> <to_ms>` |
+//! | `{prefix}:series:{measurement}` | sorted set | `ZADD key <ms> {series}` (last seen) | `ZRANGE` |
 //! | `{prefix}:latest:{measurement}:{series}` | hash | `HSET ts <ns> <field> <v>..` (the newest
 //! point) | `HGETALL` |
 //!
-//! `{series}` is the point's tags sorted by key, `k=v` joined by `,` (empty with no tags): one
-//! time series per (measurement, tag set, field), as in RedisTimeSeries or InfluxDB. The sorted
-//! set's score is the timestamp in milliseconds (a double holds it exactly); the member carries
-//! the nanosecond timestamp so two points of one series in the same millisecond stay distinct.
-//! A batch is one pipeline (one round trip). Optional retention trims the sorted sets
-//! (`ZREMRANGEBYSCORE`) and streams are capped (`MAXLEN ~`).
+//! `{series}` is the point's tags sorted by key, `k=v` joined by `,` (empty with no tags). The
+//! sorted set's score is the timestamp in milliseconds (a double holds it exactly); the member
+//! carries the nanosecond timestamp and the field, so two points of one series in the same
+//! millisecond stay distinct. A batch is one pipeline (one round trip).
+//!
+//! **Bounded**: a series (a flow, say) has two keys whatever its fields, each expiring
+//! `key_ttl_s` after its last point (a flow that ended is forgotten); its samples older than
+//! `retention_ms` before its newest are trimmed; the series index forgets series not seen for
+//! the TTL; streams are capped (`MAXLEN ~`). So the keys are at most two per series seen in the
+//! last TTL, plus one stream and one index per measurement.
 
 use std::fmt::Write as _;
 
@@ -42,16 +46,23 @@ pub struct RedisOptions {
     /// Approximate cap of each stream's length (`XADD MAXLEN ~`); 0: uncapped.
     pub stream_maxlen: u64,
     /// Drop time-series samples older than this many milliseconds before the newest; `None`:
-    /// keep all.
+    /// keep all (the TTL still forgets a series that stopped).
     pub retention_ms: Option<u64>,
+    /// A series' keys expire this many seconds after its last point (and the series index
+    /// forgets it); 0: never (the keys then grow with every flow ever seen).
+    pub key_ttl_s: u64,
 }
+
+/// Default `key_ttl_s`: an hour.
+pub const DEFAULT_KEY_TTL_S: u64 = 3600;
 
 impl Default for RedisOptions {
     fn default() -> Self {
         RedisOptions {
             prefix: "dta".into(),
             stream_maxlen: 1_000_000,
-            retention_ms: None,
+            retention_ms: Some(DEFAULT_KEY_TTL_S * 1000),
+            key_ttl_s: DEFAULT_KEY_TTL_S,
         }
     }
 }
@@ -93,9 +104,14 @@ impl RedisExporter {
         &self.opts
     }
 
-    /// Key of one time series.
-    pub fn ts_key(&self, measurement: &str, series: &str, field: &str) -> String {
-        format!("{}:ts:{measurement}:{series}:{field}", self.opts.prefix)
+    /// Key of one series' samples (every numeric field).
+    pub fn ts_key(&self, measurement: &str, series: &str) -> String {
+        format!("{}:ts:{measurement}:{series}", self.opts.prefix)
+    }
+
+    /// Key of a measurement's series index.
+    pub fn series_key(&self, measurement: &str) -> String {
+        format!("{}:series:{measurement}", self.opts.prefix)
     }
 
     /// Key of a measurement's stream.
@@ -135,36 +151,52 @@ impl RedisExporter {
             }
             xadd.ignore();
 
-            pipe.cmd("SADD")
-                .arg(format!("{}:series:{m}", self.opts.prefix))
+            let ttl = self.opts.key_ttl_s;
+            pipe.cmd("ZADD")
+                .arg(self.series_key(m))
+                .arg(ts_ms)
                 .arg(&series)
                 .ignore();
-            let hset = pipe
-                .cmd("HSET")
-                .arg(self.latest_key(m, &series))
-                .arg("ts")
-                .arg(ts_ns);
+            if ttl > 0 {
+                pipe.cmd("ZREMRANGEBYSCORE")
+                    .arg(self.series_key(m))
+                    .arg("-inf")
+                    .arg(format!("({}", ts_ms.saturating_sub(ttl * 1000)))
+                    .ignore();
+                pipe.cmd("EXPIRE").arg(self.series_key(m)).arg(ttl).ignore();
+            }
+            let latest = self.latest_key(m, &series);
+            let hset = pipe.cmd("HSET").arg(&latest).arg("ts").arg(ts_ns);
             for (k, v) in &fields {
                 hset.arg(*k).arg(v.to_string());
             }
             hset.ignore();
-
+            if ttl > 0 {
+                pipe.cmd("EXPIRE").arg(&latest).arg(ttl).ignore();
+            }
+            let key = self.ts_key(m, &series);
+            let mut numeric = false;
             for (k, v) in &fields {
                 if v.as_f64().is_none() {
                     continue;
                 }
-                let key = self.ts_key(m, &series, k);
+                numeric = true;
                 pipe.cmd("ZADD")
                     .arg(&key)
                     .arg(ts_ms)
-                    .arg(format!("{ts_ns}:{v}"))
+                    .arg(format!("{ts_ns}:{k}:{v}"))
                     .ignore();
+            }
+            if numeric {
                 if let Some(ret) = self.opts.retention_ms {
                     pipe.cmd("ZREMRANGEBYSCORE")
                         .arg(&key)
                         .arg("-inf")
                         .arg(format!("({}", ts_ms.saturating_sub(ret)))
                         .ignore();
+                }
+                if ttl > 0 {
+                    pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
                 }
             }
         }
@@ -189,28 +221,33 @@ impl RedisExporter {
         to_ms: u64,
     ) -> Result<Vec<(u64, f64)>, RedisExportError> {
         let members: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.ts_key(measurement, series, field))
+            .arg(self.ts_key(measurement, series))
             .arg(from_ms)
             .arg(to_ms)
             .query(&mut self.con)?;
-        members
-            .into_iter()
-            .map(|m| {
-                let (t, v) = m
-                    .split_once(':')
-                    .ok_or_else(|| RedisExportError::BadMember(m.clone()))?;
-                match (t.parse(), v.parse()) {
-                    (Ok(t), Ok(v)) => Ok((t, v)),
-                    _ => Err(RedisExportError::BadMember(m.clone())),
-                }
-            })
-            .collect()
+        let mut out = vec![];
+        for m in members {
+            let bad = || RedisExportError::BadMember(m.clone());
+            let (t, rest) = m.split_once(':').ok_or_else(bad)?;
+            // The value is last: a field name holds no ':' (they are identifiers).
+            let (f, v) = rest.rsplit_once(':').ok_or_else(bad)?;
+            if f != field {
+                continue;
+            }
+            match (t.parse(), v.parse()) {
+                (Ok(t), Ok(v)) => out.push((t, v)),
+                _ => return Err(bad()),
+            }
+        }
+        Ok(out)
     }
 
-    /// The series names of a measurement.
+    /// The series names of a measurement seen within the TTL.
     pub fn series(&mut self, measurement: &str) -> Result<Vec<String>, RedisExportError> {
-        let mut v: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(format!("{}:series:{measurement}", self.opts.prefix))
+        let mut v: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.series_key(measurement))
+            .arg(0)
+            .arg(-1)
             .query(&mut self.con)?;
         v.sort();
         Ok(v)

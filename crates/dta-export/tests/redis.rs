@@ -157,6 +157,7 @@ fn same_millisecond_points_stay_distinct_and_retention_trims() {
         prefix: "t".into(),
         stream_maxlen: 0,
         retention_ms: Some(1000),
+        key_ttl_s: 0,
     };
     let mut x = RedisExporter::connect(&server.url(), opts).unwrap();
     // Two points in the same millisecond with the same value: both kept.
@@ -187,7 +188,70 @@ fn same_millisecond_points_stay_distinct_and_retention_trims() {
     );
     let keys: Vec<String> = redis::cmd("KEYS").arg("t:*").query(x.connection()).unwrap();
     assert!(keys.iter().all(|k| k.starts_with("t:")));
-    assert!(keys.contains(&"t:ts:int_flow:flow=f:packets".to_string()));
+    assert!(keys.contains(&"t:ts:int_flow:flow=f".to_string()));
+}
+
+/// However many flows and fields: two keys per flow (its samples, its newest point), each with a
+/// TTL, plus the stream and the index; a flow not seen for the TTL is forgotten.
+#[test]
+fn keys_are_bounded_per_flow_and_expire() {
+    let Some(server) = RedisServer::start() else {
+        dta_testkit::skip!("{NO_REDIS}");
+    };
+    let opts = RedisOptions {
+        prefix: "b".into(),
+        key_ttl_s: 2,
+        ..Default::default()
+    };
+    let mut x = RedisExporter::connect(&server.url(), opts).unwrap();
+    let flows = 300u64;
+    let points: Vec<Point> = (0..flows)
+        .map(|f| {
+            let mut p = Point::new("int_flow", 1_000_000_000 + f).tag("flow", &format!("f{f}"));
+            for (i, field) in [
+                "packets",
+                "hop0_latency",
+                "hop1_latency",
+                "hop2_latency",
+                "hops",
+            ]
+            .iter()
+            .enumerate()
+            {
+                p = p.field(*field, f + i as u64);
+            }
+            p
+        })
+        .collect();
+    let refs: Vec<&dyn dta_export::record::Record> = points
+        .iter()
+        .map(|p| p as &dyn dta_export::record::Record)
+        .collect();
+    x.write_batch(&refs).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("b:*").query(x.connection()).unwrap();
+    assert_eq!(
+        keys.len() as u64,
+        2 * flows + 2,
+        "two keys a flow: {}",
+        keys.len()
+    );
+    for k in keys.iter().filter(|k| !k.starts_with("b:stream:")) {
+        let ttl: i64 = redis::cmd("TTL").arg(k).query(x.connection()).unwrap();
+        assert!(ttl > 0 && ttl <= 2, "{k}: TTL {ttl}");
+    }
+    assert_eq!(x.series("int_flow").unwrap().len() as u64, flows);
+    assert_eq!(
+        x.range("int_flow", "flow=f7", "hop1_latency", 0, u64::MAX / 2)
+            .unwrap(),
+        vec![(1_000_000_007, 9.0)]
+    );
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let keys: Vec<String> = redis::cmd("KEYS").arg("b:*").query(x.connection()).unwrap();
+    assert_eq!(
+        keys,
+        vec!["b:stream:int_flow".to_string()],
+        "only the capped stream stays"
+    );
 }
 
 #[test]
