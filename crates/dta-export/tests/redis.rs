@@ -207,7 +207,7 @@ fn keys_are_bounded_per_flow_and_expire() {
     let flows = 300u64;
     let points: Vec<Point> = (0..flows)
         .map(|f| {
-            let mut p = Point::new("int_flow", 1_000_000_000 + f).tag("flow", &format!("f{f}"));
+            let mut p = Point::new("int_flow", 1_000_000_000 + f).tag("flow", format!("f{f}"));
             for (i, field) in [
                 "packets",
                 "hop0_latency",
