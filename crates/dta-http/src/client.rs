@@ -7,6 +7,10 @@
 //! [`ClientError::Refused`]. The peer is another collector, but its
 //! answer is still bounded and parsed defensively: a malformed status line, a header section
 //! over [`MAX_HEAD_BYTES`] or a body beyond its `Content-Length` is an error, never a panic.
+//!
+//! Kept by hand rather than hyper's client: callers are blocking threads (the CLI, the console's
+//! samplers, the cluster fan-out's workers) and the one deadline over connect, send and every
+//! read is what bounds a hung peer; hyper's needs a runtime and per-phase timeouts around it.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -10,6 +10,10 @@
 //! `flock` locks belong to the open file description: the kernel releases them when the holder
 //! exits for any reason (SIGKILL included), so a stale lock file never blocks a restart. A lock
 //! file that exists but is not locked is simply taken over.
+//!
+//! Kept by hand (one `flock` call) rather than a lock crate: the holder's PID in the file and
+//! [`InstanceLock::held`] (is a live process holding it?) are what the refusals and the waits
+//! for a collector starting beside a translator need, and the crates offer neither.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -1,6 +1,10 @@
 //! Address prefixes (CIDR, IPv4 and IPv6) and allow-lists of them: who may send to a DTA
 //! receiver. The translator and the INT sink take a datagram only from a source inside their
 //! allow-list; everything else is dropped before it is parsed.
+//!
+//! Kept by hand (a mask compare) rather than a CIDR crate: the same prefixes are compiled into
+//! the XDP programs' LPM tries (`bpf/allow.h`), so their parsing and matching rules must be
+//! this crate's, with the IPv4-mapped IPv6 rule below, in one place both sides read.
 
 use std::fmt;
 use std::net::IpAddr;
