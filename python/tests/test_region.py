@@ -315,9 +315,10 @@ def test_list_poll(tmp_path):
     entries = [struct.pack(">I", i) for i in range(6)]
     r.apply_append(2, 0, b"".join(entries[:4]))
     got = r.list_poll(2)
-    assert got == {"entries": entries[:4], "missed": 0, "tail": 4}
+    assert got == {"entries": entries[:4], "missed": 0, "tail": 4, "record": "raw"}
     r.apply_append(2, 4, b"".join(entries[4:]))
-    assert r.list_poll(2, tail=got["tail"]) == {"entries": entries[4:], "missed": 0, "tail": 6}
+    assert r.list_poll(2, tail=got["tail"]) == {"entries": entries[4:], "missed": 0, "tail": 6,
+                                                "record": "raw"}
     assert r.list_poll(2, tail=6)["entries"] == []
     assert r.list_poll(1)["entries"] == []
     # Two shards split the indices between them.
