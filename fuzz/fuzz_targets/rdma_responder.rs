@@ -59,6 +59,7 @@ fn fixture() -> &'static Fixture {
             capacity: 16,
             entry_len: 4,
             batch: 4,
+            record: Default::default(),
         });
         let region = Region::create(&dir.join("ev.region"), "ev", &spec, true).unwrap();
         let cap = Capture::default();

@@ -35,7 +35,7 @@ fn regions() -> &'static Vec<Arc<Region>> {
             // Time windows: the writer moves between them at its tick.
             ("kiw", StoreSpec::KeyIncrement(KeyIncrementSpec { counters: 64, key_len: 6, hash: HashScheme::Native, redundancy: 2, windows: 2, window_ms: 100 })),
             ("pc", StoreSpec::Postcarding(PostcardingSpec { chunks: 16, hops: 5, slot_bits: 32, redundancy: 2, key_len: 4 })),
-            ("ap", StoreSpec::Append(AppendSpec { lists: 3, capacity: 16, entry_len: 4, batch: 4 })),
+            ("ap", StoreSpec::Append(AppendSpec { lists: 3, capacity: 16, entry_len: 4, batch: 4, record: Default::default() })),
             ("cm", StoreSpec::SketchMerge(SketchSpec { sketch_id: 1, kind: SketchKind::CountMin { rows: 2, columns: 4 }, reporters: 2, sync: Default::default() })),
             ("hll", StoreSpec::SketchMerge(SketchSpec { sketch_id: 2, kind: SketchKind::HyperLogLog { registers: 16, registers_per_column: 4 }, reporters: 1, sync: Default::default() })),
         ];

@@ -668,7 +668,9 @@ pub fn console_options(
     peers: Vec<dta_http::console::Peer>,
     token: Option<dta_http::Token>,
 ) -> dta_http::console::Options {
-    let c = collector.clone();
+    // Weak: the console's sampler must not keep the regions mapped (and the directory locked)
+    // past the collector's own life.
+    let c = Arc::downgrade(collector);
     dta_http::console::Options {
         peers,
         members: cluster.map_or_else(Vec::new, |q| {
@@ -681,7 +683,9 @@ pub fn console_options(
                 })
                 .collect()
         }),
-        local: Some(Arc::new(move || crate::metrics::encode(c.clone()))),
+        local: Some(Arc::new(move || {
+            c.upgrade().map(crate::metrics::encode).unwrap_or_default()
+        })),
         token,
     }
 }

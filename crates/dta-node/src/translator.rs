@@ -128,7 +128,7 @@ pub(crate) fn ring(dir: &std::path::Path) -> anyhow::Result<Arc<NotifyRing>> {
 }
 
 /// How long a translator started beside its collector waits for the configured stores' regions.
-pub const REGIONS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const REGIONS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Wait (at most `wait`, and only while a collector holds the directory) until every store of
 /// the configuration has its region: a collector started at the same moment publishes them one
