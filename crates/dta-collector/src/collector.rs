@@ -80,6 +80,21 @@ pub fn region_names(dir: &std::path::Path, max: usize) -> Vec<String> {
     .collect()
 }
 
+/// The error for store `name` that neither the configuration (`configured`) nor the region
+/// directory `dir` has, naming the stores that exist (both kinds).
+pub fn no_such_store<'a>(
+    name: &str,
+    dir: &Path,
+    configured: impl IntoIterator<Item = &'a str>,
+) -> CollectorError {
+    let mut present: Vec<String> = configured.into_iter().map(str::to_owned).collect();
+    present.extend(region_names(dir, MAX_NAMES_SAID * 4));
+    CollectorError::NoSuchStore {
+        name: name.to_owned(),
+        present,
+    }
+}
+
 /// One store: its configuration (if created from one) and its mapped region.
 pub struct Store {
     pub name: String,

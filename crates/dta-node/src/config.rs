@@ -130,6 +130,24 @@ impl Config {
     }
 }
 
+/// The region directory of the configuration file `path`: a collector's (`dta.toml`), else an
+/// INT sink's; an error naming both reasons when it is neither.
+pub fn region_dir_of(path: &Path) -> anyhow::Result<PathBuf> {
+    match Config::load(path) {
+        Ok(c) => Ok(c.region_dir),
+        Err(collector) => IntSinkFile::load(path)
+            .map(|f| f.region_dir)
+            .map_err(|sink| {
+                anyhow::anyhow!(
+                    "{} is neither a collector's configuration ({}) nor an INT sink's ({})",
+                    path.display(),
+                    dta_log::say_once(collector.chain().map(|c| c.to_string())),
+                    dta_log::say_once(sink.chain().map(|c| c.to_string())),
+                )
+            }),
+    }
+}
+
 /// The directory relative paths of the configuration file `path` are taken from (`.` for a
 /// bare file name).
 pub fn config_dir(path: &Path) -> &Path {

@@ -151,22 +151,9 @@ impl IntDirArgs {
         if let Some(d) = &self.region_dir {
             return Ok(d.clone());
         }
-        let Some(p) = &self.config else {
-            return Ok(dta_node::config::Config::embedded().region_dir);
-        };
-        // A collector's configuration, else an INT sink's: both name the region directory.
-        match dta_node::config::Config::load(p) {
-            Ok(c) => Ok(c.region_dir),
-            Err(collector) => dta_node::config::IntSinkFile::load(p)
-                .map(|f| f.region_dir)
-                .map_err(|sink| {
-                    anyhow::anyhow!(
-                        "{} is neither a collector's configuration ({}) nor an INT sink's ({})",
-                        p.display(),
-                        dta_log::say_once(collector.chain().map(|c| c.to_string())),
-                        dta_log::say_once(sink.chain().map(|c| c.to_string())),
-                    )
-                }),
+        match &self.config {
+            Some(p) => dta_node::config::region_dir_of(p),
+            None => Ok(dta_node::config::Config::embedded().region_dir),
         }
     }
 

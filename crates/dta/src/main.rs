@@ -223,17 +223,12 @@ impl StoreSel {
             (None, None) => bail!("say which store: --store NAME or --region FILE"),
         };
         if let (None, Some(name), false) = (&self.region, &self.store, path.exists()) {
-            // An unknown store: say which exist (configured, and regions present).
-            let mut names: Vec<String> = cfg.store.iter().map(|s| s.name.clone()).collect();
-            names.extend(dta_collector::collector::region_names(
+            return Err(dta_collector::collector::no_such_store(
+                name,
                 &cfg.region_dir,
-                dta_collector::collector::MAX_NAMES_SAID * 4,
-            ));
-            bail!(
-                "no store named {name:?} in {}; {}",
-                cfg.region_dir.display(),
-                dta_collector::collector::present_stores(&names)
-            );
+                cfg.store.iter().map(|s| s.name.as_str()),
+            )
+            .into());
         }
         let region = dta_store::Region::open_read_only(&path)
             .with_context(|| format!("opening region {}", path.display()))?;
