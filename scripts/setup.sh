@@ -21,18 +21,22 @@ done
 # `have CHECK...`: with --print every package is listed, as if none were installed.
 have() { [ "$print" = 0 ] && "$@" >/dev/null 2>&1; }
 
+# Install the packages of need_apt (none: nothing to do).
+apt_install() {
+    [ ${#need_apt[@]} -gt 0 ] || return 0
+    echo "setup: apt-get install ${need_apt[*]}" >&2
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+}
+
 need_apt=()
 have command -v cc || need_apt+=(build-essential)
 have command -v make || need_apt+=(make)
 have command -v pkg-config || need_apt+=(pkg-config)
 if [ "$demo" = 1 ]; then
     if [ "$print" = 1 ]; then echo "${need_apt[*]}"; exit 0; fi
-    if [ ${#need_apt[@]} -gt 0 ]; then
-        echo "setup: apt-get install ${need_apt[*]}" >&2
-        SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-        $SUDO apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-    fi
+    apt_install
     command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
     exit 0
 fi
@@ -77,12 +81,7 @@ have command -v promtool || need_apt+=(prometheus)
 have command -v chromium || need_apt+=(chromium)
 have command -v chromedriver || need_apt+=(chromium-driver)
 if [ "$print" = 1 ]; then echo "${need_apt[*]}"; exit 0; fi
-if [ ${#need_apt[@]} -gt 0 ]; then
-    echo "setup: apt-get install ${need_apt[*]}" >&2
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+apt_install
 
 # The Kafka broker's jars from Maven Central (scripts/kafka/pom.xml) into the directory
 # dta_testkit::kafka reads: $DTA_KAFKA_LIBS, else ~/.cache/dta/kafka/libs. Resolved again when

@@ -28,6 +28,18 @@ fn window(py: Python<'_>, w: Option<&str>) -> PyResult<Option<WindowSel>> {
         .map_err(|m| region_err(py, "bad_window", m))
 }
 
+/// `max` within 1..=`most`, as the HTTP routes bound it.
+fn check_max(py: Python<'_>, max: usize, most: usize) -> PyResult<()> {
+    if (1..=most).contains(&max) {
+        return Ok(());
+    }
+    Err(region_err(
+        py,
+        "bad_max",
+        format!("max {max}: expected 1..={most}"),
+    ))
+}
+
 fn since_ns(since_ms: Option<u64>) -> Option<u64> {
     since_ms.map(|ms| ms.saturating_mul(1_000_000))
 }
@@ -64,13 +76,7 @@ pub(crate) fn int_events<'py>(
     max: usize,
     list_base: u32,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if !(1..=query::MAX_EVENTS).contains(&max) {
-        return Err(region_err(
-            py,
-            "bad_max",
-            format!("max {max}: expected 1..={}", query::MAX_EVENTS),
-        ));
-    }
+    check_max(py, max, query::MAX_EVENTS)?;
     let filter = EventFilter {
         kinds: kinds
             .unwrap_or_default()
@@ -109,13 +115,7 @@ pub(crate) fn int_flows<'py>(
     list_base: u32,
     flow: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if !(1..=query::MAX_FLOW_SCAN).contains(&max) {
-        return Err(region_err(
-            py,
-            "bad_max",
-            format!("max {max}: expected 1..={}", query::MAX_FLOW_SCAN),
-        ));
-    }
+    check_max(py, max, query::MAX_FLOW_SCAN)?;
     let filter = FlowFilter {
         prefix: prefix
             .map(str::parse)

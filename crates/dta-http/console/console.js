@@ -333,42 +333,57 @@ function niceStep(raw) {
   return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
 }
 
-// A bar chart of `values` labelled `labels` on `canvas`, drawn by hand (no chart library: the
-// page loads nothing from elsewhere). A label is drawn only where it does not overlap the one
-// before it; the y axis has ticks in `unit`; `caption` names the x axis.
-function bars(canvas, labels, values, unit, caption) {
+// What both charts draw first: a white canvas, the y axis from 0 up to the 1-2-5 tick at or
+// above `hi` with its grid lines and labels, and `unit` above it, inside margins `m` ({left,
+// right, top, bottom}). The context, the canvas's size and the value-to-pixel map.
+function frame(canvas, m, hi, unit) {
   const ctx = canvas.getContext("2d");
   const W = canvas.width, H = canvas.height;
   ctx.clearRect(0, 0, W, H);
   ctx.fillStyle = "#ffffff";
   ctx.fillRect(0, 0, W, H);
-  const left = 60, bottom = caption ? 46 : 30, top = 16, right = 10;
-  const step = niceStep(Math.max(1, ...values.filter((v) => v !== null)) / 4);
-  const max = step * Math.ceil(Math.max(1, ...values.filter((v) => v !== null)) / step);
-  const n = Math.max(1, values.length);
-  const slot = (W - left - right) / n;
-  const y = (v) => H - bottom - ((H - bottom - top) * v) / max;
+  const step = niceStep((hi || 1) / 4);
+  const max = step * Math.max(1, Math.ceil((hi || 1) / step));
+  const y = (v) => H - m.bottom - ((H - m.bottom - m.top) * v) / max;
   ctx.font = "11px sans-serif";
-  ctx.textAlign = "right";
+  ctx.lineWidth = 1;
   ctx.strokeStyle = "#e4e4e4";
   ctx.fillStyle = "#333";
-  for (let t = 0; t <= max + 1e-9; t += step) {
+  ctx.textAlign = "right";
+  for (let v = 0; v <= max + step / 2; v += step) {
     ctx.beginPath();
-    ctx.moveTo(left, y(t));
-    ctx.lineTo(W - right, y(t));
+    ctx.moveTo(m.left, y(v));
+    ctx.lineTo(W - m.right, y(v));
     ctx.stroke();
-    ctx.fillText(fmtNum(t), left - 4, y(t) + 4);
+    ctx.fillText(fmtNum(v), m.left - 4, y(v) + 4);
   }
   if (unit) {
     ctx.textAlign = "left";
-    ctx.fillText(unit, 2, top - 4);
+    ctx.fillText(unit, 2, m.top - 4);
   }
+  return { ctx, W, H, y };
+}
+
+// The axis lines inside margins `m`.
+function axes(ctx, m, W, H) {
   ctx.strokeStyle = "#888";
   ctx.beginPath();
-  ctx.moveTo(left, top);
-  ctx.lineTo(left, H - bottom);
-  ctx.lineTo(W - right, H - bottom);
+  ctx.moveTo(m.left, m.top);
+  ctx.lineTo(m.left, H - m.bottom);
+  ctx.lineTo(W - m.right, H - m.bottom);
   ctx.stroke();
+}
+
+// A bar chart of `values` labelled `labels` on `canvas`, drawn by hand (no chart library: the
+// page loads nothing from elsewhere). A label is drawn only where it does not overlap the one
+// before it; the y axis has ticks in `unit`; `caption` names the x axis.
+function bars(canvas, labels, values, unit, caption) {
+  const m = { left: 60, bottom: caption ? 46 : 30, top: 16, right: 10 };
+  const { ctx, W, H, y } = frame(canvas, m, Math.max(1, ...values.filter((v) => v !== null)), unit);
+  const { left, bottom, right } = m;
+  const n = Math.max(1, values.length);
+  const slot = (W - left - right) / n;
+  axes(ctx, m, W, H);
   ctx.textAlign = "center";
   let lastEnd = -Infinity;
   values.forEach((v, i) => {
@@ -615,34 +630,14 @@ function fmtClock(ms, seconds) {
 // a time axis with clock labels, a y axis from 0 with 1-2-5 ticks in `unit`. A null point is a
 // gap in the line (the source did not answer), never a 0.
 function lineChart(canvas, series, from, to, unit) {
-  const ctx = canvas.getContext("2d");
-  const W = canvas.width, H = canvas.height;
-  const left = 56, right = 10, top = 18, bottom = 24;
-  ctx.clearRect(0, 0, W, H);
-  ctx.fillStyle = "#ffffff";
-  ctx.fillRect(0, 0, W, H);
+  const m = { left: 56, right: 10, top: 18, bottom: 24 };
   let hi = 0;
   for (const s of series) {
     for (const [t, v] of s.points) if (t >= from && v !== null && v > hi) hi = v;
   }
-  const step = niceStep((hi || 1) / 4);
-  const max = step * Math.max(1, Math.ceil((hi || 1) / step));
+  const { ctx, W, H, y } = frame(canvas, m, hi, unit);
+  const { left, right, top, bottom } = m;
   const x = (t) => left + ((W - left - right) * (t - from)) / (to - from);
-  const y = (v) => H - bottom - ((H - bottom - top) * v) / max;
-  ctx.font = "11px sans-serif";
-  ctx.lineWidth = 1;
-  ctx.strokeStyle = "#e4e4e4";
-  ctx.fillStyle = "#333";
-  ctx.textAlign = "right";
-  for (let v = 0; v <= max + step / 2; v += step) {
-    ctx.beginPath();
-    ctx.moveTo(left, y(v));
-    ctx.lineTo(W - right, y(v));
-    ctx.stroke();
-    ctx.fillText(fmtNum(v), left - 4, y(v) + 4);
-  }
-  ctx.textAlign = "left";
-  ctx.fillText(unit, 2, 11);
   // Time ticks: the smallest round interval giving at most 8 of them.
   const span = (to - from) / 1000;
   const every = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600].find((e) => span / e <= 8) || 3600;
@@ -655,12 +650,7 @@ function lineChart(canvas, series, from, to, unit) {
     ctx.stroke();
     ctx.fillText(fmtClock(t, every < 60), x(t), H - bottom + 14);
   }
-  ctx.strokeStyle = "#888";
-  ctx.beginPath();
-  ctx.moveTo(left, top);
-  ctx.lineTo(left, H - bottom);
-  ctx.lineTo(W - right, H - bottom);
-  ctx.stroke();
+  axes(ctx, m, W, H);
   ctx.lineWidth = 1.5;
   for (const s of series) {
     ctx.strokeStyle = s.colour;

@@ -51,14 +51,18 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let stores = [
+        Env::with(&[
             store("paths", "key-write"),
             store("latency", "postcarding"),
             store("events", "append"),
             store("hist", "key-increment"),
-        ];
-        let collector = Collector::create(dir.path(), &stores, false).unwrap();
+        ])
+    }
+
+    /// The regions of `stores` in a directory of their own.
+    fn with(stores: &[StoreConfig]) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let collector = Collector::create(dir.path(), stores, false).unwrap();
         Env {
             _dir: dir,
             collector,
@@ -421,7 +425,6 @@ fn garbage_is_counted_not_fatal() {
 /// current window holds the second replay alone, and all windows hold both.
 #[test]
 fn histogram_windows_close() {
-    let dir = tempfile::tempdir().unwrap();
     let mut hist = store("hist", "key-increment");
     hist.windows = Some(4);
     hist.window_ms = Some(300);
@@ -431,8 +434,8 @@ fn histogram_windows_close() {
         store("events", "append"),
         hist,
     ];
-    let collector = Collector::create(dir.path(), &stores, false).unwrap();
-    let region = &collector.store("hist").unwrap().region;
+    let env = Env::with(&stores);
+    let region = env.region("hist");
     let gen = GenConfig {
         flows: 40,
         ..Default::default()
@@ -440,13 +443,7 @@ fn histogram_windows_close() {
     let pkts = generate(&gen);
     let node = pkts[0].hops[0].node_id;
     let replay = || {
-        let t = Translator::colocated(
-            &TranslatorConfig::default(),
-            collector.regions(),
-            Arc::new(Stats::default()),
-        )
-        .unwrap();
-        let mut sink = IntSink::new(&IntSinkConfig::default(), t).unwrap();
+        let mut sink = env.sink(&IntSinkConfig::default());
         for p in &pkts {
             sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
         }
@@ -505,7 +502,6 @@ fn histogram_windows_close() {
 /// says what to configure.
 #[test]
 fn flows_and_the_network_map_are_found_without_a_key() {
-    let dir = tempfile::tempdir().unwrap();
     let mut events = store("events", "append");
     events.lists = Some(16);
     let stores = [
@@ -514,21 +510,15 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         events,
         store("hist", "key-increment"),
     ];
-    let collector = Collector::create(dir.path(), &stores, false).unwrap();
-    let r = |n: &str| collector.store(n).unwrap().region.clone();
+    let env = Env::with(&stores);
+    let r = |n: &str| env.collector.store(n).unwrap().region.clone();
     let gen = GenConfig {
         flows: 60,
         reroute_prob: 0.0,
         ..Default::default()
     };
     let pkts = generate(&gen);
-    let t = Translator::colocated(
-        &TranslatorConfig::default(),
-        collector.regions(),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
-    let mut sink = IntSink::new(&IntSinkConfig::default(), t).unwrap();
+    let mut sink = env.sink(&IntSinkConfig::default());
     for p in &pkts {
         sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
     }
@@ -667,29 +657,20 @@ fn flows_and_the_network_map_are_found_without_a_key() {
 #[test]
 fn a_long_flow_is_summarised_while_it_runs() {
     for (active_ms, want) in [(10_000u64, 4usize), (0, 1)] {
-        let dir = tempfile::tempdir().unwrap();
         let mut events = store("events", "append");
         events.lists = Some(16);
-        let stores = [store("paths", "key-write"), events];
-        let collector = Collector::create(dir.path(), &stores, false).unwrap();
+        let env = Env::with(&[store("paths", "key-write"), events]);
         let gen = GenConfig {
             flows: 3,
             reroute_prob: 0.0,
             ..Default::default()
         };
         let pkts = generate(&gen);
-        let t = Translator::colocated(
-            &TranslatorConfig::default(),
-            collector.regions(),
-            Arc::new(Stats::default()),
-        )
-        .unwrap();
-        let cfg = IntSinkConfig {
+        let mut sink = env.sink(&IntSinkConfig {
             active_timeout_ms: active_ms,
             idle_timeout_ms: 2_000,
             ..Default::default()
-        };
-        let mut sink = IntSink::new(&cfg, t).unwrap();
+        });
         // One packet of the first flow a second, for 35 s.
         let p = &pkts[0];
         let t0 = p.time_ns;
@@ -698,9 +679,9 @@ fn a_long_flow_is_summarised_while_it_runs() {
             sink.handle_frame(&md_frame(p, gen.int_udp_port), now);
             sink.tick(now + 1);
         }
-        let ev = collector.store("events").unwrap().region.clone();
+        let ev = env.region("events");
         let running = query::flows(
-            &ev,
+            ev,
             None,
             0,
             &Default::default(),
@@ -716,7 +697,7 @@ fn a_long_flow_is_summarised_while_it_runs() {
         }
         sink.flush(t0 + 40_000_000_000);
         let over_time = query::flows(
-            &ev,
+            ev,
             None,
             0,
             &query::FlowFilter {

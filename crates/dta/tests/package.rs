@@ -465,22 +465,17 @@ fn the_packaged_configuration_shows_int_data_and_every_peer() {
     assert_eq!(status, 200, "{net:?}");
     let (_, peers) = get("/console/peers").unwrap();
     let peers = peers.unwrap();
-    let sink_peer = peers["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "int-sink")
-        .cloned()
-        .unwrap();
-    assert_eq!(sink_peer["reachable"], true, "{peers}");
-    let translator = peers["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "translator")
-        .cloned()
-        .unwrap();
-    assert_eq!(translator["configured"], true, "{peers}");
+    let peer = |name: &str| {
+        peers["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no peer {name}: {peers}"))
+    };
+    assert_eq!(peer("int-sink")["reachable"], true, "{peers}");
+    assert_eq!(peer("translator")["configured"], true, "{peers}");
     for c in [&mut collector, &mut sink] {
         common::interrupt(c, libc::SIGTERM);
         assert!(c.wait().unwrap().success());

@@ -134,11 +134,7 @@ fn the_first_command_installs_only_what_the_demo_needs() {
             .arg("--print")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
         String::from_utf8(out.stdout).unwrap()
     };
     let first = print(&["--demo"]);
