@@ -73,8 +73,8 @@ fn main() -> ExitCode {
         Ok(events) => {
             let seqs: BTreeSet<u64> = events
                 .iter()
-                .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.value).ok())
-                .filter_map(|v| v["seq"].as_u64())
+                // Decoded by the record's headers, JSON or protobuf alike.
+                .filter_map(|r| r.to_json()["value"]["seq"].as_u64())
                 .collect();
             println!(
                 "{}: {} records, {} events, {} duplicates",

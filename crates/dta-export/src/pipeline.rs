@@ -42,6 +42,8 @@ pub struct KafkaTarget {
     pub partitioner: Arc<dyn Partitioner>,
     /// The store whose owner of a flow key decides the partition (the INT sink's flow store).
     pub flow_store: String,
+    /// How values are written.
+    pub format: crate::kafka::RecordFormat,
 }
 
 impl KafkaTarget {
@@ -54,7 +56,7 @@ impl KafkaTarget {
         let ts = crate::kafka::now_ms();
         let (mut ok, mut failed) = (0, 0);
         for n in pending {
-            match notification_message(n, &self.prefix, &route, ts) {
+            match notification_message(n, &self.prefix, &route, self.format, ts) {
                 Ok(m) => match self.producer.send(m) {
                     Ok(()) => ok += 1,
                     Err(_) => failed += 1,

@@ -10,13 +10,18 @@ use std::time::{Duration, Instant};
 
 use dta_collector::{Collector, StoreConfig};
 use dta_export::kafka::consumer::read_topic;
+use dta_export::kafka::schema::{self, AppendEntry, IntEvent, KeySnapshot};
 use dta_export::kafka::source::{AppendSource, SnapshotSource, Start};
-use dta_export::kafka::{now_ms, KafkaProducer, OwnerKey, Partitioner, ProducerOptions, TopicKind};
+use dta_export::kafka::{
+    header, now_ms, Compression, KafkaProducer, OwnerKey, Partitioner, ProducerOptions,
+    RecordFormat, TopicKind,
+};
 use dta_export::pipeline::{self, ExportOptions, KafkaTarget, Target};
 use dta_int::{Event, EventKind, Notification};
 use dta_store::append::AppendLayout;
 use dta_store::key_increment::KeyIncrementLayout;
 use dta_testkit::kafka::KafkaBroker;
+use prost::Message as _;
 use rand::{Rng, SeedableRng};
 
 const PREFIX: &str = "dtatest";
@@ -84,8 +89,9 @@ fn event(seq: u64) -> Event {
 }
 
 /// Every Append entry and INT event written while the broker is restarted once is read back
-/// from its topic with the same bytes, in the partition of its owner; duplicates (at least
-/// once) are counted and reported, never missing records.
+/// from its topic, length-delimited protobuf in lz4-compressed batches, with the same bytes and
+/// fields, in the partition of its owner; duplicates (at least once) are counted and reported,
+/// never missing records.
 #[test]
 fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     let mut broker = match KafkaBroker::start() {
@@ -105,12 +111,15 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     opts.partitions = partitioner.partitions();
     let request_timeout = Duration::from_secs(3);
     opts.request_timeout = request_timeout;
+    opts.compression = Compression::Lz4;
     let producer = Arc::new(KafkaProducer::start(opts).unwrap());
 
     // Append: the exporter polls the lists while a writer appends batches.
-    let mut source = AppendSource::new("log", log.clone(), PREFIX, &*partitioner, Start::Oldest)
-        .expect("append source");
-    let mut snapshots = SnapshotSource::new(PREFIX);
+    let pb = RecordFormat::Protobuf;
+    let mut source =
+        AppendSource::new("log", log.clone(), PREFIX, &*partitioner, Start::Oldest, pb)
+            .expect("append source");
+    let mut snapshots = SnapshotSource::new(PREFIX, pb);
     snapshots
         .add("hits", hits.clone(), vec![1, 2, 3, 4], &*partitioner)
         .unwrap();
@@ -123,6 +132,7 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
             prefix: PREFIX.into(),
             partitioner: partitioner.clone(),
             flow_store: "paths".into(),
+            format: pb,
         })],
         Default::default(),
         ExportOptions {
@@ -240,10 +250,18 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     for r in &got {
         let (store, list, index) = r.append_id().expect("append headers");
         assert_eq!(store, "log");
+        assert_eq!(r.headers[header::SCHEMA], b"dta.v1.AppendEntry");
+        assert_eq!(r.headers[header::FORMAT], b"protobuf");
         let want = written
             .get(&(list, index))
             .unwrap_or_else(|| panic!("entry {list}/{index} was never written"));
-        assert_eq!(&r.value, want, "entry {list}/{index}");
+        let entry = AppendEntry::decode_length_delimited(&r.value[..]).expect("an AppendEntry");
+        assert_eq!(
+            (entry.store.as_str(), entry.list, entry.index),
+            ("log", list, index)
+        );
+        assert_eq!((entry.record.as_str(), entry.decoded), ("raw", None));
+        assert_eq!(&entry.raw, want, "entry {list}/{index}");
         assert_eq!(
             r.partition as u32,
             partitioner.partition("log", OwnerKey::List(list)).unwrap()
@@ -283,7 +301,7 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
         }
     }
 
-    // Events: every one, byte for byte the JSON the exporter encodes, in the flow's partition.
+    // Events: every one, its fields those of the event, in the flow's partition.
     let got_ev = read_topic(
         &brokers,
         &TopicKind::Events.topic(PREFIX),
@@ -293,14 +311,10 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     .unwrap();
     let mut ev_seen: BTreeMap<u64, u32> = BTreeMap::new();
     for r in &got_ev {
-        let v: serde_json::Value = serde_json::from_slice(&r.value).unwrap();
-        let seq = v["seq"].as_u64().expect("seq");
+        let got = IntEvent::decode_length_delimited(&r.value[..]).expect("an IntEvent");
+        let seq = got.seq;
         let want = &events[seq as usize];
-        assert_eq!(
-            r.value,
-            serde_json::to_vec(&Notification::Event(*want)).unwrap(),
-            "event {seq}"
-        );
+        assert_eq!(got, IntEvent::of(want), "event {seq}");
         assert_eq!(r.key.as_deref(), Some(&want.flow[..]));
         assert_eq!(
             r.partition as u32,
@@ -322,11 +336,15 @@ fn every_append_entry_and_event_is_read_back_across_a_broker_restart() {
     )
     .unwrap();
     assert!(got_snap.len() as u64 >= snapshots.exported.min(2));
-    let last_snap: serde_json::Value =
-        serde_json::from_slice(&got_snap.last().expect("a snapshot").value).unwrap();
-    assert_eq!(last_snap["store"], "hits");
-    assert_eq!(last_snap["key"], "01020304");
-    assert!(last_snap["count"].as_u64().unwrap() >= events.len() as u64);
+    let last_snap =
+        KeySnapshot::decode_length_delimited(&got_snap.last().expect("a snapshot").value[..])
+            .unwrap();
+    assert_eq!(last_snap.store, "hits");
+    assert_eq!(last_snap.key, [1, 2, 3, 4]);
+    match last_snap.answer {
+        Some(schema::Answer::KeyIncrement(a)) => assert!(a.count >= events.len() as u64),
+        other => panic!("a Key-Increment answer, not {other:?}"),
+    }
 
     // A map with more collectors than the topics have partitions is refused, counted and
     // explained, never silently sent elsewhere.

@@ -12,8 +12,8 @@ use anyhow::{bail, Context};
 use dta_collector::{query, Collector};
 use dta_export::kafka::source::{AppendSource, SnapshotSource, Start};
 use dta_export::kafka::{
-    cluster_partitioner, now_ms, HashPartitioner, KafkaProducer, Partitioner, ProducerOptions,
-    TopicKind,
+    cluster_partitioner, now_ms, Compression, HashPartitioner, KafkaProducer, Partitioner,
+    ProducerOptions, RecordFormat, TopicKind,
 };
 use dta_store::StoreKind;
 
@@ -28,6 +28,10 @@ pub struct KafkaConn {
     pub cluster: Option<PathBuf>,
     /// Most bytes waiting for the broker's acknowledgement; past it records are dropped.
     pub max_queue_bytes: usize,
+    /// How record values are written (`schemas/dta.proto` messages as protobuf or JSON).
+    pub format: RecordFormat,
+    /// Record batch compression.
+    pub compression: Compression,
 }
 
 impl KafkaConn {
@@ -43,6 +47,7 @@ impl KafkaConn {
             .collect();
         opts.partitions = partitioner.partitions();
         opts.max_queue_bytes = self.max_queue_bytes;
+        opts.compression = self.compression;
         let p = KafkaProducer::start(opts).map_err(anyhow::Error::msg)?;
         Ok((p, partitioner))
     }
@@ -148,11 +153,12 @@ pub fn run_kafka(
                 &a.conn.topic_prefix,
                 &*partitioner,
                 start,
+                a.conn.format,
             )
             .map_err(anyhow::Error::msg)?,
         );
     }
-    let mut snapshots = SnapshotSource::new(&a.conn.topic_prefix);
+    let mut snapshots = SnapshotSource::new(&a.conn.topic_prefix, a.conn.format);
     for s in &a.snapshot {
         let (name, key) = s
             .split_once('=')

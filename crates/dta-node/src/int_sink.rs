@@ -222,6 +222,7 @@ pub fn run(
                 prefix: k.conn.topic_prefix.clone(),
                 partitioner: partitioner.clone(),
                 flow_store: k.flow_store.clone(),
+                format: k.conn.format,
             },
         ));
     }

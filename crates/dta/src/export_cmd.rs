@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use dta_export::kafka::consumer::read_topic;
-use dta_export::kafka::{ProducerOptions, DEFAULT_TOPIC_PREFIX};
+use dta_export::kafka::{Compression, ProducerOptions, RecordFormat, DEFAULT_TOPIC_PREFIX};
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -47,6 +47,13 @@ pub struct KafkaConn {
     /// (counted).
     #[arg(long, default_value_t = ProducerOptions::DEFAULT_MAX_QUEUE_BYTES)]
     pub max_queue_bytes: usize,
+    /// How record values are written: json (one object per record) or protobuf
+    /// (length-delimited), the messages of the shipped schemas/dta.proto.
+    #[arg(long, default_value_t = RecordFormat::Json)]
+    pub format: RecordFormat,
+    /// Record batch compression: none, lz4 or zstd.
+    #[arg(long, default_value_t = Compression::None)]
+    pub compression: Compression,
 }
 
 impl KafkaConn {
@@ -56,6 +63,8 @@ impl KafkaConn {
             partitions: self.partitions,
             cluster: self.cluster.clone(),
             max_queue_bytes: self.max_queue_bytes,
+            format: self.format,
+            compression: self.compression,
         }
     }
 }

@@ -60,6 +60,13 @@ pub struct IntSinkArgs {
     /// The store whose owner of a flow key decides a notification's partition.
     #[arg(long, default_value = "paths")]
     kafka_flow_store: String,
+    /// How Kafka record values are written: json or protobuf (length-delimited), the messages
+    /// of the shipped schemas/dta.proto.
+    #[arg(long, default_value_t = dta_export::kafka::RecordFormat::Json)]
+    kafka_format: dta_export::kafka::RecordFormat,
+    /// Kafka record batch compression: none, lz4 or zstd.
+    #[arg(long, default_value_t = dta_export::kafka::Compression::None)]
+    kafka_compression: dta_export::kafka::Compression,
     /// Put the XDP fast path on IFACE (native mode where the driver has it, else generic mode,
     /// which works on loopback and veth): telemetry reports of flows the sink knows, on their
     /// known path, with no event, are aggregated in the kernel and drained at each delta flush
@@ -96,6 +103,8 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
             partitions: a.kafka_partitions,
             cluster: a.kafka_cluster.clone(),
             max_queue_bytes: dta_export::kafka::ProducerOptions::DEFAULT_MAX_QUEUE_BYTES,
+            format: a.kafka_format,
+            compression: a.kafka_compression,
         },
         flow_store: a.kafka_flow_store.clone(),
     });

@@ -110,7 +110,7 @@ fn exported_entries_and_snapshots_read_back_and_cursors_resume() {
 
     // More entries; the second run starts where the cursors say.
     written.extend(write(&regions, 100, 50));
-    let s2 = export(&[]);
+    let s2 = export(&["--format", "protobuf", "--compression", "zstd"]);
     assert_eq!(s2["append"]["events"]["exported"], 100, "{s2}");
 
     let got = consume(&b, "dta.append");
@@ -124,7 +124,12 @@ fn exported_entries_and_snapshots_read_back_and_cursors_resume() {
             .iter()
             .find(|w| w.0 == l && w.1 == i)
             .unwrap_or_else(|| panic!("{l}/{i} never written"));
-        assert_eq!(r["value"], hex_of(e));
+        // Both runs' records read back alike (JSON, then zstd-compressed protobuf).
+        assert_eq!(r["value"]["raw"], hex_of(e), "{r}");
+        assert_eq!(r["value"]["index"], i);
+        assert_eq!(r["value"]["record"], "raw");
+        let format = if i < 100 { "json" } else { "protobuf" };
+        assert_eq!(r["headers"]["dta.format"], format);
         assert_eq!(r["key"], format!("events/{l}"));
         assert_eq!(r["headers"]["dta.store"], "events");
         assert_eq!(r["partition"], 0);
@@ -134,7 +139,10 @@ fn exported_entries_and_snapshots_read_back_and_cursors_resume() {
     let last = &snaps.last().unwrap()["value"];
     assert_eq!(last["store"], "counters");
     assert_eq!(last["key"], "01020304");
-    assert!(last["count"].as_u64().unwrap() >= 100, "{last}");
+    assert!(
+        last["key_increment"]["count"].as_u64().unwrap() >= 100,
+        "{last}"
+    );
 }
 
 fn hex_of(b: &[u8]) -> String {

@@ -9,7 +9,8 @@ use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
 use rskafka::client::ClientBuilder;
 use rskafka::BackoffConfig;
 
-use super::{header, TopicKind};
+use super::header;
+use super::schema::{decode_to_json, RecordFormat};
 
 /// One record read back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -40,19 +41,30 @@ impl Consumed {
     }
 
     /// The record as one JSON object for printing: key and headers as UTF-8 when they are,
-    /// else hex; the value embedded as JSON on the JSON topics, hex on `*.append`.
+    /// else hex; the value decoded by its `dta.schema` and `dta.format` headers (protobuf or
+    /// JSON alike) into the schema's JSON form.
     pub fn to_json(&self) -> serde_json::Value {
         let text = |b: &[u8]| match std::str::from_utf8(b) {
             Ok(s) if !s.chars().any(char::is_control) => serde_json::Value::from(s),
             _ => serde_json::Value::from(format!("0x{}", hex::encode(b))),
         };
-        let append = self
-            .topic
-            .ends_with(&format!(".{}", TopicKind::Append.suffix()));
-        let value = if append {
-            serde_json::Value::from(hex::encode(&self.value))
-        } else {
-            serde_json::from_slice(&self.value).unwrap_or_else(|_| text(&self.value))
+        // A value is decoded by the schema and format its headers name (every record dta
+        // writes carries them); anything else is shown as text or hex.
+        let schema = self
+            .headers
+            .get(header::SCHEMA)
+            .map(|b| String::from_utf8_lossy(b));
+        let format = self
+            .headers
+            .get(header::FORMAT)
+            .and_then(|b| RecordFormat::parse(&String::from_utf8_lossy(b)).ok());
+        let value = match (schema, format) {
+            (Some(name), Some(format)) => decode_to_json(&name, format, &self.value)
+                .unwrap_or_else(
+                    |e| serde_json::json!({ "undecodable": e, "bytes": hex::encode(&self.value) }),
+                ),
+            _ => serde_json::from_slice(&self.value)
+                .unwrap_or_else(|_| serde_json::Value::from(hex::encode(&self.value))),
         };
         let mut headers = serde_json::Map::new();
         for (k, v) in &self.headers {

@@ -2,7 +2,8 @@
 //! (every new entry of every list, each list's position kept by its own reader), INT events and
 //! flow records, and periodic snapshots of chosen Key-Write / Key-Increment keys ([DTA §4]
 //! primitives; [DTA-draft §6]: Key-Write data ages out and must be warehoused for long-term
-//! accountability). The schema of every topic is in `docs/kafka.md`.
+//! accountability). Every record is a message of `schemas/dta.proto` ([`schema`]), written as
+//! length-delimited protobuf or JSON as the operator chooses; `docs/kafka.md` describes the topics.
 //!
 //! - [`producer`]: the delivery thread. At least once: a batch stays queued until the broker
 //!   acknowledged it; a failed batch is re-sent (counted as a retry) over a new connection
@@ -17,9 +18,11 @@
 
 pub mod consumer;
 pub mod producer;
+pub mod schema;
 pub mod source;
 
-pub use producer::{KafkaProducer, KafkaStats, Message, ProducerOptions, SendError};
+pub use producer::{Compression, KafkaProducer, KafkaStats, Message, ProducerOptions, SendError};
+pub use schema::{RecordFormat, Schema};
 
 use dta_int::Notification;
 
@@ -30,13 +33,13 @@ pub const DEFAULT_TOPIC_PREFIX: &str = "dta";
 /// The topics the exporter writes, one per kind of data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TopicKind {
-    /// Append entries, raw bytes.
+    /// Append entries (`dta.v1.AppendEntry`).
     Append,
-    /// INT events, JSON.
+    /// INT events (`dta.v1.IntEvent`).
     Events,
-    /// INT flow records, JSON.
+    /// INT flow records (`dta.v1.FlowRecord`).
     Flows,
-    /// Key-Write / Key-Increment key snapshots, JSON.
+    /// Key-Write / Key-Increment key snapshots (`dta.v1.KeySnapshot`).
     Snapshots,
 }
 
@@ -74,6 +77,18 @@ pub mod header {
     /// and list it identifies the entry, so a consumer can drop the duplicates at-least-once
     /// delivery may bring.
     pub const INDEX: &str = "dta.index";
+    /// The value's message of `schemas/dta.proto`, e.g. `dta.v1.IntEvent`.
+    pub const SCHEMA: &str = "dta.schema";
+    /// How the value is written: `json` or `protobuf` ([`super::RecordFormat`]).
+    pub const FORMAT: &str = "dta.format";
+}
+
+/// The headers every record carries: its schema and format.
+pub fn schema_headers<M: Schema>(format: RecordFormat) -> [(&'static str, Vec<u8>); 2] {
+    [
+        (header::SCHEMA, M::NAME.as_bytes().to_vec()),
+        (header::FORMAT, format.name().as_bytes().to_vec()),
+    ]
 }
 
 /// What decides the owning collector of a record.
@@ -157,29 +172,39 @@ pub struct NotificationRoute<'a> {
     pub flow_store: &'a str,
 }
 
-/// The Kafka message of an INT event (topic `{prefix}.events`) or flow record (`{prefix}.flows`):
-/// key the 13-byte flow key, value the notification as JSON (as `dta int-sink --events` prints
-/// it), partition the flow's owner.
+/// The Kafka message of an INT event (topic `{prefix}.events`, `dta.v1.IntEvent`) or flow record
+/// (`{prefix}.flows`, `dta.v1.FlowRecord`) in `format`: key the 13-byte flow key, partition the
+/// flow's owner.
 pub fn notification_message(
     n: &Notification,
     prefix: &str,
     route: &NotificationRoute<'_>,
+    format: RecordFormat,
     timestamp_ms: i64,
 ) -> Result<Message, String> {
-    let (kind, flow) = match n {
-        Notification::Event(e) => (TopicKind::Events, e.flow),
-        Notification::Flow(f) => (TopicKind::Flows, f.flow),
+    let (kind, flow, value, headers) = match n {
+        Notification::Event(e) => (
+            TopicKind::Events,
+            e.flow,
+            schema::IntEvent::of(e).encode_as(format),
+            schema_headers::<schema::IntEvent>(format),
+        ),
+        Notification::Flow(f) => (
+            TopicKind::Flows,
+            f.flow,
+            schema::FlowRecord::of(f).encode_as(format),
+            schema_headers::<schema::FlowRecord>(format),
+        ),
     };
     let partition = route
         .partitioner
         .partition(route.flow_store, OwnerKey::Bytes(&flow))?;
-    let value = serde_json::to_vec(n).map_err(|e| format!("encoding a notification: {e}"))?;
     Ok(Message {
         topic: kind.topic(prefix),
         partition: partition as i32,
         key: Some(flow.to_vec()),
         value,
-        headers: vec![],
+        headers: headers.to_vec(),
         timestamp_ms,
     })
 }
@@ -209,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn an_event_becomes_json_keyed_by_its_flow() {
+    fn an_event_is_keyed_by_its_flow_with_its_five_tuple_as_fields() {
         let e = dta_int::Event {
             seq: 7,
             time_ns: 1,
@@ -224,7 +249,8 @@ mod tests {
             partitioner: &p,
             flow_store: "paths",
         };
-        let m = notification_message(&Notification::Event(e), "t", &route, 5).unwrap();
+        let m = notification_message(&Notification::Event(e), "t", &route, RecordFormat::Json, 5)
+            .unwrap();
         assert_eq!(m.topic, "t.events");
         assert_eq!(m.key.as_deref(), Some(&[9u8; 13][..]));
         assert_eq!(
@@ -232,8 +258,26 @@ mod tests {
             p.partition("paths", OwnerKey::Bytes(&[9; 13])).unwrap()
         );
         let v: serde_json::Value = serde_json::from_slice(&m.value).unwrap();
-        assert_eq!(v["type"], "event");
+        assert_eq!(v["kind"], "hop_latency");
         assert_eq!(v["seq"], 7);
         assert_eq!(v["node_id"], 301);
+        assert_eq!(
+            (v["src_addr"].as_str(), v["protocol"].as_u64()),
+            (Some("9.9.9.9"), Some(9))
+        );
+        let h: std::collections::BTreeMap<_, _> = m.headers.iter().cloned().collect();
+        assert_eq!(h[header::SCHEMA], b"dta.v1.IntEvent");
+        assert_eq!(h[header::FORMAT], b"json");
+        let pb = notification_message(
+            &Notification::Event(e),
+            "t",
+            &route,
+            RecordFormat::Protobuf,
+            5,
+        )
+        .unwrap();
+        let back =
+            schema::decode_to_json(schema::IntEvent::NAME, RecordFormat::Protobuf, &pb.value);
+        assert_eq!(back.unwrap(), v);
     }
 }

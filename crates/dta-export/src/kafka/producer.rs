@@ -19,7 +19,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rskafka::client::error::{Error as KafkaError, ProtocolError};
-use rskafka::client::partition::{Compression, PartitionClient, UnknownTopicHandling};
+use rskafka::client::partition::{
+    Compression as WireCompression, PartitionClient, UnknownTopicHandling,
+};
 use rskafka::client::{Client, ClientBuilder};
 use rskafka::record::Record as KafkaRecord;
 use rskafka::BackoffConfig;
@@ -67,6 +69,59 @@ impl Message {
     }
 }
 
+/// How record batches are compressed on the wire (Kafka record batch compression; the consumer's
+/// client decompresses). The client library also has gzip and snappy; these two are the ones
+/// worth their CPU for small telemetry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    #[default]
+    None,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    pub const ALL: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// By [`Compression::name`]; an error lists the choices.
+    pub fn parse(s: &str) -> Result<Compression, String> {
+        Compression::ALL
+            .into_iter()
+            .find(|c| c.name() == s.trim())
+            .ok_or_else(|| format!("unknown compression {s:?}: none, lz4 or zstd"))
+    }
+
+    fn wire(self) -> WireCompression {
+        match self {
+            Compression::None => WireCompression::NoCompression,
+            Compression::Lz4 => WireCompression::Lz4,
+            Compression::Zstd => WireCompression::Zstd,
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Compression::parse(s)
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Delivery settings. Defaults: [`ProducerOptions::new`].
 #[derive(Debug, Clone)]
 pub struct ProducerOptions {
@@ -90,6 +145,8 @@ pub struct ProducerOptions {
     /// First wait after a failure; doubled after each further failure up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// Record batch compression.
+    pub compression: Compression,
 }
 
 impl ProducerOptions {
@@ -113,6 +170,7 @@ impl ProducerOptions {
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             backoff: Self::DEFAULT_BACKOFF,
             max_backoff: Self::DEFAULT_MAX_BACKOFF,
+            compression: Compression::None,
         }
     }
 
@@ -626,7 +684,7 @@ impl Delivery {
         let pc = &self.partitions[k];
         let sent = tokio::time::timeout(
             self.opts.request_timeout,
-            pc.produce(records, Compression::NoCompression),
+            pc.produce(records, self.opts.compression.wire()),
         )
         .await;
         match sent {

@@ -1,13 +1,14 @@
 //! What the Kafka exporter reads from the stores: every new entry of the Append lists, and
-//! snapshots of chosen Key-Write / Key-Increment keys.
+//! snapshots of chosen Key-Write / Key-Increment keys, each as its `schemas/dta.proto` message.
 
 use std::sync::Arc;
 
 use dta_collector::query;
 use dta_store::append::{AppendLayout, ListReader};
-use dta_store::{Region, StoreKind};
+use dta_store::{AppendRecord, Region, StoreKind, StoreSpec};
 
-use super::{header, KafkaProducer, Message, OwnerKey, Partitioner, TopicKind};
+use super::schema::{AppendEntry, KeySnapshot, RecordFormat, Schema};
+use super::{header, schema_headers, KafkaProducer, Message, OwnerKey, Partitioner, TopicKind};
 
 /// Where a new [`AppendSource`] starts reading each list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,8 @@ pub struct AppendSource {
     store: String,
     region: Arc<Region>,
     layout: AppendLayout,
+    record: AppendRecord,
+    format: RecordFormat,
     readers: Vec<ListReader>,
     partitions: Vec<i32>,
     topic: String,
@@ -52,13 +55,15 @@ impl AppendSource {
     /// Most entries one poll reads from one list.
     pub const MAX_PER_LIST: usize = 4096;
 
-    /// A source over the Append store `store` in `region`, writing to `{prefix}.append`.
+    /// A source over the Append store `store` in `region`, writing `dta.v1.AppendEntry` records
+    /// in `format` to `{prefix}.append`.
     pub fn new(
         store: &str,
         region: Arc<Region>,
         prefix: &str,
         partitioner: &dyn Partitioner,
         start: Start,
+        format: RecordFormat,
     ) -> Result<AppendSource, String> {
         if region.header().kind != StoreKind::Append {
             return Err(format!(
@@ -67,6 +72,10 @@ impl AppendSource {
             ));
         }
         let layout = AppendLayout::new(region.header()).map_err(|e| format!("{store}: {e}"))?;
+        let record = match &region.header().spec {
+            StoreSpec::Append(s) => s.record,
+            _ => AppendRecord::Raw,
+        };
         let lists = layout.lists();
         if let Start::At(c) = &start {
             if c.len() != lists as usize {
@@ -97,6 +106,8 @@ impl AppendSource {
             store: store.to_owned(),
             region,
             layout,
+            record,
+            format,
             readers,
             partitions,
             topic: TopicKind::Append.topic(prefix),
@@ -115,7 +126,8 @@ impl AppendSource {
     pub fn poll(&mut self, producer: &KafkaProducer, timestamp_ms: i64) -> AppendPoll {
         let e = self.layout.entry_len();
         let mut p = AppendPoll::default();
-        let key_room = self.store.len() + 64;
+        // An entry's record: its bytes twice at most (raw and decoded), names, headers.
+        let key_room = e + 2 * self.store.len() + 256;
         for (reader, &partition) in self.readers.iter_mut().zip(&self.partitions) {
             let need = Self::MAX_PER_LIST * (e + key_room + self.topic.len() + 64);
             if producer.room() < need {
@@ -130,16 +142,20 @@ impl AppendSource {
             let first = reader.tail() - r.entries as u64;
             for (i, entry) in self.buf.chunks_exact(e).enumerate() {
                 let index = first + i as u64;
+                let value = AppendEntry::new(&self.store, list, index, self.record, entry)
+                    .encode_as(self.format);
+                let mut headers = vec![
+                    (header::STORE, self.store.as_bytes().to_vec()),
+                    (header::LIST, list.to_be_bytes().to_vec()),
+                    (header::INDEX, index.to_be_bytes().to_vec()),
+                ];
+                headers.extend(schema_headers::<AppendEntry>(self.format));
                 let m = Message {
                     topic: self.topic.clone(),
                     partition,
                     key: Some(format!("{}/{list}", self.store).into_bytes()),
-                    value: entry.to_vec(),
-                    headers: vec![
-                        (header::STORE, self.store.as_bytes().to_vec()),
-                        (header::LIST, list.to_be_bytes().to_vec()),
-                        (header::INDEX, index.to_be_bytes().to_vec()),
-                    ],
+                    value,
+                    headers,
                     timestamp_ms,
                 };
                 // Room was checked above for the whole poll; a refusal is counted by the
@@ -166,21 +182,23 @@ struct SnapshotKey {
 }
 
 /// Exports the current value of chosen Key-Write / Key-Increment keys on every
-/// [`SnapshotSource::poll`] (the caller's period), to `{prefix}.snapshots`: the JSON a
-/// `dta query` of the key prints, plus `ts_ms`.
+/// [`SnapshotSource::poll`] (the caller's period), to `{prefix}.snapshots`: the answer a
+/// `dta query` of the key gives, as a `dta.v1.KeySnapshot` in the source's format.
 pub struct SnapshotSource {
     keys: Vec<SnapshotKey>,
     topic: String,
+    format: RecordFormat,
     /// Snapshots queued, and refused because the queue was full, over all polls.
     pub exported: u64,
     pub dropped: u64,
 }
 
 impl SnapshotSource {
-    pub fn new(prefix: &str) -> SnapshotSource {
+    pub fn new(prefix: &str, format: RecordFormat) -> SnapshotSource {
         SnapshotSource {
             keys: vec![],
             topic: TopicKind::Snapshots.topic(prefix),
+            format,
             exported: 0,
             dropped: 0,
         }
@@ -231,13 +249,15 @@ impl SnapshotSource {
     /// Query every key now and queue the answers.
     pub fn poll(&mut self, producer: &KafkaProducer, timestamp_ms: i64) -> Result<(), String> {
         for k in &self.keys {
-            let value = snapshot_json(k, timestamp_ms)?;
+            let value = snapshot(k, timestamp_ms)?.encode_as(self.format);
+            let mut headers = vec![(header::STORE, k.store.as_bytes().to_vec())];
+            headers.extend(schema_headers::<KeySnapshot>(self.format));
             let m = Message {
                 topic: self.topic.clone(),
                 partition: k.partition,
                 key: Some(format!("{}/{}", k.store, hex::encode(&k.key)).into_bytes()),
                 value,
-                headers: vec![(header::STORE, k.store.as_bytes().to_vec())],
+                headers,
                 timestamp_ms,
             };
             match producer.send(m) {
@@ -249,20 +269,19 @@ impl SnapshotSource {
     }
 }
 
-fn snapshot_json(k: &SnapshotKey, timestamp_ms: i64) -> Result<Vec<u8>, String> {
+fn snapshot(k: &SnapshotKey, timestamp_ms: i64) -> Result<KeySnapshot, String> {
     let err = |e: query::QueryError| format!("{}/{}: {e}", k.store, hex::encode(&k.key));
-    let mut v = match k.region.header().kind {
-        StoreKind::KeyWrite => {
-            serde_json::to_value(query::key_write(&k.region, &k.key, None, 1).map_err(err)?)
-        }
-        StoreKind::KeyIncrement => {
-            serde_json::to_value(query::key_increment(&k.region, &k.key, None).map_err(err)?)
-        }
+    Ok(match k.region.header().kind {
+        StoreKind::KeyWrite => KeySnapshot::key_write(
+            &query::key_write(&k.region, &k.key, None, 1).map_err(err)?,
+            &k.key,
+            timestamp_ms,
+        ),
+        StoreKind::KeyIncrement => KeySnapshot::key_increment(
+            &query::key_increment(&k.region, &k.key, None).map_err(err)?,
+            &k.key,
+            timestamp_ms,
+        ),
         other => return Err(format!("{}: {other:?} has no key snapshots", k.store)),
-    }
-    .map_err(|e| format!("encoding a snapshot: {e}"))?;
-    if let Some(o) = v.as_object_mut() {
-        o.insert("ts_ms".into(), timestamp_ms.into());
-    }
-    serde_json::to_vec(&v).map_err(|e| format!("encoding a snapshot: {e}"))
+    })
 }
