@@ -16,6 +16,9 @@
 #   /usr/share/man/man1/dta*.1.gz                   `dta generate man`  (clap_mangen)
 #   /usr/share/{bash-completion,zsh,fish}/...       `dta generate completions` (clap_complete)
 #   /usr/share/doc/dta/{copyright,README.md,examples/}
+#   /usr/share/dta/schemas/                         the contracts others build on: dta.proto and
+#                                                   json/ (Kafka records), clickhouse/ (DDL),
+#                                                   openapi/ (HTTP), examples/ (consumers)
 # The maintainer scripts (packaging/debian/) create the `dta` system user and /var/lib/dta.
 #
 # --bin PATH   package this binary (default: `cargo build --release -p dta`, minutes on a
@@ -64,7 +67,7 @@ root=$work/root
 install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/dta" \
     "$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
     "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d" \
-    "$root/usr/share/doc/dta/examples"
+    "$root/usr/share/doc/dta/examples" "$root/usr/share/dta/schemas"
 
 # The binary, without its debug information, which is kept beside the package (binutils'
 # objcopy: a debugger finds it through the .gnu_debuglink it adds).
@@ -123,6 +126,10 @@ chmod 644 "$root/usr/share/man/man1/"*.gz
 } >"$root/usr/share/doc/dta/copyright"
 install -m 644 README.md "$root/usr/share/doc/dta/README.md"
 install -m 644 examples/*.toml "$root/usr/share/doc/dta/examples/"
+for d in . json clickhouse openapi examples; do
+    install -d "$root/usr/share/dta/schemas/$d"
+    find "schemas/$d" -maxdepth 1 -type f -exec install -m 644 {} "$root/usr/share/dta/schemas/$d/" \;
+done
 
 # Control files.
 install -m 755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$root/DEBIAN/"

@@ -417,7 +417,7 @@ fn batch_request<'a>(kind: &str, p: &Params<'a>) -> Result<(Ask, Vec<&'a str>), 
     let ask = cluster_ask(kind, p)?;
     let list = p.raw("keys").ok_or(ParamError::Missing("keys"))?;
     let inputs: Vec<&str> = list.split(',').filter(|k| !k.is_empty()).collect();
-    if inputs.len() > MAX_BATCH_KEYS {
+    if inputs.is_empty() || inputs.len() > MAX_BATCH_KEYS {
         return Err(ParamError::OutOfRange {
             name: "keys",
             value: inputs.len() as u64,

@@ -371,7 +371,7 @@ pub fn sketch(region: &Region, key: Option<&[u8]>) -> Result<SketchResult, Query
         SketchKind::CountMin { .. } => {
             let key = key.ok_or_else(|| QueryError::BadKey {
                 input: String::new(),
-                msg: "a Count-Min query needs --key".into(),
+                msg: "a Count-Min query needs a key (`key`, `--key`)".into(),
             })?;
             if !layout.cm_key_merged(region.mem(), key) {
                 return Err(QueryError::NotMerged(format!(

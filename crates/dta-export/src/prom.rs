@@ -719,6 +719,7 @@ pub fn metrics_router(registry: Arc<Registry>) -> axum::Router {
                 }
             }),
         )
+        .merge(dta_http::openapi::router(dta_http::openapi::METRICS))
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /metrics\n") })
 }
 

@@ -23,6 +23,7 @@ pub mod console;
 pub mod exposition;
 pub mod health;
 pub mod history;
+pub mod openapi;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -28,6 +28,30 @@ fn layout_err(r: &Region, e: impl std::fmt::Display) -> QueryError {
     QueryError::Store(r.header().name.clone(), e.to_string())
 }
 
+/// List `list_base + offset` of an events store of layout `l`, or why the store has no such list
+/// (a `list_base` from a request is anything up to `u32::MAX`).
+fn event_list(
+    r: &Region,
+    l: &AppendLayout,
+    list_base: u32,
+    offset: u32,
+) -> Result<u32, QueryError> {
+    list_base
+        .checked_add(offset)
+        .filter(|&list| list < l.lists())
+        .ok_or_else(|| {
+            QueryError::Store(
+                r.header().name.clone(),
+                format!(
+                    "list_base {list_base} + {offset} is not one of its {} lists: give the events \
+                     store at least {} lists (the INT sink then writes them)",
+                    l.lists(),
+                    u64::from(list_base) + u64::from(offset) + 1
+                ),
+            )
+        })
+}
+
 fn expect(r: &Region, kind: StoreKind, name: &'static str) -> Result<(), QueryError> {
     if r.header().kind != kind {
         return Err(QueryError::WrongKind(r.header().name.clone(), name));
@@ -154,7 +178,7 @@ pub fn events(
 ) -> Result<Vec<Event>, QueryError> {
     expect(region, StoreKind::Append, "append")?;
     let l = AppendLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let list = list_base + kind as u32 - 1;
+    let list = event_list(region, &l, list_base, kind as u32 - 1)?;
     let head = region
         .mem()
         .load_u64(l.head_offset(list))
@@ -358,18 +382,7 @@ fn latest_summaries(
 ) -> Result<Vec<FlowSummary>, QueryError> {
     expect(events, StoreKind::Append, "append")?;
     let l = AppendLayout::new(events.header()).map_err(|e| layout_err(events, e))?;
-    let list = list_base + crate::events::FLOW_SUMMARY_LIST;
-    if list >= l.lists() {
-        return Err(QueryError::Store(
-            events.header().name.clone(),
-            format!(
-                "it has {} lists, and flow summaries are list {list}: give the events store \
-                 at least {} lists (the INT sink then writes them)",
-                l.lists(),
-                list + 1
-            ),
-        ));
-    }
+    let list = event_list(events, &l, list_base, crate::events::FLOW_SUMMARY_LIST)?;
     let head = events
         .mem()
         .load_u64(l.head_offset(list))

@@ -198,6 +198,11 @@ impl IntSinkConfig {
         if self.hist_deltas == 0 || self.hist_deltas > 1 << 24 {
             return Err("hist_deltas must be 1..=16777216".into());
         }
+        // The event kinds' lists and the flow summaries' follow the base.
+        let max_base = u32::MAX - crate::events::FLOW_SUMMARY_LIST;
+        if self.event_list_base > max_base {
+            return Err(format!("event_list_base must be 0..={max_base}"));
+        }
         Ok(())
     }
 

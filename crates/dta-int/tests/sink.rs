@@ -231,6 +231,16 @@ fn md_traffic_paths_latencies_histograms_events() {
         assert_eq!((e.kind, e.flow, e.hop, e.node_id, e.value), **w);
     }
     assert_eq!(latest.last().unwrap().seq, q.len() as u64 - 1);
+    // A list base from a request past the store's lists (up to u32::MAX) is refused, saying why.
+    for base in [8, u32::MAX - 1, u32::MAX] {
+        let e = query::events(env.region("events"), base, EventKind::Drop, 10).unwrap_err();
+        assert!(e.to_string().contains("is not one of its"), "{e}");
+    }
+    let bad = IntSinkConfig {
+        event_list_base: u32::MAX,
+        ..IntSinkConfig::default()
+    };
+    assert!(bad.validate().unwrap_err().contains("event_list_base"));
 }
 
 #[test]

@@ -132,7 +132,8 @@ pub fn routes(
     Ok(
         dta_collector::http::router_decoding(c.clone(), cluster, dta_int::events::decode_record)
             .merge(crate::int_http::router(c))
-            .merge(dta_http::console::router(console)),
+            .merge(dta_http::console::router(console))
+            .merge(dta_http::openapi::router(dta_http::openapi::COLLECTOR)),
     )
 }
 

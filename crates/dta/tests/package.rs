@@ -111,6 +111,11 @@ fn the_deb_holds_what_debian_expects_where_it_expects_it() {
         "./usr/share/bash-completion/completions/dta".into(),
         "./usr/share/zsh/vendor-completions/_dta".into(),
         "./usr/share/fish/vendor_completions.d/dta.fish".into(),
+        "./usr/share/dta/schemas/dta.proto".into(),
+        "./usr/share/dta/schemas/json/flow-record.schema.json".into(),
+        "./usr/share/dta/schemas/clickhouse/tables.sql".into(),
+        "./usr/share/dta/schemas/openapi/collector.json".into(),
+        "./usr/share/dta/schemas/examples/consume.py".into(),
     ];
     want.extend(UNITS.iter().map(|u| format!("./lib/systemd/system/{u}")));
     for w in &want {
