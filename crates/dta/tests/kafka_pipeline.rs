@@ -106,16 +106,19 @@ impl FiveTuple {
     }
 }
 
-/// What the ground truth says of each flow: packets, path, each hop's (latency sum, count).
+/// What the ground truth says of a flow: packets, path, each hop's (latency sum, count).
+type FlowTruth = (u64, Vec<u64>, Vec<(u64, u64)>);
+
+/// What the ground truth says of each flow and switch.
 struct Truth {
-    flows: BTreeMap<FiveTuple, (u64, Vec<u64>, Vec<(u64, u64)>)>,
+    flows: BTreeMap<FiveTuple, FlowTruth>,
     /// By node id: (packets, latency sum).
     switches: BTreeMap<u64, (u64, u64)>,
 }
 
 fn truth(t: &serde_json::Value) -> Truth {
     let tf = t["flows"].as_array().unwrap();
-    let mut flows: BTreeMap<FiveTuple, (u64, Vec<u64>, Vec<(u64, u64)>)> = BTreeMap::new();
+    let mut flows: BTreeMap<FiveTuple, FlowTruth> = BTreeMap::new();
     let mut by_index = vec![];
     for f in tf {
         let k = FiveTuple::parse(f["flow"].as_str().unwrap());
@@ -207,7 +210,7 @@ fn a_consumer_and_clickhouse_read_every_record_from_the_schemas_alone() {
         &format!("127.0.0.1:{port}"),
         "idle_timeout_ms = 200\nthresholds = { hop_latency = 8000 }",
     );
-    let mut sink = dta()
+    let sink = dta()
         .args([
             "int-sink",
             "--duration",
