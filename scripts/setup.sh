@@ -77,6 +77,8 @@ if [ "${DTA_KAFKA:-1}" != 0 ]; then
 fi
 # The metrics expositions are checked by Prometheus's own linter (promtool check metrics).
 have command -v promtool || need_apt+=(prometheus)
+# The InfluxDB export's test writes to a real InfluxDB over its HTTP API (docs/exports.md).
+have command -v influxd || need_apt+=(influxdb)
 # The web console's browser tests drive headless Chromium through chromedriver (docs/console.md).
 have command -v chromium || need_apt+=(chromium)
 have command -v chromedriver || need_apt+=(chromium-driver)

@@ -76,12 +76,13 @@ impl Record for FlowRecord {
     fn measurement(&self) -> &str {
         "int_flow"
     }
-    /// `flow` (`SRC:SPORT-DST:DPORT/PROTO`), `reason` (`idle`, `capacity`, `flush`).
+    /// `reason` (`idle`, `capacity`, `flush`).
     fn tags(&self) -> Vec<(&str, String)> {
-        vec![
-            ("flow", flow_string(&self.flow)),
-            ("reason", reason_name(self.reason).to_owned()),
-        ]
+        vec![("reason", reason_name(self.reason).to_owned())]
+    }
+    /// `flow` (`SRC:SPORT-DST:DPORT/PROTO`).
+    fn entity(&self) -> Option<(&str, String)> {
+        Some(("flow", flow_string(&self.flow)))
     }
     /// `packets`, `first_ns`, `last_ns`, `hops`, then per hop i (up to 5): `hop{i}_node`,
     /// `hop{i}_latency`, `hop{i}_avg_latency`, `hop{i}_queue`, `hop{i}_avg_queue`, `hop{i}_util`,
@@ -147,7 +148,7 @@ mod tests {
         };
         assert_eq!(
             to_line(&e).unwrap(),
-            "int_event,class=threshold,hop=2,kind=queue_occupancy,node=301 value=250u,flow=\"10.0.0.1:5000-10.1.0.2:80/17\",seq=4u 1000"
+            "int_event,class=threshold,hop=2,kind=queue_occupancy,node=301 value=250i,flow=\"10.0.0.1:5000-10.1.0.2:80/17\",seq=4i 1000"
         );
         let e2e = Event {
             hop: HOP_NONE,
@@ -182,7 +183,7 @@ mod tests {
         };
         assert_eq!(
             to_line(notification_record(&Notification::Flow(r))).unwrap(),
-            "int_flow,flow=10.0.0.1:5000-10.1.0.2:80/17,reason=idle packets=3u,first_ns=10u,last_ns=30u,hops=2u,hop0_node=101u,hop0_latency=7u,hop0_avg_latency=6.5,hop1_node=201u 30"
+            "int_flow,reason=idle flow=\"10.0.0.1:5000-10.1.0.2:80/17\",packets=3i,first_ns=10i,last_ns=30i,hops=2i,hop0_node=101i,hop0_latency=7i,hop0_avg_latency=6.5,hop1_node=201i 30"
         );
     }
 }

@@ -15,7 +15,7 @@ static EXPORT_FAILED: dta_log::Throttle = dta_log::Throttle::new(dta_log::DEFAUL
 
 use dta_int::Notification;
 
-use crate::influx::{LineWriter, UdpLineSink};
+use crate::influx::{HttpLineSink, LineWriter, UdpLineSink};
 use crate::int_records::notification_record;
 use crate::kafka::{notification_message, KafkaProducer, NotificationRoute, Partitioner};
 use crate::prom::ExportMetrics;
@@ -29,6 +29,8 @@ pub enum Target {
     Lines(LineWriter<Box<dyn Write + Send>>),
     /// Line protocol over UDP.
     LinesUdp(UdpLineSink),
+    /// Line protocol to InfluxDB's HTTP write API.
+    LinesHttp(HttpLineSink),
     /// Kafka topics `{prefix}.events` and `{prefix}.flows` (docs/kafka.md).
     Kafka(KafkaTarget),
 }
@@ -75,7 +77,7 @@ impl Target {
     fn name(&self) -> &'static str {
         match self {
             Target::Redis(_) => "redis",
-            Target::Lines(_) | Target::LinesUdp(_) => "influx",
+            Target::Lines(_) | Target::LinesUdp(_) | Target::LinesHttp(_) => "influx",
             Target::Kafka(_) => "kafka",
         }
     }
@@ -117,6 +119,18 @@ impl Target {
                     io_failed += 1;
                 }
                 (u.written - w0, u.rejected - r0 + io_failed)
+            }
+            Target::LinesHttp(h) => {
+                let (w0, r0, f0) = (h.written, h.rejected, h.failed);
+                for r in batch {
+                    if let Err(e) = h.write(*r) {
+                        dta_log::warn_throttled!(EXPORT_FAILED, "influx export: {e}");
+                    }
+                }
+                if let Err(e) = h.flush() {
+                    dta_log::warn_throttled!(EXPORT_FAILED, "influx export: {e}");
+                }
+                (h.written - w0, h.rejected - r0 + h.failed - f0)
             }
         }
     }
@@ -275,6 +289,6 @@ mod tests {
         assert_eq!(sum.targets, vec![("influx".to_string(), 4, 0)]);
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 4);
-        assert!(text.lines().last().unwrap().ends_with(",seq=3u 3"));
+        assert!(text.lines().last().unwrap().ends_with(",seq=3i 3"));
     }
 }

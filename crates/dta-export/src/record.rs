@@ -83,13 +83,20 @@ impl From<String> for FieldValue {
 }
 
 /// Anything exportable as a point. The INT sink's event and flow record types implement it (or
-/// are converted into a [`Point`]); tags identify the series (e.g. `switch`, `metric`, `kind`,
-/// `flow`), fields carry the values.
+/// are converted into a [`Point`]); tags identify the series (e.g. `switch`, `metric`, `kind`),
+/// fields carry the values.
 pub trait Record {
     /// The measurement (InfluxDB) / key prefix (Redis), e.g. `int_event` or `int_flow`.
     fn measurement(&self) -> &str;
-    /// Tags, in any order (exporters sort them by key).
+    /// Tags, in any order (exporters sort them by key). Of bounded cardinality: values from a
+    /// small set (a kind, a reason) or the network's size (a switch), never one per flow.
     fn tags(&self) -> Vec<(&str, String)>;
+    /// What the point is about beyond its tags when that is unbounded (a flow): Redis makes it
+    /// part of the series, whose keys expire; InfluxDB, which keeps every series' index for ever,
+    /// gets it as a string field.
+    fn entity(&self) -> Option<(&str, String)> {
+        None
+    }
     /// Fields; at least one.
     fn fields(&self) -> Vec<(&str, FieldValue)>;
     /// Nanoseconds since the Unix epoch.
@@ -101,6 +108,7 @@ pub trait Record {
 pub struct Point {
     pub measurement: String,
     pub tags: Vec<(String, String)>,
+    pub entity: Option<(String, String)>,
     pub fields: Vec<(String, FieldValue)>,
     pub timestamp_ns: u64,
 }
@@ -110,9 +118,16 @@ impl Point {
         Point {
             measurement: measurement.into(),
             tags: Vec::new(),
+            entity: None,
             fields: Vec::new(),
             timestamp_ns,
         }
+    }
+
+    /// Set the entity (builder style).
+    pub fn entity(mut self, k: impl Into<String>, v: impl Into<String>) -> Point {
+        self.entity = Some((k.into(), v.into()));
+        self
     }
 
     /// Add a tag (builder style).
@@ -136,6 +151,7 @@ impl Point {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
+            entity: r.entity().map(|(k, v)| (k.to_owned(), v)),
             fields: r
                 .fields()
                 .into_iter()
@@ -155,6 +171,9 @@ impl Record for Point {
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect()
+    }
+    fn entity(&self) -> Option<(&str, String)> {
+        self.entity.as_ref().map(|(k, v)| (k.as_str(), v.clone()))
     }
     fn fields(&self) -> Vec<(&str, FieldValue)> {
         self.fields

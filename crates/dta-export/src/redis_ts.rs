@@ -75,9 +75,11 @@ pub struct RedisExporter {
     pub written: u64,
 }
 
-/// The `{series}` part of the keys: tags sorted by key, `k=v` joined by `,`.
+/// The `{series}` part of the keys: tags and the entity (a flow) sorted by key, `k=v` joined by
+/// `,`: a series per flow, bounded by the keys' TTL.
 pub fn series_name(r: &dyn Record) -> String {
     let mut tags = r.tags();
+    tags.extend(r.entity());
     tags.sort_by(|a, b| a.0.cmp(b.0));
     let mut s = String::new();
     for (i, (k, v)) in tags.iter().enumerate() {

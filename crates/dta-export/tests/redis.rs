@@ -338,10 +338,10 @@ fn export_thread_drains_sink_notifications_to_redis_and_line_protocol() {
     assert_eq!(lines.len(), 21);
     assert_eq!(
         lines[0],
-        "int_event,class=threshold,hop=1,kind=queue_occupancy,node=201 value=150u,flow=\"10.0.0.1:5000-10.1.0.2:80/17\",seq=0u 1000000000"
+        "int_event,class=threshold,hop=1,kind=queue_occupancy,node=201 value=150i,flow=\"10.0.0.1:5000-10.1.0.2:80/17\",seq=0i 1000000000"
     );
     assert!(lines[20]
-        .starts_with("int_flow,flow=10.0.0.1:5000-10.1.0.2:80/17,reason=idle packets=20u,"));
+        .starts_with("int_flow,reason=idle flow=\"10.0.0.1:5000-10.1.0.2:80/17\",packets=20i,"));
 
     let s = parse_exposition(&encode(&reg)).unwrap();
     assert_eq!(

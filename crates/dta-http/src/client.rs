@@ -1,5 +1,6 @@
-//! A minimal blocking HTTP/1.1 `GET` client, for asking a peer collector's query API (the
-//! cluster queries of `dta_collector::cluster`): one request per connection
+//! A minimal blocking HTTP/1.1 client, for asking a peer collector's query API (the cluster
+//! queries of `dta_collector::cluster`, `GET`) and writing to InfluxDB's HTTP API (`POST`, the
+//! INT sink's export thread): one request per connection
 //! (`Connection: close`), a connect and an I/O timeout, an answer of at most
 //! [`MAX_RESPONSE_BYTES`], a bearer token when given, and one deadline for the whole exchange
 //! (connect, send, every read: a peer that trickles bytes cannot hold a request past it). A peer
@@ -107,6 +108,40 @@ pub fn get_until(
     token: Option<&Token>,
     deadline: Instant,
 ) -> Result<Answer, ClientError> {
+    let bearer = token.map(|t| format!("Bearer {}", String::from_utf8_lossy(&t.0)));
+    exchange(addr, "GET", target, bearer.as_deref(), None, deadline)
+}
+
+/// `POST target` to `addr` with `body` of `content_type`, an `Authorization` header when given,
+/// answered within `timeout`.
+pub fn post(
+    addr: SocketAddr,
+    target: &str,
+    authorization: Option<&str>,
+    content_type: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Answer, ClientError> {
+    let deadline = Instant::now() + timeout;
+    exchange(
+        addr,
+        "POST",
+        target,
+        authorization,
+        Some((content_type, body)),
+        deadline,
+    )
+}
+
+/// One request and its answer by `deadline`.
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    authorization: Option<&str>,
+    body: Option<(&str, &[u8])>,
+    deadline: Instant,
+) -> Result<Answer, ClientError> {
     let started = Instant::now();
     let io = |source: std::io::Error| match source.kind() {
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => ClientError::TimedOut {
@@ -138,20 +173,33 @@ pub fn get_until(
         target: target.to_owned(),
         msg,
     };
-    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+    let bad_text = |t: &str| t.bytes().any(|b| b.is_ascii_control() || b == b' ');
+    if !target.starts_with('/') || bad_text(target) {
         return Err(bad("the request target must be an encoded path".into()));
+    }
+    if authorization.is_some_and(|a| a.bytes().any(|b| b.is_ascii_control())) {
+        return Err(bad("the Authorization value has a control character".into()));
     }
     let mut s = TcpStream::connect_timeout(&addr, left()?).map_err(io)?;
     s.set_write_timeout(Some(left()?)).map_err(io)?;
     let _ = s.set_nodelay(true);
-    let mut req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        req.push_str("Authorization: Bearer ");
-        req.push_str(std::str::from_utf8(&t.0).unwrap_or_default());
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(a) = authorization {
+        req.push_str("Authorization: ");
+        req.push_str(a);
         req.push_str("\r\n");
+    }
+    if let Some((content_type, b)) = body {
+        req.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).map_err(io)?;
+    if let Some((_, b)) = body {
+        s.write_all(b).map_err(io)?;
+    }
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 16 << 10];
     loop {
@@ -187,6 +235,7 @@ pub fn get_until(
         .parse()
         .map_err(|_| bad(format!("status line {status_line:?}")))?;
     let mut content_length = None;
+    let mut chunked = false;
     let mut headers = vec![];
     for l in lines {
         let Some((name, value)) = l.split_once(':') else {
@@ -201,10 +250,20 @@ pub fn get_until(
                     .map_err(|_| bad(format!("Content-Length {value:?}")))?,
             );
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(bad("chunked answers are not read".into()));
+            chunked = value.trim().eq_ignore_ascii_case("chunked");
+            if !chunked {
+                return Err(bad(format!("Transfer-Encoding {value:?}")));
+            }
         }
     }
     let body = &buf[head_end + 4..];
+    if chunked {
+        return Ok(Answer {
+            status,
+            headers,
+            body: dechunk(body).map_err(bad)?,
+        });
+    }
     let body = match content_length {
         Some(n) if n > body.len() => return Err(bad(format!("{} of {n} body bytes", body.len()))),
         Some(n) => &body[..n],
@@ -215,6 +274,30 @@ pub fn get_until(
         headers,
         body: body.to_vec(),
     })
+}
+
+/// The body of a `Transfer-Encoding: chunked` answer (RFC 9112 §7.1): hex sizes, each chunk,
+/// a zero-size chunk last; extensions and trailers ignored. Never longer than `b`.
+fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(b.len());
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk size line without its end")?;
+        let line = std::str::from_utf8(&b[..eol]).map_err(|_| "a chunk size is not text")?;
+        let hex = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(hex, 16).map_err(|_| format!("chunk size {hex:?}"))?;
+        b = &b[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if b.len() < size + 2 || &b[size..size + 2] != b"\r\n" {
+            return Err(format!("a chunk of {size} bytes cut short"));
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +337,12 @@ mod tests {
             (a.header("dta-collector"), a.header("x")),
             (Some("c1"), None)
         );
+        // Chunked, as InfluxDB answers queries: the chunks joined, extensions ignored.
+        let a = ask(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n{\"a\r\n2\r\n\":\r\n2\r\n1}\r\n0\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(&a.body[..], &b"{\"a\":1}"[..]);
         let a =
             ask(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n{\"error\":\"x\"}").unwrap();
         assert_eq!((a.status, &a.body[..]), (404, &b"{\"error\":\"x\"}"[..]));
@@ -264,7 +353,10 @@ mod tests {
         for raw in [
             &b"SMTP 220 hello\r\n\r\n"[..],
             b"HTTP/1.1 2000 OK\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}",
             b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
             b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}",
             b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",

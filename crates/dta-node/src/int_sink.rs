@@ -199,7 +199,14 @@ pub fn run(
         ));
     }
     if let Some(to) = &o.influx {
-        targets.push(if let Some(addr) = to.strip_prefix("udp://") {
+        targets.push(if to.starts_with("http://") || to.starts_with("https://") {
+            let token = influx_token()?;
+            let sink = dta_export::influx::HttpLineSink::new(to, token)
+                .map_err(|e| anyhow::anyhow!("--influx {e}"))?;
+            sink.ping()
+                .map_err(|e| anyhow::anyhow!("--influx {to}: InfluxDB does not answer: {e}"))?;
+            dta_export::pipeline::Target::LinesHttp(sink)
+        } else if let Some(addr) = to.strip_prefix("udp://") {
             let addr: std::net::SocketAddr = addr
                 .parse()
                 .with_context(|| format!("--influx {to}: expected udp://HOST:PORT"))?;
@@ -362,7 +369,7 @@ pub fn run(
     }
     if let Some(e) = exporter {
         match e.join() {
-            Ok(s) => summary["exported"] = serde_json::json!(format!("{s:?}")),
+            Ok(s) => summary["exported"] = serde_json::to_value(&s)?,
             Err(_) => eprintln!("the export thread panicked"),
         }
     }
@@ -756,4 +763,15 @@ fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
         add(&mut total, v);
     }
     total
+}
+
+/// The InfluxDB token: the file `DTA_INFLUX_TOKEN_FILE` names (trimmed), else `DTA_INFLUX_TOKEN`,
+/// else none.
+fn influx_token() -> anyhow::Result<Option<String>> {
+    if let Some(path) = std::env::var_os("DTA_INFLUX_TOKEN_FILE") {
+        let t = std::fs::read_to_string(&path)
+            .with_context(|| format!("DTA_INFLUX_TOKEN_FILE {}", path.to_string_lossy()))?;
+        return Ok(Some(t.trim().to_owned()));
+    }
+    Ok(std::env::var("DTA_INFLUX_TOKEN").ok())
 }

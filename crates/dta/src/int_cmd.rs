@@ -40,7 +40,9 @@ pub struct IntSinkArgs {
     #[arg(long)]
     redis: Option<String>,
     /// Export events and flow records as InfluxDB line protocol: a file path, `-` for stdout,
-    /// or udp://HOST:PORT.
+    /// udp://HOST:PORT, or InfluxDB's HTTP write API: http://HOST:PORT/write?db=DB (1.x) or
+    /// http://HOST:PORT/api/v2/write?org=ORG&bucket=BUCKET (2.x; token from
+    /// DTA_INFLUX_TOKEN_FILE or DTA_INFLUX_TOKEN).
     #[arg(long)]
     influx: Option<String>,
     /// Export events and flow records to Kafka: bootstrap brokers HOST:PORT[,HOST:PORT...]
