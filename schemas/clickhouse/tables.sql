@@ -73,6 +73,12 @@ ENGINE = MergeTree
 ORDER BY (store, list, `index`)
 TTL toDateTime(exported) + INTERVAL 30 DAY;
 
+-- Each flow record once (at-least-once delivery may bring one twice): the views below read this.
+CREATE VIEW IF NOT EXISTS dta.flow_records_once AS
+SELECT time, src_addr, dst_addr, src_port, dst_port, protocol, packets, path_latency_ns, hops
+FROM dta.flow_records
+LIMIT 1 BY src_addr, dst_addr, src_port, dst_port, protocol, first_ns;
+
 -- The ten flows of highest path latency (the sum of their hops' average latencies) in each
 -- minute, by the minute of their last packet.
 CREATE VIEW IF NOT EXISTS dta.top_flows_by_latency_per_minute AS
@@ -81,12 +87,7 @@ SELECT
     src_addr, dst_addr, src_port, dst_port, protocol,
     path_latency_ns,
     packets
-FROM
-(
-    SELECT time, src_addr, dst_addr, src_port, dst_port, protocol, path_latency_ns, packets
-    FROM dta.flow_records
-    LIMIT 1 BY src_addr, dst_addr, src_port, dst_port, protocol, first_ns
-)
+FROM dta.flow_records_once
 ORDER BY minute, path_latency_ns DESC, src_addr, dst_addr, src_port, dst_port, protocol
 LIMIT 10 BY minute;
 
@@ -99,12 +100,7 @@ SELECT
     assumeNotNull(hop.node_id) AS node_id,
     sum(flow_packets) AS packets,
     sum(assumeNotNull(hop.avg_hop_latency) * flow_packets) / sum(flow_packets) AS mean_latency_ns
-FROM
-(
-    SELECT time, packets AS flow_packets, hops
-    FROM dta.flow_records
-    LIMIT 1 BY src_addr, dst_addr, src_port, dst_port, protocol, first_ns
-)
+FROM (SELECT time, packets AS flow_packets, hops FROM dta.flow_records_once)
 ARRAY JOIN hops AS hop
 WHERE hop.node_id IS NOT NULL AND hop.avg_hop_latency IS NOT NULL
 GROUP BY hour, node_id
@@ -116,12 +112,7 @@ SELECT
     assumeNotNull(hop.node_id) AS node_id,
     intDiv(toUInt64(assumeNotNull(hop.avg_hop_latency)), 1000) * 1000 AS bucket_ns,
     sum(flow_packets) AS packets
-FROM
-(
-    SELECT time, packets AS flow_packets, hops
-    FROM dta.flow_records
-    LIMIT 1 BY src_addr, dst_addr, src_port, dst_port, protocol, first_ns
-)
+FROM (SELECT time, packets AS flow_packets, hops FROM dta.flow_records_once)
 ARRAY JOIN hops AS hop
 WHERE hop.node_id IS NOT NULL AND hop.avg_hop_latency IS NOT NULL
 GROUP BY hour, node_id, bucket_ns

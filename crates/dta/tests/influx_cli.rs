@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_success, dta, free_tcp_port, free_udp_port, scrape};
+use common::free_tcp_port;
 
 struct Influx {
     child: Child,
@@ -117,73 +117,10 @@ fn every_flow_and_event_reaches_influxdb_in_bounded_series() {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let out = dta()
-        .args([
-            "pcap",
-            "gen",
-            "--flows",
-            "150",
-            "--max-packets",
-            "30",
-            "--seed",
-            "21",
-        ])
-        .arg("--out")
-        .arg(d.join("trace.pcap"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("trace.json")).unwrap()).unwrap();
+    let target = format!("http://{}/write?db=dta", influx.addr);
+    let (truth, summary) = common::replay_into_int_sink(d, 150, 21, 6000, &["--influx", &target]);
     let flows = truth["flows"].as_array().unwrap();
     let packets: u64 = flows.iter().map(|f| f["packets"].as_u64().unwrap()).sum();
-
-    let (port, mport) = (free_udp_port(), free_tcp_port());
-    common::write_int_config(
-        d,
-        &format!("127.0.0.1:{port}"),
-        "idle_timeout_ms = 200\nthresholds = { hop_latency = 6000 }",
-    );
-    let sink = dta()
-        .args([
-            "int-sink",
-            "--duration",
-            "120",
-            "--metrics",
-            &mport.to_string(),
-        ])
-        .arg("--config")
-        .arg(d.join("int.toml"))
-        .args(["--influx", &format!("http://{}/write?db=dta", influx.addr)])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for("the sink's metrics endpoint", || scrape(mport).is_some());
-    let out = dta()
-        .args([
-            "pcap",
-            "replay",
-            "--rate",
-            "20000",
-            "--to",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg(d.join("trace.pcap"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill(2) on our own child's pid; SIGTERM flushes every flow and the export.
-    assert_eq!(
-        unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    let out = sink.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let summary: serde_json::Value = serde_json::from_str(&stderr[stderr.rfind("\n{").unwrap()..])
-        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
     let (written, failed) = summary["exported"]["targets"]
         .as_array()
         .unwrap()
@@ -191,7 +128,7 @@ fn every_flow_and_event_reaches_influxdb_in_bounded_series() {
         .find(|t| t[0] == "influx")
         .map(|t| (t[1].as_u64().unwrap(), t[2].as_u64().unwrap()))
         .expect("an influx target");
-    assert_eq!(failed, 0, "{stderr}");
+    assert_eq!(failed, 0, "{summary}");
 
     // Every flow record and every event is a point of its own.
     let flow_points = influx.number("SELECT count(packets) FROM int_flow");

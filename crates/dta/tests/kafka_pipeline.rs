@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{assert_success, dta, free_tcp_port, free_udp_port, scrape};
+use common::{assert_success, dta};
 use dta_testkit::kafka::KafkaBroker;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -181,83 +181,18 @@ fn a_consumer_and_clickhouse_read_every_record_from_the_schemas_alone() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
 
-    // The trace and its ground truth.
-    let out = dta()
-        .args([
-            "pcap",
-            "gen",
-            "--flows",
-            "120",
-            "--max-packets",
-            "30",
-            "--seed",
-            "11",
-        ])
-        .arg("--out")
-        .arg(d.join("trace.pcap"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let t: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("trace.json")).unwrap()).unwrap();
+    // The trace and its ground truth; the INT sink exports events and flow records as
+    // protobuf in zstd-compressed batches.
+    let export = [
+        "--kafka",
+        &b,
+        "--kafka-format",
+        "protobuf",
+        "--kafka-compression",
+        "zstd",
+    ];
+    let (t, _) = common::replay_into_int_sink(d, 120, 11, 8000, &export);
     let truth = truth(&t);
-
-    // The INT sink exports events and flow records: protobuf, zstd-compressed batches.
-    let port = free_udp_port();
-    let mport = free_tcp_port();
-    common::write_int_config(
-        d,
-        &format!("127.0.0.1:{port}"),
-        "idle_timeout_ms = 200\nthresholds = { hop_latency = 8000 }",
-    );
-    let sink = dta()
-        .args([
-            "int-sink",
-            "--duration",
-            "120",
-            "--metrics",
-            &mport.to_string(),
-        ])
-        .arg("--config")
-        .arg(d.join("int.toml"))
-        .args([
-            "--kafka",
-            &b,
-            "--kafka-format",
-            "protobuf",
-            "--kafka-compression",
-            "zstd",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for("the sink's metrics endpoint", || scrape(mport).is_some());
-    let out = dta()
-        .args([
-            "pcap",
-            "replay",
-            "--rate",
-            "20000",
-            "--to",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg(d.join("trace.pcap"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    // SAFETY: kill(2) on our own child's pid. SIGTERM flushes every flow and the Kafka queue.
-    assert_eq!(
-        unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    let sink_out = sink.wait_with_output().unwrap();
-    assert!(
-        sink_out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sink_out.stderr)
-    );
 
     // The events store's entries (events and flow summaries) and a snapshot of one flow's path:
     // JSON, lz4-compressed batches.

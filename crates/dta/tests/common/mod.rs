@@ -278,3 +278,71 @@ pub fn python() -> Option<PathBuf> {
         .is_ok_and(|s| s.success());
     ok.then_some(p)
 }
+
+/// `dta pcap gen` of `flows` flows (at most 30 packets each, `seed`) into `d/trace.pcap`, then
+/// `dta int-sink` on `d/int.toml` (hop latencies above `hop_latency_threshold` ns are events,
+/// flows idle for 200 ms leave the FlowCache) with `export` (its export options) receiving
+/// `dta pcap replay` of it, stopped with SIGTERM once the replay is done (which flushes every
+/// flow and export). The ground truth (`d/trace.json`) and the sink's exit summary (JSON).
+#[allow(dead_code)]
+pub fn replay_into_int_sink(
+    d: &std::path::Path,
+    flows: u32,
+    seed: u32,
+    hop_latency_threshold: u32,
+    export: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
+    let out = dta()
+        .args(["pcap", "gen", "--max-packets", "30"])
+        .args(["--flows", &flows.to_string(), "--seed", &seed.to_string()])
+        .arg("--out")
+        .arg(d.join("trace.pcap"))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let truth =
+        serde_json::from_str(&std::fs::read_to_string(d.join("trace.json")).unwrap()).unwrap();
+    let (port, mport) = (free_udp_port(), free_tcp_port());
+    write_int_config(
+        d,
+        &format!("127.0.0.1:{port}"),
+        &format!("idle_timeout_ms = 200\nthresholds = {{ hop_latency = {hop_latency_threshold} }}"),
+    );
+    let sink = dta()
+        .args([
+            "int-sink",
+            "--duration",
+            "120",
+            "--metrics",
+            &mport.to_string(),
+        ])
+        .arg("--config")
+        .arg(d.join("int.toml"))
+        .args(export)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the sink's metrics endpoint", || scrape(mport).is_some());
+    let out = dta()
+        .args(["pcap", "replay", "--rate", "20000"])
+        .args(["--to", &format!("127.0.0.1:{port}")])
+        .arg(d.join("trace.pcap"))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(sink.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = sink.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary = stderr
+        .rfind("\n{")
+        .and_then(|i| serde_json::from_str(&stderr[i..]).ok())
+        .unwrap_or_else(|| panic!("no exit summary: {stderr}"));
+    (truth, summary)
+}
