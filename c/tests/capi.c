@@ -47,6 +47,8 @@ static const char CONFIG[] =
     "data_len = 4\nredundancy = 2\n"
     "[[store]]\nname = \"bytes\"\nkind = \"key-increment\"\ncounters = 4096\nkey_len = 4\n"
     "redundancy = 2\n"
+    "[[store]]\nname = \"recent\"\nkind = \"key-increment\"\ncounters = 4096\nkey_len = 6\n"
+    "redundancy = 2\nwindows = 4\nwindow_ms = 60000\n"
     "[[store]]\nname = \"paths\"\nkind = \"postcarding\"\nchunks = 4096\nhops = 5\n"
     "slot_bits = 32\nredundancy = 2\nkey_len = 4\nvalues = 1024\n"
     "[[store]]\nname = \"drops\"\nkind = \"append\"\nlists = 4\ncapacity = 1024\n"
@@ -74,6 +76,7 @@ int main(void)
     uint8_t buf[DTA_MAX_ENCODED], out[64], key[4] = {10, 0, 0, 1}, data[4] = {1, 2, 3, 4};
     size_t len = 0, n = 0, hops = 0;
     uint64_t count = 0, est = 0;
+    uint32_t windows = 0;
     uint32_t path_out[8];
     dta_stats st;
     dta_list_read lr;
@@ -124,6 +127,32 @@ int main(void)
         CHECK_RC(dta_collector_ingest(c, buf, dta_native_len(&b)), DTA_E_OK);
         CHECK_RC(dta_query_key_increment(c, "bytes", k2, 4, &count), DTA_E_OK);
         CHECK(count == 1500);
+        /* A cumulative store: no window but "all" (the default), which covers no window. */
+        CHECK_RC(dta_query_key_increment_window(c, "bytes", k2, 4, NULL, &count, &windows),
+                 DTA_E_OK);
+        CHECK(count == 1500 && windows == 0);
+        CHECK_RC(dta_query_key_increment_window(c, "bytes", k2, 4, "all", &count, &windows),
+                 DTA_E_OK);
+        CHECK_RC(dta_query_key_increment_window(c, "bytes", k2, 4, "current", &count, &windows),
+                 DTA_E_INVALID);
+        CHECK(strstr(dta_last_error(), "no windows") != NULL);
+        CHECK_RC(dta_query_key_increment_window(c, "bytes", k2, 4, "soon", &count, &windows),
+                 DTA_E_INVALID);
+        /* A windowed store (6-byte keys): counted in the current window, one window covered. */
+        {
+            uint8_t k6[6] = {1, 2, 3, 4, 5, 6};
+            h.seq++;
+            CHECK_RC(dta_encode_key_increment(&h, k6, 6, 700, 2, buf, sizeof buf, &len),
+                     DTA_E_OK);
+            CHECK_RC(dta_collector_ingest(c, buf, len), DTA_E_OK);
+            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, NULL, &count, &windows),
+                     DTA_E_OK);
+            CHECK(count == 700 && windows == 1);
+            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, "last:5m", &count,
+                                                    &windows),
+                     DTA_E_OK);
+            CHECK(count == 700 && windows >= 1);
+        }
     }
     /* A postcard path of 3 hops. */
     for (i = 0; i < 3; i++) {
@@ -191,7 +220,8 @@ int main(void)
     for (i = 0; i < DTA_REJECT_REASONS; i++) {
         if (st.rejects[i]) CHECK(strcmp(dta_reject_reason_name(i), "unknown_version") == 0);
     }
-    CHECK(st.reports[0] == 1 && st.reports[1] == 5 && st.reports[2] == 2 && st.reports[3] == 3 &&
+    /* Key-Increment: two native reports and one to the windowed store. */
+    CHECK(st.reports[0] == 1 && st.reports[1] == 5 && st.reports[2] == 3 && st.reports[3] == 3 &&
           st.reports[4] == 16);
     CHECK(dta_reject_reason_name(DTA_REJECT_REASONS) == NULL);
 

@@ -235,9 +235,19 @@ void dta_approsync_free(dta_approsync *s);
 int dta_query_key_write(dta_collector *c, const char *store, const uint8_t *key, size_t key_len,
                         uint8_t threshold, uint8_t *data_out, size_t cap, size_t *data_len);
 
-/** Key-Increment: key's count-min estimate (never below the true count). */
+/** Key-Increment: key's count-min estimate (never below the true count); of a store kept in
+ *  time windows, in its current window. */
 int dta_query_key_increment(dta_collector *c, const char *store, const uint8_t *key,
                             size_t key_len, uint64_t *count);
+
+/** Key-Increment over the time windows `window` selects: "current", "all", "last:5m" (s, m, h
+ *  or ms) or "at:UNIX_MS"; NULL for the store's default (the current window; a cumulative
+ *  store's one table). The sum of each window's count into *count, the windows covered into
+ *  *windows (0 for a cumulative store). DTA_E_INVALID, with the reason, for a window the store
+ *  cannot answer (a cumulative store takes only "all"). */
+int dta_query_key_increment_window(dta_collector *c, const char *store, const uint8_t *key,
+                                   size_t key_len, const char *window, uint64_t *count,
+                                   uint32_t *windows);
 
 /** Postcarding: flow key's per-hop values, hop 0 first, into path_out[0..cap), the hop count
  *  into *hops. DTA_E_EMPTY / DTA_E_AMBIGUOUS when there is no answer. */

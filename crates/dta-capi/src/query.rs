@@ -183,6 +183,55 @@ pub unsafe extern "C" fn dta_query_key_increment(
     })
 }
 
+/// Key-Increment query over the time windows `window` selects (`"current"`, `"all"`,
+/// `"last:5m"`, `"at:UNIX_MS"`; NULL: the current window of a windowed store, the one table of a
+/// cumulative store), the sum of each window's count into `*count` and the number of windows it
+/// covers into `*windows` (0 for a cumulative store). A window a store cannot answer (anything
+/// but `"all"` on a cumulative store, a malformed one) is `DTA_E_INVALID` with the reason.
+///
+/// # Safety
+/// `c` an open handle; `store` and `window` (unless NULL) NUL-terminated strings; `key`
+/// `key_len` readable bytes; `count` and `windows` writable.
+#[no_mangle]
+pub unsafe extern "C" fn dta_query_key_increment_window(
+    c: *mut DtaCollector,
+    store: *const c_char,
+    key: *const u8,
+    key_len: usize,
+    window: *const c_char,
+    count: *mut u64,
+    windows: *mut u32,
+) -> c_int {
+    guard("dta_query_key_increment_window", || {
+        // SAFETY: the caller's contract.
+        let (c, name, key) = unsafe {
+            (
+                handle(c)?,
+                string(store, "store")?,
+                crate::bytes(key, key_len, "key")?,
+            )
+        };
+        let window = if window.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's contract.
+            let w = unsafe { string(window, "window")? };
+            Some(
+                dta_store::WindowSel::parse(w)
+                    .map_err(|m| crate::Error::new(crate::Code::Invalid, m))?,
+            )
+        };
+        let region = c.region(name)?;
+        let r = DtaCollector::answered(region, query::key_increment_in(region, key, None, window))?;
+        let n = r.windows.as_ref().map_or(0, |w| w.len() as u32);
+        // SAFETY: the caller's contract.
+        unsafe {
+            put(count, r.count, "count")?;
+            put(windows, n, "windows")
+        }
+    })
+}
+
 /// Postcarding query ([DTA §4] "Postcarding"): the per-hop values of flow `key`, hop 0 first,
 /// into `path_out[..cap]` (the hop count into `*hops`), decoded over the store's value set.
 /// `DTA_E_EMPTY` / `DTA_E_AMBIGUOUS` when there is no answer.

@@ -64,6 +64,8 @@ pub enum Ask {
     Ki {
         /// Counters read (default: the store's N).
         redundancy: Option<u8>,
+        /// The windows of a windowed store (default: the current one).
+        window: Option<dta_store::WindowSel>,
     },
     /// Postcarding.
     Postcard {
@@ -110,9 +112,12 @@ impl Ask {
                 }
                 p.push(format!("threshold={threshold}"));
             }
-            Ask::Ki { redundancy } => {
+            Ask::Ki { redundancy, window } => {
                 if let Some(n) = redundancy {
                     p.push(format!("redundancy={n}"));
+                }
+                if let Some(w) = window {
+                    p.push(format!("window={w}"));
                 }
             }
             Ask::Postcard { values } => {
@@ -803,9 +808,12 @@ pub fn answer_local(
             redundancy,
             threshold,
         } => serde_json::to_value(query::key_write(r, need_key()?, *redundancy, *threshold)?),
-        Ask::Ki { redundancy } => {
-            serde_json::to_value(query::key_increment(r, need_key()?, *redundancy)?)
-        }
+        Ask::Ki { redundancy, window } => serde_json::to_value(query::key_increment_in(
+            r,
+            need_key()?,
+            *redundancy,
+            *window,
+        )?),
         Ask::Postcard { values: v } => serde_json::to_value(query::postcard(
             r,
             need_key()?,

@@ -5,7 +5,7 @@
 //! | `GET /stores` | every store's inspection |
 //! | `GET /stores/{name}` | one store's inspection |
 //! | `GET /query/kw/{name}?key=K&redundancy=4&threshold=1` | [`KeyWriteResult`](crate::query::KeyWriteResult) |
-//! | `GET /query/ki/{name}?key=K&redundancy=4` | [`KeyIncrementResult`](crate::query::KeyIncrementResult) |
+//! | `GET /query/ki/{name}?key=K&redundancy=4&window=W` | [`KeyIncrementResult`](crate::query::KeyIncrementResult) (`window`: `current`, `all`, `last:5m`, `at:UNIX_MS`) |
 //! | `GET /query/postcard/{name}?key=K&values=N` | [`PostcardResult`](crate::query::PostcardResult) |
 //! | `GET /query/list/{name}?list=L&tail=T&max=M` | [`ListResult`](crate::query::ListResult) |
 //! | `GET /query/sketch/{name}?key=K` | [`SketchResult`](crate::query::SketchResult) |
@@ -269,11 +269,16 @@ async fn ki(
     Name(name): Name,
     Raw(raw): Raw,
 ) -> Result<Json<query::KeyIncrementResult>, ApiError> {
-    let p = Params::new(&raw, &["key", "redundancy"])?;
+    let p = Params::new(&raw, &["key", "redundancy", "window"])?;
     let redundancy = p.redundancy()?;
+    let window = p.window()?;
     let key = key_of(&a.c, &name, &p)?;
     let r = &a.c.store(&name)?.region;
-    served(&a.c, &name, query::key_increment(r, &key, redundancy)?)
+    served(
+        &a.c,
+        &name,
+        query::key_increment_in(r, &key, redundancy, window)?,
+    )
 }
 
 async fn postcard(
@@ -371,6 +376,7 @@ fn cluster_ask(kind: &str, p: &Params) -> Result<Ask, ApiError> {
         }
         "ki" => Ask::Ki {
             redundancy: p.redundancy()?,
+            window: p.window()?,
         },
         "postcard" => Ask::Postcard {
             values: match p.raw("values") {
@@ -431,7 +437,7 @@ fn batch_request<'a>(kind: &str, p: &Params<'a>) -> Result<(Ask, Vec<&'a str>), 
 fn cluster_params(kind: &str) -> &'static [&'static str] {
     match kind {
         "kw" => &["key", "keys", "redundancy", "threshold"],
-        "ki" => &["key", "keys", "redundancy"],
+        "ki" => &["key", "keys", "redundancy", "window"],
         "postcard" => &["key", "keys", "values"],
         "list" => &["list", "tail", "max"],
         _ => &["key"],

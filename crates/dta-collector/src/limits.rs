@@ -42,6 +42,8 @@ pub enum ParamError {
         value: u64,
         range: String,
     },
+    #[error("`{name}`: {msg}")]
+    Invalid { name: &'static str, msg: String },
 }
 
 /// A request's query parameters, checked against the names its route takes.
@@ -124,6 +126,19 @@ impl<'a> Params<'a> {
     /// 1..=[`MAX_REDUNDANCY`] (the store then checks it against its own N).
     pub fn redundancy(&self) -> Result<Option<u8>, ParamError> {
         self.optional("redundancy", 1, MAX_REDUNDANCY)
+    }
+
+    /// `window`: the time windows of a windowed Key-Increment store (`current`, `all`,
+    /// `last:5m`, `at:UNIX_MS`; [`dta_store::WindowSel::parse`]); absent: the store's default.
+    pub fn window(&self) -> Result<Option<dta_store::WindowSel>, ParamError> {
+        self.raw("window")
+            .map(|w| {
+                dta_store::WindowSel::parse(w).map_err(|msg| ParamError::Invalid {
+                    name: "window",
+                    msg,
+                })
+            })
+            .transpose()
     }
 
     /// `threshold`: 1..=`redundancy` (the wire's maximum when the store's N is used), default 1.

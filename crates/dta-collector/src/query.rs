@@ -189,24 +189,55 @@ pub struct KeyIncrementResult {
     /// The count-min error bound: `count` exceeds the true count by at most `bound.error` with
     /// probability at least `1 − bound.delta` (`docs/regions.md` §5).
     pub bound: dta_store::CountBound,
+    /// A store kept in time windows (`docs/regions.md` §2.2): the windows the count covers,
+    /// oldest first. Absent for a cumulative store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<dta_store::key_increment::WindowSpan>>,
 }
 
 /// Key-Increment query ([DTA A.4] Algorithm 6): the minimum of the key's `redundancy` counters
-/// (`None`: the store's N). An N outside 1..=store N or a key of the wrong length is
-/// [`QueryError::Invalid`], never a 0.
+/// (`None`: the store's N); of a windowed store, in its current window. An N outside 1..=store N
+/// or a key of the wrong length is [`QueryError::Invalid`], never a 0.
 pub fn key_increment(
     region: &Region,
     key: &[u8],
     redundancy: Option<u8>,
 ) -> Result<KeyIncrementResult, QueryError> {
+    key_increment_in(region, key, redundancy, None)
+}
+
+/// [`key_increment`] over the windows `window` selects (`None`: the current window of a windowed
+/// store, the one table of a cumulative store): the sum of each window's minimum. A window a
+/// cumulative store cannot answer (anything but `all`) is an error with the reason.
+pub fn key_increment_in(
+    region: &Region,
+    key: &[u8],
+    redundancy: Option<u8>,
+    window: Option<dta_store::WindowSel>,
+) -> Result<KeyIncrementResult, QueryError> {
+    use dta_store::WindowSel;
     expect_kind(region, StoreKind::KeyIncrement)?;
     let layout = KeyIncrementLayout::new(region.header()).map_err(store_err)?;
+    let windowed = layout.windows().is_some();
+    let sel = window.unwrap_or(if windowed {
+        WindowSel::Current
+    } else {
+        WindowSel::All
+    });
+    let (count, spans) = layout.query_windows(
+        region.mem(),
+        key,
+        redundancy,
+        sel,
+        dta_store::key_increment::unix_ms(),
+    )?;
     Ok(KeyIncrementResult {
         store: region.header().name.clone(),
         key: hex::encode(key),
-        count: layout.query(region.mem(), key, redundancy)?,
+        count,
         redundancy: redundancy.unwrap_or(layout.redundancy()),
         bound: layout.bound(region.mem()),
+        windows: windowed.then_some(spans),
     })
 }
 

@@ -231,11 +231,7 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
         name("paths", query::Role::Paths)?,
         name("hist", query::Role::Hist)?,
     );
-    let window = p
-        .raw("window")
-        .map(query::WindowSel::parse)
-        .transpose()
-        .map_err(bad)?;
+    let window = p.window()?;
     let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
     for n in [&events, &paths, &hist] {
         region(&s.c, n)?;
@@ -262,11 +258,7 @@ async fn histogram(
     Raw(raw): Raw,
 ) -> Result<Json<query::HistogramResult>, ApiError> {
     let p = Params::new(&raw, &["node", "metric", "edges", "redundancy", "window"])?;
-    let window = p
-        .raw("window")
-        .map(query::WindowSel::parse)
-        .transpose()
-        .map_err(bad)?;
+    let window = p.window()?;
     let node: u32 = p.bounded("node", None, 0, u32::MAX)?;
     let metric_name = p.raw("metric").unwrap_or("queue_occupancy");
     let metric = Metric::from_name(metric_name).ok_or_else(|| {

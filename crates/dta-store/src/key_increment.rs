@@ -95,6 +95,18 @@ impl WindowSel {
     }
 }
 
+/// The syntax [`WindowSel::parse`] reads (`last:` in milliseconds).
+impl std::fmt::Display for WindowSel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowSel::Current => f.write_str("current"),
+            WindowSel::All => f.write_str("all"),
+            WindowSel::Last(ms) => write!(f, "last:{ms}ms"),
+            WindowSel::At(t) => write!(f, "at:{t}"),
+        }
+    }
+}
+
 /// One window an answer covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct WindowSpan {

@@ -257,10 +257,12 @@ pub fn query(what: &crate::QueryWhat) -> anyhow::Result<Option<ExitCode>> {
             sel,
             key,
             redundancy,
+            window,
         } => (
             sel,
             Ask::Ki {
                 redundancy: *redundancy,
+                window: *window,
             },
             Some(key),
         ),

@@ -271,6 +271,11 @@ enum QueryWhat {
         /// other than the one the reporters used reads a wrong count.
         #[arg(short = 'n', long)]
         redundancy: Option<u8>,
+        /// A store kept in time windows: current (the default), all, last:DURATION (e.g.
+        /// last:5m) or at:UNIX_MS; the answer lists the windows it covers. A cumulative store
+        /// takes only all.
+        #[arg(long, value_parser = dta_store::WindowSel::parse)]
+        window: Option<dta_store::WindowSel>,
     },
     /// Postcarding: the per-hop values (e.g. the path) of a flow.
     #[command(visible_aliases = ["postcarding"])]
@@ -562,10 +567,14 @@ fn query_cmd(q: QueryArgs) -> anyhow::Result<ExitCode> {
             sel,
             key,
             redundancy,
+            window,
         } => {
             let (region, _) = sel.open()?;
             let key = query::parse_key(&key, key_len_of(&region))?;
-            let r = answered(&region, query::key_increment(&region, &key, redundancy))?;
+            let r = answered(
+                &region,
+                query::key_increment_in(&region, &key, redundancy, window),
+            )?;
             output::print(&mut out, sel.json, &r, output::key_increment)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -70,7 +70,25 @@ pub fn key_increment(out: &mut dyn Write, r: &KeyIncrementResult) -> io::Result<
         b.error,
         1.0 - b.delta,
         b.total
-    )
+    )?;
+    if let Some(w) = &r.windows {
+        match (w.first(), w.last()) {
+            (Some(first), Some(last)) => writeln!(
+                out,
+                "  over {} window(s), Unix ms {}..{}{}",
+                w.len(),
+                first.start_ms,
+                last.end_ms,
+                if last.open {
+                    " (the last still open)"
+                } else {
+                    ""
+                }
+            )?,
+            _ => writeln!(out, "  over no window (none held in the range asked)")?,
+        }
+    }
+    Ok(())
 }
 
 pub fn postcard(out: &mut dyn Write, r: &PostcardResult) -> io::Result<()> {
@@ -227,6 +245,7 @@ mod tests {
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("with probability 0.155 at load 0.500"), "{s}");
         let k = KeyIncrementResult {
+            windows: None,
             store: "ki".into(),
             key: "0a000001".into(),
             count: 7,

@@ -587,6 +587,59 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
     assert!(body.contains("no window of this store matches"), "{body}");
     let (code, body) = get(&format!("/int/histogram/hist?node={first}&window=soon")).unwrap();
     assert_eq!(code, 400, "{body}");
+    // The generic Key-Increment query of the windowed store: one bucket's counter in the
+    // current window, the window named, the same from the CLI and HTTP; `all` covers them all.
+    let bucket = h["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|b| b["count"].as_u64() > Some(0))
+        .expect("a bucket with samples");
+    let key = format!(
+        "0x{}",
+        hex::encode(dta_int::layout::hist_key(
+            first.parse().unwrap(),
+            dta_int::layout::Metric::QueueOccupancy,
+            bucket as u8
+        ))
+    );
+    let ki = |extra: &[&str]| {
+        let out = dta()
+            .args(["query", "ki", "--store", "hist", "--key", &key, "--json"])
+            .args(extra)
+            .arg("--region-dir")
+            .arg(d.join("regions"))
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, text) = ki(&[]);
+    assert!(ok, "{text}");
+    let k: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(k["count"], h["buckets"][bucket]["count"], "{k} vs {h}");
+    assert_eq!(k["windows"], h["windows"]);
+    let (code, body) = get(&format!("/query/ki/hist?key={key}")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let hk: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&hk["count"], &hk["windows"]), (&k["count"], &k["windows"]));
+    let (ok, text) = ki(&["--window", "all"]);
+    assert!(ok, "{text}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["count"],
+        k["count"]
+    );
+    let (ok, text) = ki(&["--window", "at:1000"]);
+    assert!(
+        !ok && text.contains("no window of this store matches"),
+        "{text}"
+    );
+    let (code, body) = get(&format!("/query/ki/hist?key={key}&window=at:1000")).unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("no window of this store matches"), "{body}");
     // The worst flows, knowing no key: every flow of the trace once, the same both ways.
     let flows = cli(&[
         "flows", "--store", "events", "--paths", "paths", "--top", "packets", "--max", "100",

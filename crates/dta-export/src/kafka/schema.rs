@@ -413,6 +413,21 @@ pub struct KeyIncrementAnswer {
     pub error: u64,
     #[prost(double, tag = "5")]
     pub delta: f64,
+    #[prost(message, repeated, tag = "6")]
+    pub windows: Vec<Window>,
+}
+
+/// `dta.v1.Window`.
+#[derive(Clone, PartialEq, prost::Message, Serialize, serde::Deserialize)]
+pub struct Window {
+    #[prost(uint64, tag = "1")]
+    pub number: u64,
+    #[prost(uint64, tag = "2")]
+    pub start_ms: u64,
+    #[prost(uint64, tag = "3")]
+    pub end_ms: u64,
+    #[prost(bool, tag = "4")]
+    pub open: bool,
 }
 
 /// `KeySnapshot.answer`.
@@ -491,6 +506,17 @@ impl KeySnapshot {
                 epsilon: r.bound.epsilon,
                 error: r.bound.error,
                 delta: r.bound.delta,
+                windows: r
+                    .windows
+                    .iter()
+                    .flatten()
+                    .map(|w| Window {
+                        number: w.number,
+                        start_ms: w.start_ms,
+                        end_ms: w.end_ms,
+                        open: w.open,
+                    })
+                    .collect(),
             })),
         }
     }
