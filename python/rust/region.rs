@@ -470,10 +470,7 @@ impl Region {
         let d = PyDict::new(py);
         d.set_item("entries", entries)?;
         // With a record layout in the header, each entry decoded too (None: it does not).
-        let record = match &self.region.header().spec {
-            StoreSpec::Append(s) => s.record,
-            _ => dta_store::AppendRecord::Raw,
-        };
+        let record = self.region.header().append_record();
         d.set_item("record", record.name())?;
         if !record.is_raw() {
             let n = (out.len() / entry_len) as u64;

@@ -22,6 +22,7 @@ import tempfile
 
 import jsonschema
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError
 from grpc_tools import protoc
 from kafka import KafkaConsumer, TopicPartition
 
@@ -103,11 +104,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         pb = load_proto(a.schemas, work)
         for r in consumer:
-            headers = {k: v.decode() for k, v in (r.headers or [])}
-            name = headers.get("dta.schema", "dta.v1." + TOPICS[a.topic.rsplit(".", 1)[-1]])
-            name = name.rsplit(".", 1)[-1]
+            headers = {k: v.decode(errors="replace") for k, v in (r.headers or [])}
             fmt = headers.get("dta.format", a.format)
             try:
+                name = headers.get("dta.schema") or "dta.v1." + TOPICS[a.topic.rsplit(".", 1)[-1]]
+                name = name.rsplit(".", 1)[-1]
                 if fmt == "protobuf":
                     n, start = read_varint(r.value)
                     if start + n != len(r.value):
@@ -116,15 +117,16 @@ def main():
                 else:
                     record = json.loads(r.value)
                 validators[name].validate(record)
-            except (ValueError, KeyError, AttributeError, jsonschema.ValidationError) as e:
+            except (ValueError, KeyError, AttributeError, DecodeError,
+                    jsonschema.ValidationError) as e:
                 bad += 1
                 print(f"{a.topic}/{r.partition}@{r.offset}: {e}", file=sys.stderr)
-                continue
-            key = r.key.decode() if r.key and r.key.isascii() and r.key.decode().isprintable() \
-                else (r.key.hex() if r.key else None)
-            print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
-                              "key": key, "schema": f"dta.v1.{name}", "format": fmt,
-                              "record": record}))
+            else:
+                key = r.key.decode() if r.key and r.key.isascii() and r.key.decode().isprintable() \
+                    else (r.key.hex() if r.key else None)
+                print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                                  "key": key, "schema": f"dta.v1.{name}", "format": fmt,
+                                  "record": record}))
             if all(consumer.position(p) >= end[p] for p in parts):
                 break
     sys.exit(1 if bad else 0)

@@ -336,10 +336,7 @@ pub fn list(
     let first = reader.tail();
     let polled = reader.poll(region.mem(), max, &mut buf);
     let first = first + polled.missed;
-    let record = match &region.header().spec {
-        StoreSpec::Append(s) => s.record,
-        _ => AppendRecord::Raw,
-    };
+    let record = region.header().append_record();
     let decoded = (!record.is_raw()).then(|| {
         buf.chunks(entry_len)
             .enumerate()

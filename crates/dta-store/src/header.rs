@@ -96,6 +96,14 @@ pub fn validate_name(name: &str) -> Result<(), StoreError> {
 }
 
 impl Header {
+    /// The record layout of an Append store's entries ([`AppendRecord::Raw`] for any other kind).
+    pub fn append_record(&self) -> AppendRecord {
+        match &self.spec {
+            StoreSpec::Append(s) => s.record,
+            _ => AppendRecord::Raw,
+        }
+    }
+
     /// A header for a new region.
     pub fn new(name: &str, spec: &StoreSpec) -> Result<Header, StoreError> {
         validate_name(name)?;

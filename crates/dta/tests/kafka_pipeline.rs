@@ -285,6 +285,47 @@ fn a_consumer_and_clickhouse_read_every_record_from_the_schemas_alone() {
         assert_eq!(s["packets"], *packets);
         assert_eq!(s["path_latency_ns"], path_latency(hops));
     }
+    // The consumer checks what it reads: a value its headers call a protobuf IntEvent but that
+    // is not one, and an event missing a field, are refused (exit status 1, each named).
+    {
+        use dta_export::kafka::{KafkaProducer, Message, ProducerOptions};
+        let mut opts = ProducerOptions::new(vec![b.clone()]);
+        opts.topics = vec!["bogus.events".into()];
+        let p = KafkaProducer::start(opts).unwrap();
+        let headers = |f: &str| {
+            vec![
+                ("dta.schema", b"dta.v1.IntEvent".to_vec()),
+                ("dta.format", f.as_bytes().to_vec()),
+            ]
+        };
+        for (value, format) in [
+            (vec![9u8, 0x0a, 1], "protobuf"),
+            (b"{\"seq\":1}".to_vec(), "json"),
+        ] {
+            p.send(Message {
+                topic: "bogus.events".into(),
+                partition: 0,
+                key: None,
+                value,
+                headers: headers(format),
+                timestamp_ms: 0,
+            })
+            .unwrap();
+        }
+        p.flush(std::time::Duration::from_secs(30)).unwrap();
+        let out = Command::new(&python)
+            .arg(Path::new(ROOT).join("schemas/examples/consume.py"))
+            .args(["--brokers", &b, "--topic", "bogus.events"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("bogus.events/0@0") && err.contains("bogus.events/0@1"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
     let snap = &read["dta.snapshots"].last().unwrap()["record"];
     assert_eq!(snap["key_write"]["status"], "found", "{snap}");
 

@@ -3,9 +3,10 @@
 //! protobuf (as goflow2 writes flow records, as ClickHouse's `Protobuf` format and its Kafka
 //! engine read them) or JSON with the same field names (`schemas/json/`, generated from the
 //! `.proto` by `scripts/schemas.py`). The types are declared with `prost`'s derive rather than
-//! generated at build time, so building needs no `protoc`; `python/tests/test_schemas.py` decodes
-//! what this module writes with code generated from the shipped `.proto` and validates the JSON
-//! against the shipped JSON Schemas, so the two cannot drift apart.
+//! generated at build time, so building needs no `protoc`; `crates/dta/tests/kafka_pipeline.rs`
+//! reads what this module writes with code protoc generates from the shipped `.proto` and
+//! validates every record against the shipped JSON Schemas (`schemas/examples/consume.py`), so
+//! the types and the files cannot drift apart.
 
 use std::net::Ipv4Addr;
 
@@ -14,7 +15,8 @@ use dta_int::layout::FLOW_KEY_LEN;
 use dta_store::AppendRecord;
 use serde::Serialize;
 
-/// How a record's value is written. Chosen by the operator (`format` in `[kafka]`, `--format`).
+/// How a record's value is written, as the operator chooses (`dta export kafka --format`,
+/// `dta int-sink --kafka-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordFormat {
@@ -346,6 +348,17 @@ impl Schema for AppendEntry {
 }
 
 impl AppendEntry {
+    /// The longest a decoded entry (an [`IntEvent`] or a [`FlowSummary`] with every number at its
+    /// maximum) encodes to in JSON, the larger format.
+    const MAX_DECODED_JSON: usize = 512;
+
+    /// The most bytes an entry of `entry_len` bytes of a store named with `store_len` bytes
+    /// encodes to in either format (the store's name escaped at worst six bytes a byte in JSON;
+    /// the raw bytes hex; the fixed fields and names): what the exporter reserves per entry.
+    pub fn max_encoded_len(store_len: usize, entry_len: usize) -> usize {
+        128 + 6 * store_len + 2 * entry_len + Self::MAX_DECODED_JSON
+    }
+
     /// Entry `index` of list `list` of store `store` (record layout `record`), its bytes `raw`,
     /// decoded by the layout (an `int-event` entry that is neither an event nor a flow summary
     /// keeps only its bytes).
@@ -565,6 +578,41 @@ mod tests {
         // Length-delimited: the first byte is the message's length.
         let v = e.encode_as(RecordFormat::Protobuf);
         assert_eq!(v[0] as usize, v.len() - 1);
+    }
+
+    #[test]
+    fn the_reserved_length_bounds_every_entry() {
+        let max_event = dta_int::Event {
+            seq: u64::MAX,
+            time_ns: u64::MAX,
+            kind: dta_int::EventKind::QueueOccupancy,
+            flow: [255; 13],
+            hop: 254,
+            node_id: u32::MAX,
+            value: u32::MAX,
+        };
+        let max_summary = IntFlowSummary {
+            seq: u64::MAX,
+            last_ns: u64::MAX,
+            flow: [255; 13],
+            hops: u8::MAX,
+            packets: u32::MAX,
+            path_latency: u32::MAX,
+        };
+        let store = "\u{1}\"x".repeat(10);
+        for raw in [max_event.encode(), max_summary.encode(), [0xff; 32]] {
+            let e = AppendEntry::new(&store, u32::MAX, u64::MAX, AppendRecord::IntEvent, &raw);
+            for f in RecordFormat::ALL {
+                let len = e.encode_as(f).len();
+                assert!(
+                    len <= AppendEntry::max_encoded_len(store.len(), raw.len()),
+                    "{f}: {len}"
+                );
+            }
+            if let Some(d) = &e.decoded {
+                assert!(serde_json::to_vec(d).unwrap().len() <= AppendEntry::MAX_DECODED_JSON);
+            }
+        }
     }
 
     #[test]

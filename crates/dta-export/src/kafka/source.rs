@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dta_collector::query;
 use dta_store::append::{AppendLayout, ListReader};
-use dta_store::{AppendRecord, Region, StoreKind, StoreSpec};
+use dta_store::{AppendRecord, Region, StoreKind};
 
 use super::schema::{AppendEntry, KeySnapshot, RecordFormat, Schema};
 use super::{header, schema_headers, KafkaProducer, Message, OwnerKey, Partitioner, TopicKind};
@@ -72,10 +72,7 @@ impl AppendSource {
             ));
         }
         let layout = AppendLayout::new(region.header()).map_err(|e| format!("{store}: {e}"))?;
-        let record = match &region.header().spec {
-            StoreSpec::Append(s) => s.record,
-            _ => AppendRecord::Raw,
-        };
+        let record = region.header().append_record();
         let lists = layout.lists();
         if let Start::At(c) = &start {
             if c.len() != lists as usize {
@@ -126,10 +123,11 @@ impl AppendSource {
     pub fn poll(&mut self, producer: &KafkaProducer, timestamp_ms: i64) -> AppendPoll {
         let e = self.layout.entry_len();
         let mut p = AppendPoll::default();
-        // An entry's record: its bytes twice at most (raw and decoded), names, headers.
-        let key_room = e + 2 * self.store.len() + 256;
+        // The largest message one entry can make: its value, key, headers and topic.
+        let per_entry =
+            AppendEntry::max_encoded_len(self.store.len(), e) + 3 * self.store.len() + 256;
         for (reader, &partition) in self.readers.iter_mut().zip(&self.partitions) {
-            let need = Self::MAX_PER_LIST * (e + key_room + self.topic.len() + 64);
+            let need = Self::MAX_PER_LIST * (per_entry + self.topic.len());
             if producer.room() < need {
                 p.deferred += 1;
                 continue;
