@@ -16,7 +16,8 @@ use crate::config::Config;
 /// How often the configuration file's modification time is looked at.
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
-fn mtime(p: &Path) -> Option<SystemTime> {
+/// A file's modification time (none when it cannot be read).
+pub fn mtime(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
@@ -92,12 +93,15 @@ pub fn check(running: &Config, text: &str, path: &Path) -> anyhow::Result<Checke
 /// `install` refuses is reported and the running rules stay.
 pub fn reload_loop(
     path: PathBuf,
+    loaded_mtime: Option<SystemTime>,
     running: Config,
     stop: &AtomicBool,
     mut install: impl FnMut(&Config) -> anyhow::Result<String>,
 ) {
     let mut running = running;
-    let mut seen = mtime(&path);
+    // Compared with the file as it was when `running` was read (when known), so an edit made
+    // before this thread started is a change too.
+    let mut seen = loaded_mtime.or_else(|| mtime(&path));
     let mut hups = crate::signals::sighups();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(WATCH_INTERVAL);

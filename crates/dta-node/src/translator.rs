@@ -28,6 +28,9 @@ use crate::policy::IngressPolicy;
 pub struct Options {
     /// The configuration file: its rules are reloaded when it changes or on SIGHUP.
     pub config_path: Option<PathBuf>,
+    /// The file's modification time before the running configuration was read from it, so an
+    /// edit made while the service starts is seen as a change ([`crate::reload::mtime`]).
+    pub config_mtime: Option<std::time::SystemTime>,
     /// Serve `/metrics`, `/healthz` and `/readyz` here.
     pub metrics: Option<SocketAddr>,
     /// Print a progress line this often (none: never).
@@ -65,7 +68,8 @@ impl Serving<'_> {
         std::thread::scope(|scope| {
             if let Some(path) = self.opts.config_path.clone() {
                 let running = self.config.clone();
-                scope.spawn(move || crate::reload::reload_loop(path, running, stop, install));
+                let seen = self.opts.config_mtime;
+                scope.spawn(move || crate::reload::reload_loop(path, seen, running, stop, install));
             }
             if let Some(every) = self.opts.progress.filter(|d| !d.is_zero()) {
                 let (stats, label) = (self.stats, self.opts.label.as_deref());

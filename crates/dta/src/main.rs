@@ -449,6 +449,8 @@ fn collector(args: CollectorArgs) -> anyhow::Result<ExitCode> {
 fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
     let opts = dta_node::translator::Options {
         config_path: a.config.config.clone(),
+        // Before the configuration is read below.
+        config_mtime: a.config.config.as_deref().and_then(dta_node::reload::mtime),
         metrics: a.metrics,
         progress: (a.stats_interval > 0.0)
             .then(|| Duration::try_from_secs_f64(a.stats_interval))
