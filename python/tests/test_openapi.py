@@ -120,7 +120,8 @@ def schemathesis(base, report_dir, examples):
          "--max-examples", str(examples), "--seed", os.environ.get("DTA_OPENAPI_SEED", "1"),
          "--workers", "2",
          "--report", "junit", "--report-dir", str(report_dir)],
-        capture_output=True, text=True, timeout=900)
+        # Its cache (.schemathesis/) goes beside the reports, not into the checkout.
+        capture_output=True, text=True, timeout=900, cwd=report_dir.parent)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     summary = re.search(r"(\d+) generated, (\d+) passed", r.stdout)
     assert summary, r.stdout[-3000:]
