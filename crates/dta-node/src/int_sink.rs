@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -769,9 +769,8 @@ fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
 /// else none.
 fn influx_token() -> anyhow::Result<Option<String>> {
     if let Some(path) = std::env::var_os("DTA_INFLUX_TOKEN_FILE") {
-        let t = std::fs::read_to_string(&path)
-            .with_context(|| format!("DTA_INFLUX_TOKEN_FILE {}", path.to_string_lossy()))?;
-        return Ok(Some(t.trim().to_owned()));
+        let t = dta_http::read_secret_file(Path::new(&path)).context("DTA_INFLUX_TOKEN_FILE")?;
+        return Ok(Some(t));
     }
     Ok(std::env::var("DTA_INFLUX_TOKEN").ok())
 }
