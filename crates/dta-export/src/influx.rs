@@ -4,9 +4,9 @@
 //! tag keys, tag values and field keys, commas, equals signs and spaces; in string field values,
 //! double quotes and backslashes. Integers carry an `i` suffix, unsigned ones too (InfluxDB 1.x
 //! has no unsigned type: a `u` suffix is refused there; a value past `i64::MAX` is refused here),
-//! floats none. Tags are written sorted by key (what InfluxDB recommends), and tags with an empty value
-//! are left out (the protocol has no empty tag values). Newlines cannot be escaped anywhere and
-//! NaN/infinite floats cannot be represented: such points are refused with an error.
+//! floats none. Tags are written sorted by key (what InfluxDB recommends), and tags with an
+//! empty value are left out (the protocol has no empty tag values). Newlines cannot be escaped
+//! anywhere and NaN/infinite floats cannot be represented: such points are refused with an error.
 //!
 //! A record's tags are of bounded cardinality (InfluxDB indexes every series for ever); what is
 //! unbounded, a flow, is its [`Record::entity`] and goes in as a string field. InfluxDB keeps one
