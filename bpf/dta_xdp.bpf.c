@@ -38,7 +38,7 @@ enum {
     C_KEY_INCREMENT,
     C_PASS_IMMEDIATE,  // a report flagged immediate: the userspace translator applies and
                        // announces it (the ring of push notifications is userspace's)
-    C_PASS_OTHER,      // not UDP to the DTA port (or not IPv4/IPv6, or a fragment)
+    C_PASS_OTHER,      // not UDP to the DTA port (or not IPv4/IPv6)
     C_PASS_RETRANS,    // retransmittable datagrams: sequence tracking is userspace's job
     C_PASS_UNHANDLED,  // a primitive / shape without an XDP store (Postcarding, Sketch-Merge, no_store,
                        // bad list), or a redundancy the routed store refuses
@@ -48,6 +48,7 @@ enum {
     C_WORD_WRITES,     // 8-byte stores and fetch-adds performed
     C_RULE_DROPPED,    // reports a rule dropped (not applied; their datagram is consumed)
     C_SOURCE_NOT_ALLOWED, // datagrams from a source outside the allow-list: dropped unparsed
+    C_PASS_FRAGMENT,   // an IPv4 fragment: up the stack, which reassembles it
     C_COUNT
 };
 
@@ -907,8 +908,11 @@ int dta_xdp(struct xdp_md *ctx)
         struct iphdr *ip = data + off;
         if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
             goto other;
-        if (ip->frag_off & bpf_htons(0x3fff))
-            goto other; // fragments: the stack reassembles them
+        if (ip->frag_off & bpf_htons(0x3fff)) {
+            // Fragments: the stack reassembles them, and the datagram reaches userspace whole.
+            count(C_PASS_FRAGMENT, 1);
+            return XDP_PASS;
+        }
         v4 = 1;
         __builtin_memcpy(src, &ip->saddr, 4);
         off += ip->ihl * 4;

@@ -41,6 +41,8 @@ enum {
     C_PASS_PATH,     // another hop count or node id than the flow's known path
     C_PASS_EVENT,    // a metric over its threshold: the sink raises the event
     C_SOURCE_NOT_ALLOWED, // from a source outside [sink] allow: dropped unparsed
+    C_PASS_IP_OPTIONS, // an outer IPv4 header with options: the sink parses it (RFC 791 §3.1)
+    C_PASS_FRAGMENT,   // an outer IPv4 fragment: the stack reassembles it for the sink
     C_COUNT
 };
 
@@ -164,9 +166,12 @@ int int_xdp(struct xdp_md *ctx)
     if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
         return count(C_PASS_OTHER, XDP_PASS);
     struct iphdr *ip = (void *)(eth + 1);
-    if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP ||
-        (ip->frag_off & bpf_htons(0x3fff)))
+    if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_UDP)
         return count(C_PASS_OTHER, XDP_PASS);
+    if (ip->frag_off & bpf_htons(0x3fff))
+        return count(C_PASS_FRAGMENT, XDP_PASS);
+    if (ip->ihl != 5)
+        return count(C_PASS_IP_OPTIONS, XDP_PASS);
     struct udphdr *udp = (void *)(ip + 1);
     if ((void *)(udp + 1) > end || udp->dest != bpf_htons(cfg->port))
         return count(C_PASS_OTHER, XDP_PASS);

@@ -6,7 +6,9 @@
 // redirected to the AF_XDP socket of its receive queue (`xsks`, one socket per queue the
 // userspace side bound), where the translator or sink parses it in place from the UMEM.
 // Everything else, and a datagram of a queue without a socket, goes up the stack (XDP_PASS),
-// so the ordinary socket still receives what the redirect does not take.
+// so the ordinary socket still receives what the redirect does not take. So do the datagrams
+// userspace does not parse in place: an IPv4 header with options and IPv4 fragments (the stack
+// reassembles them); each is counted by reason, none is dropped.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -28,6 +30,8 @@ enum {
     C_PASS_OTHER,         // not a UDP datagram to the port: up the stack
     C_SOURCE_NOT_ALLOWED, // from a source outside the allow-list: dropped unparsed
     C_PASS_NO_SOCKET,     // to the port, but its queue has no socket: up the stack
+    C_PASS_IP_OPTIONS,    // UDP over IPv4 with options: up the stack (RFC 791 §3.1)
+    C_PASS_FRAGMENT,      // an IPv4 fragment: up the stack, which reassembles it
     C_COUNT
 };
 
@@ -79,10 +83,20 @@ int xsk_redirect(struct xdp_md *ctx)
         goto pass;
     if (eth->h_proto == bpf_htons(ETH_P_IP)) {
         struct iphdr *ip = (void *)(eth + 1);
-        if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP)
+        if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
             goto pass;
-        udp = (void *)ip + ip->ihl * 4;
-        if (ip->ihl < 5 || (void *)(udp + 1) > end || udp->dest != bpf_htons(cfg->port))
+        // MF set or a fragment offset: only the first fragment holds the UDP header, and only
+        // the whole datagram is a report.
+        if (ip->frag_off & bpf_htons(0x3fff)) {
+            count(C_PASS_FRAGMENT);
+            return XDP_PASS;
+        }
+        if (ip->ihl != 5) {
+            count(C_PASS_IP_OPTIONS);
+            return XDP_PASS;
+        }
+        udp = (void *)(ip + 1);
+        if ((void *)(udp + 1) > end || udp->dest != bpf_htons(cfg->port))
             goto pass;
         ok = allowed_v4(ip->saddr);
     } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {

@@ -1,6 +1,9 @@
 //! Compiles bpf/dta_xdp.bpf.c with clang into OUT_DIR/dta_xdp.o (scripts/setup.sh installs clang
-//! and libbpf-dev). Without clang the crate still builds: the object is empty and loading the XDP
-//! program fails at run time with a clear message.
+//! and libbpf-dev). Without clang the crate still builds: the object is empty, `dta --version`
+//! and `dta check` say the XDP programs were left out, and loading one fails at run time with a
+//! clear message. The script runs again when the compiler appears or changes: it watches the
+//! resolved compiler, or, while there is none, every directory of `PATH` (installing clang
+//! changes `/usr/bin`), so a build after `scripts/setup.sh` compiles the programs.
 //! The rules' bounds and counter indices reach the C source as `-D` defines generated from
 //! crates/dta-translator/src/rules/limits.rs (one definition for both sides).
 use std::path::PathBuf;
@@ -38,7 +41,37 @@ fn defines() -> Vec<String> {
     d
 }
 
+/// The compiler: `DTA_BPF_CLANG`, else `clang` found on `PATH` (resolved through links).
+fn find_clang() -> (String, Option<PathBuf>) {
+    let name = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    let found = if name.contains('/') {
+        Some(PathBuf::from(&name)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(&name))
+                .find(|p| p.is_file())
+        })
+    };
+    (name, found.map(|p| p.canonicalize().unwrap_or(p)))
+}
+
 fn main() {
+    println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
+    println!("cargo:rerun-if-env-changed=PATH");
+    match find_clang() {
+        (_, Some(clang)) => println!("cargo:rerun-if-changed={}", clang.display()),
+        (_, None) => {
+            for dir in std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| d.is_dir())
+            {
+                println!("cargo:rerun-if-changed={}", dir.display());
+            }
+        }
+    }
     // The drop-only baseline of benchmark 4 (crates/dta-xdp/src/drop.rs).
     compile("xdp_drop");
     compile("dta_xdp");
@@ -67,8 +100,7 @@ fn compile(name: &str) {
         "cargo:rerun-if-changed={}",
         manifest.join("../dta-wire/src/prefix.rs").display()
     );
-    println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
-    let clang = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    let (clang, _) = find_clang();
     let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
     let status = Command::new(&clang)
         .args([

@@ -59,12 +59,15 @@ pub(crate) fn int_path<'py>(
     to_py(py, serde_json::to_value(r))
 }
 
-/// The newest events of the events store (Append), decoded, newest first: every kind unless
-/// `kinds` names some (`"hop_latency"`, `"path_change"`, ...), at switch `node`, of `flow`,
-/// since `since_ms` (Unix milliseconds); at most `max` (1..=4096). The `events` list of
-/// `GET /int/events/{store}`.
+/// The events of the events store (Append) the filter keeps, wherever they are in the lists
+/// held, decoded, newest first: every kind unless `kinds` names some (`"hop_latency"`,
+/// `"path_change"`, ...), at switch `node`, of `flow`, since `since_ms` (Unix milliseconds); at
+/// most `max` (1..=4096). `{"events": [...], "complete": bool, "scanned": N, "next": CURSOR}`
+/// (`next` only when not complete: pass it as `before` for the next page), as
+/// `GET /int/events/{store}` answers.
 #[pyfunction]
-#[pyo3(signature = (events, kinds=None, node=None, flow=None, since_ms=None, max=100, list_base=0))]
+#[pyo3(signature = (events, kinds=None, node=None, flow=None, since_ms=None, max=100, list_base=0,
+    before=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn int_events<'py>(
     py: Python<'py>,
@@ -75,6 +78,7 @@ pub(crate) fn int_events<'py>(
     since_ms: Option<u64>,
     max: usize,
     list_base: u32,
+    before: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_max(py, max, query::MAX_EVENTS)?;
     let filter = EventFilter {
@@ -87,6 +91,10 @@ pub(crate) fn int_events<'py>(
         node,
         flow: flow.map(|f| flow_key(py, f)).transpose()?,
         since_ns: since_ns(since_ms),
+        before: before
+            .map(query::EventCursor::parse)
+            .transpose()
+            .map_err(|m| region_err(py, "bad_cursor", m))?,
     };
     let r = query::recent_events(events.inner(), list_base, &filter, max)
         .map_err(|e| query_err(py, e))?;
@@ -97,7 +105,9 @@ pub(crate) fn int_events<'py>(
 /// first, or the worst first by `top` (`"latency"`, `"packets"`, `"hops"`); kept by `prefix`
 /// (CIDR, source or destination), `port`, `node` (needs `paths`) and `since_ms`; at most `max`.
 /// With `flow`, every summary of that one flow held (the flow over time), newest first.
-/// The `flows` list of `GET /int/flows/{store}`.
+/// `{"flows": [...], "complete": bool, "covered_from_ns": NS, "more": N}` as
+/// `GET /int/flows/{store}` answers (`complete`: every summary held was read; `more`: matches
+/// ranked out by `max`).
 #[pyfunction]
 #[pyo3(signature = (events, paths=None, prefix=None, port=None, node=None, since_ms=None,
     top="recent", max=20, list_base=0, flow=None))]

@@ -401,6 +401,12 @@ fn open_control<'py>(
 
 /// A signed control message without checking it (a reporter with no key): the message, or
 /// None when it is too short to carry an authenticator.
+/// Who holds UDP `port` besides this process (`process 1234 (dta)`), for an error message.
+#[pyfunction]
+fn udp_port_holder(port: u16) -> String {
+    dta_net::port_owner::udp_port_holder(port)
+}
+
 #[pyfunction]
 fn strip_control<'py>(py: Python<'py>, payload: &[u8]) -> Option<Bound<'py, PyBytes>> {
     let mut out = [0u8; 64];
@@ -866,6 +872,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(seal_control, m)?)?;
     m.add_function(wrap_pyfunction!(open_control, m)?)?;
     m.add_function(wrap_pyfunction!(strip_control, m)?)?;
+    m.add_function(wrap_pyfunction!(udp_port_holder, m)?)?;
     m.add_function(wrap_pyfunction!(encode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;

@@ -33,8 +33,10 @@ def test_two_switches_sync_and_the_store_answers_their_union(tmp_path):
         switches = [ApproSync(ROWS, COLUMNS, 1.0, SKETCH_ID, EPOCH) for _ in range(2)]
         union = ApproSync(ROWS, COLUMNS, 1.0, SKETCH_ID, EPOCH)  # never sent: the expectation
         sent = 0
+        # One control port per address: the second reporter of this process runs without
+        # flow control (binding it would be refused, naming this process).
         with Reporter("127.0.0.1", stack.port, reporter_id=1) as r1, \
-                Reporter("127.0.0.1", stack.port, reporter_id=2) as r2:
+                Reporter("127.0.0.1", stack.port, reporter_id=2, nack_port=None) as r2:
             reporters = [r1, r2]
             for i in range(3000):
                 f = (i * i) % 200  # uneven flow sizes

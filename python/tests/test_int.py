@@ -98,12 +98,14 @@ def region(regions, name):
 def test_worst_flows_agree(replayed):
     regions, cli, get, truth, _ = replayed
     events, paths = region(regions, "events"), region(regions, "paths")
-    py = dta.int_flows(events, paths=paths, top="latency", max=100)
+    page = dta.int_flows(events, paths=paths, top="latency", max=100)
+    assert page["complete"] and page["more"] == 0
+    py = page["flows"]
     assert len(py) == len(truth["flows"])
-    assert py == cli("flows", "--store", "events", "--paths", "paths", "--top", "latency",
-                     "--max", "100")
+    assert page == cli("flows", "--store", "events", "--paths", "paths", "--top", "latency",
+                       "--max", "100")
     status, body = get("/int/flows/events?paths=paths&top=latency&max=100")
-    assert status == 200 and body["flows"] == py
+    assert status == 200 and body == page
     latencies = [f["path_latency"] for f in py]
     assert latencies == sorted(latencies, reverse=True)
     # Each flow's path is the one the trace took, found without knowing a key beforehand.
@@ -112,10 +114,11 @@ def test_worst_flows_agree(replayed):
         assert by_flow[f["flow"]]["path"] == f["path"], f["flow"]
     # Searched by a switch on the worst flow's path, and by port.
     node = py[0]["path"][0]
-    through = dta.int_flows(events, paths=paths, node=node, max=100)
+    through = dta.int_flows(events, paths=paths, node=node, max=100)["flows"]
     assert through and all(node in f["path"] for f in through)
     port = int(py[0]["flow"].split("-")[1].split(":")[1].split("/")[0])
-    assert py[0]["flow"] in [f["flow"] for f in dta.int_flows(events, port=port, max=100)]
+    on_port = dta.int_flows(events, port=port, max=100)["flows"]
+    assert py[0]["flow"] in [f["flow"] for f in on_port]
 
 
 def test_network_and_histogram_agree(replayed):
@@ -139,20 +142,27 @@ def test_network_and_histogram_agree(replayed):
 def test_recent_events_agree(replayed):
     regions, cli, get, _, _ = replayed
     events = region(regions, "events")
-    py = dta.int_events(events, max=30)
+    page = dta.int_events(events, max=30)
+    py = page["events"]
     assert py
     since = int(time.time() * 1000) - 5 * 60 * 1000
     last5 = dta.int_events(events, since_ms=since, max=30)
-    assert last5 == py
-    strip = [{k: v for k, v in e.items() if k != "type"}
-             for e in cli("events", "--store", "events", "--max", "30")]
-    assert py == strip
+    assert last5["events"] == py
+    assert page == cli("events", "--store", "events", "--max", "30")
     status, body = get("/int/events/events?max=30")
-    assert status == 200 and body["events"] == py
+    assert status == 200 and body == page
     times = [e["time_ns"] for e in py]
     assert times == sorted(times, reverse=True)
     node = py[0]["node_id"]
-    assert all(e["node_id"] == node for e in dta.int_events(events, node=node))
+    at = dta.int_events(events, node=node, max=4096)
+    assert all(e["node_id"] == node for e in at["events"])
+    # The pages after the first hold the rest, each event once, as the cursor says.
+    if not page["complete"]:
+        rest = dta.int_events(events, max=30, before=page["next"])
+        seen = {(e["kind"], e["seq"]) for e in py}
+        assert all((e["kind"], e["seq"]) not in seen for e in rest["events"])
+    with pytest.raises(dta.RegionError, match="cursor"):
+        dta.int_events(events, before="hop_latency")
 
 
 def test_the_path_of_a_found_flow(replayed):
@@ -165,10 +175,10 @@ def test_the_path_of_a_found_flow(replayed):
     # The flow over time: every summary of it, newest first, as the CLI and HTTP give them.
     events = region(regions, "events")
     over = dta.int_flows(events, flow=flow, max=100)
-    assert over and all(f["flow"] == flow for f in over)
+    assert over["flows"] and all(f["flow"] == flow for f in over["flows"])
     assert over == cli("flows", "--store", "events", "--flow", flow, "--max", "100")
     status, body = get(f"/int/flows/events?flow={flow}&max=100")
-    assert status == 200 and body["flows"] == over
+    assert status == 200 and body == over
 
 
 def test_questions_that_cannot_be_answered_raise(replayed):

@@ -231,6 +231,22 @@ pub enum MapError {
     /// Two stores of one name.
     #[error("store {0:?} is named twice")]
     DuplicateStore(String),
+    /// Two collectors at one address or one region directory: whichever starts second cannot
+    /// bind or lock it, and every key placed on it would go to the other.
+    #[error(
+        "collectors {first:?} and {second:?} share one {what} ({value}): give each collector \
+         its own"
+    )]
+    SharedPlace {
+        /// `translator address`, `HTTP address` or `region directory`.
+        what: &'static str,
+        /// The address or directory.
+        value: String,
+        /// The collector listed first.
+        first: String,
+        /// The collector listed second.
+        second: String,
+    },
     /// A store's rule names a collector the map does not.
     #[error("store {store:?} names collector {collector:?}, which the map does not")]
     UnknownCollector {
@@ -415,6 +431,33 @@ fn too_many(what: &'static str, n: usize, max: usize) -> Result<(), MapError> {
     }
 }
 
+/// Refuse two collectors at one translator address, one HTTP address or one region directory.
+fn shared_places(collectors: &[Collector]) -> Result<(), MapError> {
+    for (j, b) in collectors.iter().enumerate() {
+        for a in &collectors[..j] {
+            let shared = if a.translator == b.translator {
+                Some(("translator address", a.translator.to_string()))
+            } else if let Some(h) = a.http.filter(|h| b.http == Some(*h)) {
+                Some(("HTTP address", h.to_string()))
+            } else {
+                a.region_dir
+                    .as_ref()
+                    .filter(|d| b.region_dir.as_ref() == Some(*d))
+                    .map(|d| ("region directory", d.display().to_string()))
+            };
+            if let Some((what, value)) = shared {
+                return Err(MapError::SharedPlace {
+                    what,
+                    value,
+                    first: a.name.clone(),
+                    second: b.name.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 impl ClusterMap {
     /// Read and validate the map in `path`.
     pub fn load(path: &Path) -> Result<ClusterMap, MapError> {
@@ -481,6 +524,7 @@ impl ClusterMap {
                 nic_budget: c.nic_budget,
             });
         }
+        shared_places(&collectors)?;
         let index = |store: &str, name: &str| {
             collectors
                 .iter()

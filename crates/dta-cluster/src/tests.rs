@@ -178,6 +178,46 @@ fn invalid_maps_are_refused_with_their_reason() {
     ));
     let two = map_of(2).replace("name = \"c1\"", "name = \"c0\"");
     assert!(matches!(err(&two), MapError::DuplicateCollector(n) if n == "c0"));
+    // Two collectors at one place: a translator address, an HTTP address, a region directory.
+    let one_port = map_of(2).replace("127.0.0.1:41001", "127.0.0.1:41000");
+    assert!(matches!(
+        err(&one_port),
+        MapError::SharedPlace { what: "translator address", first, second, .. }
+            if first == "c0" && second == "c1"
+    ));
+    let with = |field: &str, a: &str, b: &str| {
+        map_of(2)
+            .replacen(
+                "mode = \"shm\"",
+                &format!("mode = \"shm\"\n{field} = \"{a}\""),
+                1,
+            )
+            .replacen(
+                "name = \"c1\"",
+                &format!("name = \"c1\"\n{field} = \"{b}\""),
+                1,
+            )
+    };
+    let e = err(&with("http", "127.0.0.1:8080", "127.0.0.1:8080"));
+    assert!(
+        matches!(
+            e,
+            MapError::SharedPlace {
+                what: "HTTP address",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("127.0.0.1:8080"), "{e}");
+    assert!(matches!(
+        err(&with("region_dir", "/var/lib/dta", "/var/lib/dta")),
+        MapError::SharedPlace {
+            what: "region directory",
+            ..
+        }
+    ));
+    ClusterMap::parse(&with("http", "127.0.0.1:8080", "127.0.0.1:8081")).unwrap();
     let dup_store = map_of(2) + "[[store]]\nname = \"kw\"\nkind = \"key-write\"\n";
     assert!(matches!(err(&dup_store), MapError::DuplicateStore(_)));
     let unknown = map_of(2) + "[[store]]\nname = \"ev\"\nkind = \"append\"\ntable = { c9 = [1] }\n";

@@ -470,7 +470,9 @@ async function flowOverTime(flow) {
     const from = Math.min(pts[0][0], pts[pts.length - 1][0] - 60 * 1000);
     $("i-time-state").textContent = `${pts.length} summaries, ${fmtClock(pts[0][0], true)} to ` +
       `${fmtClock(pts[pts.length - 1][0], true)}; the latest: ${s.flows[0].packets} packets, ` +
-      `path latency ${fmtNum(s.flows[0].path_latency)} ns`;
+      `path latency ${fmtNum(s.flows[0].path_latency)} ns` +
+      (s.more > 0 ? `; ${s.more} older summaries not shown` : "") +
+      partial(s, "older summaries are held than were read");
     lineChart(canvas, [{ name: "path latency", colour: COLOURS[0], points: pts }], from,
       pts[pts.length - 1][0] + 1000, "ns");
   }
@@ -511,6 +513,11 @@ async function runHistogram() {
 
 // --- the network now --------------------------------------------------------------------------
 
+// What an answer that did not cover everything asked says of itself (nothing when complete).
+function partial(answer, what) {
+  return answer && answer.complete === false ? `; PARTIAL: ${what}` : "";
+}
+
 // A time in Unix nanoseconds (the sink's clock) as local hours, minutes and seconds.
 function fmtTime(ns) {
   return new Date(ns / 1e6).toLocaleTimeString();
@@ -542,7 +549,12 @@ async function refreshNetwork() {
       ["since_ms", Date.now() - 5 * 60 * 1000], ["max", NETWORK_EVENTS],
     ]));
     showError("n-error", null);
-    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}`;
+    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}` +
+      partial(net, "the map covers the newest flow summaries only") +
+      partial(flows, `the flows cover summaries since ${flows.covered_from_ns ?
+        fmtTime(flows.covered_from_ns) : "?"} only`) +
+      (flows.more > 0 ? `; ${flows.more} more flows match beyond the ${NETWORK_FLOWS} shown` : "") +
+      partial(recent, `more events of the last five minutes are held than the ${NETWORK_EVENTS} shown`);
     clear(sw);
     const n = (x) => (x === null || x === undefined ? "" : String(x));
     for (const s of net.switches) {
@@ -598,7 +610,7 @@ async function refreshNetwork() {
 const CHARTS = [
   ["ingest", "Reports applied, per primitive"],
   ["priority", "Reports, per priority"],
-  ["loss", "Loss: sequence numbers never received, and not recovered by NACKs"],
+  ["loss", "Loss: sequence numbers never received and not recovered by NACKs; datagrams the kernel dropped at the INT sink's socket and at AF_XDP sockets"],
   ["nacks", "NACKs sent, and not sent (budget spent)"],
   ["shed", "Shed under overload: classifier, write meter, kernel"],
   ["rejects", "Rejected, by reason"],

@@ -5,7 +5,9 @@
 //!   collector: every configured region mapped and readable; a translator or INT sink: its
 //!   report socket bound and its regions readable), else `503` with the reason.
 //! - a request log: one `tracing` event per request (target [`REQUEST_LOG_TARGET`]) with method,
-//!   path (without the query string: keys stay out of the log), status and latency.
+//!   path (without the query string: keys stay out of the log), status and latency. Answered
+//!   requests (scrapes, health checks, the console's polls, queries) at debug, so a console left
+//!   open or a scraper does not fill the log; refusals (4xx) at info, failures (5xx) at warn.
 //!
 //! Neither probe needs the bearer token (a supervisor asks them): they reveal up or down and a
 //! reason that names stores, files and free space, never telemetry (docs/security.md).
@@ -90,13 +92,24 @@ pub async fn log_request(req: Request, next: Next) -> Response {
     let path: String = req.uri().path().chars().take(LOGGED_PATH_MAX).collect();
     let start = Instant::now();
     let r = next.run(req).await;
-    tracing::info!(
-        target: REQUEST_LOG_TARGET,
-        method = %method,
-        path = %path,
-        status = r.status().as_u16(),
-        latency_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
-        "request"
-    );
+    let status = r.status().as_u16();
+    let latency_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    macro_rules! log {
+        ($level:ident) => {
+            tracing::$level!(
+                target: REQUEST_LOG_TARGET,
+                method = %method,
+                path = %path,
+                status,
+                latency_us,
+                "request"
+            )
+        };
+    }
+    match r.status() {
+        s if s.is_server_error() => log!(warn),
+        s if s.is_client_error() => log!(info),
+        _ => log!(debug),
+    }
     r
 }

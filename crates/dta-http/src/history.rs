@@ -108,6 +108,27 @@ pub const WATCHED: &[Watch] = &[
         "datagrams/s",
     ),
     w(
+        "loss",
+        "dta_translator_af_xdp_kernel_drops_total",
+        Some("reason"),
+        Kind::Rate,
+        "datagrams/s",
+    ),
+    w(
+        "loss",
+        "dta_int_sink_kernel_drops_total",
+        None,
+        Kind::Rate,
+        "datagrams/s",
+    ),
+    w(
+        "loss",
+        "dta_int_sink_af_xdp_kernel_drops_total",
+        Some("reason"),
+        Kind::Rate,
+        "datagrams/s",
+    ),
+    w(
         "nacks",
         "dta_translator_nacks_total",
         None,

@@ -24,6 +24,7 @@ pub mod exposition;
 pub mod health;
 pub mod history;
 pub mod openapi;
+pub mod secret;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -121,7 +122,12 @@ impl Token {
 
     /// The token in file `path` (its whole content, trimmed).
     pub fn from_file(path: &Path) -> Result<Token, HttpError> {
-        let text = read_secret_file(path)?;
+        let text = secret::read(path, "token file")
+            .map_err(|e| HttpError::TokenFile {
+                path: path.to_owned(),
+                msg: e.msg,
+            })?
+            .text;
         Token::new(&text, &path.display().to_string()).map_err(|e| match e {
             HttpError::BadToken { msg, .. } => HttpError::TokenFile {
                 path: path.to_owned(),
@@ -142,22 +148,6 @@ impl Token {
         }
         std::hint::black_box(diff) == 0
     }
-}
-
-/// The secret (a token, a password) in file `path`: its content, at most [`MAX_TOKEN_LEN`] bytes
-/// and some whitespace read (a larger file is cut there and then refused by its checks), trimmed.
-pub fn read_secret_file(path: &Path) -> Result<String, HttpError> {
-    use std::io::Read;
-    let err = |msg: String| HttpError::TokenFile {
-        path: path.to_owned(),
-        msg,
-    };
-    let f = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
-    let mut text = String::new();
-    f.take(MAX_TOKEN_LEN as u64 + 64)
-        .read_to_string(&mut text)
-        .map_err(|e| err(e.to_string()))?;
-    Ok(text.trim().to_owned())
 }
 
 /// How a server is run. [`Default`] is the `DEFAULT_*` limits and no token.

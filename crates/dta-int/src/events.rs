@@ -15,7 +15,7 @@ use crate::layout::{EVENT_LEN, FLOW_KEY_LEN};
 
 /// What happened. The discriminant is the record's kind byte; the Append list of a kind is
 /// `list_base + kind - 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// 𝒯: hop latency above its threshold (a congestion event).

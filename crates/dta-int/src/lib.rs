@@ -18,6 +18,7 @@ pub mod fast;
 pub mod gen;
 pub mod layout;
 pub mod query;
+pub mod scan;
 pub mod shard;
 pub mod sink;
 

@@ -13,6 +13,9 @@ pub use dta_store::{WindowSel, WindowSpan};
 
 use crate::events::{flow_string, Event, EventKind, FlowSummary};
 use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
+pub use crate::scan::{
+    recent_events, EventCursor, EventFilter, EventPage, FlowFilter, FlowPage, MAX_EVENTS,
+};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
@@ -24,13 +27,13 @@ pub enum QueryError {
     BadFlow(String),
 }
 
-fn layout_err(r: &Region, e: impl std::fmt::Display) -> QueryError {
+pub(crate) fn layout_err(r: &Region, e: impl std::fmt::Display) -> QueryError {
     QueryError::Store(r.header().name.clone(), e.to_string())
 }
 
 /// List `list_base + offset` of an events store of layout `l`, or why the store has no such list
 /// (a `list_base` from a request is anything up to `u32::MAX`).
-fn event_list(
+pub(crate) fn event_list(
     r: &Region,
     l: &AppendLayout,
     list_base: u32,
@@ -52,7 +55,7 @@ fn event_list(
         })
 }
 
-fn expect(r: &Region, kind: StoreKind, name: &'static str) -> Result<(), QueryError> {
+pub(crate) fn expect(r: &Region, kind: StoreKind, name: &'static str) -> Result<(), QueryError> {
     if r.header().kind != kind {
         return Err(QueryError::WrongKind(r.header().name.clone(), name));
     }
@@ -270,70 +273,8 @@ impl Role {
 /// Bytes of a path record (`docs/int-sink.md`, "Path record").
 const PATH_RECORD_LEN: usize = crate::layout::PATH_DATA_LEN;
 
-/// Most events one [`recent_events`] answer holds.
-pub const MAX_EVENTS: usize = 4096;
-
-/// Which events [`recent_events`] keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventFilter {
-    /// These kinds (empty: every kind).
-    pub kinds: Vec<EventKind>,
-    /// At this switch.
-    pub node: Option<u32>,
-    /// Of this flow.
-    pub flow: Option<[u8; FLOW_KEY_LEN]>,
-    /// At or after this time (Unix nanoseconds, the sink's clock).
-    pub since_ns: Option<u64>,
-}
-
-/// "What happened recently": the newest events of the filter's kinds (every kind by default),
-/// up to `max` (at most [`MAX_EVENTS`]) read from the end of each kind's list, kept by the
-/// filter, newest first. Each kind's list is read back at most `max` entries, so the work is
-/// bounded whatever the filter.
-pub fn recent_events(
-    region: &Region,
-    list_base: u32,
-    filter: &EventFilter,
-    max: usize,
-) -> Result<Vec<Event>, QueryError> {
-    let max = max.min(MAX_EVENTS);
-    let kinds: &[EventKind] = if filter.kinds.is_empty() {
-        &EventKind::ALL
-    } else {
-        &filter.kinds
-    };
-    let mut all = vec![];
-    for &k in kinds {
-        all.extend(events(region, list_base, k, max)?.into_iter().filter(|e| {
-            filter.node.is_none_or(|n| e.node_id == n)
-                && filter.flow.is_none_or(|f| e.flow == f)
-                && filter.since_ns.is_none_or(|t| e.time_ns >= t)
-        }));
-    }
-    all.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(b.seq.cmp(&a.seq)));
-    all.truncate(max);
-    Ok(all)
-}
-
 /// Most flow summaries a flows or network query reads (the newest), whatever it keeps.
-pub const MAX_FLOW_SCAN: usize = 16_384;
-
-/// Which flows [`flows`] keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FlowFilter {
-    /// Source or destination address in this prefix.
-    pub prefix: Option<dta_wire::prefix::Prefix>,
-    /// Source or destination port.
-    pub port: Option<u16>,
-    /// Through this switch (needs the paths store).
-    pub node: Option<u32>,
-    /// Seen at or after this time (Unix nanoseconds, the sink's clock).
-    pub since_ns: Option<u64>,
-    /// This flow only, and every summary of it held (the flow over time: one per
-    /// `active_timeout_ms` while it ran, and one when it left the FlowCache), not only its
-    /// newest.
-    pub flow: Option<[u8; FLOW_KEY_LEN]>,
-}
+pub const MAX_FLOW_SCAN: usize = crate::scan::MAX_SCAN as usize;
 
 /// How [`flows`] ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,49 +312,10 @@ pub struct FlowInfo {
     pub path: Option<Vec<u32>>,
 }
 
-/// The newest flow summaries of the events store (list `list_base + FLOW_SUMMARY_LIST`), at
-/// most [`MAX_FLOW_SCAN`] read from its end, newest first: each flow once (its newest summary),
-/// or with `flow`, every summary of that flow.
-fn latest_summaries(
-    events: &Region,
-    list_base: u32,
-    since_ns: Option<u64>,
-    flow: Option<[u8; FLOW_KEY_LEN]>,
-) -> Result<Vec<FlowSummary>, QueryError> {
-    expect(events, StoreKind::Append, "append")?;
-    let l = AppendLayout::new(events.header()).map_err(|e| layout_err(events, e))?;
-    let list = event_list(events, &l, list_base, crate::events::FLOW_SUMMARY_LIST)?;
-    let head = events
-        .mem()
-        .load_u64(l.head_offset(list))
-        .map_err(|e| layout_err(events, e))?;
-    let mut reader = ListReader::new(l.clone(), list, 0, 1)
-        .map_err(|e| layout_err(events, e))?
-        .with_tail(head.saturating_sub(MAX_FLOW_SCAN as u64));
-    let first = reader.tail();
-    let mut buf = Vec::new();
-    let polled = reader.poll(events.mem(), MAX_FLOW_SCAN, &mut buf);
-    let first = first + polled.missed;
-    let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<FlowSummary> = buf
-        .chunks(l.entry_len())
-        .enumerate()
-        .filter_map(|(i, r)| FlowSummary::decode(r, first + i as u64))
-        .collect();
-    out.reverse();
-    out.retain(|f| {
-        since_ns.is_none_or(|t| f.last_ns >= t)
-            && match flow {
-                Some(k) => f.flow == k,
-                None => seen.insert(f.flow),
-            }
-    });
-    Ok(out)
-}
-
 /// "Which flows, which are the worst": the flows the sink summarised (newest first, each
 /// once), kept by `filter` and ranked by `order`, at most `max`; with the paths store, each
-/// with its path. The work is bounded by [`MAX_FLOW_SCAN`] summaries and as many path reads.
+/// with its path. The work is bounded by [`MAX_FLOW_SCAN`] summaries and as many path reads;
+/// the page says whether they were all the summaries held.
 pub fn flows(
     events: &Region,
     paths: Option<&Region>,
@@ -421,7 +323,7 @@ pub fn flows(
     filter: &FlowFilter,
     order: FlowOrder,
     max: usize,
-) -> Result<Vec<FlowInfo>, QueryError> {
+) -> Result<FlowPage, QueryError> {
     if filter.node.is_some() && paths.is_none() {
         return Err(QueryError::Store(
             events.header().name.clone(),
@@ -432,7 +334,9 @@ pub fn flows(
         std::net::Ipv4Addr::new(k[at], k[at + 1], k[at + 2], k[at + 3]).into()
     };
     let mut out = vec![];
-    for s in latest_summaries(events, list_base, filter.since_ns, filter.flow)? {
+    let (summaries, complete, covered_from_ns) =
+        crate::scan::latest_summaries(events, list_base, filter.since_ns, filter.flow)?;
+    for s in summaries {
         let k = &s.flow;
         if filter
             .prefix
@@ -467,8 +371,14 @@ pub fn flows(
         FlowOrder::Packets => out.sort_by_key(|f| std::cmp::Reverse(f.summary.packets)),
         FlowOrder::Hops => out.sort_by_key(|f| std::cmp::Reverse(f.summary.hops)),
     }
+    let more = out.len().saturating_sub(max);
     out.truncate(max);
-    Ok(out)
+    Ok(FlowPage {
+        flows: out,
+        complete,
+        covered_from_ns,
+        more,
+    })
 }
 
 /// A switch of the network map.
@@ -505,6 +415,9 @@ pub struct Network {
     pub flows: u64,
     /// The histograms' windows (empty: a cumulative store).
     pub windows: Vec<WindowSpan>,
+    /// Whether the map holds every flow summary held and every switch on their paths (else
+    /// only the newest summaries' and the first [`MAX_SWITCHES`] switches').
+    pub complete: bool,
 }
 
 /// Most switches of a network map (with their histograms read).
@@ -529,6 +442,8 @@ pub fn network(
         FlowOrder::Recent,
         MAX_FLOW_SCAN,
     )?;
+    let complete = flows.complete && flows.more == 0;
+    let flows = flows.flows;
     let mut nodes: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut links: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
     for f in &flows {
@@ -587,6 +502,7 @@ pub fn network(
             .collect(),
         flows: flows.len() as u64,
         windows,
+        complete: complete && nodes.len() <= MAX_SWITCHES,
     })
 }
 

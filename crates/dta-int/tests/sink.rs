@@ -549,7 +549,8 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         query::FlowOrder::Packets,
         10_000,
     )
-    .unwrap();
+    .unwrap()
+    .flows;
     assert_eq!(all.len(), packets.len(), "every flow once");
     for f in &all {
         assert_eq!(f.summary.packets as u64, packets[&f.summary.flow]);
@@ -568,7 +569,8 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         query::FlowOrder::Latency,
         3,
     )
-    .unwrap();
+    .unwrap()
+    .flows;
     assert_eq!(worst.len(), 3);
     let top_latency = all.iter().map(|f| f.summary.path_latency).max().unwrap();
     assert_eq!(worst[0].summary.path_latency, top_latency);
@@ -586,7 +588,8 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         query::FlowOrder::Recent,
         10_000,
     )
-    .unwrap();
+    .unwrap()
+    .flows;
     let want = paths.values().filter(|p| p.contains(&node)).count();
     assert_eq!(through.len(), want);
     assert!(query::flows(
@@ -614,7 +617,8 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         query::FlowOrder::Recent,
         10_000,
     )
-    .unwrap();
+    .unwrap()
+    .flows;
     assert!(on_port.iter().any(|f| f.summary.flow == one));
     let src = format!("{}.{}.{}.{}/32", one[0], one[1], one[2], one[3]);
     let from = query::flows(
@@ -628,7 +632,8 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         query::FlowOrder::Recent,
         10_000,
     )
-    .unwrap();
+    .unwrap()
+    .flows;
     assert!(from.iter().all(|f| f.summary.flow[..4] == one[..4]));
     assert!(from.iter().any(|f| f.summary.flow == one));
     // The network map: the paths' switches and links, each switch with its samples.
@@ -698,7 +703,8 @@ fn a_long_flow_is_summarised_while_it_runs() {
             query::FlowOrder::Recent,
             10,
         )
-        .unwrap();
+        .unwrap()
+        .flows;
         if active_ms > 0 {
             assert_eq!(running.len(), 1, "found while it runs");
             assert_eq!(running[0].summary.flow, p.flow);
@@ -717,7 +723,8 @@ fn a_long_flow_is_summarised_while_it_runs() {
             query::FlowOrder::Recent,
             100,
         )
-        .unwrap();
+        .unwrap()
+        .flows;
         assert_eq!(over_time.len(), want, "{over_time:?}");
         assert_eq!(over_time[0].summary.packets, 36, "the newest first");
         assert!(over_time

@@ -34,6 +34,7 @@ pub mod ipv4;
 pub mod ipv6;
 #[cfg(target_os = "linux")]
 pub mod mmsg;
+pub mod port_owner;
 #[cfg(target_os = "linux")]
 pub mod raw;
 pub mod tcp;

@@ -73,6 +73,11 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()?;
         cfg.translator.validate().map_err(anyhow::Error::msg)?;
         cfg.compile_rules(&specs, 0)?;
+        let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
+        let unreachable = dta_translator::unreachable_stores(&cat, &cfg.translator.rules);
+        if !unreachable.is_empty() {
+            anyhow::bail!("{}", unreachable.join("; "));
+        }
         Ok(cfg)
     }
 
@@ -175,13 +180,12 @@ pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorC
     }
 }
 
-/// The control key in `path` (32 hexadecimal digits; docs/security.md). The error names the
-/// file, never its content.
+/// The control key in `path` (32 hexadecimal digits, not all zero; docs/security.md), read by
+/// the one secret reader ([`dta_http::secret`]). The error names the file, never its content.
 pub fn read_control_key(path: &Path) -> anyhow::Result<dta_wire::auth::ControlKey> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the control key {}", path.display()))?;
-    dta_wire::auth::ControlKey::from_hex(&text)
-        .map_err(|e| anyhow::anyhow!("control key {}: {e}", path.display()))
+    let s = dta_http::secret::read(path, "control key file")?;
+    dta_wire::auth::ControlKey::from_hex(&s.text)
+        .map_err(|e| anyhow::anyhow!("control key file {}: {e}", path.display()))
 }
 
 /// The INT sink's configuration file (`dta int-sink --config`, docs/int-sink.md).

@@ -109,20 +109,22 @@ fn since_ns(p: &Params) -> Result<Option<u64>, ApiError> {
         .map(|ms| ms * 1_000_000))
 }
 
-/// The answer of `GET /int/events/{store}`.
-#[derive(serde::Serialize)]
-struct Events {
-    events: Vec<dta_int::Event>,
-}
-
 async fn events(
     State(s): State<Int>,
     Name(name): Name,
     Raw(raw): Raw,
-) -> Result<Json<Events>, ApiError> {
+) -> Result<Json<query::EventPage>, ApiError> {
     let p = Params::new(
         &raw,
-        &["kind", "node", "flow", "since_ms", "max", "list_base"],
+        &[
+            "kind",
+            "node",
+            "flow",
+            "since_ms",
+            "max",
+            "list_base",
+            "before",
+        ],
     )?;
     let kinds = match p.raw("kind").filter(|k| !k.is_empty()) {
         None => vec![],
@@ -137,30 +139,28 @@ async fn events(
         node: p.optional("node", 0, u32::MAX)?,
         flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
         since_ns: since_ns(&p)?,
+        before: p
+            .raw("before")
+            .map(|c| query::EventCursor::parse(c).map_err(bad))
+            .transpose()?,
     };
     let max = p.bounded("max", Some(100), 1, query::MAX_EVENTS as u64)? as usize;
     let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
     region(&s.c, &name)?;
     s.heavy
         .run(&s.c, move |c| {
-            let events = query::recent_events(&*region(c, &name)?, list_base, &filter, max)
+            let page = query::recent_events(&*region(c, &name)?, list_base, &filter, max)
                 .map_err(int_err)?;
-            served(c, &name, Events { events })
+            served(c, &name, page)
         })
         .await
-}
-
-/// The answer of `GET /int/flows/{store}`.
-#[derive(serde::Serialize)]
-struct Flows {
-    flows: Vec<query::FlowInfo>,
 }
 
 async fn flows(
     State(s): State<Int>,
     Name(name): Name,
     Raw(raw): Raw,
-) -> Result<Json<Flows>, ApiError> {
+) -> Result<Json<query::FlowPage>, ApiError> {
     let p = Params::new(
         &raw,
         &[
@@ -196,7 +196,7 @@ async fn flows(
     s.heavy
         .run(&s.c, move |c| {
             let pr = paths.as_deref().map(|n| region(c, n)).transpose()?;
-            let flows = query::flows(
+            let page = query::flows(
                 &*region(c, &name)?,
                 pr.as_deref(),
                 list_base,
@@ -205,7 +205,7 @@ async fn flows(
                 max,
             )
             .map_err(int_err)?;
-            served(c, &name, Flows { flows })
+            served(c, &name, page)
         })
         .await
 }

@@ -136,7 +136,7 @@ pub fn run(
         let queues = dta_xdp::xsk::rx_queues(&a.iface)
             .unwrap_or(1)
             .clamp(1, dta_xdp::xsk::MAX_QUEUES) as usize;
-        match crate::af_xdp::AfXdp::open(a, f.listen.port(), &f.sink.allow, queues) {
+        match crate::af_xdp::AfXdp::open(a, f.listen.port(), &f.sink.allow, queues, "int-sink") {
             Ok(x) => Some(x),
             Err(e) => {
                 eprintln!("warning: {e}; receiving through the UDP socket instead");
@@ -176,6 +176,9 @@ pub fn run(
                     .map(UdpSocket::try_clone)
                     .collect::<std::io::Result<_>>()?,
             )));
+            if let Some(a) = &af_xdp {
+                reg.register_collector(Box::new(a.watch().metrics()));
+            }
             export_metrics.register(&mut reg);
             if let Some((p, _)) = &kafka {
                 reg.register_collector(Box::new(dta_export::prom::KafkaMetrics::new(
@@ -292,14 +295,17 @@ pub fn run(
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let flushed = AtomicUsize::new(0);
-    let (mirror, mut sources) = match &mut af_xdp {
-        Some(a) => {
-            let (m, s) = a.parts();
-            (Some(m), s.into_iter().flatten().collect::<Vec<_>>())
-        }
-        None => (None, vec![]),
+    let watch = af_xdp.as_ref().map(|a| a.watch());
+    let mut sources = match &mut af_xdp {
+        Some(a) => a.sources(),
+        None => vec![],
     };
     let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        // AF_XDP's counters read off the receive path: the program's drops published for the
+        // sink thread, the sockets' loss logged when it grows.
+        if let Some(w) = &watch {
+            scope.spawn(|| w.run(stop, |_| {}));
+        }
         // The one sink thread of AF_XDP receive reads every AF_XDP socket.
         let mut sources = Some(&mut sources[..]);
         let handles: Vec<_> = sinks
@@ -311,7 +317,7 @@ pub fn run(
                 let rx = Receive {
                     socket,
                     sources: sources.take().unwrap_or_default(),
-                    mirror: mirror.as_ref(),
+                    watch: watch.as_deref(),
                     batch: f.sink.recv_batch,
                     gather: Duration::from_micros(f.sink.recv_gather_us),
                 };
@@ -538,7 +544,7 @@ fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
 struct Receive<'a, 's> {
     socket: &'a UdpSocket,
     sources: &'a mut [&'s mut (dyn DatagramSource + Send)],
-    mirror: Option<&'a crate::af_xdp::Mirror<'s>>,
+    watch: Option<&'a crate::af_xdp::Watch>,
     batch: usize,
     /// After a partial batch, how long the next gathers ([`RecvBatch::gather`]).
     gather: Duration,
@@ -559,7 +565,7 @@ fn run_sink(
     let Receive {
         socket,
         sources,
-        mirror,
+        watch,
         batch,
         gather,
     } = rx;
@@ -617,8 +623,8 @@ fn run_sink(
             }
         }
         sink.tick(now_ns());
-        if let Some(x) = mirror {
-            mirrored = mirror_rejects(sink, x, mirrored);
+        if let Some(w) = watch {
+            mirrored = mirror_rejects(sink, w, mirrored);
         }
     };
     if r.is_err() {
@@ -635,8 +641,9 @@ fn run_sink(
         take(sink, &m, n);
         drained += n + a;
     }
-    if let Some(x) = mirror {
-        mirror_rejects(sink, x, mirrored);
+    if let Some(w) = watch {
+        w.refresh();
+        mirror_rejects(sink, w, mirrored);
     }
     sink.flush(now_ns());
     flushed.fetch_add(1, Ordering::AcqRel);
@@ -684,9 +691,10 @@ fn take_from(sink: &mut IntSink<RegionSinks>, it: &mut dyn Iterator<Item = (&[u8
 }
 
 /// Count the AF_XDP program's `source_not_allowed` drops since `already` as the sink's own
-/// source rejects (the driver refused them before the sink saw them); the new total.
-fn mirror_rejects(sink: &IntSink<RegionSinks>, x: &crate::af_xdp::Mirror<'_>, already: u64) -> u64 {
-    let total = x.source_not_allowed().unwrap_or(already);
+/// source rejects (the driver refused them before the sink saw them); the new total. One
+/// atomic load: the watch thread reads the program's counters.
+fn mirror_rejects(sink: &IntSink<RegionSinks>, w: &crate::af_xdp::Watch, already: u64) -> u64 {
+    let total = w.source_not_allowed();
     sink.count_source_rejects(total.saturating_sub(already));
     total.max(already)
 }
@@ -769,8 +777,9 @@ fn sum_json(all: Vec<serde_json::Value>) -> serde_json::Value {
 /// else none.
 fn influx_token() -> anyhow::Result<Option<String>> {
     if let Some(path) = std::env::var_os("DTA_INFLUX_TOKEN_FILE") {
-        let t = dta_http::read_secret_file(Path::new(&path)).context("DTA_INFLUX_TOKEN_FILE")?;
-        return Ok(Some(t));
+        let t = dta_http::secret::read(Path::new(&path), "InfluxDB token file")
+            .context("DTA_INFLUX_TOKEN_FILE")?;
+        return Ok(Some(t.text));
     }
     Ok(std::env::var("DTA_INFLUX_TOKEN").ok())
 }

@@ -136,3 +136,25 @@ pub fn metrics_options(ready: Readiness) -> anyhow::Result<dta_http::ServerOptio
         ..dta_http::ServerOptions::with_token_file(None)?
     })
 }
+
+/// The version, and what this build left out: `0.1.0`, or `0.1.0 (built without the XDP
+/// programs dta_xdp, ...: ...)` when clang was missing at build time (`dta --version`,
+/// `dta check`).
+pub fn build_note() -> String {
+    let missing = xdp_programs_missing();
+    if missing.is_empty() {
+        env!("CARGO_PKG_VERSION").to_owned()
+    } else {
+        format!(
+            "{} (built without the XDP programs {}: clang was missing at build time; \
+             run scripts/setup.sh, then build again)",
+            env!("CARGO_PKG_VERSION"),
+            missing.join(", ")
+        )
+    }
+}
+
+/// The XDP programs this build left out (clang missing at build time; none normally).
+pub fn xdp_programs_missing() -> Vec<&'static str> {
+    dta_xdp::missing_programs()
+}

@@ -107,7 +107,11 @@ impl RdmaTranslator {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
+                    crate::translator::translator_registry(
+                        &stats,
+                        std::slice::from_ref(&socket),
+                        None,
+                    )?,
                     // The collector's regions are remote: readiness is the spill file's.
                     crate::ops::translator_ready(vec![], stats.clone()),
                     "translator",

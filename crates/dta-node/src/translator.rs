@@ -41,9 +41,6 @@ pub struct Options {
     pub af_xdp: Option<crate::af_xdp::AfXdpOptions>,
 }
 
-/// How often the AF_XDP program's counters are mirrored into the translator's.
-const MIRROR_EVERY: Duration = Duration::from_millis(200);
-
 /// Reports a translator thread's inbox holds for the others ([`Shards`]).
 pub const SHARD_INBOX: usize = 8192;
 
@@ -288,6 +285,7 @@ impl MemoryTranslator {
                 cfg.translator.listen.port(),
                 policy.allow(),
                 threads,
+                "translator",
             ) {
                 Ok(a) => Some(a),
                 Err(e) => {
@@ -303,7 +301,7 @@ impl MemoryTranslator {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    translator_registry(&stats, &sockets)?,
+                    translator_registry(&stats, &sockets, af_xdp.as_ref())?,
                     crate::ops::translator_ready(collector.regions(), stats.clone()),
                     "translator",
                 )
@@ -380,15 +378,12 @@ impl MemoryTranslator {
         serving.run(stop, install, || match (lanes, af_xdp) {
             (_, Some(af)) => {
                 let into = stats.last().expect("the AF_XDP slot");
-                let (mirror, sources) = af.parts();
+                let watch = af.watch();
+                let sources = af.sources().into_iter().map(Some).collect();
                 std::thread::scope(|s| {
-                    // The program's drops, mirrored while the threads receive.
-                    s.spawn(|| {
-                        while !stop.load(Ordering::Relaxed) {
-                            mirror.mirror(into);
-                            std::thread::sleep(MIRROR_EVERY);
-                        }
-                    });
+                    // The program's drops mirrored and the sockets' loss watched while the
+                    // threads receive.
+                    s.spawn(|| watch.run(stop, |w| w.mirror(into)));
                     ingest::run_threads_from(ts, sockets, sources, batch, stop)
                 })
             }
@@ -409,7 +404,9 @@ impl MemoryTranslator {
         let mut snap = serde_json::to_value(Stats::sum(&self.stats).snapshot())?;
         snap["rules"] = serde_json::to_value(self.policy.rules().stats().snapshot())?;
         if let Some(af) = &self.af_xdp {
-            af.mirror(self.stats.last().expect("the AF_XDP slot"));
+            let w = af.watch();
+            w.refresh();
+            w.mirror(self.stats.last().expect("the AF_XDP slot"));
             snap = serde_json::to_value(Stats::sum(&self.stats).snapshot())?;
             snap["rules"] = serde_json::to_value(self.policy.rules().stats().snapshot())?;
             snap["af_xdp"] = af.snapshot();
@@ -435,12 +432,16 @@ pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<PrioSoc
 }
 
 /// The translator's metrics: its counters (`stats`: every thread's, the classifier's, the
-/// driver's) and its receive sockets' (buffer, kernel drops by priority).
+/// driver's), its receive sockets' (buffer, kernel drops by priority) and its AF_XDP sockets'.
 pub(crate) fn translator_registry(
     stats: &[Arc<Stats>],
     sockets: &[PrioSockets],
+    af_xdp: Option<&crate::af_xdp::AfXdp>,
 ) -> anyhow::Result<crate::ops::Registry> {
     let mut reg = dta_export::prom::TranslatorMetrics::new(stats.to_vec()).registry();
+    if let Some(a) = af_xdp {
+        reg.register_collector(Box::new(a.watch().metrics()));
+    }
     reg.register_collector(Box::new(dta_export::prom::PriorityReceiveMetrics::new(
         sockets
             .iter()

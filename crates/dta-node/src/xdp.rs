@@ -175,7 +175,11 @@ impl XdpNode {
             .map(|addr| {
                 crate::ops::start_metrics(
                     addr,
-                    crate::translator::translator_registry(&stats, std::slice::from_ref(&socket))?,
+                    crate::translator::translator_registry(
+                        &stats,
+                        std::slice::from_ref(&socket),
+                        None,
+                    )?,
                     crate::ops::translator_ready(collector.regions(), stats.clone()),
                     "translator",
                 )

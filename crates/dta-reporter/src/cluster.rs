@@ -133,6 +133,7 @@ impl ClusterReporter {
                 cfg.destination = addr;
                 if i > 0 {
                     cfg.nack_port = None;
+                    cfg.control_hub = None;
                 } else {
                     // The one NACK socket hears every translator's notices.
                     cfg.control_from.extend(addrs.iter().copied());

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod control;
 pub mod flow;
 pub mod keys;
 pub mod loadgen;
@@ -25,6 +26,7 @@ pub mod sketch;
 pub mod workload;
 
 pub use cluster::{ClusterError, ClusterReporter, ReportSink};
+pub use control::ControlHub;
 pub use reporter::{
     Clock, Protocol, ReportError, Reporter, ReporterConfig, ReporterStats, DEFAULT_MAX_DATAGRAM,
 };

@@ -230,7 +230,7 @@ pub struct Progress {
 }
 
 /// What a run sent (this run only, whatever the reporter sent before).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct LoadStats {
     /// Reports sent (first transmissions).
     pub reports: u64,
@@ -249,6 +249,18 @@ pub struct LoadStats {
     pub suppressed: u64,
     /// NACKs that slowed the reporter down (docs/protocol.md "Slowing down when NACKed").
     pub nack_slowdowns: u64,
+    /// Congestion notices obeyed.
+    pub notices: u64,
+    /// Malformed or foreign datagrams on the control socket.
+    pub bad_nacks: u64,
+    /// Control messages not obeyed (docs/security.md): not from the translator.
+    pub control_wrong_source: u64,
+    /// Not obeyed: unauthenticated while a key is set.
+    pub control_unauthenticated: u64,
+    /// Not obeyed: failing the authenticator (a key other than the translator's?).
+    pub control_bad_authenticator: u64,
+    /// Not obeyed: replayed.
+    pub control_replayed: u64,
     /// From the first report to the end of the flush (and linger).
     pub elapsed: Duration,
     /// Sketch-Merge: what the sketch sender did.
@@ -256,6 +268,30 @@ pub struct LoadStats {
 }
 
 impl LoadStats {
+    /// Several senders' statistics as one run: counts summed, the longest elapsed time, no
+    /// sketch.
+    pub fn combine(all: &[LoadStats]) -> LoadStats {
+        let sum = |f: fn(&LoadStats) -> u64| all.iter().map(f).sum::<u64>();
+        LoadStats {
+            reports: sum(|s| s.reports),
+            datagrams: sum(|s| s.datagrams),
+            bytes: sum(|s| s.bytes),
+            retransmissions: sum(|s| s.retransmissions),
+            nacks: sum(|s| s.nacks),
+            send_errors: sum(|s| s.send_errors),
+            suppressed: sum(|s| s.suppressed),
+            nack_slowdowns: sum(|s| s.nack_slowdowns),
+            notices: sum(|s| s.notices),
+            bad_nacks: sum(|s| s.bad_nacks),
+            control_wrong_source: sum(|s| s.control_wrong_source),
+            control_unauthenticated: sum(|s| s.control_unauthenticated),
+            control_bad_authenticator: sum(|s| s.control_bad_authenticator),
+            control_replayed: sum(|s| s.control_replayed),
+            elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
+            sketch: None,
+        }
+    }
+
     /// Reports per second over the run.
     pub fn rate(&self) -> f64 {
         self.reports as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -508,6 +544,12 @@ fn stats(
         send_errors: now.send_errors - before.send_errors,
         suppressed: now.suppressed - before.suppressed,
         nack_slowdowns: now.nack_slowdowns - before.nack_slowdowns,
+        notices: now.notices - before.notices,
+        bad_nacks: now.bad_nacks - before.bad_nacks,
+        control_wrong_source: now.control_wrong_source - before.control_wrong_source,
+        control_unauthenticated: now.control_unauthenticated - before.control_unauthenticated,
+        control_bad_authenticator: now.control_bad_authenticator - before.control_bad_authenticator,
+        control_replayed: now.control_replayed - before.control_replayed,
         elapsed,
         sketch,
     }

@@ -86,11 +86,16 @@ pub struct ReporterConfig {
     pub max_datagram: usize,
     /// Most reports per native datagram (1..=255). Default 255.
     pub max_reports_per_datagram: u8,
-    /// Local UDP port NACKs are received on: `Some(0)` for an ephemeral port (see
-    /// [`Reporter::nack_addr`]), `None` for no NACK socket. Default `Some(NACK_PORT)`. When
-    /// the port is in use and the reporter is not retransmittable, the reporter runs without
-    /// a NACK socket rather than failing.
+    /// Local UDP port NACKs and congestion notices are received on (the control port):
+    /// `Some(0)` for an ephemeral port (see [`Reporter::nack_addr`]), `None` to run without
+    /// flow control (nothing from the translator is received). Default `Some(NACK_PORT)`. A
+    /// port that cannot be bound is an error naming who holds it ([`crate::control`]), never a
+    /// reporter that silently obeys nothing. A prototype reporter that is not retransmittable
+    /// has nothing to receive (the prototype has no notices) and opens no socket.
     pub nack_port: Option<u16>,
+    /// A control socket shared with the other native reporters of this process
+    /// ([`crate::control::ControlHub`]); when set, `nack_port` is not bound. Default none.
+    pub control_hub: Option<std::sync::Arc<crate::control::ControlHub>>,
     /// Datagrams kept for retransmission (at most 128 with the prototype, whose sequence
     /// number is 8 bits). Default [`flow::DEFAULT_RETRANSMIT_BUFFER`] (256).
     pub retransmit_buffer: usize,
@@ -135,8 +140,19 @@ impl ReporterConfig {
             bind: None,
             control_key: None,
             control_from: vec![],
+            control_hub: None,
         }
     }
+}
+
+/// Where a reporter hears its translator.
+enum Control {
+    /// Nowhere: `nack_port: None` (no flow control), or nothing to hear.
+    Off,
+    /// Its own control socket.
+    Own(UdpSocket),
+    /// A socket shared with the other reporters of the process, and this reporter's id.
+    Hub(std::sync::Arc<crate::control::ControlHub>, u32),
 }
 
 /// Milliseconds for the reporter's timing (congestion-notice holds and buckets, NACK hold-off).
@@ -340,7 +356,10 @@ impl RetransmitRing {
 pub struct Reporter {
     cfg: ReporterConfig,
     socket: UdpSocket,
-    nack_socket: Option<UdpSocket>,
+    control: Control,
+    /// A control message failed its authenticator: said once (a key that differs from the
+    /// translator's), then only counted.
+    said_bad_key: bool,
     /// The open native datagram, or the prototype scratch buffer.
     buf: Vec<u8>,
     /// Bytes in the open native datagram (0: none open).
@@ -432,28 +451,22 @@ impl Reporter {
         let local = cfg.bind.unwrap_or_else(|| unspecified(v6));
         let socket = UdpSocket::bind(SocketAddr::new(local, 0))?;
         socket.connect(cfg.destination)?;
-        let nack_socket = match cfg.nack_port {
-            None => None,
-            Some(port) => match UdpSocket::bind(SocketAddr::new(unspecified(v6), port)) {
-                Ok(s) => {
-                    s.set_nonblocking(true)?;
-                    Some(s)
+        let control =
+            match (&cfg.control_hub, cfg.protocol) {
+                (Some(hub), Protocol::Native { reporter_id }) => {
+                    hub.register(reporter_id);
+                    Control::Hub(hub.clone(), reporter_id)
                 }
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse && !cfg.retransmittable => None,
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!(
-                            "the NACK port {port} is already in use (another retransmittable \
-                             reporter on this host?): the translator sends NACKs to one port per \
-                             reporter address, so run one retransmittable reporter per address \
-                             (or per NACK port, with the translator's nack_port to match)"
-                        ),
-                    ))
-                }
-                Err(e) => return Err(e),
-            },
-        };
+                (Some(_), Protocol::Prototype(_)) => return Err(invalid(
+                    "a control socket is shared by native reporters (the prototype's NACK names \
+                     no reporter)",
+                )),
+                (None, Protocol::Prototype(_)) if !cfg.retransmittable => Control::Off,
+                (None, _) => match cfg.nack_port {
+                    None => Control::Off,
+                    Some(port) => Control::Own(crate::control::bind(cfg.destination, port)?),
+                },
+            };
         let ring_cap = if !cfg.retransmittable {
             0
         } else if matches!(cfg.protocol, Protocol::Prototype(_)) {
@@ -466,7 +479,8 @@ impl Reporter {
             ring: RetransmitRing::new(ring_cap, cfg.max_datagram),
             cfg,
             socket,
-            nack_socket,
+            control,
+            said_bad_key: false,
             len: 0,
             count: 0,
             next_seq: 0,
@@ -495,9 +509,19 @@ impl Reporter {
         self.socket.local_addr()
     }
 
-    /// The local address of the NACK socket, if there is one.
+    /// The local address of the NACK socket, if there is one (the shared one's for a reporter
+    /// of a [`crate::control::ControlHub`]).
     pub fn nack_addr(&self) -> Option<SocketAddr> {
-        self.nack_socket.as_ref().and_then(|s| s.local_addr().ok())
+        match &self.control {
+            Control::Off => None,
+            Control::Own(s) => s.local_addr().ok(),
+            Control::Hub(h, _) => h.local_addr().ok(),
+        }
+    }
+
+    /// Whether the reporter receives its translator's NACKs and notices (flow control on).
+    pub fn hears_translator(&self) -> bool {
+        !matches!(self.control, Control::Off)
     }
 
     /// Sequence number the next datagram will carry (the prototype sends its low byte).
@@ -757,8 +781,13 @@ impl Reporter {
         let mut handled = 0;
         let mut b = [0u8; 64];
         loop {
-            let Some(s) = self.nack_socket.as_ref() else {
-                return Ok(handled);
+            let s = match &self.control {
+                Control::Off => return Ok(handled),
+                Control::Own(s) => s,
+                Control::Hub(h, id) => {
+                    let (h, id) = (h.clone(), *id);
+                    return h.take(id, &mut |m, from| self.handle_control_from(m, from));
+                }
             };
             match s.recv_from(&mut b) {
                 Ok((n, from)) => {
@@ -778,11 +807,25 @@ impl Reporter {
     /// others already waiting. Returns how many were received (0: timed out or no NACK socket).
     pub fn wait_nack(&mut self, timeout: Duration) -> io::Result<usize> {
         let n = self.poll_nacks()?;
-        if n > 0 || self.nack_socket.is_none() {
-            return Ok(n);
-        }
-        let Some(s) = self.nack_socket.as_ref() else {
-            return Ok(0);
+        let s = match &self.control {
+            _ if n > 0 => return Ok(n),
+            Control::Off => return Ok(0),
+            Control::Own(s) => s,
+            Control::Hub(..) => {
+                // Another reporter may be reading the shared socket: look again every ms.
+                let end = Instant::now() + timeout;
+                while Instant::now() < end {
+                    std::thread::sleep(
+                        end.saturating_duration_since(Instant::now())
+                            .min(Duration::from_millis(1)),
+                    );
+                    let n = self.poll_nacks()?;
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                }
+                return Ok(0);
+            }
         };
         let mut b = [0u8; 64];
         s.set_nonblocking(false)?;
@@ -818,7 +861,7 @@ impl Reporter {
             if left.is_zero() {
                 return Ok(());
             }
-            if self.wait_nack(left)? == 0 && self.nack_socket.is_none() {
+            if self.wait_nack(left)? == 0 && !self.hears_translator() {
                 std::thread::sleep(left);
             }
         }
@@ -903,6 +946,16 @@ impl Reporter {
                             dta_wire::auth::AuthError::Replayed => &mut self.stats.control_replayed,
                             dta_wire::auth::AuthError::BadTag
                             | dta_wire::auth::AuthError::Truncated => {
+                                if !self.said_bad_key {
+                                    self.said_bad_key = true;
+                                    tracing::warn!(
+                                        "reporter: a control message from {} failed its \
+                                         authenticator: is the control key the translator's? \
+                                         Such messages are not obeyed (counted \
+                                         control_bad_authenticator)",
+                                        self.cfg.destination
+                                    );
+                                }
                                 &mut self.stats.control_bad_authenticator
                             }
                         } += 1;

@@ -271,3 +271,104 @@ fn config_validation() {
     let r = Reporter::new(cfg).unwrap();
     assert!(r.nack_addr().is_none());
 }
+
+/// Flow control is on or refused: a control port another process holds stops the reporter
+/// with the port and the process named; `nack_port: None` is the explicit way to run without.
+#[test]
+fn a_control_port_held_by_another_process_is_refused_naming_it() {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let Ok(mut holder) = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                 s.bind(('0.0.0.0',{port}))\nprint('bound',flush=True)\ntime.sleep(30)"
+            ),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        dta_testkit::skip!("python3 missing: no other process to hold the port");
+    };
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "bound");
+    let to = "127.0.0.1:9".parse().unwrap();
+    let mut cfg = config(to, Protocol::Native { reporter_id: 1 });
+    cfg.nack_port = Some(port);
+    let e = Reporter::new(cfg.clone()).err().expect("refused");
+    let msg = e.to_string();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(
+        msg.contains(&format!("control port {port}"))
+            && msg.contains(&format!("process {}", holder.id()))
+            && msg.contains("python3")
+            && msg.contains("no-flow-control"),
+        "{msg}"
+    );
+    // Retransmittable or not, native or prototype with NACKs: the same.
+    let mut proto = config(to, Protocol::Prototype(BaseFormat::Long));
+    proto.retransmittable = true;
+    let held = std::net::UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+    proto.nack_port = Some(held.local_addr().unwrap().port());
+    assert!(Reporter::new(proto).is_err());
+    // A prototype reporter that is not retransmittable has nothing to hear: no socket.
+    let mut plain = config(to, Protocol::Prototype(BaseFormat::Short));
+    plain.nack_port = Some(held.local_addr().unwrap().port());
+    let r = Reporter::new(plain).unwrap();
+    assert!(r.nack_addr().is_none() && !r.hears_translator());
+    cfg.nack_port = None;
+    assert!(!Reporter::new(cfg).unwrap().hears_translator());
+}
+
+/// The native reporters of one process share one control socket: each obeys the notices that
+/// name it, none another's.
+#[test]
+fn reporters_sharing_a_control_hub_each_get_their_own_notices() {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = rx.local_addr().unwrap();
+    let hub = dta_reporter::ControlHub::bind(to, 0).unwrap();
+    let reporter = |id| {
+        let mut c = config(to, Protocol::Native { reporter_id: id });
+        c.control_hub = Some(hub.clone());
+        Reporter::new(c).unwrap()
+    };
+    let (mut a, mut b) = (reporter(1), reporter(2));
+    assert_eq!(a.nack_addr(), hub.local_addr().ok());
+    let notice = |id| {
+        let mut buf = [0u8; 64];
+        let n = dta_wire::native::NoticeRepr {
+            reporter_id: id,
+            hold_ms: 60_000,
+            low_rate: 0,
+            medium_rate: 0,
+        }
+        .emit(&mut buf)
+        .unwrap();
+        buf[..n].to_vec()
+    };
+    let hub_addr = std::net::SocketAddr::from(([127, 0, 0, 1], hub.local_addr().unwrap().port()));
+    for id in [2, 2, 1, 7] {
+        rx.send_to(&notice(id), hub_addr).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Whoever polls first reads the socket; each gets its own.
+    b.poll_nacks().unwrap();
+    a.poll_nacks().unwrap();
+    assert_eq!((a.stats().notices, b.stats().notices), (1, 2));
+    assert_eq!(hub.foreign(), 1, "the notice for reporter 7");
+    let mut proto = config(to, Protocol::Prototype(BaseFormat::Long));
+    proto.control_hub = Some(hub.clone());
+    assert!(
+        Reporter::new(proto).is_err(),
+        "the prototype's NACK names no reporter"
+    );
+}

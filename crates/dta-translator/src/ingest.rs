@@ -54,22 +54,16 @@ pub fn bind_group(addr: SocketAddr, n: usize, recv_buffer: usize) -> io::Result<
 }
 
 /// Refuse a port another process already has a UDP socket on: with `SO_REUSEPORT` the kernel
-/// would split the traffic between it and us without a word ([`crate::port_owner`]).
+/// would split the traffic between it and us without a word ([`dta_net::port_owner`]).
 pub fn refuse_shared_port(port: u16) -> io::Result<()> {
     if port == 0 {
         return Ok(());
     }
-    let users = crate::port_owner::other_udp_users(port)?;
+    let users = dta_net::port_owner::other_udp_users(port)?;
     let Some(u) = users.first() else {
         return Ok(());
     };
-    let who = match u.pid {
-        Some(pid) => format!("process {pid}"),
-        None => format!(
-            "a process this user cannot inspect (socket inode {})",
-            u.inode
-        ),
-    };
+    let who = u.describe();
     Err(io::Error::new(
         io::ErrorKind::AddrInUse,
         format!(

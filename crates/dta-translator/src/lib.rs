@@ -26,7 +26,6 @@ pub mod engine;
 pub mod ingest;
 pub mod meter;
 pub mod overload;
-pub mod port_owner;
 pub mod postcard;
 pub mod prio_sockets;
 pub mod reason;
@@ -39,7 +38,7 @@ pub mod spill;
 pub mod stats;
 
 pub use config::{FlowControlConfig, PrototypeHeader, TranslatorConfig};
-pub use engine::{BuildError, PendingNack, Translator};
+pub use engine::{unreachable_stores, BuildError, PendingNack, Translator};
 pub use meter::Meter;
 pub use reason::Reason;
 pub use shard::{Shard, Shards};

@@ -24,10 +24,12 @@ const EPOCH: u32 = 1;
 
 /// A reporter of id `id` sending to `rx`, and its ApproSync sketch.
 fn switch(rx: &UdpSocket, id: u32, theta: f64) -> (Reporter, ApproSync) {
-    let cfg = ReporterConfig::new(
+    let mut cfg = ReporterConfig::new(
         rx.local_addr().unwrap(),
         Protocol::Native { reporter_id: id },
     );
+    // Several switches at once, and nothing sends them control messages.
+    cfg.nack_port = None;
     (
         Reporter::new(cfg).unwrap(),
         ApproSync::new(ROWS, COLUMNS, theta, SKETCH_ID, EPOCH).unwrap(),

@@ -80,6 +80,14 @@ impl ControlKey {
         for (i, b) in k.iter_mut().enumerate() {
             *b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
         }
+        if k == [0; KEY_LEN] {
+            // A placeholder, never a key: whoever has read the docs can forge with it.
+            return Err(
+                "the key is all zero: write a random one (head -c 16 /dev/urandom | \
+                        od -An -tx1 | tr -d ' \\n' > FILE)"
+                    .into(),
+            );
+        }
         Ok(ControlKey(k))
     }
 
@@ -199,5 +207,7 @@ mod tests {
         assert_eq!(strip(&b[..sealed], &mut out), Some(plain.len()));
         assert_eq!(&out[..plain.len()], &plain[..]);
         assert!(ControlKey::from_hex("0011").is_err());
+        let zero = ControlKey::from_hex(&"0".repeat(32)).unwrap_err();
+        assert!(zero.contains("all zero"), "{zero}");
     }
 }

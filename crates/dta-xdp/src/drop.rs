@@ -9,7 +9,8 @@ use aya::Ebpf;
 
 use crate::{AttachMode, XdpError};
 
-static DROP_PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_drop.o"));
+pub(crate) static DROP_PROGRAM: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_drop.o"));
 
 /// The loaded and attached drop-only program; detached when dropped.
 pub struct DropProgram {

@@ -16,7 +16,8 @@ use serde::Serialize;
 
 use crate::{AttachMode, XdpError};
 
-static INT_PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/int_xdp.o"));
+pub(crate) static INT_PROGRAM: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/int_xdp.o"));
 
 /// Hops per flow the program aggregates (`MAX_HOPS` in the C source).
 pub const INT_MAX_HOPS: usize = 5;
@@ -112,12 +113,16 @@ pub struct IntXdpStats {
     pub pass_event: u64,
     /// Dropped unparsed: a source outside `[sink] allow`.
     pub source_not_allowed: u64,
+    /// Passed: an outer IPv4 header with options (the sink parses it).
+    pub pass_ip_options: u64,
+    /// Passed: an outer IPv4 fragment (the stack reassembles it for the sink).
+    pub pass_fragment: u64,
     /// `bpf_prog_info` run time and count (with `kernel.bpf_stats_enabled` = 1; else 0).
     pub run_time_ns: u64,
     pub run_count: u64,
 }
 
-const N_COUNTERS: u32 = 8;
+const N_COUNTERS: u32 = 10;
 
 /// A shared mapping of an mmapable array map.
 struct Mapping {
@@ -430,6 +435,8 @@ impl IntXdp {
             pass_path: c[5],
             pass_event: c[6],
             source_not_allowed: c[7],
+            pass_ip_options: c[8],
+            pass_fragment: c[9],
             run_time_ns: info.run_time().as_nanos() as u64,
             run_count: info.run_count(),
         })

@@ -41,6 +41,26 @@ pub const MAX_PAYLOAD: usize = 1024;
 
 static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/dta_xdp.o"));
 
+/// The BPF programs this binary carries, by name, and whether each was compiled (an empty
+/// object: clang was missing at build time, see build.rs).
+pub fn programs() -> [(&'static str, bool); 4] {
+    [
+        ("dta_xdp", !PROGRAM.is_empty()),
+        ("int_xdp", !int::INT_PROGRAM.is_empty()),
+        ("xsk_redirect", !xsk::PROGRAM.is_empty()),
+        ("xdp_drop", !drop::DROP_PROGRAM.is_empty()),
+    ]
+}
+
+/// The programs left out of this build (none when clang was there at build time).
+pub fn missing_programs() -> Vec<&'static str> {
+    programs()
+        .into_iter()
+        .filter(|(_, built)| !built)
+        .map(|(n, _)| n)
+        .collect()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum XdpError {
     #[error(
@@ -103,9 +123,11 @@ pub struct XdpStats {
     pub rule_dropped: u64,
     /// Dropped unparsed: a source outside the allow-list (`[translator] allow`).
     pub source_not_allowed: u64,
+    /// Passed: an IPv4 fragment (the stack reassembles it; the userspace half applies it).
+    pub pass_fragment: u64,
 }
 
-const N_COUNTERS: u32 = 15;
+const N_COUNTERS: u32 = 16;
 
 impl XdpStats {
     fn from_counters(c: &[u64; N_COUNTERS as usize]) -> Self {
@@ -125,6 +147,7 @@ impl XdpStats {
             word_writes: c[12],
             rule_dropped: c[13],
             source_not_allowed: c[14],
+            pass_fragment: c[15],
         }
     }
 

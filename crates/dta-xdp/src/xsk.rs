@@ -20,7 +20,7 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -35,20 +35,22 @@ use xdpilone::{DeviceQueue, IfInfo, RingRx, Socket, SocketConfig, Umem, UmemConf
 
 use crate::{AttachMode, XdpError};
 
-static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
+pub(crate) static PROGRAM: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
 
 /// Receive queues the redirect program serves (`MAX_QUEUES` in the C source).
 pub const MAX_QUEUES: u32 = 64;
 /// Bytes of a UMEM frame: a power of two holding a 1500-byte MTU's frame and the headroom.
 pub const FRAME_SIZE: u32 = 2048;
-/// Frames of one socket's UMEM by default (8 MiB); the fill and receive rings hold as many.
+/// Frames of one socket's UMEM at the least (8 MiB); the fill and receive rings hold as many.
 pub const FRAMES: u32 = 4096;
-/// Most frames of one socket's UMEM (32 MiB): at 100 000 datagrams/s, 160 ms of arrivals held
-/// while its thread waits for a CPU.
-pub const MAX_FRAMES: u32 = 16384;
-/// The UMEM memory a service's sockets share ([`frames_for`]): 64 MiB, what the socket path
-/// gives one INT sink socket's receive buffer.
-pub const UMEM_BUDGET: u64 = 64 << 20;
+/// Most frames of one socket's UMEM (128 MiB): at 1 M datagrams/s, 65 ms of arrivals held while
+/// its thread waits for a CPU.
+pub const MAX_FRAMES: u32 = 65536;
+/// The UMEM memory a service's sockets share ([`frames_for`]): 128 MiB, the memory the socket
+/// path's kernel grants one INT sink socket (a 64 MiB `SO_RCVBUF` is doubled for bookkeeping,
+/// socket(7)), so a burst the socket path holds, AF_XDP holds too.
+pub const UMEM_BUDGET: u64 = 128 << 20;
 
 /// Frames per socket for `sockets` sockets sharing [`UMEM_BUDGET`]: a power of two from
 /// [`FRAMES`] to [`MAX_FRAMES`].
@@ -77,6 +79,10 @@ pub struct XskProgramStats {
     pub source_not_allowed: u64,
     /// Datagrams to the port on a queue without a socket: passed up the stack.
     pub pass_no_socket: u64,
+    /// UDP over IPv4 with options: passed up the stack (the socket receives it).
+    pub pass_ip_options: u64,
+    /// IPv4 fragments: passed up the stack, which reassembles them.
+    pub pass_fragment: u64,
     /// The program's run time and runs (`bpf_prog_info`; 0 unless the kernel's run-time
     /// statistics are on, [`crate::enable_run_time_stats`]): its CPU cost.
     pub run_time_ns: u64,
@@ -174,6 +180,8 @@ impl XskProgram {
             pass_other: c(2)?,
             source_not_allowed: c(3)?,
             pass_no_socket: c(4)?,
+            pass_ip_options: c(5)?,
+            pass_fragment: c(6)?,
             run_time_ns: info.run_time().as_nanos() as u64,
             run_count: info.run_count(),
         })
@@ -215,15 +223,73 @@ impl XskStats {
     }
 }
 
-/// The kernel's counters of one socket (`XDP_STATISTICS`).
+/// The kernel's counters of one socket (`XDP_STATISTICS`, `struct xdp_statistics` in
+/// linux/if_xdp.h). A frame is lost at the socket when it is counted in `rx_dropped` or
+/// `rx_ring_full`; `rx_fill_ring_empty` says why most such losses happen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct XskKernelStats {
-    /// Frames dropped for other reasons (e.g. larger than a frame).
+    /// Frames dropped: no free frame to copy into (the fill ring was empty) or larger than a
+    /// frame.
     pub rx_dropped: u64,
     /// Frames dropped because the receive ring was full (the reader fell behind).
     pub rx_ring_full: u64,
     /// Times the fill ring was empty when a frame arrived.
     pub rx_fill_ring_empty: u64,
+    /// Descriptors userspace gave the kernel that it could not use (a bug of ours if ever
+    /// non-zero).
+    pub rx_invalid_descs: u64,
+}
+
+impl XskKernelStats {
+    /// Frames the socket lost: `rx_dropped + rx_ring_full`.
+    pub fn lost(&self) -> u64 {
+        self.rx_dropped.wrapping_add(self.rx_ring_full)
+    }
+
+    /// The counters of the AF_XDP socket `fd` (all 0 where the kernel does not answer).
+    pub fn of(fd: RawFd) -> XskKernelStats {
+        let mut s = [0u64; 8];
+        let mut len = std::mem::size_of_val(&s) as libc::socklen_t;
+        // SAFETY: getsockopt(SOL_XDP, XDP_STATISTICS) into a buffer of `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                s.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return XskKernelStats::default();
+        }
+        // struct xdp_statistics: rx_dropped, rx_invalid_descs, tx_invalid_descs,
+        // rx_ring_full, rx_fill_ring_empty_descs, tx_ring_empty_descs.
+        XskKernelStats {
+            rx_dropped: s[0],
+            rx_invalid_descs: s[1],
+            rx_ring_full: s[3],
+            rx_fill_ring_empty: s[4],
+        }
+    }
+}
+
+/// What another thread reads of one socket while its receive thread uses it: the queue, the
+/// binding, this side's counters and the kernel's (through a duplicate of the socket's
+/// descriptor, closed when the last handle goes).
+#[derive(Debug, Clone)]
+pub struct XskCounters {
+    pub queue: u32,
+    pub zero_copy: bool,
+    pub stats: Arc<XskStats>,
+    fd: Arc<OwnedFd>,
+}
+
+impl XskCounters {
+    /// The kernel's counters of the socket now.
+    pub fn kernel(&self) -> XskKernelStats {
+        XskKernelStats::of(self.fd.as_raw_fd())
+    }
 }
 
 /// The UMEM's memory: anonymous, page-aligned, populated, unmapped on drop (after the socket
@@ -422,28 +488,23 @@ impl XskReceiver {
 
     /// The kernel's counters of the socket.
     pub fn kernel_stats(&self) -> XskKernelStats {
-        let mut s = [0u64; 8];
-        let mut len = std::mem::size_of_val(&s) as libc::socklen_t;
-        // SAFETY: getsockopt(SOL_XDP, XDP_STATISTICS) into a buffer of `len` bytes.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                s.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return XskKernelStats::default();
+        XskKernelStats::of(self.fd())
+    }
+
+    /// A handle on its counters for another thread (the metrics, the loss watch).
+    pub fn counters(&self) -> std::io::Result<XskCounters> {
+        // SAFETY: `fd` is this receiver's open socket; the duplicate is owned by the handle.
+        let dup = unsafe { libc::fcntl(self.fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        // struct xdp_statistics: rx_dropped, rx_invalid_descs, tx_invalid_descs,
-        // rx_ring_full, rx_fill_ring_empty_descs, tx_ring_empty_descs.
-        XskKernelStats {
-            rx_dropped: s[0],
-            rx_ring_full: s[3],
-            rx_fill_ring_empty: s[4],
-        }
+        Ok(XskCounters {
+            queue: self.queue,
+            zero_copy: self.zero_copy,
+            stats: self.stats.clone(),
+            // SAFETY: `dup` is a fresh descriptor nothing else owns.
+            fd: Arc::new(unsafe { OwnedFd::from_raw_fd(dup) }),
+        })
     }
 
     /// Hand up to `max` received datagrams (payload, source) to `f` as one batch, then give
@@ -574,10 +635,14 @@ mod tests {
     #[test]
     fn frames_share_the_budget() {
         assert_eq!(frames_for(1), MAX_FRAMES);
-        assert_eq!(frames_for(2), MAX_FRAMES);
-        assert_eq!(frames_for(3), 8192);
-        assert_eq!(frames_for(8), FRAMES);
+        assert_eq!(frames_for(2), 32768);
+        assert_eq!(frames_for(3), 16384);
+        assert_eq!(frames_for(16), FRAMES);
         assert_eq!(frames_for(64), FRAMES);
         assert_eq!(frames_for(0), MAX_FRAMES);
+        // The budget is what the sockets share, never more (down to FRAMES each).
+        for n in 1..=16 {
+            assert!(u64::from(frames_for(n)) * u64::from(FRAME_SIZE) * n as u64 <= UMEM_BUDGET);
+        }
     }
 }

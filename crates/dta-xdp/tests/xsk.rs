@@ -266,3 +266,124 @@ fn the_same_reports_through_af_xdp_and_a_socket_give_identical_stores() {
         );
     }
 }
+
+/// Send `d` from `ns` at `src` to `to` with `setup` applied to the socket first.
+fn send_with(ns: &str, src: SocketAddr, to: SocketAddr, d: Vec<Vec<u8>>, setup: fn(&UdpSocket)) {
+    run_in(ns, move || {
+        let s = UdpSocket::bind(src).unwrap();
+        setup(&s);
+        for x in &d {
+            s.send_to(x, to).unwrap();
+        }
+    })
+}
+
+fn setsockopt_ip(s: &UdpSocket, opt: libc::c_int, val: &[u8]) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt on an open socket with a buffer of `val.len()` bytes.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            opt,
+            val.as_ptr().cast(),
+            val.len() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+}
+
+/// What AF_XDP does not take goes up the stack, counted by reason (a UDP datagram over IPv4
+/// with options, an IPv4 fragment: the ordinary socket receives each whole); what a socket
+/// loses is counted by the kernel and read through a handle another thread holds.
+#[test]
+fn unusual_datagrams_go_up_the_stack_and_a_full_ring_is_counted() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
+    }
+    let net = net("o", 88);
+    let (a, b, ip_a) = (net.a.clone(), net.b.clone(), net.ip_a.clone());
+    let dev = net.dev_a.clone();
+    run_in(&a, move || {
+        // The socket path on the same port: what the program passes up arrives here.
+        let plain = UdpSocket::bind(("0.0.0.0", PORT)).unwrap();
+        plain
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut prog = XskProgram::load_attach(&dev, PORT, &allow(&["10.88.0.0/24"]), false)
+            .expect("loading the redirect program");
+        let mut r = XskReceiver::open_with(&dev, 0, PORT, dta_xdp::xsk::FRAMES)
+            .expect("an AF_XDP socket on queue 0");
+        prog.register(0, r.fd()).unwrap();
+        let handle = r.counters().unwrap();
+        let to: SocketAddr = format!("{ip_a}:{PORT}").parse().unwrap();
+        let src: SocketAddr = "10.88.0.2:5600".parse().unwrap();
+        // IP options (four bytes: NOP NOP NOP EOL, RFC 791 §3.1): IHL 6.
+        send_with(&b, src, to, vec![b"with options".to_vec()], |s| {
+            setsockopt_ip(s, libc::IP_OPTIONS, &[1, 1, 1, 0])
+        });
+        // 3000 bytes over a 1500-byte MTU, fragmented by the sender.
+        let big = (0..3000u32).map(|i| i as u8).collect::<Vec<u8>>();
+        let src2: SocketAddr = "10.88.0.2:5601".parse().unwrap();
+        send_with(&b, src2, to, vec![big.clone()], |s| {
+            setsockopt_ip(
+                s,
+                libc::IP_MTU_DISCOVER,
+                &libc::IP_PMTUDISC_DONT.to_ne_bytes(),
+            )
+        });
+        let mut got = vec![];
+        let mut buf = vec![0u8; 4096];
+        while let Ok(n) = plain.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+            if got.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(
+            got,
+            vec![b"with options".to_vec(), big],
+            "both reached the socket whole"
+        );
+        let p = prog.stats().unwrap();
+        assert_eq!(p.pass_ip_options, 1, "{p:?}");
+        assert!(
+            p.pass_fragment >= 3,
+            "3000 bytes are three fragments: {p:?}"
+        );
+        assert_eq!(p.redirected, 0, "{p:?}");
+        assert!(take(&mut r, 1).is_empty(), "nothing for the AF_XDP socket");
+
+        // Flood the socket without reading it: the UMEM holds FRAMES, the kernel drops the
+        // rest and says so.
+        let n = 2 * dta_xdp::xsk::FRAMES as usize;
+        let flood: Vec<Vec<u8>> = (0..n as u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        run_in(&b, move || {
+            let s = UdpSocket::bind("10.88.0.2:5602").unwrap();
+            for (i, x) in flood.iter().enumerate() {
+                s.send_to(x, to).unwrap();
+                // Paced so the veth's own queue (256 frames) does not overflow first.
+                if i % 64 == 63 {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let k = r.kernel_stats();
+        assert_eq!(handle.kernel(), k, "the handle reads the same socket");
+        let kept = take(&mut r, n).len();
+        assert!(kept <= dta_xdp::xsk::FRAMES as usize, "{kept}");
+        assert!(
+            kept as u64 + k.lost() <= n as u64 && k.lost() >= n as u64 / 4,
+            "the frames the socket could not hold are counted lost: kept {kept}, {k:?}"
+        );
+        assert!(k.rx_dropped > 0 || k.rx_ring_full > 0, "{k:?}");
+        assert_eq!(
+            handle
+                .stats
+                .frames
+                .load(std::sync::atomic::Ordering::Relaxed),
+            kept as u64
+        );
+    });
+}

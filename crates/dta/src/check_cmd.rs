@@ -74,8 +74,24 @@ struct Plan {
     translator_listen: String,
     translator_threads: usize,
     rules: usize,
+    /// The secret files the services will read, each read and checked as they read it.
+    secrets: Vec<SecretPlan>,
+    /// This build's version, and what it left out (`dta --version`).
+    build: String,
+    /// The XDP programs this build left out (clang missing at build time): `--xdp` and
+    /// `--af-xdp` cannot start.
+    xdp_programs_missing: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterPlan>,
+}
+
+#[derive(Serialize)]
+struct SecretPlan {
+    what: &'static str,
+    path: PathBuf,
+    /// Why the file's mode is worth fixing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -125,6 +141,24 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
     // The HTTP API's token and the refusal of a non-loopback address without one.
     let http = dta_collector::http::options(&cfg.collector)
         .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
+    // Every secret file a service of this configuration reads, read as it reads it.
+    let mut secrets = vec![];
+    if let Some(p) = &cfg.collector.token_file {
+        secrets.push(SecretPlan {
+            what: "token file",
+            path: p.clone(),
+            warning: dta_http::secret::read(p, "token file")?.warning,
+        });
+    }
+    if let Some(p) = &cfg.translator.control_key_file {
+        dta_node::config::read_control_key(p)
+            .with_context(|| format!("in configuration {}: [translator]", a.config.display()))?;
+        secrets.push(SecretPlan {
+            what: "control key file",
+            path: p.clone(),
+            warning: dta_http::secret::read(p, "control key file")?.warning,
+        });
+    }
     let free = dta_store::space::free_bytes(&cfg.region_dir).ok();
     let (mut stores, mut needed) = (vec![], 0u64);
     for s in &cfg.store {
@@ -189,6 +223,9 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
         translator_listen: cfg.translator.listen.to_string(),
         translator_threads: cfg.translator.threads.max(1),
         rules: cfg.translator.rules.len(),
+        secrets,
+        build: dta_node::ops::build_note(),
+        xdp_programs_missing: dta_node::ops::xdp_programs_missing(),
         cluster,
     })
 }
@@ -277,6 +314,28 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             p.rules,
             if p.rules == 1 { "" } else { "s" }
         )?;
+        for f in &p.secrets {
+            writeln!(
+                out,
+                "{} {}: readable{}",
+                f.what,
+                f.path.display(),
+                f.warning
+                    .as_ref()
+                    .map(|w| format!(", WARNING: {w}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if p.xdp_programs_missing.is_empty() {
+            writeln!(out, "dta {}: XDP programs built", p.build)?;
+        } else {
+            writeln!(
+                out,
+                "dta {}: the XDP translator, the INT sink's XDP fast path and AF_XDP receive \
+                 cannot start",
+                p.build
+            )?;
+        }
         if let Some(c) = &p.cluster {
             writeln!(
                 out,

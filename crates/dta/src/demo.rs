@@ -150,6 +150,11 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
     cfg.collector.force = true;
     let collector = dta_node::collector::create(&cfg)?;
 
+    // The reporters' control socket, on an ephemeral port the translator sends its NACKs and
+    // notices to: the demo's flow control is its own, whatever else runs on this host.
+    let hub = dta_reporter::ControlHub::bind("127.0.0.1:0".parse().unwrap(), 0)?;
+    cfg.translator.nack_port = hub.local_addr()?.port();
+
     // The translator, on its own thread, writing into the regions through shared memory.
     let translator = MemoryTranslator::build(&cfg, Options::default())?;
     let stats = translator.stats()[0].clone();
@@ -160,7 +165,7 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
         std::thread::spawn(move || translator.run(&stop))
     };
 
-    let sent_datagrams = send_all(to, flows).context("sending reports")?;
+    let sent_datagrams = send_all(to, flows, &hub).context("sending reports")?;
 
     // Wait until the translator has seen every datagram, then stop it (it flushes its batches,
     // its postcard cache and its sketch columns on the way out).
@@ -185,9 +190,19 @@ pub fn measure(opts: &DemoOptions) -> anyhow::Result<Report> {
     })
 }
 
-/// Send every primitive in both protocols; returns the number of datagrams sent.
-fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
-    let mut native = Reporter::new(ReporterConfig::new(to, Protocol::Native { reporter_id: 1 }))?;
+/// Send every primitive in both protocols, the native reporters hearing the translator
+/// through `hub`; returns the number of datagrams sent.
+fn send_all(
+    to: SocketAddr,
+    flows: u32,
+    hub: &Arc<dta_reporter::ControlHub>,
+) -> anyhow::Result<u64> {
+    let native_reporter = |id: u32| {
+        let mut c = ReporterConfig::new(to, Protocol::Native { reporter_id: id });
+        c.control_hub = Some(hub.clone());
+        Reporter::new(c)
+    };
+    let mut native = native_reporter(1)?;
     let mut proto = Reporter::new(ReporterConfig::new(
         to,
         Protocol::Prototype(BaseFormat::Short),
@@ -231,10 +246,7 @@ fn send_all(to: SocketAddr, flows: u32) -> anyhow::Result<u64> {
     // Sketch-Merge: two reporters each send their own Count-Min and HyperLogLog, column by
     // column; the translator merges them and writes each column once both have contributed.
     for (id, (cm, hll)) in [(11u32, sketches(flows, 0)), (12, sketches(flows, 1))] {
-        let mut r = Reporter::new(ReporterConfig::new(
-            to,
-            Protocol::Native { reporter_id: id },
-        ))?;
+        let mut r = native_reporter(id)?;
         for c in 0..cm.columns() {
             let data: Vec<u8> = cm.column(c).iter().flat_map(|v| v.to_be_bytes()).collect();
             r.sketch_column(CM_SKETCH, c as u16, 1, &data, false)?;

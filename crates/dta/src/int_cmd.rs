@@ -10,7 +10,7 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 
 use dta_collector::Collector;
-use dta_int::{query, Buckets, EventKind, Metric, Notification};
+use dta_int::{query, Buckets, EventKind, Metric};
 use dta_node::config::IntSinkFile;
 
 #[derive(Args)]
@@ -221,12 +221,17 @@ pub enum IntQuery {
         /// Only events at or after this time (Unix milliseconds).
         #[arg(long)]
         since_ms: Option<u64>,
-        /// At most this many events (1..=4096).
-        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        /// At most this many events (1..=4096), the newest of those the filter keeps anywhere
+        /// in the lists held; the answer says whether it holds them all (`complete`) and, if
+        /// not, where the next page starts (`next`, for --before).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=4096))]
         max: u64,
         /// The Append list of the first event kind ([sink] event_list_base).
         #[arg(long, default_value_t = 0)]
         list_base: u32,
+        /// Continue a paged answer: its `next` (KIND:INDEX,...).
+        #[arg(long, value_parser = query::EventCursor::parse)]
+        before: Option<query::EventCursor>,
     },
     /// The flows the sink summarised (events store; with --paths, their paths): newest first,
     /// or the worst by --top; searched by --prefix, --port, --node (needs --paths), --since-ms.
@@ -342,19 +347,21 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             since_ms,
             max,
             list_base,
+            before,
         } => {
             let filter = query::EventFilter {
                 kinds: kind,
                 node,
                 flow: flow.as_deref().map(query::parse_flow).transpose()?,
                 since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                before,
             };
-            let evs: Vec<_> =
-                query::recent_events(&*sel.region()?, list_base, &filter, max as usize)?
-                    .into_iter()
-                    .map(Notification::Event)
-                    .collect();
-            serde_json::to_value(evs)?
+            serde_json::to_value(query::recent_events(
+                &*sel.region()?,
+                list_base,
+                &filter,
+                max as usize,
+            )?)?
         }
         IntQuery::Flows {
             sel,

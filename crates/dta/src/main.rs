@@ -351,7 +351,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = parse();
     dta_node::ops::init_logging(match cli.log_format {
         LogFormat::Text => dta_node::ops::LogFormat::Text,
         LogFormat::Json => dta_node::ops::LogFormat::Json,
@@ -364,6 +364,14 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The arguments, with a version line that says what this build left out.
+fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let version: &'static str = Box::leak(dta_node::ops::build_note().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

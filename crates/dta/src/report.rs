@@ -133,6 +133,14 @@ pub struct ReportArgs {
     /// The key read from --control-key-file.
     #[arg(skip)]
     pub control_key: Option<dta_wire::auth::ControlKey>,
+    /// Run without flow control: no control socket (UDP 40044), so the translator's NACKs and
+    /// congestion notices are not received. Without it, a control port another process holds
+    /// is an error naming that process.
+    #[arg(long, conflicts_with_all = ["retransmittable", "control_key_file"])]
+    pub no_flow_control: bool,
+    /// The control socket the senders of this process share (`--senders` > 1).
+    #[arg(skip)]
+    pub control_hub: Option<Arc<dta_reporter::ControlHub>>,
     /// Native protocol: most reports packed into one datagram.
     #[arg(long, default_value_t = 32)]
     pub batch: u8,
@@ -220,6 +228,11 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
     if senders > 1 && primitive == Opcode::SketchMerge {
         anyhow::bail!("--senders: Sketch-Merge load is one reporter's sketch; use --senders 1");
     }
+    // The senders of one process share one control socket: the translator sends every
+    // reporter's NACKs and notices to this address's one control port.
+    if senders > 1 && !a.no_flow_control && matches!(a.protocol, ProtocolArg::Native) {
+        a.control_hub = Some(dta_reporter::ControlHub::bind(a.to, dta_wire::NACK_PORT)?);
+    }
     let count = match (a.count, a.duration) {
         (None, None) => Some(100_000),
         (c, _) => c,
@@ -279,7 +292,7 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
     let stats = if all.len() == 1 {
         all[0]
     } else {
-        combine(&all)
+        LoadStats::combine(&all)
     };
     // With a cluster map: the reports each collector was sent.
     let routed: Option<serde_json::Map<String, serde_json::Value>> = map.as_ref().map(|m| {
@@ -293,6 +306,9 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
         let mut v = serde_json::to_value(stats)?;
         if let (Some(r), Some(o)) = (&routed, v.as_object_mut()) {
             o.insert("per_collector".into(), r.clone().into());
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.insert("flow_control".into(), (!a.no_flow_control).into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -356,6 +372,10 @@ pub(crate) fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
     cfg.retransmittable = a.retransmittable;
     cfg.tail_probes = a.tail_probes;
     cfg.control_key = a.control_key.clone();
+    if a.no_flow_control {
+        cfg.nack_port = None;
+    }
+    cfg.control_hub = a.control_hub.clone();
     cfg
 }
 
@@ -381,23 +401,6 @@ fn load_spec(a: &ReportArgs, primitive: Opcode, count: Option<u64>, i: u32, n: u
     spec.hops = a.hops;
     spec.seed = a.seed.wrapping_add(i as u64);
     spec
-}
-
-/// Several senders' statistics as one run: counts summed, the longest elapsed time.
-fn combine(all: &[LoadStats]) -> LoadStats {
-    let sum = |f: fn(&LoadStats) -> u64| all.iter().map(f).sum::<u64>();
-    LoadStats {
-        reports: sum(|s| s.reports),
-        datagrams: sum(|s| s.datagrams),
-        bytes: sum(|s| s.bytes),
-        retransmissions: sum(|s| s.retransmissions),
-        nacks: sum(|s| s.nacks),
-        send_errors: sum(|s| s.send_errors),
-        suppressed: sum(|s| s.suppressed),
-        nack_slowdowns: sum(|s| s.nack_slowdowns),
-        elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
-        sketch: None,
-    }
 }
 
 /// `--reporters N`: many simulated reporters from one socket (`loadgen::run_many`).
@@ -597,18 +600,7 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
             })
             .collect()
     });
-    let mut stats = LoadStats {
-        reports: 0,
-        datagrams: 0,
-        bytes: 0,
-        retransmissions: 0,
-        nacks: 0,
-        send_errors: 0,
-        suppressed: 0,
-        nack_slowdowns: 0,
-        elapsed: Duration::ZERO,
-        sketch: None,
-    };
+    let mut stats = LoadStats::default();
     let mut calls = 0;
     for (p, r) in plans.iter().zip(results) {
         let (sent, kicks, elapsed) = r?;

@@ -605,7 +605,8 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         let net = cli(&["network"]);
         let worst = cli(&[
             "flows", "--store", "events", "--paths", "paths", "--top", "latency", "--max", "10",
-        ]);
+        ])["flows"]
+            .clone();
         select(&c, "n-events", "events").await;
         select(&c, "n-paths", "paths").await;
         select(&c, "n-hist", "hist").await;

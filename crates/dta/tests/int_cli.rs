@@ -516,31 +516,50 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
     };
-    // Events: every kind by default, newest first.
-    let evs = cli(&["events", "--store", "events", "--max", "50"]).unwrap();
-    let evs = evs.as_array().unwrap();
-    assert_eq!(evs.len(), 50, "{evs:?}");
+    // Events: every kind by default, newest first; the page says it is partial.
+    let page = cli(&["events", "--store", "events", "--max", "50"]).unwrap();
+    let evs = page["events"].as_array().unwrap();
+    assert_eq!(evs.len(), 50, "{page}");
+    assert_eq!(page["complete"], false, "more than 50 are held: {page}");
     let times: Vec<u64> = evs.iter().map(|e| e["time_ns"].as_u64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
     let (code, body) = get("/int/events/events?max=50").unwrap();
     assert_eq!(code, 200, "{body}");
-    let http_evs: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let strip = |v: &serde_json::Value| {
-        let mut v = v.clone();
-        v.as_object_mut().unwrap().remove("type");
-        v
-    };
-    let cli_evs: Vec<_> = evs.iter().map(strip).collect();
-    assert_eq!(http_evs["events"].as_array().unwrap(), &cli_evs);
-    // At one switch.
+    let http_page: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(http_page, page, "the CLI and HTTP give one answer");
+    // The next page, from the cursor, both ways: no event twice.
+    let next = page["next"].as_str().unwrap();
+    let second = cli(&[
+        "events", "--store", "events", "--max", "50", "--before", next,
+    ])
+    .unwrap();
+    let (code, body) = get(&format!("/int/events/events?max=50&before={next}")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        second
+    );
+    let key = |e: &serde_json::Value| (e["kind"].to_string(), e["seq"].as_u64().unwrap());
+    let first_keys: std::collections::HashSet<_> = evs.iter().map(key).collect();
+    assert!(second["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| !first_keys.contains(&key(e))));
+    // At one switch: every one of its events held, whatever their age.
     let node_id = evs[0]["node_id"].as_u64().unwrap();
     let node = node_id.to_string();
-    let at = cli(&["events", "--store", "events", "--node", &node]).unwrap();
-    assert!(at
+    let at = cli(&[
+        "events", "--store", "events", "--node", &node, "--max", "4096",
+    ])
+    .unwrap();
+    assert!(at["events"]
         .as_array()
         .unwrap()
         .iter()
         .all(|e| e["node_id"].as_u64() == Some(node_id)));
+    let (code, body) = get("/int/events/events?before=flood:1").unwrap();
+    assert_eq!(code, 400, "{body}");
     let (code, body) = get("/int/events/events?kind=flood").unwrap();
     assert_eq!(code, 400);
     assert!(body.contains("unknown event kind"), "{body}");
@@ -641,11 +660,12 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("no window of this store matches"), "{body}");
     // The worst flows, knowing no key: every flow of the trace once, the same both ways.
-    let flows = cli(&[
+    let flow_page = cli(&[
         "flows", "--store", "events", "--paths", "paths", "--top", "packets", "--max", "100",
     ])
     .unwrap();
-    let flows = flows.as_array().unwrap();
+    assert_eq!(flow_page["complete"], true, "{flow_page}");
+    let flows = flow_page["flows"].as_array().unwrap();
     assert_eq!(
         flows.len(),
         truth["flows"].as_array().unwrap().len(),
@@ -662,7 +682,7 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
     let (code, body) = get("/int/flows/events?paths=paths&top=packets&max=100").unwrap();
     assert_eq!(code, 200, "{body}");
     let hf: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(hf["flows"].as_array().unwrap(), flows);
+    assert_eq!(hf, flow_page);
     // The network map: the congested switch first, the same both ways.
     let net = cli(&["network"]).unwrap();
     let (code, body) = get("/int/network").unwrap();

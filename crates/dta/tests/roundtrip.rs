@@ -114,7 +114,16 @@ fn report_to_a_dead_port_fails_with_a_message() {
     for p in ["kw", "postcard"] {
         for count in ["1", "1000"] {
             let out = dta()
-                .args(["report", "--to", &dead, "-q", "-c", count, "--primitive", p])
+                .args([
+                    "report",
+                    "--no-flow-control",
+                    "--to",
+                    &dead,
+                    "-q",
+                    "-c",
+                    count,
+                ])
+                .args(["--primitive", p])
                 .output()
                 .unwrap();
             let err = String::from_utf8_lossy(&out.stderr);

@@ -178,7 +178,16 @@ fn regions_are_allocated_and_one_that_does_not_fit_is_refused_by_name() {
     fs.fill();
     let out = dta()
         .args([
-            "report", "--to", &listen, "--count", "200000", "--keys", "200000", "--rate", "400000",
+            "report",
+            "--no-flow-control",
+            "--to",
+            &listen,
+            "--count",
+            "200000",
+            "--keys",
+            "200000",
+            "--rate",
+            "400000",
             "--quiet",
         ])
         .output()
@@ -284,6 +293,7 @@ fn a_spill_file_on_a_full_filesystem_is_logged_rarely_counted_and_unready() {
     let out = dta()
         .args([
             "report",
+            "--no-flow-control",
             "--to",
             &listen,
             "--priority",

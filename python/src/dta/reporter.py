@@ -38,8 +38,10 @@ C header, played from the same vectors (``spec/vectors/reporter.json``):
 
 NACKs and notices arrive on a UDP socket bound on ``nack_port`` (default ``NACK_PORT``, where
 the translator sends them; 0: an ephemeral port; None: none, and the caller passes what it
-receives to ``handle_control``). When the port is taken and the reporter is not
-retransmittable, it runs without one. The socket is polled without blocking every
+receives to ``handle_control``: no flow control). A port that cannot be bound is an
+``OSError`` naming the process that holds it, never a reporter that silently obeys nothing
+(a prototype reporter that is not retransmittable has nothing to hear and opens none). A
+message that fails its authenticator is counted and said once (``RuntimeWarning``). The socket is polled without blocking every
 ``NACK_POLL_EVERY`` datagrams, by ``poll_nacks()``, and while lingering.
 
 ``send_reports(reports, host, port)`` is the one-call helper: it sends a list of report dicts
@@ -51,6 +53,7 @@ import errno
 import select
 import socket
 import time
+import warnings
 
 from ._native import (
     DEFAULT_NACK_HOLDOFF_MS,
@@ -72,6 +75,7 @@ from ._native import (
     encode_prototype,
     open_control,
     strip_control,
+    udp_port_holder,
 )
 
 _SEQ_MASK = 0xFFFFFFFF
@@ -271,7 +275,11 @@ class Reporter:
         family, _, _, _, self._addr = infos[0]
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
         self._nack_sock = None
-        if nack_port is not None:
+        self._said_bad_key = False
+        # Flow control is on or refused (docs/security.md): a control port that cannot be
+        # bound is an error naming who holds it; nack_port=None runs without flow control. A
+        # prototype reporter that is not retransmittable has nothing to hear (no notices).
+        if nack_port is not None and (protocol == "native" or self.retransmittable):
             ns = socket.socket(family, socket.SOCK_DGRAM)
             try:
                 ns.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", nack_port))
@@ -279,9 +287,16 @@ class Reporter:
                 self._nack_sock = ns
             except OSError as e:
                 ns.close()
-                if e.errno != errno.EADDRINUSE or self.retransmittable:
-                    self._sock.close()
-                    raise
+                self._sock.close()
+                who = (udp_port_holder(nack_port) if e.errno == errno.EADDRINUSE
+                       else f"an error ({e.strerror})")
+                raise OSError(
+                    e.errno,
+                    f"the control port {nack_port} (NACKs and congestion notices from the "
+                    f"translator) is held by {who}: this reporter could not obey its "
+                    "translator's flow control. Stop the other reporter, give this one another "
+                    "nack_port (the translator's nack_port must match), or pass nack_port=None "
+                    "to run without flow control") from e
         self._sent = collections.OrderedDict()  # seq -> datagram, oldest first
         if protocol == "native":
             self._dgram = NativeDatagram(priority, self.retransmittable, reporter_id,
@@ -450,6 +465,13 @@ class Reporter:
                 except WireError as e:
                     reason = "bad_authenticator" if e.reason == "truncated" else e.reason
                     self.stats["control_" + reason] += 1
+                    if reason == "bad_authenticator" and not self._said_bad_key:
+                        # Said once: a key other than the translator's; then only counted.
+                        self._said_bad_key = True
+                        warnings.warn(
+                            f"a control message from {self._addr} failed its authenticator: is "
+                            "the control key the translator's? Such messages are not obeyed "
+                            "(counted control_bad_authenticator)", RuntimeWarning, stacklevel=2)
                     return 0
                 if not self._replay.take(counter):
                     self.stats["control_replayed"] += 1

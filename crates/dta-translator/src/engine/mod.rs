@@ -42,7 +42,7 @@ use crate::spill::Spill;
 use crate::stats::{add, Stats};
 
 use lean::Lean;
-pub use routes::BuildError;
+pub use routes::{unreachable_stores, BuildError};
 use routes::{AppendRoute, KeyIncrementRoute, KeyWriteRoute, PostcardRoute, SketchRoute};
 use staging::{RouteCache, Stage, STAGE};
 

@@ -53,6 +53,53 @@ pub enum BuildError {
     WindowsUnmapped(String),
 }
 
+/// The shape a translator routes a report by: the first store of the report's primitive with
+/// this shape takes it ([`Translator::new`] keeps the stores' order). Append has one store,
+/// Sketch-Merge routes by sketch id (both refused twice at build), so neither can be shadowed.
+fn route_shape(spec: &StoreSpec) -> Option<(&'static str, String)> {
+    match spec {
+        StoreSpec::KeyWrite(s) => Some((
+            "key-write",
+            format!("{}-byte keys and {}-byte data", s.key_len, s.data_len),
+        )),
+        StoreSpec::KeyIncrement(s) => Some(("key-increment", format!("{}-byte keys", s.key_len))),
+        StoreSpec::Postcarding(s) => Some(("postcarding", format!("{}-byte keys", s.key_len))),
+        StoreSpec::Append(_) | StoreSpec::SketchMerge(_) => None,
+    }
+}
+
+/// The stores no report can ever reach, each with why: a store whose reports have the shape of
+/// an earlier store of the same primitive (reports are routed to the first), unless a rule
+/// writes into it (`action = "write"`, `target`). `stores` in configuration order.
+pub fn unreachable_stores(
+    stores: &[(&str, &StoreSpec)],
+    rules: &[crate::rules::RuleConfig],
+) -> Vec<String> {
+    let mut out = vec![];
+    for (i, (name, spec)) in stores.iter().enumerate() {
+        let Some(shape) = route_shape(spec) else {
+            continue;
+        };
+        let Some((first, _)) = stores[..i]
+            .iter()
+            .find(|(_, s)| route_shape(s).as_ref() == Some(&shape))
+        else {
+            continue;
+        };
+        if rules.iter().any(|r| r.target.as_deref() == Some(*name)) {
+            continue;
+        }
+        let (primitive, what) = shape;
+        out.push(format!(
+            "store {name:?} can never receive a report: {primitive} reports with {what} are \
+             routed to store {first:?}, the first store of that shape (the translator routes by \
+             primitive and shape). Give one of the two another key length so that reporters \
+             address each, or remove one"
+        ));
+    }
+    out
+}
+
 pub(super) struct KeyWriteRoute {
     pub(super) store: usize,
     pub(super) layout: KeyWriteLayout,
@@ -292,6 +339,47 @@ mod tests {
         assert_eq!(t.sketches[0].store, SK);
         assert_eq!(t.sketches[0].sketch_id, 7);
         assert_eq!(t.store_names, ["kw", "ki", "pc", "ap", "sk"]);
+    }
+
+    #[test]
+    fn a_store_shadowed_by_an_earlier_one_of_its_shape_is_unreachable() {
+        let infos = infos();
+        let specs: Vec<(&str, &StoreSpec)> = infos
+            .iter()
+            .map(|i| (i.header.name.as_str(), &i.header.spec))
+            .collect();
+        assert!(unreachable_stores(&specs, &[]).is_empty());
+        // A second Key-Increment store of the same key length (a windowed one beside a
+        // cumulative one): never reached; another key length: reached.
+        let mut more = specs.clone();
+        let ki = specs[KI].1;
+        more.push(("ki_windows", ki));
+        let why = unreachable_stores(&more, &[]);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].contains("\"ki_windows\"") && why[0].contains("\"ki\""),
+            "{}",
+            why[0]
+        );
+        // Key-Write: the same key but other data is another shape; the same both is not,
+        // unless a rule writes into it.
+        let kw = specs[KW].1.clone();
+        let StoreSpec::KeyWrite(mut other) = kw.clone() else {
+            unreachable!()
+        };
+        other.data_len += 4;
+        let other = StoreSpec::KeyWrite(other);
+        let mut kws = specs.clone();
+        kws.push(("kw_wide", &other));
+        kws.push(("kw_twin", &kw));
+        let why = unreachable_stores(&kws, &[]);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].contains("\"kw_twin\""), "{}", why[0]);
+        let rule: crate::rules::RuleConfig = toml::from_str(
+            "name = 'copy'\nprimitive = 'key-write'\naction = 'write'\ntarget = 'kw_twin'",
+        )
+        .unwrap();
+        assert!(unreachable_stores(&kws, &[rule]).is_empty());
     }
 
     #[test]

@@ -217,7 +217,7 @@ pub fn udp_port_bound(port: u16) -> bool {
     ["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"]
         .iter()
         .filter_map(|t| std::fs::read_to_string(t).ok())
-        .any(|text| !dta_translator::port_owner::inodes_on_port(&text, port).is_empty())
+        .any(|text| !dta_net::port_owner::inodes_on_port(&text, port).is_empty())
 }
 
 /// `d/int.toml`: an INT sink listening on `listen` (its HTTP API) with stores in `d/regions`;

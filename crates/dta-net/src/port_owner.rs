@@ -1,8 +1,9 @@
 //! Who else has a UDP socket on a port. The translator binds with `SO_REUSEPORT` (several
 //! threads share one port), which would let a second translator on the same port silently take
 //! a share of the traffic; so before binding it looks for another process's socket on the
-//! port: the kernel's socket tables (/proc/net/udp, /proc/net/udp6) give the sockets' inodes,
-//! and /proc/PID/fd maps an inode to the process holding it.
+//! port; and a reporter that cannot bind its control port names who holds it. The kernel's
+//! socket tables (/proc/net/udp, /proc/net/udp6) give the sockets' inodes, /proc/PID/fd maps an
+//! inode to the process holding it, /proc/PID/comm names the process.
 
 use std::collections::HashSet;
 use std::io;
@@ -17,8 +18,49 @@ const MAX_PROCESSES: usize = 1 << 16;
 /// not be inspectable), the PID holding it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortUser {
+    /// The socket's inode (`/proc/net/udp`).
     pub inode: u64,
+    /// The process holding it, when this user may inspect it.
     pub pid: Option<u32>,
+}
+
+impl PortUser {
+    /// `process 1234 (dta)`, or what can be said of a socket no inspectable process holds.
+    pub fn describe(&self) -> String {
+        match self.pid {
+            Some(pid) => {
+                let comm = std::fs::read(format!("/proc/{pid}/comm"))
+                    .ok()
+                    .map(|b| {
+                        String::from_utf8_lossy(&b[..b.len().min(64)])
+                            .trim()
+                            .to_owned()
+                    })
+                    .filter(|c| !c.is_empty());
+                match comm {
+                    Some(c) => format!("process {pid} ({c})"),
+                    None => format!("process {pid}"),
+                }
+            }
+            None => format!(
+                "a process this user cannot inspect (socket inode {})",
+                self.inode
+            ),
+        }
+    }
+}
+
+/// Who holds UDP `port` besides this process, for a message: `process 1234 (dta)`, or `another
+/// process` when the tables do not say.
+pub fn udp_port_holder(port: u16) -> String {
+    match other_udp_users(port) {
+        Ok(users) if !users.is_empty() => users
+            .iter()
+            .map(PortUser::describe)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "another process".to_owned(),
+    }
 }
 
 /// The UDP sockets (IPv4 and IPv6) bound to local port `port`, with their holders, other than
