@@ -193,6 +193,10 @@ pub struct KeyIncrementResult {
     /// oldest first. Absent for a cumulative store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<dta_store::key_increment::WindowSpan>>,
+    /// Whether the windows cover all the time asked (a `last:` longer than the store keeps is
+    /// cut, and `note` says so).
+    #[serde(flatten)]
+    pub coverage: dta_store::Coverage,
 }
 
 /// Key-Increment query ([DTA A.4] Algorithm 6): the minimum of the key's `redundancy` counters
@@ -224,13 +228,8 @@ pub fn key_increment_in(
     } else {
         WindowSel::All
     });
-    let (count, spans) = layout.query_windows(
-        region.mem(),
-        key,
-        redundancy,
-        sel,
-        dta_store::key_increment::unix_ms(),
-    )?;
+    let now = dta_store::key_increment::unix_ms();
+    let (count, spans) = layout.query_windows(region.mem(), key, redundancy, sel, now)?;
     Ok(KeyIncrementResult {
         store: region.header().name.clone(),
         key: hex::encode(key),
@@ -238,6 +237,7 @@ pub fn key_increment_in(
         redundancy: redundancy.unwrap_or(layout.redundancy()),
         bound: layout.bound(region.mem()),
         windows: windowed.then_some(spans),
+        coverage: layout.coverage(sel, now),
     })
 }
 

@@ -151,6 +151,16 @@ pub fn hop_latency_with(
     hop: u8,
     divisor: u32,
 ) -> Result<HopLatencyResult, QueryError> {
+    if hop as usize >= layout.hops() {
+        return Err(QueryError::Store(
+            region.header().name.clone(),
+            format!(
+                "hop {hop}: this store keeps paths of {} hops (hop 0..={})",
+                layout.hops(),
+                layout.hops() - 1
+            ),
+        ));
+    }
     let (status, value) = match layout
         .query(region.mem(), flow, table)
         .map_err(|e| layout_err(region, e))?
@@ -416,8 +426,12 @@ pub struct Network {
     /// The histograms' windows (empty: a cumulative store).
     pub windows: Vec<WindowSpan>,
     /// Whether the map holds every flow summary held and every switch on their paths (else
-    /// only the newest summaries' and the first [`MAX_SWITCHES`] switches').
+    /// only the newest summaries' and the first [`MAX_SWITCHES`] switches'), and its
+    /// histograms all the time asked.
     pub complete: bool,
+    /// What is missing when not complete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Most switches of a network map (with their histograms read).
@@ -456,6 +470,18 @@ pub fn network(
         }
     }
     let mut windows = vec![];
+    let mut notes = vec![];
+    if !complete {
+        notes.push(format!(
+            "the map is learned from the newest {MAX_FLOW_SCAN} flow summaries held"
+        ));
+    }
+    if nodes.len() > MAX_SWITCHES {
+        notes.push(format!(
+            "{} switches are on the flows' paths; the first {MAX_SWITCHES} are shown",
+            nodes.len()
+        ));
+    }
     let mut switches = vec![];
     for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
         let q = histogram_in(
@@ -477,6 +503,11 @@ pub fn network(
             now_ms,
         )?;
         windows = q.windows.clone();
+        if let Some(n) = &q.coverage.note {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
         switches.push(Switch {
             node_id,
             flows: n,
@@ -502,7 +533,8 @@ pub fn network(
             .collect(),
         flows: flows.len() as u64,
         windows,
-        complete: complete && nodes.len() <= MAX_SWITCHES,
+        complete: notes.is_empty(),
+        notes,
     })
 }
 
@@ -540,6 +572,10 @@ pub struct HistogramResult {
     /// The time windows counted (oldest first); empty for a store that keeps one cumulative
     /// table (since it was created).
     pub windows: Vec<WindowSpan>,
+    /// Whether the windows cover all the time asked (a `last:` longer than the store keeps is
+    /// cut, and `note` says so).
+    #[serde(flatten)]
+    pub coverage: dta_store::Coverage,
 }
 
 /// "Histogram of a metric at switch S": every bucket's Key-Increment counter ([DTA A.4],
@@ -605,5 +641,6 @@ pub fn histogram_in(
         total: out.iter().map(|b| b.count).sum(),
         buckets: out,
         windows,
+        coverage: l.coverage(sel, now_ms),
     })
 }

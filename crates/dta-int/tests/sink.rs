@@ -138,6 +138,14 @@ fn md_traffic_paths_latencies_histograms_events() {
         r.latency,
         Some(last_per_flow(&pkts)[&flow].hops[4].latency as u64)
     );
+    // A hop the store cannot hold is an error naming the range, never an "empty".
+    let hops = layout.hops();
+    let e = query::hop_latency(pc, &flow, hops as u8, cfg.postcard_values, 1).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("paths of {hops} hops (hop 0..={})", hops - 1)),
+        "{e}"
+    );
 
     // Histograms: exact counts per switch, metric, bucket.
     let mut truth: HashMap<(u32, Metric, u8), u64> = HashMap::new();

@@ -57,25 +57,34 @@ pub enum WindowSel {
 }
 
 impl WindowSel {
-    /// Parse `current`, `all`, `last:DURATION` (`300s`, `5m`, `1h`, or milliseconds) or
-    /// `at:UNIX_MS`.
+    /// Parse `current`, `all`, `last:DURATION` (a number and its unit: `300s`, `5m`, `1h`,
+    /// `1d`, `250ms`; a bare number is refused, its unit unsaid) or `at:UNIX_MS`.
     pub fn parse(s: &str) -> Result<WindowSel, String> {
         let dur = |d: &str| -> Result<u64, String> {
             let (num, unit) = d
                 .find(|c: char| !c.is_ascii_digit())
                 .map_or((d, ""), |i| d.split_at(i));
-            let n: u64 = num
-                .parse()
-                .map_err(|_| format!("{d:?}: expected a number with s, m, h or ms"))?;
+            let n: u64 = num.parse().map_err(|_| {
+                format!("last:{d}: expected a number and its unit (ms, s, m, h or d), e.g. last:5m")
+            })?;
             let mult = match unit {
-                "" | "ms" => 1,
+                "ms" => 1,
                 "s" => 1000,
                 "m" => 60_000,
                 "h" => 3_600_000,
-                _ => return Err(format!("{d:?}: the unit is s, m, h or ms")),
+                "d" => 86_400_000,
+                "" => {
+                    return Err(format!(
+                        "last:{d}: the unit is missing (ms, s, m, h or d), e.g. last:{d}m"
+                    ))
+                }
+                _ => return Err(format!("last:{d}: the unit is ms, s, m, h or d")),
             };
+            if n == 0 {
+                return Err(format!("last:{d}: a duration above 0"));
+            }
             n.checked_mul(mult)
-                .ok_or_else(|| format!("{d:?}: too long"))
+                .ok_or_else(|| format!("last:{d}: too long"))
         };
         match s {
             "current" => Ok(WindowSel::Current),
@@ -105,6 +114,25 @@ impl std::fmt::Display for WindowSel {
             WindowSel::At(t) => write!(f, "at:{t}"),
         }
     }
+}
+
+/// What the windows an answer read cover of the time asked: all of it, or (a `last:` longer
+/// than the store keeps) only the part the store still holds, said in `note`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    /// Whether the windows read cover all the time asked.
+    pub complete: bool,
+    /// Why not: what was asked and what the store holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Coverage {
+    /// All of what was asked.
+    pub const COMPLETE: Coverage = Coverage {
+        complete: true,
+        note: None,
+    };
 }
 
 /// One window an answer covers.
@@ -296,6 +324,41 @@ impl KeyIncrementLayout {
             )));
         }
         Ok(chosen)
+    }
+
+    /// What the windows `sel` selects cover of the time it asks: a `last:` reaching past what
+    /// the store keeps (`windows` x `window_ms`, older windows reused) is cut there, and said;
+    /// every other selection is whole (`all` is what is held; `current` and `at:` one window).
+    pub fn coverage(&self, sel: WindowSel, now_ms: u64) -> Coverage {
+        let kept = (self.windows as u64).saturating_mul(self.window_ms);
+        match sel {
+            WindowSel::Last(ms) if self.windows > 0 && ms > kept => {
+                let human = |ms: u64| {
+                    if ms % 3_600_000 == 0 {
+                        format!("{} h", ms / 3_600_000)
+                    } else if ms % 60_000 == 0 {
+                        format!("{} min", ms / 60_000)
+                    } else {
+                        format!("{} s", ms as f64 / 1000.0)
+                    }
+                };
+                Coverage {
+                    complete: false,
+                    note: Some(format!(
+                        "asked for the last {}; this store keeps {} windows of {} ({}): the \
+                         answer covers from {} (Unix ms) on",
+                        human(ms),
+                        self.windows,
+                        human(self.window_ms),
+                        human(kept),
+                        (now_ms / self.window_ms.max(1))
+                            .saturating_sub(self.windows as u64 - 1)
+                            .saturating_mul(self.window_ms)
+                    )),
+                }
+            }
+            _ => Coverage::COMPLETE,
+        }
     }
 
     /// [`Self::query`] over the windows `sel` names: the sum of each window's minimum, and

@@ -32,7 +32,7 @@ pub use confidence::{Confidence, CountBound};
 pub use error::{ApplyError, QueryError, SinkError, StoreError};
 pub use header::Header;
 pub use info::StoreInfo;
-pub use key_increment::{KeyIncrementLayout, WindowSel, WindowSpan};
+pub use key_increment::{Coverage, KeyIncrementLayout, WindowSel, WindowSpan};
 pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{PostcardAnswer, PostcardingLayout, ValueTable};
 pub use region::{MemSink, Region, RegionMem, RegionSink, Tally, VecSink};

@@ -260,4 +260,41 @@ fn windows_count_their_own_time_and_close() {
     );
     assert!(WindowSel::parse("last:5y").is_err());
     assert!(WindowSel::parse("yesterday").is_err());
+    // A duration says its unit, and is above 0.
+    for bad in ["last:5", "last:0s", "last:", "last:m"] {
+        let e = WindowSel::parse(bad).unwrap_err();
+        assert!(
+            e.contains("unit") || e.contains("above 0") || e.contains("number"),
+            "{bad}: {e}"
+        );
+    }
+    assert_eq!(
+        WindowSel::parse("last:1d").unwrap(),
+        WindowSel::Last(86_400_000)
+    );
+    assert_eq!(
+        WindowSel::parse("last:250ms").unwrap(),
+        WindowSel::Last(250)
+    );
+    // Three windows of a second: the last 2 s are held whole; the last minute is cut, and said.
+    assert_eq!(
+        a.coverage(WindowSel::Last(2000), now),
+        dta_store::Coverage::COMPLETE
+    );
+    assert_eq!(
+        a.coverage(WindowSel::All, now),
+        dta_store::Coverage::COMPLETE
+    );
+    let cut = a.coverage(WindowSel::Last(60_000), now);
+    assert!(!cut.complete);
+    let note = cut.note.unwrap();
+    assert!(
+        note.contains("last 1 min") && note.contains("keeps 3 windows of 1 s (3 s)"),
+        "{note}"
+    );
+    // A cumulative store holds all it ever counted: nothing to cut.
+    assert_eq!(
+        l.coverage(WindowSel::All, now),
+        dta_store::Coverage::COMPLETE
+    );
 }

@@ -88,6 +88,9 @@ pub fn key_increment(out: &mut dyn Write, r: &KeyIncrementResult) -> io::Result<
             _ => writeln!(out, "  over no window (none held in the range asked)")?,
         }
     }
+    if let Some(n) = &r.coverage.note {
+        writeln!(out, "  PARTIAL: {n}")?;
+    }
     Ok(())
 }
 
@@ -246,6 +249,7 @@ mod tests {
         assert!(s.contains("with probability 0.155 at load 0.500"), "{s}");
         let k = KeyIncrementResult {
             windows: None,
+            coverage: dta_store::Coverage::COMPLETE,
             store: "ki".into(),
             key: "0a000001".into(),
             count: 7,

@@ -336,7 +336,9 @@ fn json_logs_with_the_flag_or_the_environment() {
         }
         let c = cmd.stderr(Stdio::piped()).spawn().unwrap();
         wait_http(&http);
+        // Answered requests are logged at debug; a refusal at info, where this looks.
         assert_eq!(get(&http, "/stores").unwrap().0, 200);
+        assert_eq!(get(&http, "/no/such/route").unwrap().0, 404);
         let err = stop(c);
         let events: Vec<serde_json::Value> = err
             .lines()
@@ -345,11 +347,15 @@ fn json_logs_with_the_flag_or_the_environment() {
             .collect();
         let req = events
             .iter()
-            .find(|e| e["path"] == "/stores")
+            .find(|e| e["path"] == "/no/such/route")
             .unwrap_or_else(|| panic!("by_env {by_env}: no JSON request event:\n{err}"));
         assert_eq!(req["method"], "GET");
-        assert_eq!(req["status"], 200);
+        assert_eq!(req["status"], 404);
         assert_eq!(req["level"], "INFO");
+        assert!(
+            !events.iter().any(|e| e["path"] == "/stores"),
+            "an answered request at the default level:\n{err}"
+        );
         assert!(req["latency_us"].is_u64(), "{req}");
         assert!(
             events.iter().any(|e| e["message"]
