@@ -274,6 +274,12 @@ impl Collector for TranslatorMetrics {
                 "Datagrams dropped by the write meter, by priority (high: spill full)",
                 |s| &s.overload_dropped,
             ),
+            (
+                &*self.n("priority_demoted"),
+                "Datagrams whose source claimed this priority beyond its per-source budget, \
+                 treated one step lower (high_per_source, medium_per_source)",
+                |s| &s.demoted,
+            ),
         ] {
             labelled_counter(
                 &mut enc,

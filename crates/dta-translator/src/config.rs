@@ -317,6 +317,11 @@ pub struct FlowControlConfig {
     /// are written with redundancy 1.
     pub redundancy_threshold: f64,
     pub redundancy_after_ms: u64,
+    /// High-priority datagrams per second one source may claim; beyond, demoted to medium
+    /// (`crate::claims`; 0: unlimited).
+    pub high_per_source: u64,
+    /// Medium-priority datagrams per second one source may claim; beyond, demoted to low.
+    pub medium_per_source: u64,
 }
 
 impl Default for FlowControlConfig {
@@ -335,6 +340,8 @@ impl Default for FlowControlConfig {
             notice_hold_ms: 200,
             redundancy_threshold: 0.75,
             redundancy_after_ms: 100,
+            high_per_source: crate::claims::DEFAULT_HIGH_PER_SOURCE,
+            medium_per_source: crate::claims::DEFAULT_MEDIUM_PER_SOURCE,
         }
     }
 }
@@ -392,6 +399,17 @@ impl FlowControlConfig {
         ] {
             if !(min..=MAX_INTERVAL_MS).contains(&v) {
                 return Err(format!("{p}.{name} = {v}: {min}..={MAX_INTERVAL_MS} ms"));
+            }
+        }
+        for (name, v) in [
+            ("high_per_source", self.high_per_source),
+            ("medium_per_source", self.medium_per_source),
+        ] {
+            if v > crate::claims::MAX_PER_SOURCE {
+                return Err(format!(
+                    "{p}.{name} = {v}: at most {} datagrams/s (0 = unlimited)",
+                    crate::claims::MAX_PER_SOURCE
+                ));
             }
         }
         if self.spill_memory > MAX_SPILL_MEMORY {

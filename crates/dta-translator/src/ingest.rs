@@ -704,10 +704,11 @@ impl PoolRx {
         }
     }
 
-    /// [`Self::recv`] from the highest-priority socket holding datagrams, without waiting: how
-    /// many arrived and from which socket (0: all empty).
+    /// [`Self::recv`] from the first socket holding datagrams in this read's order (highest
+    /// priority first, the lower ones in their turns: [`PrioSockets::read_order`]), without
+    /// waiting: how many arrived and from which socket (0: all empty).
     fn recv_first(&mut self, pool: &Pool, sockets: &PrioSockets) -> io::Result<(usize, i32)> {
-        for fd in sockets.fds() {
+        for fd in sockets.read_order() {
             let n = self.recv(pool, fd, libc::MSG_DONTWAIT)?;
             if n > 0 {
                 return Ok((n, fd));

@@ -19,6 +19,7 @@
 
 pub mod append;
 pub mod baseline;
+pub mod claims;
 pub mod classify;
 pub mod config;
 pub mod control;

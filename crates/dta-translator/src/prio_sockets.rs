@@ -4,7 +4,10 @@
 //! the group sends each datagram to the socket of its priority in the kernel, before any
 //! receive buffer fills. A flood of low priority then fills only the low socket's buffer: when
 //! the kernel must drop, it drops the flood's own datagrams, never the high-priority ones
-//! queued behind them in one shared buffer; receivers read high first ([`PrioSockets::recv`]).
+//! queued behind them in one shared buffer; receivers read high first ([`PrioSockets::recv`]),
+//! but not only: every [`MEDIUM_TURN`]th read starts at medium and every [`LOW_TURN`]th at low,
+//! so a flood that claims high priority cannot starve the lower sockets (a priority is a claim,
+//! `crate::claims`); while the higher sockets are empty nothing changes.
 //! The kernel's drops are counted per socket, so per priority ([`PrioSockets::kernel_drops`]).
 //!
 //! The program ([`program`]) reads what the classifier reads ([`crate::classify::priority_of`]):
@@ -42,19 +45,28 @@ pub fn slot_of(p: Priority) -> usize {
 /// ([`PrioSockets::single`], a socket the caller bound without steering).
 pub struct PrioSockets {
     sockets: Vec<UdpSocket>,
+    /// Reads so far, for the turns of the lower sockets.
+    turn: std::sync::atomic::AtomicU32,
 }
+
+/// Every this many reads starts at the medium socket.
+pub const MEDIUM_TURN: u32 = 8;
+/// Every this many reads starts at the low socket.
+pub const LOW_TURN: u32 = 32;
 
 impl PrioSockets {
     /// One socket taking every priority (no steering: the kernel drops at its buffer blindly).
     pub fn single(socket: UdpSocket) -> PrioSockets {
         PrioSockets {
             sockets: vec![socket],
+            turn: Default::default(),
         }
     }
 
     /// Another handle on the same sockets (for a metrics collector).
     pub fn try_clone(&self) -> io::Result<PrioSockets> {
         Ok(PrioSockets {
+            turn: Default::default(),
             sockets: self
                 .sockets
                 .iter()
@@ -78,17 +90,33 @@ impl PrioSockets {
         &self.sockets[0]
     }
 
-    /// Receive one batch into `m` from the highest-priority socket holding datagrams, without
-    /// waiting; how many (0: all empty). A receiver that takes one batch per turn and comes
-    /// back here serves high priority before anything else.
+    /// Receive one batch into `m` from the first socket holding datagrams in this read's order
+    /// ([`PrioSockets::read_order`]), without waiting; how many (0: all empty). A receiver
+    /// that takes one batch per turn and comes back here serves high priority first.
     pub fn recv(&self, m: &mut RecvBatch) -> io::Result<usize> {
-        for s in &self.sockets {
-            let n = m.recv(s.as_raw_fd(), libc::MSG_DONTWAIT)?;
+        for fd in self.read_order() {
+            let n = m.recv(fd, libc::MSG_DONTWAIT)?;
             if n > 0 {
                 return Ok(n);
             }
         }
         Ok(0)
+    }
+
+    /// The sockets in the order this read tries them: highest priority first, except every
+    /// [`MEDIUM_TURN`]th read (medium, low, high) and every [`LOW_TURN`]th (low, high, medium).
+    pub fn read_order(&self) -> impl Iterator<Item = RawFd> + '_ {
+        let t = self
+            .turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .wrapping_add(1);
+        let start = match self.sockets.len() {
+            3 if t % LOW_TURN == 0 => 2,
+            3 if t % MEDIUM_TURN == 0 => 1,
+            _ => 0,
+        };
+        let n = self.sockets.len();
+        (0..n).map(move |i| self.sockets[(start + i) % n].as_raw_fd())
     }
 
     /// Wait until one of the sockets has a datagram, at most `timeout` (a signal ends the wait
@@ -159,6 +187,7 @@ pub fn bind(
     while let (Some(h), Some(m), Some(l)) = (it.next(), it.next(), it.next()) {
         out.push(PrioSockets {
             sockets: vec![h, m, l],
+            turn: Default::default(),
         });
     }
     Ok(out)
@@ -323,6 +352,27 @@ mod tests {
             s.set_nonblocking(true).unwrap();
             assert!(s.recv(&mut [0u8; 64]).is_err());
         }
+    }
+
+    #[test]
+    fn lower_sockets_get_their_turns_while_high_is_busy() {
+        let r = bind("127.0.0.1:0".parse().unwrap(), 1, 1 << 16)
+            .unwrap()
+            .pop()
+            .unwrap();
+        let fds: Vec<RawFd> = r.fds().collect();
+        let firsts: Vec<usize> = (0..LOW_TURN)
+            .map(|_| {
+                let first = r.read_order().next().unwrap();
+                fds.iter().position(|&f| f == first).unwrap()
+            })
+            .collect();
+        let count = |slot| firsts.iter().filter(|&&s| s == slot).count() as u32;
+        assert_eq!(count(2), 1, "low first once in {LOW_TURN}: {firsts:?}");
+        assert_eq!(count(1), LOW_TURN / MEDIUM_TURN - 1, "{firsts:?}");
+        assert_eq!(count(0), LOW_TURN - LOW_TURN / MEDIUM_TURN, "{firsts:?}");
+        // Every read still tries every socket.
+        assert_eq!(r.read_order().count(), 3);
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub struct Stats {
     pub overload_admitted: [AtomicU64; 3],
     /// Datagrams dropped by the meter's admission (high: the spill was full).
     pub overload_dropped: [AtomicU64; 3],
+    /// Datagrams whose source claimed this priority beyond its budget, treated one step lower
+    /// (`crate::claims`).
+    pub demoted: [AtomicU64; 3],
     /// High-priority datagrams put in the spill.
     pub spilled: AtomicU64,
     /// Spilled datagrams applied again.
@@ -160,6 +163,7 @@ impl Default for Stats {
             forwarded: AtomicU64::new(0),
             overload_admitted: Default::default(),
             overload_dropped: Default::default(),
+            demoted: Default::default(),
             spilled: AtomicU64::new(0),
             reinjected: AtomicU64::new(0),
             spill_bytes: AtomicU64::new(0),
@@ -235,6 +239,7 @@ impl Stats {
         for i in 0..3 {
             acc(&t.overload_admitted[i], &|s| &s.overload_admitted[i]);
             acc(&t.overload_dropped[i], &|s| &s.overload_dropped[i]);
+            acc(&t.demoted[i], &|s| &s.demoted[i]);
         }
         acc(&t.spilled, &|s| &s.spilled);
         acc(&t.reinjected, &|s| &s.reinjected);
@@ -350,6 +355,7 @@ impl Stats {
             "flow_control": {
                 "admitted": by_priority(&self.overload_admitted),
                 "dropped": by_priority(&self.overload_dropped),
+                "demoted": by_priority(&self.demoted),
                 "spilled": l(&self.spilled),
                 "reinjected": l(&self.reinjected),
                 "spill_bytes": l(&self.spill_bytes),

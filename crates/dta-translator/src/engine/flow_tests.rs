@@ -306,3 +306,44 @@ fn drops_send_congestion_notices_rate_limited_per_reporter_source() {
         "notices are not NACKs"
     );
 }
+
+/// A source that marks its flood high priority takes its budget of precedence and no more: the
+/// excess is treated as low and counted, and a well-behaved medium reporter's datagrams are
+/// admitted beside it (without the budget, every one of them was dropped).
+#[test]
+fn a_flood_claiming_high_priority_does_not_starve_a_medium_reporter() {
+    let (mut t, t0) = metered(FlowControlConfig {
+        write_budget: 2000 * KI_OPS,
+        burst: 200 * KI_OPS,
+        high_per_source: 100,
+        ..FlowControlConfig::default()
+    });
+    let flood = std::net::SocketAddr::from(([127, 0, 0, 66], 5000));
+    let calm = std::net::SocketAddr::from(([127, 0, 0, 7], 5000));
+    let s = t.stats().clone();
+    let mut calm_sent = 0;
+    for ms_ in 0..1000u64 {
+        let now = ms(t0, ms_);
+        // 20 high datagrams a millisecond from one source (20 000/s, the budget 10 times over)...
+        for i in 0..20 {
+            t.handle_datagram(&ki(Priority::High, 66, ms_ * 20 + i), flood, now);
+        }
+        // ...and a medium reporter at 247 datagrams a second.
+        if ms_ % 4 == 0 && calm_sent < 247 {
+            t.handle_datagram(&ki(Priority::Medium, 7, 1_000_000 + ms_), calm, now);
+            calm_sent += 1;
+        }
+        t.tick(now);
+    }
+    let demoted = s.demoted[2].load(Relaxed);
+    assert!(demoted > 15_000, "the flood's excess is demoted: {demoted}");
+    let medium_dropped = s.overload_dropped[1].load(Relaxed);
+    assert!(
+        medium_dropped < calm_sent / 10,
+        "{medium_dropped} of {calm_sent} medium datagrams dropped"
+    );
+    assert!(
+        s.overload_dropped[0].load(Relaxed) > 10_000,
+        "the excess is shed first"
+    );
+}

@@ -67,6 +67,9 @@ impl PendingNack {
     }
 }
 
+/// The log line of a source claiming more priority than its budget.
+static DEMOTED: dta_log::Throttle = dta_log::Throttle::new(dta_log::DEFAULT_INTERVAL);
+
 /// The translator over a set of stores and the sinks that reach them.
 pub struct Translator<S: Sinks> {
     /// The sink, its operations counted for the meter.
@@ -78,6 +81,8 @@ pub struct Translator<S: Sinks> {
     /// Where a spilled datagram is copied back to be applied again.
     reinject_buf: Box<[u8]>,
     notice_limiter: NoticeLimiter,
+    /// Each source's budget of high and medium priority ([`crate::claims`]).
+    claims: crate::claims::Claims,
     notice_hold_ms: u32,
     /// Translator threads sharing the collector (the spill is divided among them).
     threads: usize,
@@ -322,11 +327,25 @@ impl<S: Sinks> Translator<S> {
                     return;
                 }
                 add(&self.stats.by_priority[h.priority as usize], 1);
+                // The priority claimed, within the source's budget; beyond it, one step lower.
+                let priority = self.claims.claim(src.ip(), h.priority, now);
+                if priority != h.priority {
+                    add(&self.stats.demoted[h.priority as usize], 1);
+                    dta_log::warn_throttled!(
+                        DEMOTED,
+                        "source {} claims {} priority beyond its budget (high_per_source, \
+                         medium_per_source): treated as {} and counted \
+                         dta_translator_priority_demoted_total",
+                        src.ip(),
+                        h.priority.name(),
+                        priority.name()
+                    );
+                }
                 if self.meter.metered() {
                     // The meter's admission counts every write issued before it.
                     self.write_stage(stage);
                 }
-                if self.meter_admit(buf, src, h.priority, Some(h.reporter_id), now) {
+                if self.meter_admit(buf, src, priority, Some(h.reporter_id), now) {
                     self.apply_parsed(Datagram::Native(d), src, now, stage);
                 }
             }

@@ -160,6 +160,11 @@ impl<S: Sinks> Translator<S> {
             ),
             reinject_buf: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
             notice_limiter: NoticeLimiter::new(fc.notice_interval_ms),
+            claims: crate::claims::Claims::new(
+                fc.high_per_source,
+                fc.medium_per_source,
+                threads as usize,
+            ),
             notice_hold_ms: fc.notice_hold_ms.min(u32::MAX as u64) as u32,
             threads: threads as usize,
             stats,
