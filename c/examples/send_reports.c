@@ -73,9 +73,11 @@ int main(int argc, char **argv)
 
     dta_retransmit_init(&rt, slots, KEPT, 0);
     dta_governor_init(&gov);
-    if (dta_nack_open(&nack_fd, AF_INET, DTA_NACK_PORT) != DTA_OK &&
-        dta_nack_open(&nack_fd, AF_INET, 0) != DTA_OK)
-        return fail(&r, "NACK socket", DTA_ERR_SOCKET);
+    /* The translator sends NACKs and notices to this address's control port: without it this
+     * reporter would obey nothing, so a port another process holds is an error, said. */
+    if (dta_nack_open(&nack_fd, AF_INET, DTA_NACK_PORT) != DTA_OK)
+        return fail(&r, "the control port 40044 (NACKs and congestion notices; another reporter "
+                        "on this host?)", DTA_ERR_SOCKET);
 
     /* High priority is never limited by a congestion notice; low and medium ask first. */
     if (!dta_may_send(&gov, DTA_PRIORITY_HIGH, dta_now_ms())) return fail(&r, "notice", DTA_ERR_RANGE);

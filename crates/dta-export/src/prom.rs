@@ -107,6 +107,17 @@ fn labelled_counter<'a>(
     help: &str,
     series: impl IntoIterator<Item = (Vec<(&'a str, &'a str)>, u64)>,
 ) -> Result<(), std::fmt::Error> {
+    counter_family(enc, name, help, series)
+}
+
+/// A counter family of one series per label set (labels of any encodable type: `&str`,
+/// `String`), for the collectors of other crates too.
+pub fn counter_family<L: prometheus_client::encoding::EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, u64)>,
+) -> Result<(), std::fmt::Error> {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, v) in series {
         ConstCounter::new(v).encode(m.encode_family(&labels)?)?;

@@ -16,14 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use dta_export::prom::counter_family as family;
 use dta_translator::ingest::DatagramSource;
 use dta_translator::{Reason, Stats};
 use dta_wire::prefix::AllowList;
 use dta_xdp::xsk::{self, XskCounters, XskKernelStats, XskProgram, XskProgramStats, XskReceiver};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 
 /// What `--af-xdp` asks.
 #[derive(Debug, Clone)]
@@ -369,19 +368,6 @@ impl std::fmt::Debug for AfXdpMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AfXdpMetrics({})", self.prefix)
     }
-}
-
-fn family<'a>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (Vec<(&'a str, String)>, u64)>,
-) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, v) in series {
-        ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
 }
 
 impl Collector for AfXdpMetrics {
