@@ -148,10 +148,21 @@ int main(void)
             CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, NULL, &count, &windows),
                      DTA_E_OK);
             CHECK(count == 700 && windows == 1);
-            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, "last:5m", &count,
+            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, "last:3m", &count,
                                                     &windows),
                      DTA_E_OK);
             CHECK(count == 700 && windows >= 1);
+            /* Longer than the store keeps (4 windows of a minute): answered with what it
+             * holds, and said. */
+            count = 0;
+            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, "last:5m", &count,
+                                                    &windows),
+                     DTA_E_PARTIAL);
+            CHECK(count == 700 && windows >= 1);
+            CHECK(strstr(dta_last_error(), "keeps 4 windows of 1 min") != NULL);
+            CHECK_RC(dta_query_key_increment_window(c, "recent", k6, 6, "last:5", &count,
+                                                    &windows),
+                     DTA_E_INVALID);
         }
     }
     /* A postcard path of 3 hops. */

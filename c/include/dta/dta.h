@@ -43,7 +43,10 @@ enum dta_error {
     DTA_E_EMPTY = -9,         /* nothing is stored for the key */
     DTA_E_AMBIGUOUS = -10,    /* the stored copies disagree: no answer */
     DTA_E_NOT_MERGED = -11,   /* a Sketch-Merge column the key reads is not merged yet */
-    DTA_E_INTERNAL = -12      /* an internal error was caught at the boundary (a bug) */
+    DTA_E_INTERNAL = -12,     /* an internal error was caught at the boundary (a bug) */
+    DTA_E_PARTIAL = -13       /* the answer was written but covers only part of what was asked
+                                 (a time range longer than the store keeps): dta_last_error()
+                                 says what was asked and what is held */
 };
 
 /** The message of the last failed call on this thread ("" after a successful call). Valid
@@ -240,11 +243,12 @@ int dta_query_key_write(dta_collector *c, const char *store, const uint8_t *key,
 int dta_query_key_increment(dta_collector *c, const char *store, const uint8_t *key,
                             size_t key_len, uint64_t *count);
 
-/** Key-Increment over the time windows `window` selects: "current", "all", "last:5m" (s, m, h
- *  or ms) or "at:UNIX_MS"; NULL for the store's default (the current window; a cumulative
+/** Key-Increment over the time windows `window` selects: "current", "all", "last:5m" (ms, s,
+ *  m, h or d: the unit is required) or "at:UNIX_MS"; NULL for the store's default (the current window; a cumulative
  *  store's one table). The sum of each window's count into *count, the windows covered into
  *  *windows (0 for a cumulative store). DTA_E_INVALID, with the reason, for a window the store
- *  cannot answer (a cumulative store takes only "all"). */
+ *  cannot answer (a cumulative store takes only "all"); DTA_E_PARTIAL, with *count and *windows
+ *  written, for a "last:" longer than the store keeps (the answer covers what it holds). */
 int dta_query_key_increment_window(dta_collector *c, const char *store, const uint8_t *key,
                                    size_t key_len, const char *window, uint64_t *count,
                                    uint32_t *windows);

@@ -57,11 +57,14 @@ pub enum Code {
     NotMerged = -11,
     /// An internal error was caught at the boundary (a bug: please report it).
     Internal = -12,
+    /// The answer was written but covers only part of what was asked (a time range longer
+    /// than the store keeps): [`dta_last_error`] says what was asked and what is held.
+    Partial = -13,
 }
 
 impl Code {
     /// Every code, in value order.
-    pub const ALL: [Code; 13] = [
+    pub const ALL: [Code; 14] = [
         Code::Ok,
         Code::Null,
         Code::Config,
@@ -75,6 +78,7 @@ impl Code {
         Code::Ambiguous,
         Code::NotMerged,
         Code::Internal,
+        Code::Partial,
     ];
 
     /// The snake_case name [`dta_error_name`] returns.
@@ -93,6 +97,7 @@ impl Code {
             Code::Ambiguous => c"ambiguous",
             Code::NotMerged => c"not_merged",
             Code::Internal => c"internal",
+            Code::Partial => c"partial",
         }
     }
 }

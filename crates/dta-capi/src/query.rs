@@ -187,7 +187,9 @@ pub unsafe extern "C" fn dta_query_key_increment(
 /// `"last:5m"`, `"at:UNIX_MS"`; NULL: the current window of a windowed store, the one table of a
 /// cumulative store), the sum of each window's count into `*count` and the number of windows it
 /// covers into `*windows` (0 for a cumulative store). A window a store cannot answer (anything
-/// but `"all"` on a cumulative store, a malformed one) is `DTA_E_INVALID` with the reason.
+/// but `"all"` on a cumulative store, a malformed one) is `DTA_E_INVALID` with the reason; a
+/// `last:` longer than the store keeps is answered with what it holds and `DTA_E_PARTIAL`
+/// (both outputs written; the message says what was asked and what is held).
 ///
 /// # Safety
 /// `c` an open handle; `store` and `window` (unless NULL) NUL-terminated strings; `key`
@@ -227,7 +229,13 @@ pub unsafe extern "C" fn dta_query_key_increment_window(
         // SAFETY: the caller's contract.
         unsafe {
             put(count, r.count, "count")?;
-            put(windows, n, "windows")
+            put(windows, n, "windows")?;
+        }
+        match r.coverage.note {
+            Some(note) if !r.coverage.complete => {
+                Err(crate::Error::new(crate::Code::Partial, note))
+            }
+            _ => Ok(()),
         }
     })
 }
