@@ -231,14 +231,15 @@ pub enum MapError {
     /// Two stores of one name.
     #[error("store {0:?} is named twice")]
     DuplicateStore(String),
-    /// Two collectors at one address or one region directory: whichever starts second cannot
-    /// bind or lock it, and every key placed on it would go to the other.
+    /// Two collectors at one HTTP address or one region directory: whichever starts second
+    /// cannot bind or lock it, and every key placed on it would be answered by the other. (One
+    /// translator address may serve several collectors: reporters send to it once.)
     #[error(
         "collectors {first:?} and {second:?} share one {what} ({value}): give each collector \
          its own"
     )]
     SharedPlace {
-        /// `translator address`, `HTTP address` or `region directory`.
+        /// `HTTP address` or `region directory`.
         what: &'static str,
         /// The address or directory.
         value: String,
@@ -431,13 +432,11 @@ fn too_many(what: &'static str, n: usize, max: usize) -> Result<(), MapError> {
     }
 }
 
-/// Refuse two collectors at one translator address, one HTTP address or one region directory.
+/// Refuse two collectors at one HTTP address or one region directory.
 fn shared_places(collectors: &[Collector]) -> Result<(), MapError> {
     for (j, b) in collectors.iter().enumerate() {
         for a in &collectors[..j] {
-            let shared = if a.translator == b.translator {
-                Some(("translator address", a.translator.to_string()))
-            } else if let Some(h) = a.http.filter(|h| b.http == Some(*h)) {
+            let shared = if let Some(h) = a.http.filter(|h| b.http == Some(*h)) {
                 Some(("HTTP address", h.to_string()))
             } else {
                 a.region_dir

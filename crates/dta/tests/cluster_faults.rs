@@ -289,13 +289,17 @@ fn a_hung_owner_costs_its_own_keys_one_deadline_and_a_dead_one_is_refused() {
 fn a_map_pointing_at_the_wrong_collector_is_warned_about_and_never_mislabels() {
     let dir = tempfile::tempdir().unwrap();
     let (nodes, _) = cluster(dir.path());
-    // A second map in which c1's `http` is c0's address: asking c1 reaches c0 (itself, when
-    // asked through c0).
+    // A second map in which c0's and c1's `http` are swapped: asking c1 reaches c0 (itself,
+    // when asked through c0). (One address for both is refused when the map is read.)
     let named: Vec<(String, String)> = nodes
         .iter()
         .map(|n| (n.name.clone(), n.http.clone()))
         .collect();
-    let wrong = map(dir.path(), &named, &[("c1", &nodes[0].http)]);
+    let wrong = map(
+        dir.path(),
+        &named,
+        &[("c0", &nodes[1].http), ("c1", &nodes[0].http)],
+    );
     let (keys, owners) = keys(&wrong);
     let k1 = keys[owners.iter().position(|o| o == "c1").unwrap()];
 

@@ -648,7 +648,8 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
             &worst_flow,
             "--max",
             "360",
-        ]);
+        ])["flows"]
+            .clone();
         let n = over.as_array().unwrap().len();
         assert!(n >= 1, "{over}");
         let state = text_when(&c, "i-time-state", |t| t.contains("summaries")).await;

@@ -76,7 +76,7 @@ fn a_cluster_map_with_two_collectors_at_one_address_is_refused() {
          [[store]]\nname = 'kw'\nkind = 'key-write'\n",
     )
     .unwrap();
-    let o = run(&["cluster", "check", m.to_str().unwrap()]);
+    let o = run(&["cluster", "check", "--map", m.to_str().unwrap()]);
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(

@@ -86,10 +86,13 @@ fn config(
         "region_dir = {:?}\n[collector]\nhttp = \"{http}\"\n[translator]\nlisten = \"{listen}\"\n{extra}\n",
         regions.display().to_string()
     );
-    for (name, slots) in stores {
+    // Each store its own key length: reporters address a Key-Write store by its shape, and a
+    // store no report could reach is refused.
+    for (i, (name, slots)) in stores.iter().enumerate() {
         t += &format!(
-            "[[store]]\nname = \"{name}\"\nkind = \"key-write\"\nslots = {slots}\nkey_len = 4\n\
-             data_len = 4\nredundancy = 2\n"
+            "[[store]]\nname = \"{name}\"\nkind = \"key-write\"\nslots = {slots}\nkey_len = {}\n\
+             data_len = 4\nredundancy = 2\n",
+            4 + i
         );
     }
     let f = dir.join(format!("dta-{}.toml", stores.len()));
