@@ -391,8 +391,11 @@ def case_loss():
         hi = stack.report(["-p", "ki", "--priority", "high", "--retransmittable", "--keys", str(keys),
                            "--count", str(count), "--rate", str(rate), "--batch", str(batch),
                            "--reporter-id", "11", "--seed", "11"], wait=False)
-        hold_nack_port(hi)  # the high reporter owns the NACK port; the low one then runs without
-        lo = stack.report(["-p", "kw", "--priority", "low", "--keys", str(keys), "--count", str(count),
+        # The high reporter owns the control port (one per address); the low one runs without
+        # flow control, said explicitly (a reporter that cannot bind it is refused otherwise).
+        hold_nack_port(hi)
+        lo = stack.report(["-p", "kw", "--priority", "low", "--no-flow-control", "--keys", str(keys),
+                           "--count", str(count),
                            "--rate", str(rate), "--batch", str(batch), "--reporter-id", "12",
                            "--seed", "12"], wait=False)
         hi, lo = finish_report(hi), finish_report(lo)
@@ -454,8 +457,9 @@ def case_budget():
         hi = stack.report(["-p", "ki", "--priority", "high", "--retransmittable", "--keys", str(keys),
                            "--count", str(hi_count), "--rate", str(hi_rate), "--batch", str(batch),
                            "--reporter-id", "21", "--seed", "21"], wait=False)
-        hold_nack_port(hi)
-        lo = stack.report(["-p", "kw", "--priority", "low", "--keys", str(keys), "--count", str(lo_count),
+        hold_nack_port(hi)  # and the low reporter runs without flow control, as in case 1
+        lo = stack.report(["-p", "kw", "--priority", "low", "--no-flow-control", "--keys", str(keys),
+                           "--count", str(lo_count),
                            "--rate", str(lo_rate), "--batch", str(batch), "--reporter-id", "22",
                            "--seed", "22"], wait=False)
         hi, lo = finish_report(hi), finish_report(lo)

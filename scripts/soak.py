@@ -193,19 +193,19 @@ class Soak:
         self.high = self.spawn(["report", "--to", to, "-p", "ki", "--keys", "1", "--priority",
                                 "high", "--retransmittable", "--rate", "20000", "--duration", d,
                                 "--reporter-id", "100", "--json", "-q"])
-        # The translator answers every reporter of an address on one NACK port (40044): the
-        # high-priority reporter must hold it before the others start (they only listen for
-        # notices there, and go without when it is taken).
+        # The translator answers every reporter of an address on one control port (40044): the
+        # high-priority reporter holds it; the others run without flow control, said explicitly
+        # (a reporter that cannot bind it is refused otherwise).
         self.wait(lambda: port_bound(40044), "the high-priority reporter's NACK port")
         self.medium = self.spawn(["report", "--to", to, "-p", "kw", "--priority", "medium",
                                   "--rate", "50000", "--duration", d, "--reporter-id", "200",
-                                  "--json", "-q"])
+                                  "--no-flow-control", "--json", "-q"])
         self.floods = [self.spawn(["report", "--to", to, "-p", "kw", "--priority", "low",
-                                   "--duration", d, "--reporter-id", str(300 + i), "--json",
-                                   "-q"]) for i in range(2)]
+                                   "--duration", d, "--reporter-id", str(300 + i),
+                                   "--no-flow-control", "--json", "-q"]) for i in range(2)]
         self.appends = self.spawn(["report", "--to", to, "-p", "append", "--priority", "medium",
                                    "--rate", "5000", "--duration", d, "--reporter-id", "400",
-                                   "--lists", "4", "--json", "-q"])
+                                   "--lists", "4", "--no-flow-control", "--json", "-q"])
 
     def cluster_query(self):
         keys = ",".join(str(k) for k in range(16))

@@ -79,3 +79,42 @@ def test_the_mac_is_the_rust_one():
     with pytest.raises(dta.WireError) as e:
         dta.open_control(pause(), KEY)
     assert e.value.reason == "unauthenticated"
+
+
+def test_a_control_port_held_by_another_process_is_refused_naming_it(translator):
+    """Flow control is on or refused: the port and the process holding it are named, and
+    nack_port=None is the explicit way to run without."""
+    import subprocess
+    import sys
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+         "s.bind(('0.0.0.0',0))\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(holder.stdout.readline())
+        host, tport = translator.getsockname()
+        with pytest.raises(OSError, match=rf"control port {port} .* process {holder.pid}"):
+            dta.Reporter(host, tport, reporter_id=1, nack_port=port)
+        r = dta.Reporter(host, tport, reporter_id=1, nack_port=None)
+        assert r.nack_addr is None
+        r.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_key_mismatch_is_said_once_and_counted(translator):
+    r = reporter(translator, control_key=KEY)
+    other = bytes(range(16))
+    sealed = [dta.seal_control(pause(), other, c) for c in (1, 2, 3)]
+    with pytest.warns(RuntimeWarning, match="control key the translator's"):
+        deliver(r, translator, sealed[0])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        deliver(r, translator, sealed[1])
+        deliver(r, translator, sealed[2])
+    assert r.stats["control_bad_authenticator"] == 3
+    assert r.stats["notices"] == 0
+    r.close()
