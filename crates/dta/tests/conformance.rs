@@ -904,6 +904,17 @@ fn translator_keeps(p: Promise, m: Mode) {
             let t = Tn::start(m, "", "");
             let text = t.metrics();
             assert!(text.contains("dta_translator_datagrams_total"), "{text}");
+            if m == Mode::AfXdp {
+                // Every AF_XDP loss where operators look, by queue and reason.
+                for f in [
+                    "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
+                    "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"ring_full\"}",
+                    "dta_translator_af_xdp_fill_ring_empty_total",
+                    "dta_translator_af_xdp_program_total{action=\"pass_fragment\"}",
+                ] {
+                    assert!(text.contains(f), "{m}: no {f}: {text}");
+                }
+            }
             for path in ["/healthz", "/readyz"] {
                 let (code, body) =
                     http_get(t.site.node_ns.as_deref(), t.site.metrics, path).unwrap();
@@ -1200,6 +1211,15 @@ fn int_keeps(p: Promise, m: Mode) {
             let s = Is::start(m, "");
             let text = s.metrics();
             assert!(text.contains("dta_int_telemetry_reports_total"), "{text}");
+            if m == Mode::IntSinkAfXdp {
+                for f in [
+                    "dta_int_sink_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
+                    "dta_int_sink_af_xdp_program_total{action=\"redirected\"}",
+                    "dta_int_sink_kernel_drops_total",
+                ] {
+                    assert!(text.contains(f), "{m}: no {f}: {text}");
+                }
+            }
             for path in ["/healthz", "/readyz"] {
                 let (code, body) = http_get(s.ns(true), s.metrics, path).unwrap();
                 assert_eq!(code, 200, "{m} {path}: {body}");
