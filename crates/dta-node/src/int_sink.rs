@@ -179,6 +179,20 @@ pub fn run(
             if let Some(a) = &af_xdp {
                 reg.register_collector(Box::new(a.watch().metrics()));
             }
+            if let Some((x, _)) = &xdp {
+                let x = x.clone();
+                reg.register_collector(Box::new(crate::ops::ProgramActions::new(
+                    "dta_int_sink_xdp_program",
+                    "Frames the INT fast path's XDP program handled, by action: aggregated in \
+                     the driver (fast), passed up to the sink (pass_*), dropped",
+                    move || {
+                        lock(&x)
+                            .stats()
+                            .map(|s| s.actions().to_vec())
+                            .unwrap_or_default()
+                    },
+                )));
+            }
             export_metrics.register(&mut reg);
             if let Some((p, _)) = &kafka {
                 reg.register_collector(Box::new(dta_export::prom::KafkaMetrics::new(

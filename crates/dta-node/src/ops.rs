@@ -158,3 +158,48 @@ pub fn build_note() -> String {
 pub fn xdp_programs_missing() -> Vec<&'static str> {
     dta_xdp::missing_programs()
 }
+
+/// What an XDP program did with the frames it saw: one counter family `NAME_total{action}`,
+/// read at each scrape (`dta_translator_xdp_program_total`, `dta_int_sink_xdp_program_total`;
+/// the AF_XDP redirect program's is [`crate::af_xdp::AfXdpMetrics`]'s).
+pub struct ProgramActions {
+    name: &'static str,
+    help: &'static str,
+    read: Box<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>,
+}
+
+impl ProgramActions {
+    pub fn new(
+        name: &'static str,
+        help: &'static str,
+        read: impl Fn() -> Vec<(&'static str, u64)> + Send + Sync + 'static,
+    ) -> ProgramActions {
+        ProgramActions {
+            name,
+            help,
+            read: Box::new(read),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProgramActions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProgramActions({})", self.name)
+    }
+}
+
+impl prometheus_client::collector::Collector for ProgramActions {
+    fn encode(
+        &self,
+        mut enc: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        dta_export::prom::counter_family(
+            &mut enc,
+            self.name,
+            self.help,
+            (self.read)()
+                .into_iter()
+                .map(|(a, v)| (vec![("action", a)], v)),
+        )
+    }
+}

@@ -53,6 +53,8 @@ pub struct XdpNode {
     cfg: Config,
     opts: Options,
     x: Mutex<XdpTranslator>,
+    /// The program's actions as last mirrored, for `/metrics` ([`mirror`]).
+    actions: Arc<Mutex<Vec<(&'static str, u64)>>>,
     mode: AttachMode,
     pins: Vec<PathBuf>,
     keep_pins: bool,
@@ -170,16 +172,25 @@ impl XdpNode {
             regions,
             stats[0].clone(),
         )?)?;
+        let actions: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
         let metrics = opts
             .metrics
             .map(|addr| {
+                let mut reg = crate::translator::translator_registry(
+                    &stats,
+                    std::slice::from_ref(&socket),
+                    None,
+                )?;
+                let a = actions.clone();
+                reg.register_collector(Box::new(crate::ops::ProgramActions::new(
+                    "dta_translator_xdp_program",
+                    "Frames the XDP translator's program handled, by action: applied in the \
+                     driver, passed up to the userspace half (pass_*), dropped",
+                    move || a.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                )));
                 crate::ops::start_metrics(
                     addr,
-                    crate::translator::translator_registry(
-                        &stats,
-                        std::slice::from_ref(&socket),
-                        None,
-                    )?,
+                    reg,
                     crate::ops::translator_ready(collector.regions(), stats.clone()),
                     "translator",
                 )
@@ -189,6 +200,7 @@ impl XdpNode {
             cfg: cfg.clone(),
             opts,
             x: Mutex::new(x),
+            actions,
             mode: attached,
             pins,
             keep_pins: xo.keep_pins,
@@ -240,16 +252,17 @@ impl XdpNode {
             self.policy.rules(),
         );
         let install = |c: &Config| reload(c, headers, running_user, x, rules);
-        let (t, socket, cfg, stats) = (
+        let (t, socket, cfg, stats, actions) = (
             &mut self.translator,
             &self.socket,
             &self.cfg.translator,
             &self.stats,
+            &self.actions,
         );
         let r = std::thread::scope(|s| {
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
-                    mirror(&lock(x), &stats[2]);
+                    mirror(&lock(x), &stats[2], actions);
                     std::thread::sleep(MIRROR_EVERY);
                 }
             });
@@ -258,7 +271,7 @@ impl XdpNode {
             })
         });
         let x = self.x.into_inner().unwrap_or_else(|e| e.into_inner());
-        mirror(&x, &self.stats[2]);
+        mirror(&x, &self.stats[2], &self.actions);
         let xdp_stats = x.stats().ok();
         let xdp_rules = x.rule_stats().ok();
         for s in x.stores() {
@@ -289,10 +302,12 @@ fn lock(x: &Mutex<XdpTranslator>) -> std::sync::MutexGuard<'_, XdpTranslator> {
 }
 
 /// Copy the driver's counters into `into` (which holds nothing else), so the translator's
-/// metrics and summary count what the driver applied and rejected like the userspace half's.
-fn mirror(x: &XdpTranslator, into: &Stats) {
+/// metrics and summary count what the driver applied and rejected like the userspace half's,
+/// and its actions into `actions` (`dta_translator_xdp_program_total`).
+fn mirror(x: &XdpTranslator, into: &Stats, actions: &Mutex<Vec<(&'static str, u64)>>) {
     let Ok(s) = x.stats() else { return };
     set_mirror(&s, into);
+    *actions.lock().unwrap_or_else(|e| e.into_inner()) = s.actions().to_vec();
 }
 
 fn set_mirror(s: &XdpStats, into: &Stats) {

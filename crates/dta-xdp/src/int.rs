@@ -122,6 +122,25 @@ pub struct IntXdpStats {
     pub run_count: u64,
 }
 
+impl IntXdpStats {
+    /// What the program did with the frames it saw, by action (the `action` label of
+    /// `dta_int_sink_xdp_program_total`): aggregated in the driver (`fast`), passed up to the
+    /// sink (`pass_*`), dropped (`source_not_allowed`).
+    pub fn actions(&self) -> [(&'static str, u64); 9] {
+        [
+            ("fast", self.fast),
+            ("pass_other", self.pass_other),
+            ("pass_shape", self.pass_shape),
+            ("pass_unknown_flow", self.pass_unknown_flow),
+            ("pass_path", self.pass_path),
+            ("pass_event", self.pass_event),
+            ("pass_ip_options", self.pass_ip_options),
+            ("pass_fragment", self.pass_fragment),
+            ("source_not_allowed", self.source_not_allowed),
+        ]
+    }
+}
+
 const N_COUNTERS: u32 = 10;
 
 /// A shared mapping of an mmapable array map.

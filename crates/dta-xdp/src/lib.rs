@@ -151,6 +151,25 @@ impl XdpStats {
         }
     }
 
+    /// What the program did with the frames it saw, by action (the `action` label of
+    /// `dta_translator_xdp_program_total`): applied in the driver, passed up (`pass_*`: the
+    /// userspace translator takes them), dropped.
+    pub fn actions(&self) -> [(&'static str, u64); 11] {
+        [
+            ("applied", self.datagrams),
+            ("pass_immediate", self.pass_immediate),
+            ("pass_other", self.pass_other),
+            ("pass_retransmittable", self.pass_retransmittable),
+            ("pass_unhandled", self.pass_unhandled),
+            ("pass_malformed", self.pass_malformed),
+            ("pass_too_big", self.pass_too_big),
+            ("pass_fragment", self.pass_fragment),
+            ("drop_map_error", self.drop_map_error),
+            ("rule_dropped", self.rule_dropped),
+            ("source_not_allowed", self.source_not_allowed),
+        ]
+    }
+
     /// Reports applied in the driver.
     pub fn reports(&self) -> u64 {
         self.key_write + self.append + self.key_increment

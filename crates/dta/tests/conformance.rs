@@ -904,6 +904,11 @@ fn translator_keeps(p: Promise, m: Mode) {
             let t = Tn::start(m, "", "");
             let text = t.metrics();
             assert!(text.contains("dta_translator_datagrams_total"), "{text}");
+            if matches!(m, Mode::XdpNative | Mode::XdpGeneric) {
+                // What the program passed up, and why, where operators look.
+                let f = "dta_translator_xdp_program_total{action=\"pass_fragment\"}";
+                assert!(text.contains(f), "{m}: no {f}: {text}");
+            }
             if m == Mode::AfXdp {
                 // Every AF_XDP loss where operators look, by queue and reason.
                 for f in [
@@ -1211,6 +1216,10 @@ fn int_keeps(p: Promise, m: Mode) {
             let s = Is::start(m, "");
             let text = s.metrics();
             assert!(text.contains("dta_int_telemetry_reports_total"), "{text}");
+            if m == Mode::IntSinkXdp {
+                let f = "dta_int_sink_xdp_program_total{action=\"pass_ip_options\"}";
+                assert!(text.contains(f), "{m}: no {f}: {text}");
+            }
             if m == Mode::IntSinkAfXdp {
                 for f in [
                     "dta_int_sink_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
