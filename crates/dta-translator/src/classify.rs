@@ -121,16 +121,28 @@ pub(crate) struct Lane {
     queues: [ArrayQueue<Entry>; 3],
     sleeping: AtomicBool,
     thread: OnceLock<Thread>,
+    /// Pops so far, for the lower queues' turns.
+    turn: std::sync::atomic::AtomicU32,
 }
 
 impl Lane {
-    /// The next datagram, highest priority first.
+    /// The next datagram, highest priority first, except that every
+    /// [`crate::prio_sockets::MEDIUM_TURN`]th pop tries medium first and every
+    /// [`crate::prio_sockets::LOW_TURN`]th low first: a flood that claims high priority cannot
+    /// starve the queues below it (as the sockets' reads, `crate::prio_sockets`).
     #[inline]
     pub fn pop(&self) -> Option<Entry> {
-        self.queues[Priority::High as usize]
-            .pop()
-            .or_else(|| self.queues[Priority::Medium as usize].pop())
-            .or_else(|| self.queues[Priority::Low as usize].pop())
+        use crate::prio_sockets::{LOW_TURN, MEDIUM_TURN};
+        let t = self.turn.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let [l, m, h] = [Priority::Low, Priority::Medium, Priority::High].map(|p| p as usize);
+        let order = if t % LOW_TURN == 0 {
+            [l, h, m]
+        } else if t % MEDIUM_TURN == 0 {
+            [m, l, h]
+        } else {
+            [h, m, l]
+        };
+        order.into_iter().find_map(|q| self.queues[q].pop())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -197,6 +209,7 @@ impl Lanes {
                 ],
                 sleeping: AtomicBool::new(false),
                 thread: OnceLock::new(),
+                turn: Default::default(),
             })
             .collect();
         Ok(Lanes {
