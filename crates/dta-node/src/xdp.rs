@@ -172,7 +172,12 @@ impl XdpNode {
             regions,
             stats[0].clone(),
         )?)?;
-        let actions: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
+        // Every action has its series from the first scrape on (the mirror refreshes them).
+        let actions: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::new(Mutex::new(
+            x.stats()
+                .map(|s| s.actions().to_vec())
+                .unwrap_or_else(|_| dta_xdp::XdpStats::default().actions().to_vec()),
+        ));
         let metrics = opts
             .metrics
             .map(|addr| {

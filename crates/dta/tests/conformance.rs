@@ -467,6 +467,29 @@ fn malformed() -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------------
 // The translator modes.
 
+/// The families a mode's `/metrics` has beside every mode's: each loss of its receive path and
+/// what its XDP program did with each frame, where operators look.
+fn mode_families(m: Mode) -> &'static [&'static str] {
+    match m {
+        Mode::XdpNative | Mode::XdpGeneric => {
+            &["dta_translator_xdp_program_total{action=\"pass_fragment\"}"]
+        }
+        Mode::AfXdp => &[
+            "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
+            "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"ring_full\"}",
+            "dta_translator_af_xdp_fill_ring_empty_total",
+            "dta_translator_af_xdp_program_total{action=\"pass_fragment\"}",
+        ],
+        Mode::IntSinkXdp => &["dta_int_sink_xdp_program_total{action=\"pass_ip_options\"}"],
+        Mode::IntSinkAfXdp => &[
+            "dta_int_sink_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
+            "dta_int_sink_af_xdp_program_total{action=\"redirected\"}",
+            "dta_int_sink_kernel_drops_total",
+        ],
+        _ => &[],
+    }
+}
+
 /// Where a translator cell runs: addresses, namespaces.
 struct Site {
     net: Option<VethPair>,
@@ -904,21 +927,8 @@ fn translator_keeps(p: Promise, m: Mode) {
             let t = Tn::start(m, "", "");
             let text = t.metrics();
             assert!(text.contains("dta_translator_datagrams_total"), "{text}");
-            if matches!(m, Mode::XdpNative | Mode::XdpGeneric) {
-                // What the program passed up, and why, where operators look.
-                let f = "dta_translator_xdp_program_total{action=\"pass_fragment\"}";
+            for f in mode_families(m) {
                 assert!(text.contains(f), "{m}: no {f}: {text}");
-            }
-            if m == Mode::AfXdp {
-                // Every AF_XDP loss where operators look, by queue and reason.
-                for f in [
-                    "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
-                    "dta_translator_af_xdp_kernel_drops_total{queue=\"0\",reason=\"ring_full\"}",
-                    "dta_translator_af_xdp_fill_ring_empty_total",
-                    "dta_translator_af_xdp_program_total{action=\"pass_fragment\"}",
-                ] {
-                    assert!(text.contains(f), "{m}: no {f}: {text}");
-                }
             }
             for path in ["/healthz", "/readyz"] {
                 let (code, body) =
@@ -1216,18 +1226,8 @@ fn int_keeps(p: Promise, m: Mode) {
             let s = Is::start(m, "");
             let text = s.metrics();
             assert!(text.contains("dta_int_telemetry_reports_total"), "{text}");
-            if m == Mode::IntSinkXdp {
-                let f = "dta_int_sink_xdp_program_total{action=\"pass_ip_options\"}";
+            for f in mode_families(m) {
                 assert!(text.contains(f), "{m}: no {f}: {text}");
-            }
-            if m == Mode::IntSinkAfXdp {
-                for f in [
-                    "dta_int_sink_af_xdp_kernel_drops_total{queue=\"0\",reason=\"dropped\"}",
-                    "dta_int_sink_af_xdp_program_total{action=\"redirected\"}",
-                    "dta_int_sink_kernel_drops_total",
-                ] {
-                    assert!(text.contains(f), "{m}: no {f}: {text}");
-                }
             }
             for path in ["/healthz", "/readyz"] {
                 let (code, body) = http_get(s.ns(true), s.metrics, path).unwrap();
