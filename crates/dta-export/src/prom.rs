@@ -272,6 +272,16 @@ impl Collector for TranslatorMetrics {
                 (vec![("op", "fetch_add")], self.sum(|s| l(&s.fetch_adds))),
             ],
         )?;
+        // The sources claiming priority beyond their budget, the most first (bounded).
+        counter_family(
+            &mut enc,
+            &self.n("priority_demoted_by_source"),
+            "Datagrams a source claimed high or medium priority for beyond its budget, treated \
+             as low: the sources demoted most, at most 16 (0.0.0.0: sources beyond the table)",
+            Stats::demoted_sources_of(&self.stats)
+                .into_iter()
+                .map(|(a, n)| (vec![("source", a.to_string())], n)),
+        )?;
         // Flow control (docs/flow-control.md).
         for (name, help, a) in [
             (

@@ -53,7 +53,12 @@ impl Gcra {
 struct Buckets {
     high: Gcra,
     medium: Gcra,
+    /// Datagrams of this source treated as low for claiming beyond its budget.
+    demoted: u64,
 }
+
+/// Sources whose demotions each thread publishes ([`Claims::top_demoted`]), the most first.
+pub const TOP_SOURCES: usize = 16;
 
 /// One translator thread's buckets (see the module doc).
 #[derive(Debug)]
@@ -115,8 +120,29 @@ impl Claims {
         if within {
             p
         } else {
+            b.demoted += 1;
             Priority::Low
         }
+    }
+}
+
+impl Claims {
+    /// The [`TOP_SOURCES`] sources with the most demotions, the most first (the sources beyond
+    /// the table under the unspecified address). A scan of the table: once a second, off the
+    /// per-datagram path.
+    pub fn top_demoted(&self) -> Vec<(IpAddr, u64)> {
+        let mut v: Vec<(IpAddr, u64)> = self
+            .sources
+            .iter()
+            .filter(|(_, b)| b.demoted > 0)
+            .map(|(a, b)| (*a, b.demoted))
+            .collect();
+        if self.overflow.demoted > 0 {
+            v.push((IpAddr::from([0u8; 4]), self.overflow.demoted));
+        }
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(TOP_SOURCES);
+        v
     }
 }
 
@@ -153,6 +179,8 @@ mod tests {
             Priority::High
         );
         assert_eq!(c.claim(b, Priority::Low, t1), Priority::Low);
+        // Counted by source, the most first.
+        assert_eq!(c.top_demoted(), vec![(b, 4001), (a, 901)]);
         // Unlimited: what is claimed.
         let mut u = Claims::new(0, 0, 4);
         assert!(!u.limited());

@@ -99,9 +99,12 @@ pub struct Stats {
     pub overload_admitted: [AtomicU64; 3],
     /// Datagrams dropped by the meter's admission (high: the spill was full).
     pub overload_dropped: [AtomicU64; 3],
-    /// Datagrams whose source claimed this priority beyond its budget, treated one step lower
+    /// Datagrams whose source claimed this priority beyond its budget, treated as low
     /// (`crate::claims`).
     pub demoted: [AtomicU64; 3],
+    /// The sources this thread demoted most, with their counts, published once a second
+    /// (`crate::claims::Claims::top_demoted`).
+    pub demoted_sources: std::sync::Mutex<Vec<(std::net::IpAddr, u64)>>,
     /// High-priority datagrams put in the spill.
     pub spilled: AtomicU64,
     /// Spilled datagrams applied again.
@@ -164,6 +167,7 @@ impl Default for Stats {
             overload_admitted: Default::default(),
             overload_dropped: Default::default(),
             demoted: Default::default(),
+            demoted_sources: Default::default(),
             spilled: AtomicU64::new(0),
             reinjected: AtomicU64::new(0),
             spill_bytes: AtomicU64::new(0),
@@ -188,9 +192,27 @@ pub const PRIMITIVES: [Opcode; 5] = [
 ];
 
 impl Stats {
+    /// The sources several threads demoted most ([`Stats::demoted_sources`]), counts summed
+    /// by source, the most first, at most [`crate::claims::TOP_SOURCES`].
+    pub fn demoted_sources_of(all: &[std::sync::Arc<Stats>]) -> Vec<(std::net::IpAddr, u64)> {
+        let mut by: std::collections::BTreeMap<std::net::IpAddr, u64> = Default::default();
+        for s in all {
+            let v = s.demoted_sources.lock().unwrap_or_else(|e| e.into_inner());
+            for &(a, n) in v.iter() {
+                *by.entry(a).or_default() += n;
+            }
+        }
+        let mut v: Vec<_> = by.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(crate::claims::TOP_SOURCES);
+        v
+    }
+
     /// The sum of several threads' counters (one `Stats` per translator thread).
     pub fn sum(all: &[std::sync::Arc<Stats>]) -> Stats {
         let t = Stats::default();
+        *t.demoted_sources.lock().unwrap_or_else(|e| e.into_inner()) =
+            Stats::demoted_sources_of(all);
         let acc = |dst: &AtomicU64, f: &dyn Fn(&Stats) -> &AtomicU64| {
             dst.store(all.iter().map(|s| f(s).load(Relaxed)).sum(), Relaxed);
         };
@@ -356,6 +378,13 @@ impl Stats {
                 "admitted": by_priority(&self.overload_admitted),
                 "dropped": by_priority(&self.overload_dropped),
                 "demoted": by_priority(&self.demoted),
+                "demoted_sources": self
+                    .demoted_sources
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(a, n)| serde_json::json!({"source": a.to_string(), "datagrams": n}))
+                    .collect::<Vec<_>>(),
                 "spilled": l(&self.spilled),
                 "reinjected": l(&self.reinjected),
                 "spill_bytes": l(&self.spill_bytes),

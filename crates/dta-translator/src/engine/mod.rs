@@ -83,6 +83,8 @@ pub struct Translator<S: Sinks> {
     notice_limiter: NoticeLimiter,
     /// Each source's budget of high and medium priority ([`crate::claims`]).
     claims: crate::claims::Claims,
+    /// When the sources demoted most were last published to the stats.
+    last_claims_publish: Instant,
     notice_hold_ms: u32,
     /// Translator threads sharing the collector (the spill is divided among them).
     threads: usize,

@@ -165,6 +165,7 @@ impl<S: Sinks> Translator<S> {
                 fc.medium_per_source,
                 threads as usize,
             ),
+            last_claims_publish: Instant::now(),
             notice_hold_ms: fc.notice_hold_ms.min(u32::MAX as u64) as u32,
             threads: threads as usize,
             stats,

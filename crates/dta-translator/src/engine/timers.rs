@@ -25,6 +25,19 @@ impl<S: Sinks> Translator<S> {
             self.stats.reject(Reason::SinkError);
         }
         self.adapt_and_reinject(now);
+        if now.duration_since(self.last_claims_publish) >= std::time::Duration::from_secs(1) {
+            self.last_claims_publish = now;
+            if self.claims.limited() {
+                let top = self.claims.top_demoted();
+                if !top.is_empty() {
+                    *self
+                        .stats
+                        .demoted_sources
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = top;
+                }
+            }
+        }
         if now.duration_since(self.last_append_flush) >= self.append_flush {
             self.last_append_flush = now;
             self.flush_appends();
