@@ -1,3 +1,6 @@
+// Size: one map file, one parser: the collectors, the stores' placements and their validation share
+// the raw TOML types and the checks that refer to one another (names, tables, sections, the
+// previous map); the tests live in tests.rs.
 //! The cluster map of Direct Telemetry Access: which collector owns each key of each store when
 //! one collector is not enough ([DTA-draft §3.2] "Supporting Multiple Collectors": collectors
 //! are added horizontally and reporters choose among them by stateless rules a central
