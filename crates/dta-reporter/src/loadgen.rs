@@ -684,8 +684,8 @@ pub fn run_many(
     };
     let socket = UdpSocket::bind(SocketAddr::new(any, 0))?;
     socket.connect(destination)?;
-    let nacks = UdpSocket::bind(SocketAddr::new(any, many.nack_port))?;
-    nacks.set_nonblocking(true)?;
+    // The fleet's control socket: bound or refused naming who holds the port.
+    let nacks = crate::control::bind(destination, many.nack_port)?;
 
     struct Fleet {
         socket: std::net::UdpSocket,
