@@ -98,18 +98,30 @@ pub fn read(path: &Path, what: &'static str) -> Result<Secret, SecretError> {
     if text.is_empty() {
         return Err(err("empty".into()));
     }
-    let mode = m.mode() & 0o777;
-    let warning = (mode & 0o077 != 0).then(|| {
+    let warning = wide_mode(path, m.mode(), what);
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    Ok(Secret { text, warning })
+}
+
+/// The warning [`read`] gives a secret file whose mode lets the group or others read or write
+/// it, without reading or logging anything (for a report of files already read).
+pub fn mode_warning(path: &Path, what: &'static str) -> Option<String> {
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|m| wide_mode(path, m.mode(), what))
+}
+
+fn wide_mode(path: &Path, mode: u32, what: &str) -> Option<String> {
+    let mode = mode & 0o777;
+    (mode & 0o077 != 0).then(|| {
         format!(
             "{what} {} has mode {mode:04o}: the group or others may read it; \
              chmod 600 it (and keep it owned by the service's user)",
             path.display()
         )
-    });
-    if let Some(w) = &warning {
-        tracing::warn!("{w}");
-    }
-    Ok(Secret { text, warning })
+    })
 }
 
 #[cfg(test)]

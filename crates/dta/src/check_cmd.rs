@@ -141,13 +141,14 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
     // The HTTP API's token and the refusal of a non-loopback address without one.
     let http = dta_collector::http::options(&cfg.collector)
         .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
-    // Every secret file a service of this configuration reads, read as it reads it.
+    // Every secret file a service of this configuration reads, read as it reads it (the token
+    // file by the HTTP options above), each warning said once.
     let mut secrets = vec![];
     if let Some(p) = &cfg.collector.token_file {
         secrets.push(SecretPlan {
             what: "token file",
             path: p.clone(),
-            warning: dta_http::secret::read(p, "token file")?.warning,
+            warning: dta_http::secret::mode_warning(p, "token file"),
         });
     }
     if let Some(p) = &cfg.translator.control_key_file {
@@ -156,7 +157,7 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
         secrets.push(SecretPlan {
             what: "control key file",
             path: p.clone(),
-            warning: dta_http::secret::read(p, "control key file")?.warning,
+            warning: dta_http::secret::mode_warning(p, "control key file"),
         });
     }
     let free = dta_store::space::free_bytes(&cfg.region_dir).ok();

@@ -133,6 +133,13 @@ fn secret_files_are_read_bounded_and_checked_before_a_service_starts() {
         out.contains("control key file") && out.contains("WARNING") && out.contains("chmod 600"),
         "{out}"
     );
+    // Said once in the log, where the key is read.
+    assert_eq!(
+        stderr(&o).matches("has mode 0644").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
