@@ -298,7 +298,7 @@ impl Collector for TranslatorMetrics {
             (
                 &*self.n("priority_demoted"),
                 "Datagrams whose source claimed this priority beyond its per-source budget, \
-                 treated one step lower (high_per_source, medium_per_source)",
+                 treated as low (high_per_source, medium_per_source)",
                 |s| &s.demoted,
             ),
         ] {

@@ -1,11 +1,12 @@
 //! Priority is a claim with a budget (docs/security.md "What a reporter is trusted with"): a
 //! datagram's priority is what its sender says, so each source may claim high and medium
 //! priority for at most a budget of datagrams per second (`[translator.flow_control]
-//! high_per_source`, `medium_per_source`). What a source claims beyond it is demoted one step
-//! (high to medium, medium to low, checked again against medium's budget) and counted, by the
-//! priority claimed, and said in the log naming the source (rate-limited). Within the budget,
-//! priority is what DTA-draft §3.2 makes it: high spills, low is shed first. A flood marked high
-//! therefore takes no more than its budget of the precedence well-behaved reporters rely on.
+//! high_per_source`, `medium_per_source`). What a source claims beyond it is treated as low
+//! priority (shed first, never spilled) and counted, by the priority claimed and by source (the
+//! sources demoted most, [`Claims::top_demoted`]), and said in the log naming the source
+//! (rate-limited). Within the budget, priority is what DTA-draft §3.2 makes it: high spills, low
+//! is shed first. A flood marked high therefore takes no more than its budget of the precedence
+//! well-behaved reporters rely on, and its excess yields to their medium traffic.
 //!
 //! The budget is per source address, whatever reporter ids the source uses (a source cannot
 //! multiply it by inventing ids); each translator thread keeps its own buckets over the
