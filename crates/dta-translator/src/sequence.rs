@@ -580,10 +580,17 @@ impl Tracker {
         self.ghosts[(h >> 32) as usize & self.mask] = fingerprint(h);
     }
 
-    /// Whether a space (by its hash) was evicted, forgetting it.
+    /// Whether a space (by its hash) was evicted, forgetting it. Another space's ghost in the
+    /// same place is left alone: taking it would make that space, when it returns, look new
+    /// instead of resynced.
     fn exhume(&mut self, h: u64) -> bool {
         let g = &mut self.ghosts[(h >> 32) as usize & self.mask];
-        std::mem::take(g) == fingerprint(h)
+        if *g == fingerprint(h) {
+            *g = 0;
+            true
+        } else {
+            false
+        }
     }
 
     fn set_pending(&mut self, slot: usize, on: bool) {
