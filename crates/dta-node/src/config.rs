@@ -180,6 +180,42 @@ pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorC
     }
 }
 
+/// A secret file a service of a configuration reads, and why its mode is worth fixing.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecretFile {
+    /// `token file`, `control key file`.
+    pub what: &'static str,
+    pub path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl Config {
+    /// Every secret file the services of this configuration read, each with its mode warning:
+    /// the control key read and checked as the translator reads it (an error names the file);
+    /// the token file is read where the HTTP options are built (`dta_collector::http::options`),
+    /// so that its warning is said once.
+    pub fn secret_files(&self) -> anyhow::Result<Vec<SecretFile>> {
+        let mut out = vec![];
+        if let Some(p) = &self.collector.token_file {
+            out.push(SecretFile {
+                what: "token file",
+                path: p.clone(),
+                warning: dta_http::secret::mode_warning(p, "token file"),
+            });
+        }
+        if let Some(p) = &self.translator.control_key_file {
+            read_control_key(p).context("[translator]")?;
+            out.push(SecretFile {
+                what: "control key file",
+                path: p.clone(),
+                warning: dta_http::secret::mode_warning(p, "control key file"),
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// The control key in `path` (32 hexadecimal digits, not all zero; docs/security.md), read by
 /// the one secret reader ([`dta_http::secret`]). The error names the file, never its content.
 pub fn read_control_key(path: &Path) -> anyhow::Result<dta_wire::auth::ControlKey> {

@@ -75,7 +75,7 @@ struct Plan {
     translator_threads: usize,
     rules: usize,
     /// The secret files the services will read, each read and checked as they read it.
-    secrets: Vec<SecretPlan>,
+    secrets: Vec<dta_node::config::SecretFile>,
     /// This build's version, and what it left out (`dta --version`).
     build: String,
     /// The XDP programs this build left out (clang missing at build time): `--xdp` and
@@ -83,15 +83,6 @@ struct Plan {
     xdp_programs_missing: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterPlan>,
-}
-
-#[derive(Serialize)]
-struct SecretPlan {
-    what: &'static str,
-    path: PathBuf,
-    /// Why the file's mode is worth fixing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    warning: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -141,25 +132,10 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
     // The HTTP API's token and the refusal of a non-loopback address without one.
     let http = dta_collector::http::options(&cfg.collector)
         .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
-    // Every secret file a service of this configuration reads, read as it reads it (the token
-    // file by the HTTP options above), each warning said once.
-    let mut secrets = vec![];
-    if let Some(p) = &cfg.collector.token_file {
-        secrets.push(SecretPlan {
-            what: "token file",
-            path: p.clone(),
-            warning: dta_http::secret::mode_warning(p, "token file"),
-        });
-    }
-    if let Some(p) = &cfg.translator.control_key_file {
-        dta_node::config::read_control_key(p)
-            .with_context(|| format!("in configuration {}: [translator]", a.config.display()))?;
-        secrets.push(SecretPlan {
-            what: "control key file",
-            path: p.clone(),
-            warning: dta_http::secret::mode_warning(p, "control key file"),
-        });
-    }
+    // Every secret file a service of this configuration reads, read as it reads it.
+    let secrets = cfg
+        .secret_files()
+        .with_context(|| format!("in configuration {}", a.config.display()))?;
     let free = dta_store::space::free_bytes(&cfg.region_dir).ok();
     let (mut stores, mut needed) = (vec![], 0u64);
     for s in &cfg.store {
