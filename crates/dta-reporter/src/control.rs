@@ -96,6 +96,23 @@ impl ControlHub {
         }))
     }
 
+    /// The control socket `senders` reporters of this process share, or none: several native
+    /// reporters share one (the translator sends each reporter's messages to this address's one
+    /// control port); one reporter, or prototype ones (whose NACK names no reporter), bind their
+    /// own.
+    pub fn for_senders(
+        destination: SocketAddr,
+        port: u16,
+        senders: u32,
+        native: bool,
+    ) -> io::Result<Option<Arc<ControlHub>>> {
+        if senders > 1 && native {
+            ControlHub::bind(destination, port).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// The socket's address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()

@@ -228,10 +228,13 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
     if senders > 1 && primitive == Opcode::SketchMerge {
         anyhow::bail!("--senders: Sketch-Merge load is one reporter's sketch; use --senders 1");
     }
-    // The senders of one process share one control socket: the translator sends every
-    // reporter's NACKs and notices to this address's one control port.
-    if senders > 1 && !a.no_flow_control && matches!(a.protocol, ProtocolArg::Native) {
-        a.control_hub = Some(dta_reporter::ControlHub::bind(a.to, dta_wire::NACK_PORT)?);
+    if !a.no_flow_control {
+        a.control_hub = dta_reporter::ControlHub::for_senders(
+            a.to,
+            dta_wire::NACK_PORT,
+            senders,
+            matches!(a.protocol, ProtocolArg::Native),
+        )?;
     }
     let count = match (a.count, a.duration) {
         (None, None) => Some(100_000),
