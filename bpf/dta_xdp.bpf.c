@@ -49,6 +49,7 @@ enum {
     C_RULE_DROPPED,    // reports a rule dropped (not applied; their datagram is consumed)
     C_SOURCE_NOT_ALLOWED, // datagrams from a source outside the allow-list: dropped unparsed
     C_PASS_FRAGMENT,   // an IPv4 fragment: up the stack, which reassembles it
+    C_PASS_CONTROL,    // a reporter's hello (native kind 3): the userspace translator takes it
     C_COUNT
 };
 
@@ -799,6 +800,10 @@ malformed:
 // applied, as native::Datagram::parse does; applied only if every report is one we handle.
 static __always_inline int handle_native(struct scratch *sc, __u32 plen)
 {
+    if (plen >= 12 && B(sc, 0) == 0x13) {
+        count(C_PASS_CONTROL, 1);
+        return XDP_PASS;
+    }
     if (plen < 12 || B(sc, 0) != 0x10) {
         count(C_PASS_MALFORMED, 1); // NACKs, other kinds, truncated: userspace counts them
         return XDP_PASS;

@@ -246,6 +246,70 @@ static int cmd_notice(int argc, char **argv)
     return 0;
 }
 
+static int cmd_hello(int argc, char **argv)
+{
+    uint8_t buf[256];
+    struct dta_hello h;
+    size_t len;
+    int rc;
+    need(argc, 2, 1);
+    len = unhex(argv[2], buf, sizeof buf);
+    rc = dta_hello_parse(buf, len, &h);
+    if (rc < 0) fail(rc);
+    printf("reporter_id=%lu life=%llu\n", (unsigned long)h.reporter_id,
+           (unsigned long long)h.life);
+    return 0;
+}
+
+/* seal KEY MESSAGE COUNTER LIFE|-: the sealed message's hex. */
+static int cmd_seal(int argc, char **argv)
+{
+    uint8_t key[16], buf[64];
+    uint64_t life;
+    size_t len;
+    int rc;
+    need(argc, 2, 4);
+    if (unhex(argv[2], key, sizeof key) != sizeof key) usage("a key is 16 bytes");
+    len = unhex(argv[3], buf, sizeof buf);
+    life = strtoull(argv[5], NULL, 10);
+    rc = dta_control_seal(key, buf, len, sizeof buf, strtoull(argv[4], NULL, 10),
+                          strcmp(argv[5], "-") == 0 ? NULL : &life);
+    if (rc < 0) fail(rc);
+    print_hex(buf, (size_t)rc);
+    return 0;
+}
+
+/* open KEY HEX LIFE|-: "message=HEX counter=N", or the reason it was not taken. */
+static int cmd_open(int argc, char **argv)
+{
+    static const char *reasons[] = {"unauthenticated", "bad_authenticator", "unbound",
+                                    "stale_life", "replayed"};
+    uint8_t key[16], buf[64], out[64];
+    uint64_t life;
+    struct dta_retransmit_stats st;
+    struct dta_replay w;
+    size_t len, out_len = 0, i;
+    need(argc, 2, 3);
+    memset(&st, 0, sizeof st);
+    memset(&w, 0, sizeof w);
+    if (unhex(argv[2], key, sizeof key) != sizeof key) usage("a key is 16 bytes");
+    len = unhex(argv[3], buf, sizeof buf);
+    life = strtoull(argv[4], NULL, 10);
+    if (dta_control_open(key, &w, &st, buf, len, out, &out_len,
+                         strcmp(argv[4], "-") == 0 ? NULL : &life) != DTA_OK) {
+        const uint64_t counts[] = {st.control_unauthenticated, st.control_bad_authenticator,
+                                   st.control_unbound, st.control_stale_life,
+                                   st.control_replayed};
+        for (i = 0; i < 5; i++)
+            if (counts[i] != 0) fprintf(stderr, "error: %s\n", reasons[i]);
+        return 2;
+    }
+    printf("message=");
+    print_hex(out, out_len);
+    printf("counter=%llu\n", (unsigned long long)w.top);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) usage("missing command");
@@ -254,6 +318,9 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "proto-nack") == 0) return cmd_proto_nack(argc, argv);
     if (strcmp(argv[1], "native-nack") == 0) return cmd_native_nack(argc, argv);
     if (strcmp(argv[1], "notice") == 0) return cmd_notice(argc, argv);
+    if (strcmp(argv[1], "hello") == 0) return cmd_hello(argc, argv);
+    if (strcmp(argv[1], "seal") == 0) return cmd_seal(argc, argv);
+    if (strcmp(argv[1], "open") == 0) return cmd_open(argc, argv);
     usage("unknown command");
     return 64;
 }

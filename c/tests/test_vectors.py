@@ -149,6 +149,25 @@ def test_notice(encoder, v):
     assert encode(encoder, "notice", v["hex"]) == want
 
 
+@pytest.mark.parametrize("v", NATIVE["hellos"] + IND_NATIVE["hellos"], ids=lambda v: v["name"])
+def test_hello(encoder, v):
+    assert encode(encoder, "hello", v["hex"]) == f"reporter_id={v['reporter_id']} life={v['life']}"
+
+
+@pytest.mark.parametrize("v", NATIVE["sealed"] + IND_NATIVE["sealed"], ids=lambda v: v["name"])
+def test_sealed(encoder, v):
+    life = "-" if v["life"] is None else v["life"]
+    assert encode(encoder, "seal", v["key"], v["message"], v["counter"], life) == v["hex"]
+    assert encode(encoder, "open", v["key"], v["hex"], life) == (
+        f"message={v['message']}\ncounter={v['counter']}")
+    if v["life"] is not None:
+        p = run(encoder, "open", v["key"], v["hex"], v["life"] ^ 1)
+        assert (p.returncode, p.stderr.strip()) == (2, "error: stale_life")
+    else:
+        p = run(encoder, "open", v["key"], v["hex"], 1)
+        assert (p.returncode, p.stderr.strip()) == (2, "error: unbound")
+
+
 INVALID_NOTICES = [v for v in INVALID["vectors"] if v["name"].startswith("native_notice_")]
 
 

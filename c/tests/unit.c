@@ -514,9 +514,10 @@ static void test_tail_probe_loopback(void)
 
 /* A congestion notice for reporter 9 pausing low and medium for a minute, authenticated with key
  * and counter when key is not NULL (as the translator seals it: dta_wire::auth). */
-static size_t notice_msg(uint8_t *m, const uint8_t *key, uint64_t counter)
+/* A notice pausing reporter 9 for a minute; sealed with key (and bound to *life) unless NULL. */
+static size_t notice_msg(uint8_t *m, const uint8_t *key, uint64_t counter, const uint64_t *life)
 {
-    size_t n = 24, i;
+    size_t n = 24;
     uint64_t tag;
     memset(m, 0, 64);
     m[0] = 0x12;
@@ -524,10 +525,12 @@ static size_t notice_msg(uint8_t *m, const uint8_t *key, uint64_t counter)
     dta_put_u32(m + 4, 9);
     dta_put_u32(m + 12, 60000);
     if (key == NULL) return n;
+    if (life != NULL) return (size_t)dta_control_seal(key, m, n, 64, counter, life);
+    /* Sealed by hand (docs/protocol.md), without the helper: counter, then the tag. */
     m[1] |= DTA_FLAG_AUTH;
-    for (i = 0; i < 8; i++) m[n + i] = (uint8_t)(counter >> (56 - 8 * i));
+    dta_put_u64(m + n, counter);
     tag = dta_siphash24(key, m, n + 8);
-    for (i = 0; i < 8; i++) m[n + 8 + i] = (uint8_t)(tag >> (56 - 8 * i));
+    dta_put_u64(m + n + 8, tag);
     return n + DTA_AUTH_TRAILER_LEN;
 }
 
@@ -569,7 +572,7 @@ static void test_control_source_and_authentication(void)
     dta_governor_init(&g);
 
     /* From another address: nothing changes, counted. */
-    n = notice_msg(m, NULL, 0);
+    n = notice_msg(m, NULL, 0, NULL);
     CHECK_EQ(sendto(fx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
     CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
     CHECK_EQ(rt.stats.control_wrong_source, 1);
@@ -579,16 +582,33 @@ static void test_control_source_and_authentication(void)
     CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
     CHECK_EQ(g.notices, 1);
 
-    /* With a key: unauthenticated, another key, then the real one, then its replay. */
-    dta_reporter_set_control_key(&r, key);
+    /* With a key: the reporter draws a life and says hello, sealed. */
+    CHECK_EQ(dta_reporter_set_control_key(&r, key), DTA_OK);
+    CHECK_EQ(r.hellos, 1);
+    {
+        uint8_t h[64];
+        struct dta_hello hello;
+        struct dta_replay fresh;
+        long got = (long)recv(tx, h, sizeof h, 0);
+        size_t plain_len = 0;
+        uint8_t plain[64];
+        memset(&fresh, 0, sizeof fresh);
+        CHECK_EQ(got, DTA_NATIVE_HELLO_LEN + DTA_AUTH_TRAILER_LEN);
+        CHECK_EQ(dta_control_open(key, &fresh, &rt.stats, h, (size_t)got, plain, &plain_len, NULL),
+                 DTA_OK);
+        CHECK_EQ(dta_hello_parse(plain, plain_len, &hello), DTA_OK);
+        CHECK_EQ(hello.reporter_id, 9);
+        CHECK(hello.life == r.life);
+    }
+    /* Unauthenticated, another key, then the real one, then its replay. */
     CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
     CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
     CHECK_EQ(rt.stats.control_unauthenticated, 1);
-    n = notice_msg(m, other, 5);
+    n = notice_msg(m, other, 5, &r.life);
     CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
     CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
     CHECK_EQ(rt.stats.control_bad_authenticator, 1);
-    n = notice_msg(m, key, 6);
+    n = notice_msg(m, key, 6, &r.life);
     for (i = 0; i < 2; i++) {
         CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr),
                  (long long)n);
@@ -596,6 +616,22 @@ static void test_control_source_and_authentication(void)
     }
     CHECK_EQ(g.notices, 2);
     CHECK_EQ(rt.stats.control_replayed, 1);
+    /* Recorded in an earlier life (another life, or none): not obeyed, counted; one bound to
+     * none asks for another hello. */
+    {
+        uint64_t earlier = r.life ^ 1;
+        n = notice_msg(m, key, 7, &earlier);
+        CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+        CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+        CHECK_EQ(rt.stats.control_stale_life, 1);
+        r.last_hello_ms = 0;
+        n = notice_msg(m, key, 8, NULL);
+        CHECK_EQ(sendto(tx, m, n, 0, (struct sockaddr *)&nack_addr, sizeof nack_addr), (long long)n);
+        CHECK_EQ(dta_poll_control(&r, nack_fd, &rt, &g, 5000), 1);
+        CHECK_EQ(rt.stats.control_unbound, 1);
+        CHECK_EQ(g.notices, 2);
+        CHECK(r.hellos >= 2);
+    }
     dta_reporter_close(&r);
     close(nack_fd);
     close(tx);

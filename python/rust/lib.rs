@@ -362,51 +362,86 @@ fn control_key(key: &[u8]) -> PyResult<dta_wire::auth::ControlKey> {
         .map_err(|_| PyValueError::new_err("a control key is 16 bytes"))
 }
 
-/// `message` (a native NACK or congestion notice) authenticated with `key` (16 bytes) and
-/// `counter`, as the translator sends it with `[translator] control_key_file`
-/// (docs/protocol.md "Authenticated NACKs and notices").
+/// `message` (a native NACK, congestion notice or hello) authenticated with `key` (16 bytes)
+/// and `counter`, as the translator sends it with `[translator] control_key_file`; with `life`,
+/// bound to that reporter life as the translator binds messages to a reporter whose hello it
+/// heard (docs/protocol.md "Authenticated NACKs and notices").
 #[pyfunction]
+#[pyo3(signature = (message, key, counter, life=None))]
 fn seal_control<'py>(
     py: Python<'py>,
     message: &[u8],
     key: &[u8],
     counter: u64,
+    life: Option<u64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let k = control_key(key)?;
-    if message.len() < native::HEADER_LEN || message.len() > 48 {
+    let mut b = [0u8; 64];
+    if message.len() < native::HEADER_LEN
+        || message.len() > b.len() - dta_wire::auth::BOUND_TRAILER_LEN
+    {
         return Err(PyValueError::new_err("not a native control message"));
     }
-    let mut b = [0u8; 64];
     b[..message.len()].copy_from_slice(message);
-    let n = dta_wire::auth::seal(&mut b, message.len(), &k, counter);
+    let n = match life {
+        Some(l) => dta_wire::auth::seal_bound(&mut b, message.len(), &k, counter, l),
+        None => dta_wire::auth::seal(&mut b, message.len(), &k, counter),
+    };
     Ok(PyBytes::new(py, &b[..n]))
 }
 
-/// Verify an authenticated control message with `key` (16 bytes): `(message, counter)`, the
-/// message without its authenticator; raises `WireError` with `reason` "unauthenticated",
-/// "truncated" or "bad_authenticator". Replays are the caller's to refuse (by the counter).
+/// Verify an authenticated control message with `key` (16 bytes) for a reporter whose life is
+/// `life` (None: one that announced none): `(message, counter)`, the message without its
+/// authenticator; raises `WireError` with `reason` "unauthenticated", "truncated",
+/// "bad_authenticator", "unbound" or "stale_life". Replays are the caller's to refuse (by the
+/// counter).
 #[pyfunction]
+#[pyo3(signature = (payload, key, life=None))]
 fn open_control<'py>(
     py: Python<'py>,
     payload: &[u8],
     key: &[u8],
+    life: Option<u64>,
 ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
     let k = control_key(key)?;
     let mut out = [0u8; 64];
-    match dta_wire::auth::open(payload, &k, None, &mut out) {
-        Ok((n, c)) => Ok((PyBytes::new(py, &out[..n]), c)),
+    match dta_wire::auth::open(payload, &k, life, None, &mut out) {
+        Ok(o) => Ok((PyBytes::new(py, &out[..o.len]), o.counter)),
         Err(e) => Err(reason_err(py, e.reason(), &e.to_string())),
     }
 }
 
-/// A signed control message without checking it (a reporter with no key): the message, or
-/// None when it is too short to carry an authenticator.
+/// Encode a hello (kind 3): reporter `reporter_id` announces `life`, the random number its
+/// control messages are to be bound to. Sent sealed (`seal_control`).
+#[pyfunction]
+fn encode_hello<'py>(
+    py: Python<'py>,
+    reporter_id: u32,
+    life: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut buf = [0u8; native::HELLO_LEN];
+    let n = native::HelloRepr { reporter_id, life }
+        .emit(&mut buf)
+        .map_err(|e| wire_err(py, e, ""))?;
+    Ok(PyBytes::new(py, &buf[..n]))
+}
+
+/// Decode a hello to `{"reporter_id", "life"}`.
+#[pyfunction]
+fn decode_hello<'py>(py: Python<'py>, buf: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let b = bytes_of(buf, "buf")?;
+    let h = native::HelloRepr::parse(&b).map_err(|e| wire_err(py, e, ""))?;
+    json_to_py(py, &dta_wire::hello_to_json(&h))
+}
+
 /// Who holds UDP `port` besides this process (`process 1234 (dta)`), for an error message.
 #[pyfunction]
 fn udp_port_holder(port: u16) -> String {
     dta_net::port_owner::udp_port_holder(port)
 }
 
+/// A signed control message without checking it (a reporter with no key): the message, or
+/// None when it is too short to carry an authenticator.
 #[pyfunction]
 fn strip_control<'py>(py: Python<'py>, payload: &[u8]) -> Option<Bound<'py, PyBytes>> {
     let mut out = [0u8; 64];
@@ -854,6 +889,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         flow::DEFAULT_NACK_HOLDOFF.as_millis() as u64,
     )?;
     m.add("RATE_UNLIMITED", dta_wire::native::RATE_UNLIMITED)?;
+    m.add("HELLO_INTERVAL_MS", dta_wire::auth::HELLO_INTERVAL_MS)?;
+    m.add("HELLO_RETRY_MS", dta_wire::auth::HELLO_RETRY_MS)?;
     m.add("MAX_REDUNDANCY", dta_wire::MAX_REDUNDANCY)?;
     m.add("DEFAULT_POSTCARD_VALUES", dta_wire::DEFAULT_POSTCARD_VALUES)?;
     m.add("MAX_KEY_LEN", dta_wire::native::MAX_KEY_LEN)?;
@@ -874,6 +911,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strip_control, m)?)?;
     m.add_function(wrap_pyfunction!(udp_port_holder, m)?)?;
     m.add_function(wrap_pyfunction!(encode_notice, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_hello, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_hello, m)?)?;
     m.add_function(wrap_pyfunction!(decode_notice, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(native_report_len, m)?)?;

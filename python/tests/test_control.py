@@ -1,6 +1,7 @@
 """Control messages (NACKs, congestion notices) are obeyed only from the translator the reporter
-sends to, and, with a control key, only with a valid authenticator whose counter was not seen
-(docs/security.md); everything else changes nothing and is counted by reason."""
+sends to, and, with a control key, only with a valid authenticator whose counter was not seen,
+bound to the life the reporter announced in its hello (docs/security.md); everything else
+changes nothing and is counted by reason."""
 
 import socket
 
@@ -62,16 +63,45 @@ def test_with_a_key_only_authenticated_fresh_messages_are_obeyed(translator):
         with pytest.warns(RuntimeWarning, match="failed its authenticator"):
             deliver(r, translator, dta.seal_control(pause(), bytes(16), 10))
         assert r.stats["control_bad_authenticator"] == 1
-        good = dta.seal_control(pause(), KEY, 12)
+        good = dta.seal_control(pause(), KEY, 12, r.life)
         deliver(r, translator, good)
         assert r.stats["notices"] == 1
         deliver(r, translator, good)
         assert r.stats["control_replayed"] == 1
-        deliver(r, translator, dta.seal_control(pause(), KEY, 100))
-        deliver(r, translator, dta.seal_control(pause(), KEY, 99))
+        deliver(r, translator, dta.seal_control(pause(), KEY, 100, r.life))
+        deliver(r, translator, dta.seal_control(pause(), KEY, 99, r.life))
         assert r.stats["notices"] == 3
-        deliver(r, translator, dta.seal_control(pause(), KEY, 30))
+        deliver(r, translator, dta.seal_control(pause(), KEY, 30, r.life))
         assert r.stats["control_replayed"] == 2
+
+
+def test_a_new_reporter_obeys_nothing_recorded_in_an_earlier_life(translator):
+    """Recorded from a keyed translator and replayed to a reporter started afterwards (same id,
+    same key): bound to the earlier life (stale) or to none (unbound), so not obeyed; the
+    reporter's hello is what the translator binds to."""
+    import time
+    translator.settimeout(5)
+    first = reporter(translator, control_key=KEY)
+    hello, _ = translator.recvfrom(64)
+    message, _ = dta.open_control(hello, KEY)
+    assert dta.decode_hello(message) == {"reporter_id": 1, "life": first.life}
+    recorded = [dta.seal_control(pause(), KEY, 1000 + i, first.life) for i in range(2)]
+    recorded.append(dta.seal_control(pause(), KEY, 1002))
+    first.close()
+    with reporter(translator, control_key=KEY) as r:
+        assert r.life is not None and r.life != first.life
+        translator.recvfrom(64)
+        deliver(r, translator, recorded[0])
+        deliver(r, translator, recorded[1])
+        assert r.stats["control_stale_life"] == 2
+        time.sleep(0.15)
+        deliver(r, translator, recorded[2])
+        assert r.stats["control_unbound"] == 1
+        assert r.stats["notices"] == 0
+        assert r.stats["hellos"] == 2, "a message bound to no life asks for another hello"
+        again, _ = translator.recvfrom(64)
+        assert dta.decode_hello(dta.open_control(again, KEY)[0])["life"] == r.life
+        assert sends(r)
 
 
 def test_the_mac_is_the_rust_one():
@@ -80,6 +110,18 @@ def test_the_mac_is_the_rust_one():
     with pytest.raises(dta.WireError) as e:
         dta.open_control(pause(), KEY)
     assert e.value.reason == "unauthenticated"
+    bound = dta.seal_control(pause(), KEY, 8, 0xFEED)
+    assert dta.open_control(bound, KEY, 0xFEED) == (pause(), 8)
+    for life, reason in ((0xBEEF, "stale_life"), (None, None)):
+        if reason is None:
+            assert dta.open_control(bound, KEY)[1] == 8
+            continue
+        with pytest.raises(dta.WireError) as e:
+            dta.open_control(bound, KEY, life)
+        assert e.value.reason == reason
+    with pytest.raises(dta.WireError) as e:
+        dta.open_control(dta.seal_control(pause(), KEY, 9), KEY, 0xFEED)
+    assert e.value.reason == "unbound"
 
 
 def test_a_control_port_held_by_another_process_is_refused_naming_it(translator):

@@ -129,6 +129,23 @@ def test_native_nack_bitmap_is_bounded():
         dta.encode_native_nack(1, 10, None, [10])
 
 
+@pytest.mark.parametrize("v", NATIVE["hellos"] + IND_NATIVE["hellos"], ids=lambda v: v["name"])
+def test_hellos(v):
+    b = bytes.fromhex(v["hex"])
+    want = {"reporter_id": v["reporter_id"], "life": v["life"]}
+    assert dta.decode_hello(b) == want
+    assert dta.decode(b)["hello"] == want
+    assert dta.decode(b)["header"]["kind"] == "hello"
+    assert dta.encode_hello(v["reporter_id"], v["life"]) == b
+
+
+@pytest.mark.parametrize("v", NATIVE["sealed"] + IND_NATIVE["sealed"], ids=lambda v: v["name"])
+def test_sealed_control_messages(v):
+    key, message = bytes.fromhex(v["key"]), bytes.fromhex(v["message"])
+    assert dta.seal_control(message, key, v["counter"], v["life"]).hex() == v["hex"]
+    assert dta.open_control(bytes.fromhex(v["hex"]), key, v["life"]) == (message, v["counter"])
+
+
 @pytest.mark.parametrize("v", NATIVE["notices"] + IND_NATIVE["notices"], ids=lambda v: v["name"])
 def test_notices(v):
     b = bytes.fromhex(v["hex"])

@@ -180,6 +180,69 @@ def native_notice(name, reporter_id, hold_ms, low_rate, medium_rate):
             "low_rate": low_rate, "medium_rate": medium_rate}
 
 
+def native_hello(name, reporter_id, life):
+    """[DTA wire] "Hello (kind 3)": the header with kind 3, Pri 2 (high), R 0, count 0, seq 0,
+    then the reporter's life, u64."""
+    raw = native_header(3, "high", False, 0, reporter_id, 0) + struct.pack("!Q", life)
+    return {"name": name, "hex": raw.hex(), "reporter_id": reporter_id, "life": life}
+
+
+_M64 = (1 << 64) - 1
+
+
+def _rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & _M64
+
+
+def siphash24(key, msg):
+    """SipHash-2-4 as [SipHash] §2 defines it (written from the paper, not from our code):
+    k0, k1 little-endian halves of the key; the message in little-endian 64-bit words, the
+    last one padded with zeros and the length mod 256 in its top byte; 2 rounds per word, 4 at
+    the end."""
+    k0, k1 = struct.unpack("<QQ", key)
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D,
+         k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+
+    def rounds(n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & _M64; v[1] = _rotl(v[1], 13); v[1] ^= v[0]  # noqa: E702
+            v[0] = _rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & _M64; v[3] = _rotl(v[3], 16); v[3] ^= v[2]  # noqa: E702
+            v[0] = (v[0] + v[3]) & _M64; v[3] = _rotl(v[3], 21); v[3] ^= v[0]  # noqa: E702
+            v[2] = (v[2] + v[1]) & _M64; v[1] = _rotl(v[1], 17); v[1] ^= v[2]  # noqa: E702
+            v[2] = _rotl(v[2], 32)
+
+    full = len(msg) - len(msg) % 8
+    words = [struct.unpack("<Q", msg[i:i + 8])[0] for i in range(0, full, 8)]
+    words.append(int.from_bytes(msg[full:] + bytes(7 - len(msg) % 8) + bytes([len(msg) & 0xFF]),
+                                "little"))
+    for m in words:
+        v[3] ^= m
+        rounds(2)
+        v[0] ^= m
+    v[2] ^= 0xFF
+    rounds(4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+# [SipHash] Appendix A: key 00..0f, message 00..0e.
+assert siphash24(bytes(range(16)), bytes(range(15))) == 0xA129CA6149BE45E5
+
+
+def sealed(name, key, message, counter, life=None):
+    """[DTA wire] "Authenticated NACKs and notices": the A bit (0x10 of byte 1) set, then the
+    counter u64; with a life the L bit (0x08) too and the life u64 after the counter; then the
+    tag, SipHash-2-4 under the key of everything before it, u64 big-endian."""
+    raw = bytearray(message)
+    raw[1] |= 0x10 | (0x08 if life is not None else 0)
+    raw += struct.pack("!Q", counter)
+    if life is not None:
+        raw += struct.pack("!Q", life)
+    raw += struct.pack("!Q", siphash24(key, bytes(raw)))
+    return {"name": name, "key": key.hex(), "message": message.hex(), "counter": counter,
+            "life": life, "hex": bytes(raw).hex()}
+
+
 FIVE_TUPLE = "c0a80001" "c0a80002" "1f90" "01bb" "11"  # 192.168.0.1 -> .2, UDP 8080 -> 443
 
 
@@ -213,7 +276,15 @@ def native_file():
         native_notice("ind_notice_pause_both", 0x0A000001, 500, 0, 0),
         native_notice("ind_notice_lower_low", 2, 30000, 1000, 0xFFFFFFFF),
     ]
-    return {"generator": GENERATOR, "vectors": v, "nacks": nacks, "notices": notices}
+    hellos = [native_hello("ind_hello", 0x0A000001, 0xFEDCBA9876543210)]
+    key = bytes.fromhex("f0e1d2c3b4a5968778695a4b3c2d1e0f")
+    sealed_ = [
+        sealed("ind_sealed_notice", key, bytes.fromhex(notices[0]["hex"]), 0x0102030405060708),
+        sealed("ind_bound_nack", key, bytes.fromhex(nacks[2]["hex"]), 42, 0x0011223344556677),
+        sealed("ind_sealed_hello", key, bytes.fromhex(hellos[0]["hex"]), 1 << 63),
+    ]
+    return {"generator": GENERATOR, "vectors": v, "nacks": nacks, "notices": notices,
+            "hellos": hellos, "sealed": sealed_}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -332,6 +333,7 @@ static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dt
 #define DTA_NATIVE_KIND_REPORTS 0
 #define DTA_NATIVE_KIND_NACK 1
 #define DTA_NATIVE_KIND_NOTICE 2
+#define DTA_NATIVE_KIND_HELLO 3
 #define DTA_NATIVE_HEADER_LEN 12
 #define DTA_NATIVE_REPORT_HEADER_LEN 4
 #define DTA_NATIVE_MAX_REPORTS 255
@@ -343,6 +345,7 @@ static inline int dta_proto_nack_parse(const uint8_t *buf, size_t len, struct dt
 #define DTA_NATIVE_NACK_SKETCH_LEN 20
 #define DTA_NATIVE_NACK_MISSING_LEN 20
 #define DTA_NATIVE_NOTICE_LEN 24
+#define DTA_NATIVE_HELLO_LEN 20
 /** A congestion notice's rate meaning "no limit". */
 #define DTA_RATE_UNLIMITED 0xFFFFFFFFu
 
@@ -549,15 +552,15 @@ struct dta_native_nack {
     uint64_t missing;    /* count == 2: bit i set = seq + 1 + i missing too; else 0 */
 };
 
-/* Header checks shared by the NACK and notice parsers, in dta-wire's order:
- * DTA_ERR_VERSION, DTA_ERR_TRUNCATED, DTA_ERR_KIND (kind > 2),
+/* Header checks shared by the NACK, notice and hello parsers, in dta-wire's order:
+ * DTA_ERR_VERSION, DTA_ERR_TRUNCATED, DTA_ERR_KIND (kind > 3),
  * DTA_ERR_PRIORITY, DTA_ERR_KIND (not `kind`). */
 static inline int dta__native_control_header(const uint8_t *buf, size_t len, unsigned kind)
 {
     if (len < 1) return DTA_ERR_TRUNCATED;
     if ((buf[0] >> 4) != DTA_NATIVE_VERSION) return DTA_ERR_VERSION;
     if (len < DTA_NATIVE_HEADER_LEN) return DTA_ERR_TRUNCATED;
-    if ((buf[0] & 0x0Fu) > DTA_NATIVE_KIND_NOTICE) return DTA_ERR_KIND;
+    if ((buf[0] & 0x0Fu) > DTA_NATIVE_KIND_HELLO) return DTA_ERR_KIND;
     if ((buf[1] >> 6) == 3) return DTA_ERR_PRIORITY;
     if ((buf[0] & 0x0Fu) != kind) return DTA_ERR_KIND;
     return DTA_OK;
@@ -629,6 +632,46 @@ static inline int dta_notice_parse(const uint8_t *buf, size_t len, struct dta_no
     return DTA_OK;
 }
 
+/** A hello (kind 3): the reporter announces its life, the number its control messages are
+ * bound to (docs/protocol.md "Authenticated NACKs and notices"). */
+struct dta_hello {
+    uint32_t reporter_id;
+    uint64_t life;
+};
+
+/** Encodes a hello into buf (Pri 2, high: a classifier keeps it under overload; R 0, count 0,
+ * seq 0): DTA_NATIVE_HELLO_LEN or DTA_ERR_NO_SPACE. */
+static inline int dta_hello_emit(uint8_t *buf, size_t cap, uint32_t reporter_id, uint64_t life)
+{
+    if (buf == NULL) return DTA_ERR_NULL;
+    if (cap < DTA_NATIVE_HELLO_LEN) return DTA_ERR_NO_SPACE;
+    memset(buf, 0, DTA_NATIVE_HELLO_LEN);
+    buf[0] = (uint8_t)(DTA_NATIVE_VERSION << 4 | DTA_NATIVE_KIND_HELLO);
+    buf[1] = 0x80u;
+    dta_put_u32(buf + 4, reporter_id);
+    dta_put_u64(buf + 12, life);
+    return DTA_NATIVE_HELLO_LEN;
+}
+
+/**
+ * Parses a hello: the header checks of dta_native_nack_parse (DTA_ERR_KIND when not a hello),
+ * then DTA_ERR_COUNT (count != 0), DTA_ERR_TRUNCATED / DTA_ERR_TRAILING (not 20 bytes).
+ */
+static inline int dta_hello_parse(const uint8_t *buf, size_t len, struct dta_hello *out)
+{
+    int rc;
+    if (buf == NULL || out == NULL) return DTA_ERR_NULL;
+    memset(out, 0, sizeof *out);
+    rc = dta__native_control_header(buf, len, DTA_NATIVE_KIND_HELLO);
+    if (rc != DTA_OK) return rc;
+    if (buf[2] != 0) return DTA_ERR_COUNT;
+    if (len < DTA_NATIVE_HELLO_LEN) return DTA_ERR_TRUNCATED;
+    if (len > DTA_NATIVE_HELLO_LEN) return DTA_ERR_TRAILING;
+    out->reporter_id = dta_get_u32(buf + 4);
+    out->life = dta_get_u64(buf + 12);
+    return DTA_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Loss and congestion: retransmission ring, NACKs, notices, tail probe      */
 /* ------------------------------------------------------------------------ */
@@ -692,6 +735,8 @@ struct dta_retransmit_stats {
     uint64_t control_unauthenticated;   /* no authenticator while a key is set */
     uint64_t control_bad_authenticator; /* an authenticator that does not verify */
     uint64_t control_replayed;          /* a counter already taken */
+    uint64_t control_unbound;    /* bound to no life while this reporter announced one */
+    uint64_t control_stale_life; /* bound to an earlier life of this reporter */
 };
 
 /**
@@ -1033,8 +1078,16 @@ static inline int dta_on_control(struct dta_retransmit *rt, struct dta_governor 
 
 /** Bytes of an authenticator: the translator's counter (u64) then the tag (u64), big-endian. */
 #define DTA_AUTH_TRAILER_LEN 16
+/** ... of one bound to a reporter's life: counter, life, tag (u64 each). */
+#define DTA_AUTH_BOUND_TRAILER_LEN 24
 /** The A bit of byte 1 (flags) of a native header: an authenticator follows the message. */
 #define DTA_FLAG_AUTH 0x10u
+/** The L bit of byte 1, with A: the authenticator holds the life the message is bound to. */
+#define DTA_FLAG_LIFE 0x08u
+/** A keyed reporter says hello at start and at least this often... */
+#define DTA_HELLO_INTERVAL_MS 1000u
+/** ... and again on a message bound to no life, at most this often. */
+#define DTA_HELLO_RETRY_MS 100u
 
 static inline uint64_t dta_rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
 
@@ -1120,32 +1173,62 @@ static inline int dta_replay_take(struct dta_replay *w, uint64_t c)
 }
 
 /**
- * Checks an authenticated control message against key and w: on success copies the message
- * without its authenticator (and with its A bit cleared) to out[0 .. *out_len) and returns
- * DTA_OK; otherwise counts why in st and returns DTA_ERR_KIND. A message without the A bit is
- * "unauthenticated".
+ * Authenticates the control message buf[0 .. len) in place with key and counter (and, when
+ * life is not NULL, binds it to *life: the L bit, the life in the authenticator). Returns the
+ * new length, or DTA_ERR_NO_SPACE when cap cannot hold the authenticator.
+ */
+static inline int dta_control_seal(const uint8_t key[16], uint8_t *buf, size_t len, size_t cap,
+                                   uint64_t counter, const uint64_t *life)
+{
+    size_t t = life != NULL ? DTA_AUTH_BOUND_TRAILER_LEN : DTA_AUTH_TRAILER_LEN;
+    if (key == NULL || buf == NULL) return DTA_ERR_NULL;
+    if (len < DTA_NATIVE_HEADER_LEN || len + t > cap) return DTA_ERR_NO_SPACE;
+    buf[1] = (uint8_t)(buf[1] | DTA_FLAG_AUTH | (life != NULL ? DTA_FLAG_LIFE : 0u));
+    dta_put_u64(buf + len, counter);
+    if (life != NULL) dta_put_u64(buf + len + 8, *life);
+    dta_put_u64(buf + len + t - 8, dta_siphash24(key, buf, len + t - 8));
+    return (int)(len + t);
+}
+
+/**
+ * Checks an authenticated control message against key, the life this reporter announced
+ * (NULL: none) and w: on success copies the message without its authenticator (and with its
+ * A and L bits cleared) to out[0 .. *out_len) and returns DTA_OK; otherwise counts why in st
+ * and returns DTA_ERR_KIND. Checks in order: the A bit ("unauthenticated"), the length and the
+ * tag ("bad_authenticator"), the life ("unbound": bound to none; "stale_life": to another),
+ * the counter ("replayed").
  */
 static inline int dta_control_open(const uint8_t key[16], struct dta_replay *w,
                                    struct dta_retransmit_stats *st, const uint8_t *buf,
-                                   size_t len, uint8_t *out, size_t *out_len)
+                                   size_t len, uint8_t *out, size_t *out_len,
+                                   const uint64_t *life)
 {
-    uint64_t counter = 0, tag = 0;
-    size_t body, i;
+    uint64_t counter, tag;
+    size_t body, t;
+    int bound;
     if (len < 2 || (buf[1] & DTA_FLAG_AUTH) == 0) {
         st->control_unauthenticated += 1;
         return DTA_ERR_KIND;
     }
-    if (len < DTA_NATIVE_HEADER_LEN + DTA_AUTH_TRAILER_LEN || len > 64) {
+    bound = (buf[1] & DTA_FLAG_LIFE) != 0;
+    t = bound ? DTA_AUTH_BOUND_TRAILER_LEN : DTA_AUTH_TRAILER_LEN;
+    if (len < DTA_NATIVE_HEADER_LEN + t || len > 64) {
         st->control_bad_authenticator += 1;
         return DTA_ERR_KIND;
     }
-    body = len - DTA_AUTH_TRAILER_LEN;
-    for (i = 0; i < 8; i++) {
-        counter = (counter << 8) | buf[body + i];
-        tag = (tag << 8) | buf[body + 8 + i];
-    }
-    if (dta_siphash24(key, buf, body + 8) != tag) {
+    body = len - t;
+    counter = dta_get_u64(buf + body);
+    tag = dta_get_u64(buf + len - 8);
+    if (dta_siphash24(key, buf, len - 8) != tag) {
         st->control_bad_authenticator += 1;
+        return DTA_ERR_KIND;
+    }
+    if (life != NULL && !bound) {
+        st->control_unbound += 1;
+        return DTA_ERR_KIND;
+    }
+    if (life != NULL && dta_get_u64(buf + body + 8) != *life) {
+        st->control_stale_life += 1;
         return DTA_ERR_KIND;
     }
     if (!dta_replay_take(w, counter)) {
@@ -1153,7 +1236,7 @@ static inline int dta_control_open(const uint8_t key[16], struct dta_replay *w,
         return DTA_ERR_KIND;
     }
     memcpy(out, buf, body);
-    out[1] = (uint8_t)(out[1] & ~DTA_FLAG_AUTH);
+    out[1] = (uint8_t)(out[1] & ~(DTA_FLAG_AUTH | DTA_FLAG_LIFE));
     *out_len = body;
     return DTA_OK;
 }
@@ -1172,17 +1255,60 @@ struct dta_reporter {
     int has_key;          /* control messages must be authenticated with key */
     uint8_t key[16];
     struct dta_replay replay;
+    uint64_t life;          /* with a key: this run's life, announced in hellos */
+    uint64_t hello_counter; /* the last hello's counter (wall-clock ns, increasing) */
+    uint64_t last_hello_ms; /* dta_now_ms() of the last hello */
+    uint64_t hellos;        /* hellos sent */
 };
+
+static inline int dta_send(struct dta_reporter *r, const uint8_t *buf, size_t len);
+static inline uint64_t dta_now_ms(void);
+
+/**
+ * Sends the translator a sealed hello with this reporter's life (with a key; a no-op without).
+ * Returns DTA_OK or DTA_ERR_SOCKET (errno set; ECONNREFUSED, nothing listening yet, is not an
+ * error: the next hello tells it).
+ */
+static inline int dta_reporter_hello(struct dta_reporter *r)
+{
+    uint8_t b[DTA_NATIVE_HELLO_LEN + DTA_AUTH_TRAILER_LEN];
+    struct timespec ts;
+    uint64_t now_ns = 0;
+    int n;
+    if (r == NULL) return DTA_ERR_NULL;
+    if (!r->has_key) return DTA_OK;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        now_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    r->hello_counter = now_ns > r->hello_counter ? now_ns : r->hello_counter + 1;
+    n = dta_hello_emit(b, sizeof b, r->reporter_id, r->life);
+    if (n < 0) return n;
+    n = dta_control_seal(r->key, b, (size_t)n, sizeof b, r->hello_counter, NULL);
+    if (n < 0) return n;
+    r->last_hello_ms = dta_now_ms();
+    if (dta_send(r, b, (size_t)n) < 0) return errno == ECONNREFUSED ? DTA_OK : DTA_ERR_SOCKET;
+    r->hellos += 1;
+    return DTA_OK;
+}
 
 /**
  * Sets the control key shared with the translator (`[translator] control_key_file`): from now
- * on dta_poll_control obeys only authenticated, fresh NACKs and notices (docs/security.md).
+ * on dta_poll_control obeys only authenticated, fresh NACKs and notices bound to the life this
+ * reporter draws here and announces in a hello (again at least every DTA_HELLO_INTERVAL_MS
+ * from dta_poll_control), so nothing recorded before it started is obeyed (docs/security.md).
+ * Returns DTA_OK, or DTA_ERR_SOCKET when the system gives no randomness or the hello cannot be
+ * sent (errno set).
  */
-static inline void dta_reporter_set_control_key(struct dta_reporter *r, const uint8_t key[16])
+static inline int dta_reporter_set_control_key(struct dta_reporter *r, const uint8_t key[16])
 {
+    ssize_t got;
     memcpy(r->key, key, 16);
     r->has_key = 1;
     memset(&r->replay, 0, sizeof r->replay);
+    do {
+        got = getrandom(&r->life, sizeof r->life, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)sizeof r->life) return DTA_ERR_SOCKET;
+    return dta_reporter_hello(r);
 }
 
 /**
@@ -1228,17 +1354,27 @@ static inline int dta_reporter_open(struct dta_reporter *r, const char *host, ui
     r->next_seq = 0;
     r->has_key = 0;
     memset(&r->replay, 0, sizeof r->replay);
+    r->life = 0;
+    r->hello_counter = 0;
+    r->last_hello_ms = 0;
+    r->hellos = 0;
     return DTA_OK;
 }
 
-/** Sends one datagram. Returns the number of bytes sent or DTA_ERR_SOCKET (errno set). */
+/**
+ * Sends one datagram. Returns the number of bytes sent or DTA_ERR_SOCKET (errno set). An
+ * earlier datagram's ICMP port unreachable, pending on the socket, refuses one send without
+ * sending anything (ECONNREFUSED): it is tried once more, so only a translator that is not
+ * listening now loses the datagram.
+ */
 static inline int dta_send(struct dta_reporter *r, const uint8_t *buf, size_t len)
 {
     ssize_t n;
+    int tries = 0;
     if (r == NULL || buf == NULL) return DTA_ERR_NULL;
     do {
         n = send(r->fd, buf, len, 0);
-    } while (n < 0 && errno == EINTR);
+    } while (n < 0 && (errno == EINTR || (errno == ECONNREFUSED && tries++ == 0)));
     if (n < 0) return DTA_ERR_SOCKET;
     return (int)n;
 }
@@ -1404,6 +1540,9 @@ static inline int dta_poll_control(struct dta_reporter *r, int nack_fd, struct d
     size_t msg_len;
     int handled = 0;
     if (r == NULL || rt == NULL) return DTA_ERR_NULL;
+    if (r->has_key && dta_now_ms() - r->last_hello_ms >= DTA_HELLO_INTERVAL_MS &&
+        dta_reporter_hello(r) != DTA_OK)
+        return DTA_ERR_SOCKET;
     for (;;) {
         struct pollfd p;
         struct sockaddr_storage from, peer;
@@ -1431,17 +1570,29 @@ static inline int dta_poll_control(struct dta_reporter *r, int nack_fd, struct d
         msg = buf;
         msg_len = (size_t)n;
         if (r->has_key && rt->seq_mask != 0xFFu) {
+            uint64_t unbound = rt->stats.control_unbound;
             if (dta_control_open(r->key, &r->replay, &rt->stats, buf, (size_t)n, plain,
-                                 &msg_len) != DTA_OK)
+                                 &msg_len, &r->life) != DTA_OK) {
+                /* The translator has not heard this life (yet): say it again. */
+                if (rt->stats.control_unbound != unbound &&
+                    dta_now_ms() - r->last_hello_ms >= DTA_HELLO_RETRY_MS &&
+                    dta_reporter_hello(r) != DTA_OK)
+                    return DTA_ERR_SOCKET;
                 continue;
+            }
             msg = plain;
-        } else if (rt->seq_mask != 0xFFu && n >= DTA_NATIVE_HEADER_LEN + DTA_AUTH_TRAILER_LEN &&
-                   (buf[1] & DTA_FLAG_AUTH) != 0) {
+        } else if (rt->seq_mask != 0xFFu && n >= 2 && (buf[1] & DTA_FLAG_AUTH) != 0) {
             /* Signed by the translator, not checked (no key here): the message itself. */
-            memcpy(plain, buf, (size_t)n - DTA_AUTH_TRAILER_LEN);
-            plain[1] = (uint8_t)(plain[1] & ~DTA_FLAG_AUTH);
+            size_t t = (buf[1] & DTA_FLAG_LIFE) != 0 ? DTA_AUTH_BOUND_TRAILER_LEN
+                                                      : DTA_AUTH_TRAILER_LEN;
+            if ((size_t)n < DTA_NATIVE_HEADER_LEN + t) {
+                rt->stats.bad_nacks += 1;
+                continue;
+            }
+            memcpy(plain, buf, (size_t)n - t);
+            plain[1] = (uint8_t)(plain[1] & ~(DTA_FLAG_AUTH | DTA_FLAG_LIFE));
             msg = plain;
-            msg_len = (size_t)n - DTA_AUTH_TRAILER_LEN;
+            msg_len = (size_t)n - t;
         }
         rc = dta_on_control(rt, g, r->reporter_id, msg, msg_len, dta_now_ms(),
                             dta_reporter_send_fn, r, NULL);

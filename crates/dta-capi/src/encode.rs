@@ -316,7 +316,7 @@ pub unsafe extern "C" fn dta_datagram_header(
         if h.kind != dta_wire::native::Kind::Reports {
             return Err(Error::new(
                 Code::Invalid,
-                "not a report datagram (a NACK or notice)",
+                "not a report datagram (a NACK, notice or hello)",
             ));
         }
         let v = DtaHeader {

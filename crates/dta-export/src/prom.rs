@@ -272,6 +272,17 @@ impl Collector for TranslatorMetrics {
                 (vec![("op", "fetch_add")], self.sum(|s| l(&s.fetch_adds))),
             ],
         )?;
+        labelled_counter(
+            &mut enc,
+            &self.n("hellos"),
+            "Hellos from reporters (the life NACKs and notices are bound to), by outcome",
+            dta_translator::control::HelloOutcome::ALL.iter().map(|o| {
+                (
+                    vec![("outcome", o.name())],
+                    self.sum(|s| l(&s.hellos[o.index()])),
+                )
+            }),
+        )?;
         // The sources claiming priority beyond their budget, the most first (bounded).
         counter_family(
             &mut enc,

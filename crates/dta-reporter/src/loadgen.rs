@@ -261,6 +261,12 @@ pub struct LoadStats {
     pub control_bad_authenticator: u64,
     /// Not obeyed: replayed.
     pub control_replayed: u64,
+    /// Not obeyed: bound to no life while the reporter announced one.
+    pub control_unbound: u64,
+    /// Not obeyed: bound to an earlier life of the reporter.
+    pub control_stale_life: u64,
+    /// Hellos sent (the life control messages are bound to).
+    pub hellos: u64,
     /// From the first report to the end of the flush (and linger).
     pub elapsed: Duration,
     /// Sketch-Merge: what the sketch sender did.
@@ -287,6 +293,9 @@ impl LoadStats {
             control_unauthenticated: sum(|s| s.control_unauthenticated),
             control_bad_authenticator: sum(|s| s.control_bad_authenticator),
             control_replayed: sum(|s| s.control_replayed),
+            control_unbound: sum(|s| s.control_unbound),
+            control_stale_life: sum(|s| s.control_stale_life),
+            hellos: sum(|s| s.hellos),
             elapsed: all.iter().map(|s| s.elapsed).max().unwrap_or_default(),
             sketch: None,
         }
@@ -550,6 +559,10 @@ fn stats(
         control_unauthenticated: now.control_unauthenticated - before.control_unauthenticated,
         control_bad_authenticator: now.control_bad_authenticator - before.control_bad_authenticator,
         control_replayed: now.control_replayed - before.control_replayed,
+        control_unbound: now.control_unbound - before.control_unbound,
+        control_stale_life: now.control_stale_life - before.control_stale_life,
+        // The first hello is said when the reporter is made, before any run: all of them.
+        hellos: now.hellos,
         elapsed,
         sketch,
     }

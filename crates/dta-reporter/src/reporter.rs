@@ -113,7 +113,8 @@ pub struct ReporterConfig {
     pub bind: Option<IpAddr>,
     /// The control key shared with the translator (`[translator] control_key_file`): NACKs and
     /// congestion notices are then obeyed only when they carry a valid authenticator with a
-    /// counter not seen before (docs/security.md). Default none: any well-formed message from
+    /// counter not seen before, bound to the life this reporter announces in its hellos
+    /// (docs/security.md). Default none: any well-formed message from
     /// the translator's address is obeyed.
     pub control_key: Option<dta_wire::auth::ControlKey>,
     /// Addresses NACKs and notices are taken from besides `destination` (a reporter whose NACK
@@ -256,6 +257,13 @@ pub struct ReporterStats {
     pub control_bad_authenticator: u64,
     /// Not obeyed: a counter already seen (a replay).
     pub control_replayed: u64,
+    /// Not obeyed: sealed but bound to no life while this reporter announced one (the
+    /// translator had not heard its hello yet, or a recording from before any hello).
+    pub control_unbound: u64,
+    /// Not obeyed: bound to another life of this reporter (recorded before it started).
+    pub control_stale_life: u64,
+    /// Hellos sent (a reporter with a control key announces its life, `dta_wire::auth`).
+    pub hellos: u64,
 }
 
 impl ReporterStats {
@@ -280,6 +288,9 @@ impl ReporterStats {
             control_unauthenticated,
             control_bad_authenticator,
             control_replayed,
+            control_unbound,
+            control_stale_life,
+            hellos,
         } = *other;
         self.datagrams += datagrams;
         self.reports += reports;
@@ -299,6 +310,9 @@ impl ReporterStats {
         self.control_unauthenticated += control_unauthenticated;
         self.control_bad_authenticator += control_bad_authenticator;
         self.control_replayed += control_replayed;
+        self.control_unbound += control_unbound;
+        self.control_stale_life += control_stale_life;
+        self.hellos += hellos;
     }
 }
 
@@ -377,6 +391,12 @@ pub struct Reporter {
     start: Instant,
     /// Authenticated control messages' counters seen ([`ReplayWindow`]).
     replay: ReplayWindow,
+    /// This run's life, announced in hellos (a native reporter with a control key and flow
+    /// control): only messages bound to it are obeyed (`dta_wire::auth`).
+    life: Option<u64>,
+    /// The last hello's counter (wall-clock nanoseconds, strictly increasing).
+    hello_counter: u64,
+    last_hello: Option<Instant>,
 }
 
 /// The counters of authenticated control messages accepted: the highest, and which of the 64
@@ -474,7 +494,7 @@ impl Reporter {
         } else {
             cfg.retransmit_buffer
         };
-        Ok(Reporter {
+        Reporter {
             buf: vec![0; cfg.max_datagram],
             ring: RetransmitRing::new(ring_cap, cfg.max_datagram),
             cfg,
@@ -491,7 +511,66 @@ impl Reporter {
             governor: Governor::new(),
             start: Instant::now(),
             replay: ReplayWindow::default(),
-        })
+            life: None,
+            hello_counter: 0,
+            last_hello: None,
+        }
+        .announced()
+    }
+
+    /// A reporter that obeys only keyed messages draws its life and says hello.
+    fn announced(mut self) -> io::Result<Reporter> {
+        let hears = !matches!(self.control, Control::Off);
+        if let (true, Some(_), Protocol::Native { .. }) =
+            (hears, &self.cfg.control_key, self.cfg.protocol)
+        {
+            self.life = Some(rand::random());
+            self.say_hello()?;
+        }
+        Ok(self)
+    }
+
+    /// Send a sealed hello with this run's life to the translator (`dta_wire::native::HelloRepr`).
+    fn say_hello(&mut self) -> io::Result<()> {
+        let (Some(life), Some(key), Protocol::Native { reporter_id }) =
+            (self.life, &self.cfg.control_key, self.cfg.protocol)
+        else {
+            return Ok(());
+        };
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.hello_counter = now_ns.max(self.hello_counter + 1);
+        let mut b = [0u8; native::HELLO_LEN + dta_wire::auth::TRAILER_LEN];
+        let n = native::HelloRepr { reporter_id, life }
+            .emit(&mut b)
+            .expect("room for a hello");
+        let n = dta_wire::auth::seal(&mut b, n, key, self.hello_counter);
+        self.last_hello = Some(Instant::now());
+        match self.socket.send(&b[..n]) {
+            Ok(_) => self.stats.hellos += 1,
+            // Nothing listens yet: the next hello (within a second) tells it.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Say hello if the last one is at least `ms` old.
+    fn hello_due(&mut self, ms: u64) -> io::Result<()> {
+        if self.life.is_some()
+            && self
+                .last_hello
+                .is_none_or(|t| t.elapsed() >= Duration::from_millis(ms))
+        {
+            self.say_hello()?;
+        }
+        Ok(())
+    }
+
+    /// This run's life, if it announces one (a native reporter with a control key).
+    pub fn life(&self) -> Option<u64> {
+        self.life
     }
 
     /// The configuration.
@@ -747,15 +826,26 @@ impl Reporter {
             self.stats.suppressed_reports += reports;
             return self.count_toward_poll();
         }
-        let bytes = &self.buf[..len];
-        match self.socket.send(bytes) {
+        match self.socket.send(&self.buf[..len]) {
             Ok(_) => {}
-            // Nothing listens (yet) at the destination: UDP loses the datagram; count it.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.stats.send_errors += 1,
+            // An earlier datagram's ICMP port unreachable, kept as the socket's pending error,
+            // refused this send: nothing was sent. The translator was not listening then, so
+            // a hello sent meanwhile was lost too: say it again, then send once more; a
+            // second refusal means nothing listens now (UDP loses the datagram; counted).
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                self.hello_due(0)?;
+                match self.socket.send(&self.buf[..len]) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        self.stats.send_errors += 1
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             Err(e) => return Err(e.into()),
         }
         if self.cfg.retransmittable {
-            self.ring.push(bytes);
+            self.ring.push(&self.buf[..len]);
         }
         self.next_seq = self.next_seq.wrapping_add(1);
         self.stats.datagrams += 1;
@@ -778,6 +868,7 @@ impl Reporter {
     /// many datagrams were received on it.
     pub fn poll_nacks(&mut self) -> io::Result<usize> {
         self.since_poll = 0;
+        self.hello_due(dta_wire::auth::HELLO_INTERVAL_MS)?;
         let mut handled = 0;
         let mut b = [0u8; 64];
         loop {
@@ -930,13 +1021,13 @@ impl Reporter {
         let mut plain = [0u8; 64];
         let b = match (&self.cfg.control_key, self.cfg.protocol) {
             (Some(key), Protocol::Native { .. }) => {
-                match dta_wire::auth::open(b, key, None, &mut plain) {
-                    Ok((n, counter)) => {
-                        if !self.replay.take(counter) {
+                match dta_wire::auth::open(b, key, self.life, None, &mut plain) {
+                    Ok(o) => {
+                        if !self.replay.take(o.counter) {
                             self.stats.control_replayed += 1;
                             return Ok(());
                         }
-                        &plain[..n]
+                        &plain[..o.len]
                     }
                     Err(e) => {
                         *match e {
@@ -944,6 +1035,14 @@ impl Reporter {
                                 &mut self.stats.control_unauthenticated
                             }
                             dta_wire::auth::AuthError::Replayed => &mut self.stats.control_replayed,
+                            dta_wire::auth::AuthError::StaleLife => {
+                                &mut self.stats.control_stale_life
+                            }
+                            dta_wire::auth::AuthError::Unbound => {
+                                // The translator has not heard this life (yet): say it again.
+                                self.hello_due(dta_wire::auth::HELLO_RETRY_MS)?;
+                                &mut self.stats.control_unbound
+                            }
                             dta_wire::auth::AuthError::BadTag
                             | dta_wire::auth::AuthError::Truncated => {
                                 if !self.said_bad_key {

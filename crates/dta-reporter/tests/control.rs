@@ -1,6 +1,7 @@
 //! Control messages (NACKs, congestion notices) are obeyed only from the translator the reporter
 //! sends to, and, with a control key, only with a valid authenticator whose counter was not
-//! seen before (docs/security.md). Everything else changes nothing and is counted by reason.
+//! seen before, bound to the life the reporter announced in its hello (docs/security.md).
+//! Everything else changes nothing and is counted by reason.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -29,6 +30,15 @@ fn sealed(msg: &[u8], key: &ControlKey, counter: u64) -> Vec<u8> {
     let mut b = vec![0u8; 64];
     b[..msg.len()].copy_from_slice(msg);
     let n = auth::seal(&mut b, msg.len(), key, counter);
+    b.truncate(n);
+    b
+}
+
+/// `msg` sealed for the reporter's life `life`, as a translator that heard its hello seals.
+fn bound(msg: &[u8], key: &ControlKey, counter: u64, life: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    b[..msg.len()].copy_from_slice(msg);
+    let n = auth::seal_bound(&mut b, msg.len(), key, counter, life);
     b.truncate(n);
     b
 }
@@ -90,22 +100,23 @@ fn with_a_key_only_authenticated_fresh_messages_are_obeyed() {
     let key = ControlKey::from_hex("00112233445566778899aabbccddeeff").unwrap();
     let translator = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut r = reporter(translator.local_addr().unwrap(), Some(key.clone()));
+    let life = r.life().expect("a keyed native reporter announces a life");
     // Unauthenticated, even from the translator's address (a spoofed source).
     deliver(&mut r, &translator, &pause());
     assert_eq!(r.stats().control_unauthenticated, 1);
     // Another key.
     let other = ControlKey::new([7; 16]);
-    deliver(&mut r, &translator, &sealed(&pause(), &other, 10));
+    deliver(&mut r, &translator, &bound(&pause(), &other, 10, life));
     assert_eq!(r.stats().control_bad_authenticator, 1);
     // Tampered.
-    let mut t = sealed(&pause(), &key, 11);
+    let mut t = bound(&pause(), &key, 11, life);
     t[13] ^= 0x01;
     deliver(&mut r, &translator, &t);
     assert_eq!(r.stats().control_bad_authenticator, 2);
     assert_eq!(r.stats().notices, 0);
     assert!(sends(&mut r));
     // The real one: obeyed; again (a replay): not.
-    let good = sealed(&pause(), &key, 12);
+    let good = bound(&pause(), &key, 12, life);
     deliver(&mut r, &translator, &good);
     assert_eq!(r.stats().notices, 1);
     assert!(!sends(&mut r));
@@ -114,11 +125,65 @@ fn with_a_key_only_authenticated_fresh_messages_are_obeyed() {
     assert_eq!(r.stats().notices, 1);
     // Out of order within the window is fine (the translator's threads share one counter);
     // far behind is a replay.
-    deliver(&mut r, &translator, &sealed(&pause(), &key, 100));
-    deliver(&mut r, &translator, &sealed(&pause(), &key, 99));
+    deliver(&mut r, &translator, &bound(&pause(), &key, 100, life));
+    deliver(&mut r, &translator, &bound(&pause(), &key, 99, life));
     assert_eq!(r.stats().notices, 3);
-    deliver(&mut r, &translator, &sealed(&pause(), &key, 30));
+    deliver(&mut r, &translator, &bound(&pause(), &key, 30, life));
     assert_eq!(r.stats().control_replayed, 2);
+}
+
+/// Messages recorded from a keyed translator and replayed to a reporter started afterwards with
+/// the same id and key are not obeyed: they are bound to the earlier reporter's life (or to
+/// none), and the new one says hello again when it sees one bound to none.
+#[test]
+fn a_new_reporter_obeys_nothing_recorded_in_an_earlier_life() {
+    let key = ControlKey::from_hex("00112233445566778899aabbccddeeff").unwrap();
+    let translator = UdpSocket::bind("127.0.0.1:0").unwrap();
+    translator
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let first = reporter(translator.local_addr().unwrap(), Some(key.clone()));
+    let old_life = first.life().unwrap();
+    // The translator hears the first reporter's hello: sealed, with its life.
+    let mut b = [0u8; 64];
+    let n = translator.recv(&mut b).unwrap();
+    let mut plain = [0u8; 64];
+    let o = auth::open(&b[..n], &key, None, None, &mut plain).unwrap();
+    let hello = dta_wire::native::HelloRepr::parse(&plain[..o.len]).unwrap();
+    assert_eq!((hello.reporter_id, hello.life), (1, old_life));
+    assert_eq!(first.stats().hellos, 1);
+    let recorded = [
+        bound(&pause(), &key, 1_000, old_life),
+        bound(&pause(), &key, 1_001, old_life),
+        sealed(&pause(), &key, 1_002),
+    ];
+    drop(first);
+
+    let mut r = reporter(translator.local_addr().unwrap(), Some(key.clone()));
+    assert_ne!(r.life(), Some(old_life), "a life is drawn anew");
+    translator.recv(&mut b).unwrap();
+    for m in &recorded[..2] {
+        deliver(&mut r, &translator, m);
+    }
+    assert_eq!(r.stats().control_stale_life, 2);
+    // A message bound to no life makes it say hello again (at most every 100 ms).
+    std::thread::sleep(Duration::from_millis(150));
+    deliver(&mut r, &translator, &recorded[2]);
+    assert_eq!(r.stats().control_unbound, 1);
+    assert_eq!(r.stats().notices, 0);
+    assert_eq!(r.stats().hellos, 2);
+    let n = translator.recv(&mut b).unwrap();
+    assert!(auth::is_sealed(&b[..n]));
+    assert_eq!(b[0] & 0x0f, dta_wire::native::Kind::Hello as u8);
+    assert!(sends(&mut r), "nothing recorded paused the new reporter");
+}
+
+/// Without a key nothing is announced: no life, no hello.
+#[test]
+fn an_unkeyed_reporter_says_no_hello() {
+    let translator = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let r = reporter(translator.local_addr().unwrap(), None);
+    assert_eq!((r.life(), r.stats().hellos), (None, 0));
 }
 
 #[test]

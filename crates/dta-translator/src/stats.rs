@@ -126,6 +126,8 @@ pub struct Stats {
     pub congestion_signals: [AtomicU64; 4],
     /// Congestion notices queued to reporters.
     pub notices_sent: AtomicU64,
+    /// Hellos from reporters, by [`crate::control::HelloOutcome`].
+    pub hellos: [AtomicU64; crate::control::HelloOutcome::ALL.len()],
     /// Low-priority Key-Write reports written with redundancy 1 instead of their N.
     pub redundancy_lowered: AtomicU64,
 }
@@ -177,6 +179,7 @@ impl Default for Stats {
             budget: AtomicU64::new(0),
             congestion_signals: Default::default(),
             notices_sent: AtomicU64::new(0),
+            hellos: Default::default(),
             redundancy_lowered: AtomicU64::new(0),
         }
     }
@@ -287,6 +290,9 @@ impl Stats {
             acc(&t.congestion_signals[i], &|s| &s.congestion_signals[i]);
         }
         acc(&t.notices_sent, &|s| &s.notices_sent);
+        for i in 0..t.hellos.len() {
+            acc(&t.hellos[i], &|s| &s.hellos[i]);
+        }
         acc(&t.redundancy_lowered, &|s| &s.redundancy_lowered);
         t
     }
@@ -393,6 +399,10 @@ impl Stats {
                 "budget": l(&self.budget),
                 "congestion_signals": congestion,
                 "notices_sent": l(&self.notices_sent),
+                "hellos": crate::control::HelloOutcome::ALL
+                    .iter()
+                    .map(|o| (o.name().to_string(), l(&self.hellos[o.index()]).into()))
+                    .collect::<serde_json::Map<_, _>>(),
                 "redundancy_lowered": l(&self.redundancy_lowered),
             },
         })

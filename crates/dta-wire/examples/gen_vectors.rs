@@ -5,7 +5,10 @@
 
 use std::path::PathBuf;
 
-use dta_wire::native::{DatagramBuilder, NackRepr, NoticeRepr, SketchNack, RATE_UNLIMITED};
+use dta_wire::auth::{self, ControlKey};
+use dta_wire::native::{
+    DatagramBuilder, HelloRepr, NackRepr, NoticeRepr, SketchNack, RATE_UNLIMITED,
+};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Opcode, Priority, Report};
 use serde_json::{json, Value};
@@ -460,7 +463,83 @@ fn native_file() -> Value {
         })
     })
     .collect();
-    json!({"vectors": vectors, "nacks": nacks, "notices": notices})
+    let hellos: Vec<Value> = [
+        ("hello", 7u32, 0x0123_4567_89ab_cdefu64),
+        ("hello_extremes", u32::MAX, u64::MAX),
+    ]
+    .iter()
+    .map(|&(name, reporter_id, life)| {
+        let mut b = [0u8; 32];
+        let len = HelloRepr { reporter_id, life }.emit(&mut b).unwrap();
+        json!({"name": name, "hex": hex(&b[..len]), "reporter_id": reporter_id, "life": life})
+    })
+    .collect();
+    // Authenticated control messages (docs/protocol.md "Authenticated NACKs and notices"):
+    // the message, its key, counter and life (null: sealed without one), and the sealed bytes.
+    let key_bytes: [u8; 16] = std::array::from_fn(|i| i as u8);
+    let key = ControlKey::new(key_bytes);
+    let mut notice = [0u8; 32];
+    let notice_len = NoticeRepr {
+        reporter_id: 7,
+        hold_ms: 1000,
+        low_rate: 50,
+        medium_rate: 500,
+    }
+    .emit(&mut notice)
+    .unwrap();
+    let mut nack = [0u8; 32];
+    let nack_len = NackRepr {
+        reporter_id: 7,
+        seq: 257,
+        sketch: None,
+        missing: 0b101,
+    }
+    .emit(&mut nack)
+    .unwrap();
+    let mut hello = [0u8; 32];
+    let hello_len = HelloRepr {
+        reporter_id: 7,
+        life: 0x0123_4567_89ab_cdef,
+    }
+    .emit(&mut hello)
+    .unwrap();
+    let sealed: Vec<Value> = [
+        (
+            "sealed_notice",
+            &notice[..notice_len],
+            0x1867_0000_0000_0001u64,
+            None,
+        ),
+        (
+            "bound_notice",
+            &notice[..notice_len],
+            0x1867_0000_0000_0002,
+            Some(0x0123_4567_89ab_cdefu64),
+        ),
+        (
+            "bound_nack",
+            &nack[..nack_len],
+            u64::MAX,
+            Some(0x0123_4567_89ab_cdef),
+        ),
+        ("sealed_hello", &hello[..hello_len], 1, None),
+    ]
+    .iter()
+    .map(|&(name, msg, counter, life)| {
+        let mut b = [0u8; 64];
+        b[..msg.len()].copy_from_slice(msg);
+        let len = match life {
+            Some(l) => auth::seal_bound(&mut b, msg.len(), &key, counter, l),
+            None => auth::seal(&mut b, msg.len(), &key, counter),
+        };
+        json!({
+            "name": name, "key": hex(&key_bytes), "message": hex(msg), "counter": counter,
+            "life": life, "hex": hex(&b[..len]),
+        })
+    })
+    .collect();
+    json!({"vectors": vectors, "nacks": nacks, "notices": notices, "hellos": hellos,
+           "sealed": sealed})
 }
 
 fn invalid_file() -> Value {
@@ -588,10 +667,10 @@ fn invalid_file() -> Value {
         ),
         // unknown_kind
         v(
-            "native_kind_3",
+            "native_kind_4",
             "native",
             None,
-            "13".to_string() + &hdr[2..] + "01000404" + "0a000001deadbeef",
+            "14".to_string() + &hdr[2..] + "01000404" + "0a000001deadbeef",
             "unknown_kind",
         ),
         v(

@@ -108,8 +108,13 @@ pub fn notice_to_json(notice: &native::NoticeRepr) -> Value {
     })
 }
 
+/// A hello as JSON (`reporter_id`, `life`).
+pub fn hello_to_json(hello: &native::HelloRepr) -> Value {
+    json!({"reporter_id": hello.reporter_id, "life": hello.life})
+}
+
 /// A JSON object with every field of a datagram: `protocol`, the header, and the report(s)
-/// (or, for a native NACK, `nack`; for a congestion notice, `notice`).
+/// (or, for a native NACK, `nack`; for a congestion notice, `notice`; for a hello, `hello`).
 pub fn to_json(datagram: &Datagram<'_>) -> Value {
     match datagram {
         Datagram::Prototype(r) => {
@@ -148,10 +153,11 @@ pub fn to_json(datagram: &Datagram<'_>) -> Value {
                     "seq": h.seq,
                 }),
             );
-            match (d.nack(), d.notice()) {
-                (Some(n), _) => m.insert("nack".into(), nack_to_json(&n)),
-                (None, Some(c)) => m.insert("notice".into(), notice_to_json(&c)),
-                (None, None) => m.insert(
+            match (d.nack(), d.notice(), d.hello()) {
+                (Some(n), _, _) => m.insert("nack".into(), nack_to_json(&n)),
+                (None, Some(c), _) => m.insert("notice".into(), notice_to_json(&c)),
+                (None, None, Some(h)) => m.insert("hello".into(), hello_to_json(&h)),
+                (None, None, None) => m.insert(
                     "reports".into(),
                     d.reports().map(|r| report_to_json(&r)).collect(),
                 ),

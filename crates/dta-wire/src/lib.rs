@@ -38,7 +38,7 @@ pub mod prefix;
 pub mod prototype;
 
 #[cfg(feature = "json")]
-pub use json::{nack_to_json, notice_to_json, report_to_json, to_json};
+pub use json::{hello_to_json, nack_to_json, notice_to_json, report_to_json, to_json};
 
 /// UDP destination port of DTA reports (both protocols).
 pub const DTA_PORT: u16 = 40040;

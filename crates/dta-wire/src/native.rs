@@ -32,6 +32,10 @@ pub const MISSING_BITS: u32 = 64;
 pub const NOTICE_BODY_LEN: usize = 12;
 /// Length of a congestion notice.
 pub const NOTICE_LEN: usize = HEADER_LEN + NOTICE_BODY_LEN;
+/// Length of a hello's body (the reporter's life).
+pub const HELLO_BODY_LEN: usize = 8;
+/// Length of a hello (before its authenticator).
+pub const HELLO_LEN: usize = HEADER_LEN + HELLO_BODY_LEN;
 /// A congestion notice's rate meaning "no limit".
 pub const RATE_UNLIMITED: u32 = u32::MAX;
 /// Longest report (a Key-Write with a 16-byte key and 64 bytes of data).
@@ -88,6 +92,9 @@ pub mod field {
     pub const C_LOW_RATE: Range<usize> = 4..8;
     /// Congestion notice body: medium-priority datagrams per second allowed meanwhile.
     pub const C_MEDIUM_RATE: Range<usize> = 8..12;
+
+    /// Hello body, relative to the end of the header: the reporter's life.
+    pub const H_LIFE: Range<usize> = 0..8;
 }
 
 /// The message kind (low nibble of byte 0).
@@ -100,6 +107,9 @@ pub enum Kind {
     Nack = 1,
     /// Congestion notice, translator to reporter.
     Notice = 2,
+    /// Hello, reporter to translator: the life its control messages are bound to
+    /// (docs/protocol.md "Authenticated NACKs and notices").
+    Hello = 3,
 }
 
 impl Kind {
@@ -109,6 +119,7 @@ impl Kind {
             Kind::Reports => "reports",
             Kind::Nack => "nack",
             Kind::Notice => "notice",
+            Kind::Hello => "hello",
         }
     }
 }
@@ -120,6 +131,7 @@ impl TryFrom<u8> for Kind {
             0 => Ok(Kind::Reports),
             1 => Ok(Kind::Nack),
             2 => Ok(Kind::Notice),
+            3 => Ok(Kind::Hello),
             _ => Err(Error::UnknownKind),
         }
     }
@@ -882,6 +894,73 @@ impl NoticeRepr {
     }
 }
 
+/// A hello (kind 3, reporter to translator on the translator's port): the reporter's `life`, a
+/// random number drawn when it starts. Sent sealed ([`crate::auth::seal`]) by a reporter with a
+/// control key, when it starts and once a second; the translator then binds every NACK and
+/// notice to this reporter to the life ([`crate::auth::seal_bound`]), so messages recorded in
+/// an earlier life of the reporter are not obeyed by this one. Sent with priority high, so that
+/// a classifier in front of the translator keeps it under the overload its notices are about;
+/// priority, R and seq are ignored on receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelloRepr {
+    /// The reporter announcing itself.
+    pub reporter_id: u32,
+    /// Its life: random, drawn when it starts.
+    pub life: u64,
+}
+
+impl HelloRepr {
+    /// Parse a whole hello (header checks as [`HeaderRepr::parse`], then kind must be hello
+    /// (`UnknownKind`), count 0 (`BadCount`), exactly [`HELLO_LEN`] bytes).
+    pub fn parse(buf: &[u8]) -> Result<HelloRepr, Error> {
+        let p = Packet::new_unchecked(buf);
+        let h = HeaderRepr::parse(&p)?;
+        if h.kind != Kind::Hello {
+            return Err(Error::UnknownKind);
+        }
+        check_hello_body(h.count, p.payload())?;
+        Ok(HelloRepr {
+            reporter_id: h.reporter_id,
+            life: be_u64(&p.payload()[field::H_LIFE]),
+        })
+    }
+
+    /// [`HELLO_LEN`].
+    pub const fn buffer_len(&self) -> usize {
+        HELLO_LEN
+    }
+
+    /// Emit into the front of `buf` (priority high, R clear, count 0, seq 0); returns the
+    /// length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let b = buf.get_mut(..HELLO_LEN).ok_or(Error::Truncated)?;
+        let mut p = Packet::new_unchecked(b);
+        HeaderRepr {
+            kind: Kind::Hello,
+            priority: Priority::High,
+            retransmittable: false,
+            count: 0,
+            reporter_id: self.reporter_id,
+            seq: 0,
+        }
+        .emit(&mut p);
+        p.payload_mut()[field::H_LIFE].copy_from_slice(&self.life.to_be_bytes());
+        Ok(HELLO_LEN)
+    }
+}
+
+/// Validate a hello's count (0) and body length.
+fn check_hello_body(count: u8, body: &[u8]) -> Result<(), Error> {
+    if count != 0 {
+        return Err(Error::BadCount);
+    }
+    match body.len().cmp(&HELLO_BODY_LEN) {
+        core::cmp::Ordering::Less => Err(Error::Truncated),
+        core::cmp::Ordering::Greater => Err(Error::TrailingBytes),
+        core::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
 /// Validate a notice's count (1) and body length.
 fn check_notice_body(count: u8, body: &[u8]) -> Result<(), Error> {
     if count != 1 {
@@ -894,8 +973,8 @@ fn check_notice_body(count: u8, body: &[u8]) -> Result<(), Error> {
     }
 }
 
-/// A whole, validated native datagram: a report datagram (kind 0), a NACK (kind 1) or a
-/// congestion notice (kind 2).
+/// A whole, validated native datagram: a report datagram (kind 0), a NACK (kind 1), a
+/// congestion notice (kind 2) or a hello (kind 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<'a> {
     /// The header.
@@ -911,7 +990,7 @@ impl<'a> Datagram<'a> {
     /// applies half a malformed datagram. Check order: header ([`HeaderRepr::parse`]); for
     /// kind 0, count >= 1 (`BadCount`), then each report in turn ([`ReportPacket::check_len`]),
     /// then no bytes left (`TrailingBytes`); for kind 1, as [`NackRepr::parse`]; for kind 2, as
-    /// [`NoticeRepr::parse`].
+    /// [`NoticeRepr::parse`]; for kind 3, as [`HelloRepr::parse`].
     #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<Datagram<'a>, Error> {
         let p = Packet::new_unchecked(buf);
@@ -919,11 +998,13 @@ impl<'a> Datagram<'a> {
         let mut nack = NackBody::None;
         let mut stride = 0;
         match header.kind {
-            Kind::Nack | Kind::Notice => {
-                if header.kind == Kind::Nack {
-                    nack = parse_nack_body(header.count, p.payload())?;
-                } else {
-                    check_notice_body(header.count, p.payload())?;
+            Kind::Nack | Kind::Notice | Kind::Hello => {
+                match header.kind {
+                    Kind::Nack => nack = parse_nack_body(header.count, p.payload())?,
+                    Kind::Notice => check_notice_body(header.count, p.payload())?,
+                    _ => check_hello_body(header.count, p.payload())?,
+                }
+                if header.kind != Kind::Nack {
                     header.seq = 0;
                 }
                 // Pri and R (and a notice's seq) are sent as 0 and ignored on receipt (a Pri of
@@ -988,7 +1069,7 @@ impl<'a> Datagram<'a> {
             buf: &self.buf[HEADER_LEN..],
             remaining: match self.header.kind {
                 Kind::Reports => self.header.count,
-                Kind::Nack | Kind::Notice => 0,
+                Kind::Nack | Kind::Notice | Kind::Hello => 0,
             },
         }
     }
@@ -1003,6 +1084,14 @@ impl<'a> Datagram<'a> {
     pub fn notice(&self) -> Option<NoticeRepr> {
         (self.header.kind == Kind::Notice)
             .then(|| NoticeRepr::from_body(self.header.reporter_id, &self.buf[HEADER_LEN..]))
+    }
+
+    /// The hello, if this is one.
+    pub fn hello(&self) -> Option<HelloRepr> {
+        (self.header.kind == Kind::Hello).then(|| HelloRepr {
+            reporter_id: self.header.reporter_id,
+            life: be_u64(&self.buf[HEADER_LEN..][field::H_LIFE]),
+        })
     }
 
     /// The whole datagram's bytes.
@@ -1317,7 +1406,7 @@ mod tests {
     #[test]
     fn header_rejections_in_order() {
         let mut b = TWO_REPORTS;
-        b[0] = 0x13;
+        b[0] = 0x14;
         assert_eq!(Datagram::parse(&b), Err(Error::UnknownKind));
         b[0] = 0x20;
         assert_eq!(Datagram::parse(&b), Err(Error::UnknownVersion));
@@ -1566,9 +1655,44 @@ mod tests {
         let mut nack = [0u8; 12];
         NackRepr::new(1, 2).emit(&mut nack).unwrap();
         assert_eq!(NoticeRepr::parse(&nack), Err(Error::UnknownKind));
-        // Kind 3 is still unknown.
-        out[0] = 0x13;
+        // Kind 4 is unknown.
+        out[0] = 0x14;
         assert_eq!(Datagram::parse(&out[..NOTICE_LEN]), Err(Error::UnknownKind));
+    }
+
+    #[test]
+    fn hellos() {
+        let h = HelloRepr {
+            reporter_id: 0x0102_0304,
+            life: 0x1122_3344_5566_7788,
+        };
+        let mut out = [0u8; 32];
+        assert_eq!(h.emit(&mut out), Ok(HELLO_LEN));
+        assert_eq!(
+            &out[..HELLO_LEN],
+            &[
+                0x13, 0x80, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+                0x88
+            ]
+        );
+        assert_eq!(HelloRepr::parse(&out[..HELLO_LEN]), Ok(h));
+        let d = Datagram::parse(&out[..HELLO_LEN]).unwrap();
+        assert_eq!((d.hello(), d.views().count(), d.nack()), (Some(h), 0, None));
+        assert_eq!(h.emit(&mut out[..HELLO_LEN - 1]), Err(Error::Truncated));
+        assert_eq!(
+            HelloRepr::parse(&out[..HELLO_LEN - 1]),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            HelloRepr::parse(&out[..HELLO_LEN + 1]),
+            Err(Error::TrailingBytes)
+        );
+        out[2] = 1;
+        assert_eq!(HelloRepr::parse(&out[..HELLO_LEN]), Err(Error::BadCount));
+        assert_eq!(Datagram::parse(&out[..HELLO_LEN]), Err(Error::BadCount));
+        out[2] = 0;
+        out[0] = 0x12;
+        assert_eq!(HelloRepr::parse(&out[..HELLO_LEN]), Err(Error::UnknownKind));
     }
 
     #[test]

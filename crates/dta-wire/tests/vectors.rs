@@ -2,6 +2,7 @@
 //! truth: every vector must parse to exactly its fields, emitting from its fields must give
 //! exactly its bytes, and every invalid vector must be rejected with its reason.
 
+use dta_wire::auth::{self, ControlKey};
 use dta_wire::native::{self, DatagramBuilder, NackRepr, NoticeRepr, SketchNack};
 use dta_wire::prototype::{self, BaseFormat, BaseRepr};
 use dta_wire::{Datagram, Error, Opcode, Priority, Report};
@@ -317,6 +318,10 @@ struct NativeCoverage {
     nacks: BTreeSet<&'static str>,
     /// Congestion notices checked.
     notices: usize,
+    /// Hellos checked.
+    hellos: usize,
+    /// Authenticated messages checked: sealed without a life, bound to one.
+    sealed: BTreeSet<&'static str>,
 }
 
 /// Every vector of a native file parses to its fields and emits its bytes; every NACK too.
@@ -500,6 +505,45 @@ fn check_native_file(text: &str) -> NativeCoverage {
         assert_eq!(out, b);
         notices += 1;
     }
+    let mut hellos = 0;
+    for v in file["hellos"].as_array().map_or(&[][..], |a| a) {
+        assert_eq!(keys(v), set(&["name", "hex", "reporter_id", "life"]));
+        let b = bytes(v);
+        let h = native::HelloRepr {
+            reporter_id: int(v, "reporter_id") as u32,
+            life: int(v, "life"),
+        };
+        assert_eq!(native::HelloRepr::parse(&b), Ok(h));
+        let mut out = vec![0u8; b.len()];
+        assert_eq!(h.emit(&mut out), Ok(b.len()));
+        assert_eq!(out, b);
+        hellos += 1;
+    }
+    let mut sealed = BTreeSet::new();
+    for v in file["sealed"].as_array().map_or(&[][..], |a| a) {
+        assert_eq!(
+            keys(v),
+            set(&["name", "key", "message", "counter", "life", "hex"])
+        );
+        let key = ControlKey::new(hexfield(v, "key").try_into().expect("16-byte key"));
+        let msg = hexfield(v, "message");
+        let (counter, life) = (int(v, "counter"), v["life"].as_u64());
+        let b = bytes(v);
+        let mut out = [0u8; 64];
+        out[..msg.len()].copy_from_slice(&msg);
+        let n = match life {
+            Some(l) => auth::seal_bound(&mut out, msg.len(), &key, counter, l),
+            None => auth::seal(&mut out, msg.len(), &key, counter),
+        };
+        assert_eq!(&out[..n], &b[..], "{}", v["name"]);
+        let mut plain = [0u8; 64];
+        let o = auth::open(&b, &key, life, None, &mut plain).unwrap();
+        assert_eq!(
+            (&plain[..o.len], o.counter, o.life),
+            (&msg[..], counter, life)
+        );
+        sealed.insert(if life.is_some() { "bound" } else { "sealed" });
+    }
     NativeCoverage {
         ops,
         key_lens,
@@ -508,6 +552,8 @@ fn check_native_file(text: &str) -> NativeCoverage {
         max_count,
         nacks: nack_kinds,
         notices,
+        hellos,
+        sealed,
     }
 }
 
@@ -529,6 +575,8 @@ fn native_vectors_parse_and_emit() {
         "NACKs plain, with a sketch, with a bitmap"
     );
     assert!(c.notices >= 2, "congestion notices");
+    assert!(c.hellos >= 1, "hellos");
+    assert_eq!(c.sealed.len(), 2, "messages sealed, and bound to a life");
 }
 
 /// The vectors built from docs/protocol.md by `spec/tools/independent_vectors.py`, not by
@@ -544,6 +592,8 @@ fn independent_native_vectors_parse_and_emit() {
         "NACKs plain, with a sketch, with a bitmap"
     );
     assert!(c.notices >= 2, "congestion notices");
+    assert!(c.hellos >= 1, "hellos");
+    assert_eq!(c.sealed.len(), 2, "messages sealed, and bound to a life");
 }
 
 #[test]

@@ -125,9 +125,11 @@ pub struct XdpStats {
     pub source_not_allowed: u64,
     /// Passed: an IPv4 fragment (the stack reassembles it; the userspace half applies it).
     pub pass_fragment: u64,
+    /// Passed: a reporter's hello (native kind 3), which the userspace translator takes.
+    pub pass_control: u64,
 }
 
-const N_COUNTERS: u32 = 16;
+const N_COUNTERS: u32 = 17;
 
 impl XdpStats {
     fn from_counters(c: &[u64; N_COUNTERS as usize]) -> Self {
@@ -148,13 +150,14 @@ impl XdpStats {
             rule_dropped: c[13],
             source_not_allowed: c[14],
             pass_fragment: c[15],
+            pass_control: c[16],
         }
     }
 
     /// What the program did with the frames it saw, by action (the `action` label of
     /// `dta_translator_xdp_program_total`): applied in the driver, passed up (`pass_*`: the
     /// userspace translator takes them), dropped.
-    pub fn actions(&self) -> [(&'static str, u64); 11] {
+    pub fn actions(&self) -> [(&'static str, u64); 12] {
         [
             ("applied", self.datagrams),
             ("pass_immediate", self.pass_immediate),
@@ -164,6 +167,7 @@ impl XdpStats {
             ("pass_malformed", self.pass_malformed),
             ("pass_too_big", self.pass_too_big),
             ("pass_fragment", self.pass_fragment),
+            ("pass_control", self.pass_control),
             ("drop_map_error", self.drop_map_error),
             ("rule_dropped", self.rule_dropped),
             ("source_not_allowed", self.source_not_allowed),
@@ -182,6 +186,7 @@ impl XdpStats {
             + self.pass_malformed
             + self.pass_too_big
             + self.pass_immediate
+            + self.pass_control
     }
 }
 

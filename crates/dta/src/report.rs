@@ -136,8 +136,12 @@ pub struct ReportArgs {
     /// Run without flow control: no control socket (UDP 40044), so the translator's NACKs and
     /// congestion notices are not received. Without it, a control port another process holds
     /// is an error naming that process.
-    #[arg(long, conflicts_with_all = ["retransmittable", "control_key_file"])]
+    #[arg(long, conflicts_with_all = ["retransmittable", "control_key_file", "nack_port"])]
     pub no_flow_control: bool,
+    /// The control port NACKs and congestion notices are received on (the translator's
+    /// `nack_port` must match; 0: an ephemeral one, for a translator that is told it).
+    #[arg(long, value_name = "PORT", default_value_t = dta_wire::NACK_PORT)]
+    pub nack_port: u16,
     /// The control socket the senders of this process share (`--senders` > 1).
     #[arg(skip)]
     pub control_hub: Option<Arc<dta_reporter::ControlHub>>,
@@ -231,7 +235,7 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
     if !a.no_flow_control {
         a.control_hub = dta_reporter::ControlHub::for_senders(
             a.to,
-            dta_wire::NACK_PORT,
+            a.nack_port,
             senders,
             matches!(a.protocol, ProtocolArg::Native),
         )?;
@@ -375,9 +379,7 @@ pub(crate) fn reporter_config(a: &ReportArgs, i: u32) -> ReporterConfig {
     cfg.retransmittable = a.retransmittable;
     cfg.tail_probes = a.tail_probes;
     cfg.control_key = a.control_key.clone();
-    if a.no_flow_control {
-        cfg.nack_port = None;
-    }
+    cfg.nack_port = (!a.no_flow_control).then_some(a.nack_port);
     cfg.control_hub = a.control_hub.clone();
     cfg
 }
@@ -430,7 +432,7 @@ fn run_many(a: &ReportArgs, reporters: u32) -> anyhow::Result<ExitCode> {
         in_flight: a.in_flight,
         datagrams: a.datagrams.unwrap_or(a.in_flight),
         priority: priority_of(a.priority),
-        nack_port: dta_wire::NACK_PORT,
+        nack_port: a.nack_port,
         tail_probes: a.tail_probes,
         tail_probe_interval: dta_reporter::flow::DEFAULT_TAIL_PROBE_INTERVAL,
     };

@@ -242,6 +242,9 @@ fn report_json_shows_flow_control_and_its_counters() {
         "control_unauthenticated",
         "control_bad_authenticator",
         "control_replayed",
+        "control_unbound",
+        "control_stale_life",
+        "hellos",
     ] {
         assert_eq!(v[k], 0, "{k}: {v}");
     }
@@ -254,4 +257,76 @@ fn report_json_shows_flow_control_and_its_counters() {
         &to,
     ]);
     assert!(!o.status.success() && stderr(&o).contains("cannot be used with"));
+}
+
+/// A keyed reporter announces its life and the keyed translator counts it: `dta report
+/// --control-key-file` says hello (counted in its JSON), and the translator's own counters
+/// (`flow_control.hellos`, `dta_translator_hellos_total`) show it accepted; a hello under
+/// another key is counted as such, never taken.
+#[test]
+fn a_keyed_reporter_says_hello_and_the_translator_counts_it() {
+    let d = tempfile::tempdir().unwrap();
+    let key = d.path().join("control.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff\n").unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let other = d.path().join("other.key");
+    std::fs::write(&other, "ffeeddccbbaa99887766554433221100\n").unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let c = config(d.path(), "control_key_file = 'control.key'", KI);
+    let cfg = std::fs::read_to_string(&c).unwrap();
+    let listen = cfg
+        .lines()
+        .find_map(|l| l.strip_prefix("listen = '"))
+        .unwrap()
+        .trim_end_matches('\'')
+        .to_string();
+    let c = c.to_str().unwrap();
+    let col = common::spawn(dta().args(["collector", "--config", c]));
+    common::wait_for("the region", || d.path().join("regions/ki.region").exists());
+    let tr = dta()
+        .args([
+            "translator",
+            "--json",
+            "--stats-interval",
+            "0",
+            "--config",
+            c,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port: u16 = listen.rsplit(':').next().unwrap().parse().unwrap();
+    common::wait_for("the translator", || common::udp_port_bound(port));
+    let report = |k: &Path| {
+        let o = run(&[
+            "report",
+            "--to",
+            &listen,
+            "--control-key-file",
+            k.to_str().unwrap(),
+            "--nack-port",
+            "0",
+            "-c",
+            "1000",
+            "--json",
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let v = report(&key);
+    assert!(v["hellos"].as_u64().unwrap() >= 1, "{v}");
+    let v = report(&other);
+    assert!(v["hellos"].as_u64().unwrap() >= 1, "{v}");
+    common::interrupt(&tr, libc::SIGTERM);
+    let out = tr.wait_with_output().unwrap();
+    common::assert_success(&out);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hellos = &st["flow_control"]["hellos"];
+    assert!(hellos["accepted"].as_u64().unwrap() >= 1, "{st}");
+    assert!(hellos["bad_authenticator"].as_u64().unwrap() >= 1, "{st}");
+    let mut col = col;
+    common::interrupt(&col, libc::SIGTERM);
+    let _ = col.wait();
 }

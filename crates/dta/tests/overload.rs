@@ -185,6 +185,16 @@ fn run_with(translator_cfg: &str, retransmittable: bool, key: Option<&str>) {
         (0, 0, 0),
         "every control message came from the translator, authenticated as configured"
     );
+    if key.is_some() {
+        // The reporter said hello (again, once the translator was up) and what it obeyed was
+        // bound to its life.
+        assert!(rs.hellos >= 2, "{rs:?}");
+        assert_eq!(rs.control_stale_life, 0, "{rs:?}");
+        assert!(
+            st["flow_control"]["hellos"]["accepted"].as_u64().unwrap() >= 1,
+            "{st}"
+        );
+    }
     assert!(
         missing.is_empty() && twice.is_empty(),
         "high priority: {} of {HIGH} missing (first {:?}), {} applied twice; reporter {:?}; {st}",

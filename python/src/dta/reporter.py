@@ -50,6 +50,7 @@ message that fails its authenticator is counted and said once (``RuntimeWarning`
 
 import collections
 import errno
+import secrets
 import select
 import socket
 import time
@@ -63,6 +64,8 @@ from ._native import (
     DEFAULT_TAIL_PROBE_INTERVAL_MS,
     DEFAULT_TAIL_PROBES,
     DTA_PORT,
+    HELLO_INTERVAL_MS,
+    HELLO_RETRY_MS,
     MAX_REDUNDANCY,
     NACK_PORT,
     RATE_UNLIMITED,
@@ -72,8 +75,10 @@ from ._native import (
     decode_native_nack,
     decode_notice,
     decode_prototype_nack,
+    encode_hello,
     encode_prototype,
     open_control,
+    seal_control,
     strip_control,
     udp_port_holder,
 )
@@ -266,7 +271,8 @@ class Reporter:
             ("datagrams", "reports", "bytes", "retransmissions", "nacks", "nacks_held_off",
              "unrecoverable_nacks", "tail_probes", "notices", "nack_slowdowns", "suppressed",
              "suppressed_reports", "bad_nacks", "control_wrong_source",
-             "control_unauthenticated", "control_bad_authenticator", "control_replayed"), 0)
+             "control_unauthenticated", "control_bad_authenticator", "control_replayed",
+             "control_unbound", "control_stale_life", "hellos"), 0)
         self._governor = _Governor()
         self._last_nack = None  # (seq, ms) of the last NACK honoured
         self._sketch_nack = None
@@ -307,6 +313,16 @@ class Reporter:
             self._dgram = None
             self._seq = seq & 0xFF
             self._mask = 0xFF
+        # A keyed native reporter that hears its translator draws a life and announces it in
+        # a sealed hello (at start, once a second, again on a message bound to no life): it
+        # obeys only messages bound to this life, so nothing recorded before it started
+        # (docs/security.md "Replayed control messages").
+        self.life = None
+        self._hello_counter = 0
+        self._last_hello = None
+        if protocol == "native" and control_key is not None and self._nack_sock is not None:
+            self.life = secrets.randbits(64)
+            self._say_hello()
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -324,6 +340,22 @@ class Reporter:
     def nack_addr(self):
         """The (host, port) NACKs are received on, or None without a NACK socket."""
         return self._nack_sock.getsockname() if self._nack_sock is not None else None
+
+    def _say_hello(self):
+        self._hello_counter = max(time.time_ns(), self._hello_counter + 1)
+        hello = seal_control(encode_hello(self.reporter_id, self.life), self.control_key,
+                             self._hello_counter)
+        self._last_hello = time.monotonic()
+        try:
+            self._sock.sendto(hello, self._addr)
+        except ConnectionRefusedError:
+            return  # nothing listens yet: the next hello (within a second) tells it
+        self.stats["hellos"] += 1
+
+    def _hello_due(self, ms):
+        if self.life is not None and (self._last_hello is None
+                                      or time.monotonic() - self._last_hello >= ms / 1000):
+            self._say_hello()
 
     def _wire(self, payload):
         self._sock.sendto(payload, self._addr)
@@ -457,14 +489,18 @@ class Reporter:
         """Handle one datagram from the translator's NACK port: a NACK (resend what it names),
         a congestion notice (obey it), anything else or another reporter's (counted
         ``bad_nacks``). With a control key only an authenticated message whose counter was not
-        seen is taken (else counted by reason). Returns how many datagrams were resent."""
+        seen, bound to this reporter's life, is taken (else counted by reason). Returns how many
+        datagrams were resent."""
         if self._dgram is not None:
             if self.control_key is not None:
                 try:
-                    payload, counter = open_control(payload, self.control_key)
+                    payload, counter = open_control(payload, self.control_key, self.life)
                 except WireError as e:
                     reason = "bad_authenticator" if e.reason == "truncated" else e.reason
                     self.stats["control_" + reason] += 1
+                    if reason == "unbound":
+                        # The translator has not heard this life (yet): say it again.
+                        self._hello_due(HELLO_RETRY_MS)
                     if reason == "bad_authenticator" and not self._said_bad_key:
                         # Said once: a key other than the translator's; then only counted.
                         self._said_bad_key = True
@@ -575,6 +611,7 @@ class Reporter:
         """Handle what waits on the NACK socket, waiting up to ``timeout`` seconds for the
         first datagram. Returns how many datagrams were received."""
         self._since_poll = 0
+        self._hello_due(HELLO_INTERVAL_MS)
         if self._nack_sock is None:
             return 0
         handled = 0

@@ -51,7 +51,7 @@ use staging::{RouteCache, Stage, STAGE};
 const NACK_QUEUE: usize = 256;
 
 /// Longest control message (a congestion notice) with its authenticator.
-pub const MAX_CONTROL_LEN: usize = 24 + dta_wire::auth::TRAILER_LEN;
+pub const MAX_CONTROL_LEN: usize = 24 + dta_wire::auth::BOUND_TRAILER_LEN;
 
 /// A NACK (or congestion notice) waiting to be sent by the ingest loop.
 #[derive(Debug, Clone, Copy)]
@@ -297,6 +297,15 @@ impl<S: Sinks> Translator<S> {
         // sequenced nor NACKed (a NACK to a spoofed source would be a reflection).
         if !self.allow.allows(src.ip()) {
             self.stats.reject(Reason::SourceNotAllowed);
+            return;
+        }
+        if is_hello(buf) {
+            // Sealed, so not a datagram `parse` takes whole: its trailer is the proof.
+            let outcome = match &self.outbox.auth {
+                Some(a) => a.hello(src.ip(), buf, now),
+                None => crate::control::HelloOutcome::NoKey,
+            };
+            add(&self.stats.hellos[outcome.index()], 1);
             return;
         }
         match dta_wire::parse(buf, self.format) {
@@ -679,7 +688,7 @@ impl Outbox {
         b[..len].copy_from_slice(&buf[..len]);
         // The prototype's 2-byte NACK has no room for a trailer (docs/security.md).
         let len = match &self.auth {
-            Some(a) if len >= dta_wire::native::HEADER_LEN => a.seal(&mut b, len),
+            Some(a) if len >= dta_wire::native::HEADER_LEN => a.seal(&mut b, len, ip),
             _ => len,
         };
         self.queue.push(PendingNack {
@@ -689,6 +698,13 @@ impl Outbox {
         });
         true
     }
+}
+
+/// Whether `buf` is a native hello (kind 3), reporter to translator.
+#[inline]
+fn is_hello(buf: &[u8]) -> bool {
+    native::Packet::new_checked(buf)
+        .is_ok_and(|p| p.version() == native::VERSION && p.kind_raw() == native::Kind::Hello as u8)
 }
 
 /// A 64-bit key for a source address (IPv6 folded), for per-source limits.
