@@ -444,18 +444,36 @@ impl ClusterQuery {
         let mut entries = vec![];
         let mut parts = vec![];
         let mut first: Option<Value> = None;
+        // Partial when any owner's part is (overwritten entries, or more past its max).
+        let (mut missed, mut more, mut notes) = (0u64, false, vec![]);
         for o in owners {
             let v = self.ask_in(&round, o, store, ask, None)?;
             let e = v["entries"].as_array().cloned().unwrap_or_default();
-            parts.push(
-                json!({"collector": o.name, "entries": e.len(), "next_tail": v["next_tail"]}),
-            );
+            parts.push(json!({
+                "collector": o.name, "entries": e.len(), "next_tail": v["next_tail"],
+                "complete": v["complete"], "more": v["more"],
+            }));
+            missed = missed.saturating_add(v["missed"].as_u64().unwrap_or(0));
+            more |= v["more"].as_bool().unwrap_or(false);
+            if v["complete"] != Value::Bool(true) {
+                let note = v["note"]
+                    .as_str()
+                    .unwrap_or("its answer does not say it is complete");
+                notes.push(format!("{}: {note}", o.name));
+            }
             entries.extend(e);
             first.get_or_insert(v);
         }
         let mut v = first.unwrap_or(Value::Null);
         v["entries"] = entries.into();
         v["collectors"] = parts.into();
+        v["missed"] = missed.into();
+        v["more"] = more.into();
+        v["complete"] = notes.is_empty().into();
+        match notes.is_empty() {
+            true => _ = v.as_object_mut().map(|m| m.remove("note")),
+            false => v["note"] = notes.join("; ").into(),
+        }
         Ok(v)
     }
 

@@ -299,6 +299,11 @@ pub struct ListResult {
     pub missed: u64,
     /// Where to resume: pass it back as `tail`.
     pub next_tail: u64,
+    /// Entries follow `next_tail`: `max` was reached.
+    pub more: bool,
+    /// Whether the entries are all that was asked (none overwritten, none left), and why not.
+    #[serde(flatten)]
+    pub coverage: dta_store::Coverage,
 }
 
 /// Decodes an Append entry (its bytes and its index in its list) by its store's record layout
@@ -343,6 +348,22 @@ pub fn list(
             .map(|(i, e)| decode(record, e, first + i as u64).unwrap_or_default())
             .collect()
     });
+    let more = reader.tail() < head;
+    let mut why = vec![];
+    if polled.missed > 0 {
+        why.push(format!(
+            "{} entries were overwritten before they could be read (the writer lapped this \
+             tail; the list keeps {})",
+            polled.missed,
+            layout.capacity()
+        ));
+    }
+    if more {
+        why.push(format!(
+            "max {max} reached: {} more entries follow (pass next_tail back as tail)",
+            head - reader.tail()
+        ));
+    }
     Ok(ListResult {
         store: region.header().name.clone(),
         list,
@@ -351,6 +372,11 @@ pub fn list(
         decoded,
         missed: polled.missed,
         next_tail: reader.tail(),
+        more,
+        coverage: dta_store::Coverage {
+            complete: why.is_empty(),
+            note: (!why.is_empty()).then(|| why.join("; ")),
+        },
     })
 }
 

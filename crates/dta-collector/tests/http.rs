@@ -98,6 +98,45 @@ fn http_api_answers_queries_and_reports_errors() {
     let (_, v) = get(addr, "/query/list/ev?list=1&tail=0");
     assert_eq!(v["entries"], serde_json::json!(["00000001", "00000002"]));
     assert_eq!(v["next_tail"], 2);
+    assert_eq!(
+        (&v["complete"], &v["more"]),
+        (&true.into(), &false.into()),
+        "{v}"
+    );
+    // Cut by max: said, with how many follow.
+    let (_, v) = get(addr, "/query/list/ev?list=1&tail=0&max=1");
+    assert_eq!(v["entries"], serde_json::json!(["00000001"]));
+    assert_eq!(
+        (&v["complete"], &v["more"]),
+        (&false.into(), &true.into()),
+        "{v}"
+    );
+    assert!(
+        v["note"]
+            .as_str()
+            .unwrap()
+            .contains("1 more entries follow"),
+        "{v}"
+    );
+    // Lapped: the overwritten entries are said.
+    let lap: Vec<u8> = (0..64u32).flat_map(|i| i.to_be_bytes()).collect();
+    let layout = AppendLayout::new(ev.header()).unwrap();
+    for first in [0, 64] {
+        layout
+            .write_entries(0, first, &lap, &mut ev.mem().sink())
+            .unwrap();
+    }
+    let (_, v) = get(addr, "/query/list/ev?list=0&tail=0&max=64");
+    // At least the lap (the reader also skips the batch the writer may be in).
+    assert!(v["missed"].as_u64().unwrap() >= 64, "{v}");
+    assert_eq!(v["complete"], false, "{v}");
+    assert!(
+        v["note"]
+            .as_str()
+            .unwrap()
+            .contains("entries were overwritten"),
+        "{v}"
+    );
 
     let (_, v) = get(addr, "/stores");
     assert_eq!(v.as_array().unwrap().len(), 3);

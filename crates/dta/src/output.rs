@@ -131,6 +131,9 @@ pub fn list(out: &mut dyn Write, r: &ListResult) -> io::Result<()> {
         r.missed,
         r.next_tail
     )?;
+    if let Some(note) = &r.coverage.note {
+        writeln!(out, "  PARTIAL: {note}")?;
+    }
     for (i, e) in r.entries.iter().enumerate() {
         let at = r.next_tail - (r.entries.len() - i) as u64;
         match r.decoded.as_ref().and_then(|d| d.get(i)) {

@@ -511,6 +511,23 @@ fn three_collectors_then_four() {
                 &format!("/cluster/query/list/events?list={l}&max=1000"),
             );
             assert_eq!(h["entries"], a["entries"], "HTTP list {l}");
+            assert_eq!(
+                (&h["complete"], &h["more"]),
+                (&true.into(), &false.into()),
+                "{h}"
+            );
+            // Cut by max: the fan-out says so, naming the collector whose part is cut.
+            let cut = http(
+                via_http,
+                &format!("/cluster/query/list/events?list={l}&max=1"),
+            );
+            if want.len() > 1 {
+                assert_eq!(cut["complete"], false, "{cut}");
+                assert!(
+                    cut["note"].as_str().unwrap().contains("max 1 reached"),
+                    "{cut}"
+                );
+            }
         }
         // Sketch-Merge: a key's estimate is at least its count among the sketch's keys.
         let sk_keys = drawn(Opcode::SketchMerge, 500);
