@@ -17,17 +17,24 @@ fuzz_target!(|data: &[u8]| {
         let mut out = [0u8; 70000];
         match d {
             Datagram::Prototype(repr) => {
-                let n = repr.emit(&mut out, format).expect("a parsed report re-emits");
+                let n = repr
+                    .emit(&mut out, format)
+                    .expect("a parsed report re-emits");
                 assert_eq!(n, repr.buffer_len(format));
                 assert_eq!(prototype::Repr::parse(&out[..n], format), Ok(repr));
                 // Only reserved bits may differ between input and output.
                 assert_eq!(n, data.len());
             }
             Datagram::Native(dg) => {
-                let n = match (dg.nack(), dg.notice()) {
-                    (Some(nack), _) => nack.emit(&mut out).expect("a parsed NACK re-emits"),
-                    (None, Some(notice)) => notice.emit(&mut out).expect("a parsed notice re-emits"),
-                    (None, None) => {
+                let n = match (dg.nack(), dg.notice(), dg.hello()) {
+                    (Some(nack), _, _) => nack.emit(&mut out).expect("a parsed NACK re-emits"),
+                    (None, Some(notice), _) => {
+                        notice.emit(&mut out).expect("a parsed notice re-emits")
+                    }
+                    (None, None, Some(hello)) => {
+                        hello.emit(&mut out).expect("a parsed hello re-emits")
+                    }
+                    (None, None, None) => {
                         let h = dg.header;
                         let mut b = DatagramBuilder::new(
                             &mut out,
@@ -60,6 +67,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 assert_eq!(again.nack(), dg.nack());
                 assert_eq!(again.notice(), dg.notice());
+                assert_eq!(again.hello(), dg.hello());
                 assert!(again.reports().eq(dg.reports()));
             }
         }
@@ -68,6 +76,11 @@ fuzz_target!(|data: &[u8]| {
         let mut out = [0u8; 32];
         let len = n.emit(&mut out).unwrap();
         assert_eq!(native::NackRepr::parse(&out[..len]), Ok(n));
+    }
+    if let Ok(h) = native::HelloRepr::parse(data) {
+        let mut out = [0u8; native::HELLO_LEN];
+        let len = h.emit(&mut out).unwrap();
+        assert_eq!(native::HelloRepr::parse(&out[..len]), Ok(h));
     }
     if let Ok(c) = native::NoticeRepr::parse(data) {
         let mut out = [0u8; native::NOTICE_LEN];
