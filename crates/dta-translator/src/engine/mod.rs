@@ -299,16 +299,10 @@ impl<S: Sinks> Translator<S> {
             self.stats.reject(Reason::SourceNotAllowed);
             return;
         }
-        if is_hello(buf) {
-            // Sealed, so not a datagram `parse` takes whole: its trailer is the proof.
-            let outcome = match &self.outbox.auth {
-                Some(a) => a.hello(src.ip(), buf, now),
-                None => crate::control::HelloOutcome::NoKey,
-            };
-            add(&self.stats.hellos[outcome.index()], 1);
-            return;
-        }
         match dta_wire::parse(buf, self.format) {
+            // A sealed hello is not a datagram `parse` takes whole (its trailer is the proof):
+            // looked for only among what is not a report datagram, off the reports' path.
+            Err(_) if is_hello(buf) => self.take_hello(buf, src, now),
             Err(e) => self.stats.wire_error(e),
             Ok(Datagram::Prototype(repr)) => {
                 if let Some(seq) = repr.base.seqnum {
@@ -328,6 +322,10 @@ impl<S: Sinks> Translator<S> {
             }
             Ok(Datagram::Native(d)) => {
                 let h = d.header;
+                if h.kind == native::Kind::Hello {
+                    self.take_hello(buf, src, now);
+                    return;
+                }
                 if h.kind != native::Kind::Reports {
                     // NACKs travel translator -> reporter; one arriving here is misdirected.
                     self.stats.wire_error(dta_wire::Error::UnknownKind);
@@ -361,6 +359,16 @@ impl<S: Sinks> Translator<S> {
                 }
             }
         }
+    }
+
+    /// A reporter's hello: its life kept by the control key's [`crate::control::ControlAuth`],
+    /// every hello counted by outcome.
+    fn take_hello(&mut self, buf: &[u8], src: SocketAddr, now: Instant) {
+        let outcome = match &self.outbox.auth {
+            Some(a) => a.hello(src.ip(), buf, now),
+            None => crate::control::HelloOutcome::NoKey,
+        };
+        add(&self.stats.hellos[outcome.index()], 1);
     }
 
     /// Apply a datagram that passed the allow-list, the sequence check and the meter (or comes
