@@ -8,7 +8,6 @@ use dta_int::events::HOP_NONE;
 use dta_int::layout::MAX_PATH;
 use dta_int::{flow_string, Event, EvictReason, FlowRecord, Notification};
 
-use crate::prom::event_class;
 use crate::record::{FieldValue, Record};
 
 impl Record for Event {
@@ -20,7 +19,7 @@ impl Record for Event {
     fn tags(&self) -> Vec<(&str, String)> {
         vec![
             ("kind", self.kind.name().to_owned()),
-            ("class", event_class(self.kind).to_owned()),
+            ("class", self.kind.class().to_owned()),
             ("node", self.node_id.to_string()),
             (
                 "hop",

@@ -18,7 +18,7 @@ use dta_int::Notification;
 use crate::influx::{HttpLineSink, LineWriter, UdpLineSink};
 use crate::int_records::notification_record;
 use crate::kafka::{notification_message, KafkaProducer, NotificationRoute, Partitioner};
-use crate::prom::ExportMetrics;
+use crate::metrics::ExportMetrics;
 use crate::record::Record;
 use crate::redis_ts::RedisExporter;
 

@@ -23,6 +23,7 @@ pub mod console;
 pub mod exposition;
 pub mod health;
 pub mod history;
+pub mod metrics;
 pub mod openapi;
 pub mod secret;
 

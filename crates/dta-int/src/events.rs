@@ -65,6 +65,18 @@ impl EventKind {
         }
     }
 
+    /// `threshold` (𝒯), `change` (𝒞) or `drop`: the kind's class ([INT-NIC §III.C]).
+    pub fn class(self) -> &'static str {
+        match self {
+            EventKind::HopLatency
+            | EventKind::QueueOccupancy
+            | EventKind::EgressTxUtil
+            | EventKind::PathLatency => "threshold",
+            EventKind::PathChange | EventKind::LatencyChange | EventKind::QueueChange => "change",
+            EventKind::Drop => "drop",
+        }
+    }
+
     pub fn from_name(s: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.name() == s)
     }

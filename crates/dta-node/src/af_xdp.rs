@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use dta_export::prom::counter_family as family;
+use dta_http::metrics::counter_family as family;
 use dta_translator::ingest::DatagramSource;
 use dta_translator::{Reason, Stats};
 use dta_wire::prefix::AllowList;

@@ -81,7 +81,7 @@ pub struct Checked {
 pub fn check(a: &CheckArgs) -> anyhow::Result<Checked> {
     use std::collections::HashMap;
     use std::io::BufRead;
-    let truth = dta_export::intgen::GroundTruth::load(&a.truth)
+    let truth = dta_int_trace::intgen::GroundTruth::load(&a.truth)
         .with_context(|| format!("reading {}", a.truth.display()))?;
     let mut want: HashMap<String, TruthFlow> = truth
         .flows

@@ -144,7 +144,7 @@ pub fn run(
             }
         }
     });
-    let export_metrics = dta_export::prom::ExportMetrics::default();
+    let export_metrics = dta_export::metrics::ExportMetrics::default();
     let kafka = match &o.kafka {
         Some(k) => {
             let (producer, partitioner) = k.conn.producer(&k.brokers)?;
@@ -163,13 +163,13 @@ pub fn run(
         Some(addr) => {
             // The embedded translator's families under the sink's own prefix: a sum over jobs
             // of dta_translator_* counts each report once.
-            let mut reg = dta_export::prom::TranslatorMetrics::new(all_stats.clone())
-                .with_prefix(dta_export::prom::INT_SINK_TRANSLATOR_PREFIX)
+            let mut reg = dta_metrics::TranslatorMetrics::new(all_stats.clone())
+                .with_prefix(dta_metrics::INT_SINK_TRANSLATOR_PREFIX)
                 .registry();
-            reg.register_collector(Box::new(dta_export::prom::IntSinkMetrics::new(
+            reg.register_collector(Box::new(dta_metrics::IntSinkMetrics::new(
                 sinks.iter().map(|s| s.stats().clone()).collect(),
             )));
-            reg.register_collector(Box::new(dta_export::prom::UdpReceiveMetrics::new(
+            reg.register_collector(Box::new(dta_metrics::UdpReceiveMetrics::new(
                 "dta_int_sink",
                 sockets
                     .iter()
@@ -195,7 +195,7 @@ pub fn run(
             }
             export_metrics.register(&mut reg);
             if let Some((p, _)) = &kafka {
-                reg.register_collector(Box::new(dta_export::prom::KafkaMetrics::new(
+                reg.register_collector(Box::new(dta_export::metrics::KafkaMetrics::new(
                     p.stats().clone(),
                 )));
             }

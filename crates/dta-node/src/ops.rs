@@ -60,13 +60,13 @@ pub fn start_metrics(
     mut registry: Registry,
     ready: Readiness,
     component: &'static str,
-) -> anyhow::Result<dta_export::prom::MetricsServer> {
+) -> anyhow::Result<dta_metrics::MetricsServer> {
     use anyhow::Context;
     registry.register_collector(Box::new(dta_http::exposition::ProcessMetrics::new(
         component,
     )));
     let opts = metrics_options(ready)?;
-    let m = dta_export::prom::MetricsServer::start_with(addr, Arc::new(registry), opts)
+    let m = dta_metrics::MetricsServer::start_with(addr, Arc::new(registry), opts)
         .with_context(|| format!("metrics server on {addr}"))?;
     eprintln!("metrics on http://{}/metrics", m.local_addr());
     Ok(m)
@@ -193,7 +193,7 @@ impl prometheus_client::collector::Collector for ProgramActions {
         &self,
         mut enc: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), std::fmt::Error> {
-        dta_export::prom::counter_family(
+        dta_http::metrics::counter_family(
             &mut enc,
             self.name,
             self.help,

@@ -64,7 +64,7 @@ pub struct RdmaTranslator {
     socket: PrioSockets,
     policy: IngressPolicy,
     headers: Vec<Header>,
-    _metrics: Option<dta_export::prom::MetricsServer>,
+    _metrics: Option<dta_metrics::MetricsServer>,
 }
 
 impl RdmaTranslator {

@@ -223,7 +223,7 @@ pub struct MemoryTranslator {
     collector: Collector,
     /// Kernel-bypass receive, when asked for and available.
     af_xdp: Option<crate::af_xdp::AfXdp>,
-    _metrics: Option<dta_export::prom::MetricsServer>,
+    _metrics: Option<dta_metrics::MetricsServer>,
     _writer: InstanceLock,
 }
 
@@ -438,11 +438,11 @@ pub(crate) fn translator_registry(
     sockets: &[PrioSockets],
     af_xdp: Option<&crate::af_xdp::AfXdp>,
 ) -> anyhow::Result<crate::ops::Registry> {
-    let mut reg = dta_export::prom::TranslatorMetrics::new(stats.to_vec()).registry();
+    let mut reg = dta_metrics::TranslatorMetrics::new(stats.to_vec()).registry();
     if let Some(a) = af_xdp {
         reg.register_collector(Box::new(a.watch().metrics()));
     }
-    reg.register_collector(Box::new(dta_export::prom::PriorityReceiveMetrics::new(
+    reg.register_collector(Box::new(dta_metrics::PriorityReceiveMetrics::new(
         sockets
             .iter()
             .map(PrioSockets::try_clone)

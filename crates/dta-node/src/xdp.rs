@@ -66,7 +66,7 @@ pub struct XdpNode {
     headers: Vec<Header>,
     running_user: Vec<PrimitiveName>,
     collector: Collector,
-    _metrics: Option<dta_export::prom::MetricsServer>,
+    _metrics: Option<dta_metrics::MetricsServer>,
     _writer: InstanceLock,
 }
 

@@ -6,9 +6,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use dta_export::prom::{
-    encode, parse_exposition, ExportMetrics, IntSinkMetrics, KafkaMetrics, PriorityReceiveMetrics,
-    TranslatorMetrics, UdpReceiveMetrics,
+use dta_export::metrics::{ExportMetrics, KafkaMetrics};
+use dta_metrics::{
+    encode, parse_exposition, IntSinkMetrics, PriorityReceiveMetrics, TranslatorMetrics,
+    UdpReceiveMetrics,
 };
 use dta_node::af_xdp::{AfXdpMetrics, Reading, SocketReading};
 use dta_translator::Stats;
@@ -30,7 +31,7 @@ fn exposed() -> BTreeSet<String> {
     )])));
     reg.register_collector(Box::new(
         TranslatorMetrics::new(vec![Arc::new(Stats::default())])
-            .with_prefix(dta_export::prom::INT_SINK_TRANSLATOR_PREFIX),
+            .with_prefix(dta_metrics::INT_SINK_TRANSLATOR_PREFIX),
     ));
     reg.register_collector(Box::new(IntSinkMetrics::new(vec![Arc::new(
         dta_int::IntStats::default(),

@@ -1,6 +1,6 @@
 //! `dta pcap gen` (a realistic INT trace as pcap, with its ground truth as JSON) and
 //! `dta pcap replay` (send a pcap's telemetry to a translator or INT sink over UDP). The work is
-//! in `dta_export::{intgen, pcap}`; formats in `docs/exports.md`.
+//! in `dta_int_trace::{intgen, pcap}`; formats in `docs/exports.md`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
-use dta_export::intgen::{generate, ExpMetric, FlowSizeCdf, TrafficConfig};
-use dta_export::pcap::{
+use dta_int_trace::intgen::{generate, ExpMetric, FlowSizeCdf, TrafficConfig};
+use dta_int_trace::pcap::{
     replay_with, write_pcap, PcapFormat, ReplayMode, ReplayOptions, DEFAULT_REPORT_PORT,
 };
 

@@ -376,8 +376,8 @@ fn http_get(ns: Option<&str>, addr: SocketAddr, path: &str) -> Option<(u16, Stri
 
 /// The value of metric `name` (summed over the samples with `labels`), 0 when absent.
 fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let samples = dta_export::prom::parse_exposition(text).unwrap();
-    dta_export::prom::value(&samples, name, labels).unwrap_or(0.0)
+    let samples = dta_metrics::parse_exposition(text).unwrap();
+    dta_metrics::value(&samples, name, labels).unwrap_or(0.0)
 }
 
 /// Send `dgrams` to `to` from source address `from`, in namespace `ns`, paced so that nothing

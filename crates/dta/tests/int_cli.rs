@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{dta, free_tcp_port, free_udp_port, scrape};
-use dta_export::prom::{parse_exposition, value};
+use dta_metrics::{parse_exposition, value};
 
 /// `d/int.toml`: an INT sink on 127.0.0.1:`port` ([`common::write_int_config`]).
 fn write_config(d: &std::path::Path, port: u16, sink: &str) {

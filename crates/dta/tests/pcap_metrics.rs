@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{dta, free_tcp_port, scrape};
-use dta_export::intgen::GroundTruth;
-use dta_export::pcap::read_pcap;
-use dta_export::prom::{parse_exposition, value};
+use dta_int_trace::intgen::GroundTruth;
+use dta_int_trace::pcap::read_pcap;
+use dta_metrics::{parse_exposition, value};
 
 /// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver
 /// does not lose datagrams.

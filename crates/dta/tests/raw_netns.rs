@@ -108,8 +108,8 @@ fn finished(ns: &str, child: Child, datagrams: u64) -> serde_json::Value {
         &format!("the translator to receive {datagrams} datagrams"),
         || {
             let m = run_in(&ns, || common::scrape_at(METRICS)).expect("metrics");
-            let s = dta_export::prom::parse_exposition(&m).unwrap();
-            dta_export::prom::value(&s, "dta_translator_datagrams_total", &[])
+            let s = dta_metrics::parse_exposition(&m).unwrap();
+            dta_metrics::value(&s, "dta_translator_datagrams_total", &[])
         },
         |&n| n == Some(datagrams as f64),
     );

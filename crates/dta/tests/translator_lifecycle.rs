@@ -83,8 +83,8 @@ fn append(list: u32, entry: u32) -> Vec<u8> {
 
 /// The translator's count of Append reports applied, from its metrics on `mport`.
 fn appended(mport: u16) -> Option<f64> {
-    let s = dta_export::prom::parse_exposition(&common::scrape(mport)?).ok()?;
-    dta_export::prom::value(
+    let s = dta_metrics::parse_exposition(&common::scrape(mport)?).ok()?;
+    dta_metrics::value(
         &s,
         "dta_translator_reports_total",
         &[("primitive", "append")],

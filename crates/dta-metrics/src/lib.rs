@@ -1,25 +1,19 @@
-// Size: the translator's and the INT sink's exposition share the metric families and the server;
-// about 230 of its lines are unit tests.
-//! Prometheus metrics: the translator's counters (from [`dta_translator::Stats`], read at scrape
-//! time, so the data path keeps its single-writer relaxed counters and pays nothing per report),
-//! the INT sink's (from [`dta_int::IntStats`], likewise), the exporters' own counters, a `/metrics`
-//! HTTP server for
-//! processes without an HTTP API (`dta translator --metrics ADDR`), and a parser of the
-//! exposition text for tests and tools.
+// Size: the translator's and the INT sink's families share their encoding helpers; about 300 of
+// its lines are unit tests that scrape both through one server.
+//! The Prometheus families of the translator and the INT sink, read at scrape time from their
+//! engines' counters ([`dta_translator::Stats`], [`dta_int::IntStats`], the receive sockets'),
+//! so the data path keeps its single-writer relaxed counters and pays nothing per report. The
+//! engines do not know this crate: it reads what they publish. Served by
+//! [`dta_http::metrics::MetricsServer`] or beside a query API.
 //!
 //! Metric names (OpenMetrics text; counters get the `_total` suffix on their samples) are listed
 //! in `docs/exports.md`; `dashboards/grafana-dta.json` uses only these.
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
 use dta_int::{EventKind, IntStats};
@@ -27,8 +21,8 @@ use dta_translator::stats::{CONGESTION_KINDS, PRIMITIVES, PRIORITIES};
 use dta_translator::Reason;
 use dta_translator::Stats;
 
-/// The content type of [`encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use dta_http::metrics::{counter, counter_family, gauge};
+
 
 /// The translator's counters, summed over the `Stats` of every ingest thread, read on each
 /// scrape.
@@ -79,28 +73,6 @@ impl TranslatorMetrics {
     }
 }
 
-fn counter(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    v: u64,
-) -> Result<(), std::fmt::Error> {
-    let c = ConstCounter::new(v);
-    let m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    c.encode(m)
-}
-
-fn gauge(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    v: u64,
-) -> Result<(), std::fmt::Error> {
-    let g = ConstGauge::new(v as i64);
-    let m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    g.encode(m)
-}
-
 fn labelled_counter<'a>(
     enc: &mut DescriptorEncoder,
     name: &str,
@@ -108,21 +80,6 @@ fn labelled_counter<'a>(
     series: impl IntoIterator<Item = (Vec<(&'a str, &'a str)>, u64)>,
 ) -> Result<(), std::fmt::Error> {
     counter_family(enc, name, help, series)
-}
-
-/// A counter family of one series per label set (labels of any encodable type: `&str`,
-/// `String`), for the collectors of other crates too.
-pub fn counter_family<L: prometheus_client::encoding::EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (L, u64)>,
-) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, v) in series {
-        ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
 }
 
 impl Collector for TranslatorMetrics {
@@ -524,18 +481,6 @@ impl Collector for PriorityReceiveMetrics {
     }
 }
 
-/// `threshold` (𝒯), `change` (𝒞) or `drop`, the class of an event kind ([INT-NIC §III.C]).
-pub fn event_class(k: EventKind) -> &'static str {
-    match k {
-        EventKind::HopLatency
-        | EventKind::QueueOccupancy
-        | EventKind::EgressTxUtil
-        | EventKind::PathLatency => "threshold",
-        EventKind::PathChange | EventKind::LatencyChange | EventKind::QueueChange => "change",
-        EventKind::Drop => "drop",
-    }
-}
-
 impl Collector for IntSinkMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let l = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed);
@@ -570,7 +515,7 @@ impl Collector for IntSinkMetrics {
             "INT events detected by the sink ([INT-NIC §III.C]), by kind and class",
             EventKind::ALL.iter().map(|k| {
                 (
-                    vec![("kind", k.name()), ("class", event_class(*k))],
+                    vec![("kind", k.name()), ("class", k.class())],
                     self.sum(|s| s.events_of(*k)),
                 )
             }),
@@ -617,176 +562,7 @@ impl Collector for IntSinkMetrics {
     }
 }
 
-type SinkLabel = [(&'static str, String); 1];
-
-/// The exporters' own counters (prometheus-client families: a read lock per increment; they
-/// count exported points, not reports).
-#[derive(Debug, Clone, Default)]
-pub struct ExportMetrics {
-    exported: Family<SinkLabel, Counter>,
-    export_errors: Family<SinkLabel, Counter>,
-}
-
-impl ExportMetrics {
-    /// Register the families in `registry` (`dta_export_points_total`,
-    /// `dta_export_errors_total`, label `sink`).
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "dta_export_points",
-            "Points exported, by sink (redis, influx)",
-            self.exported.clone(),
-        );
-        registry.register(
-            "dta_export_errors",
-            "Points an exporter failed to write or refused, by sink",
-            self.export_errors.clone(),
-        );
-    }
-
-    /// Count `ok` points exported and `failed` refused or lost by `sink`.
-    pub fn exported(&self, sink: &str, ok: u64, failed: u64) {
-        self.exported
-            .get_or_create(&[("sink", sink.to_owned())])
-            .inc_by(ok);
-        if failed > 0 {
-            self.export_errors
-                .get_or_create(&[("sink", sink.to_owned())])
-                .inc_by(failed);
-        }
-    }
-}
-
-/// The Kafka export's delivery counters (`dta_export_kafka_*`, [`crate::kafka::KafkaStats`]),
-/// read at scrape time.
-#[derive(Debug)]
-pub struct KafkaMetrics {
-    stats: Arc<crate::kafka::KafkaStats>,
-}
-
-impl KafkaMetrics {
-    pub fn new(stats: Arc<crate::kafka::KafkaStats>) -> KafkaMetrics {
-        KafkaMetrics { stats }
-    }
-}
-
-impl Collector for KafkaMetrics {
-    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let s = self.stats.snapshot();
-        for (name, help, v) in [
-            (
-                "dta_export_kafka_queued",
-                "Messages queued for Kafka",
-                s.queued,
-            ),
-            (
-                "dta_export_kafka_delivered",
-                "Messages the broker acknowledged (each once)",
-                s.delivered,
-            ),
-            (
-                "dta_export_kafka_dropped",
-                "Messages refused because the queue was full (max_queue_bytes)",
-                s.dropped,
-            ),
-            (
-                "dta_export_kafka_abandoned",
-                "Messages still unacknowledged when the exporter stopped",
-                s.abandoned,
-            ),
-            (
-                "dta_export_kafka_batches",
-                "Produce requests acknowledged",
-                s.batches,
-            ),
-            (
-                "dta_export_kafka_retries",
-                "Produce requests that failed and were sent again (at least once: may duplicate)",
-                s.retries,
-            ),
-            (
-                "dta_export_kafka_connects",
-                "Connections to the brokers made",
-                s.connects,
-            ),
-            (
-                "dta_export_kafka_connect_errors",
-                "Connection attempts that failed",
-                s.connect_errors,
-            ),
-        ] {
-            counter(&mut enc, name, help, v)?;
-        }
-        gauge(
-            &mut enc,
-            "dta_export_kafka_queued_bytes",
-            "Bytes queued for Kafka, not yet acknowledged",
-            s.queued_bytes,
-        )
-    }
-}
-
-/// The registry's exposition text (OpenMetrics, ends with `# EOF`).
-pub fn encode(registry: &Registry) -> String {
-    let mut s = String::new();
-    // Writing into a String cannot fail; an encoder error would be a bug in a collector.
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut s, registry) {
-        tracing::error!("metrics encoding failed: {e}");
-    }
-    s
-}
-
-/// The `/metrics` server: `GET /metrics` answers [`encode`], `/healthz` liveness, any other path
-/// 404, another method on `/metrics` 405; served by the shared server set-up ([`dta_http`]:
-/// timeouts, connection cap, optional bearer token) on its own thread. Stops when dropped.
-pub struct MetricsServer {
-    inner: dta_http::BackgroundServer,
-}
-
-/// The routes of a metrics server over `registry`.
-pub fn metrics_router(registry: Arc<Registry>) -> axum::Router {
-    use axum::http::{header, StatusCode};
-    axum::Router::new()
-        .route(
-            "/metrics",
-            axum::routing::get(move |headers: axum::http::HeaderMap| {
-                let registry = registry.clone();
-                async move {
-                    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-                    let (ct, body) = dta_http::exposition::negotiate(accept, encode(&registry));
-                    ([(header::CONTENT_TYPE, ct)], body)
-                }
-            }),
-        )
-        .merge(dta_http::openapi::router(dta_http::openapi::METRICS))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "try /metrics\n") })
-}
-
-impl MetricsServer {
-    /// Listen on `addr` (port 0: any free port, see [`MetricsServer::local_addr`]) with the
-    /// default limits and the token of the environment
-    /// ([`dta_http::ServerOptions::with_token_file`]); a non-loopback `addr` needs a token.
-    pub fn start(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<MetricsServer> {
-        let opts = dta_http::ServerOptions::with_token_file(None).map_err(std::io::Error::other)?;
-        MetricsServer::start_with(addr, registry, opts)
-    }
-
-    /// As [`MetricsServer::start`], with explicit options.
-    pub fn start_with(
-        addr: SocketAddr,
-        registry: Arc<Registry>,
-        opts: dta_http::ServerOptions,
-    ) -> std::io::Result<MetricsServer> {
-        let inner =
-            dta_http::BackgroundServer::start(addr, metrics_router(registry), opts, "dta-metrics")
-                .map_err(std::io::Error::other)?;
-        Ok(MetricsServer { inner })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr()
-    }
-}
-
+pub use dta_http::metrics::{encode, metrics_router, MetricsServer, CONTENT_TYPE};
 pub use dta_http::exposition::{parse_exposition, value, Sample};
 
 #[cfg(test)]
@@ -1089,3 +865,4 @@ mod tests {
         );
     }
 }
+

@@ -4,8 +4,8 @@
 use std::net::UdpSocket;
 use std::path::Path;
 
-use dta_export::intgen::{generate, FlowSizeCdf, GroundTruth, TrafficConfig};
-use dta_export::pcap::{
+use dta_int_trace::intgen::{generate, FlowSizeCdf, GroundTruth, TrafficConfig};
+use dta_int_trace::pcap::{
     read_pcap, replay, udp_payload, write_pcap, PcapFormat, ReplayMode, ReplayOptions,
     DEFAULT_REPORT_PORT,
 };
