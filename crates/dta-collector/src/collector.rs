@@ -312,6 +312,15 @@ impl Collector {
         self.stores.iter().map(|s| s.region.clone()).collect()
     }
 
+    /// The served stores as their region headers describe them (the truth for a store's
+    /// parameters: what a translator's policy is compiled against).
+    pub fn headers(&self) -> Vec<dta_store::Header> {
+        self.stores
+            .iter()
+            .map(|s| s.region.header().clone())
+            .collect()
+    }
+
     /// The served store `name`: [`CollectorError::Unavailable`] if its region is bad or lost.
     /// Also serve, read-only, the stores of `dir` (another writer's region directory, e.g. an
     /// INT sink's): opened without a lock, never created or written here. A name the collector

@@ -256,8 +256,8 @@ fn keys_are_bounded_per_flow_and_expire() {
 
 #[test]
 fn export_thread_drains_sink_notifications_to_redis_and_line_protocol() {
-    use dta_export::pipeline::{spawn, ExportOptions, Target};
     use dta_export::metrics::ExportMetrics;
+    use dta_export::pipeline::{spawn, ExportOptions, Target};
     use dta_http::exposition::{parse_exposition, value};
     use dta_http::metrics::encode;
     use dta_int::{Event, EventKind, EvictReason, FlowRecord, HopRecord, Notification};

@@ -8,9 +8,9 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 
 use dta_collector::{Collector, StoreConfig};
+use dta_int::{query, Buckets, IntSink, IntSinkConfig, Metric};
 use dta_int_trace::intgen::{generate, FlowSizeCdf, GroundTruth, TrafficConfig};
 use dta_int_trace::pcap::{replay, write_pcap, PcapFormat, ReplayMode, ReplayOptions};
-use dta_int::{query, Buckets, IntSink, IntSinkConfig, Metric};
 use dta_translator::{Stats, Translator, TranslatorConfig};
 
 /// A receiving socket with a large buffer (SO_RCVBUFFORCE as root), so a descheduled receiver

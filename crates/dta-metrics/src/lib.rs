@@ -23,7 +23,6 @@ use dta_translator::Stats;
 
 use dta_http::metrics::{counter, counter_family, gauge};
 
-
 /// The translator's counters, summed over the `Stats` of every ingest thread, read on each
 /// scrape.
 #[derive(Debug, Clone)]
@@ -562,8 +561,8 @@ impl Collector for IntSinkMetrics {
     }
 }
 
-pub use dta_http::metrics::{encode, metrics_router, MetricsServer, CONTENT_TYPE};
 pub use dta_http::exposition::{parse_exposition, value, Sample};
+pub use dta_http::metrics::{encode, metrics_router, MetricsServer, CONTENT_TYPE};
 
 #[cfg(test)]
 mod tests {
@@ -865,4 +864,3 @@ mod tests {
         );
     }
 }
-

@@ -88,11 +88,7 @@ impl Config {
         headers: impl IntoIterator<Item = &'a dta_store::Header>,
         generation: u64,
     ) -> anyhow::Result<dta_translator::rules::RuleSet> {
-        let specs: Vec<(&str, dta_store::StoreSpec)> = headers
-            .into_iter()
-            .map(|h| (h.name.as_str(), h.spec.clone()))
-            .collect();
-        self.compile_rules(&specs, generation)
+        compile_rules(&self.translator, headers, generation)
     }
 
     /// The translator rules compiled against this configuration's stores (`specs`, in
@@ -171,6 +167,22 @@ pub fn resolve(base: &Path, p: &mut PathBuf) {
 
 /// The paths of a `[translator]` table (in `dta.toml` and in the INT sink's file) relative to
 /// `base`: `flow_control.spill_file`, `control_key_file`.
+/// The rules of translator `t` compiled against the stores as their region headers describe
+/// them (the truth for a store's parameters), as generation `generation`; the error names the
+/// rule and the setting.
+pub fn compile_rules<'a>(
+    t: &TranslatorConfig,
+    headers: impl IntoIterator<Item = &'a dta_store::Header>,
+    generation: u64,
+) -> anyhow::Result<dta_translator::rules::RuleSet> {
+    let specs: Vec<(&str, dta_store::StoreSpec)> = headers
+        .into_iter()
+        .map(|h| (h.name.as_str(), h.spec.clone()))
+        .collect();
+    let cat: Vec<_> = specs.iter().map(|(n, s)| (*n, s)).collect();
+    dta_translator::rules::RuleSet::compile(&t.rules, &cat, generation).map_err(anyhow::Error::msg)
+}
+
 pub fn resolve_translator_paths(base: &Path, t: &mut dta_translator::TranslatorConfig) {
     if let Some(f) = t.flow_control.spill_file.as_mut() {
         resolve(base, f);

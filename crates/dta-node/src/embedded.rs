@@ -9,7 +9,6 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use dta_collector::Collector;
 use dta_store::lock::InstanceLock;
-use dta_store::Header;
 use dta_translator::{RegionSinks, Stats, Translator};
 
 use crate::config::Config;
@@ -81,13 +80,10 @@ impl EmbeddedNode {
             &format!("region directory {} as writer", cfg.region_dir.display()),
         )
         .map_err(|e| Io(e.into()))?;
-        let headers: Vec<Header> = collector
-            .regions()
-            .iter()
-            .map(|r| r.header().clone())
-            .collect();
+        let headers = collector.headers();
         let ring = crate::translator::ring(&cfg.region_dir).map_err(Io)?;
-        let policy = IngressPolicy::compile(cfg, &headers, Some(ring)).map_err(C)?;
+        let policy =
+            IngressPolicy::compile(&cfg.translator, &cfg.store, &headers, Some(ring)).map_err(C)?;
         let stats = Arc::new(Stats::default());
         let translator = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())
             .map_err(|e| C(e.into()))?;

@@ -27,6 +27,7 @@ use dta_xdp::{IntXdp, IntXdpConfig};
 
 use crate::config::IntSinkFile;
 use crate::exports::KafkaConn;
+use crate::policy::IngressPolicy;
 
 /// Where the INT sink's notifications go besides its stores.
 #[derive(Debug, Clone, Default)]
@@ -87,19 +88,23 @@ pub fn run(
     // function, dta_int::shard) and one write meter.
     let group = SinkGroup::new(&f.sink, threads, crate::translator::SHARD_INBOX);
     let all_stats: Vec<Arc<Stats>> = (0..threads).map(|_| Arc::new(Stats::default())).collect();
-    let ring = crate::translator::ring(&f.region_dir)?;
-    let mut meter = None;
+    // The one ingress policy of every mode: here its write meter and the ring the sink's events
+    // are announced on ([DTA §7] "Push notifications"); what the sink cannot honour of it was
+    // refused above.
+    let policy = IngressPolicy::compile(
+        &f.translator,
+        &f.store,
+        &collector.headers(),
+        Some(crate::translator::ring(&f.region_dir)?),
+    )?;
     let mut sinks = Vec::with_capacity(threads);
     for (i, stats) in all_stats.iter().enumerate() {
-        let mut t = Translator::colocated(&f.translator, collector.regions(), stats.clone())?;
-        // The sink's events are announced on the ring ([DTA §7] "Push notifications").
-        dta_translator::Sinks::set_ring(t.sinks_mut(), ring.clone());
-        let m = meter.get_or_insert_with(|| t.meter().clone()).clone();
-        sinks.push(
-            group
-                .sink(i, &f.sink, t.with_meter(m))
-                .map_err(anyhow::Error::msg)?,
-        );
+        let t = policy.apply(Translator::colocated(
+            &f.translator,
+            collector.regions(),
+            stats.clone(),
+        )?)?;
+        sinks.push(group.sink(i, &f.sink, t).map_err(anyhow::Error::msg)?);
     }
     // The XDP fast path, shared by the sink threads (each its own range of flow slots).
     let xdp = match &o.xdp {

@@ -18,7 +18,8 @@ use dta_translator::rules::Rules;
 use dta_translator::{Meter, Sinks, Translator};
 use dta_wire::prefix::{AllowList, Prefix};
 
-use crate::config::Config;
+use dta_collector::StoreConfig;
+use dta_translator::TranslatorConfig;
 
 /// The compiled policy of one collector's translators (shared by its threads).
 #[derive(Clone)]
@@ -41,19 +42,20 @@ pub struct IngressPolicy {
 }
 
 impl IngressPolicy {
-    /// Compile `cfg`'s policy against `headers`, the stores as their region headers (or the
-    /// collector's memory advertisement) describe them: the truth for a store's parameters.
-    /// A per-store allow-list naming a store that is not served is an error (it would protect
-    /// nothing). `ring`: the region directory's notification ring, for shared-memory sinks.
+    /// Compile the policy of `t` (a collector's `[translator]`, or the INT sink's) and
+    /// `stores` (their `[[store]]` tables) against `headers`, the stores as their region
+    /// headers (or the collector's memory advertisement) describe them: the truth for a store's
+    /// parameters. A per-store allow-list naming a store that is not served is an error (it
+    /// would protect nothing). `ring`: the region directory's notification ring, for
+    /// shared-memory sinks.
     pub fn compile(
-        cfg: &Config,
+        t: &TranslatorConfig,
+        stores: &[StoreConfig],
         headers: &[Header],
         ring: Option<Arc<NotifyRing>>,
     ) -> anyhow::Result<IngressPolicy> {
-        let t = &cfg.translator;
         let mut per_store = vec![];
-        let store_allow = cfg
-            .store
+        let store_allow = stores
             .iter()
             .filter_map(|s| s.allow.as_ref().map(|a| (s.name.as_str(), a)));
         for (name, allow) in store_allow {
@@ -72,7 +74,7 @@ impl IngressPolicy {
         Ok(IngressPolicy {
             allow: t.allow.clone(),
             store_allow: per_store,
-            rules: Rules::new(cfg.compile_rules_for(headers, 0)?),
+            rules: Rules::new(crate::config::compile_rules(t, headers, 0)?),
             rule_state_entries: t.rule_state_entries,
             meter: Arc::new(Meter::new(&t.flow_control)),
             ring,
@@ -87,7 +89,8 @@ impl IngressPolicy {
 
     /// Apply the policy to one translator: the global and per-store allow-lists, the shared
     /// rules and meter, and the notification ring. Every mode's builder calls this for every
-    /// translator it makes (threads, classifier, XDP's userspace half, RoCEv2, the C ABI).
+    /// translator it makes (threads, classifier, XDP's userspace half, RoCEv2, the C ABI, the
+    /// INT sink's translators).
     pub fn apply<S: Sinks>(&self, t: Translator<S>) -> anyhow::Result<Translator<S>> {
         let mut t = t
             .with_meter(self.meter.clone())

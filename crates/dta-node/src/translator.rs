@@ -253,12 +253,13 @@ impl MemoryTranslator {
         // One per thread, the classifier's, and one the AF_XDP program's drops are mirrored in.
         let slots = threads + usize::from(classified) + usize::from(opts.af_xdp.is_some());
         let stats: Vec<Arc<Stats>> = (0..slots).map(|_| Arc::new(Stats::default())).collect();
-        let headers: Vec<Header> = collector
-            .regions()
-            .iter()
-            .map(|r| r.header().clone())
-            .collect();
-        let policy = IngressPolicy::compile(cfg, &headers, Some(ring(&cfg.region_dir)?))?;
+        let headers = collector.headers();
+        let policy = IngressPolicy::compile(
+            &cfg.translator,
+            &cfg.store,
+            &headers,
+            Some(ring(&cfg.region_dir)?),
+        )?;
         // One translator per thread over the same regions; Postcarding flows, Append lists and
         // sketches each owned by one of them (dta_translator::shard).
         let shards = Shards::new(threads, SHARD_INBOX);

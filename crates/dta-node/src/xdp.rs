@@ -87,12 +87,13 @@ impl XdpNode {
         }
         crate::translator::refuse_shared_port(cfg)?;
         let (writer, collector) = open_regions(cfg)?;
-        let headers: Vec<Header> = collector
-            .stores()
-            .iter()
-            .map(|s| s.region.header().clone())
-            .collect();
-        let policy = IngressPolicy::compile(cfg, &headers, Some(ring(&cfg.region_dir)?))?;
+        let headers = collector.headers();
+        let policy = IngressPolicy::compile(
+            &cfg.translator,
+            &cfg.store,
+            &headers,
+            Some(ring(&cfg.region_dir)?),
+        )?;
         // Stores the driver may hold: its primitives, without an allow-list of their own (the
         // userspace half checks those).
         let holdable: Vec<Header> = headers
