@@ -16,17 +16,20 @@ pub mod delta;
 pub mod events;
 pub mod fast;
 pub mod gen;
+pub mod group;
 pub mod layout;
 pub mod query;
 pub mod scan;
 pub mod shard;
 pub mod sink;
+pub mod steer;
 
 pub use cache::FlowCache;
 pub use events::{
     flow_string, Event, EventBus, EventKind, EvictReason, FlowRecord, FlowSummary, HopRecord,
     Notification, Subscription, ThresholdConfig, Thresholds,
 };
+pub use group::SinkGroup;
 pub use layout::{Buckets, Metric};
-pub use shard::{shard_of, SinkGroup};
+pub use shard::shard_of;
 pub use sink::{IntSink, IntSinkConfig, IntStats, IntStatsSnapshot, SourceReject};

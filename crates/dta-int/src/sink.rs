@@ -110,7 +110,7 @@ pub struct IntSinkConfig {
 pub const DEFAULT_ACTIVE_TIMEOUT_MS: u64 = 10_000;
 
 /// Most `dta int-sink` threads.
-pub const MAX_THREADS: usize = 256;
+pub use crate::shard::MAX_THREADS;
 /// Default `recv_buffer`: 64 MiB per socket, what lost no report at the sender's full rate end
 /// to end on a loaded 2-core VM (`docs/benchmarks.md`, "INT sink end to end"; 8 MiB lost
 /// 0.01-1 % there while the sink threads waited for a CPU).
@@ -424,7 +424,7 @@ pub struct IntSink<S: Sinks> {
     stats: Arc<IntStats>,
     base: Instant,
     first_ns: Option<u64>,
-    /// Event sequence numbers, shared by the sinks of a [`crate::shard::SinkGroup`].
+    /// Event sequence numbers, shared by the sinks of a [`crate::group::SinkGroup`].
     next_seq: Arc<AtomicU64>,
     last_expire_ns: u64,
     src: SocketAddr,

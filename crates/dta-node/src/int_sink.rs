@@ -1,5 +1,5 @@
 //! The INT sink service (`dta int-sink`): telemetry reports received on UDP by one thread per
-//! core (flows steered to threads in the kernel, [`crate::int_steer`]), aggregated by the sink
+//! core (flows steered to threads in the kernel, [`dta_int::steer`]), aggregated by the sink
 //! (`dta_int`) into DTA stores through its own translators, with the XDP fast path in front
 //! when asked ([`IntSinkOptions::xdp`]), exports (Redis, InfluxDB line protocol, Kafka), flow
 //! records, metrics, and the flush on stop. What the sink file asks that the sink cannot honour
@@ -116,7 +116,7 @@ pub fn run(
         .with_context(|| format!("listening on {}", f.listen))?;
     let sockets = ingest::bind_group(f.listen, threads, f.sink.recv_buffer)
         .with_context(|| format!("binding {}", f.listen))?;
-    crate::int_steer::attach(&sockets).context("attaching the flow-steering program")?;
+    dta_int::steer::attach(&sockets).context("attaching the flow-steering program")?;
     for s in &sockets {
         s.set_read_timeout(Some(RECV_WAIT))?;
     }

@@ -28,7 +28,6 @@ pub mod exports;
 pub mod int_check;
 pub mod int_http;
 pub mod int_sink;
-pub mod int_steer;
 pub mod modes;
 pub mod ops;
 pub mod policy;

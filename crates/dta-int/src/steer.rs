@@ -13,7 +13,7 @@
 //! [`flow_shard`] of the inner IPv4 source, destination, protocol and source port (the INT-MD
 //! sink's frames carry the original destination port in the INT shim, not in the UDP header, so
 //! it is left out: the same function of a flow for stacked reports and for postcards), the one
-//! sharding function of the INT sink (`dta_int::shard`: its sinks and their translators
+//! sharding function of the INT sink ([`crate::shard`]: its sinks and their translators
 //! own flows by it). Anything
 //! else (v0.5 / v1.0 reports, IPv6, VLAN tags, a truncated packet) goes to socket 0: whole
 //! flows still, as such a flow's reports all take that way. A datagram with several
@@ -25,10 +25,10 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
-use dta_int::shard::{flow_shard, K1, K2, K3};
+use crate::shard::{flow_shard, K1, K2, K3};
 
 /// Most sockets (threads) the steering program spreads over: the sink's thread limit.
-pub const MAX_SHARDS: usize = dta_int::sink::MAX_THREADS;
+pub const MAX_SHARDS: usize = crate::shard::MAX_THREADS;
 
 /// The socket the steering program picks for a UDP payload among `n`: what the kernel does.
 pub fn steer(payload: &[u8], n: usize) -> usize {
@@ -194,9 +194,9 @@ pub fn attach(sockets: &[UdpSocket]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dta_int::gen::{generate, md_frame, postcard_report, stacked_report, GenConfig};
-    use dta_int::layout::FLOW_KEY_LEN;
-    use dta_int::shard::shard_of;
+    use crate::gen::{generate, md_frame, postcard_report, stacked_report, GenConfig};
+    use crate::layout::FLOW_KEY_LEN;
+    use crate::shard::shard_of;
     use std::collections::HashMap;
     use std::time::Duration;
 
