@@ -86,6 +86,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl ApiError {
+    /// 400 with `msg`: a parameter the query cannot take (the INT queries' errors too).
+    pub fn bad_request(msg: impl std::fmt::Display) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, msg.to_string())
+    }
+}
+
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
         let code = match e {
@@ -184,6 +191,26 @@ impl Api {
     }
 }
 
+impl HeavySlots {
+    /// The shape of every store query of the API, the collector's and the INT sink's: store
+    /// `name` is looked up first (an unknown or lost store answers its error before any work is
+    /// queued), then `f` reads its region off the executor within the bound, and the answer
+    /// is [`served`].
+    pub async fn on_store<T: Send + 'static>(
+        &self,
+        c: &Arc<Collector>,
+        name: String,
+        f: impl FnOnce(&Collector, &crate::Store) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<Json<T>, ApiError> {
+        c.store(&name)?;
+        self.run(c, move |c| {
+            let answer = f(c, c.store(&name)?)?;
+            served(c, &name, answer)
+        })
+        .await
+    }
+}
+
 /// `answer` to a query on store `name`, unless its region was lost while the query read it (a
 /// truncated file reads as zeros, `dta_store::guard`): then the store's error.
 pub fn served<T>(c: &Collector, name: &str, answer: T) -> Result<Json<T>, ApiError> {
@@ -237,14 +264,11 @@ async fn store(
     Raw(raw): Raw,
 ) -> Result<Json<query::Inspection>, ApiError> {
     Params::new(&raw, &[])?;
-    a.c.store(&name)?;
-    a.heavy(move |c| {
-        let s = c.store(&name)?;
-        let path = s.path.clone();
-        let i = query::inspect(&s.region, &path.display().to_string())?;
-        served(c, &name, i)
-    })
-    .await
+    a.heavy
+        .on_store(&a.c, name, |_, s| {
+            Ok(query::inspect(&s.region, &s.path.display().to_string())?)
+        })
+        .await
 }
 
 async fn kw(
@@ -295,11 +319,11 @@ async fn postcard(
         .and_then(|c| c.values)
         .unwrap_or(dta_wire::DEFAULT_POSTCARD_VALUES);
     let values = p.postcard_values(default_values)?;
-    a.heavy(move |c| {
-        let pc = query::postcard(&c.store(&name)?.region, &key, values)?;
-        served(c, &name, pc)
-    })
-    .await
+    a.heavy
+        .on_store(&a.c, name, move |_, s| {
+            Ok(query::postcard(&s.region, &key, values)?)
+        })
+        .await
 }
 
 async fn list(
@@ -318,11 +342,11 @@ async fn list(
     let tail = p.opt_u64("tail")?;
     let max = p.list_max(entry_len)?;
     let decode = a.decode;
-    a.heavy(move |c| {
-        let l = query::list(&c.store(&name)?.region, list, tail, max, decode)?;
-        served(c, &name, l)
-    })
-    .await
+    a.heavy
+        .on_store(&a.c, name, move |_, s| {
+            Ok(query::list(&s.region, list, tail, max, decode)?)
+        })
+        .await
 }
 
 async fn sketch(

@@ -128,6 +128,18 @@ impl<'a> Params<'a> {
         self.optional("redundancy", 1, MAX_REDUNDANCY)
     }
 
+    /// `list_base`: the first Append list of a layout of several (default 0).
+    pub fn list_base(&self) -> Result<u32, ParamError> {
+        Ok(self.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32)
+    }
+
+    /// `since_ms` (Unix milliseconds, optional) in nanoseconds.
+    pub fn since_ns(&self) -> Result<Option<u64>, ParamError> {
+        Ok(self
+            .optional("since_ms", 0, u64::MAX / 1_000_000)?
+            .map(|ms| ms * 1_000_000))
+    }
+
     /// `window`: the time windows of a windowed Key-Increment store (`current`, `all`,
     /// `last:5m`, `at:UNIX_MS`; [`dta_store::WindowSel::parse`]); absent: the store's default.
     pub fn window(&self) -> Result<Option<dta_store::WindowSel>, ParamError> {

@@ -11,17 +11,17 @@
 //! | `GET /int/network` | `events`, `paths`, `hist` (store names; default: the store of the INT sink's layout for each, `events`, `paths`, `hist` first), `window`, `list_base` | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
-//! Parameters are checked as the query API checks its own ([`dta_collector::limits`]); the
-//! Postcarding table and the histogram's bucket reads run off the executor, at most
-//! [`dta_collector::limits::MAX_HEAVY_QUERIES`] at once ([`HeavySlots`]).
+//! The routes have the query API's one shape: parameters checked by its
+//! [`dta_collector::limits::Params`] (an unknown parameter is refused), the store looked up
+//! first, the read off the executor within [`dta_collector::limits::MAX_HEAVY_QUERIES`]
+//! ([`HeavySlots::on_store`]), errors as its [`ApiError`], all in the one OpenAPI document.
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use dta_collector::http::{served, ApiError, HeavySlots, Name, Raw};
+use dta_collector::http::{ApiError, HeavySlots, Name, Raw};
 use dta_collector::limits::{ParamError, Params, MAX_POSTCARD_VALUES};
 use dta_collector::Collector;
 use dta_int::layout::{Buckets, Metric};
@@ -52,12 +52,8 @@ pub fn router(collector: Arc<Collector>) -> Router {
         })
 }
 
-fn bad(msg: impl Into<String>) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, msg.into())
-}
-
-fn int_err(e: query::QueryError) -> ApiError {
-    bad(e.to_string())
+fn bad(msg: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(msg)
 }
 
 fn region(c: &Collector, name: &str) -> Result<Arc<dta_store::Region>, ApiError> {
@@ -66,7 +62,7 @@ fn region(c: &Collector, name: &str) -> Result<Arc<dta_store::Region>, ApiError>
 
 fn flow(p: &Params) -> Result<[u8; dta_int::layout::FLOW_KEY_LEN], ApiError> {
     let f = p.raw("flow").ok_or(ParamError::Missing("flow"))?;
-    query::parse_flow(f).map_err(int_err)
+    query::parse_flow(f).map_err(bad)
 }
 
 async fn path(
@@ -77,9 +73,11 @@ async fn path(
     let p = Params::new(&raw, &["flow", "redundancy"])?;
     let redundancy = p.redundancy()?;
     let f = flow(&p)?;
-    let r = region(&s.c, &name)?;
-    let answer = query::path(&r, &f, redundancy).map_err(int_err)?;
-    served(&s.c, &name, answer)
+    s.heavy
+        .on_store(&s.c, name, move |_, st| {
+            query::path(&st.region, &f, redundancy).map_err(bad)
+        })
+        .await
 }
 
 async fn hop_latency(
@@ -93,20 +91,11 @@ async fn hop_latency(
     let sink = IntSinkConfig::default();
     let values = p.bounded("values", Some(sink.postcard_values), 1, MAX_POSTCARD_VALUES)?;
     let divisor = p.bounded("divisor", Some(sink.postcard_divisor), 1, u32::MAX)?;
-    region(&s.c, &name)?;
     s.heavy
-        .run(&s.c, move |c| {
-            let answer = query::hop_latency(&*region(c, &name)?, &f, hop, values, divisor)
-                .map_err(int_err)?;
-            served(c, &name, answer)
+        .on_store(&s.c, name, move |_, st| {
+            query::hop_latency(&st.region, &f, hop, values, divisor).map_err(bad)
         })
         .await
-}
-
-/// `since_ms` (Unix milliseconds, optional) in nanoseconds, the sink's clock.
-fn since_ns(p: &Params) -> Result<Option<u64>, ApiError> {
-    Ok(p.optional("since_ms", 0, u64::MAX / 1_000_000)?
-        .map(|ms| ms * 1_000_000))
 }
 
 async fn events(
@@ -138,20 +127,17 @@ async fn events(
         kinds,
         node: p.optional("node", 0, u32::MAX)?,
         flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
-        since_ns: since_ns(&p)?,
+        since_ns: p.since_ns()?,
         before: p
             .raw("before")
             .map(|c| query::EventCursor::parse(c).map_err(bad))
             .transpose()?,
     };
     let max = p.bounded("max", Some(100), 1, query::MAX_EVENTS as u64)? as usize;
-    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
-    region(&s.c, &name)?;
+    let list_base = p.list_base()?;
     s.heavy
-        .run(&s.c, move |c| {
-            let page = query::recent_events(&*region(c, &name)?, list_base, &filter, max)
-                .map_err(int_err)?;
-            served(c, &name, page)
+        .on_store(&s.c, name, move |_, st| {
+            query::recent_events(&st.region, list_base, &filter, max).map_err(bad)
         })
         .await
 }
@@ -183,29 +169,19 @@ async fn flows(
             .transpose()?,
         port: p.optional("port", 0, u16::MAX)?,
         node: p.optional("node", 0, u32::MAX)?,
-        since_ns: since_ns(&p)?,
+        since_ns: p.since_ns()?,
     };
     let order = query::FlowOrder::parse(p.raw("top").unwrap_or("recent")).map_err(bad)?;
     let max = p.bounded("max", Some(20), 1, query::MAX_FLOW_SCAN as u64)? as usize;
-    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
+    let list_base = p.list_base()?;
     let paths = p.raw("paths").map(str::to_owned);
-    region(&s.c, &name)?;
     if let Some(pn) = &paths {
         region(&s.c, pn)?;
     }
     s.heavy
-        .run(&s.c, move |c| {
+        .on_store(&s.c, name, move |c, st| {
             let pr = paths.as_deref().map(|n| region(c, n)).transpose()?;
-            let page = query::flows(
-                &*region(c, &name)?,
-                pr.as_deref(),
-                list_base,
-                &filter,
-                order,
-                max,
-            )
-            .map_err(int_err)?;
-            served(c, &name, page)
+            query::flows(&st.region, pr.as_deref(), list_base, &filter, order, max).map_err(bad)
         })
         .await
 }
@@ -223,7 +199,7 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
                         .map(|x| (x.name.as_str(), x.region.header())),
                 )
                 .map(str::to_owned)
-                .map_err(int_err),
+                .map_err(bad),
         }
     };
     let (events, paths, hist) = (
@@ -232,22 +208,21 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
         name("hist", query::Role::Hist)?,
     );
     let window = p.window()?;
-    let list_base = p.bounded("list_base", Some(0), 0, u32::MAX as u64)? as u32;
-    for n in [&events, &paths, &hist] {
+    let list_base = p.list_base()?;
+    for n in [&paths, &hist] {
         region(&s.c, n)?;
     }
     s.heavy
-        .run(&s.c, move |c| {
-            let answer = query::network(
-                &*region(c, &events)?,
+        .on_store(&s.c, events, move |c, st| {
+            query::network(
+                &st.region,
                 &*region(c, &paths)?,
                 &*region(c, &hist)?,
                 list_base,
                 window,
                 dta_store::key_increment::unix_ms(),
             )
-            .map_err(int_err)?;
-            served(c, &events, answer)
+            .map_err(bad)
         })
         .await
 }
@@ -286,11 +261,10 @@ async fn histogram(
     };
     buckets.validate().map_err(bad)?;
     let redundancy = p.redundancy()?;
-    region(&s.c, &name)?;
     s.heavy
-        .run(&s.c, move |c| {
-            let answer = query::histogram_in(
-                &*region(c, &name)?,
+        .on_store(&s.c, name, move |_, st| {
+            query::histogram_in(
+                &st.region,
                 node,
                 metric,
                 &buckets,
@@ -298,8 +272,7 @@ async fn histogram(
                 window,
                 dta_store::key_increment::unix_ms(),
             )
-            .map_err(int_err)?;
-            served(c, &name, answer)
+            .map_err(bad)
         })
         .await
 }
