@@ -21,6 +21,7 @@ pub mod flow;
 pub mod keys;
 pub mod loadgen;
 pub mod pacing;
+pub mod raw;
 pub mod reporter;
 pub mod sketch;
 pub mod workload;

@@ -11,6 +11,7 @@ use clap::{Args, ValueEnum};
 
 use anyhow::Context;
 use dta_reporter::loadgen::{self, KeyDist, LoadSpec, LoadStats};
+use dta_reporter::raw;
 use dta_reporter::{ClusterReporter, Protocol, Reporter, ReporterConfig};
 use dta_wire::{prototype::BaseFormat, Opcode, Priority};
 
@@ -463,12 +464,10 @@ fn priority_of(p: PriorityArg) -> Priority {
     }
 }
 
-/// `--raw IFACE`: the frames of a native run, built first, then sent on AF_PACKET sockets, one
-/// per sender thread (`sendmmsg` of 64, or a transmit ring with `--tx-ring`).
+/// `--raw IFACE`: the frames of a native run sent on AF_PACKET sockets
+/// ([`dta_reporter::raw`]).
 fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
-    use anyhow::{bail, Context};
-    use dta_net::raw::{RawSocket, TxRing};
-    use std::time::Instant;
+    use anyhow::bail;
     if a.rate.is_some() || !matches!(a.protocol, ProtocolArg::Native) {
         bail!("--raw sends native datagrams as fast as it can: no --rate or --protocol");
     }
@@ -482,226 +481,42 @@ fn run_raw(a: &ReportArgs, iface: &str) -> anyhow::Result<ExitCode> {
         Primitive::Postcard => Opcode::Postcarding,
         Primitive::Sketch => bail!("--raw: Sketch-Merge is sent whole, by one reporter"),
     };
-    let senders = a.senders.max(1);
-    let ports = a.src_ports.max(1);
-    // Every sender's frames are built in memory first: bound them before building.
-    if senders > MAX_RAW_SENDERS || a.frames > MAX_RAW_FRAMES {
-        bail!(
-            "--raw: at most {MAX_RAW_SENDERS} senders of at most {MAX_RAW_FRAMES} frames each \
-             (asked: {senders} x {})",
-            a.frames
-        );
-    }
     let count = match (a.count, a.duration) {
         (None, None) => Some(100_000),
         (c, _) => c,
     };
-    let (src_mac, _) =
-        dta_net::raw::iface_mac_index(iface).with_context(|| format!("interface {iface}"))?;
-    let src = match a.src {
-        Some(s) => s,
-        None => std::net::SocketAddrV4::new(
-            dta_net::raw::iface_ipv4(iface)
-                .with_context(|| format!("{iface} has no IPv4 address: give --src"))?
-                .into(),
-            40000,
-        ),
+    let o = raw::RawOptions {
+        iface: iface.to_owned(),
+        to,
+        src: a.src,
+        dst_mac: raw::parse_mac(&a.dst_mac).map_err(anyhow::Error::msg)?,
+        senders: a.senders.max(1),
+        src_ports: a.src_ports,
+        frames: a.frames,
+        tx_ring: a.tx_ring,
+        reporter_id: a.reporter_id,
+        priority: priority_of(a.priority),
+        batch: a.batch,
+        duration: a.duration.map(Duration::from_secs_f64),
     };
-    if u32::from(src.port()) + senders * u32::from(ports) > 65536 {
-        bail!(
-            "--raw: {senders} senders x {ports} source ports from port {} pass 65535",
-            src.port()
-        );
-    }
-    let dst_mac = parse_mac(&a.dst_mac)?;
-    // Each sender's frames, and the reports each of them carries.
-    struct Plan {
-        frames: Vec<Vec<u8>>,
-        reports: Vec<u64>,
-        /// Frames to send (`u64::MAX`: until the duration ends).
-        limit: u64,
-    }
-    let mut plans = Vec::with_capacity(senders as usize);
-    for i in 0..senders {
-        let spec = load_spec(a, primitive, count, i, senders);
-        let datagrams = loadgen::native_datagrams(
-            &spec,
-            a.reporter_id.wrapping_add(i),
-            priority_of(a.priority),
-            a.batch,
-            a.frames.max(1),
-        )?;
-        let reports = datagrams
-            .iter()
-            .map(|d| dta_wire::native::Datagram::parse(d).map(|d| u64::from(d.header.count)))
-            .collect::<Result<Vec<u64>, _>>()
-            .context("a built datagram does not parse")?;
-        let base = src.port() + (i as u16) * ports;
-        let frames = datagrams
-            .iter()
-            .enumerate()
-            .map(|(j, d)| {
-                let from =
-                    std::net::SocketAddrV4::new(*src.ip(), base + (j % ports as usize) as u16);
-                dta_net::udp_frame_between(src_mac, dst_mac, from, to, d)
-            })
-            .collect::<Result<Vec<Vec<u8>>, _>>()
-            .context("a datagram does not fit a UDP frame")?;
-        // Frames until the sender's share of the count is reached (whole datagrams).
-        let limit = match spec.count {
-            Some(c) => frames_for(&reports, c),
-            None => u64::MAX,
-        };
-        plans.push(Plan {
-            frames,
-            reports,
-            limit,
-        });
-    }
-    let barrier = std::sync::Barrier::new(senders as usize);
-    let start_at = std::sync::OnceLock::<Instant>::new();
-    let results: Vec<anyhow::Result<(u64, u64, Duration)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = plans
-            .iter()
-            .map(|p| {
-                let (barrier, start_at) = (&barrier, &start_at);
-                s.spawn(move || -> anyhow::Result<(u64, u64, Duration)> {
-                    // Set up before the common start: the ring's mapping, the frames written.
-                    enum Tx {
-                        Ring(TxRing),
-                        Mmsg(RawSocket),
-                    }
-                    let opened = if a.tx_ring {
-                        TxRing::open(iface, p.frames.clone()).map(Tx::Ring)
-                    } else {
-                        RawSocket::open_send_only(iface).map(Tx::Mmsg)
-                    };
-                    barrier.wait();
-                    let mut tx = opened.with_context(|| {
-                        format!("AF_PACKET socket on {iface} (needs CAP_NET_RAW)")
-                    })?;
-                    let start = *start_at.get_or_init(Instant::now);
-                    let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
-                    let stop = || deadline.is_some_and(|d| Instant::now() >= d);
-                    let (sent, kicks) = match &mut tx {
-                        Tx::Ring(r) => {
-                            let st = r.send_cyclic(p.limit, stop)?;
-                            (st.sent, st.kicks)
-                        }
-                        Tx::Mmsg(m) => {
-                            let n = m.send_cyclic(&p.frames, 64, p.limit, stop)?;
-                            (n, n.div_ceil(64))
-                        }
-                    };
-                    Ok((sent, kicks, start.elapsed()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")))
-            })
-            .collect()
-    });
-    let mut stats = LoadStats::default();
-    let mut calls = 0;
-    for (p, r) in plans.iter().zip(results) {
-        let (sent, kicks, elapsed) = r?;
-        stats.datagrams += sent;
-        stats.reports += cyclic_sum(&p.reports, sent);
-        let payload: Vec<u64> = p
-            .frames
-            .iter()
-            .map(|f| (f.len() - dta_net::UDP_FRAME_OVERHEAD) as u64)
-            .collect();
-        stats.bytes += cyclic_sum(&payload, sent);
-        stats.elapsed = stats.elapsed.max(elapsed);
-        calls += kicks;
-    }
+    let n = o.senders;
+    let st = raw::send(&o, |i| load_spec(a, primitive, count, i, n)).context("--raw")?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        println!("{}", serde_json::to_string_pretty(&st.load)?);
     } else {
+        let l = &st.load;
         println!(
             "sent {} reports in {} raw frames on {iface} in {:.2}s: {:.0} reports/s, {:.0} frames/s \
-             ({senders} sender{}, {}, {calls} system calls)",
-            stats.reports,
-            stats.datagrams,
-            stats.elapsed.as_secs_f64(),
-            stats.rate(),
-            stats.datagrams as f64 / stats.elapsed.as_secs_f64().max(1e-9),
-            if senders == 1 { "" } else { "s" },
+             ({n} sender{}, {}, {} system calls)",
+            l.reports,
+            l.datagrams,
+            l.elapsed.as_secs_f64(),
+            l.rate(),
+            l.datagrams as f64 / l.elapsed.as_secs_f64().max(1e-9),
+            if n == 1 { "" } else { "s" },
             if a.tx_ring { "tx ring" } else { "sendmmsg" },
+            st.calls,
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Most `--raw` sender threads.
-const MAX_RAW_SENDERS: u32 = 16;
-/// Most distinct frames per `--raw` sender (each built in memory, up to 1514 bytes; a TX ring
-/// holds at most this many slots, `dta_net::raw::TX_RING_MAX_SLOTS`).
-const MAX_RAW_FRAMES: usize = dta_net::raw::TX_RING_MAX_SLOTS;
-
-/// The sum of the first `n` values of `v` repeated cyclically.
-fn cyclic_sum(v: &[u64], n: u64) -> u64 {
-    let len = v.len() as u64;
-    if len == 0 {
-        return 0;
-    }
-    let whole: u64 = v.iter().sum();
-    whole * (n / len) + v[..(n % len) as usize].iter().sum::<u64>()
-}
-
-/// Frames, sent cyclically, until their reports (`reports[i]` in frame `i`) reach `count`.
-fn frames_for(reports: &[u64], count: u64) -> u64 {
-    let whole: u64 = reports.iter().sum();
-    if whole == 0 {
-        return 0;
-    }
-    let cycles = count / whole;
-    let mut left = count % whole;
-    let mut n = cycles * reports.len() as u64;
-    for r in reports {
-        if left == 0 {
-            break;
-        }
-        left = left.saturating_sub(*r);
-        n += 1;
-    }
-    n
-}
-
-fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let mut mac = [0u8; 6];
-    if parts.len() != 6 {
-        anyhow::bail!("bad MAC address {s:?}: want six hex bytes separated by ':'");
-    }
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16)
-            .map_err(|_| anyhow::anyhow!("bad MAC address {s:?}: {p:?} is not a hex byte"))?;
-    }
-    Ok(mac)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cyclic_counts() {
-        let r = [32, 32, 5];
-        assert_eq!(cyclic_sum(&r, 0), 0);
-        assert_eq!(cyclic_sum(&r, 2), 64);
-        assert_eq!(cyclic_sum(&r, 7), 2 * 69 + 32);
-        assert_eq!(cyclic_sum(&[], 7), 0);
-        assert_eq!(frames_for(&r, 0), 0);
-        assert_eq!(frames_for(&r, 1), 1);
-        assert_eq!(frames_for(&r, 64), 2);
-        assert_eq!(frames_for(&r, 65), 3);
-        assert_eq!(frames_for(&r, 69 * 2 + 33), 8);
-        assert_eq!(frames_for(&[0], 5), 0);
-    }
 }
