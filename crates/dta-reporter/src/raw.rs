@@ -101,13 +101,16 @@ pub fn send(o: &RawOptions, spec: impl Fn(u32) -> LoadSpec) -> Result<RawStats, 
             o.frames
         )));
     }
-    let (src_mac, _) = dta_net::raw::iface_mac_index(&o.iface)
-        .map_err(io(format!("interface {}", o.iface)))?;
+    let (src_mac, _) =
+        dta_net::raw::iface_mac_index(&o.iface).map_err(io(format!("interface {}", o.iface)))?;
     let src = match o.src {
         Some(s) => s,
         None => SocketAddrV4::new(
             dta_net::raw::iface_ipv4(&o.iface)
-                .map_err(io(format!("{} has no IPv4 address: give a source", o.iface)))?
+                .map_err(io(format!(
+                    "{} has no IPv4 address: give a source",
+                    o.iface
+                )))?
                 .into(),
             40000,
         ),
@@ -197,9 +200,8 @@ fn run_senders(o: &RawOptions, plans: &[Plan]) -> Vec<Result<(u64, u64, Duration
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(RawError::Options("sender thread panicked".to_owned()))
-                })
+                h.join()
+                    .unwrap_or_else(|_| Err(RawError::Options("sender thread panicked".to_owned())))
             })
             .collect()
     })

@@ -41,6 +41,7 @@ pub mod sonata;
 pub mod trace;
 pub mod trajectory;
 pub mod turboflow;
+pub mod workload;
 
 /// `examples/systems.toml`: the stores the systems write, the default configuration of
 /// `dta query <system>` and of the benchmark.

@@ -214,7 +214,7 @@ pub fn run(mut a: ReportArgs) -> anyhow::Result<ExitCode> {
         a.control_key = Some(dta_node::config::read_control_key(f)?);
     }
     if let Some(w) = a.systems.workload {
-        return crate::systems_cmd::run_workload(&a, w);
+        return run_workload(&a, w);
     }
     if let Some(iface) = &a.raw {
         return run_raw(&a, iface);
@@ -462,6 +462,99 @@ fn priority_of(p: PriorityArg) -> Priority {
         PriorityArg::Medium => Priority::Medium,
         PriorityArg::High => Priority::High,
     }
+}
+
+/// What a workload run did (`--json`).
+#[derive(serde::Serialize)]
+struct WorkloadStats {
+    workload: String,
+    packets: usize,
+    flows: usize,
+    trace_seconds: f64,
+    skipped: dta_systems::trace::Skipped,
+    sent: dta_systems::marple::Sent,
+    /// Postcarding reports (Trajectory Sampling).
+    postcards: u64,
+    datagrams: u64,
+    elapsed_seconds: f64,
+}
+
+/// `--workload W`: the system's reports over the trace ([`dta_systems::workload`]), paced by
+/// `--rate`, to `--to`; its ground truth to `--truth`.
+fn run_workload(a: &ReportArgs, w: crate::systems_cmd::Workload) -> anyhow::Result<ExitCode> {
+    if a.count.is_some() || a.duration.is_some() || a.senders > 1 || a.reporters.is_some() {
+        anyhow::bail!(
+            "--workload sends the system's reports for the whole trace: no --count, --duration, \
+             --senders or --reporters"
+        );
+    }
+    let workload = a.systems.workload(w)?;
+    let trace = a.systems.load_trace(a.seed)?;
+    let mut reporter =
+        Reporter::new(reporter_config(a, 0)).with_context(|| format!("reporter to {}", a.to))?;
+    let mut pacer = dta_reporter::pacing::Pacer::new(a.rate);
+    let mut granted = 0u64;
+    let started = std::time::Instant::now();
+    let sent = workload.reports(&trace, &mut |r: &dta_wire::Report<'_>| {
+        if granted == 0 {
+            granted = pacer.grant(u64::MAX, None);
+        }
+        granted -= 1;
+        reporter
+            .report(r)
+            .map_err(|e| dta_systems::SystemError::Send(e.to_string()))
+    })?;
+    reporter.flush()?;
+    if a.retransmittable {
+        reporter.linger(Duration::from_millis(200), Duration::from_secs(5))?;
+    }
+    reporter.take_refused()?;
+    let rs = reporter.stats();
+    if let Some(path) = &a.systems.truth {
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&workload.truth(&trace)?)?,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let stats = WorkloadStats {
+        workload: w.name(),
+        packets: trace.packets.len(),
+        flows: trace.flows(),
+        trace_seconds: trace.duration_ns() as f64 / 1e9,
+        skipped: trace.skipped,
+        sent: sent.reports,
+        postcards: sent.postcards,
+        datagrams: rs.datagrams,
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        eprintln!(
+            "{}: {} packets of {} flows -> {} reports ({} Key-Write, {} Key-Increment, {} Append, \
+             {} Postcarding) in {} datagrams to {} in {:.2}s",
+            stats.workload,
+            stats.packets,
+            stats.flows,
+            sent.total(),
+            sent.reports.key_write,
+            sent.reports.key_increment,
+            sent.reports.append,
+            sent.postcards,
+            rs.datagrams,
+            a.to,
+            stats.elapsed_seconds
+        );
+    }
+    if rs.send_errors > 0 {
+        eprintln!(
+            "error: {} datagrams to {} were refused (nothing listens there); their reports are lost",
+            rs.send_errors, a.to
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--raw IFACE`: the frames of a native run sent on AF_PACKET sockets

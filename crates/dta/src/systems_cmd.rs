@@ -1,25 +1,19 @@
 //! The monitoring systems of [DTA Table 2] on the command line (`docs/systems.md`):
-//! `dta report --workload <system-query>` runs a system's switch side over a trace and sends its
-//! reports, `dta query <system> <query> ...` answers the system's queries from the stores. The
+//! `dta report --workload <system-query>` names a system and its parameters (the run is
+//! `dta_systems::workload`), `dta query <system> <query> ...` answers the system's queries from the stores. The
 //! work is in `dta_systems`; the stores are those of `examples/systems.toml`, the default
 //! configuration of these queries.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use serde::Serialize;
 
-use dta_reporter::pacing::Pacer;
-use dta_reporter::Reporter;
 use dta_systems::trace::{Source, SynthConfig, Trace};
-use dta_systems::{marple, netseer, pint, sonata, trajectory, turboflow, Stores, SystemError};
+use dta_systems::{marple, netseer, pint, sonata, trajectory, turboflow, Stores};
 
 use crate::output::print;
-use crate::report::ReportArgs;
 use dta_node::config::Config;
 
 /// A system's query whose reports `dta report --workload` sends.
@@ -131,191 +125,54 @@ impl WorkloadArgs {
     }
 }
 
-/// What a workload run did (`--json`).
-#[derive(Serialize)]
-struct WorkloadStats {
-    workload: String,
-    packets: usize,
-    flows: usize,
-    trace_seconds: f64,
-    skipped: dta_systems::trace::Skipped,
-    sent: marple::Sent,
-    /// Postcarding reports (Trajectory Sampling).
-    postcards: u64,
-    datagrams: u64,
-    elapsed_seconds: f64,
+impl WorkloadArgs {
+    /// The system `w` names, with these parameters ([`dta_systems::workload`]).
+    pub fn workload(&self, w: Workload) -> anyhow::Result<dta_systems::workload::Workload> {
+        use dta_systems::workload::Workload as W;
+        let marple = |queries: &[marple::Query]| -> anyhow::Result<W> {
+            Ok(W::Marple {
+                queries: queries.to_vec(),
+                params: self.marple_params()?,
+            })
+        };
+        Ok(match w {
+            Workload::MarpleHostCounters => marple(&[marple::Query::HostCounters])?,
+            Workload::MarpleLossy => marple(&[marple::Query::Lossy])?,
+            Workload::MarpleTcpTimeouts => marple(&[marple::Query::TcpTimeouts])?,
+            Workload::MarpleFlowlets => marple(&[marple::Query::Flowlets])?,
+            Workload::Marple => marple(&marple::Query::ALL)?,
+            Workload::Netseer => W::Netseer(netseer::Params {
+                window_ns: self.netseer_window_ms.saturating_mul(1_000_000),
+            }),
+            Workload::Turboflow => W::Turboflow(turboflow::Params {
+                cache_slots: self.cache_slots,
+            }),
+            Workload::Pint => W::Pint,
+            Workload::Sonata => W::Sonata(sonata::Params {
+                window_ns: self.sonata_window_ms.saturating_mul(1_000_000),
+            }),
+            Workload::Trajectory => W::Trajectory(trajectory::Params {
+                sample_ppm: self.sample_ppm,
+            }),
+        })
+    }
+
+    /// The trace: the pcap given, or one synthesized from the flow-size CDF (seeded by `seed`).
+    pub fn load_trace(&self, seed: u64) -> anyhow::Result<Trace> {
+        let (trace, _injected) = self.source(seed).load()?;
+        if trace.packets.is_empty() {
+            anyhow::bail!("the trace has no TCP/IPv4 packet: nothing to report");
+        }
+        Ok(trace)
+    }
 }
 
-/// `dta report --workload W`: the system's reports over the trace, to `--to`.
-pub fn run_workload(a: &ReportArgs, w: Workload) -> anyhow::Result<ExitCode> {
-    if a.count.is_some() || a.duration.is_some() || a.senders > 1 || a.reporters.is_some() {
-        anyhow::bail!(
-            "--workload sends the system's reports for the whole trace: no --count, --duration, \
-             --senders or --reporters"
-        );
-    }
-    let wa = &a.systems;
-    let (trace, _injected) = wa.source(a.seed).load()?;
-    if trace.packets.is_empty() {
-        anyhow::bail!("the trace has no TCP/IPv4 packet: nothing to report");
-    }
-    let mut reporter = Reporter::new(crate::report::reporter_config(a, 0))
-        .with_context(|| format!("reporter to {}", a.to))?;
-    let mut pacer = Pacer::new(a.rate);
-    let mut granted = 0u64;
-    let started = std::time::Instant::now();
-    let mut send = |r: &dta_wire::Report<'_>| -> Result<(), SystemError> {
-        if granted == 0 {
-            granted = pacer.grant(u64::MAX, None);
-        }
-        granted -= 1;
-        reporter
-            .report(r)
-            .map_err(|e| SystemError::Send(e.to_string()))
-    };
-    let mut postcards = 0u64;
-    let (sent, truth) = match w {
-        Workload::MarpleHostCounters
-        | Workload::MarpleLossy
-        | Workload::MarpleTcpTimeouts
-        | Workload::MarpleFlowlets
-        | Workload::Marple => {
-            let p = wa.marple_params()?;
-            let qs: &[marple::Query] = match w {
-                Workload::MarpleHostCounters => &[marple::Query::HostCounters],
-                Workload::MarpleLossy => &[marple::Query::Lossy],
-                Workload::MarpleTcpTimeouts => &[marple::Query::TcpTimeouts],
-                Workload::MarpleFlowlets => &[marple::Query::Flowlets],
-                Workload::Marple => &marple::Query::ALL,
-                Workload::Netseer
-                | Workload::Turboflow
-                | Workload::Pint
-                | Workload::Sonata
-                | Workload::Trajectory => unreachable!("the arm matches Marple workloads only"),
-            };
-            let mut sent = marple::Sent::default();
-            for q in qs {
-                let s = marple::reports(*q, &trace, &p, &mut send)?;
-                sent.key_write += s.key_write;
-                sent.key_increment += s.key_increment;
-                sent.append += s.append;
-            }
-            (sent, marple::truth(&trace, &p).to_json())
-        }
-        Workload::Netseer => {
-            let p = netseer::Params {
-                window_ns: wa.netseer_window_ms.saturating_mul(1_000_000),
-            };
-            let append = netseer::reports(&trace, &p, &mut send)?;
-            let sent = marple::Sent {
-                append,
-                ..marple::Sent::default()
-            };
-            (sent, netseer::truth_json(&netseer::truth(&trace)))
-        }
-        Workload::Turboflow => {
-            let p = turboflow::Params {
-                cache_slots: wa.cache_slots,
-            };
-            let s = turboflow::reports(&trace, &p, &mut send)?;
-            let sent = marple::Sent {
-                key_increment: s.key_increment,
-                ..marple::Sent::default()
-            };
-            (sent, turboflow::truth_json(&turboflow::truth(&trace)))
-        }
-        Workload::Pint => {
-            let s = pint::reports(&trace, &mut send)?;
-            let sent = marple::Sent {
-                key_write: s.key_write,
-                ..marple::Sent::default()
-            };
-            (sent, pint::truth_json(&pint::truth(&trace)))
-        }
-        Workload::Sonata => {
-            let p = sonata::Params {
-                window_ns: wa.sonata_window_ms.saturating_mul(1_000_000),
-            };
-            let s = sonata::reports(&trace, &p, &mut send)?;
-            let sent = marple::Sent {
-                key_write: s.key_write,
-                append: s.append,
-                ..marple::Sent::default()
-            };
-            (sent, sonata::truth(&trace, &p)?.to_json())
-        }
-        Workload::Trajectory => {
-            let p = trajectory::Params {
-                sample_ppm: wa.sample_ppm,
-            };
-            postcards = trajectory::reports(&trace, &p, &mut send)?.postcards;
-            (
-                marple::Sent::default(),
-                trajectory::truth_json(&trajectory::truth(&trace, &p)),
-            )
-        }
-    };
-    reporter.flush()?;
-    if a.retransmittable {
-        reporter.linger(Duration::from_millis(200), Duration::from_secs(5))?;
-    }
-    reporter.take_refused()?;
-    let rs = reporter.stats();
-    if let Some(path) = &wa.truth {
-        std::fs::write(path, serde_json::to_string_pretty(&truth)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    let mut stats = stats_of(w, &trace, sent, rs.datagrams, started.elapsed());
-    stats.postcards = postcards;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
-    } else {
-        eprintln!(
-            "{}: {} packets of {} flows -> {} reports ({} Key-Write, {} Key-Increment, {} Append, \
-             {} Postcarding) in {} datagrams to {} in {:.2}s",
-            stats.workload,
-            stats.packets,
-            stats.flows,
-            sent.total() + postcards,
-            sent.key_write,
-            sent.key_increment,
-            sent.append,
-            postcards,
-            rs.datagrams,
-            a.to,
-            stats.elapsed_seconds
-        );
-    }
-    if rs.send_errors > 0 {
-        eprintln!(
-            "error: {} datagrams to {} were refused (nothing listens there); their reports are lost",
-            rs.send_errors, a.to
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn stats_of(
-    w: Workload,
-    trace: &Trace,
-    sent: marple::Sent,
-    datagrams: u64,
-    elapsed: Duration,
-) -> WorkloadStats {
-    WorkloadStats {
-        workload: w
-            .to_possible_value()
+impl Workload {
+    /// The name the command line spells.
+    pub fn name(self) -> String {
+        self.to_possible_value()
             .map(|v| v.get_name().to_owned())
-            .unwrap_or_default(),
-        packets: trace.packets.len(),
-        flows: trace.flows(),
-        trace_seconds: trace.duration_ns() as f64 / 1e9,
-        skipped: trace.skipped,
-        sent,
-        postcards: 0,
-        datagrams,
-        elapsed_seconds: elapsed.as_secs_f64(),
+            .unwrap_or_default()
     }
 }
 
