@@ -2,7 +2,7 @@
 //! up to [`MAX_VLAN_TAGS`] 802.1Q / 802.1ad tags (4 bytes each: TCI, then the next EtherType),
 //! which [`Packet::untagged`] steps over.
 
-use crate::{packet_view, rd16, wr16, Error};
+use crate::{rd16, wr16, Error};
 
 /// Header length without VLAN tags.
 pub const HEADER_LEN: usize = 14;
@@ -30,7 +30,11 @@ pub mod field {
     pub const ETHERTYPE: Range<usize> = 12..14;
 }
 
-packet_view!("A zero-copy view of an Ethernet II frame.", HEADER_LEN);
+crate::packet_view!(
+    "A zero-copy view of an Ethernet II frame.",
+    Error,
+    HEADER_LEN
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Destination MAC.

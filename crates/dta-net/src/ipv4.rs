@@ -3,7 +3,7 @@
 //! unfragmented datagram, which is all dta sends.
 
 use crate::checksum::checksum;
-use crate::{packet_view, rd16, wr16, Error, IPPROTO_UDP};
+use crate::{rd16, wr16, Error, IPPROTO_UDP};
 
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
@@ -43,7 +43,10 @@ pub mod field {
     pub const ECN_CE: u8 = 0x03;
 }
 
-packet_view!("A zero-copy view of an IPv4 header (options included) and the bytes after it.");
+crate::packet_view!(
+    "A zero-copy view of an IPv4 header (options included) and the bytes after it.",
+    Error
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// See [`Packet::new_checked`]: `Truncated`, `BadIpVersion` or `BadIpHeaderLen`.

@@ -1,6 +1,6 @@
 //! IPv6 fixed header (40 bytes, RFC 8200); extension headers are not followed.
 
-use crate::{packet_view, rd16, Error};
+use crate::{rd16, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 40;
@@ -22,7 +22,10 @@ pub mod field {
     pub const DST: Range<usize> = 24..40;
 }
 
-packet_view!("A zero-copy view of an IPv6 fixed header and the bytes after it.");
+crate::packet_view!(
+    "A zero-copy view of an IPv6 fixed header and the bytes after it.",
+    Error
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// `Truncated` or `BadIpVersion`.

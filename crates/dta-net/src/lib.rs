@@ -259,25 +259,37 @@ pub fn ipv4_udp_packet(ip: &ipv4::Repr, udp: &udp::Repr, payload: &[u8]) -> Resu
     Ok(p)
 }
 
-/// The `Packet<T>` wrapper of a header module: the struct and its constructors. With a length,
-/// also `check_len` for a fixed-length header; otherwise the module writes its own `check_len`
-/// (options, versions).
+/// The smoltcp-style `Packet<T>` wrapper of a header module, for every wire crate (`dta-net`'s
+/// headers, `dta-roce`'s): the struct and its constructors, with `$err`'s `Truncated` for a
+/// short buffer. With a length, also `check_len` for a fixed-length header (otherwise the module
+/// writes its own: options, versions); with `payload`, also the bytes after a fixed header.
+#[macro_export]
 macro_rules! packet_view {
-    ($doc:literal, $len:expr) => {
-        $crate::packet_view!($doc);
+    ($doc:literal, $err:ty, $len:expr, payload) => {
+        $crate::packet_view!($doc, $err, $len);
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// The bytes after the header.
+            pub fn payload(&self) -> &[u8] {
+                &self.buffer.as_ref()[$len..]
+            }
+        }
+    };
+    ($doc:literal, $err:ty, $len:expr) => {
+        $crate::packet_view!($doc, $err);
 
         impl<T: AsRef<[u8]>> Packet<T> {
             /// `Truncated` if the buffer is shorter than the header.
-            pub fn check_len(&self) -> Result<(), $crate::Error> {
+            pub fn check_len(&self) -> Result<(), $err> {
                 if self.buffer.as_ref().len() < $len {
-                    Err($crate::Error::Truncated)
+                    Err(<$err>::Truncated)
                 } else {
                     Ok(())
                 }
             }
         }
     };
-    ($doc:literal) => {
+    ($doc:literal, $err:ty) => {
         #[doc = $doc]
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct Packet<T: AsRef<[u8]>> {
@@ -292,7 +304,7 @@ macro_rules! packet_view {
             }
 
             /// Wrap a buffer, checking it as [`Packet::check_len`] says.
-            pub fn new_checked(buffer: T) -> Result<Packet<T>, $crate::Error> {
+            pub fn new_checked(buffer: T) -> Result<Packet<T>, $err> {
                 let p = Packet::new_unchecked(buffer);
                 p.check_len()?;
                 Ok(p)
@@ -305,17 +317,62 @@ macro_rules! packet_view {
         }
     };
 }
-pub(crate) use packet_view;
 
-#[inline]
-pub(crate) fn rd16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
+/// Big-endian fields (network byte order) read from and written to the start of a slice: the
+/// one reader of every wire crate. Each panics on a slice shorter than the field, as the
+/// `Packet<T>` accessors' callers have checked the length first.
+pub mod be {
+    /// The 16-bit field at the start of `b`.
+    #[inline]
+    pub fn rd16(b: &[u8]) -> u16 {
+        u16::from_be_bytes([b[0], b[1]])
+    }
 
-#[inline]
-pub(crate) fn wr16(b: &mut [u8], v: u16) {
-    b[..2].copy_from_slice(&v.to_be_bytes());
+    /// The 24-bit field at the start of `b`.
+    #[inline]
+    pub fn rd24(b: &[u8]) -> u32 {
+        u32::from_be_bytes([0, b[0], b[1], b[2]])
+    }
+
+    /// The 32-bit field at the start of `b`.
+    #[inline]
+    pub fn rd32(b: &[u8]) -> u32 {
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// The 64-bit field at the start of `b`.
+    #[inline]
+    pub fn rd64(b: &[u8]) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        u64::from_be_bytes(a)
+    }
+
+    /// Write `v` as the 16-bit field at the start of `b`.
+    #[inline]
+    pub fn wr16(b: &mut [u8], v: u16) {
+        b[..2].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Write the low 24 bits of `v` at the start of `b`.
+    #[inline]
+    pub fn wr24(b: &mut [u8], v: u32) {
+        b[..3].copy_from_slice(&v.to_be_bytes()[1..]);
+    }
+
+    /// Write `v` as the 32-bit field at the start of `b`.
+    #[inline]
+    pub fn wr32(b: &mut [u8], v: u32) {
+        b[..4].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Write `v` as the 64-bit field at the start of `b`.
+    #[inline]
+    pub fn wr64(b: &mut [u8], v: u64) {
+        b[..8].copy_from_slice(&v.to_be_bytes());
+    }
 }
+pub(crate) use be::{rd16, wr16};
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,6 @@
 //! TCP header (RFC 9293); options are counted in the header length and skipped.
 
-use crate::{packet_view, rd16, Error};
+use crate::{rd16, Error};
 
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
@@ -29,7 +29,10 @@ pub const FLAG_RST: u8 = 0x04;
 /// ACK control bit of [`Packet::flags`].
 pub const FLAG_ACK: u8 = 0x10;
 
-packet_view!("A zero-copy view of a TCP header and the bytes after it.");
+crate::packet_view!(
+    "A zero-copy view of a TCP header and the bytes after it.",
+    Error
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// `Truncated` or `BadTcpHeaderLen`.

@@ -2,7 +2,7 @@
 //! checksum of 0 over IPv4 means "none"; a computed 0 is sent as 0xffff.
 
 use crate::checksum::{finish, pseudo_header_v4, pseudo_header_v6, sum};
-use crate::{packet_view, rd16, wr16, Error, IPPROTO_UDP};
+use crate::{rd16, wr16, Error, IPPROTO_UDP};
 
 /// Header length.
 pub const HEADER_LEN: usize = 8;
@@ -20,8 +20,9 @@ pub mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
-packet_view!(
+crate::packet_view!(
     "A zero-copy view of a UDP header and the bytes after it.",
+    Error,
     HEADER_LEN
 );
 

@@ -12,7 +12,7 @@
 //!
 //! Bit 7 of the syndrome is reserved: sent as 0 and ignored on receipt.
 
-use super::{fits, header_view, rd24, wr24, Error, MAX_U24};
+use super::{fits, rd24, wr24, Error, MAX_U24};
 
 /// Header length.
 pub const HEADER_LEN: usize = 4;
@@ -29,7 +29,12 @@ pub mod field {
 /// Credit count meaning "invalid" (the responder does no end-to-end flow control).
 pub const CREDITS_INVALID: u8 = 0x1f;
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Raw syndrome byte.

@@ -1,7 +1,7 @@
 //! Atomic Acknowledge Extended Transport Header (8 bytes, [IBTA §9.5.3]): the original value
 //! of the target before the atomic operation.
 
-use super::{header_view, rd64, wr64, Error};
+use super::{rd64, wr64, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 8;
@@ -13,7 +13,12 @@ pub mod field {
     pub const ORIG: Range<usize> = 0..8;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Original value.

@@ -2,7 +2,7 @@
 //! swap (CmpSwap) or add (FetchAdd) operand and the compare operand. DTA's Key-Increment is a
 //! FetchAdd ([DTA §4] "Key-Increment").
 
-use super::{header_view, rd32, rd64, wr32, wr64, Error};
+use super::{rd32, rd64, wr32, wr64, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 28;
@@ -20,7 +20,12 @@ pub mod field {
     pub const COMPARE: Range<usize> = 20..28;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Virtual address.

@@ -15,7 +15,7 @@
 //! Byte 4 (FECN, BECN, reserved) is masked to ones by the ICRC. Reserved bits are sent as 0 and
 //! ignored on receipt.
 
-use super::{fits, header_view, rd16, rd24, wr16, wr24, Error, Opcode, MAX_U24};
+use super::{fits, rd16, rd24, wr16, wr24, Error, Opcode, MAX_U24};
 
 /// Header length.
 pub const HEADER_LEN: usize = 12;
@@ -53,7 +53,12 @@ pub mod field {
     pub const ACKREQ: u8 = 0x80;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     fn b(&self) -> &[u8] {

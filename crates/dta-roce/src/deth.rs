@@ -1,7 +1,7 @@
 //! Datagram Extended Transport Header (8 bytes, [IBTA §9.3.2]): Q_Key and source QP of an
 //! Unreliable Datagram. CM MADs travel to QP1 with Q_Key [`super::QP1_QKEY`].
 
-use super::{fits, header_view, rd24, rd32, wr24, wr32, Error, MAX_U24};
+use super::{fits, rd24, rd32, wr24, wr32, Error, MAX_U24};
 
 /// Header length.
 pub const HEADER_LEN: usize = 8;
@@ -17,7 +17,12 @@ pub mod field {
     pub const SRC_QP: Range<usize> = 5..8;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Queue key.

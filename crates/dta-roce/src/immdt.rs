@@ -2,7 +2,7 @@
 //! value of a SEND or RDMA WRITE with immediate, delivered in the responder's completion (DTA's
 //! "immediate" flag, [DTA §4]: notify the collector).
 
-use super::{header_view, rd32, wr32, Error};
+use super::{rd32, wr32, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 4;
@@ -14,7 +14,12 @@ pub mod field {
     pub const IMM: Range<usize> = 0..4;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Immediate data.

@@ -1,7 +1,7 @@
 //! RDMA Extended Transport Header (16 bytes, [IBTA §9.3.3], [P4-RDMA Figure 2] "RETH"): the
 //! virtual address, R_Key and DMA length of an RDMA WRITE (First / Only) or READ request.
 
-use super::{header_view, rd32, rd64, wr32, wr64, Error};
+use super::{rd32, rd64, wr32, wr64, Error};
 
 /// Header length.
 pub const HEADER_LEN: usize = 16;
@@ -17,7 +17,12 @@ pub mod field {
     pub const DMA_LEN: Range<usize> = 12..16;
 }
 
-header_view!(HEADER_LEN);
+dta_net::packet_view!(
+    "A zero-copy view of the header (and the bytes after it).",
+    Error,
+    HEADER_LEN,
+    payload
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Virtual address.

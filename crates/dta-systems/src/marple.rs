@@ -377,9 +377,7 @@ fn entry_flow(e: &[u8; ENTRY_LEN]) -> FlowKey {
     e[..13].try_into().expect("13 bytes")
 }
 
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
+use dta_net::be::rd32 as be32;
 
 /// What the switch queries should find, computed from the whole trace.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -371,22 +371,7 @@ pub fn parse(buf: &[u8], prototype_format: prototype::BaseFormat) -> Result<Data
     }
 }
 
-#[inline]
-pub(crate) fn be_u16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
-}
-
-#[inline]
-pub(crate) fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-#[inline]
-pub(crate) fn be_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
-}
+pub(crate) use dta_net::be::{rd16 as be_u16, rd32 as be_u32, rd64 as be_u64};
 
 #[cfg(test)]
 mod tests {
