@@ -30,6 +30,7 @@ if [ "${CI:-}" = true ]; then
 fi
 
 failed_steps=()
+step_times=()
 uncounted_failures=0
 extra_skipped=0
 
@@ -39,8 +40,12 @@ step() {
     local name=$1 log=$2 counted=$3
     shift 3
     echo "== $name" >&2
+    local t0=$SECONDS
     "$@" 2>&1 | tee "$LOGS/$log"
     local rc=${PIPESTATUS[0]}
+    # Each step's wall time, for the CI budget (40 minutes on a 2-core machine).
+    echo "== $name: $((SECONDS - t0)) s" >&2
+    step_times+=("$((SECONDS - t0)) s  $name")
     if [ "$rc" -ne 0 ]; then
         failed_steps+=("$name (exit $rc)")
         if [ "$counted" = 0 ] || ! has_counts "$LOGS/$log"; then
@@ -90,12 +95,12 @@ step "figures, quick (scripts/figures.sh)" figures-test.log 1 \
     .venv/bin/python -m pytest -q -rs -p no:cacheprovider scripts/tests
 
 # Fuzzing: every target of fuzz/Cargo.toml (fuzz/run.sh reads the list there, so new targets
-# are included), DTA_FUZZ_BUDGET seconds in all (default 300, split evenly, at least 10 s a
+# are included), DTA_FUZZ_BUDGET seconds in all (default 120, split evenly, at least 10 s a
 # target) plus the build. It prints "fuzz: N passed, N failed", one test per target.
 if [ -x fuzz/run.sh ] && rustup toolchain list 2>/dev/null | grep -q '^nightly' \
     && cargo +nightly fuzz --version >/dev/null 2>&1; then
-    step "fuzz (every target, ${DTA_FUZZ_BUDGET:-300} s in all)" fuzz.log 1 \
-        fuzz/run.sh --budget "${DTA_FUZZ_BUDGET:-300}"
+    step "fuzz (every target, ${DTA_FUZZ_BUDGET:-120} s in all)" fuzz.log 1 \
+        fuzz/run.sh --budget "${DTA_FUZZ_BUDGET:-120}"
 elif [ "${DTA_REQUIRE_ALL:-}" = 1 ]; then
     echo "== fuzz FAILED: no nightly toolchain or cargo-fuzz (scripts/setup.sh installs both)" >&2
     failed_steps+=("fuzz (nightly / cargo-fuzz missing)")
@@ -114,6 +119,8 @@ if [ -s "$SKIP_LOG" ]; then
     echo "== skipped tests (dta_testkit::skip!):" >&2
     sed 's/^/   /' "$SKIP_LOG" >&2
 fi
+echo "== step times:" >&2
+printf '   %s\n' "${step_times[@]}" >&2
 if [ ${#failed_steps[@]} -gt 0 ]; then
     echo "== failed steps:" >&2
     printf '   %s\n' "${failed_steps[@]}" >&2
