@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The source allow-list of the XDP programs: the same compiled policy as the userspace
-// translator's and INT sink's (`[translator] allow`, `[sink] allow`; crates/dta-node/src/policy.rs),
-// filled by the loader (crates/dta-xdp/src/allow.rs) into an LPM trie, looked up before any
+// translator's and INT sink's (`[translator] allow`, `[sink] allow`; crates/node/dta-node/src/policy.rs),
+// filled by the loader (crates/engines/dta-xdp/src/allow.rs) into an LPM trie, looked up before any
 // parsing. A key is a family byte (4 or 6) then the address; a prefix of length L is the trie
 // prefix 8 + L, so an IPv4 prefix never matches an IPv6 source and the other way round, as in
 // dta_wire::prefix. An IPv4-mapped IPv6 source (::ffff:a.b.c.d) is looked up as the IPv4
@@ -10,7 +10,7 @@
 #define DTA_ALLOW_H
 
 #ifndef DTA_MAX_PREFIXES
-#error "build with crates/dta-xdp/build.rs: it defines DTA_MAX_PREFIXES"
+#error "build with crates/engines/dta-xdp/build.rs: it defines DTA_MAX_PREFIXES"
 #endif
 
 struct src_key {

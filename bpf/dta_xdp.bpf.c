@@ -6,7 +6,7 @@
 // the stores (docs/regions.md: a 4096-byte header page, then the data area; one u64 per array
 // element, so data-area byte offset o is element (4096 + o) / 8). Anything it cannot handle is
 // passed up the stack (XDP_PASS) to the userspace translator, which counts every error exactly.
-// docs/xdp.md describes the design; crates/dta-xdp loads this program.
+// docs/xdp.md describes the design; crates/engines/dta-xdp loads this program.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -29,7 +29,7 @@
 #define KIND_AP 2
 #define KIND_KI 3
 
-// Stats counters (per CPU); crates/dta-xdp/src/lib.rs `Counter` mirrors this list.
+// Stats counters (per CPU); crates/engines/dta-xdp/src/lib.rs `Counter` mirrors this list.
 enum {
     C_PACKETS = 0,     // frames seen
     C_DATAGRAMS,       // DTA datagrams applied here and dropped (consumed)
@@ -141,10 +141,10 @@ struct {
 
 // Translator rules in the driver (docs/rules.md "In the XDP translator"): the simple
 // match -> Append / drop rules, lowered by dta_translator::rules::Rule::lower_xdp. The bounds
-// and the counter indices come from crates/dta-translator/src/rules/limits.rs as -D defines
-// (crates/dta-xdp/build.rs); crates/dta-xdp/src/rules.rs mirrors the structs.
+// and the counter indices come from crates/engines/dta-translator/src/rules/limits.rs as -D defines
+// (crates/engines/dta-xdp/build.rs); crates/engines/dta-xdp/src/rules.rs mirrors the structs.
 #if !defined(DTA_MAX_RULES) || !defined(DTA_MAX_FIELDS) || !defined(RC_COUNT)
-#error "build with crates/dta-xdp/build.rs: it defines the rule bounds and counters"
+#error "build with crates/engines/dta-xdp/build.rs: it defines the rule bounds and counters"
 #endif
 #define DERIVED_OFF 1536 // a derived Append entry in the scratch buffer, past any payload
 

@@ -8,7 +8,7 @@
 // value (with the report's sequence number, which orders it against the sink's own); per switch, metric and log2 bucket the histogram count. Everything else goes up the
 // stack (XDP_PASS) to the sink's sockets. The aggregates live in BPF_F_MMAPABLE arrays the sink
 // maps and drains at each delta flush into the same deltas its own reports make, so flow records
-// and histograms stay exact. crates/dta-xdp (`IntFastPath`) loads it; docs/int-sink.md
+// and histograms stay exact. crates/engines/dta-xdp (`IntFastPath`) loads it; docs/int-sink.md
 // "XDP fast path" describes it.
 
 #include <linux/bpf.h>
@@ -31,7 +31,7 @@
 #define SHIM 4
 #define MD_HDR 12
 
-// Counters (per CPU); crates/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
+// Counters (per CPU); crates/engines/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
 enum {
     C_PACKETS = 0,   // frames seen
     C_FAST,          // reports aggregated here and dropped

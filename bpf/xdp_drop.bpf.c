@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // The baseline of the XDP benchmark (docs/benchmarks.md §4): an XDP program that only counts and drops every frame.
 // The XDP translator's packet rate is compared with this program's in the same run
-// (crates/dta-xdp/benches/netns.rs).
+// (crates/engines/dta-xdp/benches/netns.rs).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel-bypass receive: the XDP half of the AF_XDP path (crates/dta-xdp/src/xsk.rs,
+// Kernel-bypass receive: the XDP half of the AF_XDP path (crates/engines/dta-xdp/src/xsk.rs,
 // docs/xdp.md "AF_XDP receive"). A UDP datagram (IPv4 or IPv6, untagged Ethernet) to the one
 // port the translator or the INT sink listens on is checked against the source allow-list
 // before anything else is read (the same compiled policy as every other mode: allow.h), then
@@ -21,9 +21,9 @@
 
 #include "allow.h"
 
-#define MAX_QUEUES 64 // crates/dta-xdp/src/xsk.rs MAX_QUEUES
+#define MAX_QUEUES 64 // crates/engines/dta-xdp/src/xsk.rs MAX_QUEUES
 
-// Counters (per CPU); crates/dta-xdp/src/xsk.rs `XskProgramStats` mirrors this list.
+// Counters (per CPU); crates/engines/dta-xdp/src/xsk.rs `XskProgramStats` mirrors this list.
 enum {
     C_PACKETS = 0,        // frames seen
     C_REDIRECTED,         // datagrams to the port handed to a queue's socket

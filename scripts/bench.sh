@@ -22,7 +22,7 @@
 #
 # Sections: 1 apply, 2 cuckoo (alias hashmap: DTA store sized for the keys vs a hash map at
 # matched memory), 3 query, 4 e2e (loopback UDP), 5 refs (valgrind cachegrind),
-# 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/dta-xdp.
+# 6 scaling, 7 tracker. The XDP translator's figures (section 4, kernel half) come from crates/engines/dta-xdp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `--only netns` (alone): end to end over a veth pair across two namespaces, XDP translator

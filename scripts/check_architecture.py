@@ -31,7 +31,7 @@ DOC = ROOT / "docs" / "architecture.md"
 MAX_DEPS = 6
 MAX_LINES = 800
 # Layers in dependency order: a crate may depend on its own layer and those before it.
-LAYERS = ["base", "wire", "engines", "rdma", "outputs", "node", "front", "tools"]
+LAYERS = ["base", "wire", "engines", "rdma", "outputs", "tools", "node", "front"]
 # Crates that assemble everything (the node) or present it (the front-ends).
 MANY_ALLOWED = {"dta-node", "dta", "dta-capi", "dta-python"}
 

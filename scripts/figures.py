@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Plot the papers' evaluation figures, reproduced: reads the CSV files the `figures` benchmark
-(crates/dta-int/benches/figures.rs) wrote and draws one PNG per figure, our medians beside the
+(crates/engines/dta-int/benches/figures.rs) wrote and draws one PNG per figure, our medians beside the
 paper's numbers. Run by scripts/figures.sh (docs/figures.md says what each figure shows).
 
     figures.py DATA_DIR PNG_DIR [FIG ...]     plot (all figures whose CSV exists, or FIG ...)

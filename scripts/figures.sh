@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduce the papers' evaluation figures on this machine (docs/figures.md): the `figures`
-# benchmark (crates/dta-int/benches/figures.rs) measures and writes one CSV per figure, then
+# benchmark (crates/engines/dta-int/benches/figures.rs) measures and writes one CSV per figure, then
 # scripts/figures.py plots each beside the paper's numbers and prints the medians.
 #
 #   scripts/figures.sh                      # full: docs/figures/*.png (about 10 minutes here)

@@ -148,7 +148,7 @@ def wait_bound(port, proc, ns=None, timeout=60):
 
 
 def drop_program():
-    """The compiled drop-only XDP program (built by crates/dta-xdp's build script)."""
+    """The compiled drop-only XDP program (built by crates/engines/dta-xdp's build script)."""
     found = sorted(glob.glob("target/release/build/dta-xdp-*/out/xdp_drop.o"),
                    key=os.path.getmtime)
     if not found:

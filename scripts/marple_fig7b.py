@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """[DTA §6.1] Fig. 7b in spirit: Marple reporters (switches) one collector supports before it
 loses reports, DTA against a conventional hash-map collector. Runs the `fig7b` benchmark of
-crates/dta-systems (which ramps the switches and detects the first loss), then plots
+crates/engines/dta-systems (which ramps the switches and detects the first loss), then plots
 docs/figures/fig7b_marple.png in the style of scripts/figures.py and prints a summary line.
 
     marple_fig7b.py [--quick] [--secs S] [--flows N] [--max-switches N] [--out PNG] [--json FILE]

@@ -48,7 +48,7 @@ if [ "${DTA_RDMA_CORE:-1}" != 0 ]; then
     have dpkg -s libclang-dev || need_apt+=(libclang-dev)
     have command -v ibv_devices || need_apt+=(ibverbs-utils)
 fi
-# The XDP translator (crates/dta-xdp, docs/xdp.md): clang compiles bpf/dta_xdp.bpf.c against
+# The XDP translator (crates/engines/dta-xdp, docs/xdp.md): clang compiles bpf/dta_xdp.bpf.c against
 # libbpf's headers (bpf/bpf_helpers.h) and the kernel UAPI headers.
 have command -v clang || need_apt+=(clang llvm)
 have test -f /usr/include/bpf/bpf_helpers.h || need_apt+=(libbpf-dev)

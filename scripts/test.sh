@@ -59,9 +59,11 @@ has_counts() {
 }
 
 step "cargo fmt" fmt.log 0 cargo fmt --all -- --check
+step "architecture (docs/architecture.md against cargo metadata; import loops; file sizes)" architecture.log 0 \
+    python3 scripts/check_architecture.py
 step "cargo clippy" clippy.log 0 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The bindings first: they install the `dta` Python package into .venv, which the many-collectors
-# namespace test (crates/dta/tests/cluster_netns.rs) queries through.
+# namespace test (crates/front/dta/tests/cluster_netns.rs) queries through.
 step "C and Python bindings" bindings-test.log 1 scripts/test-bindings.sh
 step "cargo test" cargo-test.log 1 env DTA_SKIP_LOG="$SKIP_LOG" cargo test --workspace --no-fail-fast --quiet
 if pkg-config --exists libibverbs librdmacm 2>/dev/null; then

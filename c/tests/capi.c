@@ -82,7 +82,7 @@ int main(void)
     dta_list_read lr;
     unsigned i;
 
-    /* The structs' layouts the library has (crates/dta-capi's tests check the same). */
+    /* The structs' layouts the library has (crates/front/dta-capi's tests check the same). */
     CHECK(sizeof(dta_header) == 12 && offsetof(dta_header, priority) == 8);
     CHECK(sizeof(dta_stats) == 8 * (1 + DTA_PRIMITIVES + 1 + DTA_REJECT_REASONS + 7));
     CHECK(offsetof(dta_stats, rejects) == 8 * (2 + DTA_PRIMITIVES));

@@ -1,6 +1,6 @@
 """The C example (c/examples/send_reports.c) against a translator run from examples/dta.toml:
 every report it sends is applied (no rejects) and queried back with default options; to a
-dead port it fails. And the header's defaults are the Rust constants (crates/dta-wire)."""
+dead port it fails. And the header's defaults are the Rust constants (crates/wire/dta-wire)."""
 
 import pathlib
 import re
@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "python" / "tests"))
 from dta_stack import Stack  # noqa: E402
 
 HEADER = (C_DIR / "include" / "dta" / "reporter.h").read_text()
-WIRE = (REPO / "crates" / "dta-wire" / "src" / "lib.rs").read_text()
+WIRE = (REPO / "crates" / "wire" / "dta-wire" / "src" / "lib.rs").read_text()
 
 
 def rust_const(name):

@@ -1,4 +1,4 @@
-// The simulation's view of the real DTA collector (the C ABI of crates/dta-capi): telemetry
+// The simulation's view of the real DTA collector (the C ABI of crates/front/dta-capi): telemetry
 // payloads that reach a collector node are ingested into the stores, and the metrics are computed
 // by querying those stores at the end of a run.
 #pragma once

@@ -2,7 +2,7 @@
 """Reporter behaviour vectors: scripted scenarios every reporter (Rust, C, Python) must play
 the same way. Written by hand from docs/protocol.md ("NACK (kind 1)", "Congestion notice
 (kind 2)", "Sequence numbers, loss and retransmission") and the reporter rules of
-crates/dta-reporter/src/flow.rs; the translator's datagrams are packed field by field with
+crates/engines/dta-reporter/src/flow.rs; the translator's datagrams are packed field by field with
 ``struct.pack``, without importing any of this repository's code, and every expected outcome
 is a literal worked out by hand (the comments show the arithmetic).
 

@@ -1,5 +1,5 @@
 /*
- * dta/dta.h: the C ABI of DTA (libdta.so / libdta.a, crate crates/dta-capi).
+ * dta/dta.h: the C ABI of DTA (libdta.so / libdta.a, crate crates/front/dta-capi).
  *
  * Embeds a DTA collector and its co-located translator in the calling process:
  *   dta_collector_open(config)     reads a dta.toml as `dta collector --config` does, creates

@@ -676,7 +676,7 @@ static inline int dta_hello_parse(const uint8_t *buf, size_t len, struct dta_hel
 /* Loss and congestion: retransmission ring, NACKs, notices, tail probe      */
 /* ------------------------------------------------------------------------ */
 /*
- * The same behaviour as the Rust reporter (crates/dta-reporter/src/flow.rs) and the Python
+ * The same behaviour as the Rust reporter (crates/engines/dta-reporter/src/flow.rs) and the Python
  * one, played from the same vectors (spec/vectors/reporter.json):
  *   - a retransmittable reporter keeps its newest datagrams in a ring over caller memory
  *     (struct dta_retransmit); a native NACK names `seq` and a bitmap of further missing

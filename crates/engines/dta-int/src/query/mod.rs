@@ -1,0 +1,648 @@
+//! Queries over the stores the sink writes (the CLI's `dta query int ...` and the HTTP API
+//! call these): the path of a flow (Key-Write), a hop's latency (Postcarding), the latest events
+//! of a kind (Append), a switch's histogram of a metric (Key-Increment, every bucket read).
+
+use serde::Serialize;
+
+use dta_store::key_increment::unix_ms;
+use dta_store::{
+    AppendLayout, KeyIncrementLayout, KeyWriteAnswer, KeyWriteLayout, ListReader, PostcardAnswer,
+    PostcardingLayout, Region, StoreKind, ValueTable,
+};
+pub use dta_store::{WindowSel, WindowSpan};
+
+use crate::events::{flow_string, Event, EventKind, FlowSummary};
+use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
+pub mod scan;
+
+pub use scan::{
+    recent_events, EventCursor, EventFilter, EventPage, FlowFilter, FlowPage, MAX_EVENTS,
+};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum QueryError {
+    #[error("store {0:?} is not a {1} store")]
+    WrongKind(String, &'static str),
+    #[error("store {0:?}: {1}")]
+    Store(String, String),
+    #[error("bad flow {0:?}: expected SRC:SPORT-DST:DPORT/PROTO")]
+    BadFlow(String),
+}
+
+pub(crate) fn layout_err(r: &Region, e: impl std::fmt::Display) -> QueryError {
+    QueryError::Store(r.header().name.clone(), e.to_string())
+}
+
+/// List `list_base + offset` of an events store of layout `l`, or why the store has no such list
+/// (a `list_base` from a request is anything up to `u32::MAX`).
+pub(crate) fn event_list(
+    r: &Region,
+    l: &AppendLayout,
+    list_base: u32,
+    offset: u32,
+) -> Result<u32, QueryError> {
+    list_base
+        .checked_add(offset)
+        .filter(|&list| list < l.lists())
+        .ok_or_else(|| {
+            QueryError::Store(
+                r.header().name.clone(),
+                format!(
+                    "list_base {list_base} + {offset} is not one of its {} lists: give the events \
+                     store at least {} lists (the INT sink then writes them)",
+                    l.lists(),
+                    u64::from(list_base) + u64::from(offset) + 1
+                ),
+            )
+        })
+}
+
+pub(crate) fn expect(r: &Region, kind: StoreKind, name: &'static str) -> Result<(), QueryError> {
+    if r.header().kind != kind {
+        return Err(QueryError::WrongKind(r.header().name.clone(), name));
+    }
+    Ok(())
+}
+
+/// `10.0.0.1:1234-10.0.0.2:80/6` → the 13-byte flow key.
+pub fn parse_flow(s: &str) -> Result<[u8; FLOW_KEY_LEN], QueryError> {
+    let bad = || QueryError::BadFlow(s.to_owned());
+    let (addrs, proto) = s.trim().split_once('/').ok_or_else(bad)?;
+    let (src, dst) = addrs.split_once('-').ok_or_else(bad)?;
+    let (sip, sport) = src.split_once(':').ok_or_else(bad)?;
+    let (dip, dport) = dst.split_once(':').ok_or_else(bad)?;
+    let ip = |x: &str| x.parse::<std::net::Ipv4Addr>().map_err(|_| bad());
+    let port = |x: &str| x.parse::<u16>().map_err(|_| bad());
+    let mut k = [0u8; FLOW_KEY_LEN];
+    k[0..4].copy_from_slice(&ip(sip)?.octets());
+    k[4..8].copy_from_slice(&ip(dip)?.octets());
+    k[8..10].copy_from_slice(&port(sport)?.to_be_bytes());
+    k[10..12].copy_from_slice(&port(dport)?.to_be_bytes());
+    k[12] = proto.parse::<u8>().map_err(|_| bad())?;
+    Ok(k)
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathResult {
+    pub flow: String,
+    /// "found", "empty" or "ambiguous".
+    pub status: &'static str,
+    /// Node ids from the INT source (hop 0) to the last hop.
+    pub path: Vec<u32>,
+}
+
+/// "Path of flow X": the Key-Write path record ([DTA A.1] query, plurality vote).
+pub fn path(
+    region: &Region,
+    flow: &[u8; FLOW_KEY_LEN],
+    redundancy: Option<u8>,
+) -> Result<PathResult, QueryError> {
+    expect(region, StoreKind::KeyWrite, "key-write")?;
+    let l = KeyWriteLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let (status, path) = match l
+        .query(region.mem(), flow, redundancy, 1)
+        .map_err(|e| layout_err(region, e))?
+    {
+        KeyWriteAnswer::Found { data, .. } => match decode_path(&data) {
+            Some(p) => ("found", p),
+            None => ("ambiguous", vec![]),
+        },
+        KeyWriteAnswer::Empty => ("empty", vec![]),
+        KeyWriteAnswer::Ambiguous { .. } => ("ambiguous", vec![]),
+    };
+    Ok(PathResult {
+        flow: flow_string(flow),
+        status,
+        path,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HopLatencyResult {
+    pub flow: String,
+    pub hop: u8,
+    /// "found", "empty" (no path, or no postcard for this hop) or "ambiguous".
+    pub status: &'static str,
+    /// The stored value (latency / divisor, capped at values - 1).
+    pub value: Option<u32>,
+    /// `value * divisor`: the latency to the store's resolution.
+    pub latency: Option<u64>,
+}
+
+/// "Hop latency of flow X at hop i": decode the flow's Postcarding chunk ([DTA §4] Postcarding,
+/// [DTA A.2]) with the value set V = 0..`values`.
+pub fn hop_latency(
+    region: &Region,
+    flow: &[u8; FLOW_KEY_LEN],
+    hop: u8,
+    values: u32,
+    divisor: u32,
+) -> Result<HopLatencyResult, QueryError> {
+    expect(region, StoreKind::Postcarding, "postcarding")?;
+    let l = PostcardingLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let table = ValueTable::range(&l, values).map_err(|e| layout_err(region, e))?;
+    hop_latency_with(region, &l, &table, flow, hop, divisor)
+}
+
+/// As [`hop_latency`] with a prebuilt table (for many queries).
+pub fn hop_latency_with(
+    region: &Region,
+    layout: &PostcardingLayout,
+    table: &ValueTable,
+    flow: &[u8; FLOW_KEY_LEN],
+    hop: u8,
+    divisor: u32,
+) -> Result<HopLatencyResult, QueryError> {
+    if hop as usize >= layout.hops() {
+        return Err(QueryError::Store(
+            region.header().name.clone(),
+            format!(
+                "hop {hop}: this store keeps paths of {} hops (hop 0..={})",
+                layout.hops(),
+                layout.hops() - 1
+            ),
+        ));
+    }
+    let (status, value) = match layout
+        .query(region.mem(), flow, table)
+        .map_err(|e| layout_err(region, e))?
+    {
+        PostcardAnswer::Found(p) => match p.get(hop as usize) {
+            Some(&v) if v != u32::MAX => ("found", Some(v)),
+            _ => ("empty", None),
+        },
+        PostcardAnswer::Empty => ("empty", None),
+        PostcardAnswer::Ambiguous => ("ambiguous", None),
+    };
+    Ok(HopLatencyResult {
+        flow: flow_string(flow),
+        hop,
+        status,
+        value,
+        latency: value.map(|v| v as u64 * divisor as u64),
+    })
+}
+
+/// "Latest events of a kind": up to `max` newest records of the kind's Append list
+/// ([DTA A.3]), oldest first; `seq` is the entry's index in its list.
+pub fn events(
+    region: &Region,
+    list_base: u32,
+    kind: EventKind,
+    max: usize,
+) -> Result<Vec<Event>, QueryError> {
+    expect(region, StoreKind::Append, "append")?;
+    let l = AppendLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let list = event_list(region, &l, list_base, kind as u32 - 1)?;
+    let head = region
+        .mem()
+        .load_u64(l.head_offset(list))
+        .map_err(|e| layout_err(region, e))?;
+    let start = head.saturating_sub(max as u64);
+    let mut reader = ListReader::new(l.clone(), list, 0, 1)
+        .map_err(|e| layout_err(region, e))?
+        .with_tail(start);
+    let first = reader.tail();
+    let mut buf = Vec::new();
+    let polled = reader.poll(region.mem(), max, &mut buf);
+    let first = first + polled.missed;
+    Ok(buf
+        .chunks(l.entry_len())
+        .enumerate()
+        .filter_map(|(i, r)| Event::decode(r, first + i as u64))
+        .collect())
+}
+
+/// The role of a store in the INT sink's set: what its layout must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Append, record layout `int-event`.
+    Events,
+    /// Key-Write, 13-byte flow keys, 24-byte path records.
+    Paths,
+    /// Key-Increment, 6-byte histogram keys.
+    Hist,
+    /// Postcarding, 13-byte flow keys.
+    Latency,
+}
+
+impl Role {
+    /// The name the INT sink's example configuration gives it.
+    pub fn usual_name(self) -> &'static str {
+        match self {
+            Role::Events => "events",
+            Role::Paths => "paths",
+            Role::Hist => "hist",
+            Role::Latency => "latency",
+        }
+    }
+
+    /// Whether a store of `header` can play this role.
+    pub fn fits(self, h: &dta_store::Header) -> bool {
+        use dta_store::StoreSpec as S;
+        match (self, &h.spec) {
+            (Role::Events, S::Append(a)) => a.record == dta_store::AppendRecord::IntEvent,
+            (Role::Paths, S::KeyWrite(k)) => {
+                k.key_len as usize == FLOW_KEY_LEN && k.data_len as usize == PATH_RECORD_LEN
+            }
+            (Role::Hist, S::KeyIncrement(k)) => k.key_len == 6,
+            (Role::Latency, S::Postcarding(p)) => p.key_len as usize == FLOW_KEY_LEN,
+            _ => false,
+        }
+    }
+
+    /// The store among `stores` (name, header) that plays this role: the one of the usual name
+    /// if it fits, else the only one that fits; an error naming the candidates otherwise.
+    pub fn find<'a>(
+        self,
+        stores: impl IntoIterator<Item = (&'a str, &'a dta_store::Header)>,
+    ) -> Result<&'a str, QueryError> {
+        let fit: Vec<&str> = stores
+            .into_iter()
+            .filter(|(_, h)| self.fits(h))
+            .map(|(n, _)| n)
+            .collect();
+        if let Some(n) = fit.iter().find(|n| **n == self.usual_name()) {
+            return Ok(n);
+        }
+        match fit.as_slice() {
+            [one] => Ok(one),
+            [] => Err(QueryError::Store(
+                self.usual_name().into(),
+                format!("no store has the layout of the INT sink's {self:?} store: name one"),
+            )),
+            many => Err(QueryError::Store(
+                self.usual_name().into(),
+                format!(
+                    "several stores could be the INT sink's: {}; name one",
+                    many.join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// Bytes of a path record (`docs/int-sink.md`, "Path record").
+const PATH_RECORD_LEN: usize = crate::layout::PATH_DATA_LEN;
+
+/// Most flow summaries a flows or network query reads (the newest), whatever it keeps.
+pub const MAX_FLOW_SCAN: usize = scan::MAX_SCAN as usize;
+
+/// How [`flows`] ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowOrder {
+    /// The most recently seen first.
+    Recent,
+    /// The highest path latency first.
+    Latency,
+    /// The most packets first.
+    Packets,
+    /// The longest path first.
+    Hops,
+}
+
+impl FlowOrder {
+    pub fn parse(s: &str) -> Result<FlowOrder, String> {
+        match s {
+            "recent" => Ok(FlowOrder::Recent),
+            "latency" => Ok(FlowOrder::Latency),
+            "packets" => Ok(FlowOrder::Packets),
+            "hops" => Ok(FlowOrder::Hops),
+            _ => Err(format!(
+                "order {s:?}: expected recent, latency, packets or hops"
+            )),
+        }
+    }
+}
+
+/// A flow the sink knew: its latest summary and, with the paths store, its path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowInfo {
+    #[serde(flatten)]
+    pub summary: FlowSummary,
+    /// Node ids from the INT source; `None` without the paths store or when it has no answer.
+    pub path: Option<Vec<u32>>,
+}
+
+/// "Which flows, which are the worst": the flows the sink summarised (newest first, each
+/// once), kept by `filter` and ranked by `order`, at most `max`; with the paths store, each
+/// with its path. The work is bounded by [`MAX_FLOW_SCAN`] summaries and as many path reads;
+/// the page says whether they were all the summaries held.
+pub fn flows(
+    events: &Region,
+    paths: Option<&Region>,
+    list_base: u32,
+    filter: &FlowFilter,
+    order: FlowOrder,
+    max: usize,
+) -> Result<FlowPage, QueryError> {
+    if filter.node.is_some() && paths.is_none() {
+        return Err(QueryError::Store(
+            events.header().name.clone(),
+            "a switch filter needs the paths store".into(),
+        ));
+    }
+    let addr = |k: &[u8; FLOW_KEY_LEN], at: usize| -> std::net::IpAddr {
+        std::net::Ipv4Addr::new(k[at], k[at + 1], k[at + 2], k[at + 3]).into()
+    };
+    let mut out = vec![];
+    let (summaries, complete, covered_from_ns) =
+        scan::latest_summaries(events, list_base, filter.since_ns, filter.flow)?;
+    for s in summaries {
+        let k = &s.flow;
+        if filter
+            .prefix
+            .is_some_and(|p| !p.contains(addr(k, 0)) && !p.contains(addr(k, 4)))
+        {
+            continue;
+        }
+        let (sport, dport) = (
+            u16::from_be_bytes([k[8], k[9]]),
+            u16::from_be_bytes([k[10], k[11]]),
+        );
+        if filter.port.is_some_and(|p| p != sport && p != dport) {
+            continue;
+        }
+        let path = match paths {
+            Some(r) => {
+                let p = path(r, k, None)?;
+                (p.status == "found").then_some(p.path)
+            }
+            None => None,
+        };
+        if let Some(n) = filter.node {
+            if !path.as_ref().is_some_and(|p| p.contains(&n)) {
+                continue;
+            }
+        }
+        out.push(FlowInfo { summary: s, path });
+    }
+    match order {
+        FlowOrder::Recent => {}
+        FlowOrder::Latency => out.sort_by_key(|f| std::cmp::Reverse(f.summary.path_latency)),
+        FlowOrder::Packets => out.sort_by_key(|f| std::cmp::Reverse(f.summary.packets)),
+        FlowOrder::Hops => out.sort_by_key(|f| std::cmp::Reverse(f.summary.hops)),
+    }
+    let more = out.len().saturating_sub(max);
+    out.truncate(max);
+    Ok(FlowPage {
+        flows: out,
+        complete,
+        covered_from_ns,
+        more,
+    })
+}
+
+/// A switch of the network map.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Switch {
+    pub node_id: u32,
+    /// Flows through it among those read.
+    pub flows: u64,
+    /// Its histograms over the windows read: samples, and the upper edge of the bucket
+    /// holding the median and the 99th percentile (log2 buckets; `None`: no samples).
+    pub queue_samples: u64,
+    pub queue_p50: Option<u64>,
+    pub queue_p99: Option<u64>,
+    pub latency_samples: u64,
+    pub latency_p50: Option<u64>,
+    pub latency_p99: Option<u64>,
+}
+
+/// A link of the network map: consecutive hops of a path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Link {
+    pub from: u32,
+    pub to: u32,
+    pub flows: u64,
+}
+
+/// The network map: switches (most congested first: the highest queue occupancy 99th
+/// percentile) and links, learned from the flows' paths.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Network {
+    pub switches: Vec<Switch>,
+    pub links: Vec<Link>,
+    /// Flows read.
+    pub flows: u64,
+    /// The histograms' windows (empty: a cumulative store).
+    pub windows: Vec<WindowSpan>,
+    /// Whether the map holds every flow summary held and every switch on their paths (else
+    /// only the newest summaries' and the first [`MAX_SWITCHES`] switches'), and its
+    /// histograms all the time asked.
+    pub complete: bool,
+    /// What is missing when not complete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Most switches of a network map (with their histograms read).
+pub const MAX_SWITCHES: usize = 1024;
+
+/// "Where is it congested": the switches and links of the paths of the flows the sink
+/// summarised (at most [`MAX_FLOW_SCAN`]), each switch with its queue occupancy and hop latency
+/// from the histogram store over `window` ([`histogram_in`]'s default: the current window).
+pub fn network(
+    events: &Region,
+    paths: &Region,
+    hist: &Region,
+    list_base: u32,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<Network, QueryError> {
+    let flows = flows(
+        events,
+        Some(paths),
+        list_base,
+        &FlowFilter::default(),
+        FlowOrder::Recent,
+        MAX_FLOW_SCAN,
+    )?;
+    let complete = flows.complete && flows.more == 0;
+    let flows = flows.flows;
+    let mut nodes: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut links: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+    for f in &flows {
+        let Some(p) = &f.path else { continue };
+        for &n in p {
+            *nodes.entry(n).or_default() += 1;
+        }
+        for w in p.windows(2) {
+            *links.entry((w[0], w[1])).or_default() += 1;
+        }
+    }
+    let mut windows = vec![];
+    let mut notes = vec![];
+    if !complete {
+        notes.push(format!(
+            "the map is learned from the newest {MAX_FLOW_SCAN} flow summaries held"
+        ));
+    }
+    if nodes.len() > MAX_SWITCHES {
+        notes.push(format!(
+            "{} switches are on the flows' paths; the first {MAX_SWITCHES} are shown",
+            nodes.len()
+        ));
+    }
+    let mut switches = vec![];
+    for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
+        let q = histogram_in(
+            hist,
+            node_id,
+            Metric::QueueOccupancy,
+            &Buckets::Log2,
+            None,
+            window,
+            now_ms,
+        )?;
+        let l = histogram_in(
+            hist,
+            node_id,
+            Metric::HopLatency,
+            &Buckets::Log2,
+            None,
+            window,
+            now_ms,
+        )?;
+        windows = q.windows.clone();
+        if let Some(n) = &q.coverage.note {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+        switches.push(Switch {
+            node_id,
+            flows: n,
+            queue_samples: q.total,
+            queue_p50: quantile(&q, 0.5),
+            queue_p99: quantile(&q, 0.99),
+            latency_samples: l.total,
+            latency_p50: quantile(&l, 0.5),
+            latency_p99: quantile(&l, 0.99),
+        });
+    }
+    switches.sort_by(|a, b| {
+        b.queue_p99
+            .cmp(&a.queue_p99)
+            .then(b.queue_samples.cmp(&a.queue_samples))
+            .then(a.node_id.cmp(&b.node_id))
+    });
+    Ok(Network {
+        switches,
+        links: links
+            .into_iter()
+            .map(|((from, to), flows)| Link { from, to, flows })
+            .collect(),
+        flows: flows.len() as u64,
+        windows,
+        complete: notes.is_empty(),
+        notes,
+    })
+}
+
+/// The upper edge of the bucket holding quantile `q` of a histogram (the last bucket's lower
+/// edge when it is unbounded); `None` without samples.
+fn quantile(h: &HistogramResult, q: f64) -> Option<u64> {
+    if h.total == 0 {
+        return None;
+    }
+    let want = (h.total as f64 * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for b in &h.buckets {
+        seen += b.count;
+        if seen >= want {
+            return Some(b.hi.unwrap_or(b.lo));
+        }
+    }
+    h.buckets.last().map(|b| b.hi.unwrap_or(b.lo))
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bucket {
+    pub lo: u64,
+    /// Exclusive; `None` = unbounded.
+    pub hi: Option<u64>,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HistogramResult {
+    pub node_id: u32,
+    pub metric: Metric,
+    pub buckets: Vec<Bucket>,
+    pub total: u64,
+    /// The time windows counted (oldest first); empty for a store that keeps one cumulative
+    /// table (since it was created).
+    pub windows: Vec<WindowSpan>,
+    /// Whether the windows cover all the time asked (a `last:` longer than the store keeps is
+    /// cut, and `note` says so).
+    #[serde(flatten)]
+    pub coverage: dta_store::Coverage,
+}
+
+/// "Histogram of a metric at switch S": every bucket's Key-Increment counter ([DTA A.4],
+/// Count-Min: never below the true count; exact when no key collides on all its counters), in
+/// the store's current window when it keeps windows, else since it was created
+/// ([`histogram_in`] names the windows).
+pub fn histogram(
+    region: &Region,
+    node_id: u32,
+    metric: Metric,
+    buckets: &Buckets,
+    redundancy: Option<u8>,
+) -> Result<HistogramResult, QueryError> {
+    histogram_in(
+        region,
+        node_id,
+        metric,
+        buckets,
+        redundancy,
+        None,
+        unix_ms(),
+    )
+}
+
+/// [`histogram`] over the windows `window` names (`None`: the current one of a windowed
+/// store, the whole of a cumulative one), as of `now_ms` (Unix milliseconds); the answer
+/// lists the windows it covers.
+pub fn histogram_in(
+    region: &Region,
+    node_id: u32,
+    metric: Metric,
+    buckets: &Buckets,
+    redundancy: Option<u8>,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<HistogramResult, QueryError> {
+    expect(region, StoreKind::KeyIncrement, "key-increment")?;
+    let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let sel = window.unwrap_or(if l.windows().is_some() {
+        WindowSel::Current
+    } else {
+        WindowSel::All
+    });
+    let windows = l
+        .select_windows(region.mem(), sel, now_ms)
+        .map_err(|e| layout_err(region, e))?;
+    let mut out = Vec::with_capacity(buckets.count());
+    for b in 0..buckets.count() {
+        let (lo, hi) = buckets.range(b);
+        let count = l
+            .query_spans(
+                region.mem(),
+                &hist_key(node_id, metric, b as u8),
+                redundancy,
+                &windows,
+            )
+            .map_err(|e| layout_err(region, e))?;
+        out.push(Bucket { lo, hi, count });
+    }
+    Ok(HistogramResult {
+        node_id,
+        metric,
+        total: out.iter().map(|b| b.count).sum(),
+        buckets: out,
+        windows,
+        coverage: l.coverage(sel, now_ms),
+    })
+}

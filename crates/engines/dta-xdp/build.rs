@@ -1,0 +1,128 @@
+//! Compiles bpf/dta_xdp.bpf.c with clang into OUT_DIR/dta_xdp.o (scripts/setup.sh installs clang
+//! and libbpf-dev). Without clang the crate still builds: the object is empty, `dta --version`
+//! and `dta check` say the XDP programs were left out, and loading one fails at run time with a
+//! clear message. The script runs again when the compiler appears or changes: it watches the
+//! resolved compiler, or, while there is none, every directory of `PATH` (installing clang
+//! changes `/usr/bin`), so a build after `scripts/setup.sh` compiles the programs.
+//! The rules' bounds and counter indices reach the C source as `-D` defines generated from
+//! crates/engines/dta-translator/src/rules/limits.rs (one definition for both sides).
+use std::path::PathBuf;
+use std::process::Command;
+
+#[allow(dead_code)]
+mod limits {
+    include!("../dta-translator/src/rules/limits.rs");
+}
+
+/// `dta_wire::prefix::MAX_PREFIXES`, read from its one definition (the wire crate cannot be
+/// included here: it has dependencies of its own).
+fn max_prefixes() -> usize {
+    let src =
+        std::fs::read_to_string("../../wire/dta-wire/src/prefix.rs").expect("reading prefix.rs");
+    src.lines()
+        .find_map(|l| l.strip_prefix("pub const MAX_PREFIXES: usize = "))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .expect("prefix.rs defines MAX_PREFIXES")
+}
+
+/// `-D` defines for the C sources: the rule bounds, the `RC_*` counter indices and the
+/// allow-list's size.
+fn defines() -> Vec<String> {
+    let mut d = vec![
+        format!("-DDTA_MAX_PREFIXES={}", max_prefixes()),
+        format!("-DDTA_MAX_RULES={}", limits::MAX_RULES),
+        format!("-DDTA_MAX_FIELDS={}", limits::MAX_FIELDS),
+        format!("-DDTA_MAX_KEY={}", limits::MAX_KEY),
+        format!("-DDTA_MAX_DATA={}", limits::MAX_DATA),
+        format!("-DRC_COUNT={}", limits::RuleCounter::ALL.len()),
+    ];
+    for (i, c) in limits::RuleCounter::ALL.iter().enumerate() {
+        d.push(format!("-DRC_{}={i}", c.name().to_uppercase()));
+    }
+    d
+}
+
+/// The compiler: `DTA_BPF_CLANG`, else `clang` found on `PATH` (resolved through links).
+fn find_clang() -> (String, Option<PathBuf>) {
+    let name = std::env::var("DTA_BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    let found = if name.contains('/') {
+        Some(PathBuf::from(&name)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(&name))
+                .find(|p| p.is_file())
+        })
+    };
+    (name, found.map(|p| p.canonicalize().unwrap_or(p)))
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=DTA_BPF_CLANG");
+    println!("cargo:rerun-if-env-changed=PATH");
+    match find_clang() {
+        (_, Some(clang)) => println!("cargo:rerun-if-changed={}", clang.display()),
+        (_, None) => {
+            for dir in std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| d.is_dir())
+            {
+                println!("cargo:rerun-if-changed={}", dir.display());
+            }
+        }
+    }
+    // The drop-only baseline of benchmark 4 (crates/engines/dta-xdp/src/drop.rs).
+    compile("xdp_drop");
+    compile("dta_xdp");
+    // The INT sink's fast path (crates/engines/dta-xdp/src/int.rs).
+    compile("int_xdp");
+    // Kernel-bypass receive: the AF_XDP redirect (crates/engines/dta-xdp/src/xsk.rs).
+    compile("xsk_redirect");
+}
+
+fn compile(name: &str) {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let src = manifest.join(format!("../../../bpf/{name}.bpf.c"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join(format!("{name}.o"));
+    println!("cargo:rerun-if-changed={}", src.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest
+            .join("../dta-translator/src/rules/limits.rs")
+            .display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../../../bpf/allow.h").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../../wire/dta-wire/src/prefix.rs").display()
+    );
+    let (clang, _) = find_clang();
+    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let status = Command::new(&clang)
+        .args([
+            "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
+        ])
+        .arg(format!("-I{arch_inc}"))
+        .args(defines())
+        .arg("-c")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!("{clang} failed to compile {} ({s})", src.display()),
+        Err(e) => {
+            println!(
+                "cargo:warning=dta-xdp: {clang} not found ({e}); the XDP program is not built \
+                 (run scripts/setup.sh)"
+            );
+            std::fs::write(&out, b"").unwrap();
+        }
+    }
+}
