@@ -723,10 +723,10 @@ pub fn run_for<S: Sinks>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
     use crate::config::Depths;
     use dta_wire::native::DatagramBuilder;
     use dta_wire::{Priority, Report};
+    use std::os::fd::AsRawFd;
 
     fn datagram(p: Priority, seq: u32) -> Vec<u8> {
         let mut b = vec![0u8; 64];

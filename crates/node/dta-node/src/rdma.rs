@@ -102,22 +102,15 @@ impl RdmaTranslator {
             conn.sinks,
             stats[0].clone(),
         )?)?;
-        let metrics = opts
-            .metrics
-            .map(|addr| {
-                crate::ops::start_metrics(
-                    addr,
-                    crate::translator::translator_registry(
-                        &stats,
-                        std::slice::from_ref(&socket),
-                        None,
-                    )?,
-                    // The collector's regions are remote: readiness is the spill file's.
-                    crate::ops::translator_ready(vec![], stats.clone()),
-                    "translator",
-                )
-            })
-            .transpose()?;
+        // The collector's regions are remote: readiness is the spill file's.
+        let metrics = crate::translator::start_translator_metrics(
+            opts.metrics,
+            &stats,
+            std::slice::from_ref(&socket),
+            None,
+            None,
+            vec![],
+        )?;
         Ok(RdmaTranslator {
             cfg: cfg.clone(),
             opts,

@@ -297,17 +297,14 @@ impl MemoryTranslator {
         });
         // The metrics server answers once the UDP sockets are bound: a scrape that succeeds
         // means reports sent from then on are received (queued until the threads start).
-        let metrics = opts
-            .metrics
-            .map(|addr| {
-                crate::ops::start_metrics(
-                    addr,
-                    translator_registry(&stats, &sockets, af_xdp.as_ref())?,
-                    crate::ops::translator_ready(collector.regions(), stats.clone()),
-                    "translator",
-                )
-            })
-            .transpose()?;
+        let metrics = start_translator_metrics(
+            opts.metrics,
+            &stats,
+            &sockets,
+            af_xdp.as_ref(),
+            None,
+            collector.regions(),
+        )?;
         Ok(MemoryTranslator {
             cfg: cfg.clone(),
             opts,
@@ -432,13 +429,22 @@ pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<PrioSoc
         .with_context(|| format!("binding {listen}"))
 }
 
-/// The translator's metrics: its counters (`stats`: every thread's, the classifier's, the
-/// driver's), its receive sockets' (buffer, kernel drops by priority) and its AF_XDP sockets'.
-pub(crate) fn translator_registry(
+/// The one start-up of a translator's metrics server, every mode's (shared memory, XDP,
+/// RoCEv2), at `addr` if asked: its counters (`stats`: every thread's, the classifier's, the
+/// driver's), its receive sockets' (buffer, kernel drops by priority), its AF_XDP sockets', the
+/// XDP program's actions; ready when `regions` (the collector's, none when they are remote)
+/// and the spill file are.
+pub(crate) fn start_translator_metrics(
+    addr: Option<SocketAddr>,
     stats: &[Arc<Stats>],
     sockets: &[PrioSockets],
     af_xdp: Option<&crate::af_xdp::AfXdp>,
-) -> anyhow::Result<crate::ops::Registry> {
+    program: Option<crate::ops::ProgramActions>,
+    regions: Vec<Arc<dta_store::Region>>,
+) -> anyhow::Result<Option<dta_metrics::MetricsServer>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
     let mut reg = dta_metrics::TranslatorMetrics::new(stats.to_vec()).registry();
     if let Some(a) = af_xdp {
         reg.register_collector(Box::new(a.watch().metrics()));
@@ -449,7 +455,11 @@ pub(crate) fn translator_registry(
             .map(PrioSockets::try_clone)
             .collect::<std::io::Result<_>>()?,
     )));
-    Ok(reg)
+    if let Some(p) = program {
+        reg.register_collector(Box::new(p));
+    }
+    let ready = crate::ops::translator_ready(regions, stats.to_vec());
+    crate::ops::start_metrics(addr, reg, ready, "translator").map(Some)
 }
 
 /// `dta translator --cluster MAP --collectors A,B`: the configuration of each collector's

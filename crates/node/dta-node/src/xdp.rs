@@ -179,29 +179,21 @@ impl XdpNode {
                 .map(|s| s.actions().to_vec())
                 .unwrap_or_else(|_| dta_xdp::XdpStats::default().actions().to_vec()),
         ));
-        let metrics = opts
-            .metrics
-            .map(|addr| {
-                let mut reg = crate::translator::translator_registry(
-                    &stats,
-                    std::slice::from_ref(&socket),
-                    None,
-                )?;
-                let a = actions.clone();
-                reg.register_collector(Box::new(crate::ops::ProgramActions::new(
-                    "dta_translator_xdp_program",
-                    "Frames the XDP translator's program handled, by action: applied in the \
-                     driver, passed up to the userspace half (pass_*), dropped",
-                    move || a.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-                )));
-                crate::ops::start_metrics(
-                    addr,
-                    reg,
-                    crate::ops::translator_ready(collector.regions(), stats.clone()),
-                    "translator",
-                )
-            })
-            .transpose()?;
+        let a = actions.clone();
+        let program = crate::ops::ProgramActions::new(
+            "dta_translator_xdp_program",
+            "Frames the XDP translator's program handled, by action: applied in the driver, \
+             passed up to the userspace half (pass_*), dropped",
+            move || a.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        );
+        let metrics = crate::translator::start_translator_metrics(
+            opts.metrics,
+            &stats,
+            std::slice::from_ref(&socket),
+            None,
+            Some(program),
+            collector.regions(),
+        )?;
         Ok(XdpNode {
             cfg: cfg.clone(),
             opts,

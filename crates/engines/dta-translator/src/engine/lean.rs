@@ -46,24 +46,29 @@ impl<S: Sinks> Translator<S> {
         }
     }
 
-    /// Whether `store` is mapped (the lean path writes only there) and `src` may write it:
-    /// `None` to decline; `Some(false)` when its allow-list refuses `src` (counted); `Some(true)`
-    /// when the lean path writes it (the stage written first).
+    /// The opening both lean entries share once their route is found: whether the datagram's
+    /// reports carry the store's N (`n`), `store` is mapped (the lean path writes only there)
+    /// and `src` may write it. `Some` ends the datagram here: declined, or done when the
+    /// store's allow-list refuses `src` (counted); `None` when the lean path writes it (the
+    /// stage written first).
     #[inline]
-    fn lean_store(
+    fn lean_open(
         &mut self,
         store: usize,
+        n: u8,
         d: &native::OneShape<'_>,
         stage: &mut Stage<'_>,
-    ) -> Option<bool> {
-        self.sinks.region_mem(store)?;
+    ) -> Option<Lean> {
+        if !d.plain_at(n) || self.sinks.region_mem(store).is_none() {
+            return Some(Lean::Declined);
+        }
         if !allowed(&self.store_allow, store, stage.src) {
             self.stats
                 .reject_n(Reason::SourceNotAllowed, d.len() as u64);
-            return Some(false);
+            return Some(Lean::Done);
         }
         self.write_stage(stage);
-        Some(true)
+        None
     }
 
     fn lean_key_write(&mut self, d: &native::OneShape<'_>, stage: &mut Stage<'_>) -> Lean {
@@ -74,16 +79,12 @@ impl<S: Sinks> Translator<S> {
         else {
             return Lean::Declined;
         };
-        let route = &self.key_write[idx];
-        let n = route.layout.redundancy();
-        if !d.plain_at(n) {
-            return Lean::Declined;
-        }
-        let store = route.store;
-        match self.lean_store(store, d, stage) {
-            None => return Lean::Declined,
-            Some(false) => return Lean::Done,
-            Some(true) => {}
+        let (n, store) = (
+            self.key_write[idx].layout.redundancy(),
+            self.key_write[idx].store,
+        );
+        if let Some(ended) = self.lean_open(store, n, d, stage) {
+            return ended;
         }
         let route = &self.key_write[idx];
         let Some(mem) = self.sinks.region_mem(store) else {
@@ -110,16 +111,12 @@ impl<S: Sinks> Translator<S> {
         else {
             return Lean::Declined;
         };
-        let route = &self.key_increment[idx];
-        let n = route.layout.redundancy();
-        if !d.plain_at(n) {
-            return Lean::Declined;
-        }
-        let store = route.store;
-        match self.lean_store(store, d, stage) {
-            None => return Lean::Declined,
-            Some(false) => return Lean::Done,
-            Some(true) => {}
+        let (n, store) = (
+            self.key_increment[idx].layout.redundancy(),
+            self.key_increment[idx].store,
+        );
+        if let Some(ended) = self.lean_open(store, n, d, stage) {
+            return ended;
         }
         let route = &self.key_increment[idx];
         let Some(mem) = self.sinks.region_mem(store) else {
