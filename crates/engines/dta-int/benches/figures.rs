@@ -745,10 +745,13 @@ fn md_frame_with(p: &GenPacket, port: u16, metrics: usize) -> Vec<u8> {
         .rev()
         .map(|h| HopMetadata {
             node_id: Some(h.node_id),
-            hop_latency: (metrics > 1).then_some(h.latency),
-            queue_id: (metrics > 2).then_some(0),
-            queue_occupancy: (metrics > 2).then_some(h.queue),
-            egress_tx_util: (metrics > 3).then_some(h.util),
+            baseline: dta_int_wire::Baseline {
+                hop_latency: (metrics > 1).then_some(h.latency),
+                queue_id: (metrics > 2).then_some(0),
+                queue_occupancy: (metrics > 2).then_some(h.queue),
+                egress_tx_util: (metrics > 3).then_some(h.util),
+                ..dta_int_wire::Baseline::default()
+            },
             ..HopMetadata::default()
         })
         .collect();
@@ -813,7 +816,7 @@ fn int3(a: &Args) -> Csv {
                         if let Ok(Some(int)) = dta_int_wire::find_int(fr, &detect) {
                             if let Some(stack) = int.stack() {
                                 for h in stack.iter() {
-                                    black_box(h.hop_latency);
+                                    black_box(h.baseline.hop_latency);
                                 }
                             }
                         }

@@ -184,7 +184,7 @@ fn main() {
                     if let Ok(Some(int)) = ind.inner_int(&detect) {
                         if let Some(stack) = int.stack() {
                             for h in stack.iter() {
-                                black_box(h.hop_latency);
+                                black_box(h.baseline.hop_latency);
                             }
                         }
                     }

@@ -272,10 +272,13 @@ fn hop_metadata(p: &GenPacket) -> Vec<HopMetadata<'static>> {
         .rev()
         .map(|h| HopMetadata {
             node_id: Some(h.node_id),
-            hop_latency: Some(h.latency),
-            queue_id: Some(0),
-            queue_occupancy: Some(h.queue),
-            egress_tx_util: Some(h.util),
+            baseline: dta_int_wire::Baseline {
+                hop_latency: Some(h.latency),
+                queue_id: Some(0),
+                queue_occupancy: Some(h.queue),
+                egress_tx_util: Some(h.util),
+                ..dta_int_wire::Baseline::default()
+            },
             ..HopMetadata::default()
         })
         .collect()
@@ -330,13 +333,15 @@ pub fn postcard_report(
         bits |= 0x0001;
     }
     let metadata = ReportMetadata {
-        hop_latency: Some(h.latency),
-        queue_id: Some(0),
-        queue_occupancy: Some(h.queue),
-        egress_tx_util: Some(h.util),
         drop_queue_id: drop_reason.map(|_| 0),
         drop_reason,
-        ..ReportMetadata::default()
+        baseline: dta_int_wire::Baseline {
+            hop_latency: Some(h.latency),
+            queue_id: Some(0),
+            queue_occupancy: Some(h.queue),
+            egress_tx_util: Some(h.util),
+            ..dta_int_wire::Baseline::default()
+        },
     };
     let mut buf = vec![0u8; 128 + inner.len()];
     let mut b = ReportBuilder::new(

@@ -816,9 +816,9 @@ impl<S: Sinks> IntSink<S> {
         add(&self.stats.postcards, 1);
         let s = Sample {
             node_id: Some(node_id),
-            latency: m.hop_latency,
-            queue: m.queue_occupancy,
-            util: m.egress_tx_util,
+            latency: m.baseline.hop_latency,
+            queue: m.baseline.queue_occupancy,
+            util: m.baseline.egress_tx_util,
         };
         self.handle_hops(
             &key,
@@ -911,9 +911,9 @@ impl<S: Sinks> IntSink<S> {
         for (h, m) in hops[..n].iter_mut().rev().zip(stack.iter().skip(len - n)) {
             *h = Sample {
                 node_id: m.node_id,
-                latency: m.hop_latency,
-                queue: m.queue_occupancy,
-                util: m.egress_tx_util,
+                latency: m.baseline.hop_latency,
+                queue: m.baseline.queue_occupancy,
+                util: m.baseline.egress_tx_util,
             };
         }
         // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).

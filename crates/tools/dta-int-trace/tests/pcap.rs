@@ -52,9 +52,9 @@ fn check_frame(frame: &[u8], i: usize, truth: &GroundTruth) {
     for (j, h) in stack.iter().enumerate() {
         let t = ft.hops[4 - j];
         assert_eq!(h.node_id, Some(t[0]), "frame {i} hop {j}");
-        assert_eq!(h.hop_latency, Some(t[1]));
-        assert_eq!(h.queue_occupancy, Some(t[2]));
-        assert_eq!(h.egress_tx_util, Some(t[3]));
+        assert_eq!(h.baseline.hop_latency, Some(t[1]));
+        assert_eq!(h.baseline.queue_occupancy, Some(t[2]));
+        assert_eq!(h.baseline.egress_tx_util, Some(t[3]));
         assert_eq!(t[0], flow.path[4 - j]);
     }
 }

@@ -95,20 +95,22 @@ fn tcp(sport: u16, dport: u16) -> Vec<u8> {
 fn hop(i: u32) -> HopMetadata<'static> {
     HopMetadata {
         node_id: Some(100 + i),
-        l1_ingress_port: Some(i as u16 + 1),
-        l1_egress_port: Some(i as u16 + 2),
-        hop_latency: Some(1000 * (i + 1)),
-        queue_id: Some(i as u8),
-        queue_occupancy: Some(0x10 * (i + 1)),
-        ingress_timestamp: Some(0x0001_0000_0000 + u64::from(i)),
-        egress_timestamp: Some(0x0001_0000_1000 + u64::from(i)),
-        l2_ingress_port: Some(0x1000 + i),
-        l2_egress_port: Some(0x2000 + i),
-        egress_tx_util: Some(50 + i),
-        buffer_id: Some(1),
-        buffer_occupancy: Some(0x200 + i),
         checksum_complement: Some(0xabcd_0000 + i),
         domain_specific: &[],
+        baseline: dta_int_wire::Baseline {
+            l1_ingress_port: Some(i as u16 + 1),
+            l1_egress_port: Some(i as u16 + 2),
+            hop_latency: Some(1000 * (i + 1)),
+            queue_id: Some(i as u8),
+            queue_occupancy: Some(0x10 * (i + 1)),
+            ingress_timestamp: Some(0x0001_0000_0000 + u64::from(i)),
+            egress_timestamp: Some(0x0001_0000_1000 + u64::from(i)),
+            l2_ingress_port: Some(0x1000 + i),
+            l2_egress_port: Some(0x2000 + i),
+            egress_tx_util: Some(50 + i),
+            buffer_id: Some(1),
+            buffer_occupancy: Some(0x200 + i),
+        },
     }
 }
 
@@ -185,9 +187,9 @@ fn main() {
     }
     // Not-available values and a reserved bit (9) filled with 0xFF by the hop.
     let mut na = hop(0);
-    na.hop_latency = None;
-    na.queue_id = None;
-    na.queue_occupancy = None;
+    na.baseline.hop_latency = None;
+    na.baseline.queue_id = None;
+    na.baseline.queue_occupancy = None;
     let block = md_block(
         instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | 0x0040,
         &[na, hop(1)],
@@ -316,13 +318,15 @@ fn main() {
         ds_md_bits: 0,
         ds_md_status: 0,
         metadata: ReportMetadata {
-            l1_ingress_port: Some(3),
-            l1_egress_port: Some(4),
-            queue_id: Some(2),
-            queue_occupancy: Some(0x400),
             drop_queue_id: Some(2),
             drop_reason: Some(71),
-            ..ReportMetadata::default()
+            baseline: dta_int_wire::Baseline {
+                l1_ingress_port: Some(3),
+                l1_egress_port: Some(4),
+                queue_id: Some(2),
+                queue_occupancy: Some(0x400),
+                ..dta_int_wire::Baseline::default()
+            },
         },
         ds_metadata: &[],
     };
@@ -363,8 +367,11 @@ fn main() {
         main: Some(IntReportMain {
             rep_md_bits: instr::HOP_LATENCY | instr::INGRESS_TS,
             metadata: ReportMetadata {
-                hop_latency: Some(777),
-                ingress_timestamp: None,
+                baseline: dta_int_wire::Baseline {
+                    hop_latency: Some(777),
+                    ingress_timestamp: None,
+                    ..dta_int_wire::Baseline::default()
+                },
                 ..ReportMetadata::default()
             },
             ..IntReportMain::default()
@@ -391,7 +398,10 @@ fn main() {
         main: Some(IntReportMain {
             rep_md_bits: instr::HOP_LATENCY,
             metadata: ReportMetadata {
-                hop_latency: Some(5),
+                baseline: dta_int_wire::Baseline {
+                    hop_latency: Some(5),
+                    ..dta_int_wire::Baseline::default()
+                },
                 ..ReportMetadata::default()
             },
             ..IntReportMain::default()

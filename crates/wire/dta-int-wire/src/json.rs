@@ -26,32 +26,32 @@ pub fn hop_to_json(h: &HopMetadata<'_>, bitmap: u16) -> Value {
         put(&mut m, "node_id", h.node_id);
     }
     if has(instr::L1_PORTS) {
-        put(&mut m, "l1_ingress_port", h.l1_ingress_port);
-        put(&mut m, "l1_egress_port", h.l1_egress_port);
+        put(&mut m, "l1_ingress_port", h.baseline.l1_ingress_port);
+        put(&mut m, "l1_egress_port", h.baseline.l1_egress_port);
     }
     if has(instr::HOP_LATENCY) {
-        put(&mut m, "hop_latency", h.hop_latency);
+        put(&mut m, "hop_latency", h.baseline.hop_latency);
     }
     if has(instr::QUEUE) {
-        put(&mut m, "queue_id", h.queue_id);
-        put(&mut m, "queue_occupancy", h.queue_occupancy);
+        put(&mut m, "queue_id", h.baseline.queue_id);
+        put(&mut m, "queue_occupancy", h.baseline.queue_occupancy);
     }
     if has(instr::INGRESS_TS) {
-        put(&mut m, "ingress_timestamp", h.ingress_timestamp);
+        put(&mut m, "ingress_timestamp", h.baseline.ingress_timestamp);
     }
     if has(instr::EGRESS_TS) {
-        put(&mut m, "egress_timestamp", h.egress_timestamp);
+        put(&mut m, "egress_timestamp", h.baseline.egress_timestamp);
     }
     if has(instr::L2_PORTS) {
-        put(&mut m, "l2_ingress_port", h.l2_ingress_port);
-        put(&mut m, "l2_egress_port", h.l2_egress_port);
+        put(&mut m, "l2_ingress_port", h.baseline.l2_ingress_port);
+        put(&mut m, "l2_egress_port", h.baseline.l2_egress_port);
     }
     if has(instr::TX_UTIL) {
-        put(&mut m, "egress_tx_util", h.egress_tx_util);
+        put(&mut m, "egress_tx_util", h.baseline.egress_tx_util);
     }
     if has(instr::BUFFER) {
-        put(&mut m, "buffer_id", h.buffer_id);
-        put(&mut m, "buffer_occupancy", h.buffer_occupancy);
+        put(&mut m, "buffer_id", h.baseline.buffer_id);
+        put(&mut m, "buffer_occupancy", h.baseline.buffer_occupancy);
     }
     if has(instr::CHECKSUM) {
         put(&mut m, "checksum_complement", h.checksum_complement);
@@ -124,32 +124,32 @@ fn metadata_to_json(md: &ReportMetadata, bits: u16) -> Value {
     let mut m = Map::new();
     let has = |b: u16| bits & b != 0;
     if has(instr::L1_PORTS) {
-        put(&mut m, "l1_ingress_port", md.l1_ingress_port);
-        put(&mut m, "l1_egress_port", md.l1_egress_port);
+        put(&mut m, "l1_ingress_port", md.baseline.l1_ingress_port);
+        put(&mut m, "l1_egress_port", md.baseline.l1_egress_port);
     }
     if has(instr::HOP_LATENCY) {
-        put(&mut m, "hop_latency", md.hop_latency);
+        put(&mut m, "hop_latency", md.baseline.hop_latency);
     }
     if has(instr::QUEUE) {
-        put(&mut m, "queue_id", md.queue_id);
-        put(&mut m, "queue_occupancy", md.queue_occupancy);
+        put(&mut m, "queue_id", md.baseline.queue_id);
+        put(&mut m, "queue_occupancy", md.baseline.queue_occupancy);
     }
     if has(instr::INGRESS_TS) {
-        put(&mut m, "ingress_timestamp", md.ingress_timestamp);
+        put(&mut m, "ingress_timestamp", md.baseline.ingress_timestamp);
     }
     if has(instr::EGRESS_TS) {
-        put(&mut m, "egress_timestamp", md.egress_timestamp);
+        put(&mut m, "egress_timestamp", md.baseline.egress_timestamp);
     }
     if has(instr::L2_PORTS) {
-        put(&mut m, "l2_ingress_port", md.l2_ingress_port);
-        put(&mut m, "l2_egress_port", md.l2_egress_port);
+        put(&mut m, "l2_ingress_port", md.baseline.l2_ingress_port);
+        put(&mut m, "l2_egress_port", md.baseline.l2_egress_port);
     }
     if has(instr::TX_UTIL) {
-        put(&mut m, "egress_tx_util", md.egress_tx_util);
+        put(&mut m, "egress_tx_util", md.baseline.egress_tx_util);
     }
     if has(instr::BUFFER) {
-        put(&mut m, "buffer_id", md.buffer_id);
-        put(&mut m, "buffer_occupancy", md.buffer_occupancy);
+        put(&mut m, "buffer_id", md.baseline.buffer_id);
+        put(&mut m, "buffer_occupancy", md.baseline.buffer_occupancy);
     }
     if has(super::report::REP_MD_DROP) {
         put(&mut m, "drop_queue_id", md.drop_queue_id);

@@ -19,8 +19,8 @@ pub mod report;
 mod json;
 
 pub use md::{
-    baseline_words, emit_md, emit_md_as, emit_mx, field, instr, HopMetadata, HopStack, IntHeader,
-    IntRepr, IntType, IntVersion, MdHeader, MxHeader, ShimRepr, INT_VERSION,
+    baseline_words, emit_md, emit_md_as, emit_mx, field, instr, Baseline, HopMetadata, HopStack,
+    IntHeader, IntRepr, IntType, IntVersion, MdHeader, MxHeader, ShimRepr, INT_VERSION,
 };
 pub use report::{
     parse_report, GroupHeader, IndividualReport, IntReportMain, LegacyReport, LegacySubHeader,

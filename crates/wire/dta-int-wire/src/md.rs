@@ -446,13 +446,14 @@ impl MxHeader {
     }
 }
 
-/// One hop's metadata, decoded per instruction bit. `None` is "not requested" (bit clear) or
-/// "not available" (INT v2.1 §5.8: the hop wrote the all-ones reserved value, 4 or 8 bytes of
-/// 0xFF); a 4-byte word that packs two values (ports, queue, buffer) is all-ones as a whole.
+/// The metadata of instruction bits 1..=8 (ports, hop latency, queue, timestamps, egress
+/// utilisation, buffer): the one table of the per-bit fields, shared by a hop's metadata
+/// (INT v2.1 §5.8, [`HopMetadata`]) and an individual report's (TR v2.0 §3.3.1,
+/// [`crate::ReportMetadata`]), decoded and written by one function each. `None` is "not
+/// requested" (bit clear) or "not available" (the all-ones reserved value, 4 or 8 bytes of 0xFF);
+/// a 4-byte word that packs two values (ports, queue, buffer) is all-ones as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct HopMetadata<'a> {
-    /// bit 0: node id.
-    pub node_id: Option<u32>,
+pub struct Baseline {
     /// bit 1: level 1 ingress port id.
     pub l1_ingress_port: Option<u16>,
     /// bit 1: level 1 egress port id.
@@ -477,6 +478,161 @@ pub struct HopMetadata<'a> {
     pub buffer_id: Option<u8>,
     /// bit 8: buffer occupancy (24 bits).
     pub buffer_occupancy: Option<u32>,
+}
+
+/// Reads fixed-size fields in order; the caller has checked the total length.
+pub(crate) struct Cursor<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) off: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline(always)]
+    pub(crate) fn take(&mut self, n: usize) -> &'a [u8] {
+        let s = &self.bytes[self.off..self.off + n];
+        self.off += n;
+        s
+    }
+
+    /// A 4-byte field, `None` when all-ones.
+    #[inline(always)]
+    pub(crate) fn opt32(&mut self) -> Option<u32> {
+        let v = be_u32(self.take(4));
+        (v != u32::MAX).then_some(v)
+    }
+
+    /// An 8-byte field, `None` when all-ones.
+    #[inline(always)]
+    pub(crate) fn opt64(&mut self) -> Option<u64> {
+        let v = be_u64(self.take(8));
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// A word of an 8-bit id and a 24-bit value (queue, buffer), `None` when all-ones.
+    #[inline(always)]
+    fn id24(&mut self) -> Option<(u8, u32)> {
+        let w = be_u32(self.take(4));
+        (w != u32::MAX).then_some(((w >> 24) as u8, w & 0x00ff_ffff))
+    }
+}
+
+/// Writes fields in order into a buffer of the right length.
+pub(crate) struct Writer<'a> {
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) off: usize,
+}
+
+impl Writer<'_> {
+    pub(crate) fn put(&mut self, b: &[u8]) {
+        self.buf[self.off..self.off + b.len()].copy_from_slice(b);
+        self.off += b.len();
+    }
+
+    /// A 4-byte field, all-ones for `None`.
+    pub(crate) fn w32(&mut self, v: Option<u32>) {
+        self.put(&v.unwrap_or(u32::MAX).to_be_bytes());
+    }
+
+    /// An 8-bit id and a 24-bit value in one word, all-ones unless both are known.
+    fn id24(&mut self, id: Option<u8>, v: Option<u32>) {
+        self.put(&match (id, v) {
+            (Some(a), Some(b)) => ((u32::from(a) << 24) | (b & 0x00ff_ffff)).to_be_bytes(),
+            _ => [0xff; 4],
+        });
+    }
+}
+
+impl Baseline {
+    /// Decode bits 1..=8 of `bitmap` at `cur`, in the layout of `version` (v1.0: 4-byte
+    /// timestamps, bit 8 reserved).
+    #[inline]
+    pub(crate) fn decode(cur: &mut Cursor<'_>, bitmap: u16, version: IntVersion) -> Baseline {
+        let mut b = Baseline::default();
+        let has = |bit: u16| bitmap & bit != 0;
+        if has(instr::L1_PORTS) {
+            let w = be_u32(cur.take(4));
+            if w != u32::MAX {
+                b.l1_ingress_port = Some((w >> 16) as u16);
+                b.l1_egress_port = Some(w as u16);
+            }
+        }
+        if has(instr::HOP_LATENCY) {
+            b.hop_latency = cur.opt32();
+        }
+        if has(instr::QUEUE) {
+            (b.queue_id, b.queue_occupancy) = cur.id24().unzip();
+        }
+        // v2.x timestamps are 8 bytes, v1.0's 4 ([INT v1.0 §4.7]).
+        let ts = |cur: &mut Cursor<'_>| match version {
+            IntVersion::V1 => cur.opt32().map(u64::from),
+            IntVersion::V2 => cur.opt64(),
+        };
+        if has(instr::INGRESS_TS) {
+            b.ingress_timestamp = ts(cur);
+        }
+        if has(instr::EGRESS_TS) {
+            b.egress_timestamp = ts(cur);
+        }
+        if has(instr::L2_PORTS) {
+            b.l2_ingress_port = cur.opt32();
+            b.l2_egress_port = cur.opt32();
+        }
+        if has(instr::TX_UTIL) {
+            b.egress_tx_util = cur.opt32();
+        }
+        if has(instr::BUFFER) && version == IntVersion::V2 {
+            (b.buffer_id, b.buffer_occupancy) = cur.id24().unzip();
+        }
+        b
+    }
+
+    /// Write bits 1..=8 of `bitmap` (`None` as all-ones) in the layout of `version`.
+    pub(crate) fn emit(&self, w: &mut Writer<'_>, bitmap: u16, version: IntVersion) {
+        let has = |bit: u16| bitmap & bit != 0;
+        if has(instr::L1_PORTS) {
+            w.put(&match (self.l1_ingress_port, self.l1_egress_port) {
+                (Some(a), Some(b)) => ((u32::from(a) << 16) | u32::from(b)).to_be_bytes(),
+                _ => [0xff; 4],
+            });
+        }
+        if has(instr::HOP_LATENCY) {
+            w.w32(self.hop_latency);
+        }
+        if has(instr::QUEUE) {
+            w.id24(self.queue_id, self.queue_occupancy);
+        }
+        for (bit, v) in [
+            (instr::INGRESS_TS, self.ingress_timestamp),
+            (instr::EGRESS_TS, self.egress_timestamp),
+        ] {
+            if has(bit) {
+                match version {
+                    IntVersion::V1 => w.w32(v.map(|t| t as u32)),
+                    IntVersion::V2 => w.put(&v.unwrap_or(u64::MAX).to_be_bytes()),
+                }
+            }
+        }
+        if has(instr::L2_PORTS) {
+            w.w32(self.l2_ingress_port);
+            w.w32(self.l2_egress_port);
+        }
+        if has(instr::TX_UTIL) {
+            w.w32(self.egress_tx_util);
+        }
+        if has(instr::BUFFER) && version == IntVersion::V2 {
+            w.id24(self.buffer_id, self.buffer_occupancy);
+        }
+    }
+}
+
+/// One hop's metadata, decoded per instruction bit: the node id (bit 0), the [`Baseline`]
+/// fields (bits 1..=8), the checksum complement (bit 15) and the domain specific words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HopMetadata<'a> {
+    /// bit 0: node id.
+    pub node_id: Option<u32>,
+    /// bits 1..=8.
+    pub baseline: Baseline,
     /// bit 15: checksum complement.
     pub checksum_complement: Option<u32>,
     /// Domain specific metadata: the words of Hop ML beyond the baseline, between the baseline
@@ -484,90 +640,35 @@ pub struct HopMetadata<'a> {
     pub domain_specific: &'a [u8],
 }
 
-/// Reads fixed-size fields in order; the caller has checked the total length.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    off: usize,
-}
-
-impl<'a> Cursor<'a> {
-    #[inline(always)]
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let s = &self.bytes[self.off..self.off + n];
-        self.off += n;
-        s
-    }
-}
-
-fn opt32(v: u32) -> Option<u32> {
-    (v != u32::MAX).then_some(v)
-}
-
 impl<'a> HopMetadata<'a> {
     /// Decode one hop of exactly `hop_ml * 4` bytes per `bitmap` in the layout of `version`.
     /// The caller has checked `version.baseline_words(bitmap) <= hop_ml` and the length.
     #[inline]
     fn decode(bytes: &'a [u8], bitmap: u16, version: IntVersion) -> HopMetadata<'a> {
-        let mut h = HopMetadata::default();
         let mut cur = Cursor { bytes, off: 0 };
         let has = |bit: u16| bitmap & bit != 0;
-        if has(instr::NODE_ID) {
-            h.node_id = opt32(be_u32(cur.take(4)));
-        }
-        if has(instr::L1_PORTS) {
-            let w = be_u32(cur.take(4));
-            if w != u32::MAX {
-                h.l1_ingress_port = Some((w >> 16) as u16);
-                h.l1_egress_port = Some(w as u16);
-            }
-        }
-        if has(instr::HOP_LATENCY) {
-            h.hop_latency = opt32(be_u32(cur.take(4)));
-        }
-        if has(instr::QUEUE) {
-            let w = be_u32(cur.take(4));
-            if w != u32::MAX {
-                h.queue_id = Some((w >> 24) as u8);
-                h.queue_occupancy = Some(w & 0x00ff_ffff);
-            }
-        }
-        // v2.x timestamps are 8 bytes, v1.0's 4 ([INT v1.0 §4.7]).
-        let ts = |cur: &mut Cursor<'a>| match version {
-            IntVersion::V1 => opt32(be_u32(cur.take(4))).map(u64::from),
-            IntVersion::V2 => {
-                let v = be_u64(cur.take(8));
-                (v != u64::MAX).then_some(v)
-            }
+        let node_id = if has(instr::NODE_ID) {
+            cur.opt32()
+        } else {
+            None
         };
-        if has(instr::INGRESS_TS) {
-            h.ingress_timestamp = ts(&mut cur);
-        }
-        if has(instr::EGRESS_TS) {
-            h.egress_timestamp = ts(&mut cur);
-        }
-        if has(instr::L2_PORTS) {
-            h.l2_ingress_port = opt32(be_u32(cur.take(4)));
-            h.l2_egress_port = opt32(be_u32(cur.take(4)));
-        }
-        if has(instr::TX_UTIL) {
-            h.egress_tx_util = opt32(be_u32(cur.take(4)));
-        }
-        if has(instr::BUFFER) && version == IntVersion::V2 {
-            let w = be_u32(cur.take(4));
-            if w != u32::MAX {
-                h.buffer_id = Some((w >> 24) as u8);
-                h.buffer_occupancy = Some(w & 0x00ff_ffff);
-            }
-        }
+        let baseline = Baseline::decode(&mut cur, bitmap, version);
         // Reserved bits: 4 bytes each, skipped.
         cur.off += 4 * (bitmap & version.reserved()).count_ones() as usize;
         let cs = usize::from(has(instr::CHECKSUM)) * 4;
         let ds_len = bytes.len().saturating_sub(cur.off + cs);
-        h.domain_specific = cur.take(ds_len);
-        if has(instr::CHECKSUM) {
-            h.checksum_complement = opt32(be_u32(cur.take(4)));
+        let domain_specific = cur.take(ds_len);
+        let checksum_complement = if has(instr::CHECKSUM) {
+            cur.opt32()
+        } else {
+            None
+        };
+        HopMetadata {
+            node_id,
+            baseline,
+            checksum_complement,
+            domain_specific,
         }
-        h
     }
 
     /// Bytes this hop occupies for `bitmap`: baseline plus its domain specific metadata.
@@ -599,61 +700,17 @@ impl<'a> HopMetadata<'a> {
             return Err(Error::BadHopMl);
         }
         let buf = buf.get_mut(..n).ok_or(Error::Truncated)?;
-        let mut off = 0usize;
-        let mut put = |b: &[u8]| {
-            buf[off..off + b.len()].copy_from_slice(b);
-            off += b.len();
-        };
-        let w32 = |v: Option<u32>| v.unwrap_or(u32::MAX).to_be_bytes();
-        let w64 = |v: Option<u64>| v.unwrap_or(u64::MAX).to_be_bytes();
-        let pair16 = |a: Option<u16>, b: Option<u16>| match (a, b) {
-            (Some(a), Some(b)) => ((u32::from(a) << 16) | u32::from(b)).to_be_bytes(),
-            _ => [0xff; 4],
-        };
-        let id24 = |a: Option<u8>, b: Option<u32>| match (a, b) {
-            (Some(a), Some(b)) => ((u32::from(a) << 24) | (b & 0x00ff_ffff)).to_be_bytes(),
-            _ => [0xff; 4],
-        };
-        let has = |bit: u16| bitmap & bit != 0;
-        if has(instr::NODE_ID) {
-            put(&w32(self.node_id));
+        let mut w = Writer { buf, off: 0 };
+        if bitmap & instr::NODE_ID != 0 {
+            w.w32(self.node_id);
         }
-        if has(instr::L1_PORTS) {
-            put(&pair16(self.l1_ingress_port, self.l1_egress_port));
-        }
-        if has(instr::HOP_LATENCY) {
-            put(&w32(self.hop_latency));
-        }
-        if has(instr::QUEUE) {
-            put(&id24(self.queue_id, self.queue_occupancy));
-        }
-        for (bit, v) in [
-            (instr::INGRESS_TS, self.ingress_timestamp),
-            (instr::EGRESS_TS, self.egress_timestamp),
-        ] {
-            if has(bit) {
-                match version {
-                    IntVersion::V1 => put(&w32(v.map(|t| t as u32))),
-                    IntVersion::V2 => put(&w64(v)),
-                }
-            }
-        }
-        if has(instr::L2_PORTS) {
-            put(&w32(self.l2_ingress_port));
-            put(&w32(self.l2_egress_port));
-        }
-        if has(instr::TX_UTIL) {
-            put(&w32(self.egress_tx_util));
-        }
-        if has(instr::BUFFER) && version == IntVersion::V2 {
-            put(&id24(self.buffer_id, self.buffer_occupancy));
-        }
+        self.baseline.emit(&mut w, bitmap, version);
         for _ in 0..(bitmap & version.reserved()).count_ones() {
-            put(&[0xff; 4]);
+            w.put(&[0xff; 4]);
         }
-        put(self.domain_specific);
-        if has(instr::CHECKSUM) {
-            put(&w32(self.checksum_complement));
+        w.put(self.domain_specific);
+        if bitmap & instr::CHECKSUM != 0 {
+            w.w32(self.checksum_complement);
         }
         Ok(n)
     }

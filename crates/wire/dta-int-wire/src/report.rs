@@ -7,9 +7,9 @@
 //! Header", "§3.3 Individual Report Header", "§3.3.1 Individual Report Main Contents for RepType
 //! 1 (INT)", "§3.3.2 Individual Report Inner Contents for InType 1 (TLV)").
 
-use super::md::{baseline_words, instr};
+use super::md::{baseline_words, instr, Baseline, Cursor, IntVersion, Writer};
 use super::{find_int, find_int_ip, Error, IntDetect, IntRepr};
-use crate::{be_u16, be_u32, be_u64};
+use crate::{be_u16, be_u32};
 
 /// RepMdBits bit 15 (v2.0 §3.3.1): queue id (8) + drop reason (8) + padding (16). Bits 1..=8
 /// are those of the INT instruction bitmap ([`instr`]); bit 0 and bits 9..=14 are reserved (4
@@ -71,102 +71,34 @@ impl GroupHeader {
     }
 }
 
-/// The baseline metadata of an INT individual report, per RepMdBits (v2.0 §3.3.1). `None`:
-/// bit clear, or the all-ones "not available" value.
+/// The baseline metadata of an INT individual report, per RepMdBits (v2.0 §3.3.1): the
+/// [`Baseline`] fields of bits 1..=8 (bit 0 is reserved in reports: the node id is in the group
+/// header) and the drop word of bit 15.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReportMetadata {
-    /// bit 1: level 1 ingress interface id.
-    pub l1_ingress_port: Option<u16>,
-    /// bit 1: level 1 egress interface id.
-    pub l1_egress_port: Option<u16>,
-    /// bit 2: hop latency.
-    pub hop_latency: Option<u32>,
-    /// bit 3: queue id.
-    pub queue_id: Option<u8>,
-    /// bit 3: queue occupancy (24 bits).
-    pub queue_occupancy: Option<u32>,
-    /// bit 4: ingress timestamp.
-    pub ingress_timestamp: Option<u64>,
-    /// bit 5: egress timestamp.
-    pub egress_timestamp: Option<u64>,
-    /// bit 6: level 2 ingress interface id.
-    pub l2_ingress_port: Option<u32>,
-    /// bit 6: level 2 egress interface id.
-    pub l2_egress_port: Option<u32>,
-    /// bit 7: egress port tx utilization.
-    pub egress_tx_util: Option<u32>,
-    /// bit 8: buffer id.
-    pub buffer_id: Option<u8>,
-    /// bit 8: buffer occupancy (24 bits).
-    pub buffer_occupancy: Option<u32>,
+    /// bits 1..=8.
+    pub baseline: Baseline,
     /// bit 15: queue id of the drop.
     pub drop_queue_id: Option<u8>,
     /// bit 15: drop reason.
     pub drop_reason: Option<u8>,
 }
 
-fn opt32(v: u32) -> Option<u32> {
-    (v != u32::MAX).then_some(v)
-}
-
 impl ReportMetadata {
     /// Decode `md` (exactly the baseline words of `bits`, checked by the caller).
     fn decode(md: &[u8], bits: u16) -> ReportMetadata {
-        let mut m = ReportMetadata::default();
-        let mut off = 0usize;
-        let has = |bit: u16| bits & bit != 0;
-        let mut take = |n: usize| {
-            let s = &md[off..off + n];
-            off += n;
-            s
+        let mut cur = Cursor { bytes: md, off: 0 };
+        if bits & instr::NODE_ID != 0 {
+            cur.take(4);
+        }
+        let baseline = Baseline::decode(&mut cur, bits, IntVersion::V2);
+        cur.off += 4 * (bits & instr::RESERVED).count_ones() as usize;
+        let mut m = ReportMetadata {
+            baseline,
+            ..ReportMetadata::default()
         };
-        if has(instr::NODE_ID) {
-            take(4); // bit 0 is reserved in reports: the node id is in the group header.
-        }
-        if has(instr::L1_PORTS) {
-            let w = be_u32(take(4));
-            if w != u32::MAX {
-                m.l1_ingress_port = Some((w >> 16) as u16);
-                m.l1_egress_port = Some(w as u16);
-            }
-        }
-        if has(instr::HOP_LATENCY) {
-            m.hop_latency = opt32(be_u32(take(4)));
-        }
-        if has(instr::QUEUE) {
-            let w = be_u32(take(4));
-            if w != u32::MAX {
-                m.queue_id = Some((w >> 24) as u8);
-                m.queue_occupancy = Some(w & 0x00ff_ffff);
-            }
-        }
-        if has(instr::INGRESS_TS) {
-            let v = be_u64(take(8));
-            m.ingress_timestamp = (v != u64::MAX).then_some(v);
-        }
-        if has(instr::EGRESS_TS) {
-            let v = be_u64(take(8));
-            m.egress_timestamp = (v != u64::MAX).then_some(v);
-        }
-        if has(instr::L2_PORTS) {
-            m.l2_ingress_port = opt32(be_u32(take(4)));
-            m.l2_egress_port = opt32(be_u32(take(4)));
-        }
-        if has(instr::TX_UTIL) {
-            m.egress_tx_util = opt32(be_u32(take(4)));
-        }
-        if has(instr::BUFFER) {
-            let w = be_u32(take(4));
-            if w != u32::MAX {
-                m.buffer_id = Some((w >> 24) as u8);
-                m.buffer_occupancy = Some(w & 0x00ff_ffff);
-            }
-        }
-        for _ in 0..(bits & instr::RESERVED).count_ones() {
-            take(4);
-        }
-        if has(REP_MD_DROP) {
-            let w = be_u32(take(4));
+        if bits & REP_MD_DROP != 0 {
+            let w = be_u32(cur.take(4));
             if w != u32::MAX {
                 m.drop_queue_id = Some((w >> 24) as u8);
                 m.drop_reason = Some((w >> 16) as u8);
@@ -180,63 +112,16 @@ impl ReportMetadata {
     pub fn emit(&self, bits: u16, buf: &mut [u8]) -> Result<usize, Error> {
         let n = baseline_words(bits) as usize * 4;
         let buf = buf.get_mut(..n).ok_or(Error::Truncated)?;
-        let mut off = 0usize;
-        let mut put = |b: [u8; 4]| {
-            buf[off..off + 4].copy_from_slice(&b);
-            off += 4;
-        };
-        let w32 = |v: Option<u32>| v.unwrap_or(u32::MAX).to_be_bytes();
-        let w64 = |v: Option<u64>| v.unwrap_or(u64::MAX).to_be_bytes();
-        let split = |v: [u8; 8]| -> ([u8; 4], [u8; 4]) {
-            ([v[0], v[1], v[2], v[3]], [v[4], v[5], v[6], v[7]])
-        };
-        let has = |bit: u16| bits & bit != 0;
-        if has(instr::NODE_ID) {
-            put([0xff; 4]);
+        let mut w = Writer { buf, off: 0 };
+        if bits & instr::NODE_ID != 0 {
+            w.put(&[0xff; 4]);
         }
-        if has(instr::L1_PORTS) {
-            put(match (self.l1_ingress_port, self.l1_egress_port) {
-                (Some(a), Some(b)) => ((u32::from(a) << 16) | u32::from(b)).to_be_bytes(),
-                _ => [0xff; 4],
-            });
-        }
-        if has(instr::HOP_LATENCY) {
-            put(w32(self.hop_latency));
-        }
-        if has(instr::QUEUE) {
-            put(match (self.queue_id, self.queue_occupancy) {
-                (Some(a), Some(b)) => ((u32::from(a) << 24) | (b & 0xff_ffff)).to_be_bytes(),
-                _ => [0xff; 4],
-            });
-        }
-        if has(instr::INGRESS_TS) {
-            let (a, b) = split(w64(self.ingress_timestamp));
-            put(a);
-            put(b);
-        }
-        if has(instr::EGRESS_TS) {
-            let (a, b) = split(w64(self.egress_timestamp));
-            put(a);
-            put(b);
-        }
-        if has(instr::L2_PORTS) {
-            put(w32(self.l2_ingress_port));
-            put(w32(self.l2_egress_port));
-        }
-        if has(instr::TX_UTIL) {
-            put(w32(self.egress_tx_util));
-        }
-        if has(instr::BUFFER) {
-            put(match (self.buffer_id, self.buffer_occupancy) {
-                (Some(a), Some(b)) => ((u32::from(a) << 24) | (b & 0xff_ffff)).to_be_bytes(),
-                _ => [0xff; 4],
-            });
-        }
+        self.baseline.emit(&mut w, bits, IntVersion::V2);
         for _ in 0..(bits & instr::RESERVED).count_ones() {
-            put([0xff; 4]);
+            w.put(&[0xff; 4]);
         }
-        if has(REP_MD_DROP) {
-            put(match (self.drop_queue_id, self.drop_reason) {
+        if bits & REP_MD_DROP != 0 {
+            w.put(&match (self.drop_queue_id, self.drop_reason) {
                 (Some(q), Some(r)) => [q, r, 0, 0],
                 _ => [0xff; 4],
             });

@@ -35,14 +35,23 @@ prop_compose! {
         // A pair word of all ones reads back as "not available".
         let l1 = l1.filter(|&(a, b)| (a, b) != (0xffff, 0xffff));
         HopMetadata {
-            node_id, hop_latency, egress_tx_util: tx,
-            l1_ingress_port: l1.map(|x| x.0), l1_egress_port: l1.map(|x| x.1),
-            queue_id: q.map(|x| x.0), queue_occupancy: q.map(|x| x.1),
-            ingress_timestamp: its, egress_timestamp: ets,
-            l2_ingress_port: l2i, l2_egress_port: l2e,
-            buffer_id: q.map(|x| x.0), buffer_occupancy: q.map(|x| x.1),
+            node_id,
             checksum_complement: cs,
             domain_specific: &[],
+            baseline: dta_int_wire::Baseline {
+                hop_latency,
+                egress_tx_util: tx,
+                l1_ingress_port: l1.map(|x| x.0),
+                l1_egress_port: l1.map(|x| x.1),
+                queue_id: q.map(|x| x.0),
+                queue_occupancy: q.map(|x| x.1),
+                ingress_timestamp: its,
+                egress_timestamp: ets,
+                l2_ingress_port: l2i,
+                l2_egress_port: l2e,
+                buffer_id: q.map(|x| x.0),
+                buffer_occupancy: q.map(|x| x.1),
+            },
         }
     }
 }
@@ -53,20 +62,22 @@ fn mask(h: &HopMetadata<'static>, bitmap: u16) -> HopMetadata<'static> {
     let k = |b: u16| bitmap & b != 0;
     HopMetadata {
         node_id: h.node_id.filter(|_| k(NODE_ID)),
-        l1_ingress_port: h.l1_ingress_port.filter(|_| k(L1_PORTS)),
-        l1_egress_port: h.l1_egress_port.filter(|_| k(L1_PORTS)),
-        hop_latency: h.hop_latency.filter(|_| k(HOP_LATENCY)),
-        queue_id: h.queue_id.filter(|_| k(QUEUE)),
-        queue_occupancy: h.queue_occupancy.filter(|_| k(QUEUE)),
-        ingress_timestamp: h.ingress_timestamp.filter(|_| k(INGRESS_TS)),
-        egress_timestamp: h.egress_timestamp.filter(|_| k(EGRESS_TS)),
-        l2_ingress_port: h.l2_ingress_port.filter(|_| k(L2_PORTS)),
-        l2_egress_port: h.l2_egress_port.filter(|_| k(L2_PORTS)),
-        egress_tx_util: h.egress_tx_util.filter(|_| k(TX_UTIL)),
-        buffer_id: h.buffer_id.filter(|_| k(BUFFER)),
-        buffer_occupancy: h.buffer_occupancy.filter(|_| k(BUFFER)),
         checksum_complement: h.checksum_complement.filter(|_| k(CHECKSUM)),
         domain_specific: &[],
+        baseline: dta_int_wire::Baseline {
+            l1_ingress_port: h.baseline.l1_ingress_port.filter(|_| k(L1_PORTS)),
+            l1_egress_port: h.baseline.l1_egress_port.filter(|_| k(L1_PORTS)),
+            hop_latency: h.baseline.hop_latency.filter(|_| k(HOP_LATENCY)),
+            queue_id: h.baseline.queue_id.filter(|_| k(QUEUE)),
+            queue_occupancy: h.baseline.queue_occupancy.filter(|_| k(QUEUE)),
+            ingress_timestamp: h.baseline.ingress_timestamp.filter(|_| k(INGRESS_TS)),
+            egress_timestamp: h.baseline.egress_timestamp.filter(|_| k(EGRESS_TS)),
+            l2_ingress_port: h.baseline.l2_ingress_port.filter(|_| k(L2_PORTS)),
+            l2_egress_port: h.baseline.l2_egress_port.filter(|_| k(L2_PORTS)),
+            egress_tx_util: h.baseline.egress_tx_util.filter(|_| k(TX_UTIL)),
+            buffer_id: h.baseline.buffer_id.filter(|_| k(BUFFER)),
+            buffer_occupancy: h.baseline.buffer_occupancy.filter(|_| k(BUFFER)),
+        },
     }
 }
 

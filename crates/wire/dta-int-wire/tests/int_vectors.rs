@@ -168,10 +168,10 @@ fn spec_example_fields() {
     assert_eq!(stack.len(), 2);
     let hops: Vec<_> = stack.iter().collect();
     assert_eq!(hops[0].node_id, Some(2));
-    assert_eq!(hops[0].queue_occupancy, Some(0x20));
+    assert_eq!(hops[0].baseline.queue_occupancy, Some(0x20));
     assert_eq!(hops[1].node_id, Some(1));
-    assert_eq!(hops[1].queue_id, Some(0));
-    assert_eq!(hops[1].hop_latency, None);
+    assert_eq!(hops[1].baseline.queue_id, Some(0));
+    assert_eq!(hops[1].baseline.hop_latency, None);
     let flow = r.flow.unwrap();
     assert_eq!(
         flow.key13().unwrap(),
@@ -190,9 +190,9 @@ fn five_hops_all_bits_and_not_available() {
     let h = s.get(0).unwrap();
     // Newest first: the generator pushed hop(4) last.
     assert_eq!(h.node_id, Some(104));
-    assert_eq!(h.ingress_timestamp, Some(0x0001_0000_0004));
-    assert_eq!(h.l2_egress_port, Some(0x2004));
-    assert_eq!(h.buffer_occupancy, Some(0x204));
+    assert_eq!(h.baseline.ingress_timestamp, Some(0x0001_0000_0004));
+    assert_eq!(h.baseline.l2_egress_port, Some(0x2004));
+    assert_eq!(h.baseline.buffer_occupancy, Some(0x204));
     assert_eq!(h.checksum_complement, Some(0xabcd_0004));
     assert_eq!(s.get(4).unwrap().node_id, Some(100));
     assert!(s.get(5).is_none());
@@ -206,11 +206,15 @@ fn five_hops_all_bits_and_not_available() {
     let s = find_int(&f, &det).unwrap().unwrap().stack().unwrap();
     let h = s.get(0).unwrap();
     assert_eq!(
-        (h.hop_latency, h.queue_id, h.queue_occupancy),
+        (
+            h.baseline.hop_latency,
+            h.baseline.queue_id,
+            h.baseline.queue_occupancy
+        ),
         (None, None, None)
     );
     assert_eq!(h.node_id, Some(100));
-    assert_eq!(s.get(1).unwrap().hop_latency, Some(2000));
+    assert_eq!(s.get(1).unwrap().baseline.hop_latency, Some(2000));
 
     let f = vector(&d, "int_md_udp_domain_specific");
     let h = find_int(&f, &det)
@@ -248,11 +252,14 @@ fn reports_fields() {
     let reps: Vec<_> = r.iter().collect();
     assert!(reps[0].dropped && reps[0].tracked_flow && !reps[0].congested_queue);
     let m = reps[0].main.unwrap();
-    assert_eq!(m.metadata.l1_egress_port, Some(4));
+    assert_eq!(m.metadata.baseline.l1_egress_port, Some(4));
     assert_eq!(m.metadata.drop_reason, Some(71));
-    assert_eq!(m.metadata.queue_occupancy, Some(0x400));
+    assert_eq!(m.metadata.baseline.queue_occupancy, Some(0x400));
     assert!(reps[1].intermediate && reps[1].congested_queue);
-    assert_eq!(reps[1].main.unwrap().metadata.ingress_timestamp, None);
+    assert_eq!(
+        reps[1].main.unwrap().metadata.baseline.ingress_timestamp,
+        None
+    );
     assert_eq!(reps[1].tlvs().count(), 1);
     for i in &reps {
         let inner = i.inner_int(&det).unwrap().unwrap();
@@ -356,9 +363,9 @@ fn int_v1_fields_and_rejections() {
     assert_eq!(stack.len(), 5);
     let newest = stack.get(0).unwrap();
     assert_eq!(newest.node_id, Some(0x1005));
-    assert_eq!(newest.ingress_timestamp, Some(0x0304_0005));
-    assert_eq!(newest.egress_timestamp, Some(0x0304_1005));
-    assert_eq!(newest.l2_egress_port, Some(0x00BB_0005));
+    assert_eq!(newest.baseline.ingress_timestamp, Some(0x0304_0005));
+    assert_eq!(newest.baseline.egress_timestamp, Some(0x0304_1005));
+    assert_eq!(newest.baseline.l2_egress_port, Some(0x00BB_0005));
     assert_eq!(newest.checksum_complement, Some(0xC0DE_0005));
     assert_eq!(stack.iter().last().unwrap().node_id, Some(0x1001));
     assert_eq!(r.flow.unwrap().dst_port, 4791);

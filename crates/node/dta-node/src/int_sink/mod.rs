@@ -139,14 +139,14 @@ fn sink_threads(f: &IntSinkFile, o: &IntSinkOptions) -> usize {
     .min(dta_int::sink::MAX_THREADS)
 }
 
+/// The sink's stores, each sink thread's translator counters, and the sinks.
+type Opened = (Collector, Vec<Arc<Stats>>, Vec<IntSink<RegionSinks>>);
+
 /// The sink's stores and one sink per thread over them, each with its own translator built
 /// through the ingress policy. The sinks share their thresholds and event sequence, the
 /// translators the stateful primitives' ownership (a flow's postcards owned by the thread its
 /// reports are steered to: one sharding function, `dta_int::shard`) and one write meter.
-fn open_sinks(
-    f: &IntSinkFile,
-    threads: usize,
-) -> anyhow::Result<(Collector, Vec<Arc<Stats>>, Vec<IntSink<RegionSinks>>)> {
+fn open_sinks(f: &IntSinkFile, threads: usize) -> anyhow::Result<Opened> {
     let collector = if f.store.is_empty() {
         Collector::open_dir(&f.region_dir, true)?
     } else {
