@@ -265,6 +265,17 @@ pub fn report_v1(switch_id: u32, seq: u32, frame: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// What a generated hop reports: its latency, queue 0's occupancy and its egress utilisation.
+fn baseline_of(h: &HopTruth) -> dta_int_wire::Baseline {
+    dta_int_wire::Baseline {
+        hop_latency: Some(h.latency),
+        queue_id: Some(0),
+        queue_occupancy: Some(h.queue),
+        egress_tx_util: Some(h.util),
+        ..dta_int_wire::Baseline::default()
+    }
+}
+
 /// `p`'s hops as INT metadata, newest first (as a stack carries them).
 fn hop_metadata(p: &GenPacket) -> Vec<HopMetadata<'static>> {
     p.hops
@@ -272,13 +283,7 @@ fn hop_metadata(p: &GenPacket) -> Vec<HopMetadata<'static>> {
         .rev()
         .map(|h| HopMetadata {
             node_id: Some(h.node_id),
-            baseline: dta_int_wire::Baseline {
-                hop_latency: Some(h.latency),
-                queue_id: Some(0),
-                queue_occupancy: Some(h.queue),
-                egress_tx_util: Some(h.util),
-                ..dta_int_wire::Baseline::default()
-            },
+            baseline: baseline_of(h),
             ..HopMetadata::default()
         })
         .collect()
@@ -335,13 +340,7 @@ pub fn postcard_report(
     let metadata = ReportMetadata {
         drop_queue_id: drop_reason.map(|_| 0),
         drop_reason,
-        baseline: dta_int_wire::Baseline {
-            hop_latency: Some(h.latency),
-            queue_id: Some(0),
-            queue_occupancy: Some(h.queue),
-            egress_tx_util: Some(h.util),
-            ..dta_int_wire::Baseline::default()
-        },
+        baseline: baseline_of(&h),
     };
     let mut buf = vec![0u8; 128 + inner.len()];
     let mut b = ReportBuilder::new(

@@ -82,8 +82,7 @@ impl EmbeddedNode {
         .map_err(|e| Io(e.into()))?;
         let headers = collector.headers();
         let ring = crate::translator::ring(&cfg.region_dir).map_err(Io)?;
-        let policy =
-            IngressPolicy::compile(&cfg.translator, &cfg.store, &headers, Some(ring)).map_err(C)?;
+        let policy = IngressPolicy::of_config(cfg, &headers, Some(ring)).map_err(C)?;
         let stats = Arc::new(Stats::default());
         let translator = Translator::colocated(&cfg.translator, collector.regions(), stats.clone())
             .map_err(|e| C(e.into()))?;

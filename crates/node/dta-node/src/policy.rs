@@ -87,6 +87,16 @@ impl IngressPolicy {
         })
     }
 
+    /// [`IngressPolicy::compile`] of a collector's configuration (its `[translator]` and its
+    /// `[[store]]` tables).
+    pub fn of_config(
+        cfg: &crate::config::Config,
+        headers: &[Header],
+        ring: Option<Arc<NotifyRing>>,
+    ) -> anyhow::Result<IngressPolicy> {
+        IngressPolicy::compile(&cfg.translator, &cfg.store, headers, ring)
+    }
+
     /// Apply the policy to one translator: the global and per-store allow-lists, the shared
     /// rules and meter, and the notification ring. Every mode's builder calls this for every
     /// translator it makes (threads, classifier, XDP's userspace half, RoCEv2, the C ABI, the

@@ -95,7 +95,7 @@ impl RdmaTranslator {
         let headers: Vec<Header> = infos.iter().map(|i| i.header.clone()).collect();
         let rstats = conn.sinks.stats();
         let stats: Vec<Arc<Stats>> = (0..2).map(|_| Arc::new(Stats::default())).collect();
-        let policy = IngressPolicy::compile(&cfg.translator, &cfg.store, &headers, None)?;
+        let policy = IngressPolicy::of_config(cfg, &headers, None)?;
         let translator = policy.apply(Translator::new(
             &cfg.translator,
             &infos,

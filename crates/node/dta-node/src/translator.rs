@@ -254,12 +254,7 @@ impl MemoryTranslator {
         let slots = threads + usize::from(classified) + usize::from(opts.af_xdp.is_some());
         let stats: Vec<Arc<Stats>> = (0..slots).map(|_| Arc::new(Stats::default())).collect();
         let headers = collector.headers();
-        let policy = IngressPolicy::compile(
-            &cfg.translator,
-            &cfg.store,
-            &headers,
-            Some(ring(&cfg.region_dir)?),
-        )?;
+        let policy = IngressPolicy::of_config(cfg, &headers, Some(ring(&cfg.region_dir)?))?;
         // One translator per thread over the same regions; Postcarding flows, Append lists and
         // sketches each owned by one of them (dta_translator::shard).
         let shards = Shards::new(threads, SHARD_INBOX);

@@ -88,12 +88,7 @@ impl XdpNode {
         crate::translator::refuse_shared_port(cfg)?;
         let (writer, collector) = open_regions(cfg)?;
         let headers = collector.headers();
-        let policy = IngressPolicy::compile(
-            &cfg.translator,
-            &cfg.store,
-            &headers,
-            Some(ring(&cfg.region_dir)?),
-        )?;
+        let policy = IngressPolicy::of_config(cfg, &headers, Some(ring(&cfg.region_dir)?))?;
         // Stores the driver may hold: its primitives, without an allow-list of their own (the
         // userspace half checks those).
         let holdable: Vec<Header> = headers

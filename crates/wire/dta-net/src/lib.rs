@@ -262,9 +262,18 @@ pub fn ipv4_udp_packet(ip: &ipv4::Repr, udp: &udp::Repr, payload: &[u8]) -> Resu
 /// The smoltcp-style `Packet<T>` wrapper of a header module, for every wire crate (`dta-net`'s
 /// headers, `dta-roce`'s): the struct and its constructors, with `$err`'s `Truncated` for a
 /// short buffer. With a length, also `check_len` for a fixed-length header (otherwise the module
-/// writes its own: options, versions); with `payload`, also the bytes after a fixed header.
+/// writes its own: options, versions); with `payload`, also the bytes after a fixed header
+/// (without a doc: a view of the header of the module it is invoked in).
 #[macro_export]
 macro_rules! packet_view {
+    ($err:ty, $len:expr, payload) => {
+        $crate::packet_view!(
+            "A zero-copy view of this module's header and the bytes after it.",
+            $err,
+            $len,
+            payload
+        );
+    };
     ($doc:literal, $err:ty, $len:expr, payload) => {
         $crate::packet_view!($doc, $err, $len);
 

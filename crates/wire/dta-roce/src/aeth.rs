@@ -29,12 +29,7 @@ pub mod field {
 /// Credit count meaning "invalid" (the responder does no end-to-end flow control).
 pub const CREDITS_INVALID: u8 = 0x1f;
 
-dta_net::packet_view!(
-    "A zero-copy view of the header (and the bytes after it).",
-    Error,
-    HEADER_LEN,
-    payload
-);
+dta_net::packet_view!(Error, HEADER_LEN, payload);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Raw syndrome byte.

@@ -13,12 +13,7 @@ pub mod field {
     pub const ORIG: Range<usize> = 0..8;
 }
 
-dta_net::packet_view!(
-    "A zero-copy view of the header (and the bytes after it).",
-    Error,
-    HEADER_LEN,
-    payload
-);
+dta_net::packet_view!(Error, HEADER_LEN, payload);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Original value.

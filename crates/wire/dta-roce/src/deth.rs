@@ -17,12 +17,7 @@ pub mod field {
     pub const SRC_QP: Range<usize> = 5..8;
 }
 
-dta_net::packet_view!(
-    "A zero-copy view of the header (and the bytes after it).",
-    Error,
-    HEADER_LEN,
-    payload
-);
+dta_net::packet_view!(Error, HEADER_LEN, payload);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Queue key.

@@ -14,12 +14,7 @@ pub mod field {
     pub const IMM: Range<usize> = 0..4;
 }
 
-dta_net::packet_view!(
-    "A zero-copy view of the header (and the bytes after it).",
-    Error,
-    HEADER_LEN,
-    payload
-);
+dta_net::packet_view!(Error, HEADER_LEN, payload);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Immediate data.

@@ -17,12 +17,7 @@ pub mod field {
     pub const DMA_LEN: Range<usize> = 12..16;
 }
 
-dta_net::packet_view!(
-    "A zero-copy view of the header (and the bytes after it).",
-    Error,
-    HEADER_LEN,
-    payload
-);
+dta_net::packet_view!(Error, HEADER_LEN, payload);
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Virtual address.
