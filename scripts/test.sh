@@ -18,7 +18,9 @@
 # fuzzing) that would skip here fails instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+setup_t0=$SECONDS
 scripts/setup.sh || { echo "setup failed" >&2; echo "tests: 0 passed, 1 failed, 0 skipped"; exit 1; }
+setup_s=$((SECONDS - setup_t0))
 
 LOGS=target/test-logs
 rm -rf "$LOGS"
@@ -30,7 +32,7 @@ if [ "${CI:-}" = true ]; then
 fi
 
 failed_steps=()
-step_times=()
+step_times=("$setup_s s  setup (scripts/setup.sh)")
 uncounted_failures=0
 extra_skipped=0
 
