@@ -81,15 +81,14 @@ install -m 644 packaging/systemd/*.service "$root/lib/systemd/system/"
 
 # Conffiles: the annotated examples, their region directory set to the package's; the collector
 # shows the translator's and INT sink's counters (the services' --metrics addresses) and serves
-# the INT sink's stores read-only beside its own, whose names the package prefixes with int_
-# (the collector's own `paths` is a Postcarding store; /int/... finds the INT stores by layout).
+# the INT sink's stores read-only beside its own (the example names them int_*, so that they
+# never clash with the collector's; /int/... finds the INT stores by layout).
 sed -E -e 's|^region_dir = "[^"]*"|region_dir = "/var/lib/dta"|' \
     -e 's|^# (translator_metrics = "127.0.0.1:9464")|\1|' \
     -e 's|^# (int_sink_metrics = "127.0.0.1:9465")|\1|' \
     -e 's|^# serve_read_only = \[[^]]*\]|serve_read_only = ["/var/lib/dta/int"]|' \
     examples/dta.toml >"$root/etc/dta/dta.toml"
 sed -E -e 's|^region_dir = "[^"]*"( *#.*)?$|region_dir = "/var/lib/dta/int"|' \
-    -e 's|^name = "(paths\|latency\|events\|hist)"|name = "int_\1"|' \
     examples/int-sink.toml >"$root/etc/dta/int-sink.toml"
 grep -q '^region_dir = "/var/lib/dta"$' "$root/etc/dta/dta.toml"
 grep -q '^translator_metrics = "127.0.0.1:9464"' "$root/etc/dta/dta.toml"

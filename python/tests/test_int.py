@@ -97,14 +97,14 @@ def region(regions, name):
 
 def test_worst_flows_agree(replayed):
     regions, cli, get, truth, _ = replayed
-    events, paths = region(regions, "events"), region(regions, "paths")
+    events, paths = region(regions, "int_events"), region(regions, "int_paths")
     page = dta.int_flows(events, paths=paths, top="latency", max=100)
     assert page["complete"] and page["more"] == 0
     py = page["flows"]
     assert len(py) == len(truth["flows"])
-    assert page == cli("flows", "--store", "events", "--paths", "paths", "--top", "latency",
+    assert page == cli("flows", "--store", "int_events", "--paths", "int_paths", "--top", "latency",
                        "--max", "100")
-    status, body = get("/int/flows/events?paths=paths&top=latency&max=100")
+    status, body = get("/int/flows/int_events?paths=int_paths&top=latency&max=100")
     assert status == 200 and body == page
     latencies = [f["path_latency"] for f in py]
     assert latencies == sorted(latencies, reverse=True)
@@ -123,7 +123,7 @@ def test_worst_flows_agree(replayed):
 
 def test_network_and_histogram_agree(replayed):
     regions, cli, get, _, _ = replayed
-    events, paths, hist = (region(regions, n) for n in ("events", "paths", "hist"))
+    events, paths, hist = (region(regions, n) for n in ("int_events", "int_paths", "int_hist"))
     # Every window held: the current one may have just begun (the example's are 10 s wide).
     net = dta.int_network(events, paths, hist, window="all")
     assert net == cli("network", "--window", "all")
@@ -133,23 +133,23 @@ def test_network_and_histogram_agree(replayed):
     assert net["windows"] and net["windows"][-1]["open"]
     worst = net["switches"][0]["node_id"]
     h = dta.int_histogram(hist, worst, metric="queue_occupancy", window="all")
-    assert h == cli("histogram", "--store", "hist", "--node", str(worst), "--window", "all")
+    assert h == cli("histogram", "--store", "int_hist", "--node", str(worst), "--window", "all")
     assert h["total"] == net["switches"][0]["queue_samples"] > 0
-    status, body = get(f"/int/histogram/hist?node={worst}&window=all")
+    status, body = get(f"/int/histogram/int_hist?node={worst}&window=all")
     assert status == 200 and body == h
 
 
 def test_recent_events_agree(replayed):
     regions, cli, get, _, _ = replayed
-    events = region(regions, "events")
+    events = region(regions, "int_events")
     page = dta.int_events(events, max=30)
     py = page["events"]
     assert py
     since = int(time.time() * 1000) - 5 * 60 * 1000
     last5 = dta.int_events(events, since_ms=since, max=30)
     assert last5["events"] == py
-    assert page == cli("events", "--store", "events", "--max", "30")
-    status, body = get("/int/events/events?max=30")
+    assert page == cli("events", "--store", "int_events", "--max", "30")
+    status, body = get("/int/events/int_events?max=30")
     assert status == 200 and body == page
     times = [e["time_ns"] for e in py]
     assert times == sorted(times, reverse=True)
@@ -167,23 +167,23 @@ def test_recent_events_agree(replayed):
 
 def test_the_path_of_a_found_flow(replayed):
     regions, cli, get, truth, _ = replayed
-    paths = region(regions, "paths")
+    paths = region(regions, "int_paths")
     flow = truth["flows"][0]["flow"]
     p = dta.int_path(paths, flow)
     assert p["status"] == "found" and p["path"] == truth["flows"][0]["path"]
-    assert p == cli("path", "--store", "paths", "--flow", flow)
+    assert p == cli("path", "--store", "int_paths", "--flow", flow)
     # The flow over time: every summary of it, newest first, as the CLI and HTTP give them.
-    events = region(regions, "events")
+    events = region(regions, "int_events")
     over = dta.int_flows(events, flow=flow, max=100)
     assert over["flows"] and all(f["flow"] == flow for f in over["flows"])
-    assert over == cli("flows", "--store", "events", "--flow", flow, "--max", "100")
-    status, body = get(f"/int/flows/events?flow={flow}&max=100")
+    assert over == cli("flows", "--store", "int_events", "--flow", flow, "--max", "100")
+    status, body = get(f"/int/flows/int_events?flow={flow}&max=100")
     assert status == 200 and body == over
 
 
 def test_questions_that_cannot_be_answered_raise(replayed):
     regions, _, get, _, _ = replayed
-    events, hist = region(regions, "events"), region(regions, "hist")
+    events, hist = region(regions, "int_events"), region(regions, "int_hist")
     with pytest.raises(dta.RegionError, match="no window of this store matches"):
         dta.int_histogram(hist, 1, window="at:1000")
     with pytest.raises(dta.RegionError, match="expected recent, latency"):
@@ -216,16 +216,16 @@ def test_event_entries_read_back_decoded_everywhere(replayed):
     """An Append store of record layout `int-event`: its entries decoded alike by HTTP, the CLI
     and Python (the flow summaries' list, and an event list)."""
     regions, cli, get, truth, _ = replayed
-    events = region(regions, "events")
+    events = region(regions, "int_events")
     binary = dta_binary()
     for lst, kind in ((8, "flow_summary"), (1, "event")):
         py = events.list_poll(lst, 0, 4096)
         assert py["record"] == "int-event"
-        status, body = get(f"/query/list/events?list={lst}&tail=0&max=4096")
+        status, body = get(f"/query/list/int_events?list={lst}&tail=0&max=4096")
         assert status == 200 and body["record"] == "int-event"
         assert body["decoded"] == py["decoded"]
         assert body["entries"] == [e.hex() for e in py["entries"]]
-        p = subprocess.run([binary, "query", "list", "--store", "events", "--region-dir", regions,
+        p = subprocess.run([binary, "query", "list", "--store", "int_events", "--region-dir", regions,
                             "--list", str(lst), "--tail", "0", "--max", "4096", "--json"],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stderr
@@ -247,4 +247,4 @@ def test_int_queries_take_the_configuration_as_the_other_queries_do(replayed):
         assert json.loads(p.stdout) == cli("network", "--window", "all")
     p = subprocess.run([binary, "query", "int", "events", "--store", "nope", "--config", config],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "the stores are: events, hist, latency, paths" in p.stderr
+    assert p.returncode == 2 and "the stores are: int_events, int_hist, int_latency, int_paths" in p.stderr

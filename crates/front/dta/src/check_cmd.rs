@@ -1,6 +1,8 @@
-//! `dta check --config F [--cluster MAP]`: validate a configuration as the collector and the
-//! translator would load it (the same [`Config::load`], store specs, rule compilation and HTTP
-//! access checks) and print what the collector would create, with sizes. Nothing is created.
+//! `dta check --config F [--cluster MAP]`: validate a configuration as its service would load it
+//! (a node's `dta.toml`: the same [`Config::load`], store specs, rule compilation and HTTP access
+//! checks of the collector and the translator; an INT sink's: [`IntSinkFile::load`] and the
+//! settings the sink refuses, [`dta_node::modes::check_int_sink`]) and print what would be
+//! created, with sizes. Nothing is created.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use clap::Args;
 use serde::Serialize;
 
 use dta_collector::region_path;
-use dta_node::config::Config;
+use dta_node::config::{Config, IntSinkFile, ServiceFile};
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -68,12 +70,20 @@ struct Plan {
     needed_bytes: u64,
     /// Bytes free on the region directory's filesystem (its nearest existing ancestor's).
     free_bytes: Option<u64>,
-    /// The collector's HTTP API address; absent when off.
+    /// Which service the file configures: `node` (collector and translator) or `int-sink`.
+    service: &'static str,
+    /// The collector's HTTP API address; absent when off (and for an INT sink).
     collector_http: Option<String>,
-    collector_token: bool,
-    translator_listen: String,
-    translator_threads: usize,
-    rules: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    collector_token: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    translator_listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    translator_threads: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rules: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    int_sink: Option<IntSinkPlan>,
     /// The secret files the services will read, each read and checked as they read it.
     secrets: Vec<dta_node::config::SecretFile>,
     /// This build's version, and what it left out (`dta --version`).
@@ -83,6 +93,18 @@ struct Plan {
     xdp_programs_missing: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterPlan>,
+}
+
+/// What `dta int-sink` would do with the file.
+#[derive(Serialize)]
+struct IntSinkPlan {
+    listen: String,
+    /// Sink threads (0 in the file: one per available core).
+    threads: usize,
+    /// Reporter prefixes taken.
+    allow: Vec<String>,
+    /// Event thresholds set (by name); none: the sink raises no threshold events.
+    thresholds: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -127,22 +149,20 @@ fn region_state(
     (state, Some(why))
 }
 
-fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
-    let cfg = Config::load(&a.config)?;
-    // The HTTP API's token and the refusal of a non-loopback address without one.
-    let http = dta_collector::http::options(&cfg.collector)
-        .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
-    // Every secret file a service of this configuration reads, read as it reads it.
-    let secrets = cfg
-        .secret_files()
-        .with_context(|| format!("in configuration {}", a.config.display()))?;
-    let free = dta_store::space::free_bytes(&cfg.region_dir).ok();
+/// What the service of the file would create: its stores, each with its region's state and
+/// size, in the order they are created; the bytes still needed and those free.
+fn store_plans(
+    region_dir: &Path,
+    configured: &[dta_collector::StoreConfig],
+    force: bool,
+) -> anyhow::Result<(Vec<StorePlan>, u64, Option<u64>)> {
+    let free = dta_store::space::free_bytes(region_dir).ok();
     let (mut stores, mut needed) = (vec![], 0u64);
-    for s in &cfg.store {
+    for s in configured {
         let spec = s.spec()?;
-        let path = region_path(&cfg.region_dir, &s.name);
+        let path = region_path(region_dir, &s.name);
         let bytes = region_bytes(&s.name, &spec)?;
-        let (mut state, mut reason) = region_state(&path, &s.name, &spec, cfg.collector.force);
+        let (mut state, mut reason) = region_state(&path, &s.name, &spec, force);
         // What creating (or allocating) this region takes from the filesystem, in the order
         // the collector creates them.
         let need = match state {
@@ -173,7 +193,15 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
             reason,
         });
     }
-    let cluster = a
+    Ok((stores, needed, free))
+}
+
+fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
+    let mut p = match ServiceFile::load(&a.config)? {
+        ServiceFile::Node(cfg) => node_plan(a, &cfg)?,
+        ServiceFile::IntSink(f) => int_sink_plan(a, &f)?,
+    };
+    p.cluster = a
         .cluster
         .as_ref()
         .map(|p| {
@@ -187,24 +215,109 @@ fn plan(a: &CheckArgs) -> anyhow::Result<Plan> {
             })
         })
         .transpose()?;
+    Ok(p)
+}
+
+/// A node's file: the collector's stores, HTTP API and secrets, the translator's socket and
+/// rules.
+fn node_plan(a: &CheckArgs, cfg: &Config) -> anyhow::Result<Plan> {
+    // The HTTP API's token and the refusal of a non-loopback address without one.
+    let http = dta_collector::http::options(&cfg.collector)
+        .with_context(|| format!("in configuration {}: [collector]", a.config.display()))?;
+    // Every secret file a service of this configuration reads, read as it reads it.
+    let secrets = cfg
+        .secret_files()
+        .with_context(|| format!("in configuration {}", a.config.display()))?;
+    let (stores, needed, free) = store_plans(&cfg.region_dir, &cfg.store, cfg.collector.force)?;
     Ok(Plan {
+        service: "node",
+        collector_http: (!cfg.collector.http.is_empty()).then(|| cfg.collector.http.clone()),
+        collector_token: Some(http.token.is_some()),
+        translator_listen: Some(cfg.translator.listen.to_string()),
+        translator_threads: Some(cfg.translator.threads.max(1)),
+        rules: Some(cfg.translator.rules.len()),
+        int_sink: None,
+        secrets,
+        ..common_plan(a, &cfg.region_dir, stores, needed, free)
+    })
+}
+
+/// An INT sink's file: its stores (created without `force`, as `dta int-sink` does), its
+/// socket, and what it refuses of its `[translator]` and `[[store]]` settings.
+fn int_sink_plan(a: &CheckArgs, f: &IntSinkFile) -> anyhow::Result<Plan> {
+    let mode = dta_node::modes::int_sink_mode(false, false);
+    dta_node::modes::check_int_sink(f, mode, false)
+        .with_context(|| format!("in configuration {}", a.config.display()))?;
+    let (stores, needed, free) = store_plans(&f.region_dir, &f.store, false)?;
+    let th = &f.sink.thresholds;
+    let thresholds = [
+        ("hop_latency", th.hop_latency),
+        ("queue_occupancy", th.queue_occupancy),
+        ("egress_tx_util", th.egress_tx_util),
+        ("path_latency", th.path_latency),
+        ("latency_change", th.latency_change),
+        ("queue_change", th.queue_change),
+    ]
+    .into_iter()
+    // u32::MAX is "off" (ThresholdConfig's default).
+    .filter(|(_, v)| *v != u32::MAX)
+    .map(|(n, v)| format!("{n} = {v}"))
+    .collect();
+    Ok(Plan {
+        service: "int-sink",
+        int_sink: Some(IntSinkPlan {
+            listen: f.listen.to_string(),
+            threads: f.sink.threads,
+            allow: f
+                .sink
+                .allow
+                .prefixes()
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            thresholds,
+        }),
+        ..common_plan(a, &f.region_dir, stores, needed, free)
+    })
+}
+
+/// What every service's plan says alike.
+fn common_plan(
+    a: &CheckArgs,
+    region_dir: &Path,
+    stores: Vec<StorePlan>,
+    needed: u64,
+    free: Option<u64>,
+) -> Plan {
+    Plan {
         config: a.config.clone(),
-        region_dir_exists: cfg.region_dir.is_dir(),
-        region_dir: cfg.region_dir.clone(),
+        region_dir_exists: region_dir.is_dir(),
+        region_dir: region_dir.to_path_buf(),
         total_bytes: stores.iter().map(|s| s.bytes).sum(),
         needed_bytes: needed,
         free_bytes: free,
         stores,
-        collector_http: (!cfg.collector.http.is_empty()).then(|| cfg.collector.http.clone()),
-        collector_token: http.token.is_some(),
-        translator_listen: cfg.translator.listen.to_string(),
-        translator_threads: cfg.translator.threads.max(1),
-        rules: cfg.translator.rules.len(),
-        secrets,
+        service: "node",
+        collector_http: None,
+        collector_token: None,
+        translator_listen: None,
+        translator_threads: None,
+        rules: None,
+        int_sink: None,
+        secrets: vec![],
         build: dta_node::ops::build_note(),
         xdp_programs_missing: dta_node::ops::xdp_programs_missing(),
-        cluster,
-    })
+        cluster: None,
+    }
+}
+
+/// The service that would refuse a region.
+fn who(p: &Plan) -> &'static str {
+    if p.int_sink.is_some() {
+        "INT sink"
+    } else {
+        "collector"
+    }
 }
 
 /// Bytes as KiB/MiB/GiB with one decimal.
@@ -223,7 +336,46 @@ fn human(bytes: u64) -> String {
     }
 }
 
+/// Whether `path` is a cluster map (top-level `version` and `[[collector]]` tables) rather than
+/// a service's configuration.
+fn is_cluster_map(path: &Path) -> bool {
+    dta_node::config::read_config(path)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+        .is_some_and(|t| t.contains_key("version") && t.contains_key("collector"))
+}
+
+/// `dta check --config MAP` of a cluster map: checked as `--cluster` checks one.
+fn run_cluster_map(a: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let m = dta_cluster::ClusterMap::load(&a.config)
+        .with_context(|| format!("cluster map {}", a.config.display()))?;
+    let c = ClusterPlan {
+        map: a.config.clone(),
+        version: m.version,
+        collectors: m.collectors.len(),
+        stores: m.stores.len(),
+    };
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
+    } else {
+        writeln!(
+            out,
+            "cluster map {} version {}: valid, {} collectors, {} stores (each collector's \
+             service is configured by its own dta.toml: `dta check --config` it)",
+            c.map.display(),
+            c.version,
+            c.collectors,
+            c.stores
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    if is_cluster_map(&a.config) {
+        return run_cluster_map(&a);
+    }
     let p = plan(&a)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -270,27 +422,49 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             human(p.needed_bytes),
             p.free_bytes.map_or_else(|| "unknown".to_owned(), human)
         )?;
-        match &p.collector_http {
-            Some(h) => writeln!(
+        if let Some(i) = &p.int_sink {
+            writeln!(
                 out,
-                "collector HTTP API on http://{h} ({})",
-                if p.collector_token {
-                    "bearer token required"
-                } else {
-                    "no token: loopback only"
-                }
-            )?,
-            None => writeln!(out, "collector HTTP API off")?,
+                "INT sink on udp://{} ({}), reports taken from {}",
+                i.listen,
+                match i.threads {
+                    0 => "a thread per core".to_owned(),
+                    1 => "1 thread".to_owned(),
+                    n => format!("{n} threads"),
+                },
+                i.allow.join(", ")
+            )?;
+            if i.thresholds.is_empty() {
+                writeln!(
+                    out,
+                    "  no [sink] thresholds: the sink raises no threshold events"
+                )?;
+            } else {
+                writeln!(out, "  thresholds: {}", i.thresholds.join(", "))?;
+            }
         }
-        writeln!(
-            out,
-            "translator on udp://{} ({} thread{}), {} rule{}",
-            p.translator_listen,
-            p.translator_threads,
-            if p.translator_threads == 1 { "" } else { "s" },
-            p.rules,
-            if p.rules == 1 { "" } else { "s" }
-        )?;
+        if let (Some(listen), Some(threads), Some(rules)) =
+            (&p.translator_listen, p.translator_threads, p.rules)
+        {
+            match &p.collector_http {
+                Some(h) => writeln!(
+                    out,
+                    "collector HTTP API on http://{h} ({})",
+                    if p.collector_token == Some(true) {
+                        "bearer token required"
+                    } else {
+                        "no token: loopback only"
+                    }
+                )?,
+                None => writeln!(out, "collector HTTP API off")?,
+            }
+            writeln!(
+                out,
+                "translator on udp://{listen} ({threads} thread{}), {rules} rule{}",
+                if threads == 1 { "" } else { "s" },
+                if rules == 1 { "" } else { "s" }
+            )?;
+        }
         for f in &p.secrets {
             writeln!(
                 out,
@@ -339,8 +513,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         .collect();
     if !no_space.is_empty() {
         bail!(
-            "the collector would refuse {}: the regions need {} more than the {} free on the \
+            "the {} would refuse {}: the regions need {} more than the {} free on the \
              filesystem of {}",
+            who(&p),
             no_space.join(", "),
             human(
                 p.stores
@@ -355,9 +530,14 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     if !refused.is_empty() {
         bail!(
-            "the collector would refuse the existing region files of {} (other parameters; \
-             `[collector] force = true` recreates them, losing their data)",
-            refused.join(", ")
+            "the {} would refuse the existing region files of {} (other parameters; {})",
+            who(&p),
+            refused.join(", "),
+            if p.int_sink.is_some() {
+                "move them away first: the INT sink never recreates a region"
+            } else {
+                "`[collector] force = true` recreates them, losing their data"
+            }
         );
     }
     Ok(ExitCode::SUCCESS)

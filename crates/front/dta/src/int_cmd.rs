@@ -163,7 +163,7 @@ impl IntDirArgs {
             return Ok(d.clone());
         }
         match &self.config {
-            Some(p) => dta_node::config::region_dir_of(p),
+            Some(p) => dta_node::config::ServiceFile::load(p).map(|f| f.region_dir().to_path_buf()),
             None => Ok(dta_node::config::Config::embedded().region_dir),
         }
     }
@@ -481,9 +481,10 @@ struct CheckArgs {
     /// Also query every flow's path from the stores of this sink configuration.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// The Key-Write store of paths in that configuration.
-    #[arg(long, default_value = "paths")]
-    paths_store: String,
+    /// The Key-Write store of paths in that configuration (default: the store of the INT sink's
+    /// path layout).
+    #[arg(long)]
+    paths_store: Option<String>,
     /// Differences printed at most.
     #[arg(long, default_value_t = 10)]
     show: usize,

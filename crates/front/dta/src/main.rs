@@ -107,6 +107,22 @@ impl ConfigArgs {
         }
         Ok(cfg)
     }
+
+    /// The region directory and stores of the configuration, of whichever service it is for
+    /// (a node's or an INT sink's, [`dta_node::config::ServiceFile`]): what queries read.
+    pub(crate) fn regions(&self) -> anyhow::Result<(PathBuf, Vec<dta_collector::StoreConfig>)> {
+        let (dir, stores) = match &self.config {
+            Some(p) => {
+                let f = dta_node::config::ServiceFile::load(p)?;
+                (f.region_dir().to_path_buf(), f.stores().to_vec())
+            }
+            None => {
+                let c = Config::embedded();
+                (c.region_dir, c.store)
+            }
+        };
+        Ok((self.region_dir.clone().unwrap_or(dir), stores))
+    }
 }
 
 #[derive(Args)]
@@ -213,20 +229,20 @@ struct StoreSel {
 
 impl StoreSel {
     fn open(&self) -> anyhow::Result<(dta_store::Region, Option<dta_collector::StoreConfig>)> {
-        let cfg = self.config.load()?;
+        let (region_dir, stores) = self.config.regions()?;
         let (path, store_cfg) = match (&self.region, &self.store) {
             (Some(p), _) => (p.clone(), None),
             (None, Some(name)) => (
-                region_path(&cfg.region_dir, name),
-                cfg.store.iter().find(|s| &s.name == name).cloned(),
+                region_path(&region_dir, name),
+                stores.iter().find(|s| &s.name == name).cloned(),
             ),
             (None, None) => bail!("say which store: --store NAME or --region FILE"),
         };
         if let (None, Some(name), false) = (&self.region, &self.store, path.exists()) {
             return Err(dta_collector::collector::no_such_store(
                 name,
-                &cfg.region_dir,
-                cfg.store.iter().map(|s| s.name.as_str()),
+                &region_dir,
+                stores.iter().map(|s| s.name.as_str()),
             )
             .into());
         }

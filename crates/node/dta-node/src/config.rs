@@ -131,24 +131,6 @@ impl Config {
     }
 }
 
-/// The region directory of the configuration file `path`: a collector's (`dta.toml`), else an
-/// INT sink's; an error naming both reasons when it is neither.
-pub fn region_dir_of(path: &Path) -> anyhow::Result<PathBuf> {
-    match Config::load(path) {
-        Ok(c) => Ok(c.region_dir),
-        Err(collector) => IntSinkFile::load(path)
-            .map(|f| f.region_dir)
-            .map_err(|sink| {
-                anyhow::anyhow!(
-                    "{} is neither a collector's configuration ({}) nor an INT sink's ({})",
-                    path.display(),
-                    dta_log::say_once(collector.chain().map(|c| c.to_string())),
-                    dta_log::say_once(sink.chain().map(|c| c.to_string())),
-                )
-            }),
-    }
-}
-
 /// The directory relative paths of the configuration file `path` are taken from (`.` for a
 /// bare file name).
 pub fn config_dir(path: &Path) -> &Path {
@@ -289,6 +271,48 @@ impl IntSinkFile {
         resolve(base, &mut f.region_dir);
         resolve_translator_paths(base, &mut f.translator);
         Ok(f)
+    }
+}
+
+/// A configuration file of any service: a node's (`dta.toml`: the collector and the translator)
+/// or an INT sink's (a top-level `listen` or a `[sink]` table says which). What `dta check` and
+/// the queries take, so that every example configuration is understood by every tool.
+#[derive(Debug, Clone)]
+pub enum ServiceFile {
+    Node(Box<Config>),
+    IntSink(Box<IntSinkFile>),
+}
+
+impl ServiceFile {
+    /// Read `path` and load it as the configuration of the service it is for.
+    pub fn load(path: &Path) -> anyhow::Result<ServiceFile> {
+        let text = read_config(path)?;
+        // Only the top-level keys decide; a file that does not parse as TOML is the node's
+        // parser's to explain.
+        let int_sink = toml::from_str::<toml::Table>(&text)
+            .is_ok_and(|t| t.contains_key("sink") || t.contains_key("listen"));
+        Ok(if int_sink {
+            ServiceFile::IntSink(Box::new(IntSinkFile::load(path)?))
+        } else {
+            ServiceFile::Node(Box::new(Config::load(path)?))
+        })
+    }
+
+    /// Where the service's regions are.
+    pub fn region_dir(&self) -> &Path {
+        match self {
+            ServiceFile::Node(c) => &c.region_dir,
+            ServiceFile::IntSink(f) => &f.region_dir,
+        }
+    }
+
+    /// The stores the file configures (an INT sink's may be empty: it then uses the regions
+    /// already in its directory).
+    pub fn stores(&self) -> &[StoreConfig] {
+        match self {
+            ServiceFile::Node(c) => &c.store,
+            ServiceFile::IntSink(f) => &f.store,
+        }
     }
 }
 

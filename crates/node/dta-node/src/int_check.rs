@@ -18,8 +18,9 @@ pub struct CheckArgs {
     pub records: PathBuf,
     /// Also query every flow's path from the stores of this sink configuration.
     pub config: Option<PathBuf>,
-    /// The Key-Write store of paths in that configuration.
-    pub paths_store: String,
+    /// The Key-Write store of paths in that configuration; `None`: the one of the INT sink's
+    /// path layout ([`dta_int::query::Role::Paths`]).
+    pub paths_store: Option<String>,
 }
 
 /// Compare the sink's flow records with a trace's ground truth; with a sink configuration,
@@ -31,7 +32,17 @@ pub fn check(a: &CheckArgs) -> anyhow::Result<Checked> {
         Some(cfg) => {
             let f = IntSinkFile::load(cfg)?;
             let c = Collector::open_dir(&f.region_dir, false)?;
-            Some(c.store(&a.paths_store)?.region.clone())
+            let name = match &a.paths_store {
+                Some(n) => n.clone(),
+                None => dta_int::query::Role::Paths
+                    .find(
+                        c.stores()
+                            .iter()
+                            .map(|s| (s.name.as_str(), s.region.header())),
+                    )?
+                    .to_owned(),
+            };
+            Some(c.store(&name)?.region.clone())
         }
         None => None,
     };

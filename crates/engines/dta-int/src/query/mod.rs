@@ -230,10 +230,10 @@ impl Role {
     /// The name the INT sink's example configuration gives it.
     pub fn usual_name(self) -> &'static str {
         match self {
-            Role::Events => "events",
-            Role::Paths => "paths",
-            Role::Hist => "hist",
-            Role::Latency => "latency",
+            Role::Events => "int_events",
+            Role::Paths => "int_paths",
+            Role::Hist => "int_hist",
+            Role::Latency => "int_latency",
         }
     }
 
