@@ -177,9 +177,10 @@ pub(crate) fn int_network<'py>(
 }
 
 /// A switch's histogram of `metric` (`"queue_occupancy"`, `"hop_latency"`,
-/// `"egress_tx_util"`) from the Key-Increment store: log2 buckets, or the sink's `edges`; over
-/// `window` (as `int_network`). `{"node_id", "metric", "buckets": [{"lo", "hi", "count"}],
-/// "total", "windows"}`, as `GET /int/histogram/{store}` answers.
+/// `"egress_tx_util"`) from the Key-Increment store: bucketed as the sink recorded it there, or
+/// by the sink's `edges`; over `window` (as `int_network`). `{"node_id", "metric", "histogram",
+/// "relative_error", "quantiles": {"p50", "p90", "p99", "max"}, "buckets": [{"lo", "hi",
+/// "count"}], "total", "windows", "complete"}`, as `GET /int/histogram/{store}` answers.
 #[pyfunction]
 #[pyo3(signature = (hist, node, metric="queue_occupancy", edges=None, redundancy=None, window=None))]
 pub(crate) fn int_histogram<'py>(
@@ -198,17 +199,13 @@ pub(crate) fn int_histogram<'py>(
             format!("unknown metric {metric:?}: hop_latency, queue_occupancy or egress_tx_util"),
         )
     })?;
-    let b = match edges {
-        Some(e) if !e.is_empty() => Buckets::Edges(e),
-        _ => Buckets::Log2,
-    };
-    b.validate().map_err(|m| region_err(py, "bad_edges", m))?;
+    let b = Buckets::named(edges).map_err(|m| region_err(py, "bad_edges", m))?;
     let w = self::window(py, window)?;
     let r = query::histogram_in(
         hist.inner(),
         node,
         m,
-        &b,
+        b.as_ref(),
         redundancy,
         w,
         dta_store::key_increment::unix_ms(),

@@ -777,8 +777,10 @@ fn int_sink(dir: &Path, quick: bool, port: u16) -> (IntSink<RegionSinks>, Collec
         Arc::new(Stats::default()),
     )
     .unwrap();
+    // The figures bucket by powers of two, as [INT-NIC §IV] Fig. 6 plots them.
     let cfg = IntSinkConfig {
         int_udp_port: Some(port),
+        histogram: Buckets::Log2,
         ..IntSinkConfig::default()
     };
     (IntSink::new(&cfg, translator).unwrap(), collector)
@@ -885,7 +887,7 @@ fn int6(a: &Args) -> Csv {
         }
         let mut observed = vec![0u64; buckets.count()];
         for node in nodes {
-            let h = query::histogram(&hist, node, metric, &buckets, None).unwrap();
+            let h = query::histogram(&hist, node, metric, Some(&buckets), None).unwrap();
             for (o, b) in observed.iter_mut().zip(&h.buckets) {
                 *o += b.count;
             }

@@ -4,7 +4,7 @@
 //! `k` leaves every counter exactly as `k` adds of 1 do. Fixed capacity, allocated once:
 //! nothing here allocates per report.
 
-use crate::layout::{hist_key, Metric, HIST_KEY_LEN};
+use crate::layout::{hist_key, Buckets, Metric, HIST_KEY_LEN};
 
 /// Histogram increments owed to the Key-Increment store: per switch, a dense block of
 /// `metrics × buckets` sums, found through a small open-addressing table of node ids. A report's
@@ -17,6 +17,8 @@ pub struct HistDeltas {
     /// Blocks of `Metric::ALL.len() * buckets` sums, one per node in use.
     sums: Box<[u64]>,
     buckets: usize,
+    /// The bucketing whose keys the counters are written under.
+    scheme: Buckets,
     /// Node ids of the blocks in use, in first-touch order.
     used: Vec<u32>,
     max_nodes: usize,
@@ -25,10 +27,10 @@ pub struct HistDeltas {
 const METRICS: usize = Metric::ALL.len();
 
 impl HistDeltas {
-    /// Room for `capacity` counters of histograms of `buckets` buckets: `capacity / (3 ·
+    /// Room for `capacity` counters of histograms bucketed by `scheme`: `capacity / (3 ·
     /// buckets)` switches (at least one) between flushes.
-    pub fn new(capacity: usize, buckets: usize) -> HistDeltas {
-        let buckets = buckets.max(1);
+    pub fn new(capacity: usize, scheme: &Buckets) -> HistDeltas {
+        let buckets = scheme.count().max(1);
         let nodes = (capacity / (METRICS * buckets)).max(1);
         let slots = (nodes * 2).next_power_of_two();
         HistDeltas {
@@ -36,6 +38,7 @@ impl HistDeltas {
             node_mask: slots - 1,
             sums: vec![0; nodes * METRICS * buckets].into_boxed_slice(),
             buckets,
+            scheme: scheme.clone(),
             used: Vec::with_capacity(nodes),
             max_nodes: nodes,
         }
@@ -64,12 +67,12 @@ impl HistDeltas {
     /// Add 1 to the counter of `(node, metric, bucket)` (`bucket` below the histogram's bucket
     /// count). The caller drains when [`HistDeltas::is_full`], so there is always room.
     #[inline]
-    pub fn add(&mut self, node: u32, metric: Metric, bucket: u8) {
+    pub fn add(&mut self, node: u32, metric: Metric, bucket: u16) {
         self.add_n(node, metric, bucket, 1);
     }
 
     /// Add `n` to the counter of `(node, metric, bucket)`, as [`HistDeltas::add`].
-    pub fn add_n(&mut self, node: u32, metric: Metric, bucket: u8, n: u64) {
+    pub fn add_n(&mut self, node: u32, metric: Metric, bucket: u16, n: u64) {
         let block = self.block(node);
         let at = (block * METRICS + metric as usize - 1) * self.buckets
             + usize::from(bucket).min(self.buckets - 1);
@@ -79,7 +82,7 @@ impl HistDeltas {
     /// Add 1 to the counter of `(node, Metric::ALL[m], bucket)` for every `Some(bucket)` at
     /// `buckets[m]`: one hop's samples, its switch looked up once.
     #[inline]
-    pub fn add_hop(&mut self, node: u32, buckets: [Option<u8>; METRICS]) {
+    pub fn add_hop(&mut self, node: u32, buckets: [Option<u16>; METRICS]) {
         let base = self.block(node) * METRICS * self.buckets;
         for (m, b) in buckets.iter().enumerate() {
             if let Some(b) = *b {
@@ -108,16 +111,47 @@ impl HistDeltas {
         }
     }
 
-    /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table.
+    /// Hand every owed counter (its Key-Increment key and sum) to `write` and empty the table;
+    /// when any was owed, then the scheme's marker ([`Buckets::marker_key`]: how a query knows
+    /// the bucketing of a window) with the samples drained, so that the marker counts every
+    /// sample however often the table is flushed.
     pub fn drain(&mut self, mut write: impl FnMut(&[u8; HIST_KEY_LEN], u64)) {
+        if self.used.is_empty() {
+            return;
+        }
         let per_node = METRICS * self.buckets;
+        let mut samples = 0u64;
+        // Log-linear sums are also written per power of two, under its log2 key
+        // ([`Buckets::octave`]): a bucket's power of two never decreases along the block.
+        let octaves = matches!(self.scheme, Buckets::LogLinear { .. });
         for (block, &node) in self.used.iter().enumerate() {
             let sums = &mut self.sums[block * per_node..(block + 1) * per_node];
-            for (j, c) in sums.iter_mut().enumerate() {
-                if *c != 0 {
-                    let metric = Metric::ALL[j / self.buckets];
-                    write(&hist_key(node, metric, (j % self.buckets) as u8), *c);
+            for (m, metric) in Metric::ALL.into_iter().enumerate() {
+                let mut octave: Option<(u8, u64)> = None;
+                for (b, c) in sums[m * self.buckets..(m + 1) * self.buckets]
+                    .iter_mut()
+                    .enumerate()
+                {
+                    if *c == 0 {
+                        continue;
+                    }
+                    samples = samples.wrapping_add(*c);
+                    write(&self.scheme.key(node, metric, b as u16), *c);
+                    if octaves {
+                        let o = self.scheme.octave(b);
+                        match &mut octave {
+                            Some((at, sum)) if *at == o => *sum += *c,
+                            _ => {
+                                if let Some((at, sum)) = octave.replace((o, *c)) {
+                                    write(&hist_key(node, metric, at), sum);
+                                }
+                            }
+                        }
+                    }
                     *c = 0;
+                }
+                if let Some((at, sum)) = octave {
+                    write(&hist_key(node, metric, at), sum);
                 }
             }
         }
@@ -132,6 +166,7 @@ impl HistDeltas {
             self.nodes[i] = (0, 0);
         }
         self.used.clear();
+        write(&self.scheme.marker_key(), samples);
     }
 }
 
@@ -142,7 +177,7 @@ mod tests {
 
     #[test]
     fn sums_per_key_and_empties() {
-        let mut d = HistDeltas::new(4 * 3 * 33, 33);
+        let mut d = HistDeltas::new(4 * 3 * 33, &Buckets::Log2);
         for _ in 0..3 {
             d.add(7, Metric::HopLatency, 2);
         }
@@ -158,7 +193,13 @@ mod tests {
         d.drain(|k, n| {
             got.insert(*k, n);
         });
-        assert_eq!(got.len(), 5);
+        // The four switches' five counters and the scheme's marker.
+        assert_eq!(got.len(), 6);
+        assert_eq!(
+            got[&Buckets::Log2.marker_key()],
+            3 + 1 + 1 + 1 + 1,
+            "every sample"
+        );
         assert_eq!(got[&hist_key(7, Metric::HopLatency, 2)], 3);
         assert_eq!(got[&hist_key(7, Metric::QueueOccupancy, 2)], 1);
         assert_eq!(got[&hist_key(0, Metric::EgressTxUtil, 0)], 1);
@@ -168,11 +209,11 @@ mod tests {
         d.drain(|_, _| n += 1);
         assert_eq!(n, 0);
         // Many switches sharing probe chains, drained and refilled: every one found again.
-        let mut d2 = HistDeltas::new(64 * 3 * 33, 33);
+        let mut d2 = HistDeltas::new(64 * 3 * 33, &Buckets::Log2);
         for round in 0..3u64 {
             for node in 0..64u32 {
                 for _ in 0..=node % 3 {
-                    d2.add(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
+                    d2.add(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u16);
                 }
             }
             assert!(d2.is_full());
@@ -180,7 +221,7 @@ mod tests {
             d2.drain(|k, n| {
                 got.insert(*k, n);
             });
-            assert_eq!(got.len(), 64, "round {round}");
+            assert_eq!(got.len(), 65, "round {round}: 64 switches and the marker");
             for node in 0..64u32 {
                 let k = hist_key(node * 0x1_0001, Metric::QueueOccupancy, (node % 33) as u8);
                 assert_eq!(got[&k], u64::from(node % 3) + 1);
@@ -188,8 +229,14 @@ mod tests {
             assert!(d2.is_empty());
         }
         d.add(7, Metric::HopLatency, 2);
-        d.drain(|k, c| {
-            assert_eq!((*k, c), (hist_key(7, Metric::HopLatency, 2), 1));
-        });
+        let mut got = vec![];
+        d.drain(|k, c| got.push((*k, c)));
+        assert_eq!(
+            got,
+            [
+                (hist_key(7, Metric::HopLatency, 2), 1),
+                (Buckets::Log2.marker_key(), 1)
+            ]
+        );
     }
 }

@@ -67,7 +67,7 @@ pub struct IntSinkConfig {
     pub event_list_base: u32,
     /// Write events to the Append store (they always go to subscribers).
     pub events_to_store: bool,
-    /// Histogram bucketing.
+    /// Histogram bucketing (default: log-linear within 1 %, [`crate::layout::DEFAULT_HISTOGRAM`]).
     pub histogram: Buckets,
     /// Postcarding value of a hop latency: `min(latency / postcard_divisor, postcard_values - 1)`.
     pub postcard_divisor: u32,
@@ -101,7 +101,9 @@ pub struct IntSinkConfig {
     /// Longest time between delta flushes ([`IntSink::tick`]): what a query may miss.
     pub delta_flush_ms: u64,
     /// Histogram counters held between flushes (as blocks of 3 metrics × buckets per switch:
-    /// `hist_deltas / (3 · buckets)` switches); a full table is flushed early.
+    /// `hist_deltas / (3 · buckets)` switches, 8 bytes each); a full table is flushed early.
+    /// The default, 2^20 (8 MiB per sink thread), holds 202 switches of the default log-linear
+    /// buckets, 10 592 of log2.
     pub hist_deltas: usize,
 }
 
@@ -136,7 +138,7 @@ impl Default for IntSinkConfig {
             redundancy: dta_wire::DEFAULT_REDUNDANCY,
             event_list_base: 0,
             events_to_store: true,
-            histogram: Buckets::Log2,
+            histogram: crate::layout::DEFAULT_HISTOGRAM,
             postcard_divisor: 1,
             postcard_values: 1 << 16,
             md_postcards: true,
@@ -149,7 +151,7 @@ impl Default for IntSinkConfig {
             recv_gather_us: DEFAULT_RECV_GATHER_US,
             aggregate: true,
             delta_flush_ms: 100,
-            hist_deltas: 1 << 15,
+            hist_deltas: 1 << 20,
         }
     }
 }
@@ -517,7 +519,7 @@ impl<S: Sinks> IntSink<S> {
             evicted: Vec::with_capacity(EVICTED_PENDING),
             summaries,
             order: Vec::with_capacity(slots),
-            hist: HistDeltas::new(cfg.hist_deltas, cfg.histogram.count()),
+            hist: HistDeltas::new(cfg.hist_deltas, &cfg.histogram),
             last_delta_flush_ns: 0,
             fast: None,
             fast_slots: Vec::new(),
@@ -1411,7 +1413,8 @@ impl<S: Sinks> IntSink<S> {
             if self.hist.is_full() {
                 self.flush_hist(now_ns);
             }
-            self.hist.add_n(node, Metric::ALL[m as usize], bucket, n);
+            self.hist
+                .add_n(node, Metric::ALL[m as usize], u16::from(bucket), n);
         }
         counts.clear();
         self.fast_hist = counts;

@@ -12,7 +12,7 @@ use dta_int::gen::{
     generate, md_frame, md_frame_v1, report_v1, stacked_report, GenConfig, V1_DSCP,
 };
 use dta_int::layout::FLOW_KEY_LEN;
-use dta_int::{query, shard_of, Buckets, IntSink, IntSinkConfig, Metric, SinkGroup};
+use dta_int::{query, shard_of, IntSink, IntSinkConfig, Metric, SinkGroup};
 use dta_translator::{RegionSinks, Stats, Translator, TranslatorConfig};
 
 const STORES: [&str; 4] = ["paths", "latency", "events", "hist"];
@@ -22,7 +22,9 @@ fn stores(small: bool) -> Vec<StoreConfig> {
     let (slots, chunks, counters) = if small {
         (1 << 9, 1 << 8, 1 << 10)
     } else {
-        (1 << 16, 1 << 16, 1 << 18)
+        // Room for the default log-linear histograms' keys (thousands per switch) without a
+        // key colliding on all its counters.
+        (1 << 16, 1 << 16, 1 << 22)
     };
     [
         format!("name = 'paths'\nkind = 'key-write'\nslots = {slots}\nkey_len = 13\ndata_len = 24"),
@@ -104,7 +106,7 @@ fn aggregated_stores_equal_per_report_stores_byte_for_byte() {
         // Fewer flows than the trace: capacity evictions with owed writes.
         flow_capacity: 64,
         // Room for 12 of the 20 switches' histograms: early flushes.
-        hist_deltas: 1200,
+        hist_deltas: 12 * 3 * dta_int::layout::DEFAULT_HISTOGRAM.count(),
         thresholds: dta_int::ThresholdConfig {
             queue_occupancy: 150,
             ..Default::default()
@@ -190,7 +192,7 @@ fn queries_see_the_deltas_after_a_tick_of_delta_flush_ms() {
         env.region("hist"),
         p.hops[0].node_id,
         Metric::HopLatency,
-        &Buckets::Log2,
+        None,
         None,
     )
     .unwrap();
@@ -215,7 +217,7 @@ fn check_truth(env: &Env, cfg: &IntSinkConfig, pkts: &[dta_int::gen::GenPacket])
             );
         }
     }
-    let mut truth: HashMap<(u32, Metric, u8), u64> = HashMap::new();
+    let mut truth: HashMap<(u32, Metric, u16), u64> = HashMap::new();
     for p in pkts {
         for h in &p.hops {
             for (m, v) in [
@@ -224,7 +226,7 @@ fn check_truth(env: &Env, cfg: &IntSinkConfig, pkts: &[dta_int::gen::GenPacket])
                 (Metric::EgressTxUtil, h.util),
             ] {
                 *truth
-                    .entry((h.node_id, m, Buckets::Log2.bucket(v)))
+                    .entry((h.node_id, m, cfg.histogram.bucket(v)))
                     .or_default() += 1;
             }
         }
@@ -232,11 +234,19 @@ fn check_truth(env: &Env, cfg: &IntSinkConfig, pkts: &[dta_int::gen::GenPacket])
     let nodes: std::collections::BTreeSet<u32> = truth.keys().map(|k| k.0).collect();
     for &node in &nodes {
         for m in Metric::ALL {
-            let h = query::histogram(env.region("hist"), node, m, &Buckets::Log2, None).unwrap();
-            for (b, bucket) in h.buckets.iter().enumerate() {
-                let want = truth.get(&(node, m, b as u8)).copied().unwrap_or(0);
-                assert_eq!(bucket.count, want, "node {node} {m:?} bucket {b}");
+            // The bucketing the sink recorded, found by the query.
+            let h = query::histogram(env.region("hist"), node, m, None, None).unwrap();
+            assert_eq!(h.histogram.as_ref(), Some(&cfg.histogram));
+            let mut got: HashMap<u16, u64> = HashMap::new();
+            for bucket in h.buckets.iter().filter(|b| b.count > 0) {
+                got.insert(cfg.histogram.bucket(bucket.lo as u32), bucket.count);
             }
+            let want: HashMap<u16, u64> = truth
+                .iter()
+                .filter(|((n, mm, _), _)| *n == node && *mm == m)
+                .map(|((_, _, b), c)| (*b, *c))
+                .collect();
+            assert_eq!(got, want, "node {node} {m:?}");
         }
     }
 }

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use dta_collector::{Collector, StoreConfig};
 use dta_int::gen::{generate, md_frame, postcard_report, stacked_report, GenConfig, GenPacket};
 use dta_int::layout::MAX_PATH;
-use dta_int::{
-    query, Buckets, EventKind, EvictReason, IntSink, IntSinkConfig, Metric, Notification,
-};
+use dta_int::{query, EventKind, EvictReason, IntSink, IntSinkConfig, Metric, Notification};
 use dta_translator::{RegionSinks, Stats, Translator, TranslatorConfig};
 
 fn store(name: &str, kind: &str) -> StoreConfig {
@@ -33,7 +31,8 @@ fn store(name: &str, kind: &str) -> StoreConfig {
             s.batch = Some(16);
         }
         _ => {
-            s.counters = Some(1 << 18);
+            // Room for the default log-linear histograms' keys without collisions.
+            s.counters = Some(1 << 22);
             s.key_len = Some(6);
         }
     }
@@ -148,7 +147,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     );
 
     // Histograms: exact counts per switch, metric, bucket.
-    let mut truth: HashMap<(u32, Metric, u8), u64> = HashMap::new();
+    let mut truth: HashMap<(u32, Metric, u16), u64> = HashMap::new();
     for p in &pkts {
         for h in &p.hops {
             for (m, v) in [
@@ -157,7 +156,7 @@ fn md_traffic_paths_latencies_histograms_events() {
                 (Metric::EgressTxUtil, h.util),
             ] {
                 *truth
-                    .entry((h.node_id, m, Buckets::Log2.bucket(v)))
+                    .entry((h.node_id, m, cfg.histogram.bucket(v)))
                     .or_default() += 1;
             }
         }
@@ -166,21 +165,23 @@ fn md_traffic_paths_latencies_histograms_events() {
     assert!(nodes.len() >= 15);
     for &node in &nodes {
         for m in Metric::ALL {
-            let h = query::histogram(env.region("hist"), node, m, &Buckets::Log2, None).unwrap();
-            for (b, bucket) in h.buckets.iter().enumerate() {
-                let want = truth.get(&(node, m, b as u8)).copied().unwrap_or(0);
-                assert_eq!(bucket.count, want, "node {node} {m:?} bucket {b}");
+            // The bucketing the sink recorded, found by the query.
+            let h = query::histogram(env.region("hist"), node, m, None, None).unwrap();
+            assert_eq!(h.histogram.as_ref(), Some(&cfg.histogram));
+            let mut got: HashMap<u16, u64> = HashMap::new();
+            for bucket in h.buckets.iter().filter(|b| b.count > 0) {
+                got.insert(cfg.histogram.bucket(bucket.lo as u32), bucket.count);
             }
+            let want: HashMap<u16, u64> = truth
+                .iter()
+                .filter(|((n, mm, _), _)| *n == node && *mm == m)
+                .map(|((_, _, b), c)| (*b, *c))
+                .collect();
+            assert_eq!(got, want, "node {node} {m:?}");
         }
     }
     // An unknown switch has an empty histogram.
-    let h = query::histogram(
-        env.region("hist"),
-        7,
-        Metric::HopLatency,
-        &Buckets::Log2,
-        None,
-    );
+    let h = query::histogram(env.region("hist"), 7, Metric::HopLatency, None, None);
     assert_eq!(h.unwrap().total, 0);
 
     // Events: queue-occupancy threshold crossings and path changes, in order.
@@ -469,16 +470,7 @@ fn histogram_windows_close() {
     };
     let now = dta_store::key_increment::unix_ms;
     let hist_of = |w| {
-        query::histogram_in(
-            region,
-            node,
-            Metric::HopLatency,
-            &Buckets::Log2,
-            None,
-            Some(w),
-            now(),
-        )
-        .unwrap()
+        query::histogram_in(region, node, Metric::HopLatency, None, None, Some(w), now()).unwrap()
     };
     // Start just after a window boundary, so the replay fits in its window.
     while now() % 300 > 50 {

@@ -105,6 +105,9 @@ struct IntSinkPlan {
     allow: Vec<String>,
     /// Event thresholds set (by name); none: the sink raises no threshold events.
     thresholds: Vec<String>,
+    /// The per-switch histograms' bucketing and its buckets.
+    histogram: dta_int::Buckets,
+    histogram_buckets: usize,
 }
 
 #[derive(Serialize)]
@@ -276,6 +279,8 @@ fn int_sink_plan(a: &CheckArgs, f: &IntSinkFile) -> anyhow::Result<Plan> {
                 .map(|p| p.to_string())
                 .collect(),
             thresholds,
+            histogram: f.sink.histogram.clone(),
+            histogram_buckets: f.sink.histogram.count(),
         }),
         ..common_plan(a, &f.region_dir, stores, needed, free)
     })
@@ -433,6 +438,19 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                     n => format!("{n} threads"),
                 },
                 i.allow.join(", ")
+            )?;
+            writeln!(
+                out,
+                "  histograms: {} buckets per switch and metric{}",
+                i.histogram_buckets,
+                match (&i.histogram, i.histogram.relative_error()) {
+                    (dta_int::Buckets::LogLinear { .. }, Some(e)) => format!(
+                        ", log-linear: quantiles within {:.2} % of the truth",
+                        e * 100.0
+                    ),
+                    (dta_int::Buckets::Log2, _) => ", log2 (powers of two)".to_owned(),
+                    _ => ", configured edges".to_owned(),
+                }
             )?;
             if i.thresholds.is_empty() {
                 writeln!(

@@ -440,17 +440,12 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             let Some(m) = Metric::from_name(&metric) else {
                 bail!("unknown metric {metric:?}");
             };
-            let b = if edges.is_empty() {
-                Buckets::Log2
-            } else {
-                Buckets::Edges(edges)
-            };
-            b.validate().map_err(anyhow::Error::msg)?;
+            let b = Buckets::named(Some(edges)).map_err(anyhow::Error::msg)?;
             serde_json::to_value(query::histogram_in(
                 &*sel.region()?,
                 node,
                 m,
-                &b,
+                b.as_ref(),
                 redundancy,
                 window,
                 dta_store::key_increment::unix_ms(),

@@ -31,6 +31,16 @@ fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body.to_owned()))
 }
 
+/// A service the test started, stopped when the test ends, failed or not.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `examples/NAME` with each `(from, to)` replaced, each `from` required to be there.
 fn example(name: &str, edits: &[(&str, String)]) -> String {
     let mut text = std::fs::read_to_string(Path::new(EXAMPLES).join(name)).unwrap();
@@ -110,18 +120,20 @@ fn the_examples_run_together_as_documented() {
         .output()
         .unwrap();
     assert_success(&out);
-    let mut sink = dta()
-        .args([
-            "int-sink",
-            "--metrics",
-            &int_metrics.to_string(),
-            "--config",
-        ])
-        .arg(d.join("int-sink.toml"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _sink = Running(
+        dta()
+            .args([
+                "int-sink",
+                "--metrics",
+                &int_metrics.to_string(),
+                "--config",
+            ])
+            .arg(d.join("int-sink.toml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_for("the INT sink's metrics", || {
         common::scrape(int_metrics).is_some()
     });
@@ -131,13 +143,15 @@ fn the_examples_run_together_as_documented() {
         .output()
         .unwrap();
     assert_success(&out);
-    let mut collector = dta()
-        .args(["collector", "--config"])
-        .arg(d.join("dta.toml"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _collector = Running(
+        dta()
+            .args(["collector", "--config"])
+            .arg(d.join("dta.toml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let addr = format!("127.0.0.1:{http}");
     wait_for("the collector's API", || {
         get(&addr, "/readyz").is_some_and(|(c, _)| c == 200)
@@ -206,9 +220,4 @@ fn the_examples_run_together_as_documented() {
         .output()
         .unwrap();
     assert_success(&out);
-
-    collector.kill().unwrap();
-    collector.wait().unwrap();
-    sink.kill().unwrap();
-    sink.wait().unwrap();
 }

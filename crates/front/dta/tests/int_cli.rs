@@ -614,12 +614,16 @@ fn events_and_windowed_histograms_agree_between_cli_and_http() {
         .iter()
         .position(|b| b["count"].as_u64() > Some(0))
         .expect("a bucket with samples");
+    // The bucket's key in the bucketing the answer names (the sink's default, log-linear).
+    let scheme: dta_int::Buckets = serde_json::from_value(h["histogram"].clone()).unwrap();
+    assert!(matches!(scheme, dta_int::Buckets::LogLinear { .. }), "{h}");
+    let lo = h["buckets"][bucket]["lo"].as_u64().unwrap() as u32;
     let key = format!(
         "0x{}",
-        hex::encode(dta_int::layout::hist_key(
+        hex::encode(scheme.key(
             first.parse().unwrap(),
             dta_int::layout::Metric::QueueOccupancy,
-            bucket as u8
+            scheme.bucket(lo)
         ))
     );
     let ki = |extra: &[&str]| {

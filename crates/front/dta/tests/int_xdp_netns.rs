@@ -113,7 +113,8 @@ fn histograms(d: &Path, nodes: &BTreeSet<u32>) -> BTreeMap<(u32, usize), Vec<u64
     let mut out = BTreeMap::new();
     for &n in nodes {
         for (m, metric) in Metric::ALL.iter().enumerate() {
-            let h = dta_int::query::histogram(&region, n, *metric, &Buckets::Log2, None).unwrap();
+            let h =
+                dta_int::query::histogram(&region, n, *metric, Some(&Buckets::Log2), None).unwrap();
             out.insert((n, m), h.buckets.iter().map(|b| b.count).collect());
         }
     }

@@ -241,8 +241,8 @@ async fn histogram(
             "unknown metric {metric_name:?}: hop_latency, queue_occupancy or egress_tx_util"
         ))
     })?;
-    let buckets = match p.raw("edges").filter(|e| !e.is_empty()) {
-        None => Buckets::Log2,
+    let edges = match p.raw("edges").filter(|e| !e.is_empty()) {
+        None => None,
         Some(e) => {
             let edges = e
                 .split(',')
@@ -256,10 +256,10 @@ async fn histogram(
             if edges.len() > MAX_EDGES {
                 return Err(bad(format!("edges: at most {MAX_EDGES}")));
             }
-            Buckets::Edges(edges)
+            Some(edges)
         }
     };
-    buckets.validate().map_err(bad)?;
+    let buckets = Buckets::named(edges).map_err(bad)?;
     let redundancy = p.redundancy()?;
     s.heavy
         .on_store(&s.c, name, move |_, st| {
@@ -267,7 +267,7 @@ async fn histogram(
                 &st.region,
                 node,
                 metric,
-                &buckets,
+                buckets.as_ref(),
                 redundancy,
                 window,
                 dta_store::key_increment::unix_ms(),

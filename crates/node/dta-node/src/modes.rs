@@ -333,6 +333,11 @@ const ONE_XDP_PROGRAM: &str = "the XDP fast path and AF_XDP receive each attach 
 /// Why the INT sink with AF_XDP receive runs one thread.
 const AF_XDP_ONE_SINK: &str = "AF_XDP hands datagrams over by receive queue, not by flow, and      a flow's reports must reach the sink thread that holds it: leave [sink] threads unset      (one thread reads every queue) or set it to 1";
 
+/// Why the INT sink's XDP fast path refuses histograms other than log2.
+const XDP_LOG2_HISTOGRAMS: &str = "the XDP fast path counts histograms in the driver in log2 \
+     buckets; set [sink] histogram = { kind = \"log2\" } to use it, or run without --xdp for \
+     the log-linear quantiles";
+
 /// Refuse what an INT sink file asks that the INT sink in `mode` cannot honour (and `--xdp`
 /// with `--af-xdp`: `af_xdp_too`). Its `[translator]` table configures the sink's own
 /// translator (caches, batches, timers); the settings of a translator that receives datagrams
@@ -344,6 +349,17 @@ pub fn check_int_sink(f: &IntSinkFile, mode: Mode, af_xdp_too: bool) -> Result<(
             setting: "--af-xdp".into(),
             mode,
             why: ONE_XDP_PROGRAM,
+        });
+    }
+    if mode == Mode::IntSinkXdp && f.sink.histogram != dta_int::Buckets::Log2 {
+        return Err(Refusal {
+            setting: format!(
+                "[sink] histogram = {}",
+                toml::Value::try_from(&f.sink.histogram)
+                    .map_or_else(|_| format!("{:?}", f.sink.histogram), |v| v.to_string())
+            ),
+            mode,
+            why: XDP_LOG2_HISTOGRAMS,
         });
     }
     if mode == Mode::IntSinkAfXdp && f.sink.threads > 1 {
@@ -454,8 +470,23 @@ mod tests {
     }
 
     #[test]
+    fn the_int_sink_xdp_fast_path_refuses_histograms_it_cannot_count() {
+        let log_linear = IntSinkFile::parse("region_dir = 'r'\n").unwrap();
+        let e = check_int_sink(&log_linear, Mode::IntSinkXdp, false).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("[sink] histogram"), "{msg}");
+        assert!(msg.contains("log_linear"), "{msg}");
+        assert!(msg.contains("dta int-sink --xdp IFACE"), "{msg}");
+        assert!(check_int_sink(&log_linear, Mode::IntSink, false).is_ok());
+        let log2 = IntSinkFile::parse("region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n")
+            .unwrap();
+        assert!(check_int_sink(&log2, Mode::IntSinkXdp, false).is_ok());
+    }
+
+    #[test]
     fn the_int_sink_refuses_what_its_translator_would_ignore() {
-        let base = "region_dir = 'r'\n";
+        // Log2 histograms: what every mode takes (the XDP fast path counts no other).
+        let base = "region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n";
         let f = IntSinkFile::parse(base).unwrap();
         for m in [Mode::IntSink, Mode::IntSinkXdp, Mode::IntSinkAfXdp] {
             check_int_sink(&f, m, false).unwrap();

@@ -12,7 +12,7 @@ use dta_store::{
 pub use dta_store::{WindowSel, WindowSpan};
 
 use crate::events::{flow_string, Event, EventKind, FlowSummary};
-use crate::layout::{decode_path, hist_key, Buckets, Metric, FLOW_KEY_LEN};
+use crate::layout::{decode_path, Buckets, Metric, FLOW_KEY_LEN};
 pub mod scan;
 
 pub use scan::{
@@ -399,8 +399,9 @@ pub struct Switch {
     pub node_id: u32,
     /// Flows through it among those read.
     pub flows: u64,
-    /// Its histograms over the windows read: samples, and the upper edge of the bucket
-    /// holding the median and the 99th percentile (log2 buckets; `None`: no samples).
+    /// Its histograms over the windows read: samples, and the median and the 99th percentile
+    /// as their buckets' midpoints, within the network's `relative_error` of the true ones
+    /// (`None`: no samples).
     pub queue_samples: u64,
     pub queue_p50: Option<u64>,
     pub queue_p99: Option<u64>,
@@ -427,6 +428,10 @@ pub struct Network {
     pub flows: u64,
     /// The histograms' windows (empty: a cumulative store).
     pub windows: Vec<WindowSpan>,
+    /// The histograms' bucketing, as the sink recorded it in those windows (`None`: nothing
+    /// recorded there), and the bound on the quantiles' relative error it gives.
+    pub histogram: Option<Buckets>,
+    pub relative_error: Option<f64>,
     /// Whether the map holds every flow summary held and every switch on their paths (else
     /// only the newest summaries' and the first [`MAX_SWITCHES`] switches'), and its
     /// histograms all the time asked.
@@ -484,26 +489,24 @@ pub fn network(
             nodes.len()
         ));
     }
+    let scheme = recorded_buckets(hist, window, now_ms)?;
+    if scheme.is_none() {
+        notes.push("no histogram was written in the windows asked".to_owned());
+    }
     let mut switches = vec![];
     for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
-        let q = histogram_in(
-            hist,
-            node_id,
-            Metric::QueueOccupancy,
-            &Buckets::Log2,
-            None,
-            window,
-            now_ms,
-        )?;
-        let l = histogram_in(
-            hist,
-            node_id,
-            Metric::HopLatency,
-            &Buckets::Log2,
-            None,
-            window,
-            now_ms,
-        )?;
+        let of = |metric| {
+            histogram_in(
+                hist,
+                node_id,
+                metric,
+                Some(scheme.as_ref().unwrap_or(&Buckets::Log2)),
+                None,
+                window,
+                now_ms,
+            )
+        };
+        let (q, l) = (of(Metric::QueueOccupancy)?, of(Metric::HopLatency)?);
         windows = q.windows.clone();
         if let Some(n) = &q.coverage.note {
             if !notes.contains(n) {
@@ -514,11 +517,11 @@ pub fn network(
             node_id,
             flows: n,
             queue_samples: q.total,
-            queue_p50: quantile(&q, 0.5),
-            queue_p99: quantile(&q, 0.99),
+            queue_p50: q.quantiles.p50,
+            queue_p99: q.quantiles.p99,
             latency_samples: l.total,
-            latency_p50: quantile(&l, 0.5),
-            latency_p99: quantile(&l, 0.99),
+            latency_p50: l.quantiles.p50,
+            latency_p99: l.quantiles.p99,
         });
     }
     switches.sort_by(|a, b| {
@@ -535,26 +538,67 @@ pub fn network(
             .collect(),
         flows: flows.len() as u64,
         windows,
+        relative_error: scheme.as_ref().and_then(Buckets::relative_error),
+        histogram: scheme,
         complete: notes.is_empty(),
         notes,
     })
 }
 
-/// The upper edge of the bucket holding quantile `q` of a histogram (the last bucket's lower
-/// edge when it is unbounded); `None` without samples.
-fn quantile(h: &HistogramResult, q: f64) -> Option<u64> {
-    if h.total == 0 {
+/// The bucket estimate ([`Buckets::estimate`]) of quantile `q` of the buckets `counts` (in
+/// bucket order) totalling `total`; `None` without samples.
+fn quantile(buckets: &Buckets, counts: &[(usize, u64)], total: u64, q: f64) -> Option<u64> {
+    if total == 0 {
         return None;
     }
-    let want = (h.total as f64 * q).ceil().max(1.0) as u64;
+    let want = (total as f64 * q).ceil().max(1.0) as u64;
     let mut seen = 0;
-    for b in &h.buckets {
-        seen += b.count;
+    for &(b, n) in counts {
+        seen += n;
         if seen >= want {
-            return Some(b.hi.unwrap_or(b.lo));
+            return Some(buckets.estimate(b));
         }
     }
-    h.buckets.last().map(|b| b.hi.unwrap_or(b.lo))
+    counts.last().map(|&(b, _)| buckets.estimate(b))
+}
+
+/// A histogram's quantiles: each the estimate of the bucket that holds it, within the
+/// answer's `relative_error` of the true quantile; `max` the highest sample's.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Quantiles {
+    pub p50: Option<u64>,
+    pub p90: Option<u64>,
+    pub p99: Option<u64>,
+    pub max: Option<u64>,
+}
+
+/// The bucketing the sink recorded in the windows `window` selects of a histogram store
+/// ([`Buckets::detect`]); `None` when nothing was written there.
+pub fn recorded_buckets(
+    hist: &Region,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<Option<Buckets>, QueryError> {
+    expect(hist, StoreKind::KeyIncrement, "key-increment")?;
+    let l = KeyIncrementLayout::new(hist.header()).map_err(|e| layout_err(hist, e))?;
+    let windows = l
+        .select_windows(hist.mem(), default_window(&l, window), now_ms)
+        .map_err(|e| layout_err(hist, e))?;
+    Buckets::detect(|k| {
+        l.query_spans(hist.mem(), k, None, &windows)
+            .map_err(|e| e.to_string())
+    })
+    .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
+}
+
+/// A histogram query's windows: the one asked, else the current window of a windowed store,
+/// all of a cumulative one.
+fn default_window(l: &KeyIncrementLayout, window: Option<WindowSel>) -> WindowSel {
+    window.unwrap_or(if l.windows().is_some() {
+        WindowSel::Current
+    } else {
+        WindowSel::All
+    })
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -569,6 +613,15 @@ pub struct Bucket {
 pub struct HistogramResult {
     pub node_id: u32,
     pub metric: Metric,
+    /// The bucketing read: as asked, else as the sink recorded it in the windows read
+    /// (`None`: nothing recorded there, and no buckets).
+    pub histogram: Option<Buckets>,
+    /// The bound on the relative error of `quantiles` (each bucket's midpoint against every
+    /// value the bucket holds); `None` for configured edges.
+    pub relative_error: Option<f64>,
+    pub quantiles: Quantiles,
+    /// Every bucket of log2 and configured edges; the buckets that hold samples of log-linear
+    /// ones (there are up to 3 200).
     pub buckets: Vec<Bucket>,
     pub total: u64,
     /// The time windows counted (oldest first); empty for a store that keeps one cumulative
@@ -588,7 +641,7 @@ pub fn histogram(
     region: &Region,
     node_id: u32,
     metric: Metric,
-    buckets: &Buckets,
+    buckets: Option<&Buckets>,
     redundancy: Option<u8>,
 ) -> Result<HistogramResult, QueryError> {
     histogram_in(
@@ -603,46 +656,108 @@ pub fn histogram(
 }
 
 /// [`histogram`] over the windows `window` names (`None`: the current one of a windowed
-/// store, the whole of a cumulative one), as of `now_ms` (Unix milliseconds); the answer
-/// lists the windows it covers.
+/// store, the whole of a cumulative one), as of `now_ms` (Unix milliseconds), bucketed as
+/// `buckets` says or, when `None`, as the sink recorded it there ([`recorded_buckets`]); the
+/// answer lists the windows it covers, names the bucketing, and gives the quantiles with the
+/// bound on their relative error.
 pub fn histogram_in(
     region: &Region,
     node_id: u32,
     metric: Metric,
-    buckets: &Buckets,
+    buckets: Option<&Buckets>,
     redundancy: Option<u8>,
     window: Option<WindowSel>,
     now_ms: u64,
 ) -> Result<HistogramResult, QueryError> {
     expect(region, StoreKind::KeyIncrement, "key-increment")?;
     let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
-    let sel = window.unwrap_or(if l.windows().is_some() {
-        WindowSel::Current
-    } else {
-        WindowSel::All
-    });
+    let sel = default_window(&l, window);
     let windows = l
         .select_windows(region.mem(), sel, now_ms)
         .map_err(|e| layout_err(region, e))?;
-    let mut out = Vec::with_capacity(buckets.count());
-    for b in 0..buckets.count() {
-        let (lo, hi) = buckets.range(b);
-        let count = l
-            .query_spans(
-                region.mem(),
-                &hist_key(node_id, metric, b as u8),
-                redundancy,
-                &windows,
-            )
-            .map_err(|e| layout_err(region, e))?;
-        out.push(Bucket { lo, hi, count });
+    let scheme = match buckets {
+        Some(b) => Some(b.clone()),
+        None => recorded_buckets(region, Some(sel), now_ms)?,
+    };
+    let mut coverage = l.coverage(sel, now_ms);
+    let Some(scheme) = scheme else {
+        coverage
+            .note
+            .get_or_insert_with(|| "no histogram was written in the windows asked".to_owned());
+        return Ok(HistogramResult {
+            node_id,
+            metric,
+            histogram: None,
+            relative_error: None,
+            quantiles: Quantiles::default(),
+            buckets: vec![],
+            total: 0,
+            windows,
+            coverage,
+        });
+    };
+    let read = |key: &[u8; crate::layout::HIST_KEY_LEN]| {
+        l.query_spans(region.mem(), key, redundancy, &windows)
+            .map_err(|e| layout_err(region, e))
+    };
+    let sparse = matches!(scheme, Buckets::LogLinear { .. });
+    let mut counts = Vec::new();
+    let mut out = Vec::new();
+    if sparse {
+        // The powers of two first (their log2 keys), then the log-linear buckets of those that
+        // hold samples ([`Buckets::octave`]); a power of two whose buckets do not add up to it
+        // was answered with another key's counts somewhere (all of a key's counters shared).
+        let mut uncertain = 0u64;
+        for o in 0..=32u8 {
+            let whole = read(&crate::layout::hist_key(node_id, metric, o))?;
+            if whole == 0 {
+                continue;
+            }
+            let mut sum = 0u64;
+            for b in scheme.in_octave(o) {
+                let count = read(&scheme.key(node_id, metric, b as u16))?;
+                if count > 0 {
+                    sum += count;
+                    counts.push((b, count));
+                    let (lo, hi) = scheme.range(b);
+                    out.push(Bucket { lo, hi, count });
+                }
+            }
+            uncertain += sum.abs_diff(whole);
+        }
+        if uncertain > 0 {
+            coverage.note = Some(format!(
+                "{uncertain} samples of this histogram are uncertain: the store's counters are \
+                 shared by too many keys (give it more counters; docs/int-sink.md, \
+                 \"Histograms\")"
+            ));
+        }
+    } else {
+        for b in 0..scheme.count() {
+            let count = read(&scheme.key(node_id, metric, b as u16))?;
+            if count > 0 {
+                counts.push((b, count));
+            }
+            let (lo, hi) = scheme.range(b);
+            out.push(Bucket { lo, hi, count });
+        }
     }
+    let total = counts.iter().map(|&(_, n)| n).sum();
+    let q = |p| quantile(&scheme, &counts, total, p);
     Ok(HistogramResult {
         node_id,
         metric,
-        total: out.iter().map(|b| b.count).sum(),
+        relative_error: scheme.relative_error(),
+        quantiles: Quantiles {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: counts.last().map(|&(b, _)| scheme.estimate(b)),
+        },
+        histogram: Some(scheme),
+        total,
         buckets: out,
         windows,
-        coverage: l.coverage(sel, now_ms),
+        coverage,
     })
 }

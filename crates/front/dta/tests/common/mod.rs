@@ -220,7 +220,8 @@ pub fn udp_port_bound(port: u16) -> bool {
         .any(|text| !dta_net::port_owner::inodes_on_port(&text, port).is_empty())
 }
 
-/// `d/int.toml`: an INT sink listening on `listen` (its HTTP API) with stores in `d/regions`;
+/// `d/int.toml`: an INT sink listening on `listen` (its HTTP API) with stores in `d/regions`,
+/// log2 histograms (what the XDP fast path counts, so that every mode takes the file);
 /// `sink` adds lines to its `[sink]` table.
 pub fn write_int_config(d: &std::path::Path, listen: &str, sink: &str) {
     std::fs::write(
@@ -230,6 +231,7 @@ pub fn write_int_config(d: &std::path::Path, listen: &str, sink: &str) {
 listen = "{listen}"
 [sink]
 int_udp_port = 5000
+histogram = {{ kind = "log2" }}
 {sink}
 [[store]]
 name = "paths"
