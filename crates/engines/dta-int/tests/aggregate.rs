@@ -4,6 +4,8 @@
 //! live write counter counts writes, the thing aggregation saves); a Telemetry Report v1.0 trace
 //! answers every query as the v2.0 one does; two sinks of a group answer as one.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -217,7 +219,7 @@ fn check_truth(env: &Env, cfg: &IntSinkConfig, pkts: &[dta_int::gen::GenPacket])
             );
         }
     }
-    let mut truth: HashMap<(u32, Metric, u16), u64> = HashMap::new();
+    let mut truth = common::Counts::new();
     for p in pkts {
         for h in &p.hops {
             for (m, v) in [
@@ -234,19 +236,7 @@ fn check_truth(env: &Env, cfg: &IntSinkConfig, pkts: &[dta_int::gen::GenPacket])
     let nodes: std::collections::BTreeSet<u32> = truth.keys().map(|k| k.0).collect();
     for &node in &nodes {
         for m in Metric::ALL {
-            // The bucketing the sink recorded, found by the query.
-            let h = query::histogram(env.region("hist"), node, m, None, None).unwrap();
-            assert_eq!(h.histogram.as_ref(), Some(&cfg.histogram));
-            let mut got: HashMap<u16, u64> = HashMap::new();
-            for bucket in h.buckets.iter().filter(|b| b.count > 0) {
-                got.insert(cfg.histogram.bucket(bucket.lo as u32), bucket.count);
-            }
-            let want: HashMap<u16, u64> = truth
-                .iter()
-                .filter(|((n, mm, _), _)| *n == node && *mm == m)
-                .map(|((_, _, b), c)| (*b, *c))
-                .collect();
-            assert_eq!(got, want, "node {node} {m:?}");
+            common::assert_histogram(env.region("hist"), &cfg.histogram, node, m, &truth);
         }
     }
 }

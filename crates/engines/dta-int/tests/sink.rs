@@ -1,6 +1,8 @@
 //! End to end: generated INT traffic through the sink into real region files; every query
 //! answers against the generator's ground truth.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -147,7 +149,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     );
 
     // Histograms: exact counts per switch, metric, bucket.
-    let mut truth: HashMap<(u32, Metric, u16), u64> = HashMap::new();
+    let mut truth = common::Counts::new();
     for p in &pkts {
         for h in &p.hops {
             for (m, v) in [
@@ -165,19 +167,7 @@ fn md_traffic_paths_latencies_histograms_events() {
     assert!(nodes.len() >= 15);
     for &node in &nodes {
         for m in Metric::ALL {
-            // The bucketing the sink recorded, found by the query.
-            let h = query::histogram(env.region("hist"), node, m, None, None).unwrap();
-            assert_eq!(h.histogram.as_ref(), Some(&cfg.histogram));
-            let mut got: HashMap<u16, u64> = HashMap::new();
-            for bucket in h.buckets.iter().filter(|b| b.count > 0) {
-                got.insert(cfg.histogram.bucket(bucket.lo as u32), bucket.count);
-            }
-            let want: HashMap<u16, u64> = truth
-                .iter()
-                .filter(|((n, mm, _), _)| *n == node && *mm == m)
-                .map(|((_, _, b), c)| (*b, *c))
-                .collect();
-            assert_eq!(got, want, "node {node} {m:?}");
+            common::assert_histogram(env.region("hist"), &cfg.histogram, node, m, &truth);
         }
     }
     // An unknown switch has an empty histogram.

@@ -31,6 +31,22 @@ fn stores() -> Vec<StoreConfig> {
     .collect()
 }
 
+/// A generated trace of `flows` flows of up to `max_packets` packets (fb_hadoop sizes).
+fn trace(
+    seed: u64,
+    flows: usize,
+    max_packets: u64,
+) -> (TrafficConfig, dta_int_trace::intgen::Traffic) {
+    let cfg = TrafficConfig {
+        seed,
+        flows,
+        max_packets_per_flow: max_packets,
+        ..TrafficConfig::default()
+    };
+    let t = generate(&cfg, &FlowSizeCdf::builtin("fb_hadoop").unwrap());
+    (cfg, t)
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -38,13 +54,7 @@ fn hex(b: &[u8]) -> String {
 #[test]
 fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = TrafficConfig {
-        seed: 9,
-        flows: 150,
-        max_packets_per_flow: 30,
-        ..TrafficConfig::default()
-    };
-    let t = generate(&cfg, &FlowSizeCdf::builtin("fb_hadoop").unwrap());
+    let (cfg, t) = trace(9, 150, 30);
     let truth: &GroundTruth = &t.truth;
     let n = t.packets.len();
     let pcap = dir.path().join("int.pcap");
@@ -185,15 +195,9 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
 #[test]
 fn default_histograms_give_every_quantile_within_the_stated_error() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = TrafficConfig {
-        seed: 21,
-        flows: 200,
-        max_packets_per_flow: 40,
-        ..TrafficConfig::default()
-    };
-    let t = generate(&cfg, &FlowSizeCdf::builtin("fb_hadoop").unwrap());
-    // Counters for ~100 000 keys at N = 2 with room: exact counts (docs/int-sink.md, "Sizing
-    // the histogram store").
+    let (cfg, t) = trace(21, 200, 40);
+    // Counters for ~100 000 keys at N = 2 with room: exact counts (docs/int-sink.md,
+    // "Histograms": sizing the store).
     let mut stores = stores();
     stores[3] =
         toml::from_str("name = 'hist'\nkind = 'key-increment'\ncounters = 4194304\nkey_len = 6")
