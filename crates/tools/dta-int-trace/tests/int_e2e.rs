@@ -47,6 +47,20 @@ fn trace(
     (cfg, t)
 }
 
+/// An INT sink of `cfg` writing `collector`'s regions through its own translator.
+fn sink_over(
+    collector: &Collector,
+    cfg: &IntSinkConfig,
+) -> IntSink<dta_translator::sinks::RegionSinks> {
+    let translator = Translator::colocated(
+        &TranslatorConfig::default(),
+        collector.regions(),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    IntSink::new(cfg, translator).unwrap()
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -92,18 +106,12 @@ fn replayed_pcap_lands_in_the_stores_as_the_ground_truth_says() {
     assert_eq!(datagrams.len(), n, "every datagram delivered");
 
     let collector = Collector::create(&dir.path().join("regions"), &stores(), false).unwrap();
-    let translator = Translator::colocated(
-        &TranslatorConfig::default(),
-        collector.regions(),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
     let sink_cfg = IntSinkConfig {
         int_udp_port: Some(cfg.int_udp_port),
         histogram: Buckets::Log2,
         ..IntSinkConfig::default()
     };
-    let mut sink = IntSink::new(&sink_cfg, translator).unwrap();
+    let mut sink = sink_over(&collector, &sink_cfg);
     for (d, f) in datagrams.iter().zip(&truth.frames) {
         sink.handle_report(d, f.time_ns);
     }
@@ -203,19 +211,13 @@ fn default_histograms_give_every_quantile_within_the_stated_error() {
         toml::from_str("name = 'hist'\nkind = 'key-increment'\ncounters = 4194304\nkey_len = 6")
             .unwrap();
     let collector = Collector::create(&dir.path().join("regions"), &stores, false).unwrap();
-    let translator = Translator::colocated(
-        &TranslatorConfig::default(),
-        collector.regions(),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
     let sink_cfg = IntSinkConfig {
         int_udp_port: Some(cfg.int_udp_port),
         ..IntSinkConfig::default()
     };
     assert!(matches!(sink_cfg.histogram, Buckets::LogLinear { .. }));
     let mut occupied = 0usize;
-    let mut sink = IntSink::new(&sink_cfg, translator).unwrap();
+    let mut sink = sink_over(&collector, &sink_cfg);
     for p in &t.packets {
         sink.handle_frame(&dta_int::gen::md_frame(p, cfg.int_udp_port), p.time_ns);
     }
