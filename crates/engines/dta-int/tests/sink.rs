@@ -429,6 +429,27 @@ fn garbage_is_counted_not_fatal() {
     assert_eq!(s.md_packets.load(Relaxed), 0);
 }
 
+/// A histogram store nothing was written to answers an empty histogram that says so, not
+/// zeros in a bucketing it does not know.
+#[test]
+fn an_unwritten_histogram_store_says_it_holds_none() {
+    let stores = [
+        store("paths", "key-write"),
+        store("latency", "postcarding"),
+        store("events", "append"),
+        store("hist", "key-increment"),
+    ];
+    let env = Env::with(&stores);
+    let h = query::histogram(env.region("hist"), 101, Metric::HopLatency, None, None).unwrap();
+    assert_eq!((h.total, h.histogram, h.relative_error), (0, None, None));
+    assert!(h.buckets.is_empty());
+    let note = h.coverage.note.unwrap();
+    assert!(
+        note.contains("no histogram was written") && note.contains("since the store was created"),
+        "{note}"
+    );
+}
+
 /// Histograms in rotating windows (docs/regions.md §2.2): a replay counts in the window of the
 /// wall clock; the same trace replayed in the next window leaves the closed one as it was, the
 /// current window holds the second replay alone, and all windows hold both.

@@ -491,7 +491,8 @@ pub fn network(
     }
     let scheme = recorded_buckets(hist, window, now_ms)?;
     if scheme.is_none() {
-        notes.push("no histogram was written in the windows asked".to_owned());
+        let l = KeyIncrementLayout::new(hist.header()).map_err(|e| layout_err(hist, e))?;
+        notes.push(empty_note(hist, &l, now_ms)?);
     }
     let mut switches = vec![];
     for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
@@ -591,6 +592,39 @@ pub fn recorded_buckets(
     .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
 }
 
+/// What an answer over windows that hold no histogram says: when the newest window held that
+/// has one ended (Unix milliseconds), or that none has.
+fn empty_note(hist: &Region, l: &KeyIncrementLayout, now_ms: u64) -> Result<String, QueryError> {
+    let asked = "no histogram was written in the windows asked";
+    if l.windows().is_none() {
+        return Ok(format!("{asked} (none since the store was created)"));
+    }
+    let held = l
+        .select_windows(hist.mem(), WindowSel::All, now_ms)
+        .map_err(|e| layout_err(hist, e))?;
+    for w in held.iter().rev() {
+        let written = Buckets::detect(|k| {
+            l.query_spans(hist.mem(), k, None, std::slice::from_ref(w))
+                .map_err(|e| e.to_string())
+        });
+        if matches!(written, Ok(Some(_)) | Err(_)) {
+            return Ok(if w.open {
+                format!(
+                    "{asked}; the current window, open since {} (Unix ms), has one",
+                    w.start_ms
+                )
+            } else {
+                format!(
+                    "{asked}; the newest window with one ended at {} (Unix ms), {} s before now",
+                    w.end_ms,
+                    now_ms.saturating_sub(w.end_ms) / 1000
+                )
+            });
+        }
+    }
+    Ok(format!("{asked}, nor in any window the store holds"))
+}
+
 /// A histogram query's windows: the one asked, else the current window of a windowed store,
 /// all of a cumulative one.
 fn default_window(l: &KeyIncrementLayout, window: Option<WindowSel>) -> WindowSel {
@@ -681,9 +715,8 @@ pub fn histogram_in(
     };
     let mut coverage = l.coverage(sel, now_ms);
     let Some(scheme) = scheme else {
-        coverage
-            .note
-            .get_or_insert_with(|| "no histogram was written in the windows asked".to_owned());
+        let said = empty_note(region, &l, now_ms)?;
+        coverage.note.get_or_insert(said);
         return Ok(HistogramResult {
             node_id,
             metric,
