@@ -1,3 +1,5 @@
+// Size: the INT queries (path, hop latency, events, flows, network, histograms) share the store
+// checks, the flow parser and the histogram windows; the scans of the event lists are `scan`.
 //! Queries over the stores the sink writes (the CLI's `dta query int ...` and the HTTP API
 //! call these): the path of a flow (Key-Write), a hop's latency (Postcarding), the latest events
 //! of a kind (Append), a switch's histogram of a metric (Key-Increment, every bucket read).
@@ -585,8 +587,17 @@ pub fn recorded_buckets(
     let windows = l
         .select_windows(hist.mem(), default_window(&l, window), now_ms)
         .map_err(|e| layout_err(hist, e))?;
+    recorded_in(hist, &l, &windows)
+}
+
+/// The bucketing the sink recorded in `windows` of histogram store `hist` (of layout `l`).
+fn recorded_in(
+    hist: &Region,
+    l: &KeyIncrementLayout,
+    windows: &[WindowSpan],
+) -> Result<Option<Buckets>, QueryError> {
     Buckets::detect(|k| {
-        l.query_spans(hist.mem(), k, None, &windows)
+        l.query_spans(hist.mem(), k, None, windows)
             .map_err(|e| e.to_string())
     })
     .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
@@ -603,11 +614,8 @@ fn empty_note(hist: &Region, l: &KeyIncrementLayout, now_ms: u64) -> Result<Stri
         .select_windows(hist.mem(), WindowSel::All, now_ms)
         .map_err(|e| layout_err(hist, e))?;
     for w in held.iter().rev() {
-        let written = Buckets::detect(|k| {
-            l.query_spans(hist.mem(), k, None, std::slice::from_ref(w))
-                .map_err(|e| e.to_string())
-        });
-        if matches!(written, Ok(Some(_)) | Err(_)) {
+        // Configured edges (an error here) were written too.
+        if !matches!(recorded_in(hist, l, std::slice::from_ref(w)), Ok(None)) {
             return Ok(if w.open {
                 format!(
                     "{asked}; the current window, open since {} (Unix ms), has one",
@@ -711,7 +719,7 @@ pub fn histogram_in(
         .map_err(|e| layout_err(region, e))?;
     let scheme = match buckets {
         Some(b) => Some(b.clone()),
-        None => recorded_buckets(region, Some(sel), now_ms)?,
+        None => recorded_in(region, &l, &windows)?,
     };
     let mut coverage = l.coverage(sel, now_ms);
     let Some(scheme) = scheme else {
