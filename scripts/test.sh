@@ -30,6 +30,14 @@ SKIP_LOG=$PWD/$LOGS/skips
 if [ "${CI:-}" = true ]; then
     export DTA_REQUIRE_ALL=1
 fi
+# One build of the workspace serves every step: the debug profile is given the test profile's
+# optimisation (Cargo.toml), so the C library, the Python extension, the `dta` binary the
+# round trips run and `cargo test` share their compiled crates. CI builds from a clean checkout
+# once, so it writes no incremental state.
+export CARGO_PROFILE_DEV_OPT_LEVEL=2
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0
+fi
 
 failed_steps=()
 step_times=("$setup_s s  setup (scripts/setup.sh)")
