@@ -61,13 +61,13 @@ pub(crate) fn int_path<'py>(
 
 /// The events of the events store (Append) the filter keeps, wherever they are in the lists
 /// held, decoded, newest first: every kind unless `kinds` names some (`"hop_latency"`,
-/// `"path_change"`, ...), at switch `node`, of `flow`, since `since_ms` (Unix milliseconds); at
-/// most `max` (1..=4096). `{"events": [...], "complete": bool, "scanned": N, "next": CURSOR}`
+/// `"path_change"`, ...), at switch `node`, of `flow`, from `since_ms` to `until_ms` (Unix
+/// milliseconds, both included); at most `max` (1..=4096). `{"events": [...], "complete": bool, "scanned": N, "next": CURSOR}`
 /// (`next` only when not complete: pass it as `before` for the next page), as
 /// `GET /int/events/{store}` answers.
 #[pyfunction]
 #[pyo3(signature = (events, kinds=None, node=None, flow=None, since_ms=None, max=100, list_base=0,
-    before=None))]
+    before=None, until_ms=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn int_events<'py>(
     py: Python<'py>,
@@ -79,6 +79,7 @@ pub(crate) fn int_events<'py>(
     max: usize,
     list_base: u32,
     before: Option<&str>,
+    until_ms: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_max(py, max, query::MAX_EVENTS)?;
     let filter = EventFilter {
@@ -91,6 +92,7 @@ pub(crate) fn int_events<'py>(
         node,
         flow: flow.map(|f| flow_key(py, f)).transpose()?,
         since_ns: since_ns(since_ms),
+        until_ns: until_ms.map(|ms| ms.saturating_mul(1_000_000).saturating_add(999_999)),
         before: before
             .map(query::EventCursor::parse)
             .transpose()
@@ -101,8 +103,59 @@ pub(crate) fn int_events<'py>(
     to_py(py, serde_json::to_value(r))
 }
 
+/// Threshold crossings grouped into episodes: per switch and kind (and with `per_flow`, flow),
+/// a run with no quiet time longer than `gap_ms`; `kinds` (default the threshold kinds), `node`,
+/// `since_ms`; the newest `max` (1..=4096). `{"episodes": [{"node_id", "kind", "start_ns",
+/// "end_ns", "peak", "peak_ns", "peak_flow", "count", "flows"}], "more", "series": [{"node_id",
+/// "kind", "events", "episodes", "counts"}], "series_from_ns", "series_step_ns", "scanned",
+/// "complete"}`, as `GET /int/episodes/{store}` answers.
+#[pyfunction]
+#[pyo3(signature = (events, kinds=None, node=None, since_ms=None, gap_ms=1000, per_flow=false,
+    max=100, list_base=0))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn int_episodes<'py>(
+    py: Python<'py>,
+    events: &Region,
+    kinds: Option<Vec<String>>,
+    node: Option<u32>,
+    since_ms: Option<u64>,
+    gap_ms: u64,
+    per_flow: bool,
+    max: usize,
+    list_base: u32,
+) -> PyResult<Bound<'py, PyAny>> {
+    check_max(py, max, query::MAX_EPISODES)?;
+    if !(1..=query::episodes::MAX_GAP_MS).contains(&gap_ms) {
+        return Err(region_err(
+            py,
+            "bad_gap",
+            format!(
+                "gap_ms {gap_ms}: expected 1..={}",
+                query::episodes::MAX_GAP_MS
+            ),
+        ));
+    }
+    let q = query::EpisodeQuery {
+        kinds: kinds
+            .unwrap_or_default()
+            .iter()
+            .map(|k| dta_int::EventKind::parse(k))
+            .collect::<Result<_, _>>()
+            .map_err(|m| region_err(py, "bad_kind", m))?,
+        node,
+        since_ns: since_ns(since_ms),
+        gap_ns: gap_ms * 1_000_000,
+        per_flow,
+    };
+    let now_ns = dta_store::key_increment::unix_ms().saturating_mul(1_000_000);
+    let r = query::episodes(events.inner(), list_base, &q, max, now_ns)
+        .map_err(|e| query_err(py, e))?;
+    to_py(py, serde_json::to_value(r))
+}
+
 /// The flows the INT sink summarised (events store; with `paths`, each flow's path): newest
-/// first, or the worst first by `top` (`"latency"`, `"packets"`, `"hops"`); kept by `prefix`
+/// first, or the highest first by `top` (`"latency"`: the newest summary's, `"worst"`: the
+/// highest of any summary since `since_ms`, `"packets"`, `"hops"`); kept by `prefix`
 /// (CIDR, source or destination), `port`, `node` (needs `paths`) and `since_ms`; at most `max`.
 /// With `flow`, every summary of that one flow held (the flow over time), newest first.
 /// `{"flows": [...], "complete": bool, "covered_from_ns": NS, "more": N}` as
@@ -149,12 +202,13 @@ pub(crate) fn int_flows<'py>(
     to_py(py, serde_json::to_value(r))
 }
 
-/// The network map learned from the flows' paths: `{"switches"` (most congested first, with
-/// their queue occupancy and hop latency over `window`), `"links", "flows", "windows"}`, as
-/// `GET /int/network` answers. `window`: `"current"` (the default), `"all"`, `"last:5m"`,
-/// `"at:UNIX_MS"`.
+/// The network map learned from the flows' paths: `{"rank", "switches"` (the most congested
+/// first by `rank`, with their queue occupancy and hop latency over `window`), `"links",
+/// "flows", "windows"}`, as `GET /int/network` answers. `window`: `"current"` (the default),
+/// `"all"`, `"last:5m"`, `"at:UNIX_MS"`; `rank`: `METRIC:STAT` (`"hop_latency:p99"`, the
+/// default, `"queue_occupancy:p99"`, `"hop_latency:over:20000"`, ...).
 #[pyfunction]
-#[pyo3(signature = (events, paths, hist, window=None, list_base=0))]
+#[pyo3(signature = (events, paths, hist, window=None, list_base=0, rank=None))]
 pub(crate) fn int_network<'py>(
     py: Python<'py>,
     events: &Region,
@@ -162,14 +216,21 @@ pub(crate) fn int_network<'py>(
     hist: &Region,
     window: Option<&str>,
     list_base: u32,
+    rank: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let w = self::window(py, window)?;
+    let rank = rank
+        .map(query::Congestion::parse)
+        .transpose()
+        .map_err(|m| region_err(py, "bad_rank", m))?
+        .unwrap_or_default();
     let r = query::network(
         events.inner(),
         paths.inner(),
         hist.inner(),
         list_base,
         w,
+        rank,
         dta_store::key_increment::unix_ms(),
     )
     .map_err(|e| query_err(py, e))?;
@@ -217,6 +278,7 @@ pub(crate) fn int_histogram<'py>(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(int_path, m)?)?;
     m.add_function(wrap_pyfunction!(int_events, m)?)?;
+    m.add_function(wrap_pyfunction!(int_episodes, m)?)?;
     m.add_function(wrap_pyfunction!(int_flows, m)?)?;
     m.add_function(wrap_pyfunction!(int_network, m)?)?;
     m.add_function(wrap_pyfunction!(int_histogram, m)?)?;

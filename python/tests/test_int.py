@@ -35,7 +35,7 @@ def replayed(tmp_path_factory):
     text = _replace(text, 'region_dir = "int-regions"', f'region_dir = "{regions}"')
     text = _replace(text, "127.0.0.1:32766", f"127.0.0.1:{port}")
     # Every queue occupancy above 1 is an event.
-    text = _replace(text, "[sink]\n", "[sink]\nthresholds = { queue_occupancy = 1 }\n")
+    text = _replace(text, "queue_occupancy = 300,", "queue_occupancy = 1,")
     config = tmp / "int.toml"
     config.write_text(text)
     # The collector serving the same regions: the sink's stores, its own HTTP address.

@@ -61,7 +61,7 @@ def servers(tmp_path_factory):
         text = (REPO / "examples" / "int-sink.toml").read_text()
         text = _replace(text, 'region_dir = "int-regions"', f'region_dir = "{int_regions}"')
         text = _replace(text, "127.0.0.1:32766", f"127.0.0.1:{int_port}")
-        text = _replace(text, "[sink]\n", "[sink]\nthresholds = { queue_occupancy = 1 }\n")
+        text = _replace(text, "queue_occupancy = 300,", "queue_occupancy = 1,")
         (tmp / "int.toml").write_text(text)
         gen = subprocess.run([binary, "pcap", "gen", "--flows", "12", "--seed", "5",
                               "--out", tmp / "trace.pcap"], capture_output=True, timeout=120)

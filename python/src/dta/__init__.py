@@ -6,7 +6,7 @@ A thin layer over the Rust core (the native extension ``dta._native``):
   decoding of any datagram (``decode``), from ``dta-wire``;
 * read-only queries on region files (``Region``), from ``dta-store``;
 * push notifications of a region directory (``Watcher``, an iterator of notices);
-* the INT sink's questions over its stores (``int_flows``, ``int_network``, ``int_events``,
+* the INT sink's questions over its stores (``int_flows``, ``int_network``, ``int_events``, ``int_episodes``,
   ``int_histogram``, ``int_path``), answered as ``GET /int/...`` and ``dta query int`` answer;
 * ``dta.reporter.Reporter``, a UDP sender for both protocols that batches native reports;
 * ``ApproSync``, a Count-Min sketch that sends a column through a ``Reporter`` whenever one of
@@ -49,7 +49,14 @@ from ._native import (  # noqa: F401
 
 from ._native import Region, RegionError, Watcher  # noqa: F401
 from ._native import ClusterMap, cluster_owner, cluster_score, cluster_seed  # noqa: F401
-from ._native import int_events, int_flows, int_histogram, int_network, int_path  # noqa: F401
+from ._native import (  # noqa: F401
+    int_episodes,
+    int_events,
+    int_flows,
+    int_histogram,
+    int_network,
+    int_path,
+)
 
 from .reporter import Reporter, send_reports  # noqa: F401,E402
 from .cluster import ClusterClient, ClusterError, ClusterReporter  # noqa: F401,E402
@@ -76,6 +83,7 @@ __all__ = [
     "int_flows",
     "int_histogram",
     "int_network",
+    "int_episodes",
     "int_path",
     "NativeDatagram",
     "Region",

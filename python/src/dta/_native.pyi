@@ -223,6 +223,17 @@ def int_events(
     max: int = 100,
     list_base: int = 0,
     before: Optional[str] = None,
+    until_ms: Optional[int] = None,
+) -> dict[str, Any]: ...
+def int_episodes(
+    events: Region,
+    kinds: Optional[list[str]] = None,
+    node: Optional[int] = None,
+    since_ms: Optional[int] = None,
+    gap_ms: int = 1000,
+    per_flow: bool = False,
+    max: int = 100,
+    list_base: int = 0,
 ) -> dict[str, Any]: ...
 def int_flows(
     events: Region,
@@ -242,6 +253,7 @@ def int_network(
     hist: Region,
     window: Optional[str] = None,
     list_base: int = 0,
+    rank: Optional[str] = None,
 ) -> dict[str, Any]: ...
 def int_histogram(
     hist: Region,

@@ -648,7 +648,7 @@ fn flows_and_the_network_map_are_found_without_a_key() {
     assert!(from.iter().all(|f| f.summary.flow[..4] == one[..4]));
     assert!(from.iter().any(|f| f.summary.flow == one));
     // The network map: the paths' switches and links, each switch with its samples.
-    let net = query::network(&ev, &pa, &hi, 0, None, 0).unwrap();
+    let net = query::network(&ev, &pa, &hi, 0, None, Default::default(), 0).unwrap();
     let nodes: std::collections::BTreeSet<u32> = paths.values().flatten().copied().collect();
     let got: std::collections::BTreeSet<u32> = net.switches.iter().map(|s| s.node_id).collect();
     assert_eq!(got, nodes);

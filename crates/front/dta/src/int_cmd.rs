@@ -221,6 +221,10 @@ pub enum IntQuery {
         /// Only events at or after this time (Unix milliseconds).
         #[arg(long)]
         since_ms: Option<u64>,
+        /// Only events at or before this time (Unix milliseconds; with --since-ms, an
+        /// episode's rows).
+        #[arg(long)]
+        until_ms: Option<u64>,
         /// At most this many events (1..=4096), the newest of those the filter keeps anywhere
         /// in the lists held; the answer says whether it holds them all (`complete`) and, if
         /// not, where the next page starts (`next`, for --before).
@@ -232,6 +236,37 @@ pub enum IntQuery {
         /// Continue a paged answer: its `next` (KIND:INDEX,...).
         #[arg(long, value_parser = query::EventCursor::parse)]
         before: Option<query::EventCursor>,
+    },
+    /// Threshold crossings grouped into episodes (events store): per switch and kind (and,
+    /// with --per-flow, flow), a run with no quiet time longer than --gap-ms; the newest first,
+    /// with the crossings per switch and kind over time. An episode's rows: `events --node N
+    /// --kind K --since-ms START --until-ms END`.
+    Episodes {
+        #[command(flatten)]
+        sel: IntStoreArgs,
+        /// Event kinds, comma-separated (default: the threshold kinds hop_latency,
+        /// queue_occupancy, egress_tx_util, path_latency).
+        #[arg(long, value_delimiter = ',', value_parser = EventKind::parse)]
+        kind: Vec<EventKind>,
+        /// Only episodes at this switch (node id).
+        #[arg(long)]
+        node: Option<u32>,
+        /// Only crossings at or after this time (Unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<u64>,
+        /// A quiet time longer than this ends an episode, milliseconds.
+        #[arg(long, default_value_t = query::episodes::DEFAULT_GAP_NS / 1_000_000,
+              value_parser = clap::value_parser!(u64).range(1..=query::episodes::MAX_GAP_MS))]
+        gap_ms: u64,
+        /// One episode per flow too.
+        #[arg(long)]
+        per_flow: bool,
+        /// At most this many episodes (1..=4096), the newest.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        max: u64,
+        /// The Append list of the first event kind ([sink] event_list_base).
+        #[arg(long, default_value_t = 0)]
+        list_base: u32,
     },
     /// The flows the sink summarised (events store; with --paths, their paths): newest first,
     /// or the worst by --top; searched by --prefix, --port, --node (needs --paths), --since-ms.
@@ -257,7 +292,9 @@ pub enum IntQuery {
         /// flow over time: one per [sink] active_timeout_ms while it ran).
         #[arg(long)]
         flow: Option<String>,
-        /// recent (default), latency, packets or hops: the worst first.
+        /// recent (default), latency (the newest summary's), worst (the highest path latency of
+        /// any of the flow's summaries since --since-ms: the worst of that time), packets or
+        /// hops: the highest first.
         #[arg(long, default_value = "recent", value_parser = query::FlowOrder::parse)]
         top: query::FlowOrder,
         /// At most this many flows (1..=16384).
@@ -291,6 +328,11 @@ pub enum IntQuery {
         /// The Append list of the first event kind ([sink] event_list_base).
         #[arg(long, default_value_t = 0)]
         list_base: u32,
+        /// What ranks switches and links, the highest first: METRIC:STAT, METRIC hop_latency,
+        /// queue_occupancy or egress_tx_util, STAT p50, p90, p99, max or over:THRESHOLD (the
+        /// share of samples above it).
+        #[arg(long, default_value = "hop_latency:p99", value_parser = dta_int::query::Congestion::parse)]
+        rank: dta_int::query::Congestion,
     },
     /// Histogram of a metric at a switch (Key-Increment store).
     Histogram {
@@ -339,12 +381,38 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             values,
             divisor,
         )?)?,
+        IntQuery::Episodes {
+            sel,
+            kind,
+            node,
+            since_ms,
+            gap_ms,
+            per_flow,
+            max,
+            list_base,
+        } => {
+            let q = query::EpisodeQuery {
+                kinds: kind,
+                node,
+                since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                gap_ns: gap_ms * 1_000_000,
+                per_flow,
+            };
+            serde_json::to_value(query::episodes(
+                &*sel.region()?,
+                list_base,
+                &q,
+                max as usize,
+                dta_store::key_increment::unix_ms().saturating_mul(1_000_000),
+            )?)?
+        }
         IntQuery::Events {
             sel,
             kind,
             node,
             flow,
             since_ms,
+            until_ms,
             max,
             list_base,
             before,
@@ -354,6 +422,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 node,
                 flow: flow.as_deref().map(query::parse_flow).transpose()?,
                 since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                until_ns: until_ms.map(|ms| ms.saturating_mul(1_000_000).saturating_add(999_999)),
                 before,
             };
             serde_json::to_value(query::recent_events(
@@ -404,6 +473,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             hist,
             window,
             list_base,
+            rank,
         } => {
             let c = dir.open()?;
             let r =
@@ -426,6 +496,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 &*r(hist, query::Role::Hist)?,
                 list_base,
                 window,
+                rank,
                 dta_store::key_increment::unix_ms(),
             )?)?
         }

@@ -6,9 +6,10 @@
 //! | --- | --- | --- |
 //! | `GET /int/path/{store}` | `flow` (required), `redundancy` | [`query::PathResult`] |
 //! | `GET /int/hop-latency/{store}` | `flow`, `hop` (required), `values`, `divisor` (default: the sink's) | [`query::HopLatencyResult`] |
-//! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms` (Unix ms), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
-//! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
-//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default: the store of the INT sink's layout for each, `events`, `paths`, `hist` first), `window`, `list_base` | [`query::Network`] |
+//! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms`, `until_ms` (Unix ms, both included), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
+//! | `GET /int/episodes/{store}` | `kind` (comma-separated; default the threshold kinds), `node`, `since_ms`, `gap_ms` (default 1000: a longer quiet time ends an episode), `per_flow` (`true`: one episode per flow too), `max` (default 100, at most [`query::MAX_EPISODES`]), `list_base` | [`query::EpisodePage`] |
+//! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `worst`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
+//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default: the store of the INT sink's layout for each, by its usual name first), `window`, `list_base`, `rank` (`METRIC:STAT`, default `hop_latency:p99`: [`query::Congestion`]) | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! The routes have the query API's one shape: parameters checked by its
@@ -44,6 +45,7 @@ pub fn router(collector: Arc<Collector>) -> Router {
         .route("/int/hop-latency/:name", get(hop_latency))
         .route("/int/histogram/:name", get(histogram))
         .route("/int/events/:name", get(events))
+        .route("/int/episodes/:name", get(episodes))
         .route("/int/flows/:name", get(flows))
         .route("/int/network", get(network))
         .with_state(Int {
@@ -110,24 +112,18 @@ async fn events(
             "node",
             "flow",
             "since_ms",
+            "until_ms",
             "max",
             "list_base",
             "before",
         ],
     )?;
-    let kinds = match p.raw("kind").filter(|k| !k.is_empty()) {
-        None => vec![],
-        Some(k) => k
-            .split(',')
-            .take(dta_int::EventKind::ALL.len() + 1)
-            .map(|x| dta_int::EventKind::parse(x).map_err(bad))
-            .collect::<Result<Vec<_>, _>>()?,
-    };
     let filter = query::EventFilter {
-        kinds,
+        kinds: kinds(&p)?,
         node: p.optional("node", 0, u32::MAX)?,
         flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
         since_ns: p.since_ns()?,
+        until_ns: p.until_ns()?,
         before: p
             .raw("before")
             .map(|c| query::EventCursor::parse(c).map_err(bad))
@@ -138,6 +134,61 @@ async fn events(
     s.heavy
         .on_store(&s.c, name, move |_, st| {
             query::recent_events(&st.region, list_base, &filter, max).map_err(bad)
+        })
+        .await
+}
+
+/// `kind`: comma-separated event kinds (absent or empty: the route's default).
+fn kinds(p: &Params) -> Result<Vec<dta_int::EventKind>, ApiError> {
+    match p.raw("kind").filter(|k| !k.is_empty()) {
+        None => Ok(vec![]),
+        Some(k) => k
+            .split(',')
+            .take(dta_int::EventKind::ALL.len() + 1)
+            .map(|x| dta_int::EventKind::parse(x).map_err(bad))
+            .collect(),
+    }
+}
+
+async fn episodes(
+    State(s): State<Int>,
+    Name(name): Name,
+    Raw(raw): Raw,
+) -> Result<Json<query::EpisodePage>, ApiError> {
+    let p = Params::new(
+        &raw,
+        &[
+            "kind",
+            "node",
+            "since_ms",
+            "gap_ms",
+            "per_flow",
+            "max",
+            "list_base",
+        ],
+    )?;
+    let q = query::EpisodeQuery {
+        kinds: kinds(&p)?,
+        node: p.optional("node", 0, u32::MAX)?,
+        since_ns: p.since_ns()?,
+        gap_ns: p.bounded(
+            "gap_ms",
+            Some(query::episodes::DEFAULT_GAP_NS / 1_000_000),
+            1,
+            query::episodes::MAX_GAP_MS,
+        )? * 1_000_000,
+        per_flow: match p.raw("per_flow") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(x) => return Err(bad(format!("per_flow {x:?}: true or false"))),
+        },
+    };
+    let max = p.bounded("max", Some(100), 1, query::MAX_EPISODES as u64)? as usize;
+    let list_base = p.list_base()?;
+    s.heavy
+        .on_store(&s.c, name, move |_, st| {
+            let now_ns = dta_store::key_increment::unix_ms().saturating_mul(1_000_000);
+            query::episodes(&st.region, list_base, &q, max, now_ns).map_err(bad)
         })
         .await
 }
@@ -187,7 +238,16 @@ async fn flows(
 }
 
 async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Network>, ApiError> {
-    let p = Params::new(&raw, &["events", "paths", "hist", "window", "list_base"])?;
+    let p = Params::new(
+        &raw,
+        &["events", "paths", "hist", "window", "list_base", "rank"],
+    )?;
+    let rank = p
+        .raw("rank")
+        .map(query::Congestion::parse)
+        .transpose()
+        .map_err(bad)?
+        .unwrap_or_default();
     // A store not named is the one of the INT sink's layout (by its usual name first).
     let name = |k: &'static str, role: query::Role| -> Result<String, ApiError> {
         match p.raw(k) {
@@ -220,6 +280,7 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
                 &*region(c, &hist)?,
                 list_base,
                 window,
+                rank,
                 dta_store::key_increment::unix_ms(),
             )
             .map_err(bad)

@@ -15,7 +15,12 @@ pub use dta_store::{WindowSel, WindowSpan};
 
 use crate::events::{flow_string, Event, EventKind, FlowSummary};
 use crate::layout::{decode_path, Buckets, Metric, FLOW_KEY_LEN};
+pub mod episodes;
+mod network;
 pub mod scan;
+
+pub use episodes::{episodes, Episode, EpisodePage, EpisodeQuery, Series, MAX_EPISODES};
+pub use network::{network, Congestion, Link, Network, Stat, Switch, MAX_SWITCHES};
 
 pub use scan::{
     recent_events, EventCursor, EventFilter, EventPage, FlowFilter, FlowPage, MAX_EVENTS,
@@ -295,8 +300,11 @@ pub const MAX_FLOW_SCAN: usize = scan::MAX_SCAN as usize;
 pub enum FlowOrder {
     /// The most recently seen first.
     Recent,
-    /// The highest path latency first.
+    /// The highest path latency of its newest summary first.
     Latency,
+    /// The highest path latency of any of its summaries in the time asked first, each flow
+    /// given with that summary: a spike stays listed while its time is asked.
+    Worst,
     /// The most packets first.
     Packets,
     /// The longest path first.
@@ -308,10 +316,11 @@ impl FlowOrder {
         match s {
             "recent" => Ok(FlowOrder::Recent),
             "latency" => Ok(FlowOrder::Latency),
+            "worst" => Ok(FlowOrder::Worst),
             "packets" => Ok(FlowOrder::Packets),
             "hops" => Ok(FlowOrder::Hops),
             _ => Err(format!(
-                "order {s:?}: expected recent, latency, packets or hops"
+                "order {s:?}: expected recent, latency, worst, packets or hops"
             )),
         }
     }
@@ -348,8 +357,12 @@ pub fn flows(
         std::net::Ipv4Addr::new(k[at], k[at + 1], k[at + 2], k[at + 3]).into()
     };
     let mut out = vec![];
+    let keep = match order {
+        FlowOrder::Worst => scan::Keep::Worst,
+        _ => scan::Keep::Newest,
+    };
     let (summaries, complete, covered_from_ns) =
-        scan::latest_summaries(events, list_base, filter.since_ns, filter.flow)?;
+        scan::summaries(events, list_base, filter.since_ns, filter.flow, keep)?;
     for s in summaries {
         let k = &s.flow;
         if filter
@@ -381,7 +394,9 @@ pub fn flows(
     }
     match order {
         FlowOrder::Recent => {}
-        FlowOrder::Latency => out.sort_by_key(|f| std::cmp::Reverse(f.summary.path_latency)),
+        FlowOrder::Latency | FlowOrder::Worst => {
+            out.sort_by_key(|f| std::cmp::Reverse(f.summary.path_latency))
+        }
         FlowOrder::Packets => out.sort_by_key(|f| std::cmp::Reverse(f.summary.packets)),
         FlowOrder::Hops => out.sort_by_key(|f| std::cmp::Reverse(f.summary.hops)),
     }
@@ -392,159 +407,6 @@ pub fn flows(
         complete,
         covered_from_ns,
         more,
-    })
-}
-
-/// A switch of the network map.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Switch {
-    pub node_id: u32,
-    /// Flows through it among those read.
-    pub flows: u64,
-    /// Its histograms over the windows read: samples, and the median and the 99th percentile
-    /// as their buckets' midpoints, within the network's `relative_error` of the true ones
-    /// (`None`: no samples).
-    pub queue_samples: u64,
-    pub queue_p50: Option<u64>,
-    pub queue_p99: Option<u64>,
-    pub latency_samples: u64,
-    pub latency_p50: Option<u64>,
-    pub latency_p99: Option<u64>,
-}
-
-/// A link of the network map: consecutive hops of a path.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Link {
-    pub from: u32,
-    pub to: u32,
-    pub flows: u64,
-}
-
-/// The network map: switches (most congested first: the highest queue occupancy 99th
-/// percentile) and links, learned from the flows' paths.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Network {
-    pub switches: Vec<Switch>,
-    pub links: Vec<Link>,
-    /// Flows read.
-    pub flows: u64,
-    /// The histograms' windows (empty: a cumulative store).
-    pub windows: Vec<WindowSpan>,
-    /// The histograms' bucketing, as the sink recorded it in those windows (`None`: nothing
-    /// recorded there), and the bound on the quantiles' relative error it gives.
-    pub histogram: Option<Buckets>,
-    pub relative_error: Option<f64>,
-    /// Whether the map holds every flow summary held and every switch on their paths (else
-    /// only the newest summaries' and the first [`MAX_SWITCHES`] switches'), and its
-    /// histograms all the time asked.
-    pub complete: bool,
-    /// What is missing when not complete.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
-
-/// Most switches of a network map (with their histograms read).
-pub const MAX_SWITCHES: usize = 1024;
-
-/// "Where is it congested": the switches and links of the paths of the flows the sink
-/// summarised (at most [`MAX_FLOW_SCAN`]), each switch with its queue occupancy and hop latency
-/// from the histogram store over `window` ([`histogram_in`]'s default: the current window).
-pub fn network(
-    events: &Region,
-    paths: &Region,
-    hist: &Region,
-    list_base: u32,
-    window: Option<WindowSel>,
-    now_ms: u64,
-) -> Result<Network, QueryError> {
-    let flows = flows(
-        events,
-        Some(paths),
-        list_base,
-        &FlowFilter::default(),
-        FlowOrder::Recent,
-        MAX_FLOW_SCAN,
-    )?;
-    let complete = flows.complete && flows.more == 0;
-    let flows = flows.flows;
-    let mut nodes: std::collections::BTreeMap<u32, u64> = Default::default();
-    let mut links: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
-    for f in &flows {
-        let Some(p) = &f.path else { continue };
-        for &n in p {
-            *nodes.entry(n).or_default() += 1;
-        }
-        for w in p.windows(2) {
-            *links.entry((w[0], w[1])).or_default() += 1;
-        }
-    }
-    let mut windows = vec![];
-    let mut notes = vec![];
-    if !complete {
-        notes.push(format!(
-            "the map is learned from the newest {MAX_FLOW_SCAN} flow summaries held"
-        ));
-    }
-    if nodes.len() > MAX_SWITCHES {
-        notes.push(format!(
-            "{} switches are on the flows' paths; the first {MAX_SWITCHES} are shown",
-            nodes.len()
-        ));
-    }
-    let scheme = recorded_buckets(hist, window, now_ms)?;
-    if scheme.is_none() {
-        let l = KeyIncrementLayout::new(hist.header()).map_err(|e| layout_err(hist, e))?;
-        notes.push(empty_note(hist, &l, now_ms)?);
-    }
-    let mut switches = vec![];
-    for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
-        let of = |metric| {
-            histogram_in(
-                hist,
-                node_id,
-                metric,
-                Some(scheme.as_ref().unwrap_or(&Buckets::Log2)),
-                None,
-                window,
-                now_ms,
-            )
-        };
-        let (q, l) = (of(Metric::QueueOccupancy)?, of(Metric::HopLatency)?);
-        windows = q.windows.clone();
-        if let Some(n) = &q.coverage.note {
-            if !notes.contains(n) {
-                notes.push(n.clone());
-            }
-        }
-        switches.push(Switch {
-            node_id,
-            flows: n,
-            queue_samples: q.total,
-            queue_p50: q.quantiles.p50,
-            queue_p99: q.quantiles.p99,
-            latency_samples: l.total,
-            latency_p50: l.quantiles.p50,
-            latency_p99: l.quantiles.p99,
-        });
-    }
-    switches.sort_by(|a, b| {
-        b.queue_p99
-            .cmp(&a.queue_p99)
-            .then(b.queue_samples.cmp(&a.queue_samples))
-            .then(a.node_id.cmp(&b.node_id))
-    });
-    Ok(Network {
-        switches,
-        links: links
-            .into_iter()
-            .map(|((from, to), flows)| Link { from, to, flows })
-            .collect(),
-        flows: flows.len() as u64,
-        windows,
-        relative_error: scheme.as_ref().and_then(Buckets::relative_error),
-        histogram: scheme,
-        complete: notes.is_empty(),
-        notes,
     })
 }
 
@@ -591,7 +453,7 @@ pub fn recorded_buckets(
 }
 
 /// The bucketing the sink recorded in `windows` of histogram store `hist` (of layout `l`).
-fn recorded_in(
+pub(crate) fn recorded_in(
     hist: &Region,
     l: &KeyIncrementLayout,
     windows: &[WindowSpan],
@@ -605,7 +467,11 @@ fn recorded_in(
 
 /// What an answer over windows that hold no histogram says: when the newest window held that
 /// has one ended (Unix milliseconds), or that none has.
-fn empty_note(hist: &Region, l: &KeyIncrementLayout, now_ms: u64) -> Result<String, QueryError> {
+pub(crate) fn empty_note(
+    hist: &Region,
+    l: &KeyIncrementLayout,
+    now_ms: u64,
+) -> Result<String, QueryError> {
     let asked = "no histogram was written in the windows asked";
     if l.windows().is_none() {
         return Ok(format!("{asked} (none since the store was created)"));

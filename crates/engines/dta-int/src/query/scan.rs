@@ -79,6 +79,8 @@ pub struct EventFilter {
     pub flow: Option<[u8; FLOW_KEY_LEN]>,
     /// At or after this time (Unix nanoseconds, the sink's clock).
     pub since_ns: Option<u64>,
+    /// At or before this time (Unix nanoseconds): with `since_ns`, an episode's rows.
+    pub until_ns: Option<u64>,
     /// Continue a paged answer: its `next`.
     pub before: Option<EventCursor>,
 }
@@ -88,6 +90,7 @@ impl EventFilter {
         self.node.is_none_or(|n| e.node_id == n)
             && self.flow.is_none_or(|f| e.flow == f)
             && self.since_ns.is_none_or(|t| e.time_ns >= t)
+            && self.until_ns.is_none_or(|t| e.time_ns <= t)
     }
 }
 
@@ -108,7 +111,7 @@ pub struct EventPage {
 /// One list read backwards: entry indices below `from` down to the oldest held, newest first,
 /// to `f` (index, bytes) until it returns false or `budget` runs out. The lowest index read and
 /// whether the list's oldest held entry was reached.
-fn scan_back(
+pub(crate) fn scan_back(
     region: &Region,
     l: &AppendLayout,
     list: u32,
@@ -260,33 +263,57 @@ pub struct FlowFilter {
     pub flow: Option<[u8; FLOW_KEY_LEN]>,
 }
 
-/// The newest flow summaries of the events store (list `list_base + FLOW_SUMMARY_LIST`), newest
-/// first: each flow once (its newest summary), or with `flow`, every summary of that flow. At
-/// most [`MAX_SCAN`] read; whether that was every one held, and the oldest time read.
-pub(crate) fn latest_summaries(
+/// Which of a flow's summaries [`summaries`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Its newest.
+    Newest,
+    /// The one of the highest path latency (the newest of equals): its worst in the time read.
+    Worst,
+}
+
+/// The flow summaries of the events store (list `list_base + FLOW_SUMMARY_LIST`) since
+/// `since_ns`, in the order of each flow's newest: each flow once (the summary `keep` says), or
+/// with `flow`, every summary of that flow. At most [`MAX_SCAN`] read; whether that was every
+/// one held, and the oldest time read.
+pub(crate) fn summaries(
     events: &Region,
     list_base: u32,
     since_ns: Option<u64>,
     flow: Option<[u8; FLOW_KEY_LEN]>,
+    keep: Keep,
 ) -> Result<(Vec<FlowSummary>, bool, Option<u64>), QueryError> {
     expect(events, StoreKind::Append, "append")?;
     let l = AppendLayout::new(events.header()).map_err(|e| layout_err(events, e))?;
     let list = event_list(events, &l, list_base, crate::events::FLOW_SUMMARY_LIST)?;
-    let mut seen = std::collections::HashSet::new();
-    let mut out = vec![];
+    // Each flow's place in `out`.
+    let mut at = std::collections::HashMap::new();
+    let mut out: Vec<FlowSummary> = vec![];
     let mut oldest_ns: Option<u64> = None;
     let mut budget = MAX_SCAN;
     let (_, done) = scan_back(events, &l, list, u64::MAX, &mut budget, |i, bytes| {
-        if let Some(s) = FlowSummary::decode(bytes, i) {
-            oldest_ns = Some(oldest_ns.map_or(s.last_ns, |t| t.min(s.last_ns)));
-            let keep = since_ns.is_none_or(|t| s.last_ns >= t)
-                && match flow {
-                    Some(k) => s.flow == k,
-                    None => seen.insert(s.flow),
-                };
-            if keep {
-                out.push(s);
-            }
+        let Some(s) = FlowSummary::decode(bytes, i) else {
+            return true;
+        };
+        oldest_ns = Some(oldest_ns.map_or(s.last_ns, |t| t.min(s.last_ns)));
+        if since_ns.is_some_and(|t| s.last_ns < t) {
+            return true;
+        }
+        match flow {
+            Some(k) if s.flow == k => out.push(s),
+            Some(_) => {}
+            None => match at.entry(s.flow) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(out.len());
+                    out.push(s);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    let held = &mut out[*o.get()];
+                    if keep == Keep::Worst && s.path_latency > held.path_latency {
+                        *held = s;
+                    }
+                }
+            },
         }
         true
     })?;
