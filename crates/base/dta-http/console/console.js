@@ -118,6 +118,7 @@ async function refreshStores() {
     const h = s.header;
     (byKind[h.kind] = byKind[h.kind] || []).push(h.name);
     intRole[h.name] = roleOf(h);
+    windowed[h.name] = Boolean(h.spec && h.spec.windows > 0);
     cell(tr, h.name);
     cell(tr, h.kind);
     cell(tr, params(h.spec));
@@ -145,6 +146,8 @@ async function refreshStores() {
 
 // Stores by the INT sink's role their layout fits (dta_int::query::Role): name -> role.
 let intRole = {};
+// Whether a Key-Increment store keeps time windows (by name), from its region header.
+let windowed = {};
 
 // The INT role a store's header fits, or "".
 function roleOf(h) {
@@ -518,48 +521,92 @@ function partial(answer, what) {
   return answer && answer.complete === false ? `; PARTIAL: ${what}` : "";
 }
 
-// A time in Unix nanoseconds (the sink's clock) as local hours, minutes and seconds.
+// A time in Unix nanoseconds (the sink's clock) as the one clock format of the page.
 function fmtTime(ns) {
-  return new Date(ns / 1e6).toLocaleTimeString();
+  return fmtClock(ns / 1e6, true);
 }
 
 function fmtWindows(ws) {
   if (!ws || ws.length === 0) return "histograms: since the store was created (no windows)";
-  const a = new Date(ws[0].start_ms), b = new Date(ws[ws.length - 1].end_ms);
   const open = ws[ws.length - 1].open ? ", the last still open" : "";
-  return `histograms: ${ws.length} window(s), ${a.toLocaleTimeString()} to ${b.toLocaleTimeString()}${open}`;
+  return `histograms: ${ws.length} window(s), ${fmtClock(ws[0].start_ms, true)} to ` +
+    `${fmtClock(ws[ws.length - 1].end_ms, true)}${open}`;
 }
 
-// The switches (most congested first), the worst flows and the recent events: the answers of
-// GET /int/network, /int/flows and /int/events, as `dta query int network|flows|events` gives
-// them.
+// The start (Unix ms) of the time a window choice asks for: `last:N{s,m,h,d}` from now, else
+// the first window the network answer read (`current`, `all`), else nothing (all held).
+function windowSince(choice, net) {
+  const m = /^last:(\d+)(s|m|h|d)$/.exec(choice);
+  if (m) return Date.now() - Number(m[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[m[2]];
+  return net.windows && net.windows.length > 0 ? net.windows[0].start_ms : undefined;
+}
+
+// The raw rows of an episode: GET /int/events with its switch, kind and time, as `dta query
+// int events --node N --kind K --since-ms A --until-ms B` gives them.
+async function showEpisodeRows(events, ep) {
+  const ev = $("n-events-list").tBodies[0];
+  const rows = await api(query(`/int/events/${encodeURIComponent(events)}`, [
+    ["kind", ep.kind], ["node", ep.node_id], ["since_ms", Math.floor(ep.start_ns / 1e6)],
+    ["until_ms", Math.floor(ep.end_ns / 1e6)], ["max", NETWORK_EVENTS],
+  ]));
+  $("n-rows-of").textContent = `${ep.kind} at switch ${ep.node_id}, ${fmtTime(ep.start_ns)} to ` +
+    `${fmtTime(ep.end_ns)}: ${rows.events.length} of ${ep.count} rows` +
+    (rows.complete ? "" : " (the newest)");
+  clear(ev);
+  for (const e of rows.events) {
+    const tr = document.createElement("tr");
+    cell(tr, fmtTime(e.time_ns));
+    cell(tr, e.kind);
+    cell(tr, e.flow);
+    cell(tr, e.hop === 255 ? "path" : String(e.hop), "num");
+    cell(tr, String(e.node_id), "num");
+    cell(tr, String(e.value), "num");
+    ev.appendChild(tr);
+  }
+}
+
+// The switches and links (most congested first by the measure chosen), the worst flows and the
+// episodes of the window chosen: the answers of GET /int/network, /int/flows?top=worst&since_ms=
+// and /int/episodes, as `dta query int network|flows|episodes` gives them; an episode's rows on
+// a click.
 async function refreshNetwork() {
   const events = $("n-events").value, paths = $("n-paths").value, hist = $("n-hist").value;
   if (!events || !paths || !hist) return;
   const sw = $("n-switches").tBodies[0], fl = $("n-flows").tBodies[0];
-  const ev = $("n-events-list").tBodies[0];
+  const eps = $("n-episodes").tBodies[0];
   try {
+    const choice = $("n-window").value;
+    // A store of one cumulative table answers since it was created (the answer says so).
     const net = await api(query("/int/network", [
-      ["events", events], ["paths", paths], ["hist", hist], ["window", $("n-window").value],
+      ["events", events], ["paths", paths], ["hist", hist],
+      ["window", windowed[hist] === false ? "all" : choice],
+      ["rank", $("n-rank").value],
     ]));
+    const since = windowSince(choice, net);
     const flows = await api(query(`/int/flows/${encodeURIComponent(events)}`, [
       ["paths", paths], ["top", $("n-top").value], ["max", NETWORK_FLOWS],
+      ["since_ms", since === undefined ? "" : Math.floor(since)],
     ]));
-    const recent = await api(query(`/int/events/${encodeURIComponent(events)}`, [
-      ["since_ms", Date.now() - 5 * 60 * 1000], ["max", NETWORK_EVENTS],
+    const episodes = await api(query(`/int/episodes/${encodeURIComponent(events)}`, [
+      ["since_ms", since === undefined ? "" : Math.floor(since)], ["max", NETWORK_EVENTS],
     ]));
     showError("n-error", null);
-    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}` +
-      partial(net, "the map covers the newest flow summaries only") +
+    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}; ranked by ` +
+      `${net.rank}` +
+      (net.notes && net.notes.length > 0 ? `; ${net.notes.join("; ")}` : "") +
       partial(flows, `the flows cover summaries since ${flows.covered_from_ns ?
         fmtTime(flows.covered_from_ns) : "?"} only`) +
       (flows.more > 0 ? `; ${flows.more} more flows match beyond the ${NETWORK_FLOWS} shown` : "") +
-      partial(recent, `more events of the last five minutes are held than the ${NETWORK_EVENTS} shown`);
+      (episodes.more > 0 ? `; ${episodes.more} older episodes beyond the ${NETWORK_EVENTS} shown` : "") +
+      (episodes.notes && episodes.notes.length > 0 ? `; ${episodes.notes.join("; ")}` : "");
     clear(sw);
     const n = (x) => (x === null || x === undefined ? "" : String(x));
+    const score = (x) => (x === null || x === undefined ? "" :
+      (/:over:/.test(net.rank) ? `${(100 * x).toFixed(1)} %` : String(x)));
     for (const s of net.switches) {
       const tr = document.createElement("tr");
       cell(tr, String(s.node_id), "num");
+      cell(tr, score(s.score), "num");
       cell(tr, String(s.flows), "num");
       cell(tr, n(s.queue_p50), "num");
       cell(tr, n(s.queue_p99), "num");
@@ -587,17 +634,24 @@ async function refreshNetwork() {
       cell(tr, fmtTime(f.last_ns));
       fl.appendChild(tr);
     }
-    clear(ev);
-    for (const e of recent.events) {
+    clear(eps);
+    for (const ep of episodes.episodes) {
       const tr = document.createElement("tr");
-      cell(tr, fmtTime(e.time_ns));
-      cell(tr, e.kind);
-      cell(tr, e.flow);
-      cell(tr, e.hop === 255 ? "path" : String(e.hop), "num");
-      cell(tr, String(e.node_id), "num");
-      cell(tr, String(e.value), "num");
-      ev.appendChild(tr);
+      const a = cell(tr, String(ep.node_id), "num link");
+      a.addEventListener("click", () => showEpisodeRows(events, ep).catch((e) => showError("n-error", e)));
+      cell(tr, ep.kind);
+      cell(tr, fmtTime(ep.start_ns));
+      cell(tr, `${((ep.end_ns - ep.start_ns) / 1e9).toFixed(1)} s`, "num");
+      cell(tr, String(ep.peak), "num");
+      cell(tr, String(ep.count), "num");
+      cell(tr, String(ep.flows), "num");
+      cell(tr, ep.peak_flow);
+      eps.appendChild(tr);
     }
+    $("n-episodes-none").hidden = episodes.episodes.length > 0;
+    $("n-episode-counts").textContent = episodes.series.length === 0 ? "" :
+      "crossings per switch and kind: " + episodes.series.slice(0, 8)
+        .map((s) => `${s.node_id} ${s.kind} ${s.events} in ${s.episodes} episode(s)`).join("; ");
   } catch (e) {
     showError("n-error", e);
   }
@@ -866,6 +920,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("i-run").addEventListener("click", runPath);
   $("h-run").addEventListener("click", runHistogram);
   $("n-run").addEventListener("click", refreshNetwork);
+  for (const id of ["n-window", "n-rank", "n-top"]) $(id).addEventListener("change", refreshNetwork);
   showKind();
   every(refreshStores, STORES_EVERY);
   every(refreshPeers, PEERS_EVERY);

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
-use dta_int_trace::intgen::{generate, ExpMetric, FlowSizeCdf, TrafficConfig};
+use dta_int_trace::intgen::{generate, Episode, ExpMetric, FlowSizeCdf, TrafficConfig};
 use dta_int_trace::pcap::{
     replay_with, write_pcap, PcapFormat, ReplayMode, ReplayOptions, DEFAULT_REPORT_PORT,
 };
@@ -95,6 +95,11 @@ struct GenArgs {
     /// UDP port of the reports in `--format reports`.
     #[arg(long, default_value_t = DEFAULT_REPORT_PORT)]
     report_port: u16,
+    /// Inject congestion: NODE:START:DURATION:MAGNITUDE (e.g. 301:20ms:10ms:25) multiplies the
+    /// hop latency and queue occupancy at switch NODE from START after the first packet for
+    /// DURATION; recorded in the ground truth's `episodes`. Repeatable.
+    #[arg(long, value_parser = Episode::parse)]
+    episode: Vec<Episode>,
 }
 
 #[derive(Args)]
@@ -150,6 +155,7 @@ fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
             max: 1000,
         },
         int_udp_port: a.int_udp_port,
+        episodes: a.episode,
         ..TrafficConfig::default()
     };
     let traffic = generate(&cfg, &cdf);
@@ -164,10 +170,26 @@ fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
         .truth
         .save(&truth)
         .with_context(|| format!("writing {}", truth.display()))?;
+    for e in &traffic.truth.episodes {
+        if e.hops == 0 {
+            eprintln!(
+                "warning: the episode at switch {} from {} ns touches no packet (the trace \
+                 spans {} ns; is the switch on a path?)",
+                e.episode.node_id,
+                e.episode.start_ns,
+                traffic
+                    .truth
+                    .frames
+                    .last()
+                    .map_or(0, |f| f.time_ns - cfg.start_ns)
+            );
+        }
+    }
     eprintln!(
-        "{n} frames of {} flows ({} switches) -> {}, ground truth -> {}",
+        "{n} frames of {} flows ({} switches, {} episodes) -> {}, ground truth -> {}",
         traffic.truth.flows.len(),
         traffic.truth.switches.len(),
+        traffic.truth.episodes.len(),
         a.out.display(),
         truth.display()
     );

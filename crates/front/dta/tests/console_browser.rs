@@ -599,12 +599,24 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         let (_, _, px) = shot(&c, "h-chart", "int-histogram-chart").await;
         assert!(bar_pixels(&px) > 100, "the histogram chart has no bars");
 
-        // The network now, knowing no key: the most congested switch and the worst flow as
-        // `dta query int network` and `flows --top latency` give them; a click on the flow
-        // shows its path.
-        let net = cli(&["network"]);
+        // The network now, knowing no key: the most congested switch and the worst flow of the
+        // last 15 minutes (the page's default window; this histogram store keeps no windows, so
+        // its histograms are all it holds) as `dta query int network` and `flows --top worst
+        // --since-ms` give them; a click on the flow shows its path.
+        let net = cli(&["network", "--window", "all"]);
+        let since = (dta_store::key_increment::unix_ms() - 15 * 60_000).to_string();
         let worst = cli(&[
-            "flows", "--store", "events", "--paths", "paths", "--top", "latency", "--max", "10",
+            "flows",
+            "--store",
+            "events",
+            "--paths",
+            "paths",
+            "--top",
+            "worst",
+            "--since-ms",
+            &since,
+            "--max",
+            "10",
         ])["flows"]
             .clone();
         select(&c, "n-events", "events").await;

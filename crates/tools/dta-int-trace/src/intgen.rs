@@ -7,6 +7,11 @@
 //! `dta_int::gen` (INT-MD over UDP, NPT 1, instructions node id, hop latency, queue, egress
 //! utilisation); this module decides what is sent when, and keeps the ground truth.
 //!
+//! Congestion episodes ([`Episode`]): for a time, one switch's hop latency and queue occupancy
+//! are multiplied by a magnitude (its egress queue backs up); the ground truth records each
+//! episode and what it touched, so tests and operators can check that the congested switch is
+//! found first and its episode at the right time.
+//!
 //! Timing: flows start as a Poisson process (`flow_arrival_ns` mean gap); a flow sends its
 //! packets `packet_gap_ns` apart; all packets are merged in time order. Paths are fixed per flow
 //! (ECMP): hop i's node is `(i + 1) * 100 + j`, `j < switches_per_hop`, as in `dta_int::gen`.
@@ -63,6 +68,91 @@ pub struct TrafficConfig {
     pub start_ns: u64,
     /// INT over UDP destination port.
     pub int_udp_port: u16,
+    /// Congestion injected at switches.
+    #[serde(default)]
+    pub episodes: Vec<Episode>,
+}
+
+/// A congestion episode: from `start_ns` after the trace's first packet for `duration_ns`,
+/// every hop at switch `node_id` has its hop latency and queue occupancy multiplied by
+/// `magnitude` (saturating at `u32::MAX - 1` and the 24-bit queue field).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub node_id: u32,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub magnitude: f64,
+}
+
+impl Episode {
+    /// Parse `NODE:START:DURATION:MAGNITUDE`, times as a number and its unit (`ns`, `us`,
+    /// `ms`, `s`), e.g. `301:20ms:10ms:25`.
+    pub fn parse(s: &str) -> Result<Episode, String> {
+        let usage = "expected NODE:START:DURATION:MAGNITUDE, e.g. 301:20ms:10ms:25";
+        let f: Vec<&str> = s.split(':').collect();
+        let [node, start, duration, magnitude] = f[..] else {
+            return Err(format!("episode {s:?}: {usage}"));
+        };
+        let time = |t: &str| -> Result<u64, String> {
+            let i = t
+                .find(|c: char| !c.is_ascii_digit())
+                .ok_or_else(|| format!("episode {s:?}: {t:?} needs a unit (ns, us, ms or s)"))?;
+            let n: u64 = t[..i]
+                .parse()
+                .map_err(|_| format!("episode {s:?}: {t:?} is not a time"))?;
+            let mult = match &t[i..] {
+                "ns" => 1,
+                "us" => 1_000,
+                "ms" => 1_000_000,
+                "s" => 1_000_000_000,
+                u => return Err(format!("episode {s:?}: unit {u:?}: ns, us, ms or s")),
+            };
+            n.checked_mul(mult)
+                .ok_or_else(|| format!("episode {s:?}: {t:?} is too long"))
+        };
+        let e = Episode {
+            node_id: node
+                .parse()
+                .map_err(|_| format!("episode {s:?}: node {node:?} is not a node id"))?,
+            start_ns: time(start)?,
+            duration_ns: time(duration)?,
+            magnitude: magnitude
+                .parse()
+                .map_err(|_| format!("episode {s:?}: magnitude {magnitude:?} is not a number"))?,
+        };
+        if !(e.magnitude.is_finite() && e.magnitude > 0.0 && e.magnitude <= 1e6) {
+            return Err(format!(
+                "episode {s:?}: the magnitude is above 0, at most 1e6"
+            ));
+        }
+        if e.duration_ns == 0 {
+            return Err(format!("episode {s:?}: the duration is above 0"));
+        }
+        Ok(e)
+    }
+
+    /// Whether a hop at `node_id` at `offset_ns` after the trace's start is in it.
+    fn covers(&self, node_id: u32, offset_ns: u64) -> bool {
+        node_id == self.node_id
+            && offset_ns >= self.start_ns
+            && offset_ns - self.start_ns < self.duration_ns
+    }
+}
+
+/// What an episode touched, in the ground truth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeTruth {
+    #[serde(flatten)]
+    pub episode: Episode,
+    /// Hops at the switch in the episode (its samples), and the frames that carried them:
+    /// the first and the last (indices into `frames`, in pcap order).
+    pub hops: u64,
+    pub first_frame: Option<usize>,
+    pub last_frame: Option<usize>,
+    /// Distinct flows through the switch in the episode.
+    pub flows: u64,
+    /// The highest hop latency at the switch in the episode, ns.
+    pub peak_hop_latency: u32,
 }
 
 impl Default for TrafficConfig {
@@ -90,6 +180,7 @@ impl Default for TrafficConfig {
             packet_gap_ns: 1_200,
             start_ns: 1_700_000_000_000_000_000,
             int_udp_port: 5000,
+            episodes: vec![],
         }
     }
 }
@@ -163,6 +254,9 @@ pub struct GroundTruth {
     pub frames: Vec<FrameTruth>,
     /// By node id.
     pub switches: BTreeMap<u32, SwitchTruth>,
+    /// The injected episodes, as `config.episodes`, with what each touched.
+    #[serde(default)]
+    pub episodes: Vec<EpisodeTruth>,
 }
 
 impl GroundTruth {
@@ -237,15 +331,47 @@ pub fn generate(cfg: &TrafficConfig, cdf: &FlowSizeCdf) -> Traffic {
     let mut packets = Vec::with_capacity(schedule.len());
     let mut frames = Vec::with_capacity(schedule.len());
     let mut switches: BTreeMap<u32, SwitchTruth> = BTreeMap::new();
+    let mut episodes: Vec<(EpisodeTruth, std::collections::HashSet<usize>)> = cfg
+        .episodes
+        .iter()
+        .map(|&episode| {
+            let t = EpisodeTruth {
+                episode,
+                hops: 0,
+                first_frame: None,
+                last_frame: None,
+                flows: 0,
+                peak_hop_latency: 0,
+            };
+            (t, Default::default())
+        })
+        .collect();
     for (time_ns, f) in schedule {
+        let offset = time_ns - cfg.start_ns;
+        let frame = frames.len();
         let hops: Vec<HopTruth> = flows[f]
             .path
             .iter()
-            .map(|&node_id| HopTruth {
-                node_id,
-                latency: cfg.hop_latency_ns.sample(&lat, &mut rng),
-                queue: cfg.queue_occupancy.sample(&q, &mut rng),
-                util: cfg.egress_tx_util.sample(&u, &mut rng),
+            .map(|&node_id| {
+                let mut h = HopTruth {
+                    node_id,
+                    latency: cfg.hop_latency_ns.sample(&lat, &mut rng),
+                    queue: cfg.queue_occupancy.sample(&q, &mut rng),
+                    util: cfg.egress_tx_util.sample(&u, &mut rng),
+                };
+                for (t, seen) in episodes.iter_mut() {
+                    if t.episode.covers(node_id, offset) {
+                        let m = t.episode.magnitude;
+                        h.latency = (f64::from(h.latency) * m).min(f64::from(u32::MAX - 1)) as u32;
+                        h.queue = (f64::from(h.queue) * m).min(f64::from(0xFF_FFFE)) as u32;
+                        t.hops += 1;
+                        t.first_frame.get_or_insert(frame);
+                        t.last_frame = Some(frame);
+                        t.peak_hop_latency = t.peak_hop_latency.max(h.latency);
+                        seen.insert(f);
+                    }
+                }
+                h
             })
             .collect();
         for h in &hops {
@@ -276,6 +402,13 @@ pub fn generate(cfg: &TrafficConfig, cdf: &FlowSizeCdf) -> Traffic {
             flows,
             frames,
             switches,
+            episodes: episodes
+                .into_iter()
+                .map(|(mut t, seen)| {
+                    t.flows = seen.len() as u64;
+                    t
+                })
+                .collect(),
         },
     }
 }
@@ -339,5 +472,94 @@ mod tests {
         // Deterministic.
         let again = generate(&cfg, &c);
         assert_eq!(again.truth, t.truth);
+    }
+
+    #[test]
+    fn an_episode_multiplies_its_switch_in_its_time_and_is_recorded() {
+        let c = FlowSizeCdf::parse(FB).unwrap();
+        let plain = TrafficConfig {
+            flows: 300,
+            max_packets_per_flow: 50,
+            ..TrafficConfig::default()
+        };
+        let span = {
+            let t = generate(&plain, &c);
+            t.truth.frames.last().unwrap().time_ns - plain.start_ns
+        };
+        let e = Episode::parse(&format!("301:{}ns:{}ns:20", span / 4, span / 4)).unwrap();
+        let cfg = TrafficConfig {
+            episodes: vec![e],
+            ..plain.clone()
+        };
+        let t = generate(&cfg, &c);
+        let truth = &t.truth.episodes[0];
+        assert_eq!(truth.episode, e);
+        let (first, last) = (truth.first_frame.unwrap(), truth.last_frame.unwrap());
+        let mut inside = 0;
+        for (i, p) in t.packets.iter().enumerate() {
+            let offset = p.time_ns - cfg.start_ns;
+            let in_time = (span / 4..span / 2).contains(&offset);
+            for h in p.hops.iter().filter(|h| h.node_id == 301) {
+                if in_time {
+                    inside += 1;
+                    assert!((first..=last).contains(&i));
+                } else {
+                    assert!(h.latency <= 100_000, "outside the episode: untouched");
+                }
+            }
+        }
+        assert_eq!(truth.hops, inside);
+        assert!(truth.hops > 100 && truth.flows > 1, "{truth:?}");
+        // Its switch's mean latency inside is about 20 times the configured mean.
+        let lat: Vec<f64> = t
+            .packets
+            .iter()
+            .filter(|p| (span / 4..span / 2).contains(&(p.time_ns - cfg.start_ns)))
+            .flat_map(|p| &p.hops)
+            .filter(|h| h.node_id == 301)
+            .map(|h| f64::from(h.latency))
+            .collect();
+        let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+        assert!((30_000.0..50_000.0).contains(&mean), "mean {mean}");
+        assert_eq!(
+            truth.peak_hop_latency as f64,
+            lat.iter().cloned().fold(0.0, f64::max)
+        );
+        // Through JSON and back.
+        let d = tempfile::tempdir().unwrap();
+        t.truth.save(&d.path().join("t.json")).unwrap();
+        assert_eq!(
+            GroundTruth::load(&d.path().join("t.json")).unwrap(),
+            t.truth
+        );
+    }
+
+    #[test]
+    fn episodes_parse_with_units_and_refuse_the_rest() {
+        let e = Episode::parse("301:20ms:1s:2.5").unwrap();
+        assert_eq!(
+            e,
+            Episode {
+                node_id: 301,
+                start_ns: 20_000_000,
+                duration_ns: 1_000_000_000,
+                magnitude: 2.5
+            }
+        );
+        for bad in [
+            "",
+            "301",
+            "301:20:10ms:2",
+            "301:20ms:0ms:2",
+            "301:20ms:10ms:0",
+            "301:20ms:10ms:nan",
+            "301:20ms:10ms:inf",
+            "x:20ms:10ms:2",
+            "301:20h:10ms:2",
+            "301:99999999999999999999s:1s:2",
+            "301:20ms:10ms:2:9",
+        ] {
+            assert!(Episode::parse(bad).is_err(), "{bad:?}");
+        }
     }
 }
