@@ -304,8 +304,8 @@ pub enum IntQuery {
         #[arg(long, default_value_t = 0)]
         list_base: u32,
     },
-    /// The network map learned from the flows' paths: switches (most congested first, with
-    /// their queue occupancy and hop latency over the window) and links.
+    /// The network map learned from the flows' paths: switches and links, the most congested
+    /// first by --rank, each switch with its queue occupancy and hop latency over the window.
     Network {
         #[command(flatten)]
         dir: IntDirArgs,

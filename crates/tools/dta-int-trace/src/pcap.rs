@@ -181,6 +181,9 @@ pub struct ReplayStats {
     /// Records with nothing to send (not UDP, or not INT in `wrap` mode).
     pub skipped: u64,
     pub send_errors: u64,
+    /// When the replay began (Unix milliseconds): a paced record `i` was sent about `i / rate`
+    /// seconds later, so a ground truth's frame index is a time on the receiver's clock.
+    pub started_ms: u64,
     pub seconds: f64,
 }
 
@@ -234,7 +237,12 @@ pub fn replay_with(
         ((r * PACE_SLICE.as_secs_f64()) as usize).clamp(1, SEND_BATCH)
     });
     let mut out = SendBatch::new(opts.to);
-    let mut st = ReplayStats::default();
+    let mut st = ReplayStats {
+        started_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        ..ReplayStats::default()
+    };
     let start = Instant::now();
     let mut wrapped_seq = 0u32;
     let mut queued = 0u64;

@@ -437,6 +437,14 @@ pub struct Quantiles {
     pub max: Option<u64>,
 }
 
+/// What an answer says of `n` uncertain samples (in `of`).
+pub(crate) fn uncertain_note(n: u64, of: &str) -> String {
+    format!(
+        "{n} samples of {of} are uncertain: the store's counters are shared by too many keys \
+         (give it more counters; docs/int-sink.md, \"Histograms\")"
+    )
+}
+
 /// The bucketing the sink recorded in the windows `window` selects of a histogram store
 /// ([`Buckets::detect`]); `None` when nothing was written there.
 pub fn recorded_buckets(
@@ -532,6 +540,9 @@ pub struct HistogramResult {
     /// ones (there are up to 3 200).
     pub buckets: Vec<Bucket>,
     pub total: u64,
+    /// Samples whose bucket is uncertain: a power of two's buckets do not add up to it, as
+    /// when the store's counters are shared by too many keys (`note` says so); 0 otherwise.
+    pub uncertain: u64,
     /// The time windows counted (oldest first); empty for a store that keeps one cumulative
     /// table (since it was created).
     pub windows: Vec<WindowSpan>,
@@ -599,6 +610,7 @@ pub fn histogram_in(
             quantiles: Quantiles::default(),
             buckets: vec![],
             total: 0,
+            uncertain: 0,
             windows,
             coverage,
         });
@@ -610,11 +622,11 @@ pub fn histogram_in(
     let sparse = matches!(scheme, Buckets::LogLinear { .. });
     let mut counts = Vec::new();
     let mut out = Vec::new();
+    let mut uncertain = 0u64;
     if sparse {
         // The powers of two first (their log2 keys), then the log-linear buckets of those that
         // hold samples ([`Buckets::octave`]); a power of two whose buckets do not add up to it
         // was answered with another key's counts somewhere (all of a key's counters shared).
-        let mut uncertain = 0u64;
         for o in 0..=32u8 {
             let whole = read(&crate::layout::hist_key(node_id, metric, o))?;
             if whole == 0 {
@@ -633,11 +645,7 @@ pub fn histogram_in(
             uncertain += sum.abs_diff(whole);
         }
         if uncertain > 0 {
-            coverage.note = Some(format!(
-                "{uncertain} samples of this histogram are uncertain: the store's counters are \
-                 shared by too many keys (give it more counters; docs/int-sink.md, \
-                 \"Histograms\")"
-            ));
+            coverage.note = Some(uncertain_note(uncertain, "this histogram"));
         }
     } else {
         for b in 0..scheme.count() {
@@ -663,6 +671,7 @@ pub fn histogram_in(
         },
         histogram: Some(scheme),
         total,
+        uncertain,
         buckets: out,
         windows,
         coverage,

@@ -10,8 +10,8 @@ use dta_store::{KeyIncrementLayout, Region, WindowSel, WindowSpan};
 
 use super::scan::FlowFilter;
 use super::{
-    empty_note, flows, histogram_in, layout_err, recorded_buckets, FlowOrder, HistogramResult,
-    QueryError, MAX_FLOW_SCAN,
+    empty_note, flows, histogram_in, layout_err, recorded_buckets, uncertain_note, FlowOrder,
+    HistogramResult, QueryError, MAX_FLOW_SCAN,
 };
 use crate::layout::{Buckets, Metric};
 
@@ -240,6 +240,7 @@ pub fn network(
         notes.push(empty_note(hist, &l, now_ms)?);
     }
     let mut switches = vec![];
+    let (mut uncertain, mut uncertain_in) = (0u64, 0usize);
     for (&node_id, &n) in nodes.iter().take(MAX_SWITCHES) {
         let of = |metric| {
             histogram_in(
@@ -259,9 +260,15 @@ pub fn network(
             m => rank.of(&of(m)?),
         };
         windows = q.windows.clone();
-        if let Some(n) = &q.coverage.note {
-            if !notes.contains(n) {
-                notes.push(n.clone());
+        // One note for what is uncertain over all the switches; the others once each.
+        for h in [&q, &l] {
+            if h.uncertain > 0 {
+                uncertain += h.uncertain;
+                uncertain_in += 1;
+            } else if let Some(n) = &h.coverage.note {
+                if !notes.contains(n) {
+                    notes.push(n.clone());
+                }
             }
         }
         switches.push(Switch {
@@ -275,6 +282,12 @@ pub fn network(
             latency_p50: l.quantiles.p50,
             latency_p99: l.quantiles.p99,
         });
+    }
+    if uncertain > 0 {
+        notes.push(uncertain_note(
+            uncertain,
+            &format!("{uncertain_in} of the switches' histograms"),
+        ));
     }
     let score_of: BTreeMap<u32, Option<f64>> =
         switches.iter().map(|s| (s.node_id, s.score)).collect();
