@@ -165,6 +165,44 @@ def test_recent_events_agree(replayed):
         dta.int_events(events, before="hop_latency")
 
 
+def test_episodes_and_the_worst_of_a_window_agree(replayed):
+    """Episodes and each flow's worst summary since a time: the same from Python, the CLI and
+    HTTP; an episode's rows are the events of its switch and kind between its start and end."""
+    regions, cli, get, _, _ = replayed
+    events, paths = region(regions, "int_events"), region(regions, "int_paths")
+    since = int(time.time() * 1000) - 15 * 60 * 1000
+    # Every queue above 1 is an event here: queue episodes at every switch.
+    py = dta.int_episodes(events, since_ms=since, kinds=["queue_occupancy"], max=4096)
+    assert py["complete"] and py["episodes"]
+    by_cli = cli("episodes", "--store", "int_events", "--since-ms", str(since), "--kind",
+                 "queue_occupancy", "--max", "4096")
+    status, by_http = get(f"/int/episodes/int_events?since_ms={since}&kind=queue_occupancy&max=4096")
+    assert status == 200
+    for other in (by_cli, by_http):
+        assert other["episodes"] == py["episodes"]
+        assert [(s["node_id"], s["events"]) for s in other["series"]] == \
+            [(s["node_id"], s["events"]) for s in py["series"]]
+    ep = py["episodes"][0]
+    rows = dta.int_events(events, kinds=["queue_occupancy"], node=ep["node_id"],
+                          since_ms=ep["start_ns"] // 1_000_000, until_ms=ep["end_ns"] // 1_000_000,
+                          max=4096)
+    assert rows["complete"]
+    assert len(rows["events"]) >= ep["count"]
+    assert all(ep["start_ns"] // 1_000_000 * 1_000_000 <= e["time_ns"] <= ep["end_ns"] // 1_000_000 * 1_000_000 + 999_999
+               for e in rows["events"])
+    assert max(e["value"] for e in rows["events"]) >= ep["peak"]
+    assert py["more"] == 0
+    assert sum(s["events"] for s in py["series"]) == sum(e["count"] for e in py["episodes"])
+    worst = dta.int_flows(events, paths=paths, top="worst", since_ms=since, max=100)
+    assert worst == cli("flows", "--store", "int_events", "--paths", "int_paths", "--top", "worst",
+                        "--since-ms", str(since), "--max", "100")
+    status, body = get(f"/int/flows/int_events?paths=int_paths&top=worst&since_ms={since}&max=100")
+    assert status == 200 and body == worst
+    latest = {f["flow"]: f["path_latency"] for f in
+              dta.int_flows(events, top="latency", since_ms=since, max=100)["flows"]}
+    assert all(f["path_latency"] >= latest[f["flow"]] for f in worst["flows"])
+
+
 def test_the_path_of_a_found_flow(replayed):
     regions, cli, get, truth, _ = replayed
     paths = region(regions, "int_paths")
@@ -186,8 +224,21 @@ def test_questions_that_cannot_be_answered_raise(replayed):
     events, hist = region(regions, "int_events"), region(regions, "int_hist")
     with pytest.raises(dta.RegionError, match="no window of this store matches"):
         dta.int_histogram(hist, 1, window="at:1000")
-    with pytest.raises(dta.RegionError, match="expected recent, latency"):
-        dta.int_flows(events, top="worst")
+    with pytest.raises(dta.RegionError, match="expected recent, latency, worst"):
+        dta.int_flows(events, top="best")
+    paths = region(regions, "int_paths")
+    for bad in ("latency:p99", "hop_latency:p98", "hop_latency:over:x", ""):
+        with pytest.raises(dta.RegionError, match="rank") as e:
+            dta.int_network(events, paths, hist, rank=bad)
+        assert e.value.reason == "bad_rank"
+    for gap in (0, 86_400_001):
+        with pytest.raises(dta.RegionError, match="gap_ms") as e:
+            dta.int_episodes(events, gap_ms=gap)
+        assert e.value.reason == "bad_gap"
+    with pytest.raises(dta.RegionError, match="max"):
+        dta.int_episodes(events, max=4097)
+    with pytest.raises(dta.RegionError, match="unknown event kind"):
+        dta.int_episodes(events, kinds=["flood"])
     with pytest.raises(dta.RegionError, match="unknown event kind"):
         dta.int_events(events, kinds=["flood"])
     with pytest.raises(dta.RegionError, match="not a key-increment|not a Key-Increment"):

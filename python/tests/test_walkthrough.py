@@ -191,3 +191,7 @@ def test_the_walkthrough_answers_as_the_ground_truth_says(tryout):
     reports = sum(v for n, v in names["int-sink"]["samples"]
                   if n.startswith("dta_int_telemetry_reports_total"))
     assert reports == sent, (reports, sent)
+    for name in ("int-sink", "translator"):
+        health = names[name]["health"]
+        assert [h for h in health if h["bad"]] == [], health
+        assert any(h["what"] in ("ingest", "int") and h["value"] > 0 for h in health), health

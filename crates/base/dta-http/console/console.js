@@ -872,7 +872,29 @@ async function refreshPeers() {
       why.textContent = p.error;
       div.appendChild(why);
     } else {
-      title.textContent = `${p.name} (${p.addr})`;
+      // At a glance: intake, then every loss, shed and reject since it started, the bad ones
+      // (above 0) marked; the raw metrics behind a disclosure.
+      const bad = (p.health || []).filter((h) => h.bad).length;
+      title.textContent = `${p.name} (${p.addr}): ` + (bad ? `${bad} loss counter(s) above 0` : "no loss");
+      title.className = bad ? "bad" : "";
+      const ht = document.createElement("table");
+      ht.className = "health";
+      const hb = document.createElement("tbody");
+      for (const h of p.health || []) {
+        const tr = document.createElement("tr");
+        if (h.bad) tr.className = "bad";
+        cell(tr, (h.bad ? "✗ " : "") + h.what);
+        cell(tr, h.family + (h.label ? ` ${h.label}` : ""));
+        cell(tr, String(h.value), "num");
+        hb.appendChild(tr);
+      }
+      ht.appendChild(hb);
+      div.appendChild(ht);
+      const raw = document.createElement("details");
+      const sum = document.createElement("summary");
+      sum.textContent = `raw metrics (${p.samples.length}` +
+        (p.dropped ? `; ${p.dropped} more not shown)` : ")");
+      raw.appendChild(sum);
       const t = document.createElement("table");
       const tb = document.createElement("tbody");
       for (const [name, value] of p.samples) {
@@ -882,13 +904,8 @@ async function refreshPeers() {
         tb.appendChild(tr);
       }
       t.appendChild(tb);
-      div.appendChild(t);
-      if (p.dropped) {
-        const more = document.createElement("p");
-        more.className = "muted";
-        more.textContent = `${p.dropped} more samples not shown`;
-        div.appendChild(more);
-      }
+      raw.appendChild(t);
+      div.appendChild(raw);
     }
     box.appendChild(div);
   }

@@ -294,20 +294,74 @@ fn peer_status(p: &Peer, token: Option<&Token>) -> serde_json::Value {
         return unreachable(format!("GET /metrics answered {}", a.status));
     }
     let text = String::from_utf8_lossy(&a.body);
-    let (samples, dropped) = match parse_samples(&text, MAX_PEER_SAMPLES) {
+    let all = match crate::exposition::parse_exposition(&text) {
         Ok(x) => x,
         Err(e) => return unreachable(format!("its /metrics does not parse: {e}")),
     };
+    let health = health(&all);
+    let (samples, dropped) = shown_samples(all, MAX_PEER_SAMPLES);
     serde_json::json!({
         "name": p.name, "addr": addr.to_string(), "configured": true, "reachable": true,
-        "samples": samples, "dropped": dropped,
+        "health": health, "samples": samples, "dropped": dropped,
     })
+}
+
+/// One line of a process's health: a watched counter ([`crate::history::WATCHED`]) since the
+/// process started, summed per value of its label, and whether it is a loss (a loss, a shed or
+/// a reject above 0: marked bad).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HealthLine {
+    /// The chart it belongs to: `ingest`, `int` (intake), `loss`, `shed`, `rejects`, `nacks`.
+    pub what: &'static str,
+    pub family: &'static str,
+    /// The label's value (`priority`, `reason`, `primitive`), when the family has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub value: f64,
+    pub bad: bool,
+}
+
+/// Charts whose counters count what was lost, shed or refused.
+const BAD_CHARTS: [&str; 3] = ["loss", "shed", "rejects"];
+
+/// A process's health from all of its samples: every watched counter it exposes, intake first,
+/// then the losses (each per label value); the bad ones are losses above 0.
+pub fn health(samples: &[crate::exposition::Sample]) -> Vec<HealthLine> {
+    let mut out: Vec<HealthLine> = vec![];
+    for w in crate::history::WATCHED {
+        if w.kind != crate::history::Kind::Rate || w.chart == "priority" {
+            continue;
+        }
+        let mut by: std::collections::BTreeMap<Option<String>, f64> = Default::default();
+        for s in samples.iter().filter(|s| s.name == w.family) {
+            *by.entry(w.by.and_then(|l| s.label(l)).map(str::to_owned))
+                .or_default() += s.value;
+        }
+        for (label, value) in by {
+            out.push(HealthLine {
+                what: w.chart,
+                family: w.family,
+                label,
+                value,
+                bad: BAD_CHARTS.contains(&w.chart) && value > 0.0,
+            });
+        }
+    }
+    out.sort_by_key(|l| BAD_CHARTS.contains(&l.what));
+    out
 }
 
 /// The samples of an OpenMetrics or Prometheus text exposition as `name{labels}` and value, at
 /// most `max` of them, and how many more there were.
 pub fn parse_samples(text: &str, max: usize) -> Result<(Vec<(String, f64)>, usize), String> {
-    let all = crate::exposition::parse_exposition(text)?;
+    Ok(shown_samples(
+        crate::exposition::parse_exposition(text)?,
+        max,
+    ))
+}
+
+/// `all` as `name{labels}` and value, at most `max`, and how many more there were.
+fn shown_samples(all: Vec<crate::exposition::Sample>, max: usize) -> (Vec<(String, f64)>, usize) {
     let dropped = all.len().saturating_sub(max);
     let shown = all
         .into_iter()
@@ -324,12 +378,42 @@ pub fn parse_samples(text: &str, max: usize) -> Result<(Vec<(String, f64)>, usiz
             (series, s.value)
         })
         .collect();
-    Ok((shown, dropped))
+    (shown, dropped)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_sums_the_watched_counters_and_marks_losses() {
+        let text = "dta_translator_reports_total{primitive=\"kw\"} 10\n\
+                    dta_translator_reports_total{primitive=\"kw\",thread=\"1\"} 5\n\
+                    dta_translator_lost_total{priority=\"high\"} 0\n\
+                    dta_translator_lost_total{priority=\"low\"} 3\n\
+                    dta_int_sink_kernel_drops_total 0\n\
+                    dta_translator_memory_ops_total{op=\"write\"} 99\n";
+        let all = crate::exposition::parse_exposition(text).unwrap();
+        let h = health(&all);
+        let line = |f: &str, l: Option<&str>| {
+            h.iter()
+                .find(|x| x.family == f && x.label.as_deref() == l)
+                .unwrap_or_else(|| panic!("{f} {l:?}: {h:?}"))
+                .clone()
+        };
+        let kw = line("dta_translator_reports_total", Some("kw"));
+        assert_eq!((kw.value, kw.bad, kw.what), (15.0, false, "ingest"));
+        assert!(!line("dta_translator_lost_total", Some("high")).bad);
+        assert!(line("dta_translator_lost_total", Some("low")).bad);
+        assert!(!line("dta_int_sink_kernel_drops_total", None).bad);
+        assert!(h
+            .iter()
+            .all(|x| x.family != "dta_translator_memory_ops_total"));
+        assert_eq!(h[0].what, "ingest", "intake first");
+        // Health reads every sample, not only those shown.
+        let (shown, dropped) = shown_samples(all, 2);
+        assert_eq!((shown.len(), dropped), (2, 4));
+    }
 
     #[test]
     fn samples_are_parsed_and_bounded() {
