@@ -1,3 +1,5 @@
+// Size: the browser tests share one WebDriver harness (driver, page helpers, screenshot checks);
+// each test drives one part of the console against services it starts.
 //! The web console in a real browser: headless Chromium driven through chromedriver (WebDriver)
 //! against a collector, translator and traffic these tests start. The page's answers are
 //! compared with `dta query --json`; screenshots are saved under
@@ -686,6 +688,216 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         click(&c, "t-stop").await;
         shot(&c, "network", "int-network").await;
         save_page(&c, "int").await;
+        c.close().await.unwrap();
+    });
+}
+
+/// The documented deployment (`examples/tryout.sh`: the examples together, a generated trace
+/// with a congestion episode at one switch) answers an operator from the console alone: the
+/// congested switch first, its episode at its switch with the peak and the rows the CLI gives,
+/// the worst flow of the window the ground truth's, every switch's p50 and p99 as the CLI gives
+/// them (within the stated error of the truth: `python/tests/test_walkthrough.py` checks every
+/// interface against the truth), and no loss. Screenshots in the artefacts.
+#[test]
+fn console_answers_the_operator_on_the_documented_deployment() {
+    let d = match driver() {
+        Ok(d) => d,
+        Err(why) => dta_testkit::skip!("{why}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("tryout");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let mut script = Command::new("bash");
+    script
+        .arg(repo.join("examples/tryout.sh"))
+        .env("DTA", env!("CARGO_BIN_EXE_dta"))
+        .env("TRYOUT", &t)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = script.spawn().unwrap();
+    // Stopped as the page says (Ctrl-C: SIGINT to the group) however the test ends.
+    struct Group(Child);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the process group of our own child.
+            unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGINT) };
+            let _ = self.0.wait();
+        }
+    }
+    let out = child.stdout.take().unwrap();
+    let _running = Group(child);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.starts_with("tryout: running") => break,
+            Some(Ok(_)) => {}
+            _ => panic!("examples/tryout.sh ended before running"),
+        }
+    }
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.join("trace.json")).unwrap()).unwrap();
+    let congested = truth["episodes"][0]["node_id"].as_u64().unwrap();
+    let cli = |args: &[&str]| -> serde_json::Value {
+        let out = dta()
+            .args(["query", "int"])
+            .args(args)
+            .arg("--config")
+            .arg(t.join("int-sink.toml"))
+            .output()
+            .unwrap();
+        common::assert_success(&out);
+        json_of(&String::from_utf8_lossy(&out.stdout))
+    };
+    let since = (dta_store::key_increment::unix_ms() - 15 * 60_000).to_string();
+    // The flows are summarised once idle (1 s in the example).
+    let worst = || {
+        cli(&[
+            "flows",
+            "--store",
+            "int_events",
+            "--paths",
+            "int_paths",
+            "--top",
+            "worst",
+            "--since-ms",
+            &since,
+            "--max",
+            "10",
+        ])["flows"]
+            .clone()
+    };
+    let flows = truth["flows"].as_array().unwrap().len() as u64;
+    wait_for("every flow summarised", || {
+        cli(&["network", "--window", "last:15m"])["flows"] == flows
+    });
+    let net = cli(&["network", "--window", "last:15m"]);
+    assert_eq!(net["switches"][0]["node_id"], congested, "{net}");
+    let worst = worst();
+    let episodes = cli(&[
+        "episodes",
+        "--store",
+        "int_events",
+        "--kind",
+        "hop_latency",
+        "--node",
+        &congested.to_string(),
+    ]);
+    let ep = &episodes["episodes"][0];
+    assert_eq!(ep["node_id"], congested, "{episodes}");
+
+    runtime().block_on(async {
+        let c = browser(&d).await;
+        c.goto("http://127.0.0.1:40080/console/").await.unwrap();
+        // Nothing chosen: the stores are found by their layout, the window is the last 15
+        // minutes, the measure hop latency p99.
+        let switches = text_when(&c, "n-switches", |t| t.lines().count() > 1).await;
+        let rows: Vec<Vec<&str>> = switches
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), net["switches"].as_array().unwrap().len());
+        for (row, s) in rows.iter().zip(net["switches"].as_array().unwrap()) {
+            // switch, congestion, flows, queue p50, p99, latency p50, p99, samples
+            let want: Vec<String> = [
+                &s["node_id"],
+                &s["flows"],
+                &s["queue_p50"],
+                &s["queue_p99"],
+                &s["latency_p50"],
+                &s["latency_p99"],
+            ]
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+            let got = [row[0], row[2], row[3], row[4], row[5], row[6]];
+            assert_eq!(got.to_vec(), want, "{switches}\n{net}");
+        }
+        assert_eq!(rows[0][0], congested.to_string());
+        let state = text_when(&c, "n-windows", |t| t.contains("ranked by")).await;
+        assert!(state.contains("ranked by hop_latency:p99"), "{state}");
+        // The worst flow of the window, as the CLI gives it.
+        let flows = text_when(&c, "n-flows", |t| t.lines().count() > 1).await;
+        let top = worst[0]["flow"].as_str().unwrap();
+        assert!(
+            flows.lines().nth(1).unwrap_or_default().starts_with(top),
+            "{flows}\n{worst}"
+        );
+        shot(&c, "network", "operator-network").await;
+        // The congested switch's hop-latency episode: its peak and crossings, and its rows on a
+        // click.
+        let eps = text_when(&c, "n-episodes", |t| {
+            t.lines()
+                .any(|l| l.starts_with(&format!("{congested} hop_latency")))
+        })
+        .await;
+        let row = eps
+            .lines()
+            .find(|l| l.starts_with(&format!("{congested} hop_latency")))
+            .unwrap();
+        for v in [&ep["peak"], &ep["count"], &ep["flows"]] {
+            assert!(
+                row.split_whitespace().any(|w| w == v.to_string()),
+                "{row}: {ep}"
+            );
+        }
+        let cells = c
+            .find_all(Locator::Css("#n-episodes tbody tr td.link"))
+            .await
+            .unwrap();
+        let mut clicked = false;
+        for cell in cells {
+            let tr = cell
+                .find(Locator::XPath("./.."))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if tr.starts_with(&format!("{congested} hop_latency")) {
+                cell.click().await.unwrap();
+                clicked = true;
+                break;
+            }
+        }
+        assert!(clicked, "{eps}");
+        let of = text_when(&c, "n-rows-of", |t| t.contains("rows")).await;
+        assert!(
+            of.starts_with(&format!("hop_latency at switch {congested}")),
+            "{of}"
+        );
+        let rows = text_when(&c, "n-events-list", |t| t.lines().count() > 1).await;
+        assert!(
+            rows.lines()
+                .skip(1)
+                .all(|l| l.split_whitespace().nth(1) == Some("hop_latency")),
+            "{rows}"
+        );
+        shot(&c, "n-episodes", "operator-episodes").await;
+        // Another measure, chosen on the page: the answer names it.
+        select(&c, "n-rank", "queue_occupancy:over:300").await;
+        let state = text_when(&c, "n-windows", |t| {
+            t.contains("ranked by queue_occupancy:over:300")
+        })
+        .await;
+        assert!(!state.is_empty());
+        let switches = text_when(&c, "n-switches", |t| {
+            t.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with(&format!("{congested} ")) && l.contains('%'))
+        })
+        .await;
+        assert!(switches.lines().count() > 2);
+        // Health at a glance: both processes, no loss.
+        let peers = text_when(&c, "peers", |t| {
+            t.contains("int-sink (127.0.0.1:9465): no loss")
+                && t.contains("translator (127.0.0.1:9464): no loss")
+        })
+        .await;
+        assert!(peers.contains("dta_int_telemetry_reports_total"), "{peers}");
+        shot(&c, "peers", "operator-health").await;
+        save_page(&c, "operator").await;
         c.close().await.unwrap();
     });
 }
