@@ -206,9 +206,11 @@ pub(crate) fn int_flows<'py>(
 /// first by `rank`, with their queue occupancy and hop latency over `window`), `"links",
 /// "flows", "windows"}`, as `GET /int/network` answers. `window`: `"current"` (the default),
 /// `"all"`, `"last:5m"`, `"at:UNIX_MS"`; `rank`: `METRIC:STAT` (`"hop_latency:p99"`, the
-/// default, `"queue_occupancy:p99"`, `"hop_latency:over:20000"`, ...).
+/// default, `"queue_occupancy:p99"`, `"hop_latency:over:20000"`, ...); `long_tier`: the
+/// histograms' long tier, read when `window` asks for more than `hist` holds.
 #[pyfunction]
-#[pyo3(signature = (events, paths, hist, window=None, list_base=0, rank=None))]
+#[pyo3(signature = (events, paths, hist, window=None, list_base=0, rank=None, long_tier=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn int_network<'py>(
     py: Python<'py>,
     events: &Region,
@@ -217,6 +219,7 @@ pub(crate) fn int_network<'py>(
     window: Option<&str>,
     list_base: u32,
     rank: Option<&str>,
+    long_tier: Option<PyRef<'py, Region>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let w = self::window(py, window)?;
     let rank = rank
@@ -228,6 +231,7 @@ pub(crate) fn int_network<'py>(
         events.inner(),
         paths.inner(),
         hist.inner(),
+        long_tier.as_ref().map(|r| r.inner()),
         list_base,
         w,
         rank,

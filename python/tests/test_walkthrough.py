@@ -125,7 +125,7 @@ def test_the_walkthrough_answers_as_the_ground_truth_says(tryout):
     # The flows are summarised when idle (1 s in the example): wait for the last.
     deadline = time.monotonic() + 60
     while True:
-        net = run(env, the_block("dta query int network"))
+        net = run(env, the_block("dta query int network --config /tmp/dta-tryout/int-sink.toml --window last:15m"))
         if net["flows"] == len(truth["flows"]) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -138,6 +138,12 @@ def test_the_walkthrough_answers_as_the_ground_truth_says(tryout):
     assert 0 < err <= 0.02
     samples = per_switch(truth)
     assert {s["node_id"] for s in net["switches"]} == set(samples)
+    day = run(env, the_block("dta query int network --config /tmp/dta-tryout/int-sink.toml --window last:24h"))
+    assert day["store"] == "int_hist_day" and net["store"] == "int_hist"
+    # The same samples (each store's own key collisions aside): the same switch first.
+    assert day["switches"][0]["node_id"] == congested
+    assert {s["node_id"] for s in day["switches"]} == set(samples)
+    assert all(w["end_ms"] - w["start_ms"] == 3_600_000 for w in day["windows"])
     by_http = run(env, the_block("curl -s 'http://127.0.0.1:40080/int/network"))
     assert by_http["rank"] == "queue_occupancy:over:300"
     assert by_http["switches"][0]["node_id"] == congested

@@ -254,6 +254,7 @@ def int_network(
     window: Optional[str] = None,
     list_base: int = 0,
     rank: Optional[str] = None,
+    long_tier: Optional[Region] = None,
 ) -> dict[str, Any]: ...
 def int_histogram(
     hist: Region,

@@ -591,7 +591,7 @@ async function refreshNetwork() {
       ["since_ms", since === undefined ? "" : Math.floor(since)], ["max", NETWORK_EVENTS],
     ]));
     showError("n-error", null);
-    $("n-windows").textContent = `${net.flows} flows read; ${fmtWindows(net.windows)}; ranked by ` +
+    $("n-windows").textContent = `${net.flows} flows read; ${net.store} ${fmtWindows(net.windows)}; ranked by ` +
       `${net.rank}` +
       (net.notes && net.notes.length > 0 ? `; ${net.notes.join("; ")}` : "") +
       partial(flows, `the flows cover summaries since ${flows.covered_from_ns ?

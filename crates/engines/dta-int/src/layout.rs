@@ -22,6 +22,21 @@ pub const EVENT_LEN: usize = 32;
 /// Key length of a histogram counter: `node_id u32 ‖ metric u8 ‖ bucket u8`.
 pub const HIST_KEY_LEN: usize = 6;
 
+/// Key length of a histogram counter in the long tier: the key ‖ [`LONG_TIER`]. A Key-Increment
+/// store of such keys (its windows longer, e.g. 24 of an hour) is the histograms' long tier:
+/// the sink writes every histogram count into it too, and a question about more time than the
+/// histogram store holds is answered from it (`docs/int-sink.md`, "Histograms").
+pub const LONG_TIER_KEY_LEN: usize = HIST_KEY_LEN + 1;
+/// The last byte of a long-tier key.
+pub const LONG_TIER: u8 = 1;
+
+/// `key` as the long tier keys it.
+pub fn long_tier_key(key: &[u8; HIST_KEY_LEN]) -> [u8; LONG_TIER_KEY_LEN] {
+    let mut k = [LONG_TIER; LONG_TIER_KEY_LEN];
+    k[..HIST_KEY_LEN].copy_from_slice(key);
+    k
+}
+
 /// Encode a path (node ids newest first) as the Key-Write data ([DTA Table 2]: "INT path traces:
 /// flow 5-tuple → list of node ids"). Paths longer than [`MAX_PATH`] keep the newest hops.
 pub fn encode_path(newest_first: &[u32]) -> [u8; PATH_DATA_LEN] {

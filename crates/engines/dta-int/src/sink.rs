@@ -13,7 +13,7 @@
 //! | INT-MD path trace | Key-Write, key = 13-byte flow, data = path record (`layout`) |
 //! | per-hop latency (INT-MD hops, INT-MX/XD postcards) | Postcarding, key = flow, hop index |
 //! | threshold / change events, drop reports | Append, one list per event kind |
-//! | per-switch per-metric histograms | Key-Increment, key = node ‖ metric ‖ bucket, +1 |
+//! | per-switch per-metric histograms | Key-Increment, key = node ‖ metric ‖ bucket, +1; with a store of the long tier's keys, there too (key ‖ 1) |
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -443,6 +443,8 @@ pub struct IntSink<S: Sinks> {
     /// Scratch of the delta flush: `(seq, index)`.
     order: Vec<(u32, u32)>,
     hist: HistDeltas,
+    /// Whether a store of the histograms' long tier is there (every count is written there too).
+    long_tier: bool,
     last_delta_flush_ns: u64,
     /// The fast path in front of this sink, if any, and the FlowCache indices of the flows it
     /// knows (drained at each delta flush; an index whose entry is no longer `fast` is dropped).
@@ -514,7 +516,9 @@ impl<S: Sinks> IntSink<S> {
             pending: Vec::new(),
         };
         let slots = cache.capacity() + EVICTED_PENDING;
+        let long_tier = translator.has_key_increment(crate::layout::LONG_TIER_KEY_LEN);
         Ok(IntSink {
+            long_tier,
             dirty: Vec::with_capacity(slots),
             evicted: Vec::with_capacity(EVICTED_PENDING),
             summaries,
@@ -1222,24 +1226,31 @@ impl<S: Sinks> IntSink<S> {
 
     fn flush_hist(&mut self, now_ns: u64) {
         let now = self.instant(now_ns);
-        let (hist, translator, src, redundancy) = (
+        let (hist, translator, src, redundancy, long_tier) = (
             &mut self.hist,
             &mut self.translator,
             self.src,
             self.cfg.redundancy,
+            self.long_tier,
         );
         hist.drain(|key, counter| {
-            translator.apply(
-                &Report::KeyIncrement {
-                    key,
-                    counter,
-                    redundancy,
-                    immediate: false,
-                },
-                0,
-                src,
-                now,
-            );
+            let mut add = |key: &[u8]| {
+                translator.apply(
+                    &Report::KeyIncrement {
+                        key,
+                        counter,
+                        redundancy,
+                        immediate: false,
+                    },
+                    0,
+                    src,
+                    now,
+                )
+            };
+            add(key);
+            if long_tier {
+                add(&crate::layout::long_tier_key(key));
+            }
         });
     }
 

@@ -648,7 +648,7 @@ fn flows_and_the_network_map_are_found_without_a_key() {
     assert!(from.iter().all(|f| f.summary.flow[..4] == one[..4]));
     assert!(from.iter().any(|f| f.summary.flow == one));
     // The network map: the paths' switches and links, each switch with its samples.
-    let net = query::network(&ev, &pa, &hi, 0, None, Default::default(), 0).unwrap();
+    let net = query::network(&ev, &pa, &hi, None, 0, None, Default::default(), 0).unwrap();
     let nodes: std::collections::BTreeSet<u32> = paths.values().flatten().copied().collect();
     let got: std::collections::BTreeSet<u32> = net.switches.iter().map(|s| s.node_id).collect();
     assert_eq!(got, nodes);
@@ -660,10 +660,21 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         net.links.iter().map(|l| (l.from, l.to)).collect();
     assert_eq!(got, links);
     assert!(net.switches.iter().all(|s| s.queue_samples > 0));
+    // Ranked by the default measure, which the answer names: hop latency p99.
+    assert_eq!(net.rank.to_string(), "hop_latency:p99");
     assert!(net
+        .switches
+        .iter()
+        .all(|s| s.score == s.latency_p99.map(|x| x as f64)));
+    assert!(net.switches.windows(2).all(|w| w[0].score >= w[1].score));
+    // Another measure: queue occupancy p99.
+    let q = query::Congestion::parse("queue_occupancy:p99").unwrap();
+    let by_queue = query::network(&ev, &pa, &hi, None, 0, None, q, 0).unwrap();
+    assert!(by_queue
         .switches
         .windows(2)
         .all(|w| w[0].queue_p99 >= w[1].queue_p99));
+    assert_eq!(by_queue.store, "hist");
     // Without the flow-summary list, the answer says what to configure.
     let e = query::flows(
         &Env::new().collector.store("events").unwrap().region,
@@ -744,4 +755,121 @@ fn a_long_flow_is_summarised_while_it_runs() {
                 && w[0].summary.last_ns > w[1].summary.last_ns));
         assert!(over_time.iter().all(|f| f.summary.flow == p.flow));
     }
+}
+
+/// With a store of the long tier's keys (7 bytes, longer windows) beside the histogram store,
+/// the sink writes every histogram count into both; a question about more time than the
+/// histogram store holds is answered from the long tier, which says so in its windows and
+/// store, with the same counts for the time both hold.
+#[test]
+fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
+    let mut fine = store("hist", "key-increment");
+    fine.windows = Some(4);
+    fine.window_ms = Some(60_000);
+    let mut long = store("hist_day", "key-increment");
+    long.key_len = Some(dta_int::layout::LONG_TIER_KEY_LEN as u8);
+    long.windows = Some(24);
+    long.window_ms = Some(3_600_000);
+    let mut events = store("events", "append");
+    events.lists = Some(16);
+    let env = Env::with(&[store("paths", "key-write"), events, fine, long]);
+    let gen = GenConfig {
+        flows: 20,
+        ..Default::default()
+    };
+    let pkts = generate(&gen);
+    let mut sink = env.sink(&IntSinkConfig::default());
+    for p in &pkts {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    sink.flush(pkts.last().unwrap().time_ns);
+    let r = |n: &str| env.collector.store(n).unwrap().region.clone();
+    let (hi, day) = (r("hist"), r("hist_day"));
+    let now = dta_store::key_increment::unix_ms();
+    let node = pkts[0].hops[1].node_id;
+    for m in [Metric::HopLatency, Metric::QueueOccupancy] {
+        let a = query::histogram_in(&hi, node, m, None, None, Some(query::WindowSel::All), now)
+            .unwrap();
+        let b = query::histogram_in(&day, node, m, None, None, Some(query::WindowSel::All), now)
+            .unwrap();
+        assert!(a.total > 0);
+        assert_eq!(
+            (a.total, &a.buckets, &a.histogram),
+            (b.total, &b.buckets, &b.histogram)
+        );
+    }
+    // The tier for the time asked: the fine store up to what it holds (4 minutes), the long
+    // tier beyond; without a long tier, the fine store, its answer saying it is cut.
+    let last = |ms| Some(query::WindowSel::Last(ms));
+    assert_eq!(
+        query::tier_for(&hi, Some(&day), last(240_000))
+            .header()
+            .name,
+        "hist"
+    );
+    assert_eq!(
+        query::tier_for(&hi, Some(&day), last(240_001))
+            .header()
+            .name,
+        "hist_day"
+    );
+    assert_eq!(
+        query::tier_for(&hi, None, last(86_400_000)).header().name,
+        "hist"
+    );
+    assert_eq!(query::tier_for(&hi, Some(&day), None).header().name, "hist");
+    let (ev, pa) = (r("events"), r("paths"));
+    let day_net = query::network(
+        &ev,
+        &pa,
+        &hi,
+        Some(&day),
+        0,
+        last(86_400_000),
+        Default::default(),
+        now,
+    )
+    .unwrap();
+    assert_eq!(day_net.store, "hist_day");
+    assert!(day_net
+        .windows
+        .iter()
+        .all(|w| w.end_ms - w.start_ms == 3_600_000));
+    let hour_net = query::network(
+        &ev,
+        &pa,
+        &hi,
+        Some(&day),
+        0,
+        last(120_000),
+        Default::default(),
+        now,
+    )
+    .unwrap();
+    assert_eq!(hour_net.store, "hist");
+    let scores = |n: &query::Network| -> Vec<(u32, Option<u64>)> {
+        n.switches
+            .iter()
+            .map(|s| (s.node_id, s.latency_p99))
+            .collect()
+    };
+    assert_eq!(scores(&day_net), scores(&hour_net), "the same samples");
+    // Without the long tier, a day is cut to the fine store's 4 minutes, and the answer says so.
+    let cut = query::network(
+        &ev,
+        &pa,
+        &hi,
+        None,
+        0,
+        last(86_400_000),
+        Default::default(),
+        now,
+    )
+    .unwrap();
+    assert!(!cut.complete);
+    assert!(
+        cut.notes.iter().any(|n| n.contains("4 min")),
+        "{:?}",
+        cut.notes
+    );
 }

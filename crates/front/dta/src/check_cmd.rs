@@ -108,6 +108,10 @@ struct IntSinkPlan {
     /// The per-switch histograms' bucketing and its buckets.
     histogram: dta_int::Buckets,
     histogram_buckets: usize,
+    /// The histograms' long tier (a Key-Increment store of its key length): its name, windows
+    /// and their width.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    long_tier: Option<(String, u32, u64)>,
 }
 
 #[derive(Serialize)]
@@ -281,6 +285,20 @@ fn int_sink_plan(a: &CheckArgs, f: &IntSinkFile) -> anyhow::Result<Plan> {
             thresholds,
             histogram: f.sink.histogram.clone(),
             histogram_buckets: f.sink.histogram.count(),
+            long_tier: f
+                .store
+                .iter()
+                .find(|s| {
+                    s.kind == Some(dta_collector::config::StoreKindName::KeyIncrement)
+                        && s.key_len == Some(dta_int::layout::LONG_TIER_KEY_LEN as u8)
+                })
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.windows.unwrap_or(0),
+                        s.window_ms.unwrap_or(0),
+                    )
+                }),
         }),
         ..common_plan(a, &f.region_dir, stores, needed, free)
     })
@@ -452,6 +470,14 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                     _ => ", configured edges".to_owned(),
                 }
             )?;
+            if let Some((name, windows, ms)) = &i.long_tier {
+                writeln!(
+                    out,
+                    "  long tier: {name}, {windows} windows of {} s (questions longer than the \
+                     histogram store holds are answered from it)",
+                    ms / 1000
+                )?;
+            }
             if i.thresholds.is_empty() {
                 writeln!(
                     out,

@@ -321,6 +321,11 @@ pub enum IntQuery {
         /// first).
         #[arg(long)]
         hist: Option<String>,
+        /// The histograms' long tier (Key-Increment of 7-byte keys; default: the one of that
+        /// layout, `int_hist_day` first, if any): read when --window last:D asks for more than
+        /// the histogram store holds.
+        #[arg(long)]
+        long_tier: Option<String>,
         /// The histograms' windows: current (default for a windowed store), all, last:5m,
         /// at:UNIX_MS.
         #[arg(long, value_parser = dta_int::query::WindowSel::parse)]
@@ -471,6 +476,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
             events,
             paths,
             hist,
+            long_tier,
             window,
             list_base,
             rank,
@@ -494,6 +500,11 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 &*r(events, query::Role::Events)?,
                 &*r(paths, query::Role::Paths)?,
                 &*r(hist, query::Role::Hist)?,
+                match long_tier {
+                    Some(n) => Some(r(Some(n), query::Role::LongTier)?),
+                    None => r(None, query::Role::LongTier).ok(),
+                }
+                .as_deref(),
                 list_base,
                 window,
                 rank,

@@ -9,7 +9,7 @@
 //! | `GET /int/events/{store}` | `kind` (comma-separated kinds; default every kind), `node`, `flow`, `since_ms`, `until_ms` (Unix ms, both included), `max` (default 100, at most [`query::MAX_EVENTS`]), `list_base` (default 0) | `{"events": [Event, ...]}`, newest first, decoded by the event layout |
 //! | `GET /int/episodes/{store}` | `kind` (comma-separated; default the threshold kinds), `node`, `since_ms`, `gap_ms` (default 1000: a longer quiet time ends an episode), `per_flow` (`true`: one episode per flow too), `max` (default 100, at most [`query::MAX_EPISODES`]), `list_base` | [`query::EpisodePage`] |
 //! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `worst`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
-//! | `GET /int/network` | `events`, `paths`, `hist` (store names; default: the store of the INT sink's layout for each, by its usual name first), `window`, `list_base`, `rank` (`METRIC:STAT`, default `hop_latency:p99`: [`query::Congestion`]) | [`query::Network`] |
+//! | `GET /int/network` | `events`, `paths`, `hist`, `long_tier` (store names; default: the store of the INT sink's layout for each, by its usual name first; the long tier only if there is one), `window` (a `last:` longer than `hist` holds is read from the long tier), `list_base`, `rank` (`METRIC:STAT`, default `hop_latency:p99`: [`query::Congestion`]) | [`query::Network`] |
 //! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! The routes have the query API's one shape: parameters checked by its
@@ -240,7 +240,15 @@ async fn flows(
 async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Network>, ApiError> {
     let p = Params::new(
         &raw,
-        &["events", "paths", "hist", "window", "list_base", "rank"],
+        &[
+            "events",
+            "paths",
+            "hist",
+            "long_tier",
+            "window",
+            "list_base",
+            "rank",
+        ],
     )?;
     let rank = p
         .raw("rank")
@@ -267,9 +275,17 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
         name("paths", query::Role::Paths)?,
         name("hist", query::Role::Hist)?,
     );
+    // The long tier is optional: named, it must be there; else the one of its layout, if any.
+    let long = match p.raw("long_tier") {
+        Some(n) => Some(n.to_owned()),
+        None => name("long_tier", query::Role::LongTier).ok(),
+    };
     let window = p.window()?;
     let list_base = p.list_base()?;
-    for n in [&paths, &hist] {
+    for n in [Some(&paths), Some(&hist), long.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         region(&s.c, n)?;
     }
     s.heavy
@@ -278,6 +294,7 @@ async fn network(State(s): State<Int>, Raw(raw): Raw) -> Result<Json<query::Netw
                 &st.region,
                 &*region(c, &paths)?,
                 &*region(c, &hist)?,
+                long.map(|n| region(c, &n)).transpose()?.as_deref(),
                 list_base,
                 window,
                 rank,

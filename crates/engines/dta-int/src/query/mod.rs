@@ -229,6 +229,9 @@ pub enum Role {
     Paths,
     /// Key-Increment, 6-byte histogram keys.
     Hist,
+    /// Key-Increment, 7-byte keys: the histograms' long tier
+    /// ([`crate::layout::LONG_TIER_KEY_LEN`]).
+    LongTier,
     /// Postcarding, 13-byte flow keys.
     Latency,
 }
@@ -240,6 +243,7 @@ impl Role {
             Role::Events => "int_events",
             Role::Paths => "int_paths",
             Role::Hist => "int_hist",
+            Role::LongTier => "int_hist_day",
             Role::Latency => "int_latency",
         }
     }
@@ -252,7 +256,10 @@ impl Role {
             (Role::Paths, S::KeyWrite(k)) => {
                 k.key_len as usize == FLOW_KEY_LEN && k.data_len as usize == PATH_RECORD_LEN
             }
-            (Role::Hist, S::KeyIncrement(k)) => k.key_len == 6,
+            (Role::Hist, S::KeyIncrement(k)) => k.key_len as usize == crate::layout::HIST_KEY_LEN,
+            (Role::LongTier, S::KeyIncrement(k)) => {
+                k.key_len as usize == crate::layout::LONG_TIER_KEY_LEN
+            }
             (Role::Latency, S::Postcarding(p)) => p.key_len as usize == FLOW_KEY_LEN,
             _ => false,
         }
@@ -437,6 +444,46 @@ pub struct Quantiles {
     pub max: Option<u64>,
 }
 
+/// The count of histogram key `key` over `windows` of a histogram store of layout `l`, keyed as
+/// the store keys it (a long tier's keys end in [`crate::layout::LONG_TIER`]).
+fn hist_count(
+    hist: &Region,
+    l: &KeyIncrementLayout,
+    key: &[u8; crate::layout::HIST_KEY_LEN],
+    redundancy: Option<u8>,
+    windows: &[WindowSpan],
+) -> Result<u64, dta_store::QueryError> {
+    if l.key_len() == crate::layout::LONG_TIER_KEY_LEN {
+        let k = crate::layout::long_tier_key(key);
+        l.query_spans(hist.mem(), &k, redundancy, windows)
+    } else {
+        l.query_spans(hist.mem(), key, redundancy, windows)
+    }
+}
+
+/// The histogram store that holds the time `window` asks for: `hist`, unless the window asks
+/// for the last longer than all of `hist`'s windows together and the long tier `long` holds
+/// more. The answer's windows then say which were read.
+pub fn tier_for<'a>(
+    hist: &'a Region,
+    long: Option<&'a Region>,
+    window: Option<WindowSel>,
+) -> &'a Region {
+    let held = |r: &Region| {
+        KeyIncrementLayout::new(r.header())
+            .ok()
+            .and_then(|l| l.windows())
+            .map(|(n, ms)| u64::from(n).saturating_mul(ms))
+    };
+    match (window, long) {
+        (Some(WindowSel::Last(ms)), Some(long)) => match (held(hist), held(long)) {
+            (Some(fine), Some(coarse)) if ms > fine && coarse > fine => long,
+            _ => hist,
+        },
+        _ => hist,
+    }
+}
+
 /// What an answer says of `n` uncertain samples (in `of`).
 pub(crate) fn uncertain_note(n: u64, of: &str) -> String {
     format!(
@@ -466,11 +513,8 @@ pub(crate) fn recorded_in(
     l: &KeyIncrementLayout,
     windows: &[WindowSpan],
 ) -> Result<Option<Buckets>, QueryError> {
-    Buckets::detect(|k| {
-        l.query_spans(hist.mem(), k, None, windows)
-            .map_err(|e| e.to_string())
-    })
-    .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
+    Buckets::detect(|k| hist_count(hist, l, k, None, windows).map_err(|e| e.to_string()))
+        .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
 }
 
 /// What an answer over windows that hold no histogram says: when the newest window held that
@@ -616,8 +660,7 @@ pub fn histogram_in(
         });
     };
     let read = |key: &[u8; crate::layout::HIST_KEY_LEN]| {
-        l.query_spans(region.mem(), key, redundancy, &windows)
-            .map_err(|e| layout_err(region, e))
+        hist_count(region, &l, key, redundancy, &windows).map_err(|e| layout_err(region, e))
     };
     let sparse = matches!(scheme, Buckets::LogLinear { .. });
     let mut counts = Vec::new();

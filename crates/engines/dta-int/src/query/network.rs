@@ -154,6 +154,9 @@ pub struct Link {
 /// first by `rank`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Network {
+    /// The histogram store read (the long tier's when the window asked for more than the
+    /// histogram store holds).
+    pub store: String,
     /// The measure the switches and links are ranked by (highest first; those without samples
     /// last).
     pub rank: Congestion,
@@ -189,12 +192,15 @@ fn by_score(a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
 
 /// "Where is it congested": the switches and links of the paths of the flows the sink
 /// summarised (at most [`MAX_FLOW_SCAN`]), each switch with its queue occupancy and hop latency
-/// from the histogram store over `window` ([`histogram_in`]'s default: the current window),
+/// from the histogram store over `window` ([`histogram_in`]'s default: the current window;
+/// from the long tier `long` when the window asks for more than `hist` holds, [`tier_for`]),
 /// ranked by `rank`.
+#[allow(clippy::too_many_arguments)]
 pub fn network(
     events: &Region,
     paths: &Region,
     hist: &Region,
+    long: Option<&Region>,
     list_base: u32,
     window: Option<WindowSel>,
     rank: Congestion,
@@ -234,6 +240,7 @@ pub fn network(
             nodes.len()
         ));
     }
+    let hist = super::tier_for(hist, long, window);
     let scheme = recorded_buckets(hist, window, now_ms)?;
     if scheme.is_none() {
         let l = KeyIncrementLayout::new(hist.header()).map_err(|e| layout_err(hist, e))?;
@@ -311,6 +318,7 @@ pub fn network(
             .then((a.from, a.to).cmp(&(b.from, b.to)))
     });
     Ok(Network {
+        store: hist.header().name.clone(),
         rank,
         switches,
         links,

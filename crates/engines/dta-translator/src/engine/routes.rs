@@ -283,6 +283,13 @@ impl<S: Sinks> Translator<S> {
         Ok(t)
     }
 
+    /// Whether a Key-Increment store takes keys of `key_len` bytes.
+    pub fn has_key_increment(&self, key_len: usize) -> bool {
+        self.key_increment
+            .iter()
+            .any(|r| r.layout.key_len() == key_len)
+    }
+
     /// The lists of the Append store, if there is one.
     pub fn append_lists(&self) -> Option<u32> {
         self.append.as_ref().map(|r| r.layout.lists())
