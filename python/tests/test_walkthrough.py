@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -161,6 +162,12 @@ def test_the_walkthrough_answers_as_the_ground_truth_says(tryout):
         for q, got in ((0.5, s["latency_p50"]), (0.99, s["latency_p99"])):
             assert within(got, v, q, err, slack), (s, q, quantile(v, q), slack)
         assert (h["quantiles"]["p50"], h["quantiles"]["p99"]) == (s["latency_p50"], s["latency_p99"])
+    # Over HTTP, the same quantiles.
+    with urllib.request.urlopen("http://127.0.0.1:40080/int/network?window=last:15m") as r:
+        over_http = json.load(r)
+    quantiles = lambda n: [(s["node_id"], s["latency_p50"], s["latency_p99"], s["queue_p50"], s["queue_p99"])
+                           for s in n["switches"]]
+    assert quantiles(over_http) == quantiles(net)
 
     # Its episode: at its switch, starting when the replay sent the episode's first frame.
     eps = run(env, the_block("dta query int episodes"))
