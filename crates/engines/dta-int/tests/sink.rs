@@ -1,3 +1,5 @@
+// Size: the sink's end-to-end tests share one set of store fixtures (`Env`, `store`) and the
+// generator's traffic; each test is one behaviour of the sink and its queries.
 //! End to end: generated INT traffic through the sink into real region files; every query
 //! answers against the generator's ground truth.
 
