@@ -95,7 +95,7 @@ grep -q '^translator_metrics = "127.0.0.1:9464"' "$root/etc/dta/dta.toml"
 grep -q '^int_sink_metrics = "127.0.0.1:9465"' "$root/etc/dta/dta.toml"
 grep -q '^serve_read_only = \["/var/lib/dta/int"\]' "$root/etc/dta/dta.toml"
 grep -q '^region_dir = "/var/lib/dta/int"$' "$root/etc/dta/int-sink.toml"
-[ "$(grep -c '^name = "int_' "$root/etc/dta/int-sink.toml")" = 4 ]
+[ "$(grep -c '^name = "int_' "$root/etc/dta/int-sink.toml")" = 5 ]
 # The receive buffers the services ask for (recv_buffer, 64 MiB by default): unprivileged
 # services are capped by net.core.rmem_max, which the package raises (applied at install).
 install -d "$root/usr/lib/sysctl.d"

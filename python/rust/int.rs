@@ -245,9 +245,12 @@ pub(crate) fn int_network<'py>(
 /// `"egress_tx_util"`) from the Key-Increment store: bucketed as the sink recorded it there, or
 /// by the sink's `edges`; over `window` (as `int_network`). `{"node_id", "metric", "histogram",
 /// "relative_error", "quantiles": {"p50", "p90", "p99", "max"}, "buckets": [{"lo", "hi",
-/// "count"}], "total", "windows", "complete"}`, as `GET /int/histogram/{store}` answers.
+/// "count"}], "total", "windows", "complete"}`, as `GET /int/histogram/{store}` answers. With
+/// `port`, the switch's egress port's, from a per-port histogram store.
 #[pyfunction]
-#[pyo3(signature = (hist, node, metric="queue_occupancy", edges=None, redundancy=None, window=None))]
+#[pyo3(signature = (hist, node, metric="queue_occupancy", edges=None, redundancy=None, window=None,
+    port=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn int_histogram<'py>(
     py: Python<'py>,
     hist: &Region,
@@ -256,6 +259,7 @@ pub(crate) fn int_histogram<'py>(
     edges: Option<Vec<u32>>,
     redundancy: Option<u8>,
     window: Option<&str>,
+    port: Option<u16>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let m = Metric::from_name(metric).ok_or_else(|| {
         region_err(
@@ -266,9 +270,10 @@ pub(crate) fn int_histogram<'py>(
     })?;
     let b = Buckets::named(edges).map_err(|m| region_err(py, "bad_edges", m))?;
     let w = self::window(py, window)?;
-    let r = query::histogram_in(
+    let r = query::histogram_at(
         hist.inner(),
         node,
+        port,
         m,
         b.as_ref(),
         redundancy,

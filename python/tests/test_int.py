@@ -237,6 +237,12 @@ def test_questions_that_cannot_be_answered_raise(replayed):
         assert e.value.reason == "bad_gap"
     with pytest.raises(dta.RegionError, match="max"):
         dta.int_episodes(events, max=4097)
+    # Per-port questions of a store that keeps switches only: refused, in Python and over HTTP.
+    with pytest.raises(dta.RegionError, match="no per-port histograms"):
+        dta.int_histogram(hist, 101, port=1)
+    get = replayed[2]
+    status, body = get("/int/histogram/int_hist?node=101&port=1")
+    assert status == 400 and "no per-port histograms" in body["error"], body
     with pytest.raises(dta.RegionError, match="unknown event kind"):
         dta.int_episodes(events, kinds=["flood"])
     with pytest.raises(dta.RegionError, match="unknown event kind"):
@@ -298,4 +304,4 @@ def test_int_queries_take_the_configuration_as_the_other_queries_do(replayed):
         assert json.loads(p.stdout) == cli("network", "--window", "all")
     p = subprocess.run([binary, "query", "int", "events", "--store", "nope", "--config", config],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "the stores are: int_events, int_hist, int_latency, int_paths" in p.stderr
+    assert p.returncode == 2 and "the stores are: int_events, int_hist, int_hist_day, int_latency, int_paths" in p.stderr

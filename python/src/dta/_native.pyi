@@ -263,4 +263,5 @@ def int_histogram(
     edges: Optional[list[int]] = None,
     redundancy: Optional[int] = None,
     window: Optional[str] = None,
+    port: Optional[int] = None,
 ) -> dict[str, Any]: ...

@@ -19,8 +19,9 @@ pub struct HistDeltas {
     buckets: usize,
     /// The bucketing whose keys the counters are written under.
     scheme: Buckets,
-    /// Node ids of the blocks in use, in first-touch order.
-    used: Vec<u32>,
+    /// Subjects of the blocks in use, in first-touch order: a switch's node id, or a port's
+    /// `port << 32 | node id` ([`port_subject`]).
+    used: Vec<u64>,
     max_nodes: usize,
 }
 
@@ -73,7 +74,7 @@ impl HistDeltas {
 
     /// Add `n` to the counter of `(node, metric, bucket)`, as [`HistDeltas::add`].
     pub fn add_n(&mut self, node: u32, metric: Metric, bucket: u16, n: u64) {
-        let block = self.block(node);
+        let block = self.block(u64::from(node));
         let at = (block * METRICS + metric as usize - 1) * self.buckets
             + usize::from(bucket).min(self.buckets - 1);
         self.sums[at] += n;
@@ -83,7 +84,13 @@ impl HistDeltas {
     /// `buckets[m]`: one hop's samples, its switch looked up once.
     #[inline]
     pub fn add_hop(&mut self, node: u32, buckets: [Option<u16>; METRICS]) {
-        let base = self.block(node) * METRICS * self.buckets;
+        self.add_hop_of(u64::from(node), buckets);
+    }
+
+    /// [`HistDeltas::add_hop`] for a subject (a switch's node id, or [`port_subject`]).
+    #[inline]
+    pub fn add_hop_of(&mut self, subject: u64, buckets: [Option<u16>; METRICS]) {
+        let base = self.block(subject) * METRICS * self.buckets;
         for (m, b) in buckets.iter().enumerate() {
             if let Some(b) = *b {
                 self.sums[base + m * self.buckets + usize::from(b).min(self.buckets - 1)] += 1;
@@ -91,10 +98,10 @@ impl HistDeltas {
         }
     }
 
-    /// The block of `node`'s sums, taken if it has none.
+    /// The block of `subject`'s sums, taken if it has none.
     #[inline]
-    fn block(&mut self, node: u32) -> usize {
-        let k = u64::from(node) + 1;
+    fn block(&mut self, subject: u64) -> usize {
+        let k = subject.wrapping_add(1);
         let mut i = self.home(k);
         loop {
             let (id, block) = self.nodes[i];
@@ -104,7 +111,7 @@ impl HistDeltas {
             if id == 0 {
                 let block = self.used.len();
                 self.nodes[i] = (k, block as u32);
-                self.used.push(node);
+                self.used.push(subject);
                 break block;
             }
             i = (i + 1) & self.node_mask;
@@ -116,6 +123,12 @@ impl HistDeltas {
     /// the bucketing of a window) with the samples drained, so that the marker counts every
     /// sample however often the table is flushed.
     pub fn drain(&mut self, mut write: impl FnMut(&[u8; HIST_KEY_LEN], u64)) {
+        self.drain_subjects(|_, k, n| write(k, n));
+    }
+
+    /// [`HistDeltas::drain`], each counter with its subject (the marker's: [`MARKER_SUBJECT`]);
+    /// keys name the subject's node (its low 32 bits).
+    pub fn drain_subjects(&mut self, mut write: impl FnMut(u64, &[u8; HIST_KEY_LEN], u64)) {
         if self.used.is_empty() {
             return;
         }
@@ -124,7 +137,8 @@ impl HistDeltas {
         // Log-linear sums are also written per power of two, under its log2 key
         // ([`Buckets::octave`]): a bucket's power of two never decreases along the block.
         let octaves = matches!(self.scheme, Buckets::LogLinear { .. });
-        for (block, &node) in self.used.iter().enumerate() {
+        for (block, &subject) in self.used.iter().enumerate() {
+            let node = subject as u32;
             let sums = &mut self.sums[block * per_node..(block + 1) * per_node];
             for (m, metric) in Metric::ALL.into_iter().enumerate() {
                 let mut octave: Option<(u8, u64)> = None;
@@ -136,14 +150,14 @@ impl HistDeltas {
                         continue;
                     }
                     samples = samples.wrapping_add(*c);
-                    write(&self.scheme.key(node, metric, b as u16), *c);
+                    write(subject, &self.scheme.key(node, metric, b as u16), *c);
                     if octaves {
                         let o = self.scheme.octave(b);
                         match &mut octave {
                             Some((at, sum)) if *at == o => *sum += *c,
                             _ => {
                                 if let Some((at, sum)) = octave.replace((o, *c)) {
-                                    write(&hist_key(node, metric, at), sum);
+                                    write(subject, &hist_key(node, metric, at), sum);
                                 }
                             }
                         }
@@ -151,14 +165,14 @@ impl HistDeltas {
                     *c = 0;
                 }
                 if let Some((at, sum)) = octave {
-                    write(&hist_key(node, metric, at), sum);
+                    write(subject, &hist_key(node, metric, at), sum);
                 }
             }
         }
         // Free the node slots of the drained switches alone, newest first: a later node's probe
         // may pass an earlier one's slot, which must still be taken while it is looked up.
-        for &node in self.used.iter().rev() {
-            let k = u64::from(node) + 1;
+        for &subject in self.used.iter().rev() {
+            let k = subject.wrapping_add(1);
             let mut i = self.home(k);
             while self.nodes[i].0 != k {
                 i = (i + 1) & self.node_mask;
@@ -166,9 +180,19 @@ impl HistDeltas {
             self.nodes[i] = (0, 0);
         }
         self.used.clear();
-        write(&self.scheme.marker_key(), samples);
+        write(MARKER_SUBJECT, &self.scheme.marker_key(), samples);
     }
 }
+
+/// The subject of a port's histograms: `port << 32 | node id` (its low 32 bits the node's, as
+/// a switch's subject is its node id).
+pub fn port_subject(node: u32, port: u16) -> u64 {
+    u64::from(port) << 32 | u64::from(node)
+}
+
+/// The subject [`HistDeltas::drain_subjects`] gives the marker: a port subject of node
+/// 0xFFFF_FFFF (the marker key's) and port [`crate::layout::MARKER_PORT`].
+pub const MARKER_SUBJECT: u64 = (crate::layout::MARKER_PORT as u64) << 32 | 0xFFFF_FFFF;
 
 #[cfg(test)]
 mod tests {

@@ -71,6 +71,8 @@ pub struct HopTruth {
     pub latency: u32,
     pub queue: u32,
     pub util: u32,
+    /// The egress port the hop reports (INT bit 1, level 1 ports), if it reports ports.
+    pub egress_port: Option<u16>,
 }
 
 /// One generated packet and its ground truth.
@@ -119,6 +121,7 @@ pub fn generate(cfg: &GenConfig) -> Vec<GenPacket> {
                 latency: lat.sample(&mut rng) as u32,
                 queue: (q.sample(&mut rng) as u32).min(0xFF_FFFE),
                 util: u.sample(&mut rng) as u32,
+                egress_port: None,
             })
             .collect();
         out.push(GenPacket {
@@ -130,8 +133,18 @@ pub fn generate(cfg: &GenConfig) -> Vec<GenPacket> {
     out
 }
 
-/// The instruction bitmap of generated INT-MD frames.
+/// The instruction bitmap of generated INT-MD frames (with [`instr::L1_PORTS`] too when the hops
+/// report ports: [`instructions_of`]).
 pub const INSTRUCTIONS: u16 = instr::NODE_ID | instr::HOP_LATENCY | instr::QUEUE | instr::TX_UTIL;
+
+/// The instruction bitmap of `p`'s INT-MD frame and its words per hop.
+pub fn instructions_of(p: &GenPacket) -> (u16, u8) {
+    if p.hops.iter().any(|h| h.egress_port.is_some()) {
+        (INSTRUCTIONS | instr::L1_PORTS, 5)
+    } else {
+        (INSTRUCTIONS, 4)
+    }
+}
 
 /// The IPv4 and UDP headers of a generated packet: addresses and source port from `flow`,
 /// identification 0, no DF, UDP checksum 0.
@@ -183,19 +196,20 @@ pub fn eth_ipv4_udp(
 /// The INT-MD frame of `p` as the INT sink receives it: INT over UDP to `int_udp_port`, NPT 1
 /// (the original destination port in the shim), the stack newest hop first, 16 payload bytes.
 pub fn md_frame(p: &GenPacket, int_udp_port: u16) -> Vec<u8> {
+    let (instructions, hop_ml) = instructions_of(p);
     let header = MdHeader {
         discard: false,
         hop_count_exceeded: false,
         mtu_exceeded: false,
-        hop_ml: 4,
+        hop_ml,
         remaining_hop_count: 8u8.saturating_sub(p.hops.len() as u8),
-        instructions: INSTRUCTIONS,
+        instructions,
         domain_id: 0,
         ds_instructions: 0,
         ds_flags: 0,
     };
     let hops = hop_metadata(p);
-    let mut int = vec![0u8; 16 + 16 * hops.len() + 16];
+    let mut int = vec![0u8; 16 + 4 * usize::from(hop_ml) * hops.len() + 16];
     let dport = u16::from_be_bytes([p.flow[10], p.flow[11]]);
     let n = emit_md(1, dport, &header, &hops, &mut int).expect("valid INT-MD");
     int.truncate(n);
@@ -220,14 +234,15 @@ pub const V1_DSCP: u8 = 0x17;
 /// ports and DSCP [`V1_DSCP`], the v1.0 shim (the original DSCP 0 in its last byte), the 8-byte
 /// header and the stack newest hop first, the same metadata as [`md_frame`], 16 payload bytes.
 pub fn md_frame_v1(p: &GenPacket) -> Vec<u8> {
+    let (instructions, hop_ml) = instructions_of(p);
     let header = MdHeader {
-        hop_ml: 4,
+        hop_ml,
         remaining_hop_count: 8u8.saturating_sub(p.hops.len() as u8),
-        instructions: INSTRUCTIONS,
+        instructions,
         ..MdHeader::default()
     };
     let hops = hop_metadata(p);
-    let mut int = vec![0u8; 12 + 16 * hops.len() + 16];
+    let mut int = vec![0u8; 12 + 4 * usize::from(hop_ml) * hops.len() + 16];
     let n = emit_md_as(IntVersion::V1, 0, 0, &header, &hops, &mut int).expect("valid INT-MD");
     int.truncate(n);
     int.extend_from_slice(&[0xab; 16]);
@@ -272,6 +287,9 @@ fn baseline_of(h: &HopTruth) -> dta_int_wire::Baseline {
         queue_id: Some(0),
         queue_occupancy: Some(h.queue),
         egress_tx_util: Some(h.util),
+        // Ports reported: the ingress port is not modelled (0).
+        l1_ingress_port: h.egress_port.map(|_| 0),
+        l1_egress_port: h.egress_port,
         ..dta_int_wire::Baseline::default()
     }
 }

@@ -30,6 +30,22 @@ pub const LONG_TIER_KEY_LEN: usize = HIST_KEY_LEN + 1;
 /// The last byte of a long-tier key.
 pub const LONG_TIER: u8 = 1;
 
+/// Key length of a per-port histogram counter: `node_id u32 ‖ egress port u16 ‖ metric and
+/// bucket (the histogram key's last 2 bytes)`. A Key-Increment store of such keys keeps the
+/// histograms per port where the hops report their ports (INT bit 1).
+pub const PORT_KEY_LEN: usize = HIST_KEY_LEN + 2;
+/// The port of the per-port store's marker keys (no real port: a 16-bit port id of all ones).
+pub const MARKER_PORT: u16 = 0xFFFF;
+
+/// `key` for egress port `port` as the per-port store keys it.
+pub fn port_key(key: &[u8; HIST_KEY_LEN], port: u16) -> [u8; PORT_KEY_LEN] {
+    let mut k = [0u8; PORT_KEY_LEN];
+    k[..4].copy_from_slice(&key[..4]);
+    k[4..6].copy_from_slice(&port.to_be_bytes());
+    k[6..].copy_from_slice(&key[4..]);
+    k
+}
+
 /// `key` as the long tier keys it.
 pub fn long_tier_key(key: &[u8; HIST_KEY_LEN]) -> [u8; LONG_TIER_KEY_LEN] {
     let mut k = [LONG_TIER; LONG_TIER_KEY_LEN];

@@ -373,6 +373,8 @@ struct Sample {
     latency: Option<u32>,
     queue: Option<u32>,
     util: Option<u32>,
+    /// The level 1 egress port, where the hop reports it (INT bit 1).
+    egress_port: Option<u16>,
 }
 
 /// Events of one packet: at most 4 per hop plus the end-to-end one, held on the stack.
@@ -445,6 +447,9 @@ pub struct IntSink<S: Sinks> {
     hist: HistDeltas,
     /// Whether a store of the histograms' long tier is there (every count is written there too).
     long_tier: bool,
+    /// The per-port counts owed, when a per-port histogram store is there
+    /// ([`crate::layout::PORT_KEY_LEN`]).
+    ports: Option<HistDeltas>,
     last_delta_flush_ns: u64,
     /// The fast path in front of this sink, if any, and the FlowCache indices of the flows it
     /// knows (drained at each delta flush; an index whose entry is no longer `fast` is dropped).
@@ -517,8 +522,12 @@ impl<S: Sinks> IntSink<S> {
         };
         let slots = cache.capacity() + EVICTED_PENDING;
         let long_tier = translator.has_key_increment(crate::layout::LONG_TIER_KEY_LEN);
+        let ports = translator
+            .has_key_increment(crate::layout::PORT_KEY_LEN)
+            .then(|| HistDeltas::new(cfg.hist_deltas, &cfg.histogram));
         Ok(IntSink {
             long_tier,
+            ports,
             dirty: Vec::with_capacity(slots),
             evicted: Vec::with_capacity(EVICTED_PENDING),
             summaries,
@@ -825,6 +834,7 @@ impl<S: Sinks> IntSink<S> {
             latency: m.baseline.hop_latency,
             queue: m.baseline.queue_occupancy,
             util: m.baseline.egress_tx_util,
+            egress_port: m.baseline.l1_egress_port,
         };
         self.handle_hops(
             &key,
@@ -920,6 +930,7 @@ impl<S: Sinks> IntSink<S> {
                 latency: m.baseline.hop_latency,
                 queue: m.baseline.queue_occupancy,
                 util: m.baseline.egress_tx_util,
+                egress_port: m.baseline.l1_egress_port,
             };
         }
         // [DTA Table 2]: the path trace → Key-Write (13-byte key, path record).
@@ -1146,10 +1157,13 @@ impl<S: Sinks> IntSink<S> {
                 s.util.map(|v| b.bucket(v)),
             ];
             if buckets != [None; 3] {
-                if self.hist.is_full() {
+                if self.hist.is_full() || self.ports.as_ref().is_some_and(HistDeltas::is_full) {
                     self.flush_hist(now_ns);
                 }
                 self.hist.add_hop(node, buckets);
+                if let (Some(ports), Some(port)) = (&mut self.ports, s.egress_port) {
+                    ports.add_hop_of(crate::delta::port_subject(node, port), buckets);
+                }
             }
         }
         if !self.cfg.aggregate || self.evicted.len() >= EVICTED_PENDING {
@@ -1252,6 +1266,21 @@ impl<S: Sinks> IntSink<S> {
                 add(&crate::layout::long_tier_key(key));
             }
         });
+        if let Some(ports) = &mut self.ports {
+            ports.drain_subjects(|subject, key, counter| {
+                translator.apply(
+                    &Report::KeyIncrement {
+                        key: &crate::layout::port_key(key, (subject >> 32) as u16),
+                        counter,
+                        redundancy,
+                        immediate: false,
+                    },
+                    0,
+                    src,
+                    now,
+                );
+            });
+        }
     }
 
     fn emit_event(

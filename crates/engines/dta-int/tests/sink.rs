@@ -875,3 +875,92 @@ fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
         cut.notes
     );
 }
+
+/// Hops that report their ports (INT bit 1) are kept per egress port too when a per-port
+/// histogram store (8-byte keys) is there: each port's histogram holds exactly its samples, the
+/// ports of a switch add up to the switch, and a question names the port (and is refused
+/// without one, or of a store that keeps none).
+#[test]
+fn hops_reporting_ports_are_kept_per_port() {
+    let mut ports = store("hist_port", "key-increment");
+    ports.key_len = Some(dta_int::layout::PORT_KEY_LEN as u8);
+    let env = Env::with(&[store("hist", "key-increment"), ports]);
+    let gen = GenConfig {
+        flows: 30,
+        ..Default::default()
+    };
+    let mut pkts = generate(&gen);
+    let mut truth: HashMap<(u32, u16), u64> = HashMap::new();
+    for p in &mut pkts {
+        let nodes: Vec<u32> = p.hops.iter().map(|h| h.node_id).collect();
+        for (i, h) in p.hops.iter_mut().enumerate() {
+            let port = nodes.get(i + 1).map_or(100, |n| 1 + (n % 100) as u16);
+            h.egress_port = Some(port);
+            *truth.entry((h.node_id, port)).or_default() += 1;
+        }
+    }
+    let mut sink = env.sink(&IntSinkConfig::default());
+    for p in &pkts {
+        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
+    }
+    sink.flush(pkts.last().unwrap().time_ns);
+    let r = |n: &str| env.collector.store(n).unwrap().region.clone();
+    let (hist, per_port) = (r("hist"), r("hist_port"));
+    let now = dta_store::key_increment::unix_ms();
+    let mut by_switch: HashMap<u32, u64> = HashMap::new();
+    for (&(node, port), &n) in &truth {
+        let h = query::histogram_at(
+            &per_port,
+            node,
+            Some(port),
+            Metric::HopLatency,
+            None,
+            None,
+            None,
+            now,
+        )
+        .unwrap();
+        assert_eq!(h.total, n, "switch {node} port {port}");
+        assert_eq!(h.port, Some(port));
+        assert!(h.quantiles.p99.is_some());
+        *by_switch.entry(node).or_default() += n;
+    }
+    for (&node, &n) in &by_switch {
+        let h = query::histogram(&hist, node, Metric::HopLatency, None, None).unwrap();
+        assert_eq!(h.total, n, "switch {node}: its ports add up to it");
+    }
+    // A port that carried nothing answers no samples, and says the histogram is empty.
+    let (&(node, _), _) = truth.iter().next().unwrap();
+    let none = query::histogram_at(
+        &per_port,
+        node,
+        Some(999),
+        Metric::HopLatency,
+        None,
+        None,
+        None,
+        now,
+    )
+    .unwrap();
+    assert_eq!(none.total, 0);
+    // Questions that cannot be answered: a per-port store without a port, a port of a store
+    // that keeps none, the marker's port.
+    for (region, port, says) in [
+        (&per_port, None, "name the port"),
+        (&hist, Some(1), "no per-port histograms"),
+        (&per_port, Some(dta_int::layout::MARKER_PORT), "marker"),
+    ] {
+        let e = query::histogram_at(
+            region,
+            node,
+            port,
+            Metric::HopLatency,
+            None,
+            None,
+            None,
+            now,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}

@@ -346,6 +346,10 @@ pub enum IntQuery {
         /// The switch (its INT node id).
         #[arg(long)]
         node: u32,
+        /// The switch's egress port, from a per-port histogram store (Key-Increment of 8-byte
+        /// keys, `int_hist_port`), where the hops report their ports.
+        #[arg(long)]
+        port: Option<u16>,
         /// hop_latency, queue_occupancy or egress_tx_util.
         #[arg(long, default_value = "queue_occupancy")]
         metric: String,
@@ -514,6 +518,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
         IntQuery::Histogram {
             sel,
             node,
+            port,
             metric,
             edges,
             redundancy,
@@ -523,9 +528,10 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 bail!("unknown metric {metric:?}");
             };
             let b = Buckets::named(Some(edges)).map_err(anyhow::Error::msg)?;
-            serde_json::to_value(query::histogram_in(
+            serde_json::to_value(query::histogram_at(
                 &*sel.region()?,
                 node,
+                port,
                 m,
                 b.as_ref(),
                 redundancy,

@@ -100,6 +100,11 @@ struct GenArgs {
     /// DURATION; recorded in the ground truth's `episodes`. Repeatable.
     #[arg(long, value_parser = Episode::parse)]
     episode: Vec<Episode>,
+    /// Hops report their ports (INT bit 1, level 1): a hop's egress port leads to the next hop
+    /// (`1 + j` of switch `(i + 2) * 100 + j`), the last hop's is 100; in the ground truth's
+    /// `egress_ports`, and kept per port by an INT sink with a per-port histogram store.
+    #[arg(long)]
+    ports: bool,
 }
 
 #[derive(Args)]
@@ -156,6 +161,7 @@ fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
         },
         int_udp_port: a.int_udp_port,
         episodes: a.episode,
+        ports: a.ports,
         ..TrafficConfig::default()
     };
     let traffic = generate(&cfg, &cdf);

@@ -49,16 +49,6 @@ impl Drop for Driver {
     }
 }
 
-/// A child process killed when dropped (also when a test fails).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// chromedriver on a free loopback port, or why it cannot run here.
 fn driver() -> Result<Driver, String> {
     for p in [CHROMIUM, CHROMEDRIVER] {
@@ -384,21 +374,21 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         ),
     )
     .unwrap();
-    let _collector = Killed(spawn(
+    let _collector = spawn(
         dta()
             .arg("collector")
             .arg("--config")
             .arg(t.join("collector.toml")),
-    ));
+    );
     let addr: SocketAddr = http.parse().unwrap();
     wait_for("the collector's API", || {
         dta_http::client::get(addr, "/healthz", None, Duration::from_secs(1)).is_ok()
     });
-    let mut sink = Killed(spawn(
+    let mut sink = spawn(
         dta()
             .args(["int-sink", "--metrics", &mport.to_string(), "--config"])
             .arg(t.join("sink.toml")),
-    ));
+    );
     wait_for("the sink's metrics", || common::scrape(mport).is_some());
     // The collector's history has sampled the sink before the replay, so the replay is a rate.
     let history = || {
@@ -517,8 +507,8 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
         assert!(bar_pixels(&px) > 20, "the overview's lines are not drawn");
 
         // SIGTERM flushes the flows the sink holds into the stores; then it is unreachable.
-        common::interrupt(&sink.0, libc::SIGTERM);
-        assert!(sink.0.wait().unwrap().success());
+        common::interrupt(&sink, libc::SIGTERM);
+        assert!(sink.wait().unwrap().success());
         let peers = text_when(&c, "peers", |t| t.contains("unreachable")).await;
         assert!(
             peers.contains(&format!("int-sink (127.0.0.1:{mport}): unreachable")),

@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::{assert_success, dta, free_tcp_port, free_udp_port, wait_for};
+use common::{assert_success, dta, free_tcp_port, free_udp_port, wait_for, Spawned};
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../examples");
 
@@ -29,16 +29,6 @@ fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     let (head, body) = r.split_once("\r\n\r\n")?;
     let code = head.split(' ').nth(1)?.parse().ok()?;
     Some((code, body.to_owned()))
-}
-
-/// A service the test started, stopped when the test ends, failed or not.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `examples/NAME` with each `(from, to)` replaced, each `from` required to be there.
@@ -120,7 +110,7 @@ fn the_examples_run_together_as_documented() {
         .output()
         .unwrap();
     assert_success(&out);
-    let _sink = Running(
+    let _sink = Spawned::from(
         dta()
             .args([
                 "int-sink",
@@ -143,7 +133,7 @@ fn the_examples_run_together_as_documented() {
         .output()
         .unwrap();
     assert_success(&out);
-    let _collector = Running(
+    let _collector = Spawned::from(
         dta()
             .args(["collector", "--config"])
             .arg(d.join("dta.toml"))

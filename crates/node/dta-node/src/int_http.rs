@@ -10,7 +10,7 @@
 //! | `GET /int/episodes/{store}` | `kind` (comma-separated; default the threshold kinds), `node`, `since_ms`, `gap_ms` (default 1000: a longer quiet time ends an episode), `per_flow` (`true`: one episode per flow too), `max` (default 100, at most [`query::MAX_EPISODES`]), `list_base` | [`query::EpisodePage`] |
 //! | `GET /int/flows/{store}` | `paths` (the paths store: each flow's path, and `node`), `prefix` (CIDR), `port`, `node`, `since_ms`, `top` (`recent`, `latency`, `worst`, `packets`, `hops`), `max` (default 20), `list_base`, `flow` (one flow: every summary of it held, the flow over time) | `{"flows": [FlowInfo, ...]}` |
 //! | `GET /int/network` | `events`, `paths`, `hist`, `long_tier` (store names; default: the store of the INT sink's layout for each, by its usual name first; the long tier only if there is one), `window` (a `last:` longer than `hist` holds is read from the long tier), `list_base`, `rank` (`METRIC:STAT`, default `hop_latency:p99`: [`query::Congestion`]) | [`query::Network`] |
-//! | `GET /int/histogram/{store}` | `node` (required), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
+//! | `GET /int/histogram/{store}` | `node` (required), `port` (the switch's egress port, from a per-port histogram store), `metric` (default `queue_occupancy`), `edges` (comma-separated; default log2), `redundancy`, `window` (`current`, `all`, `last:5m`, `at:UNIX_MS`; default: the current window of a windowed store, all of a cumulative one) | [`query::HistogramResult`] |
 //!
 //! The routes have the query API's one shape: parameters checked by its
 //! [`dta_collector::limits::Params`] (an unknown parameter is refused), the store looked up
@@ -310,7 +310,11 @@ async fn histogram(
     Name(name): Name,
     Raw(raw): Raw,
 ) -> Result<Json<query::HistogramResult>, ApiError> {
-    let p = Params::new(&raw, &["node", "metric", "edges", "redundancy", "window"])?;
+    let p = Params::new(
+        &raw,
+        &["node", "port", "metric", "edges", "redundancy", "window"],
+    )?;
+    let port: Option<u16> = p.optional("port", 0, u16::MAX)?;
     let window = p.window()?;
     let node: u32 = p.bounded("node", None, 0, u32::MAX)?;
     let metric_name = p.raw("metric").unwrap_or("queue_occupancy");
@@ -341,9 +345,10 @@ async fn histogram(
     let redundancy = p.redundancy()?;
     s.heavy
         .on_store(&s.c, name, move |_, st| {
-            query::histogram_in(
+            query::histogram_at(
                 &st.region,
                 node,
+                port,
                 metric,
                 buckets.as_ref(),
                 redundancy,

@@ -338,6 +338,11 @@ const XDP_LOG2_HISTOGRAMS: &str = "the XDP fast path counts histograms in the dr
      buckets; set [sink] histogram = { kind = \"log2\" } to use it, or run without --xdp for \
      the log-linear quantiles";
 
+/// Why the INT sink's XDP fast path refuses a per-port histogram store.
+const XDP_NO_PORTS: &str = "the XDP fast path counts histograms per switch in the driver, not \
+     per port: remove the per-port histogram store (Key-Increment of 8-byte keys) to use it, or \
+     run without --xdp for the per-port histograms";
+
 /// Refuse what an INT sink file asks that the INT sink in `mode` cannot honour (and `--xdp`
 /// with `--af-xdp`: `af_xdp_too`). Its `[translator]` table configures the sink's own
 /// translator (caches, batches, timers); the settings of a translator that receives datagrams
@@ -361,6 +366,23 @@ pub fn check_int_sink(f: &IntSinkFile, mode: Mode, af_xdp_too: bool) -> Result<(
             mode,
             why: XDP_LOG2_HISTOGRAMS,
         });
+    }
+    if mode == Mode::IntSinkXdp {
+        let ports = f.store.iter().find(|s| {
+            s.kind == Some(dta_collector::config::StoreKindName::KeyIncrement)
+                && s.key_len == Some(dta_int::layout::PORT_KEY_LEN as u8)
+        });
+        if let Some(s) = ports {
+            return Err(Refusal {
+                setting: format!(
+                    "[[store]] {} (key_len = {})",
+                    s.name,
+                    dta_int::layout::PORT_KEY_LEN
+                ),
+                mode,
+                why: XDP_NO_PORTS,
+            });
+        }
     }
     if mode == Mode::IntSinkAfXdp && f.sink.threads > 1 {
         return Err(Refusal {
@@ -481,6 +503,18 @@ mod tests {
         let log2 = IntSinkFile::parse("region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n")
             .unwrap();
         assert!(check_int_sink(&log2, Mode::IntSinkXdp, false).is_ok());
+        // A per-port histogram store: every mode but the fast path keeps it.
+        let ports = IntSinkFile::parse(
+            "region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n[[store]]\nname = \
+             'int_hist_port'\nkind = 'key-increment'\ncounters = 1024\nkey_len = 8\n",
+        )
+        .unwrap();
+        let e = check_int_sink(&ports, Mode::IntSinkXdp, false).unwrap_err();
+        assert!(e.to_string().contains("int_hist_port"), "{e}");
+        assert!(e.to_string().contains("per port"), "{e}");
+        for m in [Mode::IntSink, Mode::IntSinkAfXdp] {
+            assert!(check_int_sink(&ports, m, false).is_ok());
+        }
     }
 
     #[test]

@@ -71,7 +71,14 @@ pub struct TrafficConfig {
     /// Congestion injected at switches.
     #[serde(default)]
     pub episodes: Vec<Episode>,
+    /// Whether hops report their ports (INT bit 1): a hop's egress port is `1 + j` of the next
+    /// hop's switch `(i + 2) * 100 + j`, the last hop's [`HOST_PORT`].
+    #[serde(default)]
+    pub ports: bool,
 }
+
+/// The egress port of a path's last hop (towards the host) when hops report ports.
+pub const HOST_PORT: u16 = 100;
 
 /// A congestion episode: from `start_ns` after the trace's first packet for `duration_ns`,
 /// every hop at switch `node_id` has its hop latency and queue occupancy multiplied by
@@ -181,6 +188,7 @@ impl Default for TrafficConfig {
             start_ns: 1_700_000_000_000_000_000,
             int_udp_port: 5000,
             episodes: vec![],
+            ports: false,
         }
     }
 }
@@ -211,6 +219,9 @@ pub struct FrameTruth {
     /// `[node_id, hop_latency, queue_occupancy, egress_tx_util]` per hop, hop 0 first (the wire
     /// stack holds them newest first).
     pub hops: Vec<[u32; 4]>,
+    /// Each hop's egress port, hop 0 first, when the hops report ports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_ports: Vec<u16>,
 }
 
 /// Count, sum, min and max of one metric at one switch: what a histogram of the trace must add
@@ -349,15 +360,20 @@ pub fn generate(cfg: &TrafficConfig, cdf: &FlowSizeCdf) -> Traffic {
     for (time_ns, f) in schedule {
         let offset = time_ns - cfg.start_ns;
         let frame = frames.len();
-        let hops: Vec<HopTruth> = flows[f]
-            .path
+        let path = &flows[f].path;
+        let hops: Vec<HopTruth> = path
             .iter()
-            .map(|&node_id| {
+            .enumerate()
+            .map(|(i, &node_id)| {
                 let mut h = HopTruth {
                     node_id,
                     latency: cfg.hop_latency_ns.sample(&lat, &mut rng),
                     queue: cfg.queue_occupancy.sample(&q, &mut rng),
                     util: cfg.egress_tx_util.sample(&u, &mut rng),
+                    egress_port: cfg.ports.then(|| {
+                        path.get(i + 1)
+                            .map_or(HOST_PORT, |next| 1 + (next % 100) as u16)
+                    }),
                 };
                 for (t, seen) in episodes.iter_mut() {
                     if t.episode.covers(node_id, offset) {
@@ -387,6 +403,7 @@ pub fn generate(cfg: &TrafficConfig, cdf: &FlowSizeCdf) -> Traffic {
                 .iter()
                 .map(|h| [h.node_id, h.latency, h.queue, h.util])
                 .collect(),
+            egress_ports: hops.iter().filter_map(|h| h.egress_port).collect(),
         });
         packets.push(GenPacket {
             time_ns,
@@ -532,6 +549,50 @@ mod tests {
             GroundTruth::load(&d.path().join("t.json")).unwrap(),
             t.truth
         );
+    }
+
+    #[test]
+    fn ports_lead_to_the_next_hop_and_ride_in_the_frames() {
+        let c = FlowSizeCdf::parse(FB).unwrap();
+        let cfg = TrafficConfig {
+            flows: 20,
+            max_packets_per_flow: 5,
+            ports: true,
+            ..TrafficConfig::default()
+        };
+        let t = generate(&cfg, &c);
+        let detect = dta_int_wire::IntDetect::udp_port(cfg.int_udp_port);
+        for (p, fr) in t.packets.iter().zip(&t.truth.frames) {
+            let want: Vec<u16> = p
+                .hops
+                .iter()
+                .enumerate()
+                .map(|(i, _)| {
+                    p.hops
+                        .get(i + 1)
+                        .map_or(HOST_PORT, |n| 1 + (n.node_id % 100) as u16)
+                })
+                .collect();
+            assert_eq!(fr.egress_ports, want);
+            let frame = dta_int::gen::md_frame(p, cfg.int_udp_port);
+            let int = dta_int_wire::find_int(&frame, &detect).unwrap().unwrap();
+            let stack = int.stack().unwrap();
+            // The stack holds the newest hop first.
+            let on_wire: Vec<u16> = (0..p.hops.len())
+                .rev()
+                .map(|i| stack.get(i).unwrap().baseline.l1_egress_port.unwrap())
+                .collect();
+            assert_eq!(on_wire, want);
+        }
+        // Without ports, none on the wire and none in the truth.
+        let plain = generate(
+            &TrafficConfig {
+                ports: false,
+                ..cfg
+            },
+            &c,
+        );
+        assert!(plain.truth.frames.iter().all(|f| f.egress_ports.is_empty()));
     }
 
     #[test]

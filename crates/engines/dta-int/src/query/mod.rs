@@ -232,6 +232,8 @@ pub enum Role {
     /// Key-Increment, 7-byte keys: the histograms' long tier
     /// ([`crate::layout::LONG_TIER_KEY_LEN`]).
     LongTier,
+    /// Key-Increment, 8-byte keys: the per-port histograms ([`crate::layout::PORT_KEY_LEN`]).
+    PortHist,
     /// Postcarding, 13-byte flow keys.
     Latency,
 }
@@ -244,6 +246,7 @@ impl Role {
             Role::Paths => "int_paths",
             Role::Hist => "int_hist",
             Role::LongTier => "int_hist_day",
+            Role::PortHist => "int_hist_port",
             Role::Latency => "int_latency",
         }
     }
@@ -259,6 +262,9 @@ impl Role {
             (Role::Hist, S::KeyIncrement(k)) => k.key_len as usize == crate::layout::HIST_KEY_LEN,
             (Role::LongTier, S::KeyIncrement(k)) => {
                 k.key_len as usize == crate::layout::LONG_TIER_KEY_LEN
+            }
+            (Role::PortHist, S::KeyIncrement(k)) => {
+                k.key_len as usize == crate::layout::PORT_KEY_LEN
             }
             (Role::Latency, S::Postcarding(p)) => p.key_len as usize == FLOW_KEY_LEN,
             _ => false,
@@ -445,19 +451,24 @@ pub struct Quantiles {
 }
 
 /// The count of histogram key `key` over `windows` of a histogram store of layout `l`, keyed as
-/// the store keys it (a long tier's keys end in [`crate::layout::LONG_TIER`]).
+/// the store keys it: a long tier's keys end in [`crate::layout::LONG_TIER`], a per-port
+/// store's name `port` (its markers [`crate::layout::MARKER_PORT`]: `port` `None`).
 fn hist_count(
     hist: &Region,
     l: &KeyIncrementLayout,
     key: &[u8; crate::layout::HIST_KEY_LEN],
+    port: Option<u16>,
     redundancy: Option<u8>,
     windows: &[WindowSpan],
 ) -> Result<u64, dta_store::QueryError> {
-    if l.key_len() == crate::layout::LONG_TIER_KEY_LEN {
-        let k = crate::layout::long_tier_key(key);
-        l.query_spans(hist.mem(), &k, redundancy, windows)
-    } else {
-        l.query_spans(hist.mem(), key, redundancy, windows)
+    use crate::layout::{long_tier_key, port_key, LONG_TIER_KEY_LEN, MARKER_PORT, PORT_KEY_LEN};
+    match l.key_len() {
+        LONG_TIER_KEY_LEN => l.query_spans(hist.mem(), &long_tier_key(key), redundancy, windows),
+        PORT_KEY_LEN => {
+            let k = port_key(key, port.unwrap_or(MARKER_PORT));
+            l.query_spans(hist.mem(), &k, redundancy, windows)
+        }
+        _ => l.query_spans(hist.mem(), key, redundancy, windows),
     }
 }
 
@@ -513,7 +524,7 @@ pub(crate) fn recorded_in(
     l: &KeyIncrementLayout,
     windows: &[WindowSpan],
 ) -> Result<Option<Buckets>, QueryError> {
-    Buckets::detect(|k| hist_count(hist, l, k, None, windows).map_err(|e| e.to_string()))
+    Buckets::detect(|k| hist_count(hist, l, k, None, None, windows).map_err(|e| e.to_string()))
         .map_err(|e| QueryError::Store(hist.header().name.clone(), e))
 }
 
@@ -572,6 +583,9 @@ pub struct Bucket {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HistogramResult {
     pub node_id: u32,
+    /// The egress port, for a per-port histogram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     pub metric: Metric,
     /// The bucketing read: as asked, else as the sink recorded it in the windows read
     /// (`None`: nothing recorded there, and no buckets).
@@ -632,8 +646,55 @@ pub fn histogram_in(
     window: Option<WindowSel>,
     now_ms: u64,
 ) -> Result<HistogramResult, QueryError> {
+    histogram_at(
+        region, node_id, None, metric, buckets, redundancy, window, now_ms,
+    )
+}
+
+/// [`histogram_in`] of switch `node_id`'s egress port `port` from a per-port histogram store
+/// ([`crate::layout::PORT_KEY_LEN`]), or of the switch (`None`) from any other.
+#[allow(clippy::too_many_arguments)]
+pub fn histogram_at(
+    region: &Region,
+    node_id: u32,
+    port: Option<u16>,
+    metric: Metric,
+    buckets: Option<&Buckets>,
+    redundancy: Option<u8>,
+    window: Option<WindowSel>,
+    now_ms: u64,
+) -> Result<HistogramResult, QueryError> {
     expect(region, StoreKind::KeyIncrement, "key-increment")?;
     let l = KeyIncrementLayout::new(region.header()).map_err(|e| layout_err(region, e))?;
+    let name = || region.header().name.clone();
+    match (l.key_len() == crate::layout::PORT_KEY_LEN, port) {
+        (true, None) => {
+            return Err(QueryError::Store(
+                name(),
+                "it keeps histograms per port: name the port".into(),
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(QueryError::Store(
+                name(),
+                format!(
+                    "it keeps no per-port histograms (a Key-Increment store of {}-byte keys \
+                     does, where the hops report their ports)",
+                    crate::layout::PORT_KEY_LEN
+                ),
+            ))
+        }
+        (true, Some(crate::layout::MARKER_PORT)) => {
+            return Err(QueryError::Store(
+                name(),
+                format!(
+                    "port {} is the store's marker, not a port",
+                    crate::layout::MARKER_PORT
+                ),
+            ))
+        }
+        _ => {}
+    }
     let sel = default_window(&l, window);
     let windows = l
         .select_windows(region.mem(), sel, now_ms)
@@ -648,6 +709,7 @@ pub fn histogram_in(
         coverage.note.get_or_insert(said);
         return Ok(HistogramResult {
             node_id,
+            port,
             metric,
             histogram: None,
             relative_error: None,
@@ -660,7 +722,7 @@ pub fn histogram_in(
         });
     };
     let read = |key: &[u8; crate::layout::HIST_KEY_LEN]| {
-        hist_count(region, &l, key, redundancy, &windows).map_err(|e| layout_err(region, e))
+        hist_count(region, &l, key, port, redundancy, &windows).map_err(|e| layout_err(region, e))
     };
     let sparse = matches!(scheme, Buckets::LogLinear { .. });
     let mut counts = Vec::new();
@@ -704,6 +766,7 @@ pub fn histogram_in(
     let q = |p| quantile(&scheme, &counts, total, p);
     Ok(HistogramResult {
         node_id,
+        port,
         metric,
         relative_error: scheme.relative_error(),
         quantiles: Quantiles {

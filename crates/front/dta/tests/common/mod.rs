@@ -72,8 +72,9 @@ pub struct Stack {
     pub listen: String,
     /// The collector's HTTP address.
     pub http: String,
-    collector: Child,
-    translator: Option<Child>,
+    // Dropped in this order: the translator first, then the collector.
+    translator: Option<Spawned>,
+    collector: Spawned,
 }
 
 /// `text` with `from` replaced by `to`; `from` must occur (the example still says it).
@@ -161,7 +162,7 @@ impl Stack {
     pub fn stop_translator(&mut self) -> serde_json::Value {
         let t = self.translator.take().unwrap();
         interrupt(&t, libc::SIGINT);
-        let out = t.wait_with_output().unwrap();
+        let out = t.into_child().wait_with_output().unwrap();
         assert!(out.status.success(), "translator: {:?}", out.status);
         serde_json::from_slice(&out.stdout).unwrap()
     }
@@ -185,17 +186,47 @@ impl Stack {
     }
 }
 
-impl Drop for Stack {
+/// A service a test started: killed and reaped when dropped, so a failing test leaves no
+/// process behind (one would hold the test harness's output open and stall the run).
+pub struct Spawned(Option<Child>);
+
+impl From<Child> for Spawned {
+    fn from(c: Child) -> Spawned {
+        Spawned(Some(c))
+    }
+}
+
+impl Spawned {
+    /// The process, no longer killed when dropped (e.g. to collect its output).
+    pub fn into_child(mut self) -> Child {
+        self.0.take().expect("held until dropped")
+    }
+}
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Spawned {
     fn drop(&mut self) {
-        for c in self.translator.iter_mut().chain([&mut self.collector]) {
+        if let Some(c) = self.0.as_mut() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 }
 
-pub fn spawn(c: &mut Command) -> Child {
-    c.stderr(Stdio::null()).spawn().unwrap()
+pub fn spawn(c: &mut Command) -> Spawned {
+    Spawned(Some(c.stderr(Stdio::null()).spawn().unwrap()))
 }
 
 pub fn interrupt(c: &Child, sig: libc::c_int) {
