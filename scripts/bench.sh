@@ -93,4 +93,10 @@ if [ "${1:-}" = "--only" ] && [ "${2:-}" = "figures" ]; then
     shift 2
     exec scripts/figures.sh "$@"
 fi
-exec cargo bench -q -p dta-translator --bench suite -- "$@"
+# A smoke run checks that every benchmark still runs, not how fast: it is built with the test
+# profile (optimised, as `cargo test` builds the workspace), so CI compiles the workspace once.
+profile=()
+for a in "$@"; do
+    [ "$a" = "--smoke" ] && profile=(--profile test)
+done
+exec cargo bench -q "${profile[@]}" -p dta-translator --bench suite -- "$@"

@@ -50,7 +50,11 @@ mkdir -p "$out"
     echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "args: ${args[*]:-}"
 } > "$out/env.txt"
-cargo bench -q -p dta-int --bench figures -- --out "$out" "${args[@]}"
+# A quick run checks the pipeline (CSV -> PNG), not the figures' values: it is built with the
+# test profile, as `cargo test` builds the workspace, so CI compiles it once.
+profile=()
+[ $quick = 1 ] && profile=(--profile test)
+cargo bench -q "${profile[@]}" -p dta-int --bench figures -- --out "$out" "${args[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/env.txt"
 "$PY" scripts/figures.py "$out" "$png" | tee "$out/summary.txt"
 cat "$out/env.txt"
