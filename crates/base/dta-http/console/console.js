@@ -502,13 +502,15 @@ async function runHistogram() {
   try {
     if (!store) throw new Error("no Key-Increment store on this collector");
     const v = await api(query(`/int/histogram/${encodeURIComponent(store)}`, [
-      ["node", $("h-node").value.trim()], ["metric", $("h-metric").value],
+      ["node", $("h-node").value.trim()], ["port", $("h-port").value.trim()],
+      ["metric", $("h-metric").value],
       ["edges", $("h-edges").value.trim()], ["window", $("h-window").value.trim()],
     ]));
     $("h-result").textContent = JSON.stringify(v, null, 2);
     const unit = { hop_latency: "ns", queue_occupancy: "cells", egress_tx_util: "" }[v.metric] || "";
     bars(canvas, v.buckets.map((b) => fmtNum(b.lo)), v.buckets.map((b) => b.count), "samples",
-      `${v.metric}${unit ? " (" + unit + ")" : ""}, each bucket's lower edge; ${fmtWindows(v.windows)}`);
+      `${v.metric}${unit ? " (" + unit + ")" : ""}${v.port === undefined ? "" : " at port " + v.port}, ` +
+      `each bucket's lower edge; ${fmtWindows(v.windows)}`);
   } catch (e) {
     showError("h-error", e);
   }
