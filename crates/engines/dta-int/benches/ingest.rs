@@ -19,7 +19,8 @@
 //! CPU time (`getrusage(RUSAGE_THREAD)`, summed over threads: robust on a shared machine).
 //!
 //! `cargo bench -p dta-int --bench ingest` or `scripts/bench.sh --only int` (env
-//! DTA_BENCH_PACKETS, default 200 000; DTA_BENCH_RUNS, default 5; DTA_BENCH_INT_ROWS, a
+//! DTA_BENCH_PACKETS, default 200 000; DTA_BENCH_RUNS, default 5; DTA_BENCH_INT_LONG_TIER=1, the
+//! histograms' long tier among the stores; DTA_BENCH_INT_ROWS, a
 //! comma-separated subset of `parse,per_report,deltas,batches,two_threads` to profile one row, the
 //! others printing 0). Prints medians.
 
@@ -54,14 +55,19 @@ fn thread_cpu() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
+/// The sink's stores; with DTA_BENCH_INT_LONG_TIER=1 the histograms' long tier too (a
+/// Key-Increment store of 7-byte keys, which the sink then writes every count into as well).
 fn stores() -> Vec<StoreConfig> {
+    let long_tier = env("DTA_BENCH_INT_LONG_TIER", 0) == 1;
     [
         "name = 'paths'\nkind = 'key-write'\nslots = 1048576\nkey_len = 13\ndata_len = 24",
         "name = 'latency'\nkind = 'postcarding'\nchunks = 1048576\nhops = 5\nkey_len = 13",
         "name = 'events'\nkind = 'append'\nlists = 8\ncapacity = 65536\nentry_len = 32\nbatch = 16",
         "name = 'hist'\nkind = 'key-increment'\ncounters = 1048576\nkey_len = 6",
+        "name = 'hist_day'\nkind = 'key-increment'\ncounters = 1048576\nkey_len = 7",
     ]
     .iter()
+    .take(if long_tier { 5 } else { 4 })
     .map(|t| toml::from_str(t).unwrap())
     .collect()
 }
