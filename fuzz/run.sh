@@ -81,7 +81,10 @@ PY
     fi
     echo "== fuzz $t for ${secs}s" >&2
     log="$(mktemp)"
-    if cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -max_len=4096 -malloc_limit_mb=512 >"$log" 2>&1; then
+    # -timeout: an input that takes longer than 10 s is a failure (a hang), not 20 minutes of
+    # libFuzzer's default waiting.
+    if cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -timeout=10 -max_len=4096 \
+        -malloc_limit_mb=512 >"$log" 2>&1; then
         passed=$((passed + 1))
         grep -E "^Done [0-9]+ runs" "$log" >&2 || true
     else

@@ -14,6 +14,7 @@
 //! | per-hop latency (INT-MD hops, INT-MX/XD postcards) | Postcarding, key = flow, hop index |
 //! | threshold / change events, drop reports | Append, one list per event kind |
 //! | per-switch per-metric histograms | Key-Increment, key = node ‖ metric ‖ bucket, +1; with a store of the long tier's keys, there too (key ‖ 1) |
+//! | per-port histograms, where hops report ports (INT bit 1) | with a store of 8-byte keys: Key-Increment, key = node ‖ egress port ‖ metric ‖ bucket, +1 |
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
