@@ -28,6 +28,16 @@ fn window(py: Python<'_>, w: Option<&str>) -> PyResult<Option<WindowSel>> {
         .map_err(|m| region_err(py, "bad_window", m))
 }
 
+/// Event kinds by name (none: the query's default kinds).
+fn event_kinds(py: Python<'_>, kinds: Option<Vec<String>>) -> PyResult<Vec<dta_int::EventKind>> {
+    kinds
+        .unwrap_or_default()
+        .iter()
+        .map(|k| dta_int::EventKind::parse(k))
+        .collect::<Result<_, _>>()
+        .map_err(|m| region_err(py, "bad_kind", m))
+}
+
 /// `max` within 1..=`most`, as the HTTP routes bound it.
 fn check_max(py: Python<'_>, max: usize, most: usize) -> PyResult<()> {
     if (1..=most).contains(&max) {
@@ -83,16 +93,11 @@ pub(crate) fn int_events<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     check_max(py, max, query::MAX_EVENTS)?;
     let filter = EventFilter {
-        kinds: kinds
-            .unwrap_or_default()
-            .iter()
-            .map(|k| dta_int::EventKind::parse(k))
-            .collect::<Result<_, _>>()
-            .map_err(|m| region_err(py, "bad_kind", m))?,
+        kinds: event_kinds(py, kinds)?,
         node,
         flow: flow.map(|f| flow_key(py, f)).transpose()?,
         since_ns: since_ns(since_ms),
-        until_ns: until_ms.map(|ms| ms.saturating_mul(1_000_000).saturating_add(999_999)),
+        until_ns: until_ms.map(query::end_of_ms),
         before: before
             .map(query::EventCursor::parse)
             .transpose()
@@ -136,12 +141,7 @@ pub(crate) fn int_episodes<'py>(
         ));
     }
     let q = query::EpisodeQuery {
-        kinds: kinds
-            .unwrap_or_default()
-            .iter()
-            .map(|k| dta_int::EventKind::parse(k))
-            .collect::<Result<_, _>>()
-            .map_err(|m| region_err(py, "bad_kind", m))?,
+        kinds: event_kinds(py, kinds)?,
         node,
         since_ns: since_ns(since_ms),
         gap_ns: gap_ms * 1_000_000,

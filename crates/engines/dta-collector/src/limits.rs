@@ -135,19 +135,8 @@ impl<'a> Params<'a> {
 
     /// `since_ms` (Unix milliseconds, optional) in nanoseconds.
     pub fn since_ns(&self) -> Result<Option<u64>, ParamError> {
-        self.unix_ns("since_ms")
-    }
-
-    /// `until_ms` (Unix milliseconds, optional) in nanoseconds: the last of each millisecond.
-    pub fn until_ns(&self) -> Result<Option<u64>, ParamError> {
         Ok(self
-            .unix_ns("until_ms")?
-            .map(|ns| ns.saturating_add(999_999)))
-    }
-
-    fn unix_ns(&self, name: &'static str) -> Result<Option<u64>, ParamError> {
-        Ok(self
-            .optional(name, 0, u64::MAX / 1_000_000)?
+            .optional("since_ms", 0, u64::MAX / 1_000_000)?
             .map(|ms| ms * 1_000_000))
     }
 

@@ -190,6 +190,11 @@ pub fn port_subject(node: u32, port: u16) -> u64 {
     u64::from(port) << 32 | u64::from(node)
 }
 
+/// The port of a subject [`port_subject`] made.
+pub fn subject_port(subject: u64) -> u16 {
+    (subject >> 32) as u16
+}
+
 /// The subject [`HistDeltas::drain_subjects`] gives the marker: a port subject of node
 /// 0xFFFF_FFFF (the marker key's) and port [`crate::layout::MARKER_PORT`].
 pub const MARKER_SUBJECT: u64 = (crate::layout::MARKER_PORT as u64) << 32 | 0xFFFF_FFFF;

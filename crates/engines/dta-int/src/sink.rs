@@ -1248,38 +1248,31 @@ impl<S: Sinks> IntSink<S> {
             self.cfg.redundancy,
             self.long_tier,
         );
+        let mut add = |key: &[u8], counter: u64| {
+            translator.apply(
+                &Report::KeyIncrement {
+                    key,
+                    counter,
+                    redundancy,
+                    immediate: false,
+                },
+                0,
+                src,
+                now,
+            )
+        };
         hist.drain(|key, counter| {
-            let mut add = |key: &[u8]| {
-                translator.apply(
-                    &Report::KeyIncrement {
-                        key,
-                        counter,
-                        redundancy,
-                        immediate: false,
-                    },
-                    0,
-                    src,
-                    now,
-                )
-            };
-            add(key);
+            add(key, counter);
             if long_tier {
-                add(&crate::layout::long_tier_key(key));
+                add(&crate::layout::long_tier_key(key), counter);
             }
         });
         if let Some(ports) = &mut self.ports {
             ports.drain_subjects(|subject, key, counter| {
-                translator.apply(
-                    &Report::KeyIncrement {
-                        key: &crate::layout::port_key(key, (subject >> 32) as u16),
-                        counter,
-                        redundancy,
-                        immediate: false,
-                    },
-                    0,
-                    src,
-                    now,
-                );
+                add(
+                    &crate::layout::port_key(key, crate::delta::subject_port(subject)),
+                    counter,
+                )
             });
         }
     }

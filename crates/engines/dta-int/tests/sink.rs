@@ -83,6 +83,17 @@ impl Env {
     fn region(&self, name: &str) -> &dta_store::Region {
         &self.collector.store(name).unwrap().region
     }
+
+    /// A sink of the default configuration over these stores that took every packet of
+    /// `pkts` as an INT-MD frame and flushed at the last one's time.
+    fn replayed(&self, pkts: &[GenPacket], int_udp_port: u16) -> IntSink<RegionSinks> {
+        let mut sink = self.sink(&IntSinkConfig::default());
+        for p in pkts {
+            sink.handle_frame(&md_frame(p, int_udp_port), p.time_ns);
+        }
+        sink.flush(pkts.last().unwrap().time_ns);
+        sink
+    }
 }
 
 fn last_per_flow(pkts: &[GenPacket]) -> HashMap<[u8; 13], &GenPacket> {
@@ -475,11 +486,7 @@ fn histogram_windows_close() {
     let pkts = generate(&gen);
     let node = pkts[0].hops[0].node_id;
     let replay = || {
-        let mut sink = env.sink(&IntSinkConfig::default());
-        for p in &pkts {
-            sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
-        }
-        sink.flush(pkts.last().unwrap().time_ns);
+        env.replayed(&pkts, gen.int_udp_port);
     };
     let now = dta_store::key_increment::unix_ms;
     let hist_of = |w| {
@@ -541,11 +548,7 @@ fn flows_and_the_network_map_are_found_without_a_key() {
         ..Default::default()
     };
     let pkts = generate(&gen);
-    let mut sink = env.sink(&IntSinkConfig::default());
-    for p in &pkts {
-        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
-    }
-    sink.flush(pkts.last().unwrap().time_ns);
+    env.replayed(&pkts, gen.int_udp_port);
     // The truth: packets and path per flow.
     let mut packets: HashMap<[u8; 13], u64> = HashMap::new();
     let mut paths: HashMap<[u8; 13], Vec<u32>> = HashMap::new();
@@ -780,19 +783,14 @@ fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
         ..Default::default()
     };
     let pkts = generate(&gen);
-    let mut sink = env.sink(&IntSinkConfig::default());
-    for p in &pkts {
-        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
-    }
-    sink.flush(pkts.last().unwrap().time_ns);
-    let r = |n: &str| env.collector.store(n).unwrap().region.clone();
-    let (hi, day) = (r("hist"), r("hist_day"));
+    env.replayed(&pkts, gen.int_udp_port);
+    let (hi, day) = (env.region("hist"), env.region("hist_day"));
     let now = dta_store::key_increment::unix_ms();
     let node = pkts[0].hops[1].node_id;
     for m in [Metric::HopLatency, Metric::QueueOccupancy] {
-        let a = query::histogram_in(&hi, node, m, None, None, Some(query::WindowSel::All), now)
-            .unwrap();
-        let b = query::histogram_in(&day, node, m, None, None, Some(query::WindowSel::All), now)
+        let a =
+            query::histogram_in(hi, node, m, None, None, Some(query::WindowSel::All), now).unwrap();
+        let b = query::histogram_in(day, node, m, None, None, Some(query::WindowSel::All), now)
             .unwrap();
         assert!(a.total > 0);
         assert_eq!(
@@ -804,28 +802,24 @@ fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
     // tier beyond; without a long tier, the fine store, its answer saying it is cut.
     let last = |ms| Some(query::WindowSel::Last(ms));
     assert_eq!(
-        query::tier_for(&hi, Some(&day), last(240_000))
-            .header()
-            .name,
+        query::tier_for(hi, Some(day), last(240_000)).header().name,
         "hist"
     );
     assert_eq!(
-        query::tier_for(&hi, Some(&day), last(240_001))
-            .header()
-            .name,
+        query::tier_for(hi, Some(day), last(240_001)).header().name,
         "hist_day"
     );
     assert_eq!(
-        query::tier_for(&hi, None, last(86_400_000)).header().name,
+        query::tier_for(hi, None, last(86_400_000)).header().name,
         "hist"
     );
-    assert_eq!(query::tier_for(&hi, Some(&day), None).header().name, "hist");
-    let (ev, pa) = (r("events"), r("paths"));
+    assert_eq!(query::tier_for(hi, Some(day), None).header().name, "hist");
+    let (ev, pa) = (env.region("events"), env.region("paths"));
     let day_net = query::network(
-        &ev,
-        &pa,
-        &hi,
-        Some(&day),
+        ev,
+        pa,
+        hi,
+        Some(day),
         0,
         last(86_400_000),
         Default::default(),
@@ -838,10 +832,10 @@ fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
         .iter()
         .all(|w| w.end_ms - w.start_ms == 3_600_000));
     let hour_net = query::network(
-        &ev,
-        &pa,
-        &hi,
-        Some(&day),
+        ev,
+        pa,
+        hi,
+        Some(day),
         0,
         last(120_000),
         Default::default(),
@@ -858,9 +852,9 @@ fn the_long_tier_holds_the_same_counts_and_answers_the_longer_questions() {
     assert_eq!(scores(&day_net), scores(&hour_net), "the same samples");
     // Without the long tier, a day is cut to the fine store's 4 minutes, and the answer says so.
     let cut = query::network(
-        &ev,
-        &pa,
-        &hi,
+        ev,
+        pa,
+        hi,
         None,
         0,
         last(86_400_000),
@@ -899,18 +893,13 @@ fn hops_reporting_ports_are_kept_per_port() {
             *truth.entry((h.node_id, port)).or_default() += 1;
         }
     }
-    let mut sink = env.sink(&IntSinkConfig::default());
-    for p in &pkts {
-        sink.handle_frame(&md_frame(p, gen.int_udp_port), p.time_ns);
-    }
-    sink.flush(pkts.last().unwrap().time_ns);
-    let r = |n: &str| env.collector.store(n).unwrap().region.clone();
-    let (hist, per_port) = (r("hist"), r("hist_port"));
+    env.replayed(&pkts, gen.int_udp_port);
+    let (hist, per_port) = (env.region("hist"), env.region("hist_port"));
     let now = dta_store::key_increment::unix_ms();
     let mut by_switch: HashMap<u32, u64> = HashMap::new();
     for (&(node, port), &n) in &truth {
         let h = query::histogram_at(
-            &per_port,
+            per_port,
             node,
             Some(port),
             Metric::HopLatency,
@@ -926,13 +915,13 @@ fn hops_reporting_ports_are_kept_per_port() {
         *by_switch.entry(node).or_default() += n;
     }
     for (&node, &n) in &by_switch {
-        let h = query::histogram(&hist, node, Metric::HopLatency, None, None).unwrap();
+        let h = query::histogram(hist, node, Metric::HopLatency, None, None).unwrap();
         assert_eq!(h.total, n, "switch {node}: its ports add up to it");
     }
     // A port that carried nothing answers no samples, and says the histogram is empty.
     let (&(node, _), _) = truth.iter().next().unwrap();
     let none = query::histogram_at(
-        &per_port,
+        per_port,
         node,
         Some(999),
         Metric::HopLatency,

@@ -431,7 +431,7 @@ pub fn query_int(q: IntQuery) -> anyhow::Result<ExitCode> {
                 node,
                 flow: flow.as_deref().map(query::parse_flow).transpose()?,
                 since_ns: since_ms.map(|ms| ms.saturating_mul(1_000_000)),
-                until_ns: until_ms.map(|ms| ms.saturating_mul(1_000_000).saturating_add(999_999)),
+                until_ns: until_ms.map(query::end_of_ms),
                 before,
             };
             serde_json::to_value(query::recent_events(

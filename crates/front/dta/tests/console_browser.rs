@@ -201,6 +201,19 @@ fn ink_pixels(rgba: &[u8]) -> usize {
         .count()
 }
 
+/// `dta query int ARGS WHERE AT` (WHERE: `--region-dir` or `--config`), its answer.
+fn query_int(args: &[&str], at_flag: &str, at: &Path) -> serde_json::Value {
+    let out = dta()
+        .args(["query", "int"])
+        .args(args)
+        .arg(at_flag)
+        .arg(at)
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    json_of(&String::from_utf8_lossy(&out.stdout))
+}
+
 fn json_of(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
@@ -437,17 +450,7 @@ fn console_shows_int_paths_and_histograms_as_the_cli() {
     let flow = truth["flows"][0]["flow"].as_str().unwrap().to_owned();
     let path = truth["flows"][0]["path"].clone();
     let node = path[0].as_u64().unwrap().to_string();
-    let cli = |args: &[&str]| -> serde_json::Value {
-        let out = dta()
-            .args(["query", "int"])
-            .args(args)
-            .arg("--region-dir")
-            .arg(&regions)
-            .output()
-            .unwrap();
-        common::assert_success(&out);
-        json_of(&String::from_utf8_lossy(&out.stdout))
-    };
+    let cli = |args: &[&str]| query_int(args, "--region-dir", &regions);
 
     runtime().block_on(async {
         let c = browser(&d).await;
@@ -728,17 +731,8 @@ fn console_answers_the_operator_on_the_documented_deployment() {
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(t.join("trace.json")).unwrap()).unwrap();
     let congested = truth["episodes"][0]["node_id"].as_u64().unwrap();
-    let cli = |args: &[&str]| -> serde_json::Value {
-        let out = dta()
-            .args(["query", "int"])
-            .args(args)
-            .arg("--config")
-            .arg(t.join("int-sink.toml"))
-            .output()
-            .unwrap();
-        common::assert_success(&out);
-        json_of(&String::from_utf8_lossy(&out.stdout))
-    };
+    let config = t.join("int-sink.toml");
+    let cli = |args: &[&str]| query_int(args, "--config", &config);
     let since = (dta_store::key_increment::unix_ms() - 15 * 60_000).to_string();
     // The flows are summarised once idle (1 s in the example).
     let worst = || {

@@ -123,7 +123,9 @@ async fn events(
         node: p.optional("node", 0, u32::MAX)?,
         flow: p.raw("flow").map(|_| flow(&p)).transpose()?,
         since_ns: p.since_ns()?,
-        until_ns: p.until_ns()?,
+        until_ns: p
+            .optional("until_ms", 0, u64::MAX / 1_000_000)?
+            .map(query::end_of_ms),
         before: p
             .raw("before")
             .map(|c| query::EventCursor::parse(c).map_err(bad))

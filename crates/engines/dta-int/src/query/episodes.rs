@@ -288,30 +288,11 @@ fn series(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dta_store::{AppendRecord, AppendSpec, StoreSpec};
 
     const S: u64 = 1_000_000_000;
 
     fn store(dir: &std::path::Path, events: &[Event]) -> Region {
-        let spec = StoreSpec::Append(AppendSpec {
-            lists: 9,
-            capacity: 4096,
-            entry_len: 32,
-            batch: 1,
-            record: AppendRecord::IntEvent,
-        });
-        let r = Region::create(&dir.join("events.region"), "events", &spec, true).unwrap();
-        let l = AppendLayout::new(r.header()).unwrap();
-        let mut sink = r.mem().sink();
-        let mut next = [0u64; 9];
-        for e in events {
-            let list = e.kind as u32 - 1;
-            let i = next[list as usize];
-            l.write_entry(list, i, &e.encode(), &mut sink).unwrap();
-            l.publish(list, i + 1, &mut sink).unwrap();
-            next[list as usize] += 1;
-        }
-        r
+        super::super::scan::tests::events_region(dir, 4096, events.iter().copied())
     }
 
     fn ev(t: u64, kind: EventKind, node_id: u32, flow: u8, value: u32) -> Event {

@@ -23,7 +23,7 @@ pub use episodes::{episodes, Episode, EpisodePage, EpisodeQuery, Series, MAX_EPI
 pub use network::{network, Congestion, Link, Network, Stat, Switch, MAX_SWITCHES};
 
 pub use scan::{
-    recent_events, EventCursor, EventFilter, EventPage, FlowFilter, FlowPage, MAX_EVENTS,
+    end_of_ms, recent_events, EventCursor, EventFilter, EventPage, FlowFilter, FlowPage, MAX_EVENTS,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]

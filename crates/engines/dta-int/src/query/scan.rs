@@ -79,10 +79,16 @@ pub struct EventFilter {
     pub flow: Option<[u8; FLOW_KEY_LEN]>,
     /// At or after this time (Unix nanoseconds, the sink's clock).
     pub since_ns: Option<u64>,
-    /// At or before this time (Unix nanoseconds): with `since_ns`, an episode's rows.
+    /// At or before this time (Unix nanoseconds; [`end_of_ms`] for a millisecond asked): with
+    /// `since_ns`, an episode's rows.
     pub until_ns: Option<u64>,
     /// Continue a paged answer: its `next`.
     pub before: Option<EventCursor>,
+}
+
+/// The last nanosecond of Unix millisecond `ms`: an `until_ms` asked takes its whole millisecond.
+pub fn end_of_ms(ms: u64) -> u64 {
+    ms.saturating_mul(1_000_000).saturating_add(999_999)
 }
 
 impl EventFilter {
@@ -334,13 +340,17 @@ pub struct FlowPage {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use dta_store::{AppendRecord, AppendSpec, StoreSpec};
 
-    /// An events store of `capacity` entries a list, with `n` hop-latency events at switches
-    /// 1..=4 in turn (switch 9 for the 10 oldest) and `n` queue events at switch 2.
-    fn store(dir: &std::path::Path, capacity: u64, n: u64) -> Region {
+    /// An events store of `capacity` entries a list holding `events`, each appended to its
+    /// kind's list in the order given.
+    pub(crate) fn events_region(
+        dir: &std::path::Path,
+        capacity: u64,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Region {
         let spec = StoreSpec::Append(AppendSpec {
             lists: 9,
             capacity,
@@ -351,26 +361,37 @@ mod tests {
         let r = Region::create(&dir.join("events.region"), "events", &spec, true).unwrap();
         let l = AppendLayout::new(r.header()).unwrap();
         let mut sink = r.mem().sink();
-        for (kind, node) in [
-            (EventKind::HopLatency, None),
-            (EventKind::QueueOccupancy, Some(2)),
-        ] {
-            let list = kind as u32 - 1;
-            for i in 0..n {
-                let e = Event {
-                    seq: i,
-                    time_ns: 1_000 + i * 10 + kind as u64,
-                    kind,
-                    flow: [i as u8; FLOW_KEY_LEN],
-                    hop: 0,
-                    node_id: node.unwrap_or(if i < 10 { 9 } else { 1 + (i % 4) as u32 }),
-                    value: i as u32,
-                };
-                l.write_entry(list, i, &e.encode(), &mut sink).unwrap();
-                l.publish(list, i + 1, &mut sink).unwrap();
-            }
+        let mut next = [0u64; 9];
+        for e in events {
+            let list = e.kind as u32 - 1;
+            let i = next[list as usize];
+            l.write_entry(list, i, &e.encode(), &mut sink).unwrap();
+            l.publish(list, i + 1, &mut sink).unwrap();
+            next[list as usize] += 1;
         }
         r
+    }
+
+    /// An events store of `capacity` entries a list, with `n` hop-latency events at switches
+    /// 1..=4 in turn (switch 9 for the 10 oldest) and `n` queue events at switch 2.
+    fn store(dir: &std::path::Path, capacity: u64, n: u64) -> Region {
+        let events = [
+            (EventKind::HopLatency, None),
+            (EventKind::QueueOccupancy, Some(2)),
+        ]
+        .into_iter()
+        .flat_map(|(kind, node)| {
+            (0..n).map(move |i| Event {
+                seq: i,
+                time_ns: 1_000 + i * 10 + kind as u64,
+                kind,
+                flow: [i as u8; FLOW_KEY_LEN],
+                hop: 0,
+                node_id: node.unwrap_or(if i < 10 { 9 } else { 1 + (i % 4) as u32 }),
+                value: i as u32,
+            })
+        });
+        events_region(dir, capacity, events)
     }
 
     fn filter(node: Option<u32>) -> EventFilter {
