@@ -25,6 +25,38 @@ pub const CHUNK_CHECK_LEN: usize = 4;
 /// Largest chunk.
 const MAX_CHUNK: usize = MAX_SLOTS + CHUNK_CHECK_LEN;
 
+/// One path encoded for writing ([`PostcardingLayout::encode_chunk`]): the chunk's bytes and
+/// the byte offsets of its N copies in the data area.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedChunk {
+    bytes: [u8; MAX_CHUNK],
+    len: u8,
+    offsets: [u64; crate::MAX_REDUNDANCY as usize],
+    copies: u8,
+}
+
+impl EncodedChunk {
+    /// Nothing encoded yet.
+    pub const EMPTY: EncodedChunk = EncodedChunk {
+        bytes: [0; MAX_CHUNK],
+        len: 0,
+        offsets: [0; crate::MAX_REDUNDANCY as usize],
+        copies: 0,
+    };
+
+    /// The chunk's bytes (`chunk_len`).
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    /// Where its N copies go.
+    #[inline]
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets[..self.copies as usize]
+    }
+}
+
 /// The check of a chunk whose slot bytes are `slots` for a key with check seed `seed`
 /// ([`hash::check_seed`]): [`hash::data_check`] over the slots as LE 8-byte words, the last
 /// zero-padded.
@@ -139,6 +171,26 @@ impl PostcardingLayout {
         values: &[Option<u32>],
         sink: &mut impl MemSink,
     ) -> Result<(), ApplyError> {
+        let mut c = EncodedChunk::EMPTY;
+        self.encode_chunk(key, values, &mut c)?;
+        for &o in c.offsets() {
+            sink.write(o, c.bytes())?;
+        }
+        sink.count(self.redundancy as u64, 0)?;
+        Ok(())
+    }
+
+    /// Encode one path into `out`: its chunk bytes ([`Self::encode`]) and the offsets of its N
+    /// copies, for a writer that issues the writes of many chunks together (the translator's
+    /// lean path: every line prefetched, then every chunk written). [`Self::apply_chunk`] is
+    /// this and the writes.
+    #[inline]
+    pub fn encode_chunk(
+        &self,
+        key: &[u8],
+        values: &[Option<u32>],
+        out: &mut EncodedChunk,
+    ) -> Result<(), ApplyError> {
         if key.len() != self.key_len {
             return Err(ApplyError::BadKeyLen);
         }
@@ -146,12 +198,12 @@ impl PostcardingLayout {
             return Err(ApplyError::BadHop);
         }
         let h = hash::fnv1a64(key);
-        let mut buf = [0u8; MAX_CHUNK];
-        self.encode(h, values, &mut buf);
+        self.encode(h, values, &mut out.bytes);
+        out.len = self.chunk_len as u8;
+        out.copies = self.redundancy;
         for j in 0..self.redundancy {
-            sink.write(self.chunk_offset(h, j), &buf[..self.chunk_len()])?;
+            out.offsets[j as usize] = self.chunk_offset(h, j);
         }
-        sink.count(self.redundancy as u64, 0)?;
         Ok(())
     }
 

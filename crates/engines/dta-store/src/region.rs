@@ -437,6 +437,47 @@ impl std::fmt::Debug for RegionMem {
     }
 }
 
+/// Store `bytes` at `p` (the data area's byte `offset`): 8-byte words as single release stores
+/// where offset and length allow (a reader never sees part of a word), else a copy after a
+/// release fence. The one store of [`RegionMem::write`] and [`RegionMem::write_at`].
+///
+/// # Safety
+/// `p .. p + bytes.len()` lies inside the mapping.
+#[inline(always)]
+unsafe fn put(p: *mut u8, offset: u64, bytes: &[u8]) {
+    if offset % 8 == 0 && bytes.len() % 8 == 0 {
+        for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+            let w = u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8]));
+            // SAFETY: in bounds (the caller) and 8-byte aligned.
+            unsafe { AtomicU64::from_ptr(p.add(i * 8) as *mut u64) }.store(w, Ordering::Release);
+        }
+    } else {
+        fence(Ordering::Release);
+        // The short lengths entries and chunks have are copied inline, not by a call to memcpy.
+        // SAFETY: in bounds (the caller); `bytes` is a caller buffer, not part of the mapping.
+        unsafe {
+            match bytes.len() {
+                4 => copy_fixed::<4>(bytes, p),
+                16 => copy_fixed::<16>(bytes, p),
+                24 => copy_fixed::<24>(bytes, p),
+                n => std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n),
+            }
+        }
+    }
+}
+
+/// Copy the `N` bytes of `bytes` (exactly `N` long) to `p`, unaligned.
+///
+/// # Safety
+/// `p .. p + N` is writable and does not overlap `bytes`.
+#[inline(always)]
+unsafe fn copy_fixed<const N: usize>(bytes: &[u8], p: *mut u8) {
+    let mut b = [0u8; N];
+    b.copy_from_slice(bytes);
+    // SAFETY: the caller's.
+    unsafe { std::ptr::write_unaligned(p as *mut [u8; N], b) };
+}
+
 impl RegionMem {
     /// Bytes in the data area.
     pub fn len(&self) -> u64 {
@@ -487,19 +528,37 @@ impl RegionMem {
             return Err(SinkError::ReadOnly);
         }
         let p = self.check(offset, bytes.len() as u64)?;
-        if offset % 8 == 0 && bytes.len() % 8 == 0 {
-            for (i, chunk) in bytes.chunks_exact(8).enumerate() {
-                let w = u64::from_ne_bytes(chunk.try_into().unwrap());
-                // SAFETY: in bounds and 8-byte aligned.
-                unsafe { AtomicU64::from_ptr(p.add(i * 8) as *mut u64) }
-                    .store(w, Ordering::Release);
-            }
-        } else {
-            fence(Ordering::Release);
-            // SAFETY: in bounds; `bytes` is a caller buffer, not part of the mapping.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
-        }
+        // SAFETY: `check` put `offset + bytes.len()` inside the data area.
+        unsafe { put(p, offset, bytes) };
         Ok(())
+    }
+
+    /// [`Self::write`] of the same `bytes` at each of `offsets` (a Postcarding chunk's N
+    /// copies): every offset is written, the first error returned.
+    #[inline]
+    pub fn write_at(&self, offsets: &[u64], bytes: &[u8]) -> Result<(), SinkError> {
+        if !self.writable {
+            return Err(SinkError::ReadOnly);
+        }
+        let mut res = Ok(());
+        for &o in offsets {
+            match self.check(o, bytes.len() as u64) {
+                // SAFETY: `check` put `o + bytes.len()` inside the data area.
+                Ok(p) => unsafe { put(p, o, bytes) },
+                Err(e) => res = res.and(Err(e)),
+            }
+        }
+        res
+    }
+
+    /// Prefetch for writing every line of the `len` bytes at each of `offsets` (at most two
+    /// lines each: `len` is at most a line, as a Postcarding chunk is).
+    #[inline]
+    pub fn prefetch_span_at(&self, offsets: &[u64], len: u64) {
+        let last = len.saturating_sub(1);
+        for &o in offsets {
+            self.prefetch_at(&[o, o.saturating_add(last)]);
+        }
     }
 
     #[inline]
@@ -597,16 +656,10 @@ impl RegionMem {
     /// [`Self::prefetch`] of each of `offsets` (the instruction chosen once for all).
     #[inline(always)]
     pub fn prefetch_at(&self, offsets: &[u64]) {
-        let write = prefetch_mode() == PrefetchMode::Write;
         for &o in offsets {
             if o < self.len {
                 // SAFETY: o < len, inside the mapping.
-                let p = unsafe { self.ptr.add(o as usize) };
-                if write {
-                    prefetch_line::<true>(p)
-                } else {
-                    prefetch_line::<false>(p)
-                }
+                prefetch_for_write(unsafe { self.ptr.add(o as usize) });
             }
         }
     }
@@ -763,6 +816,18 @@ fn prefetch_line<const WRITE: bool>(p: *const u8) {
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
         };
+    }
+}
+
+/// Prefetch the line at `p` for writing: PREFETCHW where the CPU has it, else `prefetcht0`. A
+/// hint that never faults, for lines about to be written: a region's ([`RegionMem::prefetch_at`])
+/// and the translator's own tables (its Postcarding path cache).
+#[inline(always)]
+pub fn prefetch_for_write<T>(p: *const T) {
+    if prefetch_mode() == PrefetchMode::Write {
+        prefetch_line::<true>(p.cast())
+    } else {
+        prefetch_line::<false>(p.cast())
     }
 }
 

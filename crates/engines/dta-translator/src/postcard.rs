@@ -43,6 +43,15 @@ pub struct Chunk {
 }
 
 impl Chunk {
+    /// No key, no values: a placeholder in preallocated arrays.
+    pub const EMPTY: Chunk = Chunk {
+        key: [0; MAX_KEY],
+        key_len: 0,
+        values: [None; MAX_HOPS],
+        immediate: false,
+        flagged: 0,
+    };
+
     pub fn key(&self) -> &[u8] {
         &self.key[..self.key_len as usize]
     }
@@ -172,10 +181,53 @@ impl PostcardCache {
         value: u32,
         immediate: bool,
         now: Instant,
+        evict: impl FnMut(&Chunk, Eviction),
+    ) {
+        self.insert_at(
+            self.line(key),
+            key,
+            hop,
+            path_len,
+            value,
+            immediate,
+            now,
+            evict,
+        )
+    }
+
+    /// The line `key`'s path lives in.
+    #[inline]
+    pub fn line(&self, key: &[u8]) -> usize {
+        (dta_store::hash::fnv1a64(key) as usize) & self.mask
+    }
+
+    /// Fetch line `i` ([`Self::line`]) into the CPU's cache ahead of its [`Self::insert_at`]:
+    /// the table is larger than the cache, and a postcard's line is otherwise one miss waited
+    /// for.
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        if let Some(line) = self.lines.get(i) {
+            dta_store::prefetch_for_write(line);
+        }
+    }
+
+    /// [`Self::insert`] into line `i`, which is [`Self::line`] of `key`.
+    #[allow(clippy::too_many_arguments)] // the postcard's fields, unpacked on the data path
+    #[inline]
+    pub fn insert_at(
+        &mut self,
+        i: usize,
+        key: &[u8],
+        hop: u8,
+        path_len: u8,
+        value: u32,
+        immediate: bool,
+        now: Instant,
         mut evict: impl FnMut(&Chunk, Eviction),
     ) {
         debug_assert!(hop < self.hops && key.len() <= MAX_KEY);
-        let i = (dta_store::hash::fnv1a64(key) as usize) & self.mask;
+        debug_assert_eq!(i, self.line(key));
+        let i = i & self.mask;
         if self.lines[i].in_use && self.lines[i].key() != key {
             evict(&self.chunk(i), Eviction::Collision);
             self.lines[i].in_use = false;

@@ -642,3 +642,203 @@ fn one_shape_datagrams_equal_per_report_layouts() {
     assert_eq!(t.stats().rejected("source_not_allowed"), 40);
     assert_eq!(image(&regions[0]), before);
 }
+
+/// Postcarding datagrams of one shape take the lean path (each postcard into the path cache,
+/// the chunks it lets go written a block at a time, the live counters added once per
+/// datagram); the same postcards applied one by one through the general path must leave the
+/// same chunks, the same counters and the same live counters, whatever the mix: complete paths,
+/// paths cut short by their length, collisions in a small cache, a hop past B, datagrams the
+/// lean path declines (a flagged postcard) whose flagged paths it later evicts.
+#[test]
+fn one_shape_postcards_equal_the_general_path() {
+    let cfg = dta_translator::TranslatorConfig {
+        postcard_cache_entries: 16,
+        ..Default::default()
+    };
+    let make = |dir: &std::path::Path| {
+        let regions = common::regions(dir);
+        let t = dta_translator::Translator::colocated(
+            &cfg,
+            regions.clone(),
+            std::sync::Arc::new(dta_translator::Stats::default()),
+        )
+        .unwrap();
+        (regions, t)
+    };
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (regions, mut lean) = make(d1.path());
+    let (regions2, mut general) = make(d2.path());
+    let paths = regions
+        .iter()
+        .position(|r| r.header().name == "paths")
+        .unwrap();
+    let hops = 5u8;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x9057);
+    let now = Instant::now();
+    for seq in 0..400u32 {
+        let count = rng.gen_range(1..=120);
+        // One datagram in eight carries a flagged postcard: the lean path declines it.
+        let flagged_at = (rng.gen_range(0..8) == 0).then(|| rng.gen_range(0..count));
+        let postcards: Vec<([u8; 4], u8, u8, u32, bool)> = (0..count)
+            .map(|i| {
+                let key = rng.gen_range(0u32..40).to_be_bytes();
+                // Hop B is past the store's hops: rejected on both paths.
+                let hop = rng.gen_range(0..=hops);
+                let path_len = if rng.gen_range(0..4) == 0 { 3 } else { 0 };
+                (key, hop, path_len, rng.gen(), flagged_at == Some(i))
+            })
+            .collect();
+        fn report(p: &([u8; 4], u8, u8, u32, bool)) -> Report<'_> {
+            Report::Postcard {
+                key: &p.0[..],
+                hop: p.1,
+                path_len: p.2,
+                value: p.3 & 0xffff,
+                immediate: p.4,
+            }
+        }
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, seq).unwrap();
+        for p in &postcards {
+            b.push(&report(p)).unwrap();
+        }
+        let len = b.finish();
+        lean.handle_datagram(&buf[..len], common::src(), now);
+        for p in &postcards {
+            general.apply(&report(p), 7, common::src(), now);
+        }
+    }
+    // The paths still in the caches, then the bytes.
+    lean.flush_all();
+    general.flush_all();
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    assert_eq!(image(&regions[paths]), image(&regions2[paths]));
+    assert!(
+        image(&regions[paths]).iter().any(|&b| b != 0),
+        "chunks were written"
+    );
+    assert_eq!(regions[paths].mem().tally(), regions2[paths].mem().tally());
+    let (s, s2) = (lean.stats(), general.stats());
+    assert_eq!(
+        s.reports_of(Opcode::Postcarding),
+        s2.reports_of(Opcode::Postcarding)
+    );
+    for (what, a, b) in [
+        ("writes", &s.writes, &s2.writes),
+        ("write_bytes", &s.write_bytes, &s2.write_bytes),
+        ("immediates", &s.immediates, &s2.immediates),
+        (
+            "complete",
+            &s.postcard_chunks_complete,
+            &s2.postcard_chunks_complete,
+        ),
+        (
+            "collision",
+            &s.postcard_chunks_collision,
+            &s2.postcard_chunks_collision,
+        ),
+        (
+            "timeout",
+            &s.postcard_chunks_timeout,
+            &s2.postcard_chunks_timeout,
+        ),
+    ] {
+        assert_eq!(a.load(Relaxed), b.load(Relaxed), "{what}");
+    }
+    assert!(
+        s.postcard_chunks_collision.load(Relaxed) > 0,
+        "collisions exercised"
+    );
+    assert!(s.rejected("bad_hop") > 0, "hops past B exercised");
+    assert_eq!(s.rejected("bad_hop"), s2.rejected("bad_hop"));
+    assert_eq!(s.total_rejected(), s2.total_rejected());
+}
+
+/// Append datagrams of one shape take the lean path (each entry straight into the slot its list
+/// reserves, a head published per complete batch); the same entries applied one by one through
+/// the general path leave the same rings, heads and counters, with lists past the store's
+/// refused on both and flagged datagrams (declined by the lean path) between them.
+#[test]
+fn one_shape_appends_equal_the_general_path() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (regions, regions2) = (common::regions(d1.path()), common::regions(d2.path()));
+    let (mut lean, mut general) = (common::translator(&regions), common::translator(&regions2));
+    let events = regions
+        .iter()
+        .position(|r| r.header().name == "events")
+        .unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xA99E);
+    let now = Instant::now();
+    for seq in 0..300u32 {
+        let count = rng.gen_range(1..=150);
+        let flagged_at = (rng.gen_range(0..8) == 0).then(|| rng.gen_range(0..count));
+        // Lists 0..4 exist; 4 and 5 do not.
+        let entries: Vec<(u32, [u8; 4], bool)> = (0..count)
+            .map(|i| (rng.gen_range(0..6), rng.gen(), flagged_at == Some(i)))
+            .collect();
+        let mut buf = vec![0u8; 9000];
+        let mut b = DatagramBuilder::new(&mut buf, Priority::Medium, false, 7, seq).unwrap();
+        for (list_id, data, immediate) in &entries {
+            b.push(&Report::Append {
+                list_id: *list_id,
+                data,
+                immediate: *immediate,
+            })
+            .unwrap();
+        }
+        let len = b.finish();
+        lean.handle_datagram(&buf[..len], common::src(), now);
+        for (list_id, data, immediate) in &entries {
+            let r = Report::Append {
+                list_id: *list_id,
+                data,
+                immediate: *immediate,
+            };
+            general.apply(&r, 7, common::src(), now);
+        }
+    }
+    let image = |r: &dta_store::Region| {
+        let mut v = vec![0u8; r.mem().len() as usize];
+        r.mem().read(0, &mut v).unwrap();
+        v
+    };
+    let compare = |lean: &dta_translator::Translator<_>,
+                   general: &dta_translator::Translator<_>| {
+        assert_eq!(image(&regions[events]), image(&regions2[events]));
+        let (s, s2) = (lean.stats(), general.stats());
+        assert_eq!(s.reports_of(Opcode::Append), s2.reports_of(Opcode::Append));
+        for (what, a, b) in [
+            ("writes", &s.writes, &s2.writes),
+            ("write_bytes", &s.write_bytes, &s2.write_bytes),
+            ("immediates", &s.immediates, &s2.immediates),
+            ("batches", &s.append_batches, &s2.append_batches),
+            (
+                "partial batches",
+                &s.append_partial_batches,
+                &s2.append_partial_batches,
+            ),
+        ] {
+            assert_eq!(a.load(Relaxed), b.load(Relaxed), "{what}");
+        }
+        assert!(
+            s.rejected("bad_list_id") > 0,
+            "lists past the store exercised"
+        );
+        assert_eq!(s.rejected("bad_list_id"), s2.rejected("bad_list_id"));
+        assert_eq!(s.total_rejected(), s2.total_rejected());
+        assert_eq!(
+            regions[events].mem().tally(),
+            regions2[events].mem().tally()
+        );
+    };
+    compare(&lean, &general);
+    assert!(lean.stats().append_batches.load(Relaxed) > 0);
+    // The partial batches, published on both.
+    lean.flush_all();
+    general.flush_all();
+    compare(&lean, &general);
+}

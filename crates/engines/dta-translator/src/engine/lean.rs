@@ -1,20 +1,28 @@
-//! The lean path for the common datagram: Key-Write (4-byte data, one 8-byte slot) or
-//! Key-Increment reports that all share one shape ([`native::OneShape`]), at their store's N,
-//! none flagged immediate, no rules to evaluate, into a store the translator maps. Everything
-//! the general path decides per report is decided once per datagram: the route, the store's
-//! allow-list, the redundancy, the counters; per report only the hash, the prefetch and the
-//! N memory operations remain ([DTA A.1] Algorithm 1, [DTA A.4] Algorithm 5). A datagram the
-//! lean path does not take goes the general way ([`super::staging`]) unchanged, so both paths
-//! leave the same bytes in the stores and the same counters (`tests/batched.rs`).
+//! The lean path for the common datagram: Key-Write (4-byte data, one 8-byte slot),
+//! Key-Increment or Postcarding reports that all share one shape ([`native::OneShape`]), at
+//! their store's N, none flagged immediate, no rules to evaluate, into a store the translator
+//! maps. Everything the general path decides per report is decided once per datagram: the
+//! route, the store's allow-list, the redundancy, the counters; per report only the hash, the
+//! prefetch and the N memory operations remain ([DTA A.1] Algorithm 1, [DTA A.4] Algorithm 5).
+//! Postcards go through the path cache one by one ([DTA A.2]); the chunks they complete are
+//! encoded, then written a block at a time, and the region's live counters are added once per
+//! datagram. A datagram the lean path does not take goes the general way ([`super::staging`],
+//! [`super::dispatch`]) unchanged, so both paths leave the same bytes in the stores and the
+//! same counters (`tests/batched.rs`).
 
-use dta_store::{RegionMem, MAX_REDUNDANCY};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use dta_store::{EncodedChunk, PostcardingLayout, RegionMem, MAX_REDUNDANCY};
 use dta_wire::{native, Opcode, Report};
 
+use super::dispatch::write_batch;
 use super::routes::{KeyIncrementRoute, KeyWriteRoute};
 use super::staging::Stage;
 use super::{allowed, Translator};
+use crate::postcard::{Chunk, Eviction, MAX_KEY};
 use crate::reason::Reason;
-use crate::sinks::Sinks;
+use crate::sinks::{Flagged, Sinks};
 use crate::stats::add;
 
 /// Reports hashed before their lines are written: every line of a block prefetched back to
@@ -31,17 +39,27 @@ pub(super) enum Lean {
 }
 
 impl<S: Sinks> Translator<S> {
-    /// Apply the one-shape datagram `d` (from `stage.src`) on the lean path, or decline it.
-    /// Reports staged from earlier datagrams are written first (memory operations keep
-    /// datagram order); a declined datagram leaves the stage as it was.
+    /// Apply the one-shape datagram `d` (from `src`, reporter `reporter`; `stage.src` is its
+    /// address) on the lean path, or decline it. Reports staged from earlier datagrams are
+    /// written first (memory operations keep datagram order); a declined datagram leaves the
+    /// stage as it was.
     #[inline]
-    pub(super) fn apply_lean(&mut self, d: &native::OneShape<'_>, stage: &mut Stage<'_>) -> Lean {
+    pub(super) fn apply_lean(
+        &mut self,
+        d: &native::OneShape<'_>,
+        stage: &mut Stage<'_>,
+        reporter: u32,
+        src: SocketAddr,
+        now: Instant,
+    ) -> Lean {
         if self.rules.engine.active() || self.rules.waiting() {
             return Lean::Declined;
         }
         match d.opcode() {
             Opcode::KeyWrite if d.data_len() == 4 => self.lean_key_write(d, stage),
             Opcode::KeyIncrement => self.lean_key_increment(d, stage),
+            Opcode::Postcarding => self.lean_postcarding(d, stage, reporter, src, now),
+            Opcode::Append => self.lean_append(d, stage, reporter, src, now),
             _ => Lean::Declined,
         }
     }
@@ -140,6 +158,235 @@ impl<S: Sinks> Translator<S> {
         Lean::Done
     }
 
+    /// The Postcarding datagram `d`: each postcard into its path cache (or handed to the
+    /// thread that owns its flow), the chunks it completes or evicts encoded into a block and
+    /// written a block at a time ([`Self::write_chunks`]).
+    fn lean_postcarding(
+        &mut self,
+        d: &native::OneShape<'_>,
+        stage: &mut Stage<'_>,
+        reporter: u32,
+        src: SocketAddr,
+        now: Instant,
+    ) -> Lean {
+        let Some(idx) = self
+            .postcarding
+            .iter()
+            .position(|r| r.layout.key_len() == d.key_len())
+        else {
+            return Lean::Declined;
+        };
+        if d.key_len() > MAX_KEY {
+            return Lean::Declined;
+        }
+        let store = self.postcarding[idx].store;
+        // Postcards carry no redundancy of their own: their flags byte is 0 unless flagged.
+        if let Some(ended) = self.lean_open(store, 1, d, stage) {
+            return ended;
+        }
+        let hops = self.postcarding[idx].layout.hops();
+        let mut block = ChunkBlock::new();
+        let (mut forwarded, mut bad_hop) = (0u64, 0u64);
+        let mut views = d.views();
+        // A block of postcards at a time: their cache lines found and prefetched, then each
+        // inserted.
+        let mut pending = [Postcard::EMPTY; BLOCK];
+        loop {
+            let mut k = 0;
+            for v in views.by_ref() {
+                let report = v.report();
+                let Report::Postcard {
+                    key,
+                    hop,
+                    path_len,
+                    value,
+                    ..
+                } = report
+                else {
+                    continue;
+                };
+                if self.shard.is_some() && self.forward(&report, reporter, src, now) {
+                    forwarded += 1;
+                    continue;
+                }
+                if hop as usize >= hops {
+                    bad_hop += 1;
+                    continue;
+                }
+                let cache = &self.postcarding[idx].cache;
+                let line = cache.line(key);
+                cache.prefetch(line);
+                pending[k] = Postcard {
+                    line,
+                    key,
+                    hop,
+                    path_len,
+                    value,
+                };
+                k += 1;
+                if k == BLOCK {
+                    break;
+                }
+            }
+            if k == 0 {
+                break;
+            }
+            for p in &pending[..k] {
+                // One postcard lets go of at most two chunks (a collided resident, then its
+                // own path).
+                if block.len + 2 > BLOCK {
+                    self.write_chunks(store, &mut block);
+                }
+                let route = &mut self.postcarding[idx];
+                let layout = &route.layout;
+                route.cache.insert_at(
+                    p.line,
+                    p.key,
+                    p.hop,
+                    p.path_len,
+                    p.value,
+                    false,
+                    now,
+                    |chunk, why| block.push(layout, chunk, why),
+                );
+            }
+        }
+        self.write_chunks(store, &mut block);
+        add(
+            &self.stats.reports[Opcode::Postcarding as usize - 1],
+            d.len() as u64 - forwarded,
+        );
+        if bad_hop > 0 {
+            self.stats.reject_n(Reason::BadHop, bad_hop);
+        }
+        Lean::Done
+    }
+
+    /// The Append datagram `d`, in place ([DTA A.3] Algorithm 3 as reserve-then-publish):
+    /// each entry copied straight from the datagram into the slot its list reserves (or handed
+    /// to the thread that owns its list), a list's head published when its batch is complete.
+    fn lean_append(
+        &mut self,
+        d: &native::OneShape<'_>,
+        stage: &mut Stage<'_>,
+        reporter: u32,
+        src: SocketAddr,
+        now: Instant,
+    ) -> Lean {
+        let Some(store) = self.append.as_ref().map(|r| r.store) else {
+            return Lean::Declined;
+        };
+        let fits = self
+            .append
+            .as_ref()
+            .is_some_and(|r| r.batcher.in_place() && d.data_len() == r.layout.entry_len());
+        if !fits {
+            return Lean::Declined;
+        }
+        // Appends carry no redundancy of their own: their flags byte is 0 unless flagged.
+        if let Some(ended) = self.lean_open(store, 1, d, stage) {
+            return ended;
+        }
+        let (mut forwarded, mut bad_list, mut failed) = (0u64, 0u64, 0u64);
+        for v in d.views() {
+            let report = v.report();
+            let Report::Append { list_id, data, .. } = report else {
+                continue;
+            };
+            if self.shard.is_some() && self.forward(&report, reporter, src, now) {
+                forwarded += 1;
+                continue;
+            }
+            let Some(r) = self.append.as_mut() else {
+                return Lean::Done;
+            };
+            if list_id >= r.layout.lists() {
+                bad_list += 1;
+                continue;
+            }
+            let Some(mem) = self.sinks.region_mem(store) else {
+                failed += 1;
+                continue;
+            };
+            let offset = r.layout.entry_offset(list_id, r.batcher.reserve(list_id));
+            if mem.write(offset, data).is_err() {
+                // The slot is reserved again by the list's next entry.
+                failed += 1;
+                continue;
+            }
+            if let Some(b) = r.batcher.placed(list_id, false) {
+                let done = write_batch(&r.layout, store, &mut self.sinks, &self.stats, b);
+                failed += done.is_err() as u64;
+            }
+        }
+        add(
+            &self.stats.reports[Opcode::Append as usize - 1],
+            d.len() as u64 - forwarded,
+        );
+        if bad_list > 0 {
+            self.stats.reject_n(Reason::BadListId, bad_list);
+        }
+        if failed > 0 {
+            self.stats.reject_n(Reason::SinkError, failed);
+        }
+        Lean::Done
+    }
+
+    /// Write the chunks of `block` into `store` (every line prefetched, then every copy
+    /// written), count them as the general path's `write_chunk` does, add the region's live
+    /// counters once, announce the flagged paths, and empty the block.
+    fn write_chunks(&mut self, store: usize, block: &mut ChunkBlock) {
+        if block.len == 0 {
+            return;
+        }
+        let chunks = &block.chunks[..block.len];
+        let copies: u64 = chunks.iter().map(|c| c.offsets().len() as u64).sum();
+        let bytes: u64 = chunks
+            .iter()
+            .map(|c| (c.offsets().len() * c.bytes().len()) as u64)
+            .sum();
+        let mut failed = block.failed;
+        match self.sinks.region_mem(store) {
+            Some(mem) => {
+                for c in chunks {
+                    mem.prefetch_span_at(c.offsets(), c.bytes().len() as u64);
+                }
+                for c in chunks {
+                    failed += mem.write_at(c.offsets(), c.bytes()).is_err() as u64;
+                }
+            }
+            None => failed += chunks.len() as u64,
+        }
+        let stats = &self.stats;
+        for (counter, n) in [
+            (&stats.postcard_chunks_complete, block.evicted[0]),
+            (&stats.postcard_chunks_collision, block.evicted[1]),
+            (&stats.postcard_chunks_timeout, block.evicted[2]),
+        ] {
+            add(counter, n);
+        }
+        add(&stats.writes, copies);
+        add(&stats.write_bytes, bytes);
+        self.sinks.issued(copies);
+        let count_failed = self.sinks.count(store, copies, 0).is_err() as u64;
+        if failed + count_failed > 0 {
+            self.stats
+                .reject_n(Reason::SinkError, failed + count_failed);
+        }
+        for f in &block.flagged[..block.flagged_len] {
+            self.sinks.announce(
+                store,
+                &Flagged {
+                    primitive: Opcode::Postcarding,
+                    key: f.key(),
+                    list: 0,
+                    reports: (f.flagged as u32).max(1),
+                },
+            );
+        }
+        block.clear();
+    }
+
     /// Count a lean datagram of `reports` reports of `op` at N = `n` into `store`, `failed` of
     /// which failed (`sink_error`, as on the general path), the others adding `added`: the
     /// meter's operations, the store's live counters, the reports. Returns the operations.
@@ -162,6 +409,84 @@ impl<S: Sinks> Translator<S> {
             self.stats.reject_n(Reason::SinkError, failed);
         }
         ops
+    }
+}
+
+/// A postcard waiting for its cache line ([`Translator::lean_postcarding`]).
+#[derive(Clone, Copy)]
+struct Postcard<'a> {
+    line: usize,
+    key: &'a [u8],
+    hop: u8,
+    path_len: u8,
+    value: u32,
+}
+
+impl Postcard<'_> {
+    const EMPTY: Postcard<'static> = Postcard {
+        line: 0,
+        key: &[],
+        hop: 0,
+        path_len: 0,
+        value: 0,
+    };
+}
+
+/// Chunks the path cache let go of, encoded and waiting to be written together
+/// ([`Translator::write_chunks`]).
+struct ChunkBlock {
+    chunks: [EncodedChunk; BLOCK],
+    len: usize,
+    /// Chunks by why they left the cache: complete, collision, timeout or flush.
+    evicted: [u64; 3],
+    /// Chunks that could not be encoded (counted as the general path's sink errors).
+    failed: u64,
+    /// The flagged paths among them (flagged by postcards the general path took earlier), for
+    /// their announcement once written.
+    flagged: [Chunk; BLOCK],
+    flagged_len: usize,
+}
+
+impl ChunkBlock {
+    fn new() -> ChunkBlock {
+        ChunkBlock {
+            chunks: [EncodedChunk::EMPTY; BLOCK],
+            len: 0,
+            evicted: [0; 3],
+            failed: 0,
+            flagged: [Chunk::EMPTY; BLOCK],
+            flagged_len: 0,
+        }
+    }
+
+    /// Encode `chunk`, which left the cache for `why`.
+    #[inline]
+    fn push(&mut self, layout: &PostcardingLayout, chunk: &Chunk, why: Eviction) {
+        self.evicted[match why {
+            Eviction::Complete => 0,
+            Eviction::Collision => 1,
+            Eviction::Timeout | Eviction::Flush => 2,
+        }] += 1;
+        let values = &chunk.values[..layout.hops()];
+        if layout
+            .encode_chunk(chunk.key(), values, &mut self.chunks[self.len])
+            .is_err()
+        {
+            self.failed += 1;
+            return;
+        }
+        self.len += 1;
+        if chunk.immediate {
+            self.flagged[self.flagged_len] = *chunk;
+            self.flagged_len += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.evicted = [0; 3];
+        self.failed = 0;
+        self.flagged_len = 0;
     }
 }
 

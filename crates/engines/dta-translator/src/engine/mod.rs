@@ -404,7 +404,7 @@ impl<S: Sinks> Translator<S> {
                 self.rules.engine.refresh();
                 // The common datagram, one shape throughout, takes the lean path ([`lean`]).
                 if let (Some(one), false) = (d.one_shape(), stage.lower) {
-                    if self.apply_lean(&one, stage) == Lean::Done {
+                    if self.apply_lean(&one, stage, h.reporter_id, src, now) == Lean::Done {
                         return;
                     }
                 }
