@@ -9,6 +9,7 @@ import struct
 import zlib
 
 import pytest
+import xxhash
 
 import dta
 
@@ -54,12 +55,29 @@ def native_slot_check(key, slot):
     and padding zero, h = rotl64((h ^ w) * 0x9E3779B97F4A7C15, 29); then h = fmix64(h) and the
     check is (h ^ (h >> 32)) mod 2^32. The Postcarding chunk check (§2.3) is the same over the
     chunk's slots, the last word zero-padded."""
-    h = fmix64(fnv1a64(key) ^ 0x165667B19E3779F9)
+    return seeded_check(fmix64(fnv1a64(key) ^ 0x165667B19E3779F9), slot)
+
+
+def seeded_check(h, slot):
+    """The slot check from the key's seed `h` (native: above; xxh3: the high half of the key's
+    XXH3-128)."""
     for i in range(0, len(slot), 8):
         w = int.from_bytes(slot[i:i + 8], "little")
         h = rotl64(((h ^ w) * 0x9E3779B97F4A7C15) & M64, 29)
     h = fmix64(h)
     return (h ^ (h >> 32)) & 0xFFFFFFFF
+
+
+def xxh3_halves(key):
+    """(low, high) 64-bit halves of the key's XXH3-128, from the xxHash library itself."""
+    h = xxhash.xxh3_128_intdigest(key)
+    return h & M64, h >> 64
+
+
+def xxh3_index(key, n, count):
+    """docs/regions.md, the xxh3 scheme: (low + n·high) mod count."""
+    lo, hi = xxh3_halves(key)
+    return (lo + n * hi) & M64 & (count - 1)
 
 
 def answer(d):
@@ -164,6 +182,36 @@ def test_native_key_write_layout(tmp_path):
     # Another key or other data gives another check.
     assert native_slot_check(key[:-1] + b"\x07", bytes(4) + data + bytes(4)) != want
     assert native_slot_check(key, bytes(5) + data[1:] + bytes(4)) != want
+
+
+def test_xxh3_key_write_and_key_increment_layout(tmp_path):
+    """The xxh3 scheme: every index and the check's seed from one XXH3-128 of the key, checked
+    against the xxHash library for the key lengths of its three short-input branches."""
+    for key_len in (3, 4, 8, 13, 16):
+        key = bytes(range(7, 7 + key_len))
+        kw = dta.Region.create(tmp_path / f"kwx{key_len}", f"kwx{key_len}",
+                               {"kind": "key_write", "slots": 1024, "key_len": key_len,
+                                "data_len": 4, "hash": "xxh3", "redundancy": 4})
+        assert kw.header["hash"] == "xxh3"
+        data = b"\x11\x22\x33\x44"
+        kw.apply_key_write(key, data, redundancy=4)
+        assert answer(kw.key_write(key, redundancy=4)) == {"status": "found", "data": data,
+                                                           "votes": 4}
+        raw = (tmp_path / f"kwx{key_len}").read_bytes()
+        want = seeded_check(xxh3_halves(key)[1], bytes(4) + data)
+        for n in range(4):
+            at = kw.header["data_offset"] + xxh3_index(key, n, 1024) * 8
+            assert raw[at:at + 4] == struct.pack("<I", want), (key_len, n)
+            assert raw[at + 4:at + 8] == data
+        ki = dta.Region.create(tmp_path / f"kix{key_len}", f"kix{key_len}",
+                               {"kind": "key_increment", "counters": 4096,
+                                "key_len": key_len, "hash": "xxh3", "redundancy": 2})
+        ki.apply_key_increment(key, 77, redundancy=2)
+        assert ki.key_increment(key, 2) == 77
+        raw = (tmp_path / f"kix{key_len}").read_bytes()
+        for n in range(2):
+            at = ki.header["data_offset"] + xxh3_index(key, n, 4096) * 8
+            assert struct.unpack_from("<Q", raw, at)[0] == 77, (key_len, n)
 
 
 def test_queries_the_store_cannot_answer_raise_value_error(tmp_path, kw_proto):

@@ -78,7 +78,7 @@ pub struct StoreConfig {
     pub slots: Option<u64>,
     pub key_len: Option<u8>,
     pub data_len: Option<u8>,
-    /// "prototype" or "native".
+    /// "prototype", "native" or "xxh3".
     pub hash: Option<String>,
     // Key-Increment
     pub counters: Option<u64>,
@@ -187,9 +187,10 @@ impl StoreConfig {
             None => None,
             Some("prototype") => Some(HashScheme::Prototype),
             Some("native") => Some(HashScheme::Native),
+            Some("xxh3") => Some(HashScheme::Xxh3),
             Some(other) => {
                 return Err(err(format!(
-                    "hash {other:?}: expected \"prototype\" or \"native\""
+                    "hash {other:?}: expected \"prototype\", \"native\" or \"xxh3\""
                 )))
             }
         };

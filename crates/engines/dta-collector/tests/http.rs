@@ -210,7 +210,7 @@ fn config_errors_name_the_store_and_the_problem() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains("expected \"prototype\" or \"native\""),
+            .contains("expected \"prototype\", \"native\" or \"xxh3\""),
         "{e}"
     );
     // Invalid geometry is refused when the region is created, with the store's name.

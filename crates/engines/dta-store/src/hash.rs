@@ -7,6 +7,11 @@
 //! * **native** (1): `h = fnv1a64(key)`, `index(key, n) = fmix64(h ^ 0x9E3779B97F4A7C15·(n+1)) &
 //!   (count-1)`, `checksum(key) = crc32(key)`.
 //!
+//! * **xxh3** (2): `(lo, hi) = XXH3-128(key)` (seed 0, the default secret), `index(key, n) =
+//!   (lo + n·hi) & (count-1)` (double hashing: the N indices from one hash, [Kirsch-Mitzenmacher
+//!   §3]), the Key-Write check's per-key seed `hi`, `checksum(key) = hi >> 32`. One hash of the
+//!   key per report where native takes an FNV-1a and N + 1 finalisers.
+//!
 //! `count` is always a power of two (the layouts validate it); indices are `& (count - 1)`.
 
 use crate::HashScheme;
@@ -177,7 +182,22 @@ pub fn index(scheme: HashScheme, key: &[u8], n: u8, count: u64) -> u64 {
             !crc32_update(crc_reversed(key), &[n]) as u64 & count.wrapping_sub(1)
         }
         HashScheme::Native => native_index(fnv1a64(key), n, count),
+        HashScheme::Xxh3 => xxh3_index(xxh3_128(key), n, count),
     }
+}
+
+/// XXH3-128 of `key` (seed 0, the default secret) as its `(low, high)` 64-bit halves: the xxh3
+/// scheme's one hash of a key.
+#[inline(always)]
+pub fn xxh3_128(key: &[u8]) -> (u64, u64) {
+    let h = xxhash_rust::xxh3::xxh3_128(key);
+    (h as u64, (h >> 64) as u64)
+}
+
+/// The xxh3 index of copy `n` from the key's `(lo, hi)`: `(lo + n·hi) & (count - 1)`.
+#[inline(always)]
+pub fn xxh3_index((lo, hi): (u64, u64), n: u8, count: u64) -> u64 {
+    lo.wrapping_add((n as u64).wrapping_mul(hi)) & count.wrapping_sub(1)
 }
 
 /// The native index from a precomputed `h = fnv1a64(key)`.
@@ -192,6 +212,7 @@ pub fn checksum(scheme: HashScheme, key: &[u8]) -> u32 {
     match scheme {
         HashScheme::Prototype => !crc_reversed(key),
         HashScheme::Native => crc32(key),
+        HashScheme::Xxh3 => (xxh3_128(key).1 >> 32) as u32,
     }
 }
 

@@ -444,6 +444,12 @@ impl KeyIncrementLayout {
                     out[i as usize] = base + hash::native_index(h, i, self.counters) * 8;
                 }
             }
+            HashScheme::Xxh3 => {
+                let h = hash::xxh3_128(key);
+                for i in 0..n {
+                    out[i as usize] = base + hash::xxh3_index(h, i, self.counters) * 8;
+                }
+            }
             HashScheme::Prototype => {
                 for i in 0..n {
                     out[i as usize] = base + hash::index(self.hash, key, i, self.counters) * 8;

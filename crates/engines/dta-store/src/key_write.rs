@@ -212,6 +212,13 @@ impl KeyWriteLayout {
                 }
                 KeyTag(hash::check_seed(h))
             }
+            HashScheme::Xxh3 => {
+                let h = hash::xxh3_128(key);
+                for i in 0..n {
+                    out[i as usize] = hash::xxh3_index(h, i, self.slots) * len;
+                }
+                KeyTag(h.1)
+            }
             HashScheme::Prototype => {
                 let csum = hash::checksum(HashScheme::Prototype, key);
                 let mask = self.slots.wrapping_sub(1);
@@ -248,7 +255,7 @@ impl KeyWriteLayout {
         out[4..4 + self.data_len].copy_from_slice(data);
         out[4 + self.data_len..self.slot_len].fill(0);
         let check = match self.hash {
-            HashScheme::Native => {
+            HashScheme::Native | HashScheme::Xxh3 => {
                 let mut words = [0u64; MAX_SLOT / 8];
                 for (w, c) in words.iter_mut().zip(out[..self.slot_len].chunks_exact(8)) {
                     *w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
@@ -268,7 +275,7 @@ impl KeyWriteLayout {
     pub fn encode_word(&self, tag: KeyTag, data: [u8; 4]) -> u64 {
         let word = u64::from(u32::from_le_bytes(data)) << 32;
         let check = match self.hash {
-            HashScheme::Native => native_check(tag, &[word]),
+            HashScheme::Native | HashScheme::Xxh3 => native_check(tag, &[word]),
             HashScheme::Prototype => tag.0 as u32,
         };
         word | u64::from(check)
@@ -295,7 +302,7 @@ impl KeyWriteLayout {
     #[inline(always)]
     fn slot_check(&self, tag: KeyTag, stored: u32, masked: &[u64]) -> bool {
         match self.hash {
-            HashScheme::Native => native_check(tag, masked) == stored,
+            HashScheme::Native | HashScheme::Xxh3 => native_check(tag, masked) == stored,
             HashScheme::Prototype => tag.0 as u32 == stored,
         }
     }

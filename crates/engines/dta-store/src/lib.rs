@@ -79,6 +79,8 @@ pub(crate) fn check_report(
 pub enum HashScheme {
     Prototype = 0,
     Native = 1,
+    /// One XXH3-128 of the key gives every index and the check's seed ([`hash`]).
+    Xxh3 = 2,
 }
 
 impl HashScheme {
@@ -86,6 +88,7 @@ impl HashScheme {
         match v {
             0 => Some(HashScheme::Prototype),
             1 => Some(HashScheme::Native),
+            2 => Some(HashScheme::Xxh3),
             _ => None,
         }
     }
