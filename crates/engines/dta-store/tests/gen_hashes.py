@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Independent (Python, zlib) implementation of docs/architecture.md "Hashing"; writes
 spec/vectors/hashes.json, which crates/engines/dta-store/tests/vectors.rs checks the Rust code against.
+The xxh3 scheme's vectors come from the xxHash library itself (PyPI `xxhash`, its C code).
 Run from the repository root: python3 crates/engines/dta-store/tests/gen_hashes.py"""
 import json, zlib
+
+import xxhash
 
 M64 = (1 << 64) - 1
 M32 = (1 << 32) - 1
@@ -48,6 +51,25 @@ def hll(key, p):
     rank = min((64 - w.bit_length()) + 1, 64 - p + 1)
     return x, idx, rank
 
+def rotl64(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+def seeded_check(h, slot):
+    """The Key-Write slot check from the key's seed (docs/regions.md "Native check")."""
+    for i in range(0, len(slot), 8):
+        w = int.from_bytes(slot[i:i + 8], "little")
+        h = rotl64(((h ^ w) * 0x9E3779B97F4A7C15) & M64, 29)
+    h = fmix64(h)
+    return (h ^ (h >> 32)) & M32
+
+def xxh3(key):
+    h = xxhash.xxh3_128_intdigest(key)
+    return h & M64, h >> 64
+
+def xxh3_index(key, n, count):
+    lo, hi = xxh3(key)
+    return (lo + n * hi) & M64 & (count - 1)
+
 hx = lambda v: "0x%016x" % v
 proto_keys = [bytes.fromhex(k) for k in ["0a000001", "00000000", "ffffffff", "c0a80101", "12345678", "deadbeef"]]
 native_keys = [bytes.fromhex(k) for k in [
@@ -68,6 +90,15 @@ out = {
         "count": NATIVE_COUNT,
         "cases": [{"key": k.hex(), "fnv1a64": hx(fnv1a64(k)), "checksum": zlib.crc32(k),
                    "index": [native_index(k, n, NATIVE_COUNT) for n in range(4)]} for k in native_keys],
+    },
+    "xxh3": {
+        "count": NATIVE_COUNT,
+        "data": "deadbeef",
+        "cases": [{"key": k.hex(), "lo": hx(xxh3(k)[0]), "hi": hx(xxh3(k)[1]),
+                   "checksum": xxh3(k)[1] >> 32,
+                   "index": [xxh3_index(k, n, NATIVE_COUNT) for n in range(4)],
+                   "check": seeded_check(xxh3(k)[1], bytes(4) + bytes.fromhex("deadbeef"))}
+                  for k in native_keys + [bytes(range(1, n + 1)) for n in (2, 3, 5, 7, 9, 12, 15)]],
     },
     "fmix64": [[hx(v), hx(fmix64(v))] for v in [0, 1, 0xdeadbeef, M64, 0x0123456789abcdef]],
     "fmix32": [[v, fmix32(v)] for v in [0, 1, 0xdeadbeef, M32, 0x01234567]],

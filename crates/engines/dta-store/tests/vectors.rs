@@ -82,6 +82,52 @@ fn native_vectors() {
     }
 }
 
+/// The xxh3 scheme against the xxHash library's XXH3-128 (the generator's `xxhash` package):
+/// the two halves, the N indices, the checksum and the Key-Write slot check, for keys of every
+/// short-input branch (1-3, 4-8, 9-16 bytes).
+#[test]
+fn xxh3_vectors() {
+    let v = load();
+    let x = &v["xxh3"];
+    let count = x["count"].as_u64().unwrap();
+    let data: [u8; 4] = bytes(&x["data"]).try_into().unwrap();
+    let cases = x["cases"].as_array().unwrap();
+    assert!(cases.len() >= 12);
+    for c in cases {
+        let k = bytes(&c["key"]);
+        let (lo, hi) = hash::xxh3_128(&k);
+        assert_eq!((lo, hi), (hex64(&c["lo"]), hex64(&c["hi"])), "key {k:?}");
+        assert_eq!(
+            hash::checksum(HashScheme::Xxh3, &k) as u64,
+            c["checksum"].as_u64().unwrap()
+        );
+        for (i, want) in c["index"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(
+                hash::index(HashScheme::Xxh3, &k, i as u8, count),
+                want.as_u64().unwrap(),
+                "key {k:?} copy {i}"
+            );
+        }
+        if k.is_empty() {
+            continue;
+        }
+        let spec = dta_store::KeyWriteSpec {
+            hash: HashScheme::Xxh3,
+            ..dta_store::KeyWriteSpec::new(count, k.len() as u8, 4)
+        };
+        let h = dta_store::Header::new("x", &dta_store::StoreSpec::KeyWrite(spec)).unwrap();
+        let layout = dta_store::KeyWriteLayout::new(&h).unwrap();
+        let mut offs = [0u64; dta_store::MAX_REDUNDANCY as usize];
+        let tag = layout.slot_offsets(&k, 4, &mut offs);
+        for (i, want) in c["index"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(offs[i], want.as_u64().unwrap() * 8);
+        }
+        let word = layout.encode_word(tag, data);
+        assert_eq!(word as u32 as u64, c["check"].as_u64().unwrap(), "key {k:?}");
+        assert_eq!((word >> 32) as u32, u32::from_le_bytes(data));
+    }
+}
+
 #[test]
 fn postcarding_and_hll_vectors() {
     let v = load();
