@@ -55,7 +55,7 @@ enum {
 
 struct store_cfg {
     __u32 kind;         // 0 unused, 1 Key-Write, 2 Append, 3 Key-Increment
-    __u32 hash;         // 0 prototype (CRC-32), 1 native (FNV-1a64 + fmix64)
+    __u32 hash;         // 0 prototype (CRC-32), 1 native (FNV-1a64 + fmix64), 2 xxh3 (XXH3-128)
     __u32 key_len;      // Key-Write / Key-Increment
     __u32 data_len;     // Key-Write data_len; Append entry_len
     __u32 slot_len;     // Key-Write slot_len
@@ -272,13 +272,104 @@ static __always_inline __u64 fmix64(__u64 k)
 }
 
 // A key's hashes (architecture.md "Hashing"): the CRC state after key_le and the key checksum
-// (prototype), or the FNV-1a64 of the key (native).
+// (prototype), the FNV-1a64 of the key (native), or the two halves of its XXH3-128 (xxh3).
 struct keyhash {
     struct crc_table *t;
     __u32 crc_state; // prototype: CRC register after key_le, before the copy byte n
     __u32 checksum;  // prototype: crc32(key_le), the Key-Write slot check
-    __u64 h;         // native: fnv1a64(key)
+    __u64 h;         // native: fnv1a64(key); xxh3: the low half
+    __u64 hi;        // xxh3: the high half (also the Key-Write check's seed)
 };
+
+// XXH3-128 of keys of 1..16 bytes, seed 0 and the default secret (xxHash's XXH3_len_1to3_128b,
+// XXH3_len_4to8_128b and XXH3_len_9to16_128b; the secret's words they read are folded into the
+// constants below). BPF has no 64x64->128 multiply: mul128 builds it from 32-bit halves.
+#define XXH_PRIME32_2 0x85EBCA77U
+#define XXH_PRIME64_1 0x9E3779B185EBCA87ULL
+#define XXH_PRIME64_2 0xC2B2AE3D27D4EB4FULL
+#define XXH_PRIME64_3 0x165667B19E3779F9ULL
+#define XXH_PRIME_MX2 0x9FB21C651E98DF25ULL
+// secret[0..4] ^ secret[4..8], secret[8..12] ^ secret[12..16] (1..3 bytes)
+#define XXH_FLIP_1TO3_LO (0x396cfeb8U ^ 0xbe4ba423U)
+#define XXH_FLIP_1TO3_HI (0x2c81017cU ^ 0x1cad21f7U)
+// secret[16..24] ^ secret[24..32] (4..8 bytes)
+#define XXH_FLIP_4TO8 (0xdb979083e96dd4deULL ^ 0x1f67b3b7a4a44072ULL)
+// secret[32..40] ^ secret[40..48], secret[48..56] ^ secret[56..64] (9..16 bytes)
+#define XXH_FLIP_9TO16_LO (0x78e5c0cc4ee679cbULL ^ 0x2172ffcc7dd05a82ULL)
+#define XXH_FLIP_9TO16_HI (0x8e2443f7744608b8ULL ^ 0x4c263a81e69035e0ULL)
+
+static __always_inline void mul128(__u64 a, __u64 b, __u64 *lo, __u64 *hi)
+{
+    __u64 al = a & 0xffffffffULL, ah = a >> 32, bl = b & 0xffffffffULL, bh = b >> 32;
+    __u64 ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+    __u64 cross = (ll >> 32) + (hl & 0xffffffffULL) + lh;
+    *hi = hh + (hl >> 32) + (cross >> 32);
+    *lo = (cross << 32) | (ll & 0xffffffffULL);
+}
+
+static __always_inline __u64 xxh64_avalanche(__u64 h)
+{
+    h ^= h >> 33;
+    h *= XXH_PRIME64_2;
+    h ^= h >> 29;
+    h *= XXH_PRIME64_3;
+    h ^= h >> 32;
+    return h;
+}
+
+static __always_inline __u64 xxh3_avalanche(__u64 h)
+{
+    h ^= h >> 37;
+    h *= 0x165667919E3779F9ULL;
+    h ^= h >> 32;
+    return h;
+}
+
+static __always_inline __u64 bswap64(__u64 x)
+{
+    return __builtin_bswap64(x);
+}
+
+// Little-endian u32 / u64 of the key bytes at koff + at (bounded reads of the scratch buffer).
+static __always_inline __u32 key_le32(struct scratch *sc, __u32 koff, __u32 at);
+static __always_inline __u64 key_le64(struct scratch *sc, __u32 koff, __u32 at);
+
+static __always_inline void xxh3_128(struct scratch *sc, __u32 koff, __u32 klen, __u64 *lo,
+                                     __u64 *hi)
+{
+    if (klen > 8) {
+        __u64 in_lo = key_le64(sc, koff, 0), in_hi = key_le64(sc, koff, klen - 8);
+        __u64 ml, mh;
+        mul128(in_lo ^ in_hi ^ XXH_FLIP_9TO16_LO, XXH_PRIME64_1, &ml, &mh);
+        ml += (__u64)(klen - 1) << 54;
+        in_hi ^= XXH_FLIP_9TO16_HI;
+        mh += in_hi + (__u64)(__u32)in_hi * (__u64)(XXH_PRIME32_2 - 1);
+        ml ^= bswap64(mh);
+        __u64 rl, rh;
+        mul128(ml, XXH_PRIME64_2, &rl, &rh);
+        rh += mh * XXH_PRIME64_2;
+        *lo = xxh3_avalanche(rl);
+        *hi = xxh3_avalanche(rh);
+    } else if (klen >= 4) {
+        __u64 in64 = (__u64)key_le32(sc, koff, 0) + ((__u64)key_le32(sc, koff, klen - 4) << 32);
+        __u64 ml, mh;
+        mul128(in64 ^ XXH_FLIP_4TO8, XXH_PRIME64_1 + ((__u64)klen << 2), &ml, &mh);
+        mh += ml << 1;
+        ml ^= mh >> 3;
+        ml ^= ml >> 35;
+        ml *= XXH_PRIME_MX2;
+        ml ^= ml >> 28;
+        *lo = ml;
+        *hi = xxh3_avalanche(mh);
+    } else {
+        __u32 c1 = B(sc, koff), c2 = B(sc, koff + (klen >> 1)), c3 = B(sc, koff + klen - 1);
+        __u32 cl = (c1 << 16) | (c2 << 24) | c3 | (klen << 8);
+        __u32 sw = __builtin_bswap32(cl);
+        __u32 ch = (sw << 13) | (sw >> 19);
+        *lo = xxh64_avalanche((__u64)cl ^ (__u64)(__u32)XXH_FLIP_1TO3_LO);
+        *hi = xxh64_avalanche((__u64)ch ^ (__u64)(__u32)XXH_FLIP_1TO3_HI);
+    }
+}
 
 // Multiplier separating the native index functions (dta_store::hash::NATIVE_SEED); also the
 // multiply of the native slot check's per-word step.
@@ -300,6 +391,10 @@ static __always_inline void hash_key(struct scratch *sc, __u32 koff, __u32 klen,
         kh->crc_state = c;
         kh->checksum = ~c;
         kh->h = 0;
+    } else if (scheme == 2) {
+        xxh3_128(sc, koff, klen, &kh->h, &kh->hi);
+        kh->checksum = 0;
+        kh->crc_state = 0;
     } else {
         __u64 h = 0xcbf29ce484222325ULL;
         for (__u32 i = 0; i < 16; i++) {
@@ -308,9 +403,21 @@ static __always_inline void hash_key(struct scratch *sc, __u32 koff, __u32 klen,
             h = (h ^ B(sc, koff + i)) * 0x100000001b3ULL;
         }
         kh->h = h;
+        kh->hi = 0;
         kh->checksum = 0;
         kh->crc_state = 0;
     }
+}
+
+static __always_inline __u32 key_le32(struct scratch *sc, __u32 koff, __u32 at)
+{
+    return (__u32)B(sc, koff + at) | ((__u32)B(sc, koff + at + 1) << 8) |
+           ((__u32)B(sc, koff + at + 2) << 16) | ((__u32)B(sc, koff + at + 3) << 24);
+}
+
+static __always_inline __u64 key_le64(struct scratch *sc, __u32 koff, __u32 at)
+{
+    return (__u64)key_le32(sc, koff, at) | ((__u64)key_le32(sc, koff, at + 4) << 32);
 }
 
 // index(scheme, key, n, count) — [DTA A.1] Algorithm 1, h0(n, K) mod Buflen.
@@ -318,16 +425,19 @@ static __always_inline __u64 key_index(struct keyhash *kh, __u32 scheme, __u32 n
 {
     if (scheme == 0)
         return (__u64)(~crc_byte(kh->t, kh->crc_state, (__u8)n)) & (count - 1);
+    if (scheme == 2)
+        return (kh->h + (__u64)n * kh->hi) & (count - 1);
     return fmix64(kh->h ^ (NATIVE_SEED * (__u64)(n + 1))) & (count - 1);
 }
 
-// The native Key-Write slot check over key AND data (regions.md §2.1 "Native check";
-// dta_store::key_write's `native_check`): seed fmix64(fnv1a64(key) ^ SLOT_CHECK_SALT), then each
-// 8-byte LE word of the slot in sc->slot (check field and padding zero) folded in by
-// h = rotl64((h ^ w) * NATIVE_SEED, 29), finalised by fmix64 and folded to 32 bits.
-static __always_inline __u32 native_check(struct scratch *sc, struct store_cfg *c, __u64 fnv)
+// The Key-Write slot check over key AND data (regions.md §2.1 "Native check";
+// dta_store::key_write's `native_check`): from the key's seed (native: fmix64(fnv1a64(key) ^
+// SLOT_CHECK_SALT); xxh3: the high half of its XXH3-128), each 8-byte LE word of the slot in
+// sc->slot (check field and padding zero) folded in by h = rotl64((h ^ w) * NATIVE_SEED, 29),
+// finalised by fmix64 and folded to 32 bits.
+static __always_inline __u32 native_check(struct scratch *sc, struct store_cfg *c, __u64 seed)
 {
-    __u64 h = fmix64(fnv ^ SLOT_CHECK_SALT);
+    __u64 h = seed;
 #pragma clang loop unroll(disable)
     for (__u32 w = 0; w < 9; w++) {
         if (w * 8 >= *(volatile __u32 *)&c->slot_len)
@@ -361,7 +471,10 @@ static __always_inline int apply_key_write(struct scratch *sc, struct store_cfg 
     for (__u32 i = 0; i < 8; i++)
         sc->slot[(4 + dlen + i) & 127] = 0;
     *(__u32 *)&sc->slot[0] = 0;
-    *(__u32 *)&sc->slot[0] = c->hash == 0 ? kh.checksum : native_check(sc, c, kh.h);
+    *(__u32 *)&sc->slot[0] =
+        c->hash == 0   ? kh.checksum
+        : c->hash == 2 ? native_check(sc, c, kh.hi)
+                       : native_check(sc, c, fmix64(kh.h ^ SLOT_CHECK_SALT));
     for (__u32 n = 0; n < 4; n++) {
         if (n >= red)
             break;

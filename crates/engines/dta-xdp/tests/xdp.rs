@@ -61,10 +61,11 @@ fn headers() -> Vec<Header> {
         ),
         (
             "kin",
+            // The xxh3 scheme, 9..16-byte keys.
             StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: 256,
                 key_len: 13,
-                hash: HashScheme::Native,
+                hash: HashScheme::Xxh3,
                 redundancy: KIN_N,
                 windows: 0,
                 window_ms: 0,
@@ -81,10 +82,12 @@ fn headers() -> Vec<Header> {
             }),
         ),
         (
-            // The widest slot (4 + 64 bytes, 9 words): the native check's loop bound.
+            // The widest slot (4 + 64 bytes, 9 words): the check's loop bound; the xxh3
+            // scheme, 4..8-byte keys.
             "kww",
             StoreSpec::KeyWrite(KeyWriteSpec {
                 redundancy: MAX_REDUNDANCY,
+                hash: HashScheme::Xxh3,
                 ..KeyWriteSpec::new(256, 8, 64)
             }),
         ),
@@ -323,4 +326,101 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
         );
     }
     drop(x);
+}
+
+/// The xxh3 scheme in the driver for every key length a store takes (each of XXH3's short-input
+/// branches: 1..3, 4..8 and 9..16 bytes): the XDP program's stores equal the userspace
+/// translator's, byte for byte.
+#[test]
+fn xdp_xxh3_stores_match_the_userspace_translator_at_every_key_length() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("the XDP test loads BPF: {why}");
+    }
+    let lens = [1u8, 3, 4, 7, 12, 16];
+    let hs: Vec<Header> = lens
+        .iter()
+        .map(|&k| {
+            let spec = if k == 7 {
+                StoreSpec::KeyIncrement(KeyIncrementSpec {
+                    counters: 512,
+                    key_len: k,
+                    hash: HashScheme::Xxh3,
+                    redundancy: KIN_N,
+                    windows: 0,
+                    window_ms: 0,
+                })
+            } else {
+                StoreSpec::KeyWrite(KeyWriteSpec {
+                    redundancy: MAX_REDUNDANCY,
+                    hash: HashScheme::Xxh3,
+                    ..KeyWriteSpec::new(512, k, 4)
+                })
+            };
+            Header::new(&format!("x{k}"), &spec).unwrap()
+        })
+        .collect();
+    let mut work = vec![];
+    for i in 0..30u8 {
+        let reports: Vec<(u8, u8, Vec<u8>, Vec<u8>)> = lens
+            .iter()
+            .map(|&k| {
+                let key: Vec<u8> = (0..k).map(|j| i.wrapping_mul(13) ^ j).collect();
+                if k == 7 {
+                    let mut add = vec![0u8; 8];
+                    add[7] = i + 1;
+                    (3, red_flags(KIN_N), key, add)
+                } else {
+                    (
+                        1,
+                        red_flags(i % MAX_REDUNDANCY + 1),
+                        key,
+                        vec![i, k, 2, 3],
+                    )
+                }
+            })
+            .collect();
+        work.push(native(&reports));
+    }
+    let net = net("x3", 98);
+    let hs2 = hs.clone();
+    let dev_a = net.dev_a.clone();
+    let x = run_in(&net.a, move || {
+        let mut x = XdpTranslator::load(&any_source(), &hs2).expect("load XDP program");
+        x.attach(&dev_a, false).expect("attach");
+        x
+    });
+    let to: SocketAddr = format!("{}:40040", net.ip_a).parse().unwrap();
+    let _sock = run_in(&net.a, move || UdpSocket::bind(to).unwrap());
+    let n = work.len() as u64;
+    send_all(&net.b, to, work.clone());
+    assert!(
+        wait_for(|| x.stats().unwrap().datagrams >= n),
+        "XDP applied {:?}",
+        x.stats()
+    );
+    assert_eq!(x.stats().unwrap().key_write, 30 * 5);
+    assert_eq!(x.stats().unwrap().key_increment, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<Arc<Region>> = hs
+        .iter()
+        .map(|h| {
+            Arc::new(Region::create(&dir.path().join(&h.name), &h.name, &h.spec, false).unwrap())
+        })
+        .collect();
+    let mut t = Translator::colocated(
+        &TranslatorConfig::default(),
+        files.clone(),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    let src: SocketAddr = "127.0.0.9:5000".parse().unwrap();
+    for d in &work {
+        t.handle_datagram(d, src, Instant::now());
+    }
+    assert_eq!(t.stats().total_rejected(), 0);
+    for (h, f) in hs.iter().zip(&files) {
+        let (a, b) = (data_of(x.region(&h.name).unwrap()), data_of(f));
+        assert!(a.iter().any(|&b| b != 0), "{}: XDP store is empty", h.name);
+        assert!(a == b, "{}: XDP store differs from userspace", h.name);
+    }
 }
