@@ -123,7 +123,11 @@ fn xxh3_vectors() {
             assert_eq!(offs[i], want.as_u64().unwrap() * 8);
         }
         let word = layout.encode_word(tag, data);
-        assert_eq!(word as u32 as u64, c["check"].as_u64().unwrap(), "key {k:?}");
+        assert_eq!(
+            word as u32 as u64,
+            c["check"].as_u64().unwrap(),
+            "key {k:?}"
+        );
         assert_eq!((word >> 32) as u32, u32::from_le_bytes(data));
     }
 }

@@ -37,6 +37,7 @@
 //! [--runs N] [--only apply,cuckoo,query,e2e,refs,scaling,tracker,sketch] [--prims kw,ki,pc,ap]`
 //! `[--cpu-time]` (rates over the measuring thread's CPU time, not wall-clock time)
 //! `[--dir DIR]` (regions' directory, default /dev/shm; a hugetlbfs mount for huge pages)
+//! `[--hash native|xxh3]` (the Key-Write and Key-Increment stores' hash scheme, default native)
 //! `[--write-budget N]` (every translator metered at N writes/s with the largest burst,
 //! docs/flow-control.md: the cost of the metering itself, nothing is dropped);
 //! `scripts/bench.sh` runs it.
@@ -97,6 +98,14 @@ fn parse_args() -> Args {
             "--write-budget" => {
                 let _ = WRITE_BUDGET.set(val(i).parse().expect("--write-budget N"));
             }
+            "--hash" => {
+                let scheme = match val(i).as_str() {
+                    "native" => HashScheme::Native,
+                    "xxh3" => HashScheme::Xxh3,
+                    other => panic!("--hash {other}: native or xxh3"),
+                };
+                let _ = HASH.set(scheme);
+            }
             "--refs" => {
                 a.refs = Some((val(i), argv[i + 2].parse().expect("--refs PRIM N")));
                 i += 1;
@@ -134,7 +143,7 @@ fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
                 slots: pow2_at_most(bytes_of("kw") / 8),
                 key_len: 4,
                 data_len: 4,
-                hash: HashScheme::Native,
+                hash: hash_scheme(),
                 redundancy: 2,
             }),
         ),
@@ -143,7 +152,7 @@ fn make_regions(dir: &Path, bytes: u64, prims: &[String]) -> Vec<Arc<Region>> {
             StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: pow2_at_most(bytes_of("ki") / 8),
                 key_len: 4,
-                hash: HashScheme::Native,
+                hash: hash_scheme(),
                 redundancy: 2,
                 windows: 0,
                 window_ms: 0,
@@ -249,6 +258,14 @@ fn datagrams(prim: &str, n: usize, seed: u64) -> Vec<Vec<u8>> {
 
 fn reports_in(d: &[Vec<u8>]) -> usize {
     d.iter().map(|x| x[2] as usize).sum()
+}
+
+/// `--hash native|xxh3`: the hash scheme of the Key-Write and Key-Increment stores (default
+/// native).
+static HASH: std::sync::OnceLock<HashScheme> = std::sync::OnceLock::new();
+
+fn hash_scheme() -> HashScheme {
+    HASH.get().copied().unwrap_or(HashScheme::Native)
 }
 
 /// `--cpu-time`: rates over the calling thread's CPU time instead of wall-clock time (on a
@@ -470,7 +487,7 @@ fn run_cuckoo(a: &Args, dir: &Path) {
         slots,
         key_len: 4,
         data_len: 4,
-        hash: HashScheme::Native,
+        hash: hash_scheme(),
         redundancy: 2,
     });
     let region = Arc::new(Region::create(&dir.join("kw-sized.region"), "kw", &spec, true).unwrap());
@@ -888,6 +905,7 @@ fn cachegrind(exe: &Path, prim: &str, n: usize) -> Option<(u64, u64)> {
         ])
         .arg(exe)
         .args(["--refs", prim, &n.to_string()])
+        .args(["--hash", &format!("{:?}", hash_scheme()).to_lowercase()])
         .output()
         .ok()?;
     let err = String::from_utf8_lossy(&out.stderr);

@@ -370,12 +370,7 @@ fn xdp_xxh3_stores_match_the_userspace_translator_at_every_key_length() {
                     add[7] = i + 1;
                     (3, red_flags(KIN_N), key, add)
                 } else {
-                    (
-                        1,
-                        red_flags(i % MAX_REDUNDANCY + 1),
-                        key,
-                        vec![i, k, 2, 3],
-                    )
+                    (1, red_flags(i % MAX_REDUNDANCY + 1), key, vec![i, k, 2, 3])
                 }
             })
             .collect();
