@@ -462,6 +462,8 @@ pub struct Inspection {
     /// Words examined to compute `fill` (all of them, or an even sample of large regions).
     pub sampled_words: u64,
     pub huge_pages: bool,
+    /// The pages the data area is on and, on 4 KiB pages, why ([`dta_store::Pages`]).
+    pub pages: String,
     /// Append stores: total entries appended over all lists.
     pub appended: Option<u64>,
 }
@@ -508,6 +510,7 @@ pub fn inspect(region: &Region, path: &str) -> Result<Inspection, QueryError> {
         },
         sampled_words: seen,
         huge_pages: region.huge_pages(),
+        pages: region.pages().to_string(),
         appended,
     })
 }

@@ -35,7 +35,9 @@ pub use info::StoreInfo;
 pub use key_increment::{Coverage, KeyIncrementLayout, WindowSel, WindowSpan};
 pub use key_write::{KeyTag, KeyWriteAnswer, KeyWriteLayout, Lookup};
 pub use postcard::{EncodedChunk, PostcardAnswer, PostcardingLayout, ValueTable};
-pub use region::{prefetch_for_write, MemSink, Region, RegionMem, RegionSink, Tally, VecSink};
+pub use region::{
+    prefetch_for_write, MemSink, Pages, Region, RegionMem, RegionSink, Tally, VecSink,
+};
 pub use sketch_store::{ColumnEpoch, SketchLayout};
 pub use spec::{
     AppendRecord, AppendSpec, KeyIncrementSpec, KeyWriteSpec, PostcardingSpec, SketchKind,

@@ -64,6 +64,7 @@ pub struct Region {
     header: Header,
     path: PathBuf,
     huge: bool,
+    pages: Pages,
     /// Unregistered on drop, before `map` is unmapped.
     guard: Guard,
     map: MmapRaw,
@@ -112,6 +113,34 @@ fn publish(partial: &Path, path: &Path) -> Result<(), StoreError> {
         Ok(()) => std::fs::remove_file(partial).map_err(|e| StoreError::io(partial, e)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(StoreError::io(path, e)),
         Err(_) => std::fs::rename(partial, path).map_err(|e| StoreError::io(path, e)),
+    }
+}
+
+/// The pages a region's data area is on, as best known when it was mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// 2 MiB pages of a hugetlbfs mount.
+    Hugetlbfs,
+    /// tmpfs with transparent huge pages for shared memory, and `MADV_HUGEPAGE` accepted.
+    Transparent,
+    /// 4 KiB pages, and why: every random write may take a page walk.
+    Small(&'static str),
+}
+
+impl Pages {
+    /// Whether these are huge pages.
+    pub fn huge(&self) -> bool {
+        !matches!(self, Pages::Small(_))
+    }
+}
+
+impl std::fmt::Display for Pages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pages::Hugetlbfs => f.write_str("2 MiB pages (hugetlbfs)"),
+            Pages::Transparent => f.write_str("2 MiB pages (transparent, as the kernel can)"),
+            Pages::Small(why) => write!(f, "4 KiB pages: {why}"),
+        }
     }
 }
 
@@ -275,6 +304,8 @@ impl Region {
     ) -> Result<Region, StoreError> {
         let mut r = Region::map_file(File::from(fd), len, path, writable)?;
         r.syncable = false;
+        r.pages = Pages::Small("a BPF map (the kernel allocates its pages)");
+        r.huge = false;
         Ok(r)
     }
 
@@ -325,7 +356,25 @@ impl Region {
                     header.data_len as usize,
                 )
                 .is_ok();
-        let huge = hugetlbfs || (advised && magic == Some(TMPFS_MAGIC) && shmem_thp_enabled());
+        let pages = if hugetlbfs {
+            Pages::Hugetlbfs
+        } else if magic != Some(TMPFS_MAGIC) {
+            Pages::Small(
+                "not on hugetlbfs or tmpfs (put region_dir on a hugetlbfs mount: \
+                 scripts/hugepages.sh)",
+            )
+        } else if !shmem_thp_enabled() {
+            Pages::Small(
+                "tmpfs, and transparent huge pages for shared memory are off \
+                 (/sys/kernel/mm/transparent_hugepage/shmem_enabled; or hugetlbfs: \
+                 scripts/hugepages.sh)",
+            )
+        } else if !advised {
+            Pages::Small("tmpfs, and madvise(MADV_HUGEPAGE) was refused")
+        } else {
+            Pages::Transparent
+        };
+        let huge = pages.huge();
         let guard = Guard::register(map.as_ptr(), map.len());
         let mem = RegionMem {
             lost: guard.flag(),
@@ -341,6 +390,7 @@ impl Region {
             header,
             path: path.to_path_buf(),
             huge,
+            pages,
             guard,
             map,
             syncable: true,
@@ -370,6 +420,11 @@ impl Region {
     /// or on tmpfs with transparent huge pages enabled for shmem and `MADV_HUGEPAGE` accepted.
     pub fn huge_pages(&self) -> bool {
         self.huge
+    }
+
+    /// The pages the data area is on, and why not huge ones where it is not ([`Pages`]).
+    pub fn pages(&self) -> Pages {
+        self.pages
     }
 
     /// Whether the region is still backed by its whole file: an error once the file was found

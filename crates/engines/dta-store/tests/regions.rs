@@ -534,3 +534,39 @@ fn a_region_is_published_whole() {
         ["big0.region", "big1.region", "big2.region", "big3.region"]
     );
 }
+
+/// A region says which pages it is on and, on 4 KiB pages, why: on tmpfs it follows the
+/// kernel's shmem THP setting (read here independently), elsewhere (not hugetlbfs) it names
+/// hugetlbfs as the way to huge pages.
+#[test]
+fn regions_say_which_pages_they_are_on_and_why() {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+        .unwrap_or_default();
+    let thp_on = ["[always]", "[within_size]", "[advise]", "[force]"]
+        .iter()
+        .any(|m| thp.contains(m));
+    let shm = std::path::Path::new("/dev/shm");
+    let mut dirs = vec![(tempfile::tempdir().unwrap(), false)];
+    if shm.is_dir() {
+        dirs.push((tempfile::tempdir_in(shm).unwrap(), true));
+    }
+    for (dir, tmpfs) in &dirs {
+        let r = Region::create(&dir.path().join("p.region"), "p", &kw(1 << 12), false).unwrap();
+        let pages = r.pages();
+        assert_eq!(pages.huge(), r.huge_pages());
+        let said = pages.to_string();
+        if *tmpfs && thp_on {
+            assert!(pages.huge() || said.contains("madvise"), "{said}");
+        } else if *tmpfs {
+            assert!(
+                said.starts_with(
+                    "4 KiB pages: tmpfs, and transparent huge pages for shared memory are off"
+                ),
+                "{said}"
+            );
+        } else if !said.contains("hugetlbfs)") {
+            // Not tmpfs (nor hugetlbfs): the way to huge pages is named.
+            assert!(said.contains("scripts/hugepages.sh"), "{said}");
+        }
+    }
+}

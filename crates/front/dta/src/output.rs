@@ -170,11 +170,11 @@ pub fn inspection(out: &mut dyn Write, i: &Inspection) -> io::Result<()> {
     )?;
     writeln!(
         out,
-        "  data area:  {} bytes, {:.2}% of 8-byte words non-zero ({} examined), huge pages: {}",
+        "  data area:  {} bytes, {:.2}% of 8-byte words non-zero ({} examined), {}",
         i.data_bytes,
         i.fill * 100.0,
         i.sampled_words,
-        if i.huge_pages { "yes" } else { "no" }
+        i.pages
     )?;
     if let Some(n) = i.appended {
         writeln!(out, "  appended:   {n} entries in all lists")?;

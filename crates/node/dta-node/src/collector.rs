@@ -38,10 +38,11 @@ pub fn create(cfg: &Config) -> anyhow::Result<Collector> {
     }
     for s in c.stores() {
         eprintln!(
-            "store {:<12} {:<14} {}",
+            "store {:<12} {:<14} {} ({})",
             s.name,
             s.region.header().kind.name(),
-            s.path.display()
+            s.path.display(),
+            s.region.pages()
         );
     }
     for b in c.bad() {
