@@ -45,10 +45,11 @@ static const char CONFIG[] =
     "region_dir = \"regions\"\n"
     "[[store]]\nname = \"kw\"\nkind = \"key-write\"\nslots = 4096\nkey_len = 4\n"
     "data_len = 4\nredundancy = 2\n"
+    /* Both hash schemes read back through the C ABI: native (kw), xxh3 (bytes, recent). */
     "[[store]]\nname = \"bytes\"\nkind = \"key-increment\"\ncounters = 4096\nkey_len = 4\n"
-    "redundancy = 2\n"
+    "redundancy = 2\nhash = \"xxh3\"\n"
     "[[store]]\nname = \"recent\"\nkind = \"key-increment\"\ncounters = 4096\nkey_len = 6\n"
-    "redundancy = 2\nwindows = 4\nwindow_ms = 60000\n"
+    "redundancy = 2\nwindows = 4\nwindow_ms = 60000\nhash = \"xxh3\"\n"
     "[[store]]\nname = \"paths\"\nkind = \"postcarding\"\nchunks = 4096\nhops = 5\n"
     "slot_bits = 32\nredundancy = 2\nkey_len = 4\nvalues = 1024\n"
     "[[store]]\nname = \"drops\"\nkind = \"append\"\nlists = 4\ncapacity = 1024\n"
