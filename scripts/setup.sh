@@ -41,6 +41,9 @@ if [ "$demo" = 1 ]; then
     exit 0
 fi
 have python3 -c 'import venv, ensurepip' || need_apt+=(python3-venv)
+# The test suite links over a hundred test binaries of tens of MB each; mold links them in a
+# fraction of GNU ld's time (scripts/test.sh uses it where it is installed).
+have command -v mold || need_apt+=(mold)
 # rdma-core headers for `--features rdma-core` (dta-rnic, `dta rnic-collector`; docs/rdma.md).
 # Small, so installed by default; DTA_RDMA_CORE=0 skips them (the default build never needs them).
 if [ "${DTA_RDMA_CORE:-1}" != 0 ]; then

@@ -15,6 +15,7 @@ use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use crate::guard::Guard;
 use crate::header::{field, Header, HEADER_LEN};
+use crate::space::HUGETLBFS_MAGIC;
 use crate::{SinkError, StoreError, StoreSpec};
 
 /// Where a translated report's memory operations go: the seam between translator and memory
@@ -54,7 +55,6 @@ impl<S: MemSink + ?Sized> MemSink for &mut S {
 }
 
 const HUGE_PAGE: u64 = 2 << 20;
-const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 
 /// A mapped region file.

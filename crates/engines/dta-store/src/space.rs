@@ -27,12 +27,36 @@ pub fn free_bytes(path: &Path) -> io::Result<u64> {
     }
     let c = std::ffi::CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+    let mut f: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `f` a valid out-parameter.
+    if unsafe { libc::statfs(c.as_ptr(), &mut f) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if f.f_type as i64 == HUGETLBFS_MAGIC && f.f_blocks == 0 {
+        // A hugetlbfs mount without `size=` reports no blocks: its limit is the free pages of
+        // the pool of its page size.
+        return Ok(free_huge_pages(f.f_bsize as u64).saturating_mul(f.f_bsize as u64));
+    }
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a NUL-terminated path and `s` a valid out-parameter.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+/// `statfs(2)`'s `f_type` of hugetlbfs.
+pub(crate) const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// Free pages of the huge page pool of `page` bytes (0 when the kernel has none of that size).
+fn free_huge_pages(page: u64) -> u64 {
+    std::fs::read_to_string(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB/free_hugepages",
+        page / 1024
+    ))
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
 }
 
 /// Whether `e` says the filesystem (or the user's quota) is full.

@@ -570,3 +570,71 @@ fn regions_say_which_pages_they_are_on_and_why() {
         }
     }
 }
+
+/// Regions on hugetlbfs, on a mount without `size=` (as `scripts/hugepages.sh` and systemd's
+/// /dev/hugepages make it): such a mount reports no blocks, and the space check takes the huge
+/// page pool's free pages instead, so the region is created on 2 MiB pages; a region larger
+/// than the pool is refused naming the pool's free bytes. Root: the test reserves two pages of
+/// its own and mounts its own hugetlbfs, and gives both back.
+#[test]
+fn regions_on_hugetlbfs_without_a_size_limit() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        dta_testkit::skip!("reserving huge pages and mounting hugetlbfs needs root");
+    }
+    let pool = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    let read = |f: &str| -> u64 {
+        std::fs::read_to_string(format!("{pool}/{f}"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = read("nr_hugepages");
+    let want = 2;
+    let grown = read("free_hugepages") < want;
+    if grown {
+        std::fs::write(format!("{pool}/nr_hugepages"), (before + want).to_string()).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "hugetlbfs", "-o", "pagesize=2M", "none"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    let result = std::panic::catch_unwind(|| {
+        assert!(mounted, "mount -t hugetlbfs");
+        let free = dta_store::space::free_bytes(dir.path()).unwrap();
+        assert!(free >= want * (2 << 20), "the pool's free pages: {free}");
+        let r = Region::create(&dir.path().join("h.region"), "h", &kw(1 << 12), false).unwrap();
+        assert_eq!(r.pages(), dta_store::Pages::Hugetlbfs);
+        assert!(r.huge_pages());
+        let l = KeyWriteLayout::new(r.header()).unwrap();
+        l.apply(&[1, 2, 3, 4], &[5, 6, 7, 8], 2, &mut r.mem().sink())
+            .unwrap();
+        assert!(matches!(
+            l.query(r.mem(), &[1, 2, 3, 4], Some(2), 1).unwrap(),
+            KeyWriteAnswer::Found { .. }
+        ));
+        drop(r);
+        // More than the pool holds: refused before anything is written, naming what is free.
+        let big = kw(1 << 40 >> 3);
+        match Region::create(&dir.path().join("big.region"), "big", &big, false) {
+            Err(dta_store::StoreError::NoSpace { free, .. }) => {
+                assert!(free < 1 << 40, "{free}")
+            }
+            other => panic!("a region larger than the pool: {other:?}"),
+        }
+    });
+    if mounted {
+        let _ = std::process::Command::new("umount")
+            .arg(dir.path())
+            .status();
+    }
+    if grown {
+        let _ = std::fs::write(format!("{pool}/nr_hugepages"), before.to_string());
+    }
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
