@@ -1,8 +1,11 @@
+// Size: one file because every test here holds the batched and lean paths to the per-report path
+// on the same fixtures and generators; split, they would each repeat them.
 //! The batched apply path: a native datagram's Key-Write and Key-Increment reports are
 //! routed, hashed and prefetched first, then written. It must leave exactly the memory image the
 //! store layouts give report by report ([DTA A.1] Algorithm 1, A.4 Algorithm 5), in report order
 //! (a key written twice in one datagram keeps its last value), interleaved correctly with the
-//! stateful primitives, with the same counters.
+//! stateful primitives, with the same counters. Postcarding and Append datagrams of one shape
+//! take the lean path too, and must leave what the general path leaves report by report.
 
 mod common;
 
