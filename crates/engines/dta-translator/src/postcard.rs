@@ -43,15 +43,6 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// No key, no values: a placeholder in preallocated arrays.
-    pub const EMPTY: Chunk = Chunk {
-        key: [0; MAX_KEY],
-        key_len: 0,
-        values: [None; MAX_HOPS],
-        immediate: false,
-        flagged: 0,
-    };
-
     pub fn key(&self) -> &[u8] {
         &self.key[..self.key_len as usize]
     }

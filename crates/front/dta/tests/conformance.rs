@@ -555,8 +555,9 @@ impl Site {
 }
 
 /// The cell's dta.toml: the sources `good` and `good2` allowed, store `locked` only from
-/// `good2`; `kw`, `locked`, `ki`, `ap`; batches and timers long, so only the stop writes what is
-/// pending; `translator` and `extra` add lines to `[translator]` and to the end.
+/// `good2`; `kw`, `locked`, `ki`, `ap` (`locked` and `ki` on the xxh3 hash scheme, `kw` on
+/// native, so every mode writes and reads both); batches and timers long, so only the stop
+/// writes what is pending; `translator` and `extra` add lines to `[translator]` and to the end.
 fn translator_config(dir: &Path, m: Mode, site: &Site, translator: &str, extra: &str) -> PathBuf {
     let threads = match m {
         Mode::Threads => "threads = 2\nclassifier = false",
@@ -572,8 +573,9 @@ fn translator_config(dir: &Path, m: Mode, site: &Site, translator: &str, extra: 
              [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 4096\nkey_len = 4\n\
              data_len = 4\n\
              [[store]]\nname = 'locked'\nkind = 'key-write'\nslots = 1024\nkey_len = 8\n\
-             data_len = 4\nallow = ['{}/32']\n\
+             data_len = 4\nallow = ['{}/32']\nhash = 'xxh3'\n\
              [[store]]\nname = 'ki'\nkind = 'key-increment'\ncounters = 4096\nkey_len = 4\n\
+             hash = 'xxh3'\n\
              [[store]]\nname = 'ap'\nkind = 'append'\nlists = 4\ncapacity = 256\n\
              entry_len = 4\nbatch = 16\n{extra}",
             site.listen, site.good, site.good2, site.good2

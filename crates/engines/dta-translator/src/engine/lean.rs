@@ -443,8 +443,28 @@ struct ChunkBlock {
     failed: u64,
     /// The flagged paths among them (flagged by postcards the general path took earlier), for
     /// their announcement once written.
-    flagged: [Chunk; BLOCK],
+    flagged: [FlaggedPath; BLOCK],
     flagged_len: usize,
+}
+
+/// A flagged path's key and how many of its postcards carried the flag.
+#[derive(Clone, Copy)]
+struct FlaggedPath {
+    key: [u8; MAX_KEY],
+    key_len: u8,
+    flagged: u8,
+}
+
+impl FlaggedPath {
+    const EMPTY: FlaggedPath = FlaggedPath {
+        key: [0; MAX_KEY],
+        key_len: 0,
+        flagged: 0,
+    };
+
+    fn key(&self) -> &[u8] {
+        &self.key[..self.key_len as usize]
+    }
 }
 
 impl ChunkBlock {
@@ -454,7 +474,7 @@ impl ChunkBlock {
             len: 0,
             evicted: [0; 3],
             failed: 0,
-            flagged: [Chunk::EMPTY; BLOCK],
+            flagged: [FlaggedPath::EMPTY; BLOCK],
             flagged_len: 0,
         }
     }
@@ -477,7 +497,11 @@ impl ChunkBlock {
         }
         self.len += 1;
         if chunk.immediate {
-            self.flagged[self.flagged_len] = *chunk;
+            self.flagged[self.flagged_len] = FlaggedPath {
+                key: chunk.key,
+                key_len: chunk.key_len,
+                flagged: chunk.flagged,
+            };
             self.flagged_len += 1;
         }
     }
