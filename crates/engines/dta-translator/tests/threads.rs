@@ -163,6 +163,99 @@ fn two_shards_leave_the_single_translator_image() {
     assert_eq!(sum.writes.load(Relaxed), r.writes.load(Relaxed));
 }
 
+/// Datagrams of one shape (only postcards, only Append entries) take the lean path on each
+/// thread, which hands the postcards and entries another thread owns to it: the stores and
+/// counters end as a single translator's. Each round's flows have one owner, so the paths that
+/// share a chunk of the store are written in the single translator's order (two threads
+/// completing paths at once may otherwise leave either one's chunk in a shared slot).
+#[test]
+fn two_shards_forward_from_the_lean_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = common::regions(dir.path());
+    let shards = Shards::new(2, 64);
+    let mut ts = sharded(&regions, &shards);
+    let dir1 = tempfile::tempdir().unwrap();
+    let reference_regions = common::regions(dir1.path());
+    let mut reference = common::translator(&reference_regions);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x1EA9);
+    let now = Instant::now();
+    let mut seq = 0;
+    for round in 0..8u32 {
+        let flows: Vec<[u8; 4]> = std::iter::repeat_with(|| rng.gen::<u32>().to_be_bytes())
+            .filter(|k| dta_store::hash::fnv1a64(k) % 2 == u64::from(round % 2))
+            .take(20)
+            .collect();
+        for reporter in 0..5u32 {
+            let mut one_shape = vec![];
+            for postcards in [true, false] {
+                let mut buf = vec![0u8; 9000];
+                let mut b =
+                    DatagramBuilder::new(&mut buf, Priority::Medium, false, reporter, seq).unwrap();
+                seq += 1;
+                for (f, key) in flows.iter().enumerate() {
+                    let entry = (round * 100 + f as u32).to_be_bytes();
+                    let r = if postcards {
+                        Report::Postcard {
+                            key,
+                            hop: reporter as u8,
+                            path_len: 5,
+                            value: (f as u32 * 5 + reporter) % 1000,
+                            immediate: false,
+                        }
+                    } else {
+                        Report::Append {
+                            list_id: f as u32 % 4,
+                            data: &entry,
+                            immediate: false,
+                        }
+                    };
+                    b.push(&r).unwrap();
+                }
+                let len = b.finish();
+                buf.truncate(len);
+                one_shape.push(buf);
+            }
+            let src: SocketAddr = format!("127.0.0.{}:4000", reporter + 1).parse().unwrap();
+            for d in &one_shape {
+                ts[(reporter as usize) % 2].handle_datagram(d, src, now);
+                for t in ts.iter_mut() {
+                    t.drain_inbox(now);
+                }
+                reference.handle_datagram(d, src, now);
+            }
+        }
+    }
+    for _ in 0..2 {
+        for t in ts.iter_mut() {
+            t.flush_all();
+        }
+    }
+    reference.flush_all();
+    for (i, (name, _)) in common::specs().iter().enumerate() {
+        if *name == "paths" || *name == "events" {
+            assert!(
+                image(&regions[i]) == image(&reference_regions[i]),
+                "store {name} differs from the single translator's"
+            );
+            assert!(image(&regions[i]).iter().any(|&b| b != 0), "{name} empty");
+        }
+    }
+    let stats: Vec<Arc<Stats>> = ts.iter().map(|t| t.stats().clone()).collect();
+    let sum = Stats::sum(&stats);
+    let r = reference.stats();
+    for op in [Opcode::Postcarding, Opcode::Append] {
+        assert_eq!(sum.reports_of(op), r.reports_of(op), "{op:?}");
+        assert_eq!(r.reports_of(op), 8 * 5 * 20);
+    }
+    assert_eq!(sum.total_rejected(), 0);
+    assert!(sum.forwarded.load(Relaxed) > 0, "nothing was handed over");
+    assert_eq!(sum.writes.load(Relaxed), r.writes.load(Relaxed));
+    assert_eq!(
+        sum.postcard_chunks_complete.load(Relaxed),
+        r.postcard_chunks_complete.load(Relaxed)
+    );
+}
+
 /// Two real threads on two `SO_REUSEPORT` sockets of one port, fed by sixteen reporters, each
 /// with its own socket (so both threads receive, unless all sixteen hash alike: 2^-15):
 /// Key-Increment sums exact, every complete path found, every appended entry counted.
