@@ -31,10 +31,10 @@
 #define SHIM 4
 #define MD_HDR 12
 
-// Counters (per CPU); crates/engines/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
+// Counters (per CPU), one per verdict: every frame counts once, so the frames seen are their
+// sum; crates/engines/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
 enum {
-    C_PACKETS = 0,   // frames seen
-    C_FAST,          // reports aggregated here and dropped
+    C_FAST = 0,      // reports aggregated here and dropped
     C_PASS_OTHER,    // not a UDP datagram to the sink's port (or disabled)
     C_PASS_SHAPE,    // not one v2.0 INT-MD report of the handled shape (userspace parses it)
     C_PASS_UNKNOWN,  // a flow the sink has not handed over (yet)
@@ -70,7 +70,10 @@ struct known {
     __u32 block[MAX_HOPS];   // int_hist block of each hop's switch
 };
 
-// One flow's aggregate (the sink swaps each word to 0 as it drains it).
+// One flow slot's aggregate: cumulative, never reset. The program adds without locked
+// instructions: one flow's reports come from one reporter (the sink switch of its path), so
+// one CPU at a time writes a slot; the sink reads each word and takes the difference from
+// what it read last (crates/engines/dta-xdp/src/int.rs, `IntXdp::take`).
 struct flow_agg {
     __u64 packets;
     __u64 last_ns;                  // bpf_ktime_get_ns of the latest report
@@ -157,7 +160,6 @@ int int_xdp(struct xdp_md *ctx)
     void *data = (void *)(long)ctx->data;
     void *end = (void *)(long)ctx->data_end;
     __u32 zero = 0;
-    count(C_PACKETS, 0);
     struct int_cfg *cfg = bpf_map_lookup_elem(&int_cfg, &zero);
     if (!cfg || !cfg->enabled)
         return count(C_PASS_OTHER, XDP_PASS);
@@ -266,15 +268,16 @@ int int_xdp(struct xdp_md *ctx)
         if (h >= hops)
             break;
         for (__u32 m = 0; m < METRICS; m++) {
-            __sync_fetch_and_add(&a->sum[h][m], v[h][m]);
-            a->last[h][m] = v[h][m];
+            *(volatile __u64 *)&a->sum[h][m] += v[h][m];
+            *(volatile __u32 *)&a->last[h][m] = v[h][m];
             hist_add(cfg, kn->block[h], m, v[h][m]);
         }
     }
-    a->last_ns = bpf_ktime_get_ns();
-    a->seq = be32(p) & 0x3fffff;
-    // The count last: a drain that sees it sees the report's sums (or the next drain does).
-    __sync_fetch_and_add(&a->packets, 1);
+    *(volatile __u64 *)&a->last_ns = bpf_ktime_get_ns();
+    *(volatile __u32 *)&a->seq = be32(p) & 0x3fffff;
+    // The count last (the stores above are volatile, kept in program order): a drain that
+    // sees it sees the report's sums (or the next drain does).
+    *(volatile __u64 *)&a->packets += 1;
     return count(C_FAST, XDP_DROP);
 }
 

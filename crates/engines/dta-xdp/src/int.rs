@@ -2,12 +2,17 @@
 //! (a BPF hash map: flow key → FlowCache slot, path, histogram blocks), and the aggregates it
 //! writes (two `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
 //! metric the sum and the latest value; per switch block, metric and log2 bucket a count),
-//! which [`IntXdp::take`] and [`IntXdp::take_hist`] swap to zero as they read them.
+//! which [`IntXdp::take`] reads as differences from what it read last (the program adds to
+//! a flow's words without locked instructions, so they are never reset under it) and
+//! [`IntXdp::take_hist`] swaps to zero as it reads them.
 //! `dta int-sink --xdp IFACE` puts it in front of its sink threads (`dta_int::fast`).
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed},
+};
 
 use aya::maps::{Array, HashMap as BpfHashMap, Map, PerCpuArray};
 use aya::programs::Xdp;
@@ -141,7 +146,8 @@ impl IntXdpStats {
     }
 }
 
-const N_COUNTERS: u32 = 10;
+/// The program's counters: `C_COUNT` in the C source.
+const N_COUNTERS: u32 = 9;
 
 /// A shared mapping of an mmapable array map.
 struct Mapping {
@@ -199,10 +205,19 @@ pub struct IntXdp {
     cfg: IntCfg,
     /// Per slot, the hop count of the flow learned there.
     hops: Vec<u8>,
+    /// Per slot, the cumulative words as [`Self::take`] read them last.
+    read: Vec<Read>,
     /// Histogram block of each switch, and the switch of each block.
     block_of: HashMap<u32, u32>,
     nodes: Vec<u32>,
     attached: Option<(String, AttachMode)>,
+}
+
+/// A slot's cumulative report count and sums as last read.
+#[derive(Clone, Copy, Default)]
+struct Read {
+    packets: u64,
+    sum: [[u64; INT_METRICS]; INT_MAX_HOPS],
 }
 
 fn key16(key: &[u8; 13]) -> FlowKey {
@@ -259,6 +274,7 @@ impl IntXdp {
             hist,
             cfg: c,
             hops: vec![0; slots as usize],
+            read: vec![Read::default(); slots as usize],
             block_of: HashMap::new(),
             nodes: Vec::new(),
             attached: None,
@@ -373,33 +389,41 @@ impl IntXdp {
         }
     }
 
-    fn agg(&self, slot: u32) -> &FlowAgg {
-        debug_assert!(slot < self.cfg.slots);
+    /// Slot `slot` of the mapped `int_flows` (`flows`); the caller checked `slot < slots`.
+    fn agg(flows: &Mapping, slot: u32) -> &FlowAgg {
+        debug_assert!(slot as usize * std::mem::size_of::<FlowAgg>() < flows.len);
         // SAFETY: `slot` is below the map's entries (callers check), the mapping holds
-        // `slots` elements of `struct flow_agg` (200 bytes, 8-aligned), alive while `self` is.
-        unsafe { &*(self.flows.ptr as *const FlowAgg).add(slot as usize) }
+        // `slots` elements of `struct flow_agg` (200 bytes, 8-aligned), alive while `flows` is.
+        unsafe { &*(flows.ptr as *const FlowAgg).add(slot as usize) }
     }
 
-    /// Take (zero) slot `slot`'s aggregate; `None` if it took no report since.
-    pub fn take(&self, slot: u32) -> Option<IntFlowAgg> {
+    /// Take slot `slot`'s aggregate since the last take: the differences of its cumulative
+    /// words from what this read last; `None` if it took no report since. The count is read
+    /// first: the program writes it after a report's sums, so sums read after it include every
+    /// report it counts (and perhaps part of the next, which the next take then leaves out).
+    pub fn take(&mut self, slot: u32) -> Option<IntFlowAgg> {
         if slot >= self.cfg.slots {
             return None;
         }
-        let a = self.agg(slot);
-        let packets = a.packets.swap(0, Relaxed);
-        if packets == 0 {
+        let a = Self::agg(&self.flows, slot);
+        let packets = a.packets.load(Acquire);
+        let was = &mut self.read[slot as usize];
+        if packets == was.packets {
             return None;
         }
         let mut out = IntFlowAgg {
-            packets,
+            packets: packets.wrapping_sub(was.packets),
             hops: self.hops[slot as usize],
             last_mono_ns: a.last_ns.load(Relaxed),
             seq: a.seq.load(Relaxed),
             ..IntFlowAgg::default()
         };
+        was.packets = packets;
         for h in 0..INT_MAX_HOPS {
             for m in 0..INT_METRICS {
-                out.sum[h][m] = a.sum[h][m].swap(0, Relaxed);
+                let sum = a.sum[h][m].load(Relaxed);
+                out.sum[h][m] = sum.wrapping_sub(was.sum[h][m]);
+                was.sum[h][m] = sum;
                 out.last[h][m] = a.last[h][m].load(Relaxed);
             }
         }
@@ -439,6 +463,8 @@ impl IntXdp {
         for (i, v) in c.iter_mut().enumerate() {
             *v = arr.get(&(i as u32), 0)?.iter().sum();
         }
+        // One counter per verdict: the frames seen are their sum.
+        let packets = c.iter().sum();
         let prog: &Xdp = self
             .ebpf
             .program("int_xdp")
@@ -446,16 +472,16 @@ impl IntXdp {
             .try_into()?;
         let info = prog.info()?;
         Ok(IntXdpStats {
-            packets: c[0],
-            fast: c[1],
-            pass_other: c[2],
-            pass_shape: c[3],
-            pass_unknown_flow: c[4],
-            pass_path: c[5],
-            pass_event: c[6],
-            source_not_allowed: c[7],
-            pass_ip_options: c[8],
-            pass_fragment: c[9],
+            packets,
+            fast: c[0],
+            pass_other: c[1],
+            pass_shape: c[2],
+            pass_unknown_flow: c[3],
+            pass_path: c[4],
+            pass_event: c[5],
+            source_not_allowed: c[6],
+            pass_ip_options: c[7],
+            pass_fragment: c[8],
             run_time_ns: info.run_time().as_nanos() as u64,
             run_count: info.run_count(),
         })
