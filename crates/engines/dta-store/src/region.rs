@@ -606,13 +606,19 @@ impl RegionMem {
         res
     }
 
-    /// Prefetch for writing every line of the `len` bytes at each of `offsets` (at most two
-    /// lines each: `len` is at most a line, as a Postcarding chunk is).
+    /// Prefetch for writing every 64-byte line of the `len` bytes at each of `offsets` (a
+    /// Postcarding chunk's copies: up to 68 bytes, two or three lines).
     #[inline]
     pub fn prefetch_span_at(&self, offsets: &[u64], len: u64) {
-        let last = len.saturating_sub(1);
+        let write = prefetch_mode() == PrefetchMode::Write;
         for &o in offsets {
-            self.prefetch_at(&[o, o.saturating_add(last)]);
+            let end = o.saturating_add(len).min(self.len);
+            let mut line = o & !63;
+            while line < end {
+                // SAFETY: line < end <= len, inside the mapping.
+                prefetch(write, unsafe { self.ptr.add(line as usize) });
+                line += 64;
+            }
         }
     }
 
@@ -711,10 +717,11 @@ impl RegionMem {
     /// [`Self::prefetch`] of each of `offsets` (the instruction chosen once for all).
     #[inline(always)]
     pub fn prefetch_at(&self, offsets: &[u64]) {
+        let write = prefetch_mode() == PrefetchMode::Write;
         for &o in offsets {
             if o < self.len {
                 // SAFETY: o < len, inside the mapping.
-                prefetch_for_write(unsafe { self.ptr.add(o as usize) });
+                prefetch(write, unsafe { self.ptr.add(o as usize) });
             }
         }
     }
@@ -879,10 +886,16 @@ fn prefetch_line<const WRITE: bool>(p: *const u8) {
 /// and the translator's own tables (its Postcarding path cache).
 #[inline(always)]
 pub fn prefetch_for_write<T>(p: *const T) {
-    if prefetch_mode() == PrefetchMode::Write {
-        prefetch_line::<true>(p.cast())
+    prefetch(prefetch_mode() == PrefetchMode::Write, p.cast())
+}
+
+/// PREFETCHW (`write`: the CPU has it) or `prefetcht0` of the line at `p`.
+#[inline(always)]
+fn prefetch(write: bool, p: *const u8) {
+    if write {
+        prefetch_line::<true>(p)
     } else {
-        prefetch_line::<false>(p.cast())
+        prefetch_line::<false>(p)
     }
 }
 
