@@ -132,6 +132,40 @@ fn workload() -> Vec<Vec<u8>> {
     d
 }
 
+/// The source of the datagrams [`userspace`] applies.
+const USERSPACE_SRC: &str = "127.0.0.9:5000";
+
+/// `work` through the userspace translator into file-backed regions in `dir`, one per header
+/// of `hs` in its order, flushed; it refuses nothing of it. The regions, and the translator for
+/// more.
+fn userspace(
+    dir: &std::path::Path,
+    hs: &[Header],
+    work: &[Vec<u8>],
+) -> (Vec<Arc<Region>>, Translator<dta_translator::RegionSinks>) {
+    let files: Vec<Arc<Region>> = hs
+        .iter()
+        .map(|h| Arc::new(Region::create(&dir.join(&h.name), &h.name, &h.spec, false).unwrap()))
+        .collect();
+    let mut t = Translator::colocated(
+        &TranslatorConfig::default(),
+        files.clone(),
+        Arc::new(Stats::default()),
+    )
+    .unwrap();
+    let src: SocketAddr = USERSPACE_SRC.parse().unwrap();
+    for d in work {
+        t.handle_datagram(d, src, Instant::now());
+    }
+    t.flush_all();
+    assert_eq!(
+        t.stats().total_rejected(),
+        0,
+        "userspace refused part of the workload"
+    );
+    (files, t)
+}
+
 #[test]
 fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
     if let Some(why) = dta_testkit::netns_unavailable() {
@@ -173,28 +207,8 @@ fn xdp_stores_match_the_userspace_translator_and_pass_the_rest() {
 
     // The same datagrams through the userspace translator into file-backed regions.
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<Arc<Region>> = hs
-        .iter()
-        .map(|h| {
-            Arc::new(Region::create(&dir.path().join(&h.name), &h.name, &h.spec, false).unwrap())
-        })
-        .collect();
-    let mut t = Translator::colocated(
-        &TranslatorConfig::default(),
-        files.clone(),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
-    let src: SocketAddr = "127.0.0.9:5000".parse().unwrap();
-    for d in &work {
-        t.handle_datagram(d, src, Instant::now());
-    }
-    t.flush_all();
-    assert_eq!(
-        t.stats().total_rejected(),
-        0,
-        "userspace refused part of the workload"
-    );
+    let (files, mut t) = userspace(dir.path(), &hs, &work);
+    let src: SocketAddr = USERSPACE_SRC.parse().unwrap();
     for (h, f) in hs.iter().zip(&files) {
         let m = x.region(&h.name).unwrap();
         assert_eq!(m.header().spec, f.header().spec, "{}: header", h.name);
@@ -396,23 +410,7 @@ fn xdp_xxh3_stores_match_the_userspace_translator_at_every_key_length() {
     assert_eq!(x.stats().unwrap().key_write, 30 * 5);
     assert_eq!(x.stats().unwrap().key_increment, 30);
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<Arc<Region>> = hs
-        .iter()
-        .map(|h| {
-            Arc::new(Region::create(&dir.path().join(&h.name), &h.name, &h.spec, false).unwrap())
-        })
-        .collect();
-    let mut t = Translator::colocated(
-        &TranslatorConfig::default(),
-        files.clone(),
-        Arc::new(Stats::default()),
-    )
-    .unwrap();
-    let src: SocketAddr = "127.0.0.9:5000".parse().unwrap();
-    for d in &work {
-        t.handle_datagram(d, src, Instant::now());
-    }
-    assert_eq!(t.stats().total_rejected(), 0);
+    let (files, _) = userspace(dir.path(), &hs, &work);
     for (h, f) in hs.iter().zip(&files) {
         let (a, b) = (data_of(x.region(&h.name).unwrap()), data_of(f));
         assert!(a.iter().any(|&b| b != 0), "{}: XDP store is empty", h.name);

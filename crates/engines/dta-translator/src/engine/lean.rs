@@ -252,13 +252,11 @@ impl<S: Sinks> Translator<S> {
             }
         }
         self.write_chunks(store, &mut block);
-        add(
-            &self.stats.reports[Opcode::Postcarding as usize - 1],
+        self.lean_reports(
+            Opcode::Postcarding,
             d.len() as u64 - forwarded,
+            &[(Reason::BadHop, bad_hop)],
         );
-        if bad_hop > 0 {
-            self.stats.reject_n(Reason::BadHop, bad_hop);
-        }
         Lean::Done
     }
 
@@ -273,16 +271,14 @@ impl<S: Sinks> Translator<S> {
         src: SocketAddr,
         now: Instant,
     ) -> Lean {
-        let Some(store) = self.append.as_ref().map(|r| r.store) else {
-            return Lean::Declined;
-        };
-        let fits = self
+        let Some(store) = self
             .append
             .as_ref()
-            .is_some_and(|r| r.batcher.in_place() && d.data_len() == r.layout.entry_len());
-        if !fits {
+            .filter(|r| r.batcher.in_place() && d.data_len() == r.layout.entry_len())
+            .map(|r| r.store)
+        else {
             return Lean::Declined;
-        }
+        };
         // Appends carry no redundancy of their own: their flags byte is 0 unless flagged.
         if let Some(ended) = self.lean_open(store, 1, d, stage) {
             return ended;
@@ -298,7 +294,7 @@ impl<S: Sinks> Translator<S> {
                 continue;
             }
             let Some(r) = self.append.as_mut() else {
-                return Lean::Done;
+                break;
             };
             if list_id >= r.layout.lists() {
                 bad_list += 1;
@@ -319,16 +315,11 @@ impl<S: Sinks> Translator<S> {
                 failed += done.is_err() as u64;
             }
         }
-        add(
-            &self.stats.reports[Opcode::Append as usize - 1],
+        self.lean_reports(
+            Opcode::Append,
             d.len() as u64 - forwarded,
+            &[(Reason::BadListId, bad_list), (Reason::SinkError, failed)],
         );
-        if bad_list > 0 {
-            self.stats.reject_n(Reason::BadListId, bad_list);
-        }
-        if failed > 0 {
-            self.stats.reject_n(Reason::SinkError, failed);
-        }
         Lean::Done
     }
 
@@ -387,6 +378,17 @@ impl<S: Sinks> Translator<S> {
         block.clear();
     }
 
+    /// Count the `taken` reports of `op` a lean datagram applied or refused itself (those it
+    /// handed to their owner thread are counted there) and its rejects by reason.
+    fn lean_reports(&self, op: Opcode, taken: u64, rejects: &[(Reason, u64)]) {
+        add(&self.stats.reports[op as usize - 1], taken);
+        for &(reason, n) in rejects {
+            if n > 0 {
+                self.stats.reject_n(reason, n);
+            }
+        }
+    }
+
     /// Count a lean datagram of `reports` reports of `op` at N = `n` into `store`, `failed` of
     /// which failed (`sink_error`, as on the general path), the others adding `added`: the
     /// meter's operations, the store's live counters, the reports. Returns the operations.
@@ -403,11 +405,11 @@ impl<S: Sinks> Translator<S> {
         self.sinks.issued(ops);
         let written = (reports - failed) * n as u64;
         let count_failed = self.sinks.count(store, written, added).is_err();
-        add(&self.stats.reports[op as usize - 1], reports);
-        let failed = failed + count_failed as u64;
-        if failed > 0 {
-            self.stats.reject_n(Reason::SinkError, failed);
-        }
+        self.lean_reports(
+            op,
+            reports,
+            &[(Reason::SinkError, failed + count_failed as u64)],
+        );
         ops
     }
 }
