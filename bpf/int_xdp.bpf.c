@@ -5,11 +5,13 @@
 // ([INT v2.1 §5.7.3]) of a flow the userspace sink already knows, on the path it knows, with no
 // event (every metric at or under its threshold), is aggregated here and dropped (XDP_DROP):
 // per flow (a slot the sink gave it) the report count, per hop and metric the sum and the latest
-// value (with the report's sequence number, which orders it against the sink's own); per switch, metric and log2 bucket the histogram count. Everything else goes up the
-// stack (XDP_PASS) to the sink's sockets. The aggregates live in BPF_F_MMAPABLE arrays the sink
-// maps and drains at each delta flush into the same deltas its own reports make, so flow records
-// and histograms stay exact. crates/engines/dta-xdp (`IntFastPath`) loads it; docs/int-sink.md
-// "XDP fast path" describes it.
+// value (with the report's sequence number, which orders it against the sink's own); per
+// switch, metric and log2 bucket the histogram count. Everything else goes up the stack
+// (XDP_PASS) to the sink's sockets, or, with AF_XDP receive on the same interface, a report to
+// the sink's port goes to the AF_XDP socket of its receive queue. The aggregates live in
+// BPF_F_MMAPABLE arrays the sink maps and drains at each delta flush into the same deltas its
+// own reports make, so flow records and histograms stay exact. crates/engines/dta-xdp
+// (`IntXdp`) loads it; docs/int-sink.md "XDP fast path" describes it.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -43,7 +45,11 @@ enum {
     C_SOURCE_NOT_ALLOWED, // from a source outside [sink] allow: dropped unparsed
     C_PASS_IP_OPTIONS, // an outer IPv4 header with options: the sink parses it (RFC 791 §3.1)
     C_PASS_FRAGMENT,   // an outer IPv4 fragment: the stack reassembles it for the sink
-    C_COUNT
+    C_COUNT,
+    // Not a verdict: of the reports to the sink's port passed up (C_PASS_SHAPE .. C_PASS_EVENT),
+    // those handed to an AF_XDP socket of the sink instead of the stack (cfg->xsk).
+    C_AF_XDP = C_COUNT,
+    C_SLOTS
 };
 
 struct int_cfg {
@@ -57,6 +63,7 @@ struct int_cfg {
     __u32 th_path;      // the sum of a path's hop latencies
     __u32 slots;        // entries of int_flows
     __u32 blocks;       // switches of int_hist (METRICS * BUCKETS counters each)
+    __u32 xsk;          // 1: what goes to the sink goes to its AF_XDP sockets (`xsks`)
 };
 
 struct flow_key {
@@ -112,9 +119,18 @@ struct {
     __type(value, __u64);
 } int_hist SEC(".maps");
 
+// The sink's AF_XDP sockets, one per receive queue (`dta int-sink --xdp IFACE --af-xdp IFACE`:
+// one program on the interface does both); crates/engines/dta-xdp/src/xsk.rs MAX_QUEUES.
+struct {
+    __uint(type, BPF_MAP_TYPE_XSKMAP);
+    __uint(max_entries, 64);
+    __type(key, __u32);
+    __type(value, __u32);
+} xsks SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, C_COUNT);
+    __uint(max_entries, C_SLOTS);
     __type(key, __u32);
     __type(value, __u64);
 } int_stats SEC(".maps");
@@ -125,6 +141,20 @@ static __always_inline int count(__u32 c, int verdict)
     if (v)
         *v += 1;
     return verdict;
+}
+
+// A report for the sink, with the verdict `c` that says why it is not aggregated here: up the
+// stack to the sink's UDP sockets, or with AF_XDP receive on this interface (cfg->xsk) to the
+// AF_XDP socket of its receive queue (the stack when that queue has none).
+static __always_inline int up(struct xdp_md *ctx, const struct int_cfg *cfg, __u32 c)
+{
+    count(c, 0);
+    if (!cfg->xsk)
+        return XDP_PASS;
+    int r = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+    if (r == XDP_REDIRECT)
+        count(C_AF_XDP, 0);
+    return r;
 }
 
 static __always_inline __u32 be32(const __u8 *p)
@@ -186,38 +216,38 @@ int int_xdp(struct xdp_md *ctx)
     __u8 *p = (void *)(udp + 1);
     const __u32 fixed = TR_HDR + INNER_ETH + INNER_IP + 8 + SHIM + MD_HDR;
     if ((void *)(p + fixed) > end)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     // Version 2; one individual report, RepType 0 (inner only), InType 3 (Ethernet), no
     // metadata, not dropped (D clear): taking the rest of the datagram (Report Length 0xFF) or
     // exactly it.
     __u32 payload = (__u32)((long)end - (long)p);
     if ((p[0] >> 4) != 2 || p[8] != 0x03 || p[10] != 0 || (p[11] & 0x80))
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     if (p[9] != 0xff && (__u32)p[9] * 4 + TR_HDR != payload)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u8 *ie = p + TR_HDR;
     if (ie[12] != 0x08 || ie[13] != 0x00)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u8 *ii = ie + INNER_ETH;
     if (ii[0] != 0x45 || ii[9] != IPPROTO_UDP)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u8 *iu = ii + INNER_IP;
     if (((__u32)iu[2] << 8 | iu[3]) != cfg->int_port)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u8 *shim = iu + 8;
     // INT v2.1 shim: Type 1 (INT-MD), NPT 1 (the original UDP destination port follows).
     if ((shim[0] >> 4) != 1 || ((shim[0] >> 2) & 3) != 1)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u8 *md = shim + SHIM;
     if ((md[0] >> 4) != 2 || (md[2] & 0x1f) != HOP_WORDS ||
         (((__u32)md[4] << 8) | md[5]) != cfg->instructions)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u32 words = shim[1];
     if (words < MD_HDR / 4 || (words - MD_HDR / 4) % HOP_WORDS)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
     __u32 hops = (words - MD_HDR / 4) / HOP_WORDS;
     if (hops < 1 || hops > MAX_HOPS)
-        return count(C_PASS_SHAPE, XDP_PASS);
+        return up(ctx, cfg, C_PASS_SHAPE);
 
     struct flow_key key = {};
     __builtin_memcpy(&key.k[0], ii + 12, 8);  // source, destination
@@ -228,9 +258,9 @@ int int_xdp(struct xdp_md *ctx)
     key.k[12] = IPPROTO_UDP;
     struct known *kn = bpf_map_lookup_elem(&int_known, &key);
     if (!kn)
-        return count(C_PASS_UNKNOWN, XDP_PASS);
+        return up(ctx, cfg, C_PASS_UNKNOWN);
     if (kn->hops != hops)
-        return count(C_PASS_PATH, XDP_PASS);
+        return up(ctx, cfg, C_PASS_PATH);
 
     // The stack, newest hop first: entry j is hop hops-1-j. Check every hop before counting any.
     __u8 *st = md + MD_HDR;
@@ -241,29 +271,29 @@ int int_xdp(struct xdp_md *ctx)
             break;
         __u8 *w = st + j * HOP_WORDS * 4;
         if ((void *)(w + HOP_WORDS * 4) > end)
-            return count(C_PASS_SHAPE, XDP_PASS);
+            return up(ctx, cfg, C_PASS_SHAPE);
         __u32 h = hops - 1 - j;
         if (h >= MAX_HOPS)
-            return count(C_PASS_SHAPE, XDP_PASS);
+            return up(ctx, cfg, C_PASS_SHAPE);
         if (be32(w) != kn->node[h])
-            return count(C_PASS_PATH, XDP_PASS);
+            return up(ctx, cfg, C_PASS_PATH);
         __u32 lat = be32(w + 4), q = be32(w + 8) & 0xffffff, u = be32(w + 12);
         if (lat > cfg->th_latency || q > cfg->th_queue || u > cfg->th_util)
-            return count(C_PASS_EVENT, XDP_PASS);
+            return up(ctx, cfg, C_PASS_EVENT);
         v[h][0] = lat;
         v[h][1] = q;
         v[h][2] = u;
         path += lat;
     }
     if (path > cfg->th_path)
-        return count(C_PASS_EVENT, XDP_PASS);
+        return up(ctx, cfg, C_PASS_EVENT);
 
     __u32 slot = kn->slot;
     if (slot >= cfg->slots)
-        return count(C_PASS_UNKNOWN, XDP_PASS);
+        return up(ctx, cfg, C_PASS_UNKNOWN);
     struct flow_agg *a = bpf_map_lookup_elem(&int_flows, &slot);
     if (!a)
-        return count(C_PASS_UNKNOWN, XDP_PASS);
+        return up(ctx, cfg, C_PASS_UNKNOWN);
     for (__u32 h = 0; h < MAX_HOPS; h++) {
         if (h >= hops)
             break;

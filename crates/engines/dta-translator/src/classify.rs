@@ -51,18 +51,21 @@ pub fn priority_of(buf: &[u8]) -> Priority {
 
 /// A received datagram waiting in a queue: its buffer in the [`Pool`], its length, its source.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Entry {
+pub struct Entry {
     pub buf: u32,
     pub len: u32,
     pub src: SocketAddr,
 }
 
-/// The preallocated datagram buffers, `MAX_DATAGRAM` bytes each, and the list of free ones.
-pub(crate) struct Pool {
+/// Preallocated datagram buffers of one size, and the list of free ones, shared by the threads
+/// that pass datagrams to each other by index: the classifier's (`MAX_DATAGRAM` bytes each),
+/// the INT sink's hand-over of AF_XDP reports between its threads.
+pub struct Pool {
     /// Owns the memory; only ever accessed through `base`.
     _mem: Vec<u8>,
     base: *mut u8,
     buffers: usize,
+    size: usize,
     free: ArrayQueue<u32>,
 }
 
@@ -73,9 +76,11 @@ unsafe impl Send for Pool {}
 unsafe impl Sync for Pool {}
 
 impl Pool {
-    fn new(buffers: usize) -> Pool {
+    /// `buffers` buffers (at least 1) of `size` bytes, all free.
+    pub fn new(buffers: usize, size: usize) -> Pool {
+        let buffers = buffers.max(1);
         // Zeroed memory comes from the kernel untouched: pages are backed as buffers get used.
-        let mut mem = vec![0u8; buffers * MAX_DATAGRAM];
+        let mut mem = vec![0u8; buffers * size];
         let base = mem.as_mut_ptr();
         let free = ArrayQueue::new(buffers);
         for i in 0..buffers {
@@ -85,30 +90,53 @@ impl Pool {
             _mem: mem,
             base,
             buffers,
+            size,
             free,
         }
+    }
+
+    /// Bytes of one buffer.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Bytes of every buffer.
+    pub fn bytes_held(&self) -> usize {
+        self.buffers * self.size
     }
 
     /// The start of buffer `i`, for `recvmmsg` (the caller holds index `i`).
     pub fn ptr(&self, i: u32) -> *mut u8 {
         assert!((i as usize) < self.buffers);
         // SAFETY: in bounds of the allocation, checked above.
-        unsafe { self.base.add(i as usize * MAX_DATAGRAM) }
+        unsafe { self.base.add(i as usize * self.size) }
     }
 
     /// The first `len` bytes of buffer `i`. The caller holds index `i` and nobody writes the
     /// buffer until the caller gives it back with [`Pool::release`].
     pub fn bytes(&self, i: u32, len: u32) -> &[u8] {
-        let len = (len as usize).min(MAX_DATAGRAM);
+        let len = (len as usize).min(self.size);
         // SAFETY: in bounds (checked by `ptr`), initialised (zeroed at allocation), and not
         // written while its index is held by the reader.
         unsafe { std::slice::from_raw_parts(self.ptr(i), len) }
     }
 
+    /// Copy `data` (its first [`Pool::size`] bytes) into buffer `i`, which the caller holds;
+    /// the bytes copied.
+    pub fn fill(&self, i: u32, data: &[u8]) -> u32 {
+        let n = data.len().min(self.size);
+        // SAFETY: `n` bytes from the start of buffer `i` lie in the allocation (`ptr` checks
+        // `i`), and a buffer is written only by the party holding its index.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(i), n) };
+        n as u32
+    }
+
+    /// A free buffer's index, now the caller's; `None` when every buffer is held.
     pub fn take(&self) -> Option<u32> {
         self.free.pop()
     }
 
+    /// Give buffer `i` back to the free list.
     pub fn release(&self, i: u32) {
         // Cannot fail: the free list holds every buffer.
         let _ = self.free.push(i);
@@ -214,7 +242,7 @@ impl Lanes {
             .collect();
         Ok(Lanes {
             lanes,
-            pool: Pool::new(buffers),
+            pool: Pool::new(buffers, MAX_DATAGRAM),
             done: AtomicBool::new(false),
             shed_backlog: DEFAULT_SHED_BACKLOG,
         })
@@ -250,7 +278,7 @@ impl Lanes {
 
     /// Bytes of datagram buffers preallocated.
     pub fn pool_bytes(&self) -> usize {
-        self.pool.buffers * MAX_DATAGRAM
+        self.pool.bytes_held()
     }
 
     /// The translator thread a source's datagrams go to.

@@ -62,6 +62,8 @@ struct IntCfg {
     th_path: u32,
     slots: u32,
     blocks: u32,
+    /// 1: what goes to the sink goes to its AF_XDP sockets ([`IntXdp::redirect_to`]).
+    xsk: u32,
 }
 // SAFETY: plain C struct of u32s, no padding.
 unsafe impl aya::Pod for IntCfg {}
@@ -122,6 +124,10 @@ pub struct IntXdpStats {
     pub pass_ip_options: u64,
     /// Passed: an outer IPv4 fragment (the stack reassembles it for the sink).
     pub pass_fragment: u64,
+    /// Of the reports passed to the sink (`pass_shape`, `pass_unknown_flow`, `pass_path`,
+    /// `pass_event`), those handed to one of its AF_XDP sockets ([`IntXdp::redirect_to`])
+    /// instead of the stack; not a verdict of its own.
+    pub af_xdp: u64,
     /// `bpf_prog_info` run time and count (with `kernel.bpf_stats_enabled` = 1; else 0).
     pub run_time_ns: u64,
     pub run_count: u64,
@@ -146,8 +152,8 @@ impl IntXdpStats {
     }
 }
 
-/// The program's counters: `C_COUNT` in the C source.
-const N_COUNTERS: u32 = 9;
+/// The program's verdict counters (`C_COUNT` in the C source); `C_AF_XDP` follows them.
+const N_VERDICTS: usize = 9;
 
 /// A shared mapping of an mmapable array map.
 struct Mapping {
@@ -261,6 +267,7 @@ impl IntXdp {
             th_path: u32::MAX,
             slots,
             blocks,
+            xsk: 0,
         };
         crate::allow::install(&mut ebpf, &cfg.allow)?;
         let prog: &mut Xdp = ebpf
@@ -459,12 +466,12 @@ impl IntXdp {
                 .map("int_stats")
                 .ok_or_else(|| XdpError::MissingMap("int_stats".into()))?,
         )?;
-        let mut c = [0u64; N_COUNTERS as usize];
+        let mut c = [0u64; N_VERDICTS + 1];
         for (i, v) in c.iter_mut().enumerate() {
             *v = arr.get(&(i as u32), 0)?.iter().sum();
         }
         // One counter per verdict: the frames seen are their sum.
-        let packets = c.iter().sum();
+        let packets = c[..N_VERDICTS].iter().sum();
         let prog: &Xdp = self
             .ebpf
             .program("int_xdp")
@@ -482,9 +489,28 @@ impl IntXdp {
             source_not_allowed: c[6],
             pass_ip_options: c[7],
             pass_fragment: c[8],
+            af_xdp: c[N_VERDICTS],
             run_time_ns: info.run_time().as_nanos() as u64,
             run_count: info.run_count(),
         })
+    }
+
+    /// Hand what goes to the sink on receive queue `queue` to the AF_XDP socket `fd` (bound
+    /// to that queue of the interface the program is attached to) instead of the stack: the
+    /// fast path and AF_XDP receive with one program on one interface. A queue without a
+    /// socket keeps passing to the stack.
+    pub fn redirect_to(&mut self, queue: u32, fd: std::os::fd::RawFd) -> Result<(), XdpError> {
+        let mut m: aya::maps::XskMap<_> = aya::maps::XskMap::try_from(
+            self.ebpf
+                .map_mut("xsks")
+                .ok_or_else(|| XdpError::MissingMap("xsks".into()))?,
+        )?;
+        m.set(queue, fd, 0)?;
+        if self.cfg.xsk == 0 {
+            self.cfg.xsk = 1;
+            self.write_cfg()?;
+        }
+        Ok(())
     }
 
     /// The interface and mode the program is attached with, if any.

@@ -66,6 +66,12 @@ pub fn frames_for(sockets: usize) -> u32 {
 /// Most descriptors taken from the receive ring at once.
 pub const MAX_BATCH: usize = 256;
 
+/// Packets one busy poll of the driver may process (`SO_BUSY_POLL_BUDGET`): the kernel's NAPI
+/// weight, and the receive loop's batch ([`MAX_BATCH`] at most).
+pub const BUSY_POLL_BUDGET: u16 = 64;
+/// The longest busy poll asked (`SO_BUSY_POLL`, microseconds): one receive wait's worth.
+pub const MAX_BUSY_POLL_US: u32 = 10_000;
+
 /// The program's counters (per CPU, summed); the order of `enum` in the C source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct XskProgramStats {
@@ -340,6 +346,7 @@ pub struct XskReceiver {
     _socket: Socket,
     _umem: Umem,
     area: Area,
+    iface: String,
     port: u16,
     queue: u32,
     zero_copy: bool,
@@ -348,6 +355,9 @@ pub struct XskReceiver {
     /// Frames read and not yet back in the fill ring.
     returning: Vec<u64>,
     stats: Arc<XskStats>,
+    /// Busy polling is on ([`XskReceiver::busy_poll`]): an empty receive ring is answered by
+    /// running the driver's receive from this thread.
+    busy_poll: bool,
 }
 
 // SAFETY: the rings and the UMEM are owned by this receiver and used by one thread at a time;
@@ -456,6 +466,7 @@ impl XskReceiver {
             _socket: socket,
             _umem: umem,
             area,
+            iface: iface.to_owned(),
             port,
             queue,
             zero_copy,
@@ -463,7 +474,64 @@ impl XskReceiver {
             parsed: Vec::with_capacity(MAX_BATCH),
             returning: Vec::with_capacity(frames as usize),
             stats: Arc::new(XskStats::default()),
+            busy_poll: false,
         })
+    }
+
+    /// Busy polling (socket(7) `SO_BUSY_POLL`, `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`;
+    /// the kernel's AF_XDP documentation, "Busy polling"): when the receive ring is empty the
+    /// receive thread runs the driver's receive for up to `usecs` microseconds itself, at most
+    /// [`BUSY_POLL_BUDGET`] packets a turn, and the kernel prefers that to its softirq, so
+    /// frames are taken where they are read instead of in an interrupt on another CPU. Needs
+    /// `CAP_NET_ADMIN` above `net.core.busy_read`; an error says which option was refused.
+    pub fn busy_poll(&mut self, usecs: u32) -> Result<(), XskError> {
+        let usecs = usecs.clamp(1, MAX_BUSY_POLL_US);
+        for (opt, name, v) in [
+            (libc::SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
+            (libc::SO_BUSY_POLL, "SO_BUSY_POLL", usecs as libc::c_int),
+            (
+                libc::SO_BUSY_POLL_BUDGET,
+                "SO_BUSY_POLL_BUDGET",
+                libc::c_int::from(BUSY_POLL_BUDGET),
+            ),
+        ] {
+            // SAFETY: setsockopt of one int on this receiver's open socket.
+            let r = unsafe {
+                libc::setsockopt(
+                    self.fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r != 0 {
+                return Err(XskError {
+                    iface: self.iface.clone(),
+                    queue: self.queue,
+                    what: name,
+                    errno: std::io::Error::last_os_error().to_string(),
+                });
+            }
+        }
+        self.busy_poll = true;
+        Ok(())
+    }
+
+    /// Run the driver's receive from this thread (busy polling): `recvfrom` on the socket,
+    /// which never blocks and carries no data for an AF_XDP socket.
+    fn kick(&self) {
+        // SAFETY: recvfrom of 0 bytes into no buffer on this receiver's open socket.
+        unsafe {
+            libc::recvfrom(
+                self.fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// The socket's descriptor (for [`XskProgram::register`] and `poll`).
@@ -513,12 +581,10 @@ impl XskReceiver {
     pub fn recv_batch(&mut self, max: usize, f: &mut BatchFn<'_>) -> usize {
         let max = max.clamp(1, MAX_BATCH) as u32;
         self.descs.clear();
-        {
-            let mut r = self.rx.receive(max);
-            while let Some(d) = r.read() {
-                self.descs.push(d);
-            }
-            r.release();
+        self.read_ring(max);
+        if self.descs.is_empty() && self.busy_poll {
+            self.kick();
+            self.read_ring(max);
         }
         let n = self.descs.len();
         if n == 0 {
@@ -579,6 +645,15 @@ impl XskReceiver {
             self.fill.wake();
         }
         n
+    }
+
+    /// Up to `max` descriptors from the receive ring into `descs`.
+    fn read_ring(&mut self, max: u32) {
+        let mut r = self.rx.receive(max);
+        while let Some(d) = r.read() {
+            self.descs.push(d);
+        }
+        r.release();
     }
 
     /// Put the frames in `returning` into the fill ring, every one of them: a reservation is

@@ -253,7 +253,7 @@ fn node_plan(a: &CheckArgs, cfg: &Config) -> anyhow::Result<Plan> {
 /// socket, and what it refuses of its `[translator]` and `[[store]]` settings.
 fn int_sink_plan(a: &CheckArgs, f: &IntSinkFile) -> anyhow::Result<Plan> {
     let mode = dta_node::modes::int_sink_mode(false, false);
-    dta_node::modes::check_int_sink(f, mode, false)
+    dta_node::modes::check_int_sink(f, mode)
         .with_context(|| format!("in configuration {}", a.config.display()))?;
     let (stores, needed, free) = store_plans(&f.region_dir, &f.store, false)?;
     let th = &f.sink.thresholds;

@@ -79,15 +79,22 @@ pub struct IntSinkArgs {
     #[arg(long, requires = "xdp")]
     xdp_generic: bool,
     /// Kernel-bypass receive: an XDP program on IFACE redirects the telemetry reports to the
-    /// listen port into AF_XDP sockets, one per receive queue, all read by one sink thread
-    /// (checking `[sink] allow` in the driver); the rest still reaches the UDP socket. Falls
-    /// back to the socket, with a warning, where AF_XDP is unavailable (docs/xdp.md "AF_XDP
-    /// receive"). Not with --xdp: an interface runs one XDP program.
+    /// listen port into AF_XDP sockets, one per receive queue, read by the sink threads (a
+    /// report of a flow another thread owns is handed to it), checking `[sink] allow` in the
+    /// driver; the rest still reaches the UDP socket. With --xdp on the same interface the fast
+    /// path's program redirects what it passes to the sink. Falls back to the socket, with a
+    /// warning, where AF_XDP is unavailable (docs/xdp.md "AF_XDP receive").
     #[arg(long, value_name = "IFACE")]
     af_xdp: Option<String>,
-    /// With --af-xdp: attach the redirect program in generic (SKB) mode.
+    /// With --af-xdp: attach the redirect program in generic (SKB) mode (with --xdp on the same
+    /// interface, --xdp-generic decides: one program is attached).
     #[arg(long, requires = "af_xdp")]
     af_xdp_generic: bool,
+    /// With --af-xdp: busy-poll the AF_XDP sockets for up to USECS microseconds when their
+    /// rings are empty (SO_PREFER_BUSY_POLL): the sink thread runs the driver's receive itself.
+    /// Refused at start where the kernel refuses it (needs CAP_NET_ADMIN).
+    #[arg(long, value_name = "USECS", requires = "af_xdp", value_parser = clap::value_parser!(u32).range(1..=dta_node::af_xdp::MAX_BUSY_POLL_US as i64))]
+    af_xdp_busy_poll: Option<u32>,
 }
 
 pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
@@ -121,6 +128,7 @@ pub fn int_sink(a: IntSinkArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCod
         af_xdp: a.af_xdp.map(|iface| dta_node::af_xdp::AfXdpOptions {
             iface,
             generic: a.af_xdp_generic,
+            busy_poll_us: a.af_xdp_busy_poll,
         }),
         duration: a.duration,
     };

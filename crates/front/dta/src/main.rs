@@ -188,6 +188,11 @@ struct TranslatorArgs {
     /// With --af-xdp: attach the redirect program in generic (SKB) mode.
     #[arg(long, requires = "af_xdp")]
     af_xdp_generic: bool,
+    /// With --af-xdp: busy-poll the AF_XDP sockets for up to USECS microseconds when their
+    /// rings are empty (SO_PREFER_BUSY_POLL): the translator thread runs the driver's receive itself.
+    /// Refused at start where the kernel refuses it (needs CAP_NET_ADMIN).
+    #[arg(long, value_name = "USECS", requires = "af_xdp", value_parser = clap::value_parser!(u32).range(1..=dta_node::af_xdp::MAX_BUSY_POLL_US as i64))]
+    af_xdp_busy_poll: Option<u32>,
     /// A cluster map (docs/scale-out.md): serve the collectors named by --collectors, each on
     /// its own translator address of the map, into its own region directory, with its own
     /// sequence spaces and write meter (its `nic_budget`). Shared-memory collectors only.
@@ -487,6 +492,7 @@ fn translator(a: TranslatorArgs) -> anyhow::Result<ExitCode> {
             .map(|iface| dta_node::af_xdp::AfXdpOptions {
                 iface,
                 generic: a.af_xdp_generic,
+                busy_poll_us: a.af_xdp_busy_poll,
             }),
     };
     let stop = dta_node::signals::stop_on_signals()?;

@@ -972,12 +972,20 @@ fn translator_keeps(p: Promise, m: Mode) {
 // ---------------------------------------------------------------------------------------------
 // The INT sink modes.
 
-/// The INT sink file of a cell: `[sink]` lines from `sink`, more at the end from `extra`.
-fn int_config(dir: &Path, listen: SocketAddr, good: IpAddr, sink: &str, extra: &str) -> PathBuf {
+/// The INT sink file of a cell: `threads` sink threads, `[sink]` lines from `sink`, more at the
+/// end from `extra`.
+fn int_config(
+    dir: &Path,
+    listen: SocketAddr,
+    good: IpAddr,
+    threads: usize,
+    sink: &str,
+    extra: &str,
+) -> PathBuf {
     common::write_int_config(
         dir,
         &listen.to_string(),
-        &format!("allow = ['{good}/32']\nthreads = 1\nidle_timeout_ms = 600000\n{sink}"),
+        &format!("allow = ['{good}/32']\nthreads = {threads}\nidle_timeout_ms = 600000\n{sink}"),
     );
     let cfg = dir.join("int.toml");
     if !extra.is_empty() {
@@ -1039,7 +1047,10 @@ impl Is {
                 ip("127.0.0.3"),
             )
         };
-        let cfg = int_config(dir.path(), listen, good, sink, "");
+        // AF_XDP on two threads: the veth's one queue is read by one thread, which hands the
+        // other's flows over, so every promise holds across the hand-over too.
+        let threads = if m == Mode::IntSinkAfXdp { 2 } else { 1 };
+        let cfg = int_config(dir.path(), listen, good, threads, sink, "");
         let mut c = dta_in(net.as_ref().map(|n| n.a.as_str()));
         c.args(["int-sink", "--config"])
             .arg(&cfg)
@@ -1142,7 +1153,7 @@ fn int_refusal(p: Promise, m: Mode) -> String {
         Promise::Priority => "[translator.flow_control]\nwrite_budget = 100000\n",
         other => panic!("no refusal setting for {other:?}"),
     };
-    let cfg = int_config(dir.path(), listen, ip("127.0.0.2"), "", extra);
+    let cfg = int_config(dir.path(), listen, ip("127.0.0.2"), 1, "", extra);
     let mut c = common::dta();
     c.args(["int-sink", "--duration", "1", "--config"])
         .arg(&cfg);

@@ -1,10 +1,17 @@
-//! `dta int-sink --xdp IFACE`: the INT fast path (an XDP program aggregating the reports of
-//! known flows with no event) across a veth pair between two network namespaces the test
-//! creates. The same trace (`dta pcap gen --flows 2000 --seed 42`) is replayed into a sink
-//! without and with the fast path: both sets of flow records are exact against the trace's
-//! ground truth, the stores' paths too, the fast path took most reports, and every switch's
-//! histograms read the same from both stores, equal to the ground truth's counts. Needs root (a
-//! counted skip otherwise).
+//! `dta int-sink --xdp IFACE` and `--af-xdp IFACE` across a veth pair between two network
+//! namespaces the test creates. The same trace (`dta pcap gen --flows 2000 --seed 42`) is
+//! replayed into a sink:
+//! - without and with the INT fast path (an XDP program aggregating the reports of known flows
+//!   with no event): both sets of flow records are exact against the trace's ground truth, the
+//!   stores' paths too, the fast path took most reports, and every switch's histograms read the
+//!   same from both stores, equal to the ground truth's counts;
+//! - with AF_XDP receive, two sink threads over a two-queue veth, busy polling: every report
+//!   taken, none lost, the flows exact although a queue's reader hands half of them to the
+//!   other thread;
+//! - with the fast path and AF_XDP on the same interface (one program): the same, the fast path
+//!   taking most reports and redirecting the rest to the AF_XDP sockets.
+//!
+//! Needs root (a counted skip otherwise).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -27,18 +34,16 @@ fn write_config(d: &Path, listen: &str, allow: &str) {
     );
 }
 
-/// One run: a sink in namespace `ns` (with `--xdp dev` if given) receiving the trace replayed
-/// from namespace `from`; its final stats.
-fn run(d: &Path, net: &VethPair, xdp: bool) -> serde_json::Value {
+/// One run: a sink in namespace `net.a` with `extra` arguments receiving the trace replayed
+/// from namespace `net.b`; its final stats.
+fn run(d: &Path, net: &VethPair, extra: &[&str]) -> serde_json::Value {
     let exe = env!("CARGO_BIN_EXE_dta");
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &net.a, exe, "int-sink", "--config"])
         .arg(d.join("int.toml"))
         .arg("--records")
-        .arg(d.join("records.jsonl"));
-    if xdp {
-        cmd.args(["--xdp", &net.dev_a, "--xdp-generic"]);
-    }
+        .arg(d.join("records.jsonl"))
+        .args(extra);
     let mut sink = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -106,8 +111,11 @@ fn check(d: &Path, flows: u64) {
     assert_eq!(v["paths_from_store"]["wrong"], 0, "{v}");
 }
 
+/// Log2 bucket counts per (switch, metric index).
+type Histograms = BTreeMap<(u32, usize), Vec<u64>>;
+
 /// Every (switch, metric) histogram of the store in `d`.
-fn histograms(d: &Path, nodes: &BTreeSet<u32>) -> BTreeMap<(u32, usize), Vec<u64>> {
+fn histograms(d: &Path, nodes: &BTreeSet<u32>) -> Histograms {
     let c = dta_collector::Collector::open_dir(&d.join("regions"), false).unwrap();
     let region = c.store("hist").unwrap().region.clone();
     let mut out = BTreeMap::new();
@@ -121,24 +129,22 @@ fn histograms(d: &Path, nodes: &BTreeSet<u32>) -> BTreeMap<(u32, usize), Vec<u64
     out
 }
 
-#[test]
-fn xdp_fast_path_keeps_records_and_histograms_exact() {
-    if let Some(why) = dta_testkit::netns_unavailable() {
-        dta_testkit::skip!("{why}");
-    }
-    let net = VethPair::new("q", 83);
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path();
+/// The trace `dta pcap gen --flows 2000 --seed 42` in `base` (trace.pcap, trace.json).
+fn gen_trace(base: &Path) {
     let out = dta()
         .args(["pcap", "gen", "--flows", "2000", "--seed", "42", "--out"])
         .arg(base.join("trace.pcap"))
         .output()
         .unwrap();
     common::assert_success(&out);
+}
+
+/// The ground truth's histograms (per switch and metric, the log2 bucket counts) of the trace
+/// in `base`, and its switches.
+fn truth_histograms(base: &Path) -> (Histograms, BTreeSet<u32>) {
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(base.join("trace.json")).unwrap()).unwrap();
-    // The ground truth's histograms: per switch and metric, the log2 bucket counts.
-    let mut want: BTreeMap<(u32, usize), Vec<u64>> = BTreeMap::new();
+    let mut want: Histograms = BTreeMap::new();
     let mut nodes = BTreeSet::new();
     for fr in truth["frames"].as_array().unwrap() {
         for h in fr["hops"].as_array().unwrap() {
@@ -155,15 +161,110 @@ fn xdp_fast_path_keeps_records_and_histograms_exact() {
             }
         }
     }
+    (want, nodes)
+}
+
+/// A fresh run directory under `base` with the trace and the sink's configuration.
+fn run_dir(base: &Path, name: &str, net: &VethPair, net_id: u8) -> std::path::PathBuf {
+    let d = base.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    for f in ["trace.pcap", "trace.json"] {
+        std::fs::copy(base.join(f), d.join(f)).unwrap();
+    }
+    write_config(
+        &d,
+        &format!("{}:32766", net.ip_a),
+        &format!("10.{net_id}.0.0/24"),
+    );
+    d
+}
+
+/// Nothing lost at the AF_XDP sockets, and the sockets took reports.
+fn assert_af_xdp_lossless(stats: &serde_json::Value) {
+    let a = &stats["af_xdp"];
+    assert_eq!(a["lost"], 0, "{stats}");
+    let frames: u64 = a["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["frames"].as_u64().unwrap())
+        .sum();
+    assert!(frames > 0, "no frame through AF_XDP: {stats}");
+}
+
+#[test]
+fn af_xdp_on_two_threads_hands_flows_over_and_keeps_them_exact() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
+    }
+    let net = VethPair::with_queues("qa", 86, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    gen_trace(base);
+    let d = run_dir(base, "af_xdp", &net, 86);
+    let stats = run(
+        &d,
+        &net,
+        &["--af-xdp", &net.dev_a, "--af-xdp-busy-poll", "50"],
+    );
+    eprintln!("AF_XDP, two threads: {stats}");
+    assert_af_xdp_lossless(&stats);
+    assert_eq!(stats["receive"]["threads"], 2, "{stats}");
+    assert_eq!(stats["af_xdp"]["sockets"].as_array().unwrap().len(), 2);
+    // One sender socket: its reports arrive on one queue, whose reader hands the other
+    // thread's flows over (about half).
+    let handed = stats["af_xdp"]["handed_over"].as_u64().unwrap();
+    let sent = stats["reports"].as_u64().unwrap();
+    assert!(handed > sent / 5 && handed < sent, "{stats}");
+    check(&d, 2000);
+}
+
+#[test]
+fn xdp_fast_path_and_af_xdp_on_one_interface_keep_records_and_histograms_exact() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
+    }
+    let net = VethPair::with_queues("qb", 87, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    gen_trace(base);
+    let (want, nodes) = truth_histograms(base);
+    let d = run_dir(base, "both", &net, 87);
+    let stats = run(&d, &net, &["--xdp", &net.dev_a, "--af-xdp", &net.dev_a]);
+    eprintln!("fast path and AF_XDP: {stats}");
+    assert_af_xdp_lossless(&stats);
+    let x = &stats["xdp"];
+    let sent = stats["reports"].as_u64().unwrap();
+    let fast = x["fast"].as_u64().unwrap();
+    assert!(fast > sent / 2, "{stats}");
+    // What the program did not aggregate went to the AF_XDP sockets, none up the stack.
+    let program = &stats["af_xdp"]["program"];
+    assert_eq!(
+        program["redirected"].as_u64().unwrap(),
+        sent - fast,
+        "{stats}"
+    );
+    assert_eq!(program["pass_no_socket"], 0, "{stats}");
+    assert_eq!(x["af_xdp"], program["redirected"], "{stats}");
+    check(&d, 2000);
+    assert_eq!(histograms(&d, &nodes), want);
+}
+
+#[test]
+fn xdp_fast_path_keeps_records_and_histograms_exact() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
+    }
+    let net = VethPair::new("q", 83);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    gen_trace(base);
+    let (want, nodes) = truth_histograms(base);
     let mut hists = vec![];
     for xdp in [false, true] {
-        let d = base.join(if xdp { "xdp" } else { "plain" });
-        std::fs::create_dir_all(&d).unwrap();
-        for f in ["trace.pcap", "trace.json"] {
-            std::fs::copy(base.join(f), d.join(f)).unwrap();
-        }
-        write_config(&d, &format!("{}:32766", net.ip_a), "10.83.0.0/24");
-        let stats = run(&d, &net, xdp);
+        let d = run_dir(base, if xdp { "xdp" } else { "plain" }, &net, 83);
+        let xdp_args = ["--xdp", net.dev_a.as_str(), "--xdp-generic"];
+        let stats = run(&d, &net, if xdp { &xdp_args[..] } else { &[] });
         eprintln!("fast path {xdp}: {stats}");
         check(&d, 2000);
         if xdp {

@@ -1,9 +1,11 @@
 //! Kernel-bypass receive for the node's services (`dta translator --af-xdp IFACE`,
 //! `dta int-sink --af-xdp IFACE`, docs/xdp.md "AF_XDP receive"): the redirect program on the
-//! interface, holding the same compiled allow-list as every other mode, and one AF_XDP socket
-//! per receive queue, each read by one translator thread (the INT sink's one thread reads them
-//! all) beside its ordinary sockets (which keep receiving what the redirect does not take, and
-//! send the NACKs).
+//! interface, holding the same compiled allow-list as every other mode (or, for the INT sink
+//! with its fast path on the same interface, the fast path's program, which redirects what it
+//! passes to the sink: [`Redirector`]), and one AF_XDP socket per receive queue, each read by
+//! one service thread beside its ordinary sockets (which keep receiving what the redirect does
+//! not take, and send the NACKs). With `--af-xdp-busy-poll USECS` the sockets busy-poll
+//! ([`XskReceiver::busy_poll`]).
 //!
 //! Nothing it loses is silent: a [`Watch`] shared by the service reads the program's and the
 //! sockets' counters. The service's `/metrics` shows them ([`AfXdpMetrics`], the same family
@@ -21,6 +23,10 @@ use dta_translator::ingest::DatagramSource;
 use dta_translator::{Reason, Stats};
 use dta_wire::prefix::AllowList;
 use dta_xdp::xsk::{self, XskCounters, XskKernelStats, XskProgram, XskProgramStats, XskReceiver};
+use dta_xdp::{AttachMode, XdpError};
+
+/// The longest busy poll `--af-xdp-busy-poll` takes, in microseconds.
+pub use dta_xdp::xsk::MAX_BUSY_POLL_US;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
@@ -31,6 +37,37 @@ pub struct AfXdpOptions {
     pub iface: String,
     /// Attach the redirect program in generic (SKB) mode even where the driver has native XDP.
     pub generic: bool,
+    /// Busy-poll the sockets for up to this many microseconds when their rings are empty
+    /// (`--af-xdp-busy-poll`; [`XskReceiver::busy_poll`]).
+    pub busy_poll_us: Option<u32>,
+}
+
+/// The XDP program that hands the interface's frames to the sockets.
+pub trait Redirector: Send {
+    /// Hand the frames of receive queue `queue` to the socket `fd`.
+    fn register(&mut self, queue: u32, fd: std::os::fd::RawFd) -> Result<(), XdpError>;
+    /// Its counters in the shape of the redirect program's.
+    fn stats(&self) -> Result<XskProgramStats, XdpError>;
+    /// How it is attached.
+    fn mode(&self) -> AttachMode;
+    /// Whether its `source_not_allowed` drops are for the receive loops to count as the
+    /// service's own rejects (the INT fast path hands its own to the sink).
+    fn mirrors_sources(&self) -> bool;
+}
+
+impl Redirector for XskProgram {
+    fn register(&mut self, queue: u32, fd: std::os::fd::RawFd) -> Result<(), XdpError> {
+        XskProgram::register(self, queue, fd)
+    }
+    fn stats(&self) -> Result<XskProgramStats, XdpError> {
+        XskProgram::stats(self)
+    }
+    fn mode(&self) -> AttachMode {
+        XskProgram::mode(self)
+    }
+    fn mirrors_sources(&self) -> bool {
+        true
+    }
 }
 
 /// The redirect program and the sockets, one per receive queue.
@@ -38,6 +75,7 @@ pub struct AfXdp {
     iface: String,
     watch: Arc<Watch>,
     receivers: Vec<XskReceiver>,
+    busy_poll_us: Option<u32>,
     /// The kernel's run-time statistics, on while this lives: the program's CPU time in the
     /// summary (`program.run_time_ns`; not kept where the kernel refuses).
     _run_time: Option<std::os::fd::OwnedFd>,
@@ -82,12 +120,27 @@ impl AfXdp {
         queues: usize,
         service: &'static str,
     ) -> Result<AfXdp, Unavailable> {
+        let program =
+            XskProgram::load_attach(&o.iface, port, allow, o.generic).map_err(|e| Unavailable {
+                iface: o.iface.clone(),
+                why: e.into(),
+            })?;
+        Self::open_with(o, port, Box::new(program), queues, service)
+    }
+
+    /// [`AfXdp::open`] with a program already attached to the interface that redirects to the
+    /// sockets it is given (the INT fast path's).
+    pub fn open_with(
+        o: &AfXdpOptions,
+        port: u16,
+        mut program: Box<dyn Redirector>,
+        queues: usize,
+        service: &'static str,
+    ) -> Result<AfXdp, Unavailable> {
         let unavailable = |why: anyhow::Error| Unavailable {
             iface: o.iface.clone(),
             why,
         };
-        let mut program = XskProgram::load_attach(&o.iface, port, allow, o.generic)
-            .map_err(|e| unavailable(e.into()))?;
         let mut receivers = Vec::with_capacity(queues);
         let mut counters = Vec::with_capacity(queues);
         let frames = xsk::frames_for(queues);
@@ -110,15 +163,52 @@ impl AfXdp {
                 source_not_allowed: AtomicU64::new(0),
             }),
             receivers,
+            busy_poll_us: None,
             _run_time: dta_xdp::enable_run_time_stats().ok(),
         })
+    }
+
+    /// What `--af-xdp` gives a service, from what [`AfXdp::open`] (or [`AfXdp::open_with`])
+    /// answered: the sockets, busy-polling as `o` asks; or, where the kernel or the driver
+    /// cannot open them, none (the service's UDP sockets alone), said once. Busy polling the
+    /// kernel refuses is an error: a setting the mode cannot honour, refused at start.
+    pub fn start(
+        o: &AfXdpOptions,
+        opened: Result<AfXdp, Unavailable>,
+    ) -> anyhow::Result<Option<AfXdp>> {
+        let mut x = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("warning: {e}; receiving through the UDP socket instead");
+                return Ok(None);
+            }
+        };
+        if let Some(us) = o.busy_poll_us {
+            x.busy_poll(us)?;
+        }
+        Ok(Some(x))
+    }
+
+    /// Busy-poll every socket for up to `usecs` microseconds when its ring is empty; an error
+    /// (the kernel refused an option) is for the service to refuse at start.
+    fn busy_poll(&mut self, usecs: u32) -> anyhow::Result<()> {
+        for r in &mut self.receivers {
+            r.busy_poll(usecs).with_context(|| {
+                format!(
+                    "--af-xdp-busy-poll {usecs}: busy polling needs CAP_NET_ADMIN (or \
+                     net.core.busy_read at least {usecs})"
+                )
+            })?;
+        }
+        self.busy_poll_us = Some(usecs.clamp(1, xsk::MAX_BUSY_POLL_US));
+        Ok(())
     }
 
     /// One line: the interface, how the program is attached, how the sockets are bound.
     pub fn describe(&self) -> String {
         let zc = self.receivers.iter().filter(|r| r.zero_copy()).count();
         format!(
-            "AF_XDP receive on {} ({:?} XDP, {} socket{} of {} frames, {})",
+            "AF_XDP receive on {} ({:?} XDP, {} socket{} of {} frames, {}{})",
             self.iface,
             self.watch.lock().mode(),
             self.receivers.len(),
@@ -130,7 +220,10 @@ impl AfXdp {
                 "copy mode"
             } else {
                 "zero-copy and copy mode"
-            }
+            },
+            self.busy_poll_us
+                .map(|u| format!(", busy polling {u} µs"))
+                .unwrap_or_default()
         )
     }
 
@@ -184,7 +277,7 @@ pub const LOSS_LOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Watch {
     service: &'static str,
     iface: String,
-    program: Mutex<XskProgram>,
+    program: Mutex<Box<dyn Redirector>>,
     counters: Vec<XskCounters>,
     /// The program's `source_not_allowed` as last read by [`Watch::run`], for the receive loops
     /// to count as their own without a system call of theirs.
@@ -192,7 +285,7 @@ pub struct Watch {
 }
 
 impl Watch {
-    fn lock(&self) -> std::sync::MutexGuard<'_, XskProgram> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Redirector>> {
         self.program.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -216,6 +309,9 @@ impl Watch {
     /// Read the program's `source_not_allowed` now and publish it for
     /// [`Watch::source_not_allowed`].
     pub fn refresh(&self) {
+        if !self.lock().mirrors_sources() {
+            return;
+        }
         if let Ok(p) = self.program() {
             self.source_not_allowed
                 .fetch_max(p.source_not_allowed, Relaxed);

@@ -33,7 +33,7 @@ pub enum Mode {
     IntSink,
     /// `dta int-sink --xdp IFACE`.
     IntSinkXdp,
-    /// `dta int-sink --af-xdp IFACE`: kernel-bypass receive, one sink thread.
+    /// `dta int-sink --af-xdp IFACE`: kernel-bypass receive.
     IntSinkAfXdp,
 }
 
@@ -328,11 +328,6 @@ pub fn int_sink_mode(xdp: bool, af_xdp: bool) -> Mode {
     }
 }
 
-/// Why AF_XDP receive and the XDP fast path do not run together.
-const ONE_XDP_PROGRAM: &str = "the XDP fast path and AF_XDP receive each attach their own XDP      program to the interface, and an interface runs one: choose --xdp or --af-xdp";
-/// Why the INT sink with AF_XDP receive runs one thread.
-const AF_XDP_ONE_SINK: &str = "AF_XDP hands datagrams over by receive queue, not by flow, and      a flow's reports must reach the sink thread that holds it: leave [sink] threads unset      (one thread reads every queue) or set it to 1";
-
 /// Why the INT sink's XDP fast path refuses histograms other than log2.
 const XDP_LOG2_HISTOGRAMS: &str = "the XDP fast path counts histograms in the driver in log2 \
      buckets; set [sink] histogram = { kind = \"log2\" } to use it, or run without --xdp for \
@@ -343,19 +338,11 @@ const XDP_NO_PORTS: &str = "the XDP fast path counts histograms per switch in th
      per port: remove the per-port histogram store (Key-Increment of 8-byte keys) to use it, or \
      run without --xdp for the per-port histograms";
 
-/// Refuse what an INT sink file asks that the INT sink in `mode` cannot honour (and `--xdp`
-/// with `--af-xdp`: `af_xdp_too`). Its `[translator]` table configures the sink's own
+/// Refuse what an INT sink file asks that the INT sink in `mode` cannot honour. Its `[translator]` table configures the sink's own
 /// translator (caches, batches, timers); the settings of a translator that receives datagrams
 /// itself have the sink's own (`[sink] allow`, `[sink] recv_buffer`, ...) and are refused by
 /// name.
-pub fn check_int_sink(f: &IntSinkFile, mode: Mode, af_xdp_too: bool) -> Result<(), Refusal> {
-    if mode == Mode::IntSinkXdp && af_xdp_too {
-        return Err(Refusal {
-            setting: "--af-xdp".into(),
-            mode,
-            why: ONE_XDP_PROGRAM,
-        });
-    }
+pub fn check_int_sink(f: &IntSinkFile, mode: Mode) -> Result<(), Refusal> {
     if mode == Mode::IntSinkXdp && f.sink.histogram != dta_int::Buckets::Log2 {
         return Err(Refusal {
             setting: format!(
@@ -383,13 +370,6 @@ pub fn check_int_sink(f: &IntSinkFile, mode: Mode, af_xdp_too: bool) -> Result<(
                 why: XDP_NO_PORTS,
             });
         }
-    }
-    if mode == Mode::IntSinkAfXdp && f.sink.threads > 1 {
-        return Err(Refusal {
-            setting: format!("[sink] threads = {}", f.sink.threads),
-            mode,
-            why: AF_XDP_ONE_SINK,
-        });
     }
     let t = &f.translator;
     let d = dta_translator::TranslatorConfig::default();
@@ -494,26 +474,26 @@ mod tests {
     #[test]
     fn the_int_sink_xdp_fast_path_refuses_histograms_it_cannot_count() {
         let log_linear = IntSinkFile::parse("region_dir = 'r'\n").unwrap();
-        let e = check_int_sink(&log_linear, Mode::IntSinkXdp, false).unwrap_err();
+        let e = check_int_sink(&log_linear, Mode::IntSinkXdp).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("[sink] histogram"), "{msg}");
         assert!(msg.contains("log_linear"), "{msg}");
         assert!(msg.contains("dta int-sink --xdp IFACE"), "{msg}");
-        assert!(check_int_sink(&log_linear, Mode::IntSink, false).is_ok());
+        assert!(check_int_sink(&log_linear, Mode::IntSink).is_ok());
         let log2 = IntSinkFile::parse("region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n")
             .unwrap();
-        assert!(check_int_sink(&log2, Mode::IntSinkXdp, false).is_ok());
+        assert!(check_int_sink(&log2, Mode::IntSinkXdp).is_ok());
         // A per-port histogram store: every mode but the fast path keeps it.
         let ports = IntSinkFile::parse(
             "region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n[[store]]\nname = \
              'int_hist_port'\nkind = 'key-increment'\ncounters = 1024\nkey_len = 8\n",
         )
         .unwrap();
-        let e = check_int_sink(&ports, Mode::IntSinkXdp, false).unwrap_err();
+        let e = check_int_sink(&ports, Mode::IntSinkXdp).unwrap_err();
         assert!(e.to_string().contains("int_hist_port"), "{e}");
         assert!(e.to_string().contains("per port"), "{e}");
         for m in [Mode::IntSink, Mode::IntSinkAfXdp] {
-            assert!(check_int_sink(&ports, m, false).is_ok());
+            assert!(check_int_sink(&ports, m).is_ok());
         }
     }
 
@@ -523,7 +503,7 @@ mod tests {
         let base = "region_dir = 'r'\n[sink]\nhistogram = { kind = 'log2' }\n";
         let f = IntSinkFile::parse(base).unwrap();
         for m in [Mode::IntSink, Mode::IntSinkXdp, Mode::IntSinkAfXdp] {
-            check_int_sink(&f, m, false).unwrap();
+            check_int_sink(&f, m).unwrap();
         }
         for (extra, named) in [
             (
@@ -547,7 +527,7 @@ mod tests {
         ] {
             let f = IntSinkFile::parse(&format!("{base}{extra}")).unwrap();
             for m in [Mode::IntSink, Mode::IntSinkXdp, Mode::IntSinkAfXdp] {
-                let e = check_int_sink(&f, m, false).unwrap_err().to_string();
+                let e = check_int_sink(&f, m).unwrap_err().to_string();
                 assert!(e.contains(named), "{extra}: {e}");
                 assert!(e.contains("dta int-sink"), "{e}");
             }
@@ -555,15 +535,15 @@ mod tests {
     }
 
     #[test]
-    fn the_int_sink_on_af_xdp_runs_one_thread_and_no_fast_path() {
+    fn the_int_sink_on_af_xdp_runs_any_threads_and_beside_its_fast_path() {
         let f = IntSinkFile::parse("region_dir = 'r'\n[sink]\nthreads = 2\n").unwrap();
-        let e = check_int_sink(&f, Mode::IntSinkAfXdp, true).unwrap_err();
-        assert!(e.to_string().contains("[sink] threads = 2"), "{e}");
-        check_int_sink(&f, Mode::IntSink, false).unwrap();
-        let f = IntSinkFile::parse("region_dir = 'r'\n").unwrap();
-        check_int_sink(&f, Mode::IntSinkAfXdp, true).unwrap();
-        let e = check_int_sink(&f, int_sink_mode(true, true), true).unwrap_err();
-        assert!(e.to_string().contains("--af-xdp"), "{e}");
+        check_int_sink(&f, Mode::IntSinkAfXdp).unwrap();
+        let f = IntSinkFile::parse(
+            "region_dir = 'r'\n[sink]\nthreads = 2\nhistogram = { kind = 'log2' }\n",
+        )
+        .unwrap();
+        check_int_sink(&f, int_sink_mode(true, true)).unwrap();
+        assert_eq!(int_sink_mode(true, true), Mode::IntSinkXdp);
         assert_eq!(int_sink_mode(false, true), Mode::IntSinkAfXdp);
     }
 }

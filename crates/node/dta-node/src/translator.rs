@@ -275,21 +275,19 @@ impl MemoryTranslator {
             .transpose()?;
         // AF_XDP beside the sockets; where the kernel or the driver cannot, the sockets alone,
         // said once.
-        let af_xdp = opts.af_xdp.as_ref().and_then(|o| {
-            match crate::af_xdp::AfXdp::open(
+        let af_xdp = match &opts.af_xdp {
+            Some(o) => crate::af_xdp::AfXdp::start(
                 o,
-                cfg.translator.listen.port(),
-                policy.allow(),
-                threads,
-                "translator",
-            ) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    eprintln!("warning: {e}; receiving through the UDP socket instead");
-                    None
-                }
-            }
-        });
+                crate::af_xdp::AfXdp::open(
+                    o,
+                    cfg.translator.listen.port(),
+                    policy.allow(),
+                    threads,
+                    "translator",
+                ),
+            )?,
+            None => None,
+        };
         // The metrics server answers once the UDP sockets are bound: a scrape that succeeds
         // means reports sent from then on are received (queued until the threads start).
         let metrics = start_translator_metrics(

@@ -63,6 +63,12 @@ impl VethPair {
     /// # Panics
     /// When any `ip` step fails (callers check [`crate::netns_unavailable`] first).
     pub fn new(tag: &str, net: u8) -> VethPair {
+        Self::with_queues(tag, net, 1)
+    }
+
+    /// [`VethPair::new`] with `queues` receive and transmit queues on each end (AF_XDP binds a
+    /// socket per receive queue).
+    pub fn with_queues(tag: &str, net: u8, queues: u32) -> VethPair {
         let id = std::process::id() % 100_000;
         let a = format!("dta{tag}a{id}");
         let b = format!("dta{tag}b{id}");
@@ -85,11 +91,16 @@ impl VethPair {
             dev_b,
         };
         assert!(ip(&["netns", "add", &pair.b]), "ip netns add {}", pair.b);
+        let q = queues.max(1).to_string();
         assert!(
             ip(&[
                 "link",
                 "add",
                 &pair.dev_a,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
                 "netns",
                 &pair.a,
                 "type",
@@ -97,6 +108,10 @@ impl VethPair {
                 "peer",
                 "name",
                 &pair.dev_b,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
                 "netns",
                 &pair.b,
             ]),

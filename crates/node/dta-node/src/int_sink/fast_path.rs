@@ -66,6 +66,44 @@ pub(super) fn attach(
     Ok((x, stats_fd))
 }
 
+/// The fast path's program as the AF_XDP sockets' redirect (`--xdp IFACE --af-xdp IFACE`): what
+/// it passes to the sink goes to the socket of its receive queue
+/// ([`IntXdp::redirect_to`]).
+pub(super) struct Redirect(pub(super) Arc<Mutex<IntXdp>>);
+
+impl crate::af_xdp::Redirector for Redirect {
+    fn register(&mut self, queue: u32, fd: std::os::fd::RawFd) -> Result<(), dta_xdp::XdpError> {
+        lock(&self.0).redirect_to(queue, fd)
+    }
+
+    fn stats(&self) -> Result<dta_xdp::xsk::XskProgramStats, dta_xdp::XdpError> {
+        let s = lock(&self.0).stats()?;
+        let to_sink = s.pass_shape + s.pass_unknown_flow + s.pass_path + s.pass_event;
+        Ok(dta_xdp::xsk::XskProgramStats {
+            packets: s.packets,
+            redirected: s.af_xdp,
+            pass_other: s.pass_other,
+            source_not_allowed: s.source_not_allowed,
+            pass_no_socket: to_sink.saturating_sub(s.af_xdp),
+            pass_ip_options: s.pass_ip_options,
+            pass_fragment: s.pass_fragment,
+            run_time_ns: s.run_time_ns,
+            run_count: s.run_count,
+        })
+    }
+
+    fn mode(&self) -> dta_xdp::AttachMode {
+        lock(&self.0)
+            .attached()
+            .map_or(dta_xdp::AttachMode::Generic, |(_, m)| m)
+    }
+
+    fn mirrors_sources(&self) -> bool {
+        // The fast path hands its drops to sink 0 itself (`XdpFast`).
+        false
+    }
+}
+
 /// One sink thread's view of the shared fast path.
 struct XdpFast {
     xdp: Arc<Mutex<IntXdp>>,

@@ -3,10 +3,14 @@
 //! (`dta_int`) into DTA stores through its own translators (built through the one ingress
 //! policy, [`IngressPolicy::apply`]), with the XDP fast path in front when asked
 //! ([`IntSinkOptions::xdp`], [`fast_path`]), exports, flow records and events ([`outputs`]),
-//! metrics, and the flush on stop ([`receive`]). What the sink file asks that the sink cannot
+//! metrics, and the flush on stop ([`receive`]). With AF_XDP receive ([`IntSinkOptions::af_xdp`])
+//! the threads share the AF_XDP sockets, and a report of a flow another thread owns is handed to
+//! it ([`handoff`]); with the fast path on the same interface, its program redirects what it
+//! passes to the sink into those sockets. What the sink file asks that the sink cannot
 //! honour is refused at start ([`crate::modes::check_int_sink`]).
 
 mod fast_path;
+mod handoff;
 mod outputs;
 mod receive;
 
@@ -47,7 +51,7 @@ pub struct IntSinkOptions {
     pub kafka: Option<IntKafka>,
     /// The XDP fast path on this interface (`generic`: in generic mode).
     pub xdp: Option<(String, bool)>,
-    /// Receive through AF_XDP on this interface too ([`crate::af_xdp`]; one sink thread).
+    /// Receive through AF_XDP on this interface too ([`crate::af_xdp`]).
     pub af_xdp: Option<crate::af_xdp::AfXdpOptions>,
     /// Stop after this many seconds.
     pub duration: Option<f64>,
@@ -69,15 +73,29 @@ pub fn run(
     stop: &AtomicBool,
 ) -> anyhow::Result<serde_json::Value> {
     let mode = crate::modes::int_sink_mode(o.xdp.is_some(), o.af_xdp.is_some());
-    crate::modes::check_int_sink(f, mode, o.af_xdp.is_some())?;
-    let threads = sink_threads(f, o);
+    crate::modes::check_int_sink(f, mode)?;
+    if let (Some((x, _)), Some(a)) = (&o.xdp, &o.af_xdp) {
+        if *x == a.iface && a.generic {
+            anyhow::bail!(
+                "--af-xdp-generic with --xdp {x}: the fast path's program also does the AF_XDP \
+                 redirect on {x}, attached as --xdp decides: use --xdp-generic"
+            );
+        }
+    }
+    let threads = sink_threads(f);
     let (collector, stats, mut sinks) = open_sinks(f, threads)?;
     let xdp = match &o.xdp {
         Some((iface, generic)) => Some(fast_path::attach(f, iface, *generic, &mut sinks)?),
         None => None,
     };
     let sockets = bind(f, threads, &sinks)?;
-    let mut af_xdp = open_af_xdp(f, o);
+    let mut af_xdp = open_af_xdp(f, o, xdp.as_ref().map(|(x, _)| x))?;
+    // With AF_XDP and several threads, the inboxes a queue's reader hands other threads' flows
+    // to.
+    let handoff = match &af_xdp {
+        Some(_) if threads > 1 => Some(Arc::new(handoff::Handoff::new(threads)?)),
+        _ => None,
+    };
     let exports = outputs::Exports::open(o)?;
     let _metrics = match o.metrics {
         Some(addr) => {
@@ -86,6 +104,7 @@ pub fn run(
                 &sinks,
                 &sockets,
                 af_xdp.as_ref(),
+                handoff.as_ref(),
                 xdp.as_ref(),
                 &exports,
             )?;
@@ -107,7 +126,15 @@ pub fn run(
             .map(|a| format!("; {}", a.describe()))
             .unwrap_or_default()
     );
-    let results = receive_all(f, o, &mut sinks, &sockets.sockets, af_xdp.as_mut(), stop);
+    let results = receive_all(
+        f,
+        o,
+        &mut sinks,
+        &sockets.sockets,
+        af_xdp.as_mut(),
+        handoff.as_deref(),
+        stop,
+    );
     for r in collector.regions() {
         r.flush()?;
     }
@@ -117,6 +144,10 @@ pub fn run(
     }
     if let Some(a) = &af_xdp {
         summary["af_xdp"] = a.snapshot();
+        if let Some(h) = &handoff {
+            summary["af_xdp"]["handed_over"] = h.handed().into();
+            summary["af_xdp"]["handoff_full_waits"] = h.full_waits().into();
+        }
     }
     // The subscribers end once the sinks are gone; then what they wrote is whole.
     drop(sinks);
@@ -128,11 +159,9 @@ pub fn run(
     Ok(summary)
 }
 
-/// Sink threads: `[sink] threads`, 0 for one per core; one with AF_XDP receive, which hands
-/// datagrams over by receive queue, not by flow (one thread reads them all).
-fn sink_threads(f: &IntSinkFile, o: &IntSinkOptions) -> usize {
+/// Sink threads: `[sink] threads`, 0 for one per core.
+fn sink_threads(f: &IntSinkFile) -> usize {
     match f.sink.threads {
-        0 if o.af_xdp.is_some() => 1,
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
@@ -213,20 +242,35 @@ fn bind(
     })
 }
 
-/// AF_XDP beside the socket, one AF_XDP socket on each receive queue, all read by the one sink
-/// thread; where the kernel or the driver cannot, the socket alone, said once.
-fn open_af_xdp(f: &IntSinkFile, o: &IntSinkOptions) -> Option<crate::af_xdp::AfXdp> {
-    let a = o.af_xdp.as_ref()?;
+/// AF_XDP beside the sockets, one AF_XDP socket on each receive queue, shared by the sink
+/// threads; with the fast path (`fast`) on the same interface, its program redirects to them.
+/// Where the kernel or the driver cannot, the sockets alone, said once; busy polling the kernel
+/// refuses is an error.
+fn open_af_xdp(
+    f: &IntSinkFile,
+    o: &IntSinkOptions,
+    fast: Option<&Arc<Mutex<IntXdp>>>,
+) -> anyhow::Result<Option<crate::af_xdp::AfXdp>> {
+    let Some(a) = o.af_xdp.as_ref() else {
+        return Ok(None);
+    };
     let queues = dta_xdp::xsk::rx_queues(&a.iface)
         .unwrap_or(1)
         .clamp(1, dta_xdp::xsk::MAX_QUEUES) as usize;
-    match crate::af_xdp::AfXdp::open(a, f.listen.port(), &f.sink.allow, queues, "int-sink") {
-        Ok(x) => Some(x),
-        Err(e) => {
-            eprintln!("warning: {e}; receiving through the UDP socket instead");
-            None
+    let port = f.listen.port();
+    let opened = match fast {
+        Some(x) if o.xdp.as_ref().is_some_and(|(i, _)| *i == a.iface) => {
+            crate::af_xdp::AfXdp::open_with(
+                a,
+                port,
+                Box::new(fast_path::Redirect(x.clone())),
+                queues,
+                "int-sink",
+            )
         }
-    }
+        _ => crate::af_xdp::AfXdp::open(a, port, &f.sink.allow, queues, "int-sink"),
+    };
+    crate::af_xdp::AfXdp::start(a, opened)
 }
 
 /// The INT sink's `/metrics`: the sink's families, its embedded translator's under the sink's
@@ -237,6 +281,7 @@ fn registry(
     sinks: &[IntSink<RegionSinks>],
     sockets: &Sockets,
     af_xdp: Option<&crate::af_xdp::AfXdp>,
+    handoff: Option<&Arc<handoff::Handoff>>,
     xdp: Option<&(Arc<Mutex<IntXdp>>, Option<std::os::fd::OwnedFd>)>,
     exports: &outputs::Exports,
 ) -> anyhow::Result<Registry> {
@@ -256,6 +301,16 @@ fn registry(
     )));
     if let Some(a) = af_xdp {
         reg.register_collector(Box::new(a.watch().metrics()));
+    }
+    if let Some(h) = handoff {
+        let h = h.clone();
+        reg.register_collector(Box::new(crate::ops::ProgramActions::new(
+            "dta_int_sink_af_xdp_handoff",
+            "AF_XDP reports a sink thread read of a flow another thread owns, by action: \
+             handed_over to that thread, or full_wait (its inbox was full: the reader applied \
+             its own inbox and tried again; nothing is dropped)",
+            move || vec![("handed_over", h.handed()), ("full_wait", h.full_waits())],
+        )));
     }
     if let Some((x, _)) = xdp {
         let x = x.clone();
@@ -281,7 +336,8 @@ fn registry(
 }
 
 /// Run one receive thread per sink until `stop` or `o.duration`; each thread's result. With
-/// AF_XDP the one sink thread also reads every AF_XDP socket, and a watch thread publishes the
+/// AF_XDP the threads share the AF_XDP sockets (socket `j` read by thread `j % threads`),
+/// handing each other's flows over through `handoff`, and a watch thread publishes the
 /// program's counters off the receive path.
 fn receive_all(
     f: &IntSinkFile,
@@ -289,6 +345,7 @@ fn receive_all(
     sinks: &mut [IntSink<RegionSinks>],
     sockets: &[UdpSocket],
     af_xdp: Option<&mut crate::af_xdp::AfXdp>,
+    handoff: Option<&handoff::Handoff>,
     stop: &AtomicBool,
 ) -> Vec<std::io::Result<()>> {
     let deadline = o
@@ -296,26 +353,38 @@ fn receive_all(
         .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let threads = sinks.len();
     let flushed = AtomicUsize::new(0);
+    let received = AtomicUsize::new(0);
     let watch = af_xdp.as_ref().map(|a| a.watch());
     let mut sources = match af_xdp {
         Some(a) => a.sources(),
         None => vec![],
     };
+    let mut shares: Vec<Vec<_>> = (0..threads).map(|_| vec![]).collect();
+    for (j, s) in sources.iter_mut().enumerate() {
+        shares[j % threads.max(1)].push(s);
+    }
     std::thread::scope(|scope| {
         if let Some(w) = &watch {
             scope.spawn(|| w.run(stop, |_| {}));
         }
-        let mut sources = Some(&mut sources[..]);
         let handles: Vec<_> = sinks
             .iter_mut()
             .zip(sockets)
+            .zip(shares)
             .enumerate()
-            .map(|(i, (sink, socket))| {
+            .map(|(i, ((sink, socket), share))| {
                 let flushed = &flushed;
                 let rx = receive::Receive {
                     socket,
-                    sources: sources.take().unwrap_or_default(),
-                    watch: watch.as_deref(),
+                    sources: share,
+                    // One thread counts the program's drops as the sink's rejects.
+                    watch: watch.as_deref().filter(|_| i == 0),
+                    steer: handoff.map(|handoff| receive::Steer {
+                        handoff,
+                        me: i,
+                        threads,
+                        received: &received,
+                    }),
                     batch: f.sink.recv_batch,
                     gather: Duration::from_micros(f.sink.recv_gather_us),
                 };

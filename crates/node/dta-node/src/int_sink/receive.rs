@@ -1,6 +1,7 @@
-//! The INT sink's receive threads: each reads its own steered socket (and, with AF_XDP, the
-//! AF_XDP sockets), hands the datagrams to its sink a slice at a time, runs the sink's timers,
-//! and flushes on stop in the order the sinks' hand-overs need.
+//! The INT sink's receive threads: each reads its own steered socket (and, with AF_XDP, its
+//! share of the AF_XDP sockets, handing a report of a flow another thread owns to that thread:
+//! [`super::handoff`]), hands the datagrams to its sink a slice at a time, runs the sink's
+//! timers, and flushes on stop in the order the sinks' hand-overs need.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -11,6 +12,8 @@ use dta_int::IntSink;
 use dta_net::mmsg::RecvBatch;
 use dta_translator::ingest::{self, DatagramSource};
 use dta_translator::sinks::RegionSinks;
+
+use super::handoff::{self, Handoff};
 
 /// How long a sink thread waits for a datagram before it runs its timers and looks at `stop`.
 pub(super) const RECV_WAIT: Duration = Duration::from_millis(10);
@@ -37,20 +40,36 @@ fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
 }
 
 /// Where one sink thread receives: its socket, the AF_XDP sockets it reads beside it (none
-/// without AF_XDP receive), whose program's drops it counts as its own rejects.
+/// without AF_XDP receive), whose program's drops it counts as its own rejects, and the
+/// inboxes of the threads (with AF_XDP and several threads).
 pub(super) struct Receive<'a, 's> {
     pub(super) socket: &'a UdpSocket,
-    pub(super) sources: &'a mut [&'s mut (dyn DatagramSource + Send)],
+    pub(super) sources: Vec<&'a mut &'s mut (dyn DatagramSource + Send)>,
     pub(super) watch: Option<&'a crate::af_xdp::Watch>,
+    /// The threads' inboxes and this thread's index among them.
+    pub(super) steer: Option<Steer<'a>>,
     pub(super) batch: usize,
     /// After a partial batch, how long the next gathers ([`RecvBatch::gather`]).
     pub(super) gather: Duration,
 }
 
+/// The inboxes of the sink threads and this one's index: an AF_XDP report of a flow another
+/// thread owns goes to its inbox.
+#[derive(Clone, Copy)]
+pub(super) struct Steer<'a> {
+    pub(super) handoff: &'a Handoff,
+    pub(super) me: usize,
+    pub(super) threads: usize,
+    /// Threads done receiving (they hand nothing over any more).
+    pub(super) received: &'a AtomicUsize,
+}
+
 /// One sink thread: receive until `stop` (a signal, an error on any thread) or `deadline`,
-/// take what the kernel already holds (bounded), then flush: this thread's flows first, then,
-/// once every thread has flushed its flows (which may hand reports to the translator that owns
-/// them), what the others handed this one. A signal interrupting `recvmmsg` is not an error.
+/// take what the kernel already holds (bounded), then (with inboxes) apply what the others
+/// hand this one until every thread is done receiving, then flush: this thread's flows first,
+/// then, once every thread has flushed its flows (which may hand reports to the translator
+/// that owns them), what the others handed this one. A signal interrupting `recvmmsg` is not
+/// an error.
 pub(super) fn run_sink(
     sink: &mut IntSink<RegionSinks>,
     rx: Receive<'_, '_>,
@@ -61,8 +80,9 @@ pub(super) fn run_sink(
 ) -> std::io::Result<()> {
     let Receive {
         socket,
-        sources,
+        mut sources,
         watch,
+        steer,
         batch,
         gather,
     } = rx;
@@ -71,6 +91,7 @@ pub(super) fn run_sink(
     let mut turns = ingest::SourceTurns::default();
     let mut fds = vec![fd];
     fds.extend(sources.iter().map(|s| s.fd()));
+    fds.extend(steer.map(|s| s.handoff.fd(s.me)));
     // The program's drops already counted as this sink's rejects.
     let mut mirrored = 0;
     let r = loop {
@@ -81,7 +102,7 @@ pub(super) fn run_sink(
             stop.store(true, Ordering::Relaxed);
             break Ok(());
         }
-        if sources.is_empty() {
+        if sources.is_empty() && steer.is_none() {
             // The socket alone: one blocking receive (its timeout runs the timers).
             match m.recv(fd, libc::MSG_WAITFORONE) {
                 Ok(n) => {
@@ -93,8 +114,8 @@ pub(super) fn run_sink(
             }
             continue;
         }
-        let a = match from_sources(sink, sources, batch) {
-            Ok(a) => a,
+        let a = match from_sources(sink, &mut sources, batch, steer) {
+            Ok(a) => a + steer.map_or(0, |s| from_inbox(sink, s)),
             Err(e) => break Err(e),
         };
         let n = if turns.read_sockets(a, batch) {
@@ -114,8 +135,14 @@ pub(super) fn run_sink(
             ingest::Idle::Busy => {}
             ingest::Idle::Nap => ingest::Idle::Nap.pause(),
             ingest::Idle::Wait => {
-                if let Err(e) = ingest::wait_readable(&fds, RECV_WAIT) {
-                    break Err(e);
+                if steer.is_none_or(|s| s.handoff.sleep(s.me)) {
+                    let r = ingest::wait_readable(&fds, RECV_WAIT);
+                    if let Some(s) = steer {
+                        s.handoff.woke(s.me);
+                    }
+                    if let Err(e) = r {
+                        break Err(e);
+                    }
                 }
             }
         }
@@ -130,13 +157,25 @@ pub(super) fn run_sink(
     // Reports that arrived before the stop, bounded so a flood cannot hold the exit.
     let mut drained = 0;
     while drained < ingest::MAX_DRAIN_DATAGRAMS {
-        let a = from_sources(sink, sources, batch).unwrap_or(0);
+        let a = from_sources(sink, &mut sources, batch, steer).unwrap_or(0)
+            + steer.map_or(0, |s| from_inbox(sink, s));
         let n = m.recv(fd, libc::MSG_DONTWAIT).unwrap_or_default();
         if n + a == 0 {
             break;
         }
         take(sink, &m, n);
         drained += n + a;
+    }
+    if let Some(s) = steer {
+        // Nothing more from this thread; what the others still hand this one is applied until
+        // they are done too, then what is left.
+        s.received.fetch_add(1, Ordering::AcqRel);
+        while s.received.load(Ordering::Acquire) < s.threads {
+            if from_inbox(sink, s) == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        while from_inbox(sink, s) > 0 {}
     }
     if let Some(w) = watch {
         w.refresh();
@@ -154,34 +193,67 @@ pub(super) fn run_sink(
     r
 }
 
-/// A batch from each AF_XDP socket, to the sink as [`take`] hands it a socket's; how many
-/// datagrams they held.
+/// A batch from each AF_XDP socket, to the sink as [`take`] hands it a socket's (with `steer`,
+/// a report of a flow another thread owns to that thread); how many datagrams they held.
 fn from_sources(
     sink: &mut IntSink<RegionSinks>,
-    sources: &mut [&mut (dyn DatagramSource + Send)],
+    sources: &mut [&mut &mut (dyn DatagramSource + Send)],
     batch: usize,
+    steer: Option<Steer<'_>>,
 ) -> std::io::Result<usize> {
     let mut got = 0;
     for s in sources.iter_mut() {
-        got += s.recv_batch(batch, &mut |it| take_from(sink, it))?;
+        got += s.recv_batch(batch, &mut |it| match steer {
+            Some(st) => take_owned(sink, it, Some(st)),
+            None => take_from(sink, it),
+        })?;
     }
     Ok(got)
 }
 
+/// Up to a slice of what the other threads handed this one, to the sink; how many.
+fn from_inbox(sink: &mut IntSink<RegionSinks>, s: Steer<'_>) -> usize {
+    s.handoff.drain_slice(s.me, &mut |it| take_from(sink, it))
+}
+
 /// Datagrams (payload, source) to the sink, a slice of admitted ones at a time, as [`take`].
 fn take_from(sink: &mut IntSink<RegionSinks>, it: &mut dyn Iterator<Item = (&[u8], SocketAddr)>) {
-    const SLICE: usize = 64;
+    take_owned(sink, it, None);
+}
+
+/// The admitted datagrams `it` yields to the sink a slice at a time, as [`take`]; with
+/// `steer`, a report whose flow another thread owns ([`dta_int::steer::steer`], the socket
+/// path's steering) goes to that thread's inbox instead, and while that inbox is full this
+/// thread applies its own, so the thread it waits for is never waiting for it.
+fn take_owned(
+    sink: &mut IntSink<RegionSinks>,
+    it: &mut dyn Iterator<Item = (&[u8], SocketAddr)>,
+    steer: Option<Steer<'_>>,
+) {
+    const SLICE: usize = handoff::SLICE;
     let now = now_ns();
     let mut batch: [(&[u8], u64); SLICE] = [(&[], 0); SLICE];
     let mut k = 0;
     for (data, from) in it {
-        if sink.admit(from.ip()) {
-            batch[k] = (data, now);
-            k += 1;
-            if k == SLICE {
-                sink.handle_reports(&batch);
-                k = 0;
+        if !sink.admit(from.ip()) {
+            continue;
+        }
+        if let Some(s) = steer {
+            let to = dta_int::steer::steer(data, s.threads);
+            if to != s.me {
+                while !s.handoff.try_send(to, data, from) {
+                    if from_inbox(sink, s) == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                continue;
             }
+        }
+        batch[k] = (data, now);
+        k += 1;
+        if k == SLICE {
+            sink.handle_reports(&batch);
+            k = 0;
         }
     }
     sink.handle_reports(&batch[..k]);
