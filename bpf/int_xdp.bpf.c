@@ -64,6 +64,7 @@ struct int_cfg {
     __u32 slots;        // entries of int_flows
     __u32 blocks;       // switches of int_hist (METRICS * BUCKETS counters each)
     __u32 xsk;          // 1: what goes to the sink goes to its AF_XDP sockets (`xsks`)
+    __u32 cpus;         // CPUs of int_hist (the possible CPUs), `blocks` switches each
 };
 
 struct flow_key {
@@ -111,10 +112,14 @@ struct {
     __type(value, struct flow_agg);
 } int_flows SEC(".maps");
 
+// Per CPU, per switch block, metric and log2 bucket, a cumulative count: a CPU adds only to its
+// own part, without a locked instruction (XDP does not nest on a CPU), and the sink sums the
+// CPUs' parts and takes the difference from what it read last (crates/engines/dta-xdp/src/int.rs,
+// `IntXdp::take_hist`).
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(map_flags, BPF_F_MMAPABLE);
-    __uint(max_entries, 4096 * METRICS * BUCKETS);   // set by the loader
+    __uint(max_entries, 4096 * METRICS * BUCKETS);   // set by the loader: cpus * blocks * ...
     __type(key, __u32);
     __type(value, __u64);
 } int_hist SEC(".maps");
@@ -174,14 +179,16 @@ static __always_inline __u32 log2_bucket(__u32 v)
     return v ? b + 1 : 0;
 }
 
-static __always_inline void hist_add(const struct int_cfg *cfg, __u32 block, __u32 m, __u32 v)
+// Count `v` in this CPU's part (`base`) of the histogram of switch block `block`, metric `m`.
+static __always_inline void hist_add(const struct int_cfg *cfg, __u32 base, __u32 block, __u32 m,
+                                     __u32 v)
 {
     if (block >= cfg->blocks)
         return;
-    __u32 i = (block * METRICS + m) * BUCKETS + log2_bucket(v);
+    __u32 i = base + (block * METRICS + m) * BUCKETS + log2_bucket(v);
     __u64 *c = bpf_map_lookup_elem(&int_hist, &i);
     if (c)
-        __sync_fetch_and_add(c, 1);
+        *(volatile __u64 *)c += 1;
 }
 
 SEC("xdp")
@@ -291,6 +298,12 @@ int int_xdp(struct xdp_md *ctx)
     __u32 slot = kn->slot;
     if (slot >= cfg->slots)
         return up(ctx, cfg, C_PASS_UNKNOWN);
+    // This CPU's histogram part (the loader counts every possible CPU: a CPU beyond them would
+    // be a kernel's, and its reports go to the sink, which counts them).
+    __u32 cpu = bpf_get_smp_processor_id();
+    if (cpu >= cfg->cpus)
+        return up(ctx, cfg, C_PASS_SHAPE);
+    __u32 base = cpu * cfg->blocks * METRICS * BUCKETS;
     struct flow_agg *a = bpf_map_lookup_elem(&int_flows, &slot);
     if (!a)
         return up(ctx, cfg, C_PASS_UNKNOWN);
@@ -300,7 +313,7 @@ int int_xdp(struct xdp_md *ctx)
         for (__u32 m = 0; m < METRICS; m++) {
             *(volatile __u64 *)&a->sum[h][m] += v[h][m];
             *(volatile __u32 *)&a->last[h][m] = v[h][m];
-            hist_add(cfg, kn->block[h], m, v[h][m]);
+            hist_add(cfg, base, kn->block[h], m, v[h][m]);
         }
     }
     *(volatile __u64 *)&a->last_ns = bpf_ktime_get_ns();

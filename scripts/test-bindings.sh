@@ -41,9 +41,13 @@ fi
 
 # The round trips (c/tests/test_roundtrip.py, python/tests/test_reporter.py) run the `dta`
 # binary: build it where python/tests/dta_stack.py looks for it.
-echo "== cargo build -p dta (the binary the round-trip tests run)" >&2
+# The `dta` binary the round trips run, built as the suite's `cargo test` step builds it (the
+# whole workspace's tests with the same features, $DTA_WORKSPACE_FEATURES from scripts/test.sh):
+# one build of dta-node and its dependents for both, not a second one with other features.
+echo "== cargo test --workspace --no-run (the binary the round-trip tests run, and the tests)" >&2
 if command -v cargo >/dev/null 2>&1; then
-    cargo build -q -p dta || failed+=("cargo build -p dta")
+    # shellcheck disable=SC2086 # the features are words
+    cargo test -q --workspace --no-run ${DTA_WORKSPACE_FEATURES:-} || failed+=("cargo test --no-run")
     export DTA_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dta
 else
     echo "no cargo: the round-trip tests will be skipped (counted)" >&2

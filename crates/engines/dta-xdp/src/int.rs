@@ -1,10 +1,10 @@
 //! The INT sink's XDP fast path (`bpf/int_xdp.bpf.c`): the loader, the flows it is told about
 //! (a BPF hash map: flow key → FlowCache slot, path, histogram blocks), and the aggregates it
 //! writes (two `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
-//! metric the sum and the latest value; per switch block, metric and log2 bucket a count),
-//! which [`IntXdp::take`] reads as differences from what it read last (the program adds to
-//! a flow's words without locked instructions, so they are never reset under it) and
-//! [`IntXdp::take_hist`] swaps to zero as it reads them.
+//! metric the sum and the latest value; per CPU, switch block, metric and log2 bucket a
+//! count), which [`IntXdp::take`] and [`IntXdp::take_hist`] read as differences from what they
+//! read last (the program adds to them without locked instructions, so they are never reset
+//! under it).
 //! `dta int-sink --xdp IFACE` puts it in front of its sink threads (`dta_int::fast`).
 
 use std::collections::HashMap;
@@ -30,6 +30,11 @@ pub const INT_MAX_HOPS: usize = 5;
 pub const INT_METRICS: usize = 3;
 /// Log2 buckets of a u32 value (`dta_int::Buckets::Log2`).
 pub const INT_BUCKETS: usize = 33;
+/// Bytes of the program's histogram counters at most (one part per possible CPU, each
+/// [`INT_METRICS`] × [`INT_BUCKETS`] counters of 8 bytes per switch): 64 MiB, 4096 switches on
+/// up to 20 CPUs. Past it the program counts fewer switches; flows through the others stay the
+/// sink's.
+pub const INT_HIST_BUDGET: u64 = 64 << 20;
 
 /// What the program is told at load.
 #[derive(Debug, Clone)]
@@ -42,7 +47,8 @@ pub struct IntXdpConfig {
     pub instructions: u16,
     /// Flow slots (the sink's FlowCache capacity); also the most flows known at once.
     pub flows: u32,
-    /// Switches with histogram counters.
+    /// Switches with histogram counters (fewer where their counters, one part per possible CPU,
+    /// would pass [`INT_HIST_BUDGET`]).
     pub switches: u32,
     /// The sources reports are taken from (`[sink] allow`); others are dropped unparsed and
     /// counted [`IntXdpStats::source_not_allowed`].
@@ -64,6 +70,8 @@ struct IntCfg {
     blocks: u32,
     /// 1: what goes to the sink goes to its AF_XDP sockets ([`IntXdp::redirect_to`]).
     xsk: u32,
+    /// CPUs with a part of `int_hist` (the possible CPUs).
+    cpus: u32,
 }
 // SAFETY: plain C struct of u32s, no padding.
 unsafe impl aya::Pod for IntCfg {}
@@ -208,6 +216,9 @@ pub struct IntXdp {
     ebpf: Ebpf,
     flows: Mapping,
     hist: Mapping,
+    /// Per (block, metric, bucket), the sum over CPUs of the cumulative counts as
+    /// [`Self::take_hist`] read it last.
+    hist_read: Vec<u64>,
     cfg: IntCfg,
     /// Per slot, the hop count of the flow learned there.
     hops: Vec<u8>,
@@ -240,8 +251,14 @@ impl IntXdp {
             return Err(XdpError::NotBuilt);
         }
         let slots = cfg.flows.max(1);
-        let blocks = cfg.switches.max(1);
-        let counters = blocks as u64 * (INT_METRICS * INT_BUCKETS) as u64;
+        let cpus = aya::util::nr_cpus()
+            .map_err(|(what, e)| XdpError::Io(what.into(), e))?
+            .max(1) as u64;
+        let per_block = (INT_METRICS * INT_BUCKETS) as u64 * 8;
+        let blocks = (cfg.switches as u64)
+            .min(INT_HIST_BUDGET / (per_block * cpus))
+            .max(1) as u32;
+        let counters = cpus * blocks as u64 * (INT_METRICS * INT_BUCKETS) as u64;
         if counters > u32::MAX as u64 {
             return Err(XdpError::TooLarge("int_hist".into(), counters * 8));
         }
@@ -268,6 +285,7 @@ impl IntXdp {
             slots,
             blocks,
             xsk: 0,
+            cpus: cpus as u32,
         };
         crate::allow::install(&mut ebpf, &cfg.allow)?;
         let prog: &mut Xdp = ebpf
@@ -279,6 +297,7 @@ impl IntXdp {
             ebpf,
             flows,
             hist,
+            hist_read: vec![0; blocks as usize * INT_METRICS * INT_BUCKETS],
             cfg: c,
             hops: vec![0; slots as usize],
             read: vec![Read::default(); slots as usize],
@@ -437,22 +456,28 @@ impl IntXdp {
         Some(out)
     }
 
-    /// Hand every histogram count (switch, metric index, log2 bucket, count) to `add`, zeroing
-    /// it.
-    pub fn take_hist(&self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
-        // SAFETY: the mapping holds `blocks * METRICS * BUCKETS` u64 counters.
+    /// Hand every histogram count since the last call (switch, metric index, log2 bucket,
+    /// count) to `add`: the CPUs' cumulative counts summed, less the sum read last.
+    pub fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64)) {
+        let part = self.cfg.blocks as usize * INT_METRICS * INT_BUCKETS;
+        // SAFETY: the mapping holds `cpus * blocks * METRICS * BUCKETS` u64 counters, alive
+        // while `self.hist` is; the program writes them with aligned 8-byte stores.
         let c = unsafe {
             std::slice::from_raw_parts(
                 self.hist.ptr as *const AtomicU64,
-                self.cfg.blocks as usize * INT_METRICS * INT_BUCKETS,
+                self.cfg.cpus as usize * part,
             )
         };
         for (b, &node) in self.nodes.iter().enumerate() {
             for m in 0..INT_METRICS {
                 for k in 0..INT_BUCKETS {
-                    let w = &c[(b * INT_METRICS + m) * INT_BUCKETS + k];
-                    if w.load(Relaxed) != 0 {
-                        add(node, m, k as u8, w.swap(0, Relaxed));
+                    let i = (b * INT_METRICS + m) * INT_BUCKETS + k;
+                    let sum = (0..self.cfg.cpus as usize)
+                        .map(|cpu| c[cpu * part + i].load(Relaxed))
+                        .fold(0u64, u64::wrapping_add);
+                    let was = std::mem::replace(&mut self.hist_read[i], sum);
+                    if sum != was {
+                        add(node, m, k as u8, sum.wrapping_sub(was));
                     }
                 }
             }

@@ -17,7 +17,7 @@ mod rules;
 pub mod xsk;
 
 pub use drop::DropProgram;
-pub use int::{IntFlowAgg, IntXdp, IntXdpConfig, IntXdpStats};
+pub use int::{IntFlowAgg, IntXdp, IntXdpConfig, IntXdpStats, INT_HIST_BUDGET};
 pub use rules::{XdpRuleCounts, XdpRuleStats};
 
 use std::os::fd::{AsFd, OwnedFd};

@@ -13,7 +13,8 @@ use dta_xdp::{IntXdp, IntXdpConfig};
 use crate::config::IntSinkFile;
 
 /// Histogram blocks of the XDP fast path: switches whose histograms it counts (3 metrics × 33
-/// log2 buckets × 8 bytes each, 3.2 MiB in all); flows through other switches stay the sink's.
+/// log2 buckets × 8 bytes each, per possible CPU: 3.2 MiB a CPU, fewer switches past
+/// `dta_xdp::INT_HIST_BUDGET`); flows through other switches stay the sink's.
 const XDP_SWITCHES: u32 = 4096;
 
 pub(super) fn lock(x: &Mutex<IntXdp>) -> std::sync::MutexGuard<'_, IntXdp> {
