@@ -296,6 +296,27 @@ impl XskCounters {
     pub fn kernel(&self) -> XskKernelStats {
         XskKernelStats::of(self.fd.as_raw_fd())
     }
+
+    /// The socket's busy poll as the kernel holds it (`SO_BUSY_POLL`, microseconds; 0: off).
+    pub fn busy_poll_us(&self) -> u32 {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt of one int into `v` on the handle's open descriptor.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            v.max(0) as u32
+        } else {
+            0
+        }
+    }
 }
 
 /// The UMEM's memory: anonymous, page-aligned, populated, unmapped on drop (after the socket

@@ -419,6 +419,41 @@ fn int_sink_refuses_bad_receive_settings() {
     }
 }
 
+/// AF_XDP settings the sink cannot honour are refused at start, saying which: a busy poll of 0
+/// or past the longest, busy polling without AF_XDP, and the redirect program's generic mode
+/// where the fast path's program does the redirect on the same interface.
+#[test]
+fn int_sink_refuses_af_xdp_settings_it_cannot_honour() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, free_udp_port(), "");
+    for (args, says) in [
+        (
+            &["--af-xdp", "lo", "--af-xdp-busy-poll", "0"][..],
+            "--af-xdp-busy-poll",
+        ),
+        (
+            &["--af-xdp", "lo", "--af-xdp-busy-poll", "10001"][..],
+            "--af-xdp-busy-poll",
+        ),
+        (&["--af-xdp-busy-poll", "50"][..], "--af-xdp"),
+        (
+            &["--xdp", "lo", "--af-xdp", "lo", "--af-xdp-generic"][..],
+            "use --xdp-generic",
+        ),
+    ] {
+        let out = dta()
+            .args(["int-sink", "--duration", "0.1", "--config"])
+            .arg(d.join("int.toml"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// `examples/int-sink.toml` runs as it is (here on a free port, in a temporary directory):
 /// `--duration` stops it, it says its threads and receive buffer, and exits 0.
 #[test]

@@ -210,7 +210,10 @@ fn af_xdp_on_two_threads_hands_flows_over_and_keeps_them_exact() {
     eprintln!("AF_XDP, two threads: {stats}");
     assert_af_xdp_lossless(&stats);
     assert_eq!(stats["receive"]["threads"], 2, "{stats}");
-    assert_eq!(stats["af_xdp"]["sockets"].as_array().unwrap().len(), 2);
+    let sockets = stats["af_xdp"]["sockets"].as_array().unwrap();
+    assert_eq!(sockets.len(), 2);
+    // The kernel holds the busy poll asked, on every socket.
+    assert!(sockets.iter().all(|s| s["busy_poll_us"] == 50), "{stats}");
     // One sender socket: its reports arrive on one queue, whose reader hands the other
     // thread's flows over (about half).
     let handed = stats["af_xdp"]["handed_over"].as_u64().unwrap();

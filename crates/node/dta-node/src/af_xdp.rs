@@ -255,6 +255,7 @@ impl AfXdp {
                     "datagrams": s.datagrams.load(Relaxed),
                     "rejected": s.rejected().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
                     "kernel": c.kernel(),
+                    "busy_poll_us": c.busy_poll_us(),
                 })
             })
             .collect();
