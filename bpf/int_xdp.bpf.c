@@ -162,9 +162,11 @@ static __always_inline int up(struct xdp_md *ctx, const struct int_cfg *cfg, __u
     return r;
 }
 
+// A big-endian word of the packet: one 4-byte load and a byte swap (the packet's words need not
+// be aligned: x86-64, where the verifier allows unaligned packet loads, is what XDP runs on here).
 static __always_inline __u32 be32(const __u8 *p)
 {
-    return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) | p[3];
+    return bpf_ntohl(*(const __u32 *)p);
 }
 
 // dta_int::Buckets::Log2: 0 -> 0, v >= 1 -> 1 + floor(log2 v).
@@ -316,7 +318,10 @@ int int_xdp(struct xdp_md *ctx)
             hist_add(cfg, base, kn->block[h], m, v[h][m]);
         }
     }
-    *(volatile __u64 *)&a->last_ns = bpf_ktime_get_ns();
+    // The coarse clock (CLOCK_MONOTONIC_COARSE, a tick): a fraction of the fine clock's cost,
+    // and a flow's last report time serves its aging and its record, not ordering (the sequence
+    // number below orders it).
+    *(volatile __u64 *)&a->last_ns = bpf_ktime_get_coarse_ns();
     *(volatile __u32 *)&a->seq = be32(p) & 0x3fffff;
     // The count last (the stores above are volatile, kept in program order): a drain that
     // sees it sees the report's sums (or the next drain does).

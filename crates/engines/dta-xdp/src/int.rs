@@ -103,7 +103,8 @@ struct FlowAgg {
     seq: AtomicU32,
 }
 
-/// One flow's aggregate as taken ([`IntXdp::take`]); `last_mono_ns` on `CLOCK_MONOTONIC`.
+/// One flow's aggregate as taken ([`IntXdp::take`]); `last_mono_ns` on `CLOCK_MONOTONIC` (its coarse
+/// reading, within a tick).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IntFlowAgg {
     pub packets: u64,

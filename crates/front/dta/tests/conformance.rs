@@ -635,7 +635,9 @@ impl Tn {
                     c.args(["--rdma", &net.dev_a, "--collector", &net.ip_b]);
                 }
                 Mode::AfXdp => {
-                    c.args(["--af-xdp", &net.dev_a]);
+                    // Busy polling: every promise holds with the receive thread running the
+                    // driver's receive itself.
+                    c.args(["--af-xdp", &net.dev_a, "--af-xdp-busy-poll", "20"]);
                 }
                 _ => {}
             }

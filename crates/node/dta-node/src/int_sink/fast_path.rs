@@ -114,7 +114,8 @@ struct XdpFast {
     sources_taken: u64,
 }
 
-/// CLOCK_MONOTONIC, ns (the clock of `bpf_ktime_get_ns`).
+/// CLOCK_MONOTONIC, ns (the clock whose coarse reading, `bpf_ktime_get_coarse_ns`, the program
+/// stamps a report with).
 fn monotonic_ns() -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
