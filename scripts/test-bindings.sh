@@ -26,6 +26,10 @@ fi
 
 echo "== C: build (gcc$(command -v clang >/dev/null 2>&1 && echo ', clang'); -Wall -Wextra -Werror -std=c99 -pedantic) and unit tests" >&2
 failed=()
+# Every build of the C library builds the `dta` binary in the same cargo run (c/Makefile
+# CARGO_PACKAGES): one feature resolution, one build of the crates they share (the
+# `cargo build -p dta` below then finds it current).
+export CARGO_PACKAGES="-p dta"
 make -s -C c all || failed+=("C build")
 # Each unit binary prints "N checks, N failures" (all run even when one fails).
 make -s -C c unit || failed+=("C unit")
@@ -41,13 +45,9 @@ fi
 
 # The round trips (c/tests/test_roundtrip.py, python/tests/test_reporter.py) run the `dta`
 # binary: build it where python/tests/dta_stack.py looks for it.
-# The `dta` binary the round trips run, built as the suite's `cargo test` step builds it (the
-# whole workspace's tests with the same features, $DTA_WORKSPACE_FEATURES from scripts/test.sh):
-# one build of dta-node and its dependents for both, not a second one with other features.
-echo "== cargo test --workspace --no-run (the binary the round-trip tests run, and the tests)" >&2
+echo "== cargo build -p dta (the binary the round-trip tests run)" >&2
 if command -v cargo >/dev/null 2>&1; then
-    # shellcheck disable=SC2086 # the features are words
-    cargo test -q --workspace --no-run ${DTA_WORKSPACE_FEATURES:-} || failed+=("cargo test --no-run")
+    cargo build -q -p dta || failed+=("cargo build -p dta")
     export DTA_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dta
 else
     echo "no cargo: the round-trip tests will be skipped (counted)" >&2

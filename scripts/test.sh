@@ -87,8 +87,6 @@ else
     echo "== rdma-core collector SKIPPED: libibverbs-dev / librdmacm-dev missing (DTA_RDMA_CORE=0?)" >&2
     extra_skipped=$((extra_skipped + 1))
 fi
-# The bindings step builds the round trips' `dta` binary with the same features (one build).
-export DTA_WORKSPACE_FEATURES="${rnic_features[*]}"
 step "cargo clippy" clippy.log 0 cargo clippy --workspace --all-targets "${rnic_features[@]}" --quiet -- -D warnings
 # The bindings first: they install the `dta` Python package into .venv, which the many-collectors
 # namespace test (crates/front/dta/tests/cluster_netns.rs) queries through.
