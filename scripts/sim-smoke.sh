@@ -13,7 +13,9 @@ if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 \
     exit 3
 fi
 BUILD=${DTA_SIM_BUILD:-sim/build-smoke}
-cmake -S sim -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTA_PROFILE=debug >/dev/null
+# libdta built with `-p dta` in the same cargo run, as scripts/test-bindings.sh builds it (one
+# feature resolution: the suite's build of it is current).
+cmake -S sim -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDTA_PROFILE=debug -DDTA_CARGO_PACKAGES="-p dta" >/dev/null
 cmake --build "$BUILD" --target dta-smoke -j "$(nproc)" -- --no-print-directory >/dev/null
 "$BUILD/dta-smoke" --config=sim/smoke.toml
 # The InvisiFlow simulation proper (docs/invisiflow.md): 2 ms of DCTCP traffic and telemetry
