@@ -116,6 +116,13 @@ pub const WATCHED: &[Watch] = &[
     ),
     w(
         "loss",
+        "dta_translator_interface_rx_drops_total",
+        Some("reason"),
+        Kind::Rate,
+        "frames/s",
+    ),
+    w(
+        "loss",
         "dta_int_sink_kernel_drops_total",
         None,
         Kind::Rate,
@@ -127,6 +134,13 @@ pub const WATCHED: &[Watch] = &[
         Some("reason"),
         Kind::Rate,
         "datagrams/s",
+    ),
+    w(
+        "loss",
+        "dta_int_sink_interface_rx_drops_total",
+        Some("reason"),
+        Kind::Rate,
+        "frames/s",
     ),
     w(
         "nacks",

@@ -106,7 +106,7 @@ pub fn send(o: &RawOptions, spec: impl Fn(u32) -> LoadSpec) -> Result<RawStats, 
     let src = match o.src {
         Some(s) => s,
         None => SocketAddrV4::new(
-            dta_net::raw::iface_ipv4(&o.iface)
+            dta_net::iface::ipv4_of(&o.iface)
                 .map_err(io(format!(
                     "{} has no IPv4 address: give a source",
                     o.iface

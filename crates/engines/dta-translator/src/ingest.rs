@@ -310,10 +310,14 @@ fn finish<S: Sinks>(
 /// How long a translator thread behind the classifier waits for a datagram before it runs its
 /// timers (as the socket's receive timeout does without the classifier).
 const IDLE_WAIT: Duration = Duration::from_millis(2);
-/// After a [`DatagramSource`] delivered, how long the loop naps between looks instead of
-/// waiting for readiness, and how long a nap is.
+/// After a [`DatagramSource`] delivered at a rate that arms the naps ([`NAP_ARM`]), how long
+/// the loop naps between looks instead of waiting for readiness, and how long a nap is.
 const SOURCE_SPIN: Duration = Duration::from_millis(2);
 const SOURCE_NAP: Duration = Duration::from_micros(20);
+/// Datagrams within one [`SOURCE_SPIN`] that arm the naps: 200 (100 000/s). Slower, a wake-up
+/// missed altogether costs one receive wait (10 ms at most: a ring holds 4 096 frames at the
+/// least, and 1 000 arrive in it), while naps would cost 50 000 wake-ups a second.
+const NAP_ARM: usize = 200;
 /// With a [`DatagramSource`] delivering full batches, the sockets are read one turn in this
 /// many.
 const SOCKET_TURN: usize = 16;
@@ -321,13 +325,18 @@ const SOCKET_TURN: usize = 16;
 /// The rhythm of a receive loop that reads [`DatagramSource`]s beside its sockets (the
 /// translator's and the INT sink's): while the sources deliver full batches the sockets are
 /// read one turn in [`SOCKET_TURN`] (no system call per batch for what the sources do not
-/// take); for [`SOURCE_SPIN`] after the sources delivered, an idle turn naps [`SOURCE_NAP`]
-/// and looks again rather than waiting for readiness (not always signalled at once, AF_XDP in
-/// copy mode, and a ring overflows in the time a missed wake-up costs); after that it waits.
+/// take); for [`SOURCE_SPIN`] after datagrams arrived at [`NAP_ARM`]'s rate or faster, an idle
+/// turn naps [`SOURCE_NAP`] and looks again rather than waiting for readiness (not always
+/// signalled at once, AF_XDP in copy mode, and a ring overflows in the time a missed wake-up
+/// costs); otherwise it waits.
 #[derive(Debug)]
 pub struct SourceTurns {
     turn: usize,
-    busy: Instant,
+    /// When the naps were last armed.
+    armed: Instant,
+    /// The current [`SOURCE_SPIN`] window: its start and the datagrams received in it.
+    window: Instant,
+    in_window: usize,
 }
 
 /// What an idle turn of a [`SourceTurns`] loop does.
@@ -352,9 +361,12 @@ impl Idle {
 
 impl Default for SourceTurns {
     fn default() -> Self {
+        let now = Instant::now();
         SourceTurns {
             turn: 0,
-            busy: Instant::now(),
+            armed: now.checked_sub(SOURCE_SPIN).unwrap_or(now),
+            window: now,
+            in_window: 0,
         }
     }
 }
@@ -370,10 +382,21 @@ impl SourceTurns {
 
     /// After a turn that received `got` datagrams in all.
     pub fn after(&mut self, got: usize) -> Idle {
+        self.after_at(got, Instant::now())
+    }
+
+    fn after_at(&mut self, got: usize, now: Instant) -> Idle {
+        if now.saturating_duration_since(self.window) >= SOURCE_SPIN {
+            self.window = now;
+            self.in_window = 0;
+        }
+        self.in_window = self.in_window.saturating_add(got);
+        if self.in_window >= NAP_ARM {
+            self.armed = now;
+        }
         if got > 0 {
-            self.busy = Instant::now();
             Idle::Busy
-        } else if self.busy.elapsed() < SOURCE_SPIN {
+        } else if now.saturating_duration_since(self.armed) < SOURCE_SPIN {
             Idle::Nap
         } else {
             Idle::Wait
@@ -727,6 +750,26 @@ mod tests {
     use dta_wire::native::DatagramBuilder;
     use dta_wire::{Priority, Report};
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn naps_only_after_arrivals_fast_enough_to_fill_a_ring_during_a_missed_wake_up() {
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let mut t = SourceTurns::default();
+        // A few datagrams now and then (a fast path taking most reports): wait, never nap.
+        assert_eq!(t.after_at(3, at(10)), Idle::Busy);
+        assert_eq!(t.after_at(0, at(20)), Idle::Wait);
+        assert_eq!(t.after_at(NAP_ARM - 4, at(1_500)), Idle::Busy);
+        assert_eq!(t.after_at(0, at(1_600)), Idle::Wait);
+        // The window closed at 2 ms: its count starts again.
+        assert_eq!(t.after_at(1, at(2_100)), Idle::Busy);
+        assert_eq!(t.after_at(0, at(2_200)), Idle::Wait);
+        // A window reaching NAP_ARM arms the naps for SOURCE_SPIN.
+        assert_eq!(t.after_at(NAP_ARM, at(2_300)), Idle::Busy);
+        assert_eq!(t.after_at(0, at(2_400)), Idle::Nap);
+        assert_eq!(t.after_at(0, at(4_200)), Idle::Nap);
+        assert_eq!(t.after_at(0, at(4_400)), Idle::Wait);
+    }
 
     fn datagram(p: Priority, seq: u32) -> Vec<u8> {
         let mut b = vec![0u8; 64];

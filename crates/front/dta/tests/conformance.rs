@@ -397,6 +397,52 @@ fn send(ns: Option<&str>, from: IpAddr, to: SocketAddr, dgrams: Vec<Vec<u8>>, pa
     });
 }
 
+/// Frames [`frames_nobody_takes`] sends in a cell.
+const IGNORED_FRAMES: usize = 50;
+
+/// Send `n` broadcast Ethernet frames of an EtherType no protocol takes (0x88B5, IEEE 802's
+/// local experimental one) out of `dev` in namespace `ns`: the interface receiving them counts
+/// each in its `rx_dropped`, as it would a frame its driver or stack dropped.
+fn frames_nobody_takes(ns: Option<&str>, dev: &str, n: usize) {
+    let dev = dev.to_string();
+    within(ns, move || {
+        let s = dta_net::raw::RawSocket::open_send_only(&dev).unwrap();
+        let mut frame = vec![0xff; 6];
+        frame.extend(s.mac());
+        frame.extend([0x88, 0xb5]);
+        frame.resize(64, 0x5a);
+        for _ in 0..n {
+            s.send(&frame).unwrap();
+        }
+    });
+}
+
+/// `PREFIX_interface_rx_drops_total{interface=at,reason="dropped"}` before and after `send`
+/// (which makes `at` drop [`IGNORED_FRAMES`]): it grows by them at least (other traffic may add
+/// to a shared loopback); what it grew by.
+fn interface_drops_counted(
+    prefix: &str,
+    at: &str,
+    metrics: impl Fn() -> String,
+    send: impl FnOnce(),
+) -> u64 {
+    let name = format!("{prefix}_interface_rx_drops_total");
+    let labels = [("interface", at), ("reason", "dropped")];
+    let text = metrics();
+    assert!(
+        text.contains(&format!("{name}{{interface=\"{at}\",reason=\"missed\"}}")),
+        "no {name} of {at}: {text}"
+    );
+    let before = metric(&text, &name, &labels) as u64;
+    send();
+    let want = before + IGNORED_FRAMES as u64;
+    dta_testkit::wait_until(
+        &format!("{name} of {at} counting {IGNORED_FRAMES} frames"),
+        || metric(&metrics(), &name, &labels) as u64,
+        |&c| c >= want,
+    ) - before
+}
+
 // ---------------------------------------------------------------------------------------------
 // DTA datagrams.
 
@@ -942,7 +988,27 @@ fn translator_keeps(p: Promise, m: Mode) {
                     http_get(t.site.node_ns.as_deref(), t.site.metrics, path).unwrap();
                 assert_eq!(code, 200, "{m} {path}: {body}");
             }
-            t.stop();
+            // The frames the receiving interface drops are counted where the node's are.
+            let (ns, from, at) = match (&t.site.net, m) {
+                (Some(n), Mode::Rdma) => (Some(n.a.clone()), "lo".to_string(), "lo".to_string()),
+                (Some(n), _) => (Some(n.b.clone()), n.dev_b.clone(), n.dev_a.clone()),
+                (None, _) => (None, "lo".into(), "lo".into()),
+            };
+            let dropped = interface_drops_counted(
+                "dta_translator",
+                &at,
+                || t.metrics(),
+                || frames_nobody_takes(ns.as_deref(), &from, IGNORED_FRAMES),
+            );
+            let s = t.stop();
+            assert!(
+                s.summary["interfaces"][&at]["dropped"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    >= dropped,
+                "{m}: the summary counts {at}'s drops: {}",
+                s.summary
+            );
         }
         Promise::Rejects => {
             let t = Tn::start(m, "", "");
@@ -1251,7 +1317,22 @@ fn int_keeps(p: Promise, m: Mode) {
                 let (code, body) = http_get(s.ns(true), s.metrics, path).unwrap();
                 assert_eq!(code, 200, "{m} {path}: {body}");
             }
-            s.stop();
+            let (from, at) = match &s.net {
+                Some(n) => (n.dev_b.clone(), n.dev_a.clone()),
+                None => ("lo".to_string(), "lo".to_string()),
+            };
+            let ns = s.ns(false).map(str::to_string);
+            let dropped = interface_drops_counted(
+                "dta_int_sink",
+                &at,
+                || s.metrics(),
+                || frames_nobody_takes(ns.as_deref(), &from, IGNORED_FRAMES),
+            );
+            let (stats, _, _) = s.stop();
+            assert!(
+                stats["interfaces"][&at]["dropped"].as_u64().unwrap_or(0) >= dropped,
+                "{m}: the summary counts {at}'s drops: {stats}"
+            );
         }
         Promise::Rejects => {
             let s = Is::start(m, "");

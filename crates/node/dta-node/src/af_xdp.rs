@@ -24,11 +24,11 @@ use dta_translator::{Reason, Stats};
 use dta_wire::prefix::AllowList;
 use dta_xdp::xsk::{self, XskCounters, XskKernelStats, XskProgram, XskProgramStats, XskReceiver};
 use dta_xdp::{AttachMode, XdpError};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 
 /// The longest busy poll `--af-xdp-busy-poll` takes, in microseconds.
 pub use dta_xdp::xsk::MAX_BUSY_POLL_US;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
 
 /// What `--af-xdp` asks.
 #[derive(Debug, Clone)]
@@ -357,7 +357,7 @@ impl Watch {
                     k.rx_dropped,
                     k.rx_ring_full,
                     k.rx_fill_ring_empty,
-                    prefix_of(self.service),
+                    crate::ops::metric_prefix(self.service),
                 );
                 logged = lost;
                 last_line = Some(Instant::now());
@@ -400,7 +400,7 @@ impl Watch {
     pub fn metrics(self: &Arc<Self>) -> AfXdpMetrics {
         let w = self.clone();
         AfXdpMetrics {
-            prefix: prefix_of(self.service),
+            prefix: crate::ops::metric_prefix(self.service),
             read: Box::new(move || w.reading()),
         }
     }
@@ -422,15 +422,6 @@ pub struct SocketReading {
     /// Frames given back unread, by reason.
     pub rejected: Vec<(&'static str, u64)>,
     pub kernel: XskKernelStats,
-}
-
-/// The metric name prefix of a service.
-fn prefix_of(service: &str) -> &'static str {
-    if service == "int-sink" {
-        "dta_int_sink"
-    } else {
-        "dta_translator"
-    }
 }
 
 /// `/metrics` of AF_XDP receive, read at each scrape (`PREFIX` is `dta_translator` or
@@ -455,7 +446,7 @@ impl AfXdpMetrics {
     /// what a scrape shows for those counters (the dashboard's and the documentation's checks).
     pub fn of_reading(service: &str, r: Reading) -> AfXdpMetrics {
         AfXdpMetrics {
-            prefix: prefix_of(service),
+            prefix: crate::ops::metric_prefix(service),
             read: Box::new(move || r.clone()),
         }
     }

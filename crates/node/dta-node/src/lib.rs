@@ -28,6 +28,7 @@ pub mod exports;
 pub mod int_check;
 pub mod int_http;
 pub mod int_sink;
+pub mod interfaces;
 pub mod modes;
 pub mod ops;
 pub mod policy;

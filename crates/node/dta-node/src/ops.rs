@@ -49,6 +49,16 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
+/// The metric name prefix of a service (`int-sink`: `dta_int_sink`; the translator's modes:
+/// `dta_translator`).
+pub(crate) fn metric_prefix(service: &str) -> &'static str {
+    if service == "int-sink" {
+        "dta_int_sink"
+    } else {
+        "dta_translator"
+    }
+}
+
 /// Counters of a service's `/metrics`: one registry of every family the service exports.
 pub type Registry = prometheus_client::registry::Registry;
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dta_rdma::link::{iface_ipv4, PacketLink};
+use dta_rdma::link::{ipv4_of, PacketLink};
 use dta_rdma::Endpoint;
 use dta_rdma_requester::{connect, RequesterConfig, RoceSinks};
 use dta_rdma_responder::{Responder, ResponderConfig};
@@ -23,6 +23,7 @@ use dta_translator::{ingest, Stats, Translator};
 use dta_wire::prefix::AllowList;
 
 use crate::config::Config;
+use crate::interfaces::InterfaceDrops;
 use crate::modes::{self, Mode};
 use crate::policy::IngressPolicy;
 use crate::translator::{rule_installer, Options, Serving};
@@ -44,7 +45,7 @@ pub struct RdmaOptions {
 fn endpoint(link: &PacketLink, iface: &str, ip: Option<Ipv4Addr>) -> anyhow::Result<Endpoint> {
     let ip = match ip {
         Some(a) => a.octets(),
-        None => iface_ipv4(iface)?,
+        None => ipv4_of(iface)?,
     };
     Ok(Endpoint {
         mac: link.mac(),
@@ -64,6 +65,8 @@ pub struct RdmaTranslator {
     socket: PrioSockets,
     policy: IngressPolicy,
     headers: Vec<Header>,
+    /// The drops of the interfaces reports and acknowledgements arrive on.
+    interfaces: Arc<InterfaceDrops>,
     _metrics: Option<dta_metrics::MetricsServer>,
 }
 
@@ -102,6 +105,8 @@ impl RdmaTranslator {
             conn.sinks,
             stats[0].clone(),
         )?)?;
+        let interfaces =
+            InterfaceDrops::watch("translator", cfg.translator.listen.ip(), &[&ro.iface]);
         // The collector's regions are remote: readiness is the spill file's.
         let metrics = crate::translator::start_translator_metrics(
             opts.metrics,
@@ -109,6 +114,7 @@ impl RdmaTranslator {
             std::slice::from_ref(&socket),
             None,
             None,
+            &interfaces,
             vec![],
         )?;
         Ok(RdmaTranslator {
@@ -121,6 +127,7 @@ impl RdmaTranslator {
             socket,
             policy,
             headers,
+            interfaces,
             _metrics: metrics,
         })
     }
@@ -169,6 +176,7 @@ impl RdmaTranslator {
             "translator": Stats::sum(&self.stats).snapshot(),
             "rules": self.policy.rules().stats().snapshot(),
             "rdma": self.rstats.snapshot(),
+            "interfaces": self.interfaces.snapshot(),
         });
         disconnected.with_context(|| format!("disconnecting from {}", self.collector))?;
         eprintln!("disconnected from {}", self.collector);

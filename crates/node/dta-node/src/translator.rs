@@ -20,6 +20,7 @@ use dta_translator::prio_sockets::{self, PrioSockets};
 use dta_translator::{ingest, RegionSinks, Shards, Stats, Translator};
 
 use crate::config::Config;
+use crate::interfaces::InterfaceDrops;
 use crate::modes::{self, Mode};
 use crate::policy::IngressPolicy;
 
@@ -223,6 +224,8 @@ pub struct MemoryTranslator {
     collector: Collector,
     /// Kernel-bypass receive, when asked for and available.
     af_xdp: Option<crate::af_xdp::AfXdp>,
+    /// The drops of the interfaces it receives on.
+    interfaces: Arc<InterfaceDrops>,
     _metrics: Option<dta_metrics::MetricsServer>,
     _writer: InstanceLock,
 }
@@ -288,6 +291,15 @@ impl MemoryTranslator {
             )?,
             None => None,
         };
+        let interfaces = InterfaceDrops::watch(
+            "translator",
+            cfg.translator.listen.ip(),
+            &opts
+                .af_xdp
+                .iter()
+                .map(|o| o.iface.as_str())
+                .collect::<Vec<_>>(),
+        );
         // The metrics server answers once the UDP sockets are bound: a scrape that succeeds
         // means reports sent from then on are received (queued until the threads start).
         let metrics = start_translator_metrics(
@@ -296,6 +308,7 @@ impl MemoryTranslator {
             &sockets,
             af_xdp.as_ref(),
             None,
+            &interfaces,
             collector.regions(),
         )?;
         Ok(MemoryTranslator {
@@ -309,6 +322,7 @@ impl MemoryTranslator {
             headers,
             collector,
             af_xdp,
+            interfaces,
             _metrics: metrics,
             _writer: writer,
         })
@@ -402,6 +416,7 @@ impl MemoryTranslator {
             snap["rules"] = serde_json::to_value(self.policy.rules().stats().snapshot())?;
             snap["af_xdp"] = af.snapshot();
         }
+        snap["interfaces"] = self.interfaces.snapshot();
         Ok(snap)
     }
 }
@@ -425,20 +440,22 @@ pub(crate) fn bind_sockets(cfg: &Config, n: usize) -> anyhow::Result<Vec<PrioSoc
 /// The one start-up of a translator's metrics server, every mode's (shared memory, XDP,
 /// RoCEv2), at `addr` if asked: its counters (`stats`: every thread's, the classifier's, the
 /// driver's), its receive sockets' (buffer, kernel drops by priority), its AF_XDP sockets', the
-/// XDP program's actions; ready when `regions` (the collector's, none when they are remote)
-/// and the spill file are.
+/// XDP program's actions, the drops of the interfaces it receives on; ready when `regions`
+/// (the collector's, none when they are remote) and the spill file are.
 pub(crate) fn start_translator_metrics(
     addr: Option<SocketAddr>,
     stats: &[Arc<Stats>],
     sockets: &[PrioSockets],
     af_xdp: Option<&crate::af_xdp::AfXdp>,
     program: Option<crate::ops::ProgramActions>,
+    interfaces: &Arc<InterfaceDrops>,
     regions: Vec<Arc<dta_store::Region>>,
 ) -> anyhow::Result<Option<dta_metrics::MetricsServer>> {
     let Some(addr) = addr else {
         return Ok(None);
     };
     let mut reg = dta_metrics::TranslatorMetrics::new(stats.to_vec()).registry();
+    reg.register_collector(Box::new(interfaces.metrics()));
     if let Some(a) = af_xdp {
         reg.register_collector(Box::new(a.watch().metrics()));
     }

@@ -28,6 +28,7 @@ use dta_translator::{ingest, PrototypeHeader, Reason, RegionSinks, Stats, Transl
 use dta_xdp::{copy_data, AttachMode, XdpConfig, XdpStats, XdpTranslator};
 
 use crate::config::Config;
+use crate::interfaces::InterfaceDrops;
 use crate::modes::{self, Mode};
 use crate::policy::IngressPolicy;
 use crate::translator::{open_regions, ring, Options, Serving};
@@ -66,6 +67,8 @@ pub struct XdpNode {
     headers: Vec<Header>,
     running_user: Vec<PrimitiveName>,
     collector: Collector,
+    /// The drops of the interfaces it receives on.
+    interfaces: Arc<InterfaceDrops>,
     _metrics: Option<dta_metrics::MetricsServer>,
     _writer: InstanceLock,
 }
@@ -181,12 +184,15 @@ impl XdpNode {
              passed up to the userspace half (pass_*), dropped",
             move || a.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         );
+        let interfaces =
+            InterfaceDrops::watch("translator", cfg.translator.listen.ip(), &[&xo.iface]);
         let metrics = crate::translator::start_translator_metrics(
             opts.metrics,
             &stats,
             std::slice::from_ref(&socket),
             None,
             Some(program),
+            &interfaces,
             collector.regions(),
         )?;
         Ok(XdpNode {
@@ -204,6 +210,7 @@ impl XdpNode {
             headers,
             running_user,
             collector,
+            interfaces,
             _metrics: metrics,
             _writer: writer,
         })
@@ -286,6 +293,7 @@ impl XdpNode {
             "userspace": Stats::sum(&self.stats[..2]).snapshot(),
             "translator": Stats::sum(&self.stats).snapshot(),
             "rules": self.policy.rules().stats().snapshot(),
+            "interfaces": self.interfaces.snapshot(),
         }))
     }
 }

@@ -51,6 +51,9 @@ fn exposed() -> BTreeSet<String> {
             ..Default::default()
         };
         reg.register_collector(Box::new(AfXdpMetrics::of_reading(service, one)));
+        let lo =
+            dta_node::interfaces::InterfaceDrops::watch(service, "127.0.0.1".parse().unwrap(), &[]);
+        reg.register_collector(Box::new(lo.metrics()));
     }
     let x = ExportMetrics::default();
     x.register(&mut reg);
@@ -141,11 +144,13 @@ fn dashboard_references_only_exposed_metrics() {
         "dta_translator_af_xdp_kernel_drops_total",
         "dta_translator_lost_total",
         "dta_translator_shed_total",
+        "dta_translator_interface_rx_drops_total",
         "dta_store_fill_ratio",
         "dta_int_events_total",
         "dta_int_sink_kernel_drops_total",
         "dta_int_sink_af_xdp_kernel_drops_total",
         "dta_int_sink_translator_dropped_total",
+        "dta_int_sink_interface_rx_drops_total",
         "dta_export_errors_total",
     ] {
         assert!(used.contains(n), "no panel uses {n}");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dta_collector::query;
-use dta_rdma::link::{iface_ipv4, PacketLink};
+use dta_rdma::link::{ipv4_of, PacketLink};
 use dta_rdma::{Endpoint, Impaired, Impairment};
 use dta_rdma_requester::{connect, RequesterConfig};
 use dta_rdma_responder::{Responder, ResponderConfig};
@@ -41,7 +41,7 @@ fn reporter_translator_veth_responder_query() {
             let link = PacketLink::open(&vc).unwrap();
             let me = Endpoint {
                 mac: link.mac(),
-                ip: iface_ipv4(&vc).unwrap(),
+                ip: ipv4_of(&vc).unwrap(),
             };
             let mut r = Responder::new(link, ResponderConfig::new(me), regions);
             r.run(&stop).unwrap();
@@ -60,7 +60,7 @@ fn reporter_translator_veth_responder_query() {
             let link = PacketLink::open(&vt).unwrap();
             let me = Endpoint {
                 mac: link.mac(),
-                ip: iface_ipv4(&vt).unwrap(),
+                ip: ipv4_of(&vt).unwrap(),
             };
             let imp = Impairment {
                 loss: 0.03,

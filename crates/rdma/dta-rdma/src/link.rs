@@ -17,7 +17,8 @@ use dta_net::raw::RawSocket;
 use dta_net::{ethernet, ipv4, udp, IPPROTO_UDP};
 use dta_roce::ROCE_PORT;
 
-pub use dta_net::raw::{iface_ipv4, iface_mac_index};
+pub use dta_net::iface::ipv4_of;
+pub use dta_net::raw::iface_mac_index;
 
 /// Sends and receives whole Ethernet frames.
 pub trait Link {

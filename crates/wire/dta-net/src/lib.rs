@@ -5,9 +5,9 @@
 //! `wire` style (`Packet<T: AsRef<[u8]>>` with checked accessors; `Repr`s with
 //! `parse`/`emit`/`buffer_len` for Ethernet, IPv4 and UDP), one Internet checksum
 //! ([`checksum`], RFC 1071), a builder of whole Ethernet/IPv4/UDP frames around a payload
-//! ([`udp_frame`], [`ipv4_udp_packet`]), and, on Linux, one `AF_PACKET` raw socket bound to an
-//! interface ([`raw`]) that sends single frames or batches (`sendmmsg`) and receives with a
-//! timeout. Parsing never allocates and never panics; each rejection is one [`Error`]. The
+//! ([`udp_frame`], [`ipv4_udp_packet`]), and, on Linux, the namespace's interfaces with their
+//! receive drop counters ([`iface`]) and one `AF_PACKET` raw socket bound to an interface
+//! ([`raw`]) that sends single frames or batches (`sendmmsg`) and receives with a timeout. Parsing never allocates and never panics; each rejection is one [`Error`]. The
 //! protocols on top (DTA, RoCEv2, INT) know nothing of these byte offsets and this crate knows
 //! nothing of them.
 //!
@@ -30,6 +30,8 @@
 pub mod cbpf;
 pub mod checksum;
 pub mod ethernet;
+#[cfg(target_os = "linux")]
+pub mod iface;
 pub mod ipv4;
 pub mod ipv6;
 #[cfg(target_os = "linux")]

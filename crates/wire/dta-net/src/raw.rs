@@ -86,38 +86,6 @@ pub fn iface_mac_index(name: &str) -> io::Result<([u8; 6], i32)> {
     }
 }
 
-/// The first IPv4 address of interface `name`.
-pub fn iface_ipv4(name: &str) -> io::Result<[u8; 4]> {
-    // SAFETY: getifaddrs hands us a list we free with freeifaddrs; we only read through it.
-    unsafe {
-        let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
-        if libc::getifaddrs(&mut ifa) != 0 {
-            return Err(last_err());
-        }
-        let mut p = ifa;
-        let mut found = None;
-        while !p.is_null() {
-            let a = &*p;
-            if !a.ifa_addr.is_null()
-                && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
-                && std::ffi::CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes()
-            {
-                let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
-                found = Some(u32::from_be(sin.sin_addr.s_addr).to_be_bytes());
-                break;
-            }
-            p = a.ifa_next;
-        }
-        libc::freeifaddrs(ifa);
-        found.ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("interface {name} has no IPv4 address (give one with --ip)"),
-            )
-        })
-    }
-}
-
 fn set_int_opt(fd: i32, level: i32, name: i32, v: libc::c_int) -> io::Result<()> {
     // SAFETY: setsockopt with a c_int value we own.
     let r = unsafe {
@@ -671,7 +639,6 @@ mod tests {
     fn interface_lookups() {
         let (_, idx) = iface_mac_index("lo").expect("lo exists in every namespace");
         assert!(idx > 0);
-        assert_eq!(iface_ipv4("lo").unwrap(), [127, 0, 0, 1]);
         assert_eq!(
             iface_mac_index("").unwrap_err().kind(),
             io::ErrorKind::InvalidInput

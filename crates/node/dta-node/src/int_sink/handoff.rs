@@ -88,21 +88,11 @@ impl Handoff {
 
     /// Copy `data` from `src` into thread `to`'s inbox; false when it is full (nothing taken).
     pub(super) fn try_send(&self, to: usize, data: &[u8], src: SocketAddr) -> bool {
+        if !self.enqueue(to, data, src) {
+            self.full_waits.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let inbox = &self.inboxes[to];
-        if inbox.queue.is_full() {
-            self.full_waits.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        let Some(buf) = self.pool.take() else {
-            self.full_waits.fetch_add(1, Ordering::Relaxed);
-            return false;
-        };
-        let len = self.pool.fill(buf, data);
-        if let Err(e) = inbox.queue.push(Entry { buf, len, src }) {
-            self.pool.release(e.buf);
-            self.full_waits.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
         self.handed.fetch_add(1, Ordering::Relaxed);
         // Pairs with the fence in `sleep`: either the owner sees the entry before it sleeps,
         // or this sees `sleeping` and wakes it.
@@ -113,6 +103,26 @@ impl Handoff {
             unsafe { libc::write(inbox.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
         }
         true
+    }
+
+    /// Copy `data` into a pool buffer on thread `to`'s queue; false when the queue or the pool
+    /// is full (the buffer, if taken, given back).
+    fn enqueue(&self, to: usize, data: &[u8], src: SocketAddr) -> bool {
+        let queue = &self.inboxes[to].queue;
+        if queue.is_full() {
+            return false;
+        }
+        let Some(buf) = self.pool.take() else {
+            return false;
+        };
+        let len = self.pool.fill(buf, data);
+        match queue.push(Entry { buf, len, src }) {
+            Ok(()) => true,
+            Err(e) => {
+                self.pool.release(e.buf);
+                false
+            }
+        }
     }
 
     /// Up to [`SLICE`] reports of thread `me`'s inbox to `f` as (payload, source), their buffers

@@ -31,6 +31,7 @@ use prometheus_client::registry::Registry;
 
 use crate::config::IntSinkFile;
 use crate::exports::KafkaConn;
+use crate::interfaces::InterfaceDrops;
 use crate::policy::IngressPolicy;
 
 /// Where the INT sink's notifications go besides its stores.
@@ -97,9 +98,13 @@ pub fn run(
         _ => None,
     };
     let exports = outputs::Exports::open(o)?;
+    let named: Vec<&str> = (o.xdp.iter().map(|(i, _)| i.as_str()))
+        .chain(o.af_xdp.iter().map(|a| a.iface.as_str()))
+        .collect();
+    let interfaces = InterfaceDrops::watch("int-sink", f.listen.ip(), &named);
     let _metrics = match o.metrics {
         Some(addr) => {
-            let reg = registry(
+            let mut reg = registry(
                 &stats,
                 &sinks,
                 &sockets,
@@ -108,6 +113,7 @@ pub fn run(
                 xdp.as_ref(),
                 &exports,
             )?;
+            reg.register_collector(Box::new(interfaces.metrics()));
             let ready = crate::ops::regions_ready(collector.regions());
             Some(crate::ops::start_metrics(addr, reg, ready, "int-sink")?)
         }
@@ -149,6 +155,7 @@ pub fn run(
             summary["af_xdp"]["handoff_full_waits"] = h.full_waits().into();
         }
     }
+    summary["interfaces"] = interfaces.snapshot();
     // The subscribers end once the sinks are gone; then what they wrote is whole.
     drop(sinks);
     drains.join(&mut summary)?;

@@ -30,12 +30,13 @@ fn now_ns() -> u64 {
 /// overlapped).
 fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
     let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
-    take_from(
+    take_owned(
         sink,
         &mut (0..n).map(|i| {
             let (data, from) = m.datagram(i);
             (data, from.unwrap_or(unknown))
         }),
+        None,
     );
 }
 
@@ -203,22 +204,15 @@ fn from_sources(
 ) -> std::io::Result<usize> {
     let mut got = 0;
     for s in sources.iter_mut() {
-        got += s.recv_batch(batch, &mut |it| match steer {
-            Some(st) => take_owned(sink, it, Some(st)),
-            None => take_from(sink, it),
-        })?;
+        got += s.recv_batch(batch, &mut |it| take_owned(sink, it, steer))?;
     }
     Ok(got)
 }
 
 /// Up to a slice of what the other threads handed this one, to the sink; how many.
 fn from_inbox(sink: &mut IntSink<RegionSinks>, s: Steer<'_>) -> usize {
-    s.handoff.drain_slice(s.me, &mut |it| take_from(sink, it))
-}
-
-/// Datagrams (payload, source) to the sink, a slice of admitted ones at a time, as [`take`].
-fn take_from(sink: &mut IntSink<RegionSinks>, it: &mut dyn Iterator<Item = (&[u8], SocketAddr)>) {
-    take_owned(sink, it, None);
+    s.handoff
+        .drain_slice(s.me, &mut |it| take_owned(sink, it, None))
 }
 
 /// The admitted datagrams `it` yields to the sink a slice at a time, as [`take`]; with
