@@ -309,6 +309,9 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=Non
         "exact": c.get("flows_exact"),
         "ok": c.get("ok", False),
         "paths": c.get("paths_from_store", {}).get("found_exact"),
+        # With AF_XDP: the frames each receive queue's socket read.
+        "queues": [q.get("frames") for q in stats.get("af_xdp", {}).get("sockets", [])],
+        "program": stats.get("af_xdp", {}).get("program") if not c.get("ok", True) else None,
     }
 
 

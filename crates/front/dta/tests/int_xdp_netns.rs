@@ -9,7 +9,9 @@
 //!   taken, none lost, the flows exact although a queue's reader hands half of them to the
 //!   other thread;
 //! - with the fast path and AF_XDP on the same interface (one program): the same, the fast path
-//!   taking most reports and redirecting the rest to the AF_XDP sockets.
+//!   taking most reports and redirecting the rest to the AF_XDP sockets;
+//! - with the fast path on one interface and AF_XDP on another (two programs): each takes what
+//!   arrives on its own, a second trace whole through the AF_XDP sockets.
 //!
 //! Needs root (a counted skip otherwise).
 
@@ -37,9 +39,21 @@ fn write_config(d: &Path, listen: &str, allow: &str) {
 /// One run: a sink in namespace `net.a` with `extra` arguments receiving the trace replayed
 /// from namespace `net.b`; its final stats.
 fn run(d: &Path, net: &VethPair, extra: &[&str]) -> serde_json::Value {
+    run_replays(d, &net.a, &[(&net.b, &net.ip_a, "trace.pcap")], extra)
+}
+
+/// A sink in namespace `ns` with `extra` arguments receiving each replay (from its namespace,
+/// to its address, of its pcap in `d`) one after the other: its final stats, every report sent
+/// counted received and none dropped at its sockets.
+fn run_replays(
+    d: &Path,
+    ns: &str,
+    replays: &[(&str, &str, &str)],
+    extra: &[&str],
+) -> serde_json::Value {
     let exe = env!("CARGO_BIN_EXE_dta");
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &net.a, exe, "int-sink", "--config"])
+    cmd.args(["netns", "exec", ns, exe, "int-sink", "--config"])
         .arg(d.join("int.toml"))
         .arg("--records")
         .arg(d.join("records.jsonl"))
@@ -65,16 +79,20 @@ fn run(d: &Path, net: &VethPair, extra: &[&str]) -> serde_json::Value {
         std::io::Read::read_to_string(&mut err, &mut s).unwrap();
         s
     });
-    let out = Command::new("ip")
-        .args([
-            "netns", "exec", &net.b, exe, "pcap", "replay", "--rate", "40000",
-        ])
-        .args(["--to", &format!("{}:32766", net.ip_a)])
-        .arg(d.join("trace.pcap"))
-        .output()
-        .unwrap();
-    common::assert_success(&out);
-    let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut sent = 0;
+    for (from, to, pcap) in replays {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", from, exe, "pcap", "replay", "--rate", "40000",
+            ])
+            .args(["--to", &format!("{to}:32766")])
+            .arg(d.join(pcap))
+            .output()
+            .unwrap();
+        common::assert_success(&out);
+        let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        sent += replay["sent"].as_u64().unwrap();
+    }
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs the sink).
     assert_eq!(
@@ -85,7 +103,7 @@ fn run(d: &Path, net: &VethPair, extra: &[&str]) -> serde_json::Value {
     let err = rest.join().unwrap();
     let stats: serde_json::Value =
         serde_json::from_str(&err[err.find("{\n").expect("final stats")..]).unwrap();
-    assert_eq!(stats["reports"], replay["sent"], "{stats}\n{replay}");
+    assert_eq!(stats["reports"], sent, "{stats}");
     assert_eq!(stats["receive"]["kernel_drops"], 0, "{stats}");
     stats
 }
@@ -131,9 +149,22 @@ fn histograms(d: &Path, nodes: &BTreeSet<u32>) -> Histograms {
 
 /// The trace `dta pcap gen --flows 2000 --seed 42` in `base` (trace.pcap, trace.json).
 fn gen_trace(base: &Path) {
+    gen_trace_as(base, "trace", 42);
+}
+
+/// `dta pcap gen --flows 2000 --seed SEED` in `base` as NAME.pcap and NAME.json.
+fn gen_trace_as(base: &Path, name: &str, seed: u64) {
     let out = dta()
-        .args(["pcap", "gen", "--flows", "2000", "--seed", "42", "--out"])
-        .arg(base.join("trace.pcap"))
+        .args([
+            "pcap",
+            "gen",
+            "--flows",
+            "2000",
+            "--seed",
+            &seed.to_string(),
+            "--out",
+        ])
+        .arg(base.join(format!("{name}.pcap")))
         .output()
         .unwrap();
     common::assert_success(&out);
@@ -251,6 +282,68 @@ fn xdp_fast_path_and_af_xdp_on_one_interface_keep_records_and_histograms_exact()
     assert_eq!(x["af_xdp"], program["redirected"], "{stats}");
     check(&d, 2000);
     assert_eq!(histograms(&d, &nodes), want);
+}
+
+#[test]
+fn xdp_fast_path_and_af_xdp_on_two_interfaces_each_take_their_own() {
+    if let Some(why) = dta_testkit::netns_unavailable() {
+        dta_testkit::skip!("{why}");
+    }
+    // Two pairs, both sink ends in one namespace: the fast path on the first, AF_XDP on the
+    // second, each with its own program.
+    let net = VethPair::new("qe", 88);
+    let other = VethPair::new("qf", 89);
+    for args in [
+        vec!["-n", &other.a, "link", "set", &other.dev_a, "netns", &net.a],
+        vec![
+            "-n",
+            &net.a,
+            "addr",
+            "add",
+            "10.89.0.1/24",
+            "dev",
+            &other.dev_a,
+        ],
+        vec!["-n", &net.a, "link", "set", &other.dev_a, "up"],
+    ] {
+        assert!(dta_testkit::netns::ip(&args), "ip {args:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    gen_trace(base);
+    let d = run_dir(base, "two", &net, 88);
+    gen_trace_as(&d, "other", 43);
+    write_config(&d, "0.0.0.0:32766", "10.0.0.0/8");
+    let stats = run_replays(
+        &d,
+        &net.a,
+        &[
+            (&net.b, &net.ip_a, "trace.pcap"),
+            (&other.b, &other.ip_a, "other.pcap"),
+        ],
+        &["--xdp", &net.dev_a, "--af-xdp", &other.dev_a],
+    );
+    eprintln!("fast path and AF_XDP on two interfaces: {stats}");
+    assert_af_xdp_lossless(&stats);
+    let sent: u64 = stats["reports"].as_u64().unwrap();
+    let fast = stats["xdp"]["fast"].as_u64().unwrap();
+    let redirected = stats["af_xdp"]["program"]["redirected"].as_u64().unwrap();
+    // The second trace went whole to the AF_XDP sockets; the fast path, on the first
+    // interface only, took most of the first and redirected nothing (no socket there).
+    assert!(redirected > 0 && fast > (sent - redirected) / 2, "{stats}");
+    assert_eq!(stats["xdp"]["af_xdp"], 0, "{stats}");
+    assert_eq!(stats["af_xdp"]["program"]["pass_no_socket"], 0, "{stats}");
+    let replayed = |name: &str| {
+        let t: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join(name)).unwrap()).unwrap();
+        t["frames"].as_array().unwrap().len() as u64
+    };
+    assert_eq!(redirected, replayed("other.json"), "{stats}");
+    assert_eq!(sent, replayed("trace.json") + redirected, "{stats}");
+    // Both interfaces' receive drops are watched.
+    for dev in [&net.dev_a, &other.dev_a] {
+        assert_eq!(stats["interfaces"][dev.as_str()]["missed"], 0, "{stats}");
+    }
 }
 
 #[test]
