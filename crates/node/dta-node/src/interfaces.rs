@@ -5,10 +5,10 @@
 //! host lost.
 //!
 //! Which interfaces: the ones a mode names (`--xdp`, `--af-xdp`, RoCEv2's `--iface`) and the
-//! ones holding the listen address (every interface that is up for a wildcard address;
-//! [`dta_net::iface::receiving`]). Exported at each scrape as
-//! `PREFIX_interface_rx_drops_total{interface,reason}` (the kernel's counters since the
-//! interface came up) and in the summary as what was dropped while the service ran.
+//! ones holding the listen address when the service starts (every interface that is up for a
+//! wildcard address; [`dta_net::iface::receiving`]). Exported at each scrape as
+//! `PREFIX_interface_rx_drops_total{interface,reason}` and in the summary: what the kernel
+//! counted while the service ran.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -39,13 +39,9 @@ impl InterfaceDrops {
         names.sort();
         names.dedup();
         names.truncate(dta_net::iface::MAX_INTERFACES);
-        let start = names
-            .into_iter()
-            .map(|n| {
-                let d = RxDrops::read(&n).ok();
-                (n, d)
-            })
-            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let now = RxDrops::read_each(&refs).unwrap_or_else(|_| vec![None; names.len()]);
+        let start = names.into_iter().zip(now).collect();
         Arc::new(InterfaceDrops {
             service,
             prefix: crate::ops::metric_prefix(service),
@@ -58,10 +54,28 @@ impl InterfaceDrops {
         self.start.iter().map(|(n, _)| n.as_str())
     }
 
-    /// Each interface's counters now (those that cannot be read left out).
+    /// Each interface's counters now (those that cannot be read left out), from one listing.
     pub fn now(&self) -> Vec<(&str, RxDrops)> {
-        self.names()
-            .filter_map(|n| RxDrops::read(n).ok().map(|d| (n, d)))
+        let names: Vec<&str> = self.names().collect();
+        let now = RxDrops::read_each(&names).unwrap_or_default();
+        names
+            .into_iter()
+            .zip(now)
+            .filter_map(|(n, d)| d.map(|d| (n, d)))
+            .collect()
+    }
+
+    /// What each interface dropped since the service started (those that could not be read at
+    /// start or now left out), from one listing.
+    pub fn since_start(&self) -> Vec<(&str, RxDrops)> {
+        let start: std::collections::HashMap<&str, RxDrops> = self
+            .start
+            .iter()
+            .filter_map(|(n, d)| d.map(|d| (n.as_str(), d)))
+            .collect();
+        self.now()
+            .into_iter()
+            .filter_map(|(n, now)| start.get(n).map(|base| (n, now.since(base))))
             .collect()
     }
 
@@ -70,11 +84,7 @@ impl InterfaceDrops {
     /// "over": 0}}`. An interface that could not be read at start or now is left out.
     pub fn snapshot(&self) -> serde_json::Value {
         let mut out = serde_json::Map::new();
-        for (name, base) in &self.start {
-            let (Some(base), Ok(now)) = (base, RxDrops::read(name)) else {
-                continue;
-            };
-            let d = now.since(base);
+        for (name, d) in self.since_start() {
             if d.total() > 0 {
                 tracing::warn!(
                     "{}: interface {name} dropped {} received frames while it ran \
@@ -92,7 +102,7 @@ impl InterfaceDrops {
                 );
             }
             out.insert(
-                name.clone(),
+                name.to_string(),
                 serde_json::Value::Object(
                     d.by_reason()
                         .iter()
@@ -111,19 +121,20 @@ impl InterfaceDrops {
 }
 
 /// `PREFIX_interface_rx_drops_total{interface,reason}`: frames an interface the service
-/// receives on dropped on receive, as the kernel counts them since the interface came up
-/// (reasons `dropped`, `missed`, `fifo`, `over`: [`RxDrops`]).
+/// receives on dropped on receive since the service started, as the kernel counts them
+/// (reasons `dropped`, `missed`, `fifo`, `over`: [`RxDrops`]). Counted from the start, not from
+/// when the interface came up: what the host dropped before belongs to no service's loss.
 #[derive(Debug)]
 pub struct InterfaceMetrics(Arc<InterfaceDrops>);
 
 impl Collector for InterfaceMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let now = self.0.now();
+        let now = self.0.since_start();
         dta_http::metrics::counter_family(
             &mut enc,
             &format!("{}_interface_rx_drops", self.0.prefix),
             "Frames an interface the service receives on dropped before any socket or XDP \
-             program saw them, as the kernel counts them since the interface came up, by \
+             program saw them since the service started, as the kernel counts them, by \
              interface and reason: dropped (by the driver or the stack), missed (the device's \
              receive ring was full), fifo (its receive FIFO overflowed), over (it ran out of \
              receive buffers)",

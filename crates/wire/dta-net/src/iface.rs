@@ -63,20 +63,28 @@ impl RxDrops {
     /// Interface `name`'s counters now.
     pub fn read(name: &str) -> io::Result<RxDrops> {
         check_name(name)?;
-        let mut found = None;
-        each(|e| {
-            if e.name == name.as_bytes() {
-                if let Some(d) = e.drops {
-                    found = Some(d);
-                }
-            }
-        })?;
-        found.ok_or_else(|| {
+        Self::read_each(&[name])?.remove(0).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("no interface {name} in this network namespace"),
             )
         })
+    }
+
+    /// The counters of each of `names` now, in their order (`None`: no such interface), from
+    /// one listing of the namespace's interfaces.
+    pub fn read_each(names: &[&str]) -> io::Result<Vec<Option<RxDrops>>> {
+        let mut found = vec![None; names.len()];
+        each(|e| {
+            if let Some(d) = e.drops {
+                for (n, f) in names.iter().zip(found.iter_mut()) {
+                    if e.name == n.as_bytes() {
+                        *f = Some(d);
+                    }
+                }
+            }
+        })?;
+        Ok(found)
     }
 }
 
@@ -232,6 +240,8 @@ mod tests {
         assert!(all.iter().any(|n| n == "lo"), "{all:?}");
         assert!(all.len() <= MAX_INTERFACES);
         RxDrops::read("lo").unwrap();
+        let each = RxDrops::read_each(&["dta-none0", "lo"]).unwrap();
+        assert!(each[0].is_none() && each[1].is_some(), "{each:?}");
         assert_eq!(ipv4_of("lo").unwrap(), [127, 0, 0, 1]);
     }
 
