@@ -8,7 +8,9 @@ replay` paced at each rate (and unpaced), and per run:
 - the sink's CPU-seconds per million reports: utime + stime of its process (/proc/PID/stat)
   from just before the replay to the end of its drain, over the reports sent;
 - the ground truth: `dta int-sink check` of the flow records against the trace's truth and of
-  every flow's path in the stores.
+  every flow's path in the stores;
+- with AF_XDP, the frames each receive queue's socket read (`queues`), and for a run whose flows
+  are not exact, the AF_XDP program's counters (`program`: which reports it passed up).
 
 Runs alternate between the binaries (same machine state for both); medians over --runs.
 
