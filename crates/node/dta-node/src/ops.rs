@@ -55,7 +55,7 @@ pub(crate) fn metric_prefix(service: &str) -> &'static str {
     if service == "int-sink" {
         "dta_int_sink"
     } else {
-        "dta_translator"
+        dta_metrics::TRANSLATOR_PREFIX
     }
 }
 

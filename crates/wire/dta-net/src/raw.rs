@@ -45,16 +45,11 @@ fn last_err() -> io::Error {
 }
 
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    // Shorter than IFNAMSIZ, so it fits `ifr_name` with its terminating NUL.
+    crate::iface::check_name(name)?;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut r: libc::ifreq = unsafe { zeroed() };
-    let b = name.as_bytes();
-    if b.is_empty() || b.len() >= r.ifr_name.len() || b.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad interface name {name:?}"),
-        ));
-    }
-    for (d, s) in r.ifr_name.iter_mut().zip(b) {
+    for (d, s) in r.ifr_name.iter_mut().zip(name.as_bytes()) {
         *d = *s as libc::c_char;
     }
     Ok(r)
