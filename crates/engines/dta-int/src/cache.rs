@@ -77,11 +77,17 @@ pub struct FlowEntry {
     pub present: [u8; MAX_PATH],
     /// The sink's fast path knows this flow ([`crate::fast::FastPath::learn`]).
     pub fast: bool,
-    /// `report_seq` holds the Telemetry Report sequence number ([TR v2.0 §3.1], 22 bits) of the
-    /// report the latest values came from: reports taken by the fast path and by the sink are
-    /// ordered by it ([`seq_newer`]), not by when each side handled them.
+    /// `report_seq` holds the Telemetry Report sequence number ([TR v2.0 §3.2], 22 bits) of the
+    /// report the latest values came from, numbered by `reporter` and `reporter_hw`: a flow's
+    /// reports are ordered by it ([`FlowEntry::take_latest`]), not by when they were handled
+    /// (the fast path, the AF_XDP sockets and the UDP sockets each deliver in order, not in
+    /// order with one another).
     pub seq_known: bool,
+    /// The hardware id of the numbering of `report_seq`.
+    pub reporter_hw: u8,
     pub report_seq: u32,
+    /// The reporting node of the numbering of `report_seq` (v2.0 node id, v1.0 switch id).
+    pub reporter: u32,
     pub packets: u64,
     pub first_ns: u64,
     pub last_ns: u64,
@@ -97,6 +103,28 @@ impl FlowEntry {
     #[inline]
     pub fn latest(&self, h: usize, i: usize) -> Option<u32> {
         (self.present[h] & (1 << i) != 0).then_some(self.hop[h].last[i])
+    }
+
+    /// Whether the report `r` (none: not numbered) is at least as new as the one the latest
+    /// values came from, recording it as theirs when it is. A report of another numbering than
+    /// theirs (another reporter, or none) is taken as the newest: sequence numbers compare only
+    /// within one reporter's ([TR v2.0 §3.2]: "per (node, hw_id) and destination").
+    #[inline]
+    pub fn take_latest(&mut self, r: Option<ReportSeq>) -> bool {
+        let Some(r) = r else { return true };
+        let seq = r.seq & SEQ_MASK;
+        if self.seq_known
+            && self.reporter == r.node
+            && self.reporter_hw == r.hw_id
+            && !seq_newer(seq, self.report_seq)
+        {
+            return false;
+        }
+        self.seq_known = true;
+        self.reporter = r.node;
+        self.reporter_hw = r.hw_id;
+        self.report_seq = seq;
+        true
     }
 
     /// The flow record of this entry.
@@ -129,15 +157,36 @@ impl FlowEntry {
     }
 }
 
-/// Whether Telemetry Report sequence number `a` is `b` or comes after it (22-bit serial
-/// arithmetic: within 2^21 reports of each other).
+/// Where a telemetry report stands in its reporter's numbering: sequence numbers count "per
+/// (node, hw_id) and destination" ([TR v2.0 §3.2]); v1.0 names the node by its switch id,
+/// v0.5 by none (`node` 0: one flow's reports come from one sink switch, its path's last hop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReportSeq {
+    pub node: u32,
+    pub hw_id: u8,
+    /// As carried (v0.5 and v1.0 carry 32 bits; the low 22 are compared).
+    pub seq: u32,
+}
+
+/// Whether Telemetry Report sequence number `a` is `b`, comes after it (22-bit serial
+/// arithmetic), or lies more than [`REORDER_WINDOW`] before it: no receive path holds that
+/// many reports back, so such a number is the reporter's numbering starting again (a restart),
+/// and newer.
 #[inline]
 pub fn seq_newer(a: u32, b: u32) -> bool {
-    a.wrapping_sub(b) & SEQ_MASK <= SEQ_MASK >> 1
+    let behind = b.wrapping_sub(a) & SEQ_MASK;
+    behind == 0 || behind > REORDER_WINDOW
 }
 
 /// The 22 bits of a Telemetry Report v2.0 sequence number.
 pub const SEQ_MASK: u32 = 0x3f_ffff;
+
+/// The most reports of one reporter that may arrive after a later one of it: what a receive
+/// path can hold back while another delivers, many times an AF_XDP socket's frames (at most
+/// 64 Ki) and the datagrams of the sink's default 64 MiB socket buffer (about 180 000 at the
+/// kernel's 768 bytes of memory a small datagram, doubled as `SO_RCVBUF` does), and under half
+/// the 22-bit numbering, which no window can pass. A number further behind is a restart.
+pub const REORDER_WINDOW: u32 = 1 << 20;
 
 /// The cache.
 pub struct FlowCache {
@@ -328,7 +377,43 @@ mod tests {
         assert!(seq_newer(2, SEQ_MASK - 3));
         assert!(!seq_newer(SEQ_MASK - 3, 2));
         assert!(seq_newer(1 << 20, 0));
-        assert!(!seq_newer(1 << 21, 0));
+        assert!(seq_newer(1 << 21, 0));
+        // Up to the window behind is a late report; further behind, a restart.
+        assert!(!seq_newer(0, REORDER_WINDOW));
+        assert!(seq_newer(0, REORDER_WINDOW + 1));
+        assert!(!seq_newer(SEQ_MASK - 10, REORDER_WINDOW - 12));
+        assert!(seq_newer(0, SEQ_MASK));
+    }
+
+    #[test]
+    fn latest_values_follow_one_reporters_numbering() {
+        let r = |node, hw_id, seq| Some(ReportSeq { node, hw_id, seq });
+        let mut e = FlowEntry::default();
+        assert!(e.take_latest(r(7, 1, 100)));
+        assert!(
+            !e.take_latest(r(7, 1, 99)),
+            "a late report of the same reporter"
+        );
+        assert!(
+            e.take_latest(r(7, 1, 100)),
+            "the same report again (redundancy) stays latest"
+        );
+        // The 32-bit numbers of v0.5/v1.0 compare by their low 22 bits.
+        assert!(e.take_latest(r(7, 1, (5 << 22) | 101)));
+        assert!(!e.take_latest(r(7, 1, 100)));
+        // Another numbering does not compare: the latest is the one handled last.
+        assert!(e.take_latest(r(8, 1, 3)));
+        assert!(e.take_latest(r(8, 2, 2)));
+        assert!(!e.take_latest(r(8, 2, 1)));
+        assert!(e.take_latest(None));
+        assert!(
+            !e.take_latest(r(8, 2, 1)),
+            "an unnumbered report leaves the numbering"
+        );
+        // A restart of the numbering far behind is followed.
+        assert!(e.take_latest(r(8, 2, 2 + REORDER_WINDOW + 1)));
+        assert!(e.take_latest(r(8, 2, 0)));
+        assert_eq!((e.reporter, e.reporter_hw, e.report_seq), (8, 2, 0));
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub struct FastFlow {
     pub hops: u8,
     /// When the latest of them arrived, on the sink's clock (the `now_ns` it is given).
     pub last_ns: u64,
-    /// The Telemetry Report sequence number of the latest ([`crate::cache::seq_newer`] orders
+    /// The Telemetry Report sequence number of the latest ([`crate::cache::FlowEntry::take_latest`] orders
     /// it against the reports the sink handled).
     pub seq: u32,
     /// Per hop and metric, the sum of the values.

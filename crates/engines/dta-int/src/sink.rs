@@ -26,14 +26,14 @@ use serde::{Deserialize, Serialize};
 use dta_int_wire as int;
 use dta_int_wire::{
     find_int, find_int_ip, parse_report, GroupHeader, HopStack, IndividualReport, IntDetect,
-    LegacySubHeader, TelemetryReport,
+    LegacyReport, LegacySubHeader, TelemetryReport,
 };
 use dta_net::{ethernet, ipv4};
 use dta_translator::{Sinks, Translator};
 use dta_wire::prefix::AllowList;
 use dta_wire::Report;
 
-use crate::cache::{seq_newer, FlowCache, FlowEntry, Pending, LATENCY, QUEUE, SEQ_MASK, UTIL};
+use crate::cache::{FlowCache, FlowEntry, Pending, ReportSeq, LATENCY, QUEUE, UTIL};
 use crate::delta::HistDeltas;
 use crate::events::{
     Event, EventBus, EventKind, EvictReason, FlowRecord, FlowSummary, Notification, Subscription,
@@ -414,8 +414,8 @@ struct MdReport<'b> {
     hash: u64,
     /// A v2.0 report (it counts one individual report).
     v2: bool,
-    /// Its Telemetry Report sequence number.
-    seq: u32,
+    /// Where it stands in its reporter's numbering.
+    seq: ReportSeq,
 }
 
 /// The sink.
@@ -659,7 +659,7 @@ impl<S: Sinks> IntSink<S> {
         }
     }
 
-    fn handle_int(&mut self, repr: &int::IntRepr<'_>, seq: Option<u32>, now_ns: u64) {
+    fn handle_int(&mut self, repr: &int::IntRepr<'_>, seq: Option<ReportSeq>, now_ns: u64) {
         let key = match repr.flow.as_ref().map(|f| f.key13()) {
             Some(Some(k)) => k,
             Some(None) => {
@@ -746,10 +746,10 @@ impl<S: Sinks> IntSink<S> {
                 if ir.dropped || drop.is_some() {
                     return None;
                 }
-                (ir.inner_int(&self.detect).ok()??, true, r.group.sequence)
+                (ir.inner_int(&self.detect).ok()??, true, group_seq(&r.group))
             }
             TelemetryReport::Legacy(l) if l.sub == LegacySubHeader::None => {
-                (l.inner_int(&self.detect).ok()??, false, l.sequence)
+                (l.inner_int(&self.detect).ok()??, false, legacy_seq(&l))
             }
             _ => return None,
         };
@@ -787,7 +787,7 @@ impl<S: Sinks> IntSink<S> {
                 } else {
                     match l.inner_int(&self.detect) {
                         Err(e) => self.stats.error(e),
-                        Ok(Some(repr)) => self.handle_int(&repr, Some(l.sequence), now_ns),
+                        Ok(Some(repr)) => self.handle_int(&repr, Some(legacy_seq(&l)), now_ns),
                         Ok(None) => add(&self.stats.ignored_reports, 1),
                     }
                 }
@@ -814,7 +814,7 @@ impl<S: Sinks> IntSink<S> {
                 return;
             }
             Ok(Some(repr)) if repr.stack().is_some() => {
-                self.handle_int(&repr, Some(group.sequence), now_ns);
+                self.handle_int(&repr, Some(group_seq(group)), now_ns);
                 return;
             }
             Ok(_) => {}
@@ -907,13 +907,13 @@ impl<S: Sinks> IntSink<S> {
     }
 
     /// [`IntSink::handle_md`] of a key of [`FlowCache::hash`] `hash`, from a telemetry report
-    /// of sequence number `seq`.
+    /// numbered `seq`.
     fn md_hashed(
         &mut self,
         key: &[u8; FLOW_KEY_LEN],
         hash: u64,
         stack: &HopStack<'_>,
-        seq: Option<u32>,
+        seq: Option<ReportSeq>,
         now_ns: u64,
     ) {
         add(&self.stats.md_packets, 1);
@@ -945,10 +945,10 @@ impl<S: Sinks> IntSink<S> {
 
     /// Hops `first_hop..first_hop + samples.len()` of one packet of `key` (of
     /// [`FlowCache::hash`] `hash`); `path_len` 0 if unknown (a single postcard); `path` the
-    /// INT-MD path record to write; `seq` the Telemetry Report sequence number of an INT-MD
-    /// report. A report older than the one the flow's latest values came from (by `seq`: the
-    /// fast path took a later one first) still counts, but leaves the latest values and owed
-    /// writes as they are.
+    /// INT-MD path record to write; `seq` where a telemetry report stands in its reporter's
+    /// numbering. A report older than the one the flow's latest values came from (by `seq`: the
+    /// fast path, another receive path or the network delivered a later one first) still
+    /// counts, but leaves the latest values and owed writes as they are.
     #[allow(clippy::too_many_arguments)]
     fn handle_hops(
         &mut self,
@@ -958,7 +958,7 @@ impl<S: Sinks> IntSink<S> {
         first_hop: u8,
         path_len: u8,
         path: Option<&[u8; PATH_DATA_LEN]>,
-        seq: Option<u32>,
+        seq: Option<ReportSeq>,
         now_ns: u64,
     ) {
         if self.report_seq == u32::MAX {
@@ -990,18 +990,10 @@ impl<S: Sinks> IntSink<S> {
                 }
             });
             let e = cache.at_mut(idx);
-            // With a fast path, the order of a flow's reports is their sequence numbers' (it
-            // may take later ones before the sink reads earlier ones off its socket).
-            let newest = match seq {
-                Some(_) if fast.is_none() => true,
-                Some(s) if e.seq_known && !seq_newer(s & SEQ_MASK, e.report_seq) => false,
-                Some(s) => {
-                    e.seq_known = true;
-                    e.report_seq = s & SEQ_MASK;
-                    true
-                }
-                None => true,
-            };
+            // A flow's latest values are its newest report's by the reporter's numbering, not
+            // the last one handled: the fast path, the AF_XDP and the UDP sockets each deliver
+            // in order, but not in order with one another.
+            let newest = e.take_latest(seq);
             if newest && (path.is_some() || md_postcards) {
                 let p = &mut e.pending;
                 if !p.dirty {
@@ -1455,6 +1447,24 @@ impl<S: Sinks> IntSink<S> {
     }
 }
 
+/// Where a v2.0 report stands in its reporter's numbering.
+fn group_seq(g: &GroupHeader) -> ReportSeq {
+    ReportSeq {
+        node: g.node_id,
+        hw_id: g.hw_id,
+        seq: g.sequence,
+    }
+}
+
+/// Where a v1.0 or v0.5 report stands in its reporter's numbering (v0.5 names no switch).
+fn legacy_seq(l: &LegacyReport<'_>) -> ReportSeq {
+    ReportSeq {
+        node: l.switch_id.unwrap_or(0),
+        hw_id: l.hw_id,
+        seq: l.sequence,
+    }
+}
+
 /// Fold the fast path's aggregate `d` of flow entry `e` into it, as the sink's own handling of
 /// those reports would have left it: counts and sums added, the latest values, path record and
 /// postcards taken when its latest report is newer than the entry's (its writes owed with
@@ -1471,11 +1481,17 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
     }
     e.packets += d.packets;
     // The program's latest report against the sink's: by sequence number where the sink has
-    // one (the order the switch sent them in), else by time.
+    // one (the order the switch sent them in), else by time. The program takes a flow's
+    // reports only on the path the sink learned, so from the reporter the sink knows.
+    let numbered = ReportSeq {
+        node: e.reporter,
+        hw_id: e.reporter_hw,
+        seq: d.seq,
+    };
     let latest = if e.seq_known {
-        seq_newer(d.seq & SEQ_MASK, e.report_seq)
+        e.take_latest(Some(numbered))
     } else {
-        d.last_ns >= e.last_ns
+        d.last_ns >= e.last_ns && e.take_latest(Some(numbered))
     };
     for h in 0..n {
         let a = &mut e.hop[h];
@@ -1494,8 +1510,6 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
     if !latest {
         return;
     }
-    e.seq_known = true;
-    e.report_seq = d.seq & SEQ_MASK;
     // The path record lists the newest hop first, as the report's stack (`handle_md`).
     let mut ids = [0u32; MAX_PATH];
     for (i, id) in ids[..n].iter_mut().enumerate() {

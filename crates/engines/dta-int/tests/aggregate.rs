@@ -375,3 +375,86 @@ fn a_batch_is_handled_as_its_reports_one_by_one() {
         assert!(a.bytes(name) == b.bytes(name), "{name} differs");
     }
 }
+
+/// Reports that arrive out of the order their reporter numbered them in (two receive paths,
+/// the network) leave each flow's path record and hop latencies to its newest report by
+/// number, in v2.0 and v1.0 alike; the counts and histograms take every report.
+#[test]
+fn late_reports_leave_each_flows_latest_to_its_newest_by_number() {
+    let gen = GenConfig {
+        flows: 300,
+        reroute_prob: 0.2,
+        ..GenConfig::default()
+    };
+    let pkts = generate(&gen);
+    // Each block of 256 reports delivered last first: within blocks, every flow's reports arrive
+    // newest first.
+    let order: Vec<usize> = (0..pkts.len())
+        .collect::<Vec<_>>()
+        .chunks(256)
+        .flat_map(|c| c.iter().rev().copied().collect::<Vec<_>>())
+        .collect();
+    // Flows whose last report delivered is not their newest: arrival order would get them wrong.
+    let newest: HashMap<[u8; FLOW_KEY_LEN], usize> =
+        pkts.iter().enumerate().map(|(i, p)| (p.flow, i)).collect();
+    let delivered_last: HashMap<[u8; FLOW_KEY_LEN], usize> =
+        order.iter().map(|&i| (pkts[i].flow, i)).collect();
+    let wrong = newest.iter().filter(|(f, i)| delivered_last[*f] != **i);
+    let differ = wrong
+        .filter(|(f, &i)| {
+            let (a, b) = (&pkts[i], &pkts[delivered_last[*f]]);
+            a.hops
+                .iter()
+                .zip(&b.hops)
+                .any(|(x, y)| x.latency != y.latency)
+        })
+        .count();
+    assert!(differ > 20, "{differ} flows: the trace reorders too few");
+    for v1 in [false, true] {
+        let env = Env::new(false);
+        let cfg = IntSinkConfig {
+            int_udp_port: (!v1).then_some(gen.int_udp_port),
+            int_dscp: v1.then_some(V1_DSCP),
+            ..IntSinkConfig::default()
+        };
+        let mut sink = env.sink(&cfg);
+        let sub = sink.subscribe(1 << 16);
+        // The numbering starts near the 22-bit wrap: the order holds across it.
+        let base = dta_int::cache::SEQ_MASK - 1000;
+        for &i in &order {
+            let p = &pkts[i];
+            let seq = base.wrapping_add(i as u32);
+            let report = if v1 {
+                report_v1(99, seq, &md_frame_v1(p))
+            } else {
+                stacked_report(
+                    9,
+                    seq & dta_int::cache::SEQ_MASK,
+                    &md_frame(p, gen.int_udp_port),
+                )
+            };
+            sink.handle_report(&report, p.time_ns);
+        }
+        sink.flush(pkts.last().unwrap().time_ns + 1);
+        let st = sink.stats_snapshot();
+        assert!(st.errors.is_empty(), "{:?}", st.errors);
+        assert_eq!(st.md_packets, pkts.len() as u64);
+        check_truth(&env, &cfg, &pkts);
+        // The flow records' latest hop values are the newest report's.
+        let last: HashMap<[u8; FLOW_KEY_LEN], _> = pkts.iter().map(|p| (p.flow, p)).collect();
+        let mut records = 0;
+        for n in sub.rx.try_iter() {
+            if let dta_int::Notification::Flow(r) = n {
+                records += 1;
+                let p = last[&r.flow];
+                let nodes: Vec<_> = r.hops.iter().map(|h| h.node_id).collect();
+                let want: Vec<_> = p.hops.iter().map(|h| Some(h.node_id)).collect();
+                assert_eq!(nodes, want, "v1 {v1}: the path of the newest report");
+                let lat: Vec<_> = r.hops.iter().map(|h| h.hop_latency).collect();
+                let want: Vec<_> = p.hops.iter().map(|h| Some(h.latency)).collect();
+                assert_eq!(lat, want, "v1 {v1}: the newest report's hop latencies");
+            }
+        }
+        assert_eq!(records, last.len());
+    }
+}
