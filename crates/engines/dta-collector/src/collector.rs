@@ -15,13 +15,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use dta_store::lock::{InstanceLock, LockError, COLLECTOR_LOCK};
-use dta_store::Region;
+use dta_store::{Region, StoreSpec};
 
 use crate::config::StoreConfig;
 
 /// File name of a store's region inside the region directory.
 pub fn region_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.region"))
+}
+
+/// The spec the collector creates or reopens store `cfg`'s region in `dir` with: the
+/// configuration's, except that a configuration naming no `hash` keeps the scheme of the region
+/// already there ([`crate::config::StoreConfig::spec_over`]).
+pub fn planned_spec(dir: &Path, cfg: &StoreConfig) -> Result<StoreSpec, CollectorError> {
+    let path = region_path(dir, &cfg.name);
+    let existing = match cfg.hash {
+        None if path.exists() => Region::open_read_only(&path)
+            .ok()
+            .filter(|r| r.header().name == cfg.name)
+            .map(|r| r.header().spec.clone()),
+        _ => None,
+    };
+    Ok(cfg.spec_over(existing.as_ref())?)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +186,7 @@ impl Collector {
             if stores[..i].iter().any(|s| s.name == cfg.name) {
                 return Err(CollectorError::DuplicateName(cfg.name.clone()));
             }
-            let spec = cfg.spec()?;
+            let spec = planned_spec(dir, cfg)?;
             // The configuration's geometry is checked here, so that only the files are skipped.
             dta_store::Header::new(&cfg.name, &spec).map_err(|e| {
                 CollectorError::Config(crate::config::ConfigError {

@@ -119,7 +119,25 @@ pub struct ConfigError {
     pub msg: String,
 }
 
+/// The hash scheme of a Key-Write or Key-Increment store whose configuration names none
+/// (docs/architecture.md "Hashing"): xxh3, one XXH3-128 of the key for the N indices and the
+/// check, handled by every mode (userspace, XDP, RoCEv2) and reader (C, Python). A region made
+/// before with another scheme keeps it ([`StoreConfig::spec_over`]).
+pub const DEFAULT_HASH: HashScheme = HashScheme::Xxh3;
+
 impl StoreConfig {
+    /// The spec of this store where a region of spec `existing` already lies at its path: a
+    /// configuration that names no `hash` keeps the region's scheme when the scheme is all that
+    /// differs (a region made under an earlier default keeps its data); anything else is
+    /// [`StoreConfig::spec`].
+    pub fn spec_over(&self, existing: Option<&StoreSpec>) -> Result<StoreSpec, ConfigError> {
+        let spec = self.spec()?;
+        Ok(match existing {
+            Some(old) if self.hash.is_none() && spec.with_hash(old.hash()) == *old => old.clone(),
+            _ => spec,
+        })
+    }
+
     /// Validate into the store's spec.
     pub fn spec(&self) -> Result<StoreSpec, ConfigError> {
         let err = |msg: String| ConfigError {
@@ -195,20 +213,17 @@ impl StoreConfig {
             }
         };
         Ok(match kind {
-            StoreKindName::KeyWrite => {
-                // Native hashing unless the store asks for the prototype's layout.
-                StoreSpec::KeyWrite(KeyWriteSpec {
-                    slots: self.slots.unwrap_or(1 << 20),
-                    key_len: self.key_len.unwrap_or(4),
-                    data_len: self.data_len.unwrap_or(4),
-                    hash: hash.unwrap_or(HashScheme::Native),
-                    redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
-                })
-            }
+            StoreKindName::KeyWrite => StoreSpec::KeyWrite(KeyWriteSpec {
+                slots: self.slots.unwrap_or(1 << 20),
+                key_len: self.key_len.unwrap_or(4),
+                data_len: self.data_len.unwrap_or(4),
+                hash: hash.unwrap_or(DEFAULT_HASH),
+                redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
+            }),
             StoreKindName::KeyIncrement => StoreSpec::KeyIncrement(KeyIncrementSpec {
                 counters: self.counters.unwrap_or(1 << 20),
                 key_len: self.key_len.unwrap_or(4),
-                hash: hash.unwrap_or(HashScheme::Native),
+                hash: hash.unwrap_or(DEFAULT_HASH),
                 redundancy: self.redundancy.unwrap_or(DEFAULT_REDUNDANCY),
                 windows: self.windows.unwrap_or(0),
                 window_ms: self.window_ms.unwrap_or(0),

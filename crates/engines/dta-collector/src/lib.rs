@@ -14,5 +14,7 @@ pub mod metrics;
 pub mod notify_http;
 pub mod query;
 
-pub use collector::{region_path, BadStore, Collector, CollectorError, Store, StoreStatus};
+pub use collector::{
+    planned_spec, region_path, BadStore, Collector, CollectorError, Store, StoreStatus,
+};
 pub use config::{CollectorConfig, StoreConfig};

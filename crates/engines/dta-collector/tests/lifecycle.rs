@@ -101,3 +101,72 @@ fn second_collector_on_one_directory_is_refused() {
     drop(first);
     assert!(Collector::create(dir.path(), &stores(), false).is_ok());
 }
+
+/// A configuration that names no `hash` makes new Key-Write and Key-Increment regions with the
+/// default (xxh3) and reopens a region made with another scheme as it was, keeping its data;
+/// one that names a scheme other than the region's is refused, as any other parameter.
+#[test]
+fn an_unset_hash_keeps_an_existing_regions_scheme() {
+    use dta_store::{HashScheme, StoreSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let scheme = |c: &Collector, name: &str| c.store(name).unwrap().region.header().spec.hash();
+    let named = vec![
+        store("name = 'kw'\nkind = 'key-write'\nslots = 1024\nhash = 'native'"),
+        store("name = 'ki'\nkind = 'key-increment'\ncounters = 1024\nhash = 'native'"),
+    ];
+    let c = Collector::create(dir.path(), &named, false).unwrap();
+    assert_eq!(scheme(&c, "kw"), HashScheme::Native);
+    let mark = [0xA5u8; 8];
+    c.store("kw").unwrap().region.mem().write(0, &mark).unwrap();
+    drop(c);
+
+    // Unset: both reopened native, the data kept; a new store gets xxh3.
+    let mut unset = stores();
+    unset.push(store("name = 'fresh'\nkind = 'key-write'\nslots = 1024"));
+    let c = Collector::create(dir.path(), &unset, false).unwrap();
+    assert!(c.bad().is_empty(), "{:?}", c.bad());
+    assert_eq!(scheme(&c, "kw"), HashScheme::Native);
+    assert_eq!(scheme(&c, "ki"), HashScheme::Native);
+    assert_eq!(scheme(&c, "fresh"), HashScheme::Xxh3);
+    let mut back = [0u8; 8];
+    c.store("kw")
+        .unwrap()
+        .region
+        .mem()
+        .read(0, &mut back)
+        .unwrap();
+    assert_eq!(back, mark, "the region was recreated");
+    drop(c);
+
+    // Unset, but another geometry: refused as before (the scheme is not what differs).
+    let bigger = vec![store("name = 'kw'\nkind = 'key-write'\nslots = 2048")];
+    let c = Collector::create(dir.path(), &bigger, false).unwrap();
+    assert_eq!(c.bad().len(), 1, "a region of other parameters was opened");
+    drop(c);
+
+    // Named and other than the region's: refused; named and the same: opened.
+    let xxh3 = vec![store(
+        "name = 'ki'\nkind = 'key-increment'\ncounters = 1024\nhash = 'xxh3'",
+    )];
+    let c = Collector::create(dir.path(), &xxh3, false).unwrap();
+    assert_eq!(c.bad().len(), 1);
+    let why = &c.bad()[0].reason;
+    assert!(
+        why.contains("a different store") && why.contains("Native"),
+        "{why}"
+    );
+    drop(c);
+    let c = Collector::create(dir.path(), &named, false).unwrap();
+    assert!(c.bad().is_empty());
+    drop(c);
+
+    // Without a region, the default.
+    let spec = dta_collector::planned_spec(
+        dir.path(),
+        &store("name = 'none'\nkind = 'key-increment'\ncounters = 64"),
+    )
+    .unwrap();
+    assert!(
+        matches!(spec, StoreSpec::KeyIncrement(ref k) if k.hash == dta_collector::config::DEFAULT_HASH)
+    );
+}

@@ -37,8 +37,10 @@ pub struct KeyWriteSpec {
     pub slots: u64,
     pub key_len: u8,
     pub data_len: u8,
-    /// Default native. `prototype` (byte-compatible with the Tofino prototype, key_len 4 only)
-    /// only when asked for: its N copies are correlated (docs/regions.md "Hash schemes").
+    /// The region's scheme (a configuration that names none gets
+    /// `dta_collector::config::DEFAULT_HASH`). `prototype` (byte-compatible with the Tofino
+    /// prototype, key_len 4 only) only when asked for: its N copies are correlated
+    /// (docs/regions.md "Hash schemes").
     pub hash: HashScheme,
     /// N, the slots a report is written to and a query reads by default (1..=MAX_REDUNDANCY);
     /// a report may use fewer.
@@ -406,6 +408,18 @@ impl StoreSpec {
             StoreSpec::KeyIncrement(s) => s.hash,
             _ => HashScheme::Native,
         }
+    }
+
+    /// This spec with hash scheme `hash` where the kind has a choice (Key-Write and
+    /// Key-Increment); the others unchanged.
+    pub fn with_hash(&self, hash: HashScheme) -> StoreSpec {
+        let mut s = self.clone();
+        match &mut s {
+            StoreSpec::KeyWrite(k) => k.hash = hash,
+            StoreSpec::KeyIncrement(k) => k.hash = hash,
+            _ => {}
+        }
+        s
     }
 
     /// Check parameter sanity.

@@ -166,7 +166,7 @@ fn store_plans(
     let free = dta_store::space::free_bytes(region_dir).ok();
     let (mut stores, mut needed) = (vec![], 0u64);
     for s in configured {
-        let spec = s.spec()?;
+        let spec = dta_collector::planned_spec(region_dir, s)?;
         let path = region_path(region_dir, &s.name);
         let bytes = region_bytes(&s.name, &spec)?;
         let (mut state, mut reason) = region_state(&path, &s.name, &spec, force);
