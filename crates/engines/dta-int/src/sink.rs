@@ -1031,9 +1031,10 @@ impl<S: Sinks> IntSink<S> {
                 e.hops = e.hops.max(hop + 1);
                 let (a, present) = (&mut e.hop[h], &mut e.present[h]);
                 let node = s.node_id.unwrap_or(u32::MAX);
-                // [INT-NIC §III] 𝒞 events: per switch, previous vs current.
+                // [INT-NIC §III] 𝒞 events: per switch, previous vs current. A late report
+                // is not the current one: it raises none, and teaches the fast path nothing.
                 if let Some(id) = s.node_id {
-                    if *present & 1 != 0 && a.last[0] != id {
+                    if newest && *present & 1 != 0 && a.last[0] != id {
                         path_changed = true;
                         e.path_changes[h] += 1;
                         if th.path_change {
@@ -1047,7 +1048,10 @@ impl<S: Sinks> IntSink<S> {
                 }
                 if let Some(v) = s.latency {
                     const BIT: u8 = 1 << (1 + LATENCY);
-                    if *present & BIT != 0 && a.last[1 + LATENCY].abs_diff(v) > th.latency_change {
+                    if newest
+                        && *present & BIT != 0
+                        && a.last[1 + LATENCY].abs_diff(v) > th.latency_change
+                    {
                         evs.push(EventKind::LatencyChange, hop, node, v);
                     }
                     // [INT-NIC §III] 𝒯 events: the current value above the threshold.
@@ -1064,7 +1068,10 @@ impl<S: Sinks> IntSink<S> {
                 }
                 if let Some(v) = s.queue {
                     const BIT: u8 = 1 << (1 + QUEUE);
-                    if *present & BIT != 0 && a.last[1 + QUEUE].abs_diff(v) > th.queue_change {
+                    if newest
+                        && *present & BIT != 0
+                        && a.last[1 + QUEUE].abs_diff(v) > th.queue_change
+                    {
                         evs.push(EventKind::QueueChange, hop, node, v);
                     }
                     if v > th.queue_occupancy {
@@ -1091,7 +1098,7 @@ impl<S: Sinks> IntSink<S> {
             }
             // A flow's whole path, newly seen: hand the flow to the fast path (again).
             if let Some(f) = fast.as_deref_mut() {
-                if path.is_some() && first_hop == 0 && (!e.fast || path_changed) {
+                if newest && path.is_some() && first_hop == 0 && (!e.fast || path_changed) {
                     let mut ids = [0u32; MAX_PATH];
                     let known = samples.iter().zip(&mut ids).all(|(s, id)| {
                         *id = s.node_id.unwrap_or(0);

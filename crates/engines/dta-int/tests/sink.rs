@@ -953,3 +953,61 @@ fn hops_reporting_ports_are_kept_per_port() {
         assert!(e.to_string().contains(says), "{e}");
     }
 }
+
+/// A late report (numbered before the flow's latest) is not the current one: it raises no
+/// change event against the latest, counts no path change and leaves the path as the newest
+/// report had it; a threshold crossing it carries is still raised.
+#[test]
+fn a_late_report_raises_no_change_event() {
+    let env = Env::new();
+    let cfg = IntSinkConfig {
+        thresholds: dta_int::ThresholdConfig {
+            hop_latency: 900,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut sink = env.sink(&cfg);
+    let sub = sink.subscribe(64);
+    let hop = |node_id, latency| dta_int::gen::HopTruth {
+        node_id,
+        latency,
+        queue: 10,
+        util: 10,
+        egress_port: None,
+    };
+    let packet = |t, mid, latency| GenPacket {
+        time_ns: t,
+        flow: *b"\x0a\0\0\x01\x0a\0\0\x02\x10\x00\x20\x00\x11",
+        hops: vec![hop(1, 5), hop(mid, latency), hop(3, 5)],
+    };
+    let port = GenConfig::default().int_udp_port;
+    // Sent A (seq 1), B (seq 2), A (seq 3) with a latency over the threshold; arrive 1, 3, 2.
+    let sent = [
+        packet(1_000, 2, 5),
+        packet(2_000, 5, 5),
+        packet(3_000, 2, 950),
+    ];
+    for (seq, p) in [(1u32, &sent[0]), (3, &sent[2]), (2, &sent[1])] {
+        sink.handle_report(&stacked_report(7, seq, &md_frame(p, port)), p.time_ns);
+    }
+    sink.flush(10_000);
+    let mut events = vec![];
+    let mut record = None;
+    for n in sub.rx.try_iter() {
+        match n {
+            Notification::Event(e) => events.push((e.kind, e.hop, e.node_id, e.value)),
+            Notification::Flow(r) => record = Some(r),
+        }
+    }
+    // Seq 3 after seq 1: no change (same path), one threshold crossing. Seq 2, late: no
+    // change event (path 5 against the latest 2, or latency against 950); nothing else.
+    assert_eq!(events, vec![(EventKind::HopLatency, 1, 2, 950)]);
+    let r = record.expect("the flow's record at flush");
+    assert_eq!(r.packets, 3);
+    assert_eq!(r.hops[1].node_id, Some(2), "the newest report's path");
+    assert_eq!(r.hops[1].hop_latency, Some(950));
+    assert_eq!(r.hops[1].path_changes, 0);
+    let path = query::path(env.region("paths"), &sent[0].flow, None).unwrap();
+    assert_eq!(path.path, vec![1, 2, 3]);
+}

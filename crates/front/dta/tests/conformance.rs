@@ -605,9 +605,11 @@ impl Site {
 }
 
 /// The cell's dta.toml: the sources `good` and `good2` allowed, store `locked` only from
-/// `good2`; `kw`, `locked`, `ki`, `ap` (`locked` and `ki` on the xxh3 hash scheme, `kw` on
-/// native, so every mode writes and reads both); batches and timers long, so only the stop
-/// writes what is pending; `translator` and `extra` add lines to `[translator]` and to the end.
+/// `good2`; `kw`, `locked`, `ki`, `ap` (`kw` named native, `locked` on the default scheme,
+/// xxh3, and `ki` named xxh3, so every mode writes and reads both); `kw` large enough that the
+/// few thousand keys a cell writes leave every key a copy; batches and timers long, so only
+/// the stop writes what is pending; `translator` and `extra` add lines to `[translator]` and
+/// to the end.
 fn translator_config(dir: &Path, m: Mode, site: &Site, translator: &str, extra: &str) -> PathBuf {
     let threads = match m {
         Mode::Threads => "threads = 2\nclassifier = false",
@@ -620,10 +622,10 @@ fn translator_config(dir: &Path, m: Mode, site: &Site, translator: &str, extra: 
         format!(
             "region_dir = 'regions'\n[collector]\nhttp = ''\n[translator]\nlisten = '{}'\n\
              allow = ['{}/32', '{}/32']\n{threads}\nappend_flush_ms = 60000\n{translator}\n\
-             [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 4096\nkey_len = 4\n\
-             data_len = 4\n\
+             [[store]]\nname = 'kw'\nkind = 'key-write'\nslots = 1048576\nkey_len = 4\n\
+             data_len = 4\nhash = 'native'\n\
              [[store]]\nname = 'locked'\nkind = 'key-write'\nslots = 1024\nkey_len = 8\n\
-             data_len = 4\nallow = ['{}/32']\nhash = 'xxh3'\n\
+             data_len = 4\nallow = ['{}/32']\n\
              [[store]]\nname = 'ki'\nkind = 'key-increment'\ncounters = 4096\nkey_len = 4\n\
              hash = 'xxh3'\n\
              [[store]]\nname = 'ap'\nkind = 'append'\nlists = 4\ncapacity = 256\n\
