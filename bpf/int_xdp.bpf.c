@@ -32,6 +32,8 @@
 #define INNER_IP 20      // IHL 5 only; others go to userspace
 #define SHIM 4
 #define MD_HDR 12
+#define SEQ_MASK 0x3fffff          // the 22 bits of a Telemetry Report sequence number
+#define REORDER_WINDOW (1u << 20)  // dta_int::cache::REORDER_WINDOW
 
 // Counters (per CPU), one per verdict: every frame counts once, so the frames seen are their
 // sum; crates/engines/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
@@ -88,6 +90,7 @@ struct flow_agg {
     __u64 sum[MAX_HOPS][METRICS];
     __u32 last[MAX_HOPS][METRICS];
     __u32 seq;                      // Telemetry Report sequence number of the latest report
+                                    // (set by the sink when it hands the flow over)
 };
 
 struct {
@@ -309,20 +312,28 @@ int int_xdp(struct xdp_md *ctx)
     struct flow_agg *a = bpf_map_lookup_elem(&int_flows, &slot);
     if (!a)
         return up(ctx, cfg, C_PASS_UNKNOWN);
+    // The latest values are the newest report's by the reporter's numbering, as the sink
+    // orders a flow's reports (dta_int::cache::seq_newer): a report this program takes after a
+    // later one (reordered on the way) counts, and leaves them.
+    __u32 seq = be32(p) & SEQ_MASK;
+    __u32 behind = (*(volatile __u32 *)&a->seq - seq) & SEQ_MASK;
+    int newest = behind == 0 || behind > REORDER_WINDOW;
     for (__u32 h = 0; h < MAX_HOPS; h++) {
         if (h >= hops)
             break;
         for (__u32 m = 0; m < METRICS; m++) {
             *(volatile __u64 *)&a->sum[h][m] += v[h][m];
-            *(volatile __u32 *)&a->last[h][m] = v[h][m];
+            if (newest)
+                *(volatile __u32 *)&a->last[h][m] = v[h][m];
             hist_add(cfg, base, kn->block[h], m, v[h][m]);
         }
     }
     // The coarse clock (CLOCK_MONOTONIC_COARSE, a tick): a fraction of the fine clock's cost,
     // and a flow's last report time serves its aging and its record, not ordering (the sequence
-    // number below orders it).
+    // number orders it).
     *(volatile __u64 *)&a->last_ns = bpf_ktime_get_coarse_ns();
-    *(volatile __u32 *)&a->seq = be32(p) & 0x3fffff;
+    if (newest)
+        *(volatile __u32 *)&a->seq = seq;
     // The count last (the stores above are volatile, kept in program order): a drain that
     // sees it sees the report's sums (or the next drain does).
     *(volatile __u64 *)&a->packets += 1;

@@ -22,9 +22,12 @@ pub struct FastFlow {
     pub hops: u8,
     /// When the latest of them arrived, on the sink's clock (the `now_ns` it is given).
     pub last_ns: u64,
-    /// The Telemetry Report sequence number of the latest ([`crate::cache::FlowEntry::take_latest`] orders
-    /// it against the reports the sink handled).
+    /// The Telemetry Report sequence number of the latest ([`crate::cache::FlowEntry::take_latest`]
+    /// orders it against the reports the sink handled).
     pub seq: u32,
+    /// `last` and `seq` are of a report taken since the flow was learned or last taken (false:
+    /// none of those was newer than the latest the sink had; `last` is then not the flow's).
+    pub latest: bool,
     /// Per hop and metric, the sum of the values.
     pub sum: [[u64; FAST_METRICS]; MAX_PATH],
     /// Per hop and metric, the latest report's value.
@@ -46,9 +49,17 @@ pub struct FastThresholds {
 /// The fast path as the sink drives it (one per sink thread).
 pub trait FastPath: Send {
     /// Flow `key` at FlowCache index `slot` has path `nodes` (hop 0 first): reports of it on
-    /// this path without an event may be taken from now on. Called again when its path changes.
-    /// An error (a full table) leaves the flow to the sink.
-    fn learn(&mut self, key: &[u8; FLOW_KEY_LEN], slot: u32, nodes: &[u32]) -> Result<(), String>;
+    /// this path without an event may be taken from now on, their latest values only from
+    /// reports numbered after `seq` (the 22-bit sequence number of the flow's latest report,
+    /// [`crate::cache::FlowEntry::take_latest`]). Called again when its path changes. An error
+    /// (a full table) leaves the flow to the sink.
+    fn learn(
+        &mut self,
+        key: &[u8; FLOW_KEY_LEN],
+        slot: u32,
+        nodes: &[u32],
+        seq: u32,
+    ) -> Result<(), String>;
     /// Flow `key` leaves the FlowCache: no more reports of it are taken.
     fn forget(&mut self, key: &[u8; FLOW_KEY_LEN]);
     /// Take (and zero) the aggregate of `slot`; `None` when no report was taken there.

@@ -1096,9 +1096,16 @@ impl<S: Sinks> IntSink<S> {
                     a.n[UTIL] += 1;
                 }
             }
-            // A flow's whole path, newly seen: hand the flow to the fast path (again).
+            // A flow's whole path, newly seen in a numbered report (the program orders the
+            // reports it takes by their numbers, from the latest's on): hand the flow to the
+            // fast path (again).
             if let Some(f) = fast.as_deref_mut() {
-                if newest && path.is_some() && first_hop == 0 && (!e.fast || path_changed) {
+                if newest
+                    && e.seq_known
+                    && path.is_some()
+                    && first_hop == 0
+                    && (!e.fast || path_changed)
+                {
                     let mut ids = [0u32; MAX_PATH];
                     let known = samples.iter().zip(&mut ids).all(|(s, id)| {
                         *id = s.node_id.unwrap_or(0);
@@ -1106,7 +1113,10 @@ impl<S: Sinks> IntSink<S> {
                     });
                     if !known {
                         // A hop without its node id: the fast path cannot check the path.
-                    } else if f.learn(key, idx as u32, &ids[..samples.len()]).is_ok() {
+                    } else if f
+                        .learn(key, idx as u32, &ids[..samples.len()], e.report_seq)
+                        .is_ok()
+                    {
                         if !e.fast {
                             e.fast = true;
                             self.fast_slots.push(idx as u32);
@@ -1495,11 +1505,12 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
         hw_id: e.reporter_hw,
         seq: d.seq,
     };
-    let latest = if e.seq_known {
-        e.take_latest(Some(numbered))
-    } else {
-        d.last_ns >= e.last_ns && e.take_latest(Some(numbered))
-    };
+    let latest = d.latest
+        && if e.seq_known {
+            e.take_latest(Some(numbered))
+        } else {
+            d.last_ns >= e.last_ns && e.take_latest(Some(numbered))
+        };
     for h in 0..n {
         let a = &mut e.hop[h];
         for m in 0..FAST_METRICS {

@@ -112,6 +112,10 @@ pub struct IntFlowAgg {
     pub last_mono_ns: u64,
     /// Telemetry Report sequence number of the latest report taken.
     pub seq: u32,
+    /// `last` and `seq` are a report's taken since the flow was learned or last taken: one
+    /// newer, by the reporter's numbering, than the one the sink handed over; false, they are
+    /// what the sink already had (or an earlier flow's of the slot).
+    pub latest: bool,
     pub sum: [[u64; INT_METRICS]; INT_MAX_HOPS],
     pub last: [[u32; INT_METRICS]; INT_MAX_HOPS],
 }
@@ -231,11 +235,13 @@ pub struct IntXdp {
     attached: Option<(String, AttachMode)>,
 }
 
-/// A slot's cumulative report count and sums as last read.
+/// A slot's cumulative report count and sums as last read, and its latest report's sequence
+/// number as last read or handed over.
 #[derive(Clone, Copy, Default)]
 struct Read {
     packets: u64,
     sum: [[u64; INT_METRICS]; INT_MAX_HOPS],
+    seq: u32,
 }
 
 fn key16(key: &[u8; 13]) -> FlowKey {
@@ -363,7 +369,15 @@ impl IntXdp {
 
     /// Flow `key` (13 bytes: src, dst, sport, dport, proto) at `slot` takes path `nodes` (hop 0
     /// first, at most [`INT_MAX_HOPS`]).
-    pub fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32]) -> Result<(), XdpError> {
+    /// `seq` is the Telemetry Report sequence number (its 22 bits) of the flow's latest report
+    /// the sink handled: the program takes latest values only from newer reports.
+    pub fn learn(
+        &mut self,
+        key: &[u8; 13],
+        slot: u32,
+        nodes: &[u32],
+        seq: u32,
+    ) -> Result<(), XdpError> {
         if slot >= self.cfg.slots || nodes.is_empty() || nodes.len() > INT_MAX_HOPS {
             return Err(XdpError::MissingMap(format!(
                 "flow slot {slot} of {} with {} hops",
@@ -398,6 +412,9 @@ impl IntXdp {
             };
         }
         self.hops[slot as usize] = nodes.len() as u8;
+        // Before the flow is known to the program: its first report compares with this.
+        Self::agg(&self.flows, slot).seq.store(seq, Relaxed);
+        self.read[slot as usize].seq = seq;
         let mut m: BpfHashMap<_, FlowKey, Known> = BpfHashMap::try_from(
             self.ebpf
                 .map_mut("int_known")
@@ -438,14 +455,17 @@ impl IntXdp {
         if packets == was.packets {
             return None;
         }
+        let seq = a.seq.load(Relaxed);
         let mut out = IntFlowAgg {
             packets: packets.wrapping_sub(was.packets),
             hops: self.hops[slot as usize],
             last_mono_ns: a.last_ns.load(Relaxed),
-            seq: a.seq.load(Relaxed),
+            seq,
+            latest: seq != was.seq,
             ..IntFlowAgg::default()
         };
         was.packets = packets;
+        was.seq = seq;
         for h in 0..INT_MAX_HOPS {
             for m in 0..INT_METRICS {
                 let sum = a.sum[h][m].load(Relaxed);

@@ -53,7 +53,7 @@ pub fn init_logging(format: LogFormat) {
 /// `dta_translator`).
 pub(crate) fn metric_prefix(service: &str) -> &'static str {
     if service == "int-sink" {
-        "dta_int_sink"
+        dta_metrics::INT_SINK_PREFIX
     } else {
         dta_metrics::TRANSLATOR_PREFIX
     }

@@ -35,6 +35,9 @@ pub struct TranslatorMetrics {
 
 /// The prefix of a translator's families.
 pub const TRANSLATOR_PREFIX: &str = "dta_translator";
+/// The prefix of the INT sink service's own receive families (its sockets, AF_XDP, interfaces);
+/// its INT counters are `dta_int_*` ([`IntSinkMetrics`]).
+pub const INT_SINK_PREFIX: &str = "dta_int_sink";
 /// The prefix of the INT sink's embedded translator's families.
 pub const INT_SINK_TRANSLATOR_PREFIX: &str = "dta_int_sink_translator";
 

@@ -127,9 +127,9 @@ fn monotonic_ns() -> u64 {
 }
 
 impl FastPath for XdpFast {
-    fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32]) -> Result<(), String> {
+    fn learn(&mut self, key: &[u8; 13], slot: u32, nodes: &[u32], seq: u32) -> Result<(), String> {
         lock(&self.xdp)
-            .learn(key, self.base + slot, nodes)
+            .learn(key, self.base + slot, nodes, seq)
             .map_err(|e| e.to_string())
     }
 
@@ -145,6 +145,7 @@ impl FastPath for XdpFast {
             // The sink's clock: as long before now as the report was.
             last_ns: now_ns.saturating_sub(monotonic_ns().saturating_sub(a.last_mono_ns)),
             seq: a.seq,
+            latest: a.latest,
             sum: a.sum,
             last: a.last,
         })

@@ -299,7 +299,7 @@ fn registry(
         sinks.iter().map(|s| s.stats().clone()).collect(),
     )));
     reg.register_collector(Box::new(dta_metrics::UdpReceiveMetrics::new(
-        "dta_int_sink",
+        dta_metrics::INT_SINK_PREFIX,
         sockets
             .sockets
             .iter()
