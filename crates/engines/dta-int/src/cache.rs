@@ -183,7 +183,7 @@ pub const SEQ_MASK: u32 = 0x3f_ffff;
 
 /// The most reports of one reporter that may arrive after a later one of it: what a receive
 /// path can hold back while another delivers, many times an AF_XDP socket's frames (at most
-/// 64 Ki) and the datagrams of the sink's default 64 MiB socket buffer (about 180 000 at the
+/// 64 Ki) and the datagrams of the sink's default 64 MiB socket buffer (about 175 000 at the
 /// kernel's 768 bytes of memory a small datagram, doubled as `SO_RCVBUF` does), and under half
 /// the 22-bit numbering, which no window can pass. A number further behind is a restart.
 pub const REORDER_WINDOW: u32 = 1 << 20;
