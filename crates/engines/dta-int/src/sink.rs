@@ -990,6 +990,18 @@ impl<S: Sinks> IntSink<S> {
                 }
             });
             let e = cache.at_mut(idx);
+            // What the fast path took of this flow since the last drain first (a read of its
+            // slot's count when it took nothing): a report passed up to the sink (a path
+            // change, an event) is then ordered against those too.
+            if e.fast {
+                if let Some(d) = fast.as_deref_mut().and_then(|f| f.take(idx as u32, now_ns)) {
+                    let was_dirty = e.pending.dirty;
+                    fast_apply(cfg, stats, e, &d, owed_seq);
+                    if e.pending.dirty && !was_dirty {
+                        self.dirty.push(idx as u32);
+                    }
+                }
+            }
             // A flow's latest values are its newest report's by the reporter's numbering, not
             // the last one handled: the fast path, the AF_XDP and the UDP sockets each deliver
             // in order, but not in order with one another.
