@@ -995,11 +995,7 @@ impl<S: Sinks> IntSink<S> {
             // change, an event) is then ordered against those too.
             if e.fast {
                 if let Some(d) = fast.as_deref_mut().and_then(|f| f.take(idx as u32, now_ns)) {
-                    let was_dirty = e.pending.dirty;
-                    fast_apply(cfg, stats, e, &d, owed_seq);
-                    if e.pending.dirty && !was_dirty {
-                        self.dirty.push(idx as u32);
-                    }
+                    fast_fold(cfg, stats, e, idx as u32, &d, owed_seq, &mut self.dirty);
                 }
             }
             // A flow's latest values are its newest report's by the reporter's numbering, not
@@ -1454,11 +1450,15 @@ impl<S: Sinks> IntSink<S> {
             if let Some(d) = f.take(i, now_ns) {
                 self.report_seq += 1;
                 let e = self.cache.at_mut(i as usize);
-                let was_dirty = e.pending.dirty;
-                fast_apply(&self.cfg, &self.stats, e, &d, self.report_seq);
-                if e.pending.dirty && !was_dirty {
-                    self.dirty.push(i);
-                }
+                fast_fold(
+                    &self.cfg,
+                    &self.stats,
+                    e,
+                    i,
+                    &d,
+                    self.report_seq,
+                    &mut self.dirty,
+                );
             }
         }
         self.fast_slots = slots;
@@ -1494,6 +1494,24 @@ fn legacy_seq(l: &LegacyReport<'_>) -> ReportSeq {
     }
 }
 
+/// [`fast_apply`] of entry `e` at FlowCache index `slot`, which joins `dirty` when that makes it
+/// owe writes.
+fn fast_fold(
+    cfg: &IntSinkConfig,
+    stats: &IntStats,
+    e: &mut FlowEntry,
+    slot: u32,
+    d: &FastFlow,
+    seq: u32,
+    dirty: &mut Vec<u32>,
+) {
+    let was_dirty = e.pending.dirty;
+    fast_apply(cfg, stats, e, d, seq);
+    if e.pending.dirty && !was_dirty {
+        dirty.push(slot);
+    }
+}
+
 /// Fold the fast path's aggregate `d` of flow entry `e` into it, as the sink's own handling of
 /// those reports would have left it: counts and sums added, the latest values, path record and
 /// postcards taken when its latest report is newer than the entry's (its writes owed with
@@ -1509,20 +1527,15 @@ fn fast_apply(cfg: &IntSinkConfig, stats: &IntStats, e: &mut FlowEntry, d: &Fast
         add(c, d.packets);
     }
     e.packets += d.packets;
-    // The program's latest report against the sink's: by sequence number where the sink has
-    // one (the order the switch sent them in), else by time. The program takes a flow's
-    // reports only on the path the sink learned, so from the reporter the sink knows.
+    // The program's latest report against the sink's, by sequence number (the order the
+    // switch sent them in): a flow is shared only from a numbered report, and the program
+    // takes its reports only on the path the sink learned, so from the reporter it knows.
     let numbered = ReportSeq {
         node: e.reporter,
         hw_id: e.reporter_hw,
         seq: d.seq,
     };
-    let latest = d.latest
-        && if e.seq_known {
-            e.take_latest(Some(numbered))
-        } else {
-            d.last_ns >= e.last_ns && e.take_latest(Some(numbered))
-        };
+    let latest = d.latest && e.take_latest(Some(numbered));
     for h in 0..n {
         let a = &mut e.hop[h];
         for m in 0..FAST_METRICS {
