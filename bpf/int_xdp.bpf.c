@@ -10,7 +10,9 @@
 // (XDP_PASS) to the sink's sockets, or, with AF_XDP receive on the same interface, a report to
 // the sink's port goes to the AF_XDP socket of its receive queue. The aggregates live in
 // BPF_F_MMAPABLE arrays the sink maps and drains at each delta flush into the same deltas its
-// own reports make, so flow records and histograms stay exact. crates/engines/dta-xdp
+// own reports make, so flow records and histograms stay exact; a bitmap of the slots written
+// since the sink last looked lets a drain read only those (its work scales with the flows that
+// reported, not with the flows known). crates/engines/dta-xdp
 // (`IntXdp`) loads it; docs/int-sink.md "XDP fast path" describes it.
 
 #include <linux/bpf.h>
@@ -32,8 +34,10 @@
 #define INNER_IP 20      // IHL 5 only; others go to userspace
 #define SHIM 4
 #define MD_HDR 12
-#define SEQ_MASK 0x3fffff          // the 22 bits of a Telemetry Report sequence number
-#define REORDER_WINDOW (1u << 20)  // dta_int::cache::REORDER_WINDOW
+// The 22 bits of a Telemetry Report sequence number and the reordering window, as
+// dta_int::cache defines them (crates/engines/dta-xdp/build.rs passes them as -D defines).
+#define SEQ_MASK DTA_SEQ_MASK
+#define REORDER_WINDOW DTA_REORDER_WINDOW
 
 // Counters (per CPU), one per verdict: every frame counts once, so the frames seen are their
 // sum; crates/engines/dta-xdp/src/int.rs `IntXdpStats` mirrors this list.
@@ -80,9 +84,20 @@ struct known {
     __u32 block[MAX_HOPS];   // int_hist block of each hop's switch
 };
 
-// One flow slot's aggregate: cumulative, never reset. The program adds without locked
-// instructions: one flow's reports come from one reporter (the sink switch of its path), so
-// one CPU at a time writes a slot; the sink reads each word and takes the difference from
+// One bit per flow slot: set by the program when it writes a slot whose bit is clear, cleared
+// by the sink when it drains the slot (crates/engines/dta-xdp/src/int.rs, `IntXdp::changed`).
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, 1024);   // set by the loader: slots / 64, rounded up
+    __type(key, __u32);
+    __type(value, __u64);
+} int_changed SEC(".maps");
+
+// One flow slot's aggregate: cumulative, never reset. The program adds to the sums without
+// locked instructions (the count alone is a locked add, for the changed bit's ordering): one
+// flow's reports come from one reporter (the sink switch of its path), so one CPU at a time
+// writes a slot; the sink reads each word and takes the difference from
 // what it read last (crates/engines/dta-xdp/src/int.rs, `IntXdp::take`).
 struct flow_agg {
     __u64 packets;
@@ -119,12 +134,19 @@ struct {
 // own part, without a locked instruction (XDP does not nest on a CPU), and the sink sums the
 // CPUs' parts and takes the difference from what it read last (crates/engines/dta-xdp/src/int.rs,
 // `IntXdp::take_hist`).
+// An element is one CPU's counters of one switch block (`cpu * blocks + block`): one lookup
+// per hop serves its three metrics, and the counters lie as a flat array of u64s indexed
+// ((cpu * blocks + block) * METRICS + metric) * BUCKETS + bucket.
+struct hist_block {
+    __u64 c[METRICS][BUCKETS];
+};
+
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(map_flags, BPF_F_MMAPABLE);
-    __uint(max_entries, 4096 * METRICS * BUCKETS);   // set by the loader: cpus * blocks * ...
+    __uint(max_entries, 4096);   // set by the loader: cpus * blocks
     __type(key, __u32);
-    __type(value, __u64);
+    __type(value, struct hist_block);
 } int_hist SEC(".maps");
 
 // The sink's AF_XDP sockets, one per receive queue (`dta int-sink --xdp IFACE --af-xdp IFACE`:
@@ -172,28 +194,45 @@ static __always_inline __u32 be32(const __u8 *p)
     return bpf_ntohl(*(const __u32 *)p);
 }
 
-// dta_int::Buckets::Log2: 0 -> 0, v >= 1 -> 1 + floor(log2 v).
+// 1 + floor(log2 v) of a byte (0 for 0): log2_bucket's last step, a load where five dependent
+// compares would be (BPF has no count-leading-zeros instruction).
+static const __u8 log2_byte[256] = {
+    0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4,
+#define L5 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5
+#define L6 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6
+#define L7 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7
+#define L8 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8
+    L5, L6, L6, L7, L7, L7, L7, L8, L8, L8, L8, L8, L8, L8, L8,
+#undef L5
+#undef L6
+#undef L7
+#undef L8
+};
+
+// dta_int::Buckets::Log2: 0 -> 0, v >= 1 -> 1 + floor(log2 v) (at most 32).
 static __always_inline __u32 log2_bucket(__u32 v)
 {
     __u32 b = 0;
-    if (v >= (1u << 16)) { v >>= 16; b += 16; }
+    if (v >= (1u << 16)) { v >>= 16; b = 16; }
     if (v >= (1u << 8)) { v >>= 8; b += 8; }
-    if (v >= (1u << 4)) { v >>= 4; b += 4; }
-    if (v >= (1u << 2)) { v >>= 2; b += 2; }
-    if (v >= (1u << 1)) { v >>= 1; b += 1; }
-    return v ? b + 1 : 0;
+    return b + log2_byte[v & 0xff];
 }
 
-// Count `v` in this CPU's part (`base`) of the histogram of switch block `block`, metric `m`.
-static __always_inline void hist_add(const struct int_cfg *cfg, __u32 base, __u32 block, __u32 m,
-                                     __u32 v)
+// Count the values `v` of a hop in this CPU's counters of its switch block `block`.
+static __always_inline void hist_add(const struct int_cfg *cfg, __u32 cpu, __u32 block,
+                                     const __u32 *v)
 {
     if (block >= cfg->blocks)
         return;
-    __u32 i = base + (block * METRICS + m) * BUCKETS + log2_bucket(v);
-    __u64 *c = bpf_map_lookup_elem(&int_hist, &i);
-    if (c)
-        *(volatile __u64 *)c += 1;
+    __u32 i = cpu * cfg->blocks + block;
+    struct hist_block *hb = bpf_map_lookup_elem(&int_hist, &i);
+    if (!hb)
+        return;
+    for (__u32 m = 0; m < METRICS; m++) {
+        __u32 b = log2_bucket(v[m]);
+        if (b < BUCKETS)
+            *(volatile __u64 *)&hb->c[m][b] += 1;
+    }
 }
 
 SEC("xdp")
@@ -308,7 +347,6 @@ int int_xdp(struct xdp_md *ctx)
     __u32 cpu = bpf_get_smp_processor_id();
     if (cpu >= cfg->cpus)
         return up(ctx, cfg, C_PASS_SHAPE);
-    __u32 base = cpu * cfg->blocks * METRICS * BUCKETS;
     struct flow_agg *a = bpf_map_lookup_elem(&int_flows, &slot);
     if (!a)
         return up(ctx, cfg, C_PASS_UNKNOWN);
@@ -325,8 +363,8 @@ int int_xdp(struct xdp_md *ctx)
             *(volatile __u64 *)&a->sum[h][m] += v[h][m];
             if (newest)
                 *(volatile __u32 *)&a->last[h][m] = v[h][m];
-            hist_add(cfg, base, kn->block[h], m, v[h][m]);
         }
+        hist_add(cfg, cpu, kn->block[h], v[h]);
     }
     // The coarse clock (CLOCK_MONOTONIC_COARSE, a tick): a fraction of the fine clock's cost,
     // and a flow's last report time serves its aging and its record, not ordering (the sequence
@@ -335,8 +373,19 @@ int int_xdp(struct xdp_md *ctx)
     if (newest)
         *(volatile __u32 *)&a->seq = seq;
     // The count last (the stores above are volatile, kept in program order): a drain that
-    // sees it sees the report's sums (or the next drain does).
-    *(volatile __u64 *)&a->packets += 1;
+    // sees it sees the report's sums (or the next drain does). A fetching atomic add, a full
+    // barrier (the kernel's BPF memory model), orders the count before the read of the slot's
+    // changed bit: either this report finds the bit the sink cleared and sets it again, or the
+    // sink, reading the slot after clearing it, sees this count (the store-buffer case of two
+    // CPUs, each writing one word and reading the other's, needs a barrier on both sides).
+    __u64 before = __sync_fetch_and_add(&a->packets, 1);
+    barrier_var(before);  // used: clang emits the fetching form (a relaxed add without it)
+    __u32 word = slot / 64;
+    __u64 bit = 1ULL << (slot % 64);
+    __u64 *changed = bpf_map_lookup_elem(&int_changed, &word);
+    // Set only when clear: a locked write per slot and drain, not per report.
+    if (changed && !(*(volatile __u64 *)changed & bit))
+        __sync_fetch_and_or(changed, bit);
     return count(C_FAST, XDP_DROP);
 }
 

@@ -5,7 +5,9 @@
 //! resolved compiler, or, while there is none, every directory of `PATH` (installing clang
 //! changes `/usr/bin`), so a build after `scripts/setup.sh` compiles the programs.
 //! The rules' bounds and counter indices reach the C source as `-D` defines generated from
-//! crates/engines/dta-translator/src/rules/limits.rs (one definition for both sides).
+//! crates/engines/dta-translator/src/rules/limits.rs, and the INT fast path's sequence-number
+//! mask and reordering window from crates/engines/dta-int/src/cache.rs (one definition for both
+//! sides).
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -25,10 +27,30 @@ fn max_prefixes() -> usize {
         .expect("prefix.rs defines MAX_PREFIXES")
 }
 
-/// `-D` defines for the C sources: the rule bounds, the `RC_*` counter indices and the
-/// allow-list's size.
+/// A `pub const NAME: u32 = VALUE;` of dta_int's FlowCache (`dta_int::cache`: the
+/// sequence-number mask and the reordering window the INT fast path orders reports by), read
+/// from its one definition as [`max_prefixes`] is; VALUE as written (a Rust and C expression:
+/// a literal or `1 << N`, underscores dropped).
+fn int_cache_const(name: &str) -> String {
+    let src = std::fs::read_to_string("../dta-int/src/cache.rs").expect("reading cache.rs");
+    let v = src
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("pub const {name}: u32 = ")))
+        .map(|v| v.trim_end_matches(';').replace('_', ""))
+        .unwrap_or_else(|| panic!("cache.rs defines {name}"));
+    assert!(
+        v.chars().all(|c| c.is_ascii_alphanumeric() || " <()".contains(c)),
+        "{name} = {v}: not a literal or a shift"
+    );
+    format!("({v})")
+}
+
+/// `-D` defines for the C sources: the rule bounds, the `RC_*` counter indices, the
+/// allow-list's size and the INT fast path's sequence-number mask and reordering window.
 fn defines() -> Vec<String> {
     let mut d = vec![
+        format!("-DDTA_SEQ_MASK={}", int_cache_const("SEQ_MASK")),
+        format!("-DDTA_REORDER_WINDOW={}", int_cache_const("REORDER_WINDOW")),
         format!("-DDTA_MAX_PREFIXES={}", max_prefixes()),
         format!("-DDTA_MAX_RULES={}", limits::MAX_RULES),
         format!("-DDTA_MAX_FIELDS={}", limits::MAX_FIELDS),
@@ -100,6 +122,10 @@ fn compile(name: &str) {
     println!(
         "cargo:rerun-if-changed={}",
         manifest.join("../../wire/dta-wire/src/prefix.rs").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("../dta-int/src/cache.rs").display()
     );
     let (clang, _) = find_clang();
     let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);

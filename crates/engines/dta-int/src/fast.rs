@@ -64,6 +64,10 @@ pub trait FastPath: Send {
     fn forget(&mut self, key: &[u8; FLOW_KEY_LEN]);
     /// Take (and zero) the aggregate of `slot`; `None` when no report was taken there.
     fn take(&mut self, slot: u32, now_ns: u64) -> Option<FastFlow>;
+    /// Append to `out` (each once, ascending) the slots a report was taken in since the last
+    /// call: a drain takes these, so its work scales with the flows that reported, not with
+    /// the flows handed over.
+    fn changed(&mut self, out: &mut Vec<u32>);
     /// Hand every histogram count taken (switch, metric index, bucket, count) to `add`, zeroing
     /// it.
     fn take_hist(&mut self, add: &mut dyn FnMut(u32, usize, u8, u64));

@@ -452,10 +452,12 @@ pub struct IntSink<S: Sinks> {
     /// ([`crate::layout::PORT_KEY_LEN`]).
     ports: Option<HistDeltas>,
     last_delta_flush_ns: u64,
-    /// The fast path in front of this sink, if any, and the FlowCache indices of the flows it
-    /// knows (drained at each delta flush; an index whose entry is no longer `fast` is dropped).
+    /// The fast path in front of this sink, if any, and the FlowCache indices it took reports
+    /// of since the last drain ([`FastPath::changed`]; kept to reuse its allocation).
     fast: Option<Box<dyn FastPath>>,
-    fast_slots: Vec<u32>,
+    fast_changed: Vec<u32>,
+    /// Flows handed to the fast path (learned, or learned again on a new path), ever.
+    handed_over: u64,
     /// Scratch of the fast path's histogram drain: `(node, metric index, bucket, count)`.
     fast_hist: Vec<(u32, u8, u8, u64)>,
 }
@@ -536,7 +538,8 @@ impl<S: Sinks> IntSink<S> {
             hist: HistDeltas::new(cfg.hist_deltas, &cfg.histogram),
             last_delta_flush_ns: 0,
             fast: None,
-            fast_slots: Vec::new(),
+            fast_changed: Vec::new(),
+            handed_over: 0,
             fast_hist: Vec::new(),
             report_seq: 0,
             shard: (0, 1),
@@ -563,7 +566,7 @@ impl<S: Sinks> IntSink<S> {
     /// handed to it as they are learned, and its aggregates drained at each delta flush.
     pub fn set_fast_path(&mut self, mut fast: Box<dyn FastPath>) {
         fast.set_thresholds(&self.fast_thresholds());
-        self.fast_slots = Vec::with_capacity(self.cache.capacity());
+        self.fast_changed = Vec::with_capacity(self.cache.capacity());
         self.fast = Some(fast);
     }
 
@@ -627,6 +630,14 @@ impl<S: Sinks> IntSink<S> {
 
     pub fn flow_cache(&self) -> &FlowCache {
         &self.cache
+    }
+
+    /// Flows handed to the fast path so far (each learning of a flow or of its new path): a
+    /// receive loop that sees it grow does not pause to gather the next batch, since the flow's
+    /// next reports, already on their way, reach the sink instead of the fast path until the
+    /// program knows it.
+    pub fn handed_over(&self) -> u64 {
+        self.handed_over
     }
 
     /// The live record of a cached flow.
@@ -1125,10 +1136,8 @@ impl<S: Sinks> IntSink<S> {
                         .learn(key, idx as u32, &ids[..samples.len()], e.report_seq)
                         .is_ok()
                     {
-                        if !e.fast {
-                            e.fast = true;
-                            self.fast_slots.push(idx as u32);
-                        }
+                        e.fast = true;
+                        self.handed_over += 1;
                     } else {
                         add(&stats.fast_path_full, 1);
                     }
@@ -1442,11 +1451,15 @@ impl<S: Sinks> IntSink<S> {
             &self.stats.sources_rejected[SourceReject::NotAllowed as usize],
             f.take_source_rejects(),
         );
-        let mut slots = std::mem::take(&mut self.fast_slots);
-        slots.retain(|&i| self.cache.at_mut(i as usize).fast);
-        slots.sort_unstable();
-        slots.dedup();
+        let mut slots = std::mem::take(&mut self.fast_changed);
+        slots.clear();
+        f.changed(&mut slots);
+        let capacity = self.cache.capacity();
         for &i in &slots {
+            // A slot whose flow left took its remainder then (`fast_leave`).
+            if i as usize >= capacity || !self.cache.at_mut(i as usize).fast {
+                continue;
+            }
             if let Some(d) = f.take(i, now_ns) {
                 self.report_seq += 1;
                 let e = self.cache.at_mut(i as usize);
@@ -1461,7 +1474,7 @@ impl<S: Sinks> IntSink<S> {
                 );
             }
         }
-        self.fast_slots = slots;
+        self.fast_changed = slots;
         let mut counts = std::mem::take(&mut self.fast_hist);
         f.take_hist(&mut |node, m, bucket, n| counts.push((node, m as u8, bucket, n)));
         for &(node, m, bucket, n) in &counts {

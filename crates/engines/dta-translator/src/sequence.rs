@@ -488,6 +488,8 @@ pub struct Tracker {
     prints: Box<[u16]>,
     /// One bit per slot: the space has a gap (the timer's work list).
     pending: Box<[u64]>,
+    /// The bits set in `pending`: with none, the timer has no work and reads no word.
+    pending_count: usize,
     /// Per hash, the fingerprint of the last space evicted that hashed here (0: none).
     ghosts: Box<[u16]>,
     mask: usize,
@@ -521,6 +523,7 @@ impl Tracker {
             windows: vec![Window::default(); entries].into_boxed_slice(),
             prints: vec![0; entries].into_boxed_slice(),
             pending: vec![0; words].into_boxed_slice(),
+            pending_count: 0,
             ghosts: vec![0; entries].into_boxed_slice(),
             mask: entries - 1,
             // Keyed so that reporters cannot choose ids that collide in the table.
@@ -595,10 +598,13 @@ impl Tracker {
 
     fn set_pending(&mut self, slot: usize, on: bool) {
         let (w, bit) = (slot / 64, 1u64 << (slot % 64));
-        if on {
+        let was = self.pending[w] & bit != 0;
+        if on && !was {
             self.pending[w] |= bit;
-        } else {
+            self.pending_count += 1;
+        } else if !on && was {
             self.pending[w] &= !bit;
+            self.pending_count -= 1;
         }
     }
 
@@ -815,7 +821,7 @@ impl Tracker {
     /// The timer: visit the spaces with a gap in the next slice of the table (sized so a full
     /// sweep takes about `nack_interval`), NACK the gaps of silent retransmittable spaces (at
     /// most `max_nacks` NACKs in all, handed to `emit`), and give up gaps older than
-    /// `resync_after`.
+    /// `resync_after`; nothing while no space has a gap.
     pub fn tick(&mut self, now: Instant, max_nacks: usize, mut emit: impl FnMut(Space, Nack)) {
         let words = self.pending.len();
         let sweep = Duration::from_millis(self.nack_interval.max(1) as u64).as_nanos();
@@ -823,6 +829,9 @@ impl Tracker {
             .last_tick
             .map_or(sweep, |t| now.saturating_duration_since(t).as_nanos());
         self.last_tick = Some(now);
+        if self.pending_count == 0 {
+            return;
+        }
         let budget = (words as u128 * elapsed)
             .div_ceil(sweep)
             .clamp(1, words as u128) as usize;

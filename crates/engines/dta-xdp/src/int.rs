@@ -1,17 +1,18 @@
 //! The INT sink's XDP fast path (`bpf/int_xdp.bpf.c`): the loader, the flows it is told about
 //! (a BPF hash map: flow key → FlowCache slot, path, histogram blocks), and the aggregates it
-//! writes (two `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
+//! writes (three `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
 //! metric the sum and the latest value; per CPU, switch block, metric and log2 bucket a
-//! count), which [`IntXdp::take`] and [`IntXdp::take_hist`] read as differences from what they
-//! read last (the program adds to them without locked instructions, so they are never reset
-//! under it).
+//! count; a bit per slot written since the sink last looked), which [`IntXdp::take`] and
+//! [`IntXdp::take_hist`] read as differences from what they read last (the program adds to them
+//! without locked instructions, so they are never reset under it), and [`IntXdp::changed`]
+//! clears.
 //! `dta int-sink --xdp IFACE` puts it in front of its sink threads (`dta_int::fast`).
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{
     AtomicU32, AtomicU64,
-    Ordering::{Acquire, Relaxed},
+    Ordering::{Acquire, Relaxed, SeqCst},
 };
 
 use aya::maps::{Array, HashMap as BpfHashMap, Map, PerCpuArray};
@@ -188,13 +189,15 @@ impl Mapping {
         let page = 4096;
         let len = bytes.div_ceil(page) * page;
         // SAFETY: a shared, writable mapping of the map's value area (an mmapable array), kept
-        // for the life of `self` and unmapped in Drop.
+        // for the life of `self` and unmapped in Drop. Populated: the kernel allocated the
+        // array when it created the map, so this costs page-table entries only, at load,
+        // instead of a fault at the first touch of each page (a flow learned, a slot drained).
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
                 data.fd().as_fd().as_raw_fd(),
                 0,
             )
@@ -221,6 +224,8 @@ pub struct IntXdp {
     ebpf: Ebpf,
     flows: Mapping,
     hist: Mapping,
+    /// `int_changed`: a bit per slot, `slots / 64` words rounded up.
+    changed: Mapping,
     /// Per (block, metric, bucket), the sum over CPUs of the cumulative counts as
     /// [`Self::take_hist`] read it last.
     hist_read: Vec<u64>,
@@ -272,7 +277,9 @@ impl IntXdp {
         let mut ebpf = EbpfLoader::new()
             .set_max_entries("int_known", slots)
             .set_max_entries("int_flows", slots)
-            .set_max_entries("int_hist", counters as u32)
+            .set_max_entries("int_changed", slots.div_ceil(64))
+            // An element per CPU and switch block (`struct hist_block`: its metrics' buckets).
+            .set_max_entries("int_hist", (cpus * blocks as u64) as u32)
             .load(INT_PROGRAM)?;
         let flows = Mapping::new(
             &ebpf,
@@ -280,6 +287,7 @@ impl IntXdp {
             slots as usize * std::mem::size_of::<FlowAgg>(),
         )?;
         let hist = Mapping::new(&ebpf, "int_hist", counters as usize * 8)?;
+        let changed = Mapping::new(&ebpf, "int_changed", slots.div_ceil(64) as usize * 8)?;
         let c = IntCfg {
             enabled: 0,
             port: u32::from(cfg.port),
@@ -304,6 +312,7 @@ impl IntXdp {
             ebpf,
             flows,
             hist,
+            changed,
             hist_read: vec![0; blocks as usize * INT_METRICS * INT_BUCKETS],
             cfg: c,
             hops: vec![0; slots as usize],
@@ -439,6 +448,43 @@ impl IntXdp {
         // SAFETY: `slot` is below the map's entries (callers check), the mapping holds
         // `slots` elements of `struct flow_agg` (200 bytes, 8-aligned), alive while `flows` is.
         unsafe { &*(flows.ptr as *const FlowAgg).add(slot as usize) }
+    }
+
+    /// Append to `out`, in ascending order, the slots of `from..to` the program wrote since the
+    /// last call that covered them, clearing their bits: the slots a drain has to
+    /// [`Self::take`] (the others took no report since). Its work is a word per 64 slots and a
+    /// take per slot written, not a read of every slot.
+    pub fn changed(&mut self, from: u32, to: u32, out: &mut Vec<u32>) {
+        let to = to.min(self.cfg.slots);
+        if from >= to {
+            return;
+        }
+        // SAFETY: the mapping holds `slots.div_ceil(64)` u64 words, alive while
+        // `self.changed` is; the program writes them with atomic instructions.
+        let words = unsafe {
+            std::slice::from_raw_parts(
+                self.changed.ptr as *const AtomicU64,
+                self.cfg.slots.div_ceil(64) as usize,
+            )
+        };
+        for w in from / 64..=(to - 1) / 64 {
+            // This range's bits of word `w` (another sink thread may own the rest).
+            let lo = from.max(w * 64) - w * 64;
+            let hi = to.min(w * 64 + 64) - w * 64;
+            let mask = (u64::MAX >> (64 - hi)) & (u64::MAX << lo);
+            let word = &words[w as usize];
+            if word.load(Relaxed) & mask == 0 {
+                continue;
+            }
+            // A full barrier before the slots are read, as the program's fetching add is one
+            // before it reads the bit: a report either finds its bit clear and sets it again,
+            // or is seen by the take that follows.
+            let mut bits = word.fetch_and(!mask, SeqCst) & mask;
+            while bits != 0 {
+                out.push(w * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
     }
 
     /// Take slot `slot`'s aggregate since the last take: the differences of its cumulative

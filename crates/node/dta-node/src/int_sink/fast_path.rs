@@ -61,6 +61,7 @@ pub(super) fn attach(
         s.set_fast_path(Box::new(XdpFast {
             xdp: x.clone(),
             base: i as u32 * per,
+            slots: per,
             sources_taken: 0,
         }));
     }
@@ -110,6 +111,8 @@ struct XdpFast {
     xdp: Arc<Mutex<IntXdp>>,
     /// This sink's first flow slot.
     base: u32,
+    /// This sink's flow slots (`base..base + slots`).
+    slots: u32,
     /// The program's `source_not_allowed` already handed to the sink (sink 0 takes them).
     sources_taken: u64,
 }
@@ -135,6 +138,14 @@ impl FastPath for XdpFast {
 
     fn forget(&mut self, key: &[u8; 13]) {
         lock(&self.xdp).forget(key);
+    }
+
+    fn changed(&mut self, out: &mut Vec<u32>) {
+        let from = out.len();
+        lock(&self.xdp).changed(self.base, self.base + self.slots, out);
+        for s in &mut out[from..] {
+            *s -= self.base;
+        }
     }
 
     fn take(&mut self, slot: u32, now_ns: u64) -> Option<FastFlow> {

@@ -40,6 +40,31 @@ fn take(sink: &mut IntSink<RegionSinks>, m: &RecvBatch, n: usize) {
     );
 }
 
+/// Whether a receive loop may pause to gather its next batch: not within [`HANDING_QUIET`] of a
+/// batch that handed a flow to the fast path ([`IntSink::handed_over`]). That flow's next
+/// reports, already on their way, reach the sink instead of the fast path until the program
+/// knows it, each at the full cost of the sink's handling, and new flows come in bursts (a
+/// start, a route change): a pause then delays the hand-over of every new flow that arrives
+/// in it.
+#[derive(Default)]
+struct Handing {
+    /// Until when (ns, the sink's clock) the loop does not pause.
+    quiet_until_ns: u64,
+}
+
+/// How long after a hand-over to the fast path a receive loop reads on without pausing.
+const HANDING_QUIET: Duration = RECV_WAIT;
+
+impl Handing {
+    /// Whether to pause now, `handed` telling whether the last batch handed a flow over.
+    fn pause(&mut self, handed: bool, now_ns: u64) -> bool {
+        if handed {
+            self.quiet_until_ns = now_ns.saturating_add(HANDING_QUIET.as_nanos() as u64);
+        }
+        now_ns >= self.quiet_until_ns
+    }
+}
+
 /// Where one sink thread receives: its socket, the AF_XDP sockets it reads beside it (none
 /// without AF_XDP receive), whose program's drops it counts as its own rejects, and the
 /// inboxes of the threads (with AF_XDP and several threads).
@@ -88,6 +113,7 @@ pub(super) fn run_sink(
         gather,
     } = rx;
     let mut m = ingest::recv_batch(batch);
+    let mut handing = Handing::default();
     let fd = socket.as_raw_fd();
     let mut turns = ingest::SourceTurns::default();
     let mut fds = vec![fd];
@@ -107,14 +133,19 @@ pub(super) fn run_sink(
             // The socket alone: one blocking receive (its timeout runs the timers).
             match m.recv(fd, libc::MSG_WAITFORONE) {
                 Ok(n) => {
+                    let handed = sink.handed_over();
                     take(sink, &m, n);
-                    sink.tick(now_ns());
-                    m.gather(n, gather);
+                    let now = now_ns();
+                    sink.tick(now);
+                    if handing.pause(sink.handed_over() != handed, now) {
+                        m.gather(n, gather);
+                    }
                 }
                 Err(e) => break Err(e),
             }
             continue;
         }
+        let handed = sink.handed_over();
         let a = match from_sources(sink, &mut sources, batch, steer) {
             Ok(a) => a + steer.map_or(0, |s| from_inbox(sink, s)),
             Err(e) => break Err(e),
@@ -129,10 +160,11 @@ pub(super) fn run_sink(
             0
         };
         take(sink, &m, n);
+        let pause = !gather.is_zero() && handing.pause(sink.handed_over() != handed, now_ns());
         match turns.after(n + a) {
             // A partial batch: let the next one gather, as from the socket alone (at paced
             // rates one wake-up per `gather`, not one per few reports).
-            ingest::Idle::Busy if n + a < batch && !gather.is_zero() => std::thread::sleep(gather),
+            ingest::Idle::Busy if n + a < batch && pause => std::thread::sleep(gather),
             ingest::Idle::Busy => {}
             ingest::Idle::Nap => ingest::Idle::Nap.pause(),
             ingest::Idle::Wait => {
