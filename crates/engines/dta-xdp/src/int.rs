@@ -609,4 +609,56 @@ impl IntXdp {
     pub fn attached(&self) -> Option<(&str, AttachMode)> {
         self.attached.as_ref().map(|(i, m)| (i.as_str(), *m))
     }
+
+    /// Run the program once on Ethernet frame `frame` (`BPF_PROG_TEST_RUN`, attached or not):
+    /// its verdict (`XDP_DROP` 1, `XDP_PASS` 2), its maps updated as for a received frame. For
+    /// tests of what the program does with a report (aya has no wrapper for the command).
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, XdpError> {
+        let prog: &Xdp = self
+            .ebpf
+            .program("int_xdp")
+            .ok_or_else(|| XdpError::MissingMap("program int_xdp".into()))?
+            .try_into()?;
+        let fd = prog.fd()?.as_fd().as_raw_fd();
+        // union bpf_attr, its `test` member (include/uapi/linux/bpf.h): prog_fd, retval,
+        // data_size_in, data_size_out, data_in, data_out, repeat, duration; the rest zero.
+        #[repr(C)]
+        #[derive(Default)]
+        struct TestRun {
+            prog_fd: u32,
+            retval: u32,
+            data_size_in: u32,
+            data_size_out: u32,
+            data_in: u64,
+            data_out: u64,
+            repeat: u32,
+            duration: u32,
+            rest: [u64; 8],
+        }
+        let mut attr = TestRun {
+            prog_fd: fd as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            repeat: 1,
+            ..TestRun::default()
+        };
+        const BPF_PROG_TEST_RUN: libc::c_long = 10;
+        // SAFETY: `attr` is a valid `bpf_attr` prefix of its size; the kernel reads `frame`
+        // (alive for the call) and writes `retval` and `duration` into `attr`.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &mut attr as *mut TestRun,
+                std::mem::size_of::<TestRun>(),
+            )
+        };
+        if r < 0 {
+            return Err(XdpError::Io(
+                "BPF_PROG_TEST_RUN".into(),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(attr.retval)
+    }
 }
