@@ -39,7 +39,8 @@ fn int_cache_const(name: &str) -> String {
         .map(|v| v.trim_end_matches(';').replace('_', ""))
         .unwrap_or_else(|| panic!("cache.rs defines {name}"));
     assert!(
-        v.chars().all(|c| c.is_ascii_alphanumeric() || " <()".contains(c)),
+        v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " <()".contains(c)),
         "{name} = {v}: not a literal or a shift"
     );
     format!("({v})")

@@ -84,7 +84,14 @@ fn report(f: [u8; 13], seq: u32) -> Vec<u8> {
     outer[4..8].copy_from_slice(&[10, 9, 0, 1]);
     outer[8..10].copy_from_slice(&40_000u16.to_be_bytes());
     outer[12] = 17;
-    gen::eth_ipv4_udp([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], &outer, 64, PORT, &tr)
+    gen::eth_ipv4_udp(
+        [2, 0, 0, 0, 0, 2],
+        [2, 0, 0, 0, 0, 1],
+        &outer,
+        64,
+        PORT,
+        &tr,
+    )
 }
 
 fn changed(x: &mut IntXdp, from: u32, to: u32) -> Vec<u32> {
@@ -106,7 +113,11 @@ fn a_drain_finds_the_slots_written_each_range_its_own() {
     for (i, slot) in [(1, 3), (2, 70), (3, 110)] {
         x.learn(&flow(i), slot, &NODES, 0).unwrap();
     }
-    assert_eq!(changed(&mut x, 0, SLOTS), Vec::<u32>::new(), "nothing taken yet");
+    assert_eq!(
+        changed(&mut x, 0, SLOTS),
+        Vec::<u32>::new(),
+        "nothing taken yet"
+    );
 
     assert_eq!(x.test_run(&report(flow(1), 1)).unwrap(), XDP_DROP);
     assert_eq!(x.test_run(&report(flow(2), 1)).unwrap(), XDP_DROP);
