@@ -23,7 +23,9 @@ time the process's plus the redirect program's; --args 'NAME:ARGS' gives binary 
 arguments, `{dev}` the sink's veth (`--args 'both:--xdp {dev} --af-xdp {dev}'`); --queues N
 gives the veth N queues; --known replays the trace once into each fresh sink before the measured
 replay, so every flow is known to it (and to its fast path); with --netns the XDP program's time
-is the kernel's BPF statistics of the program on the veth between the two CPU readings; --floor adds,
+is the kernel's BPF statistics of the program on the veth between the two CPU readings; --idle SECS
+waits SECS after each measured replay and reports the sink's CPU milliseconds per second over them
+(process + XDP program: what its timers and drains cost with its flows and nothing sent); --floor adds,
 in every round, the machine's floor: the same replay into an XDP program that only drops the
 frames (`bpf/xdp_drop.bpf.c`, native mode on the same veth), its run time per million frames
 (the kernel's BPF statistics, read through the program's descriptor).
@@ -227,7 +229,7 @@ def floor_once(net, pcap, rate, bin_path):
 
 
 def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=None, xdp=False,
-             af_xdp=False, more=(), known=False):
+             af_xdp=False, more=(), known=False, idle=0.0):
     d = tempfile.mkdtemp(dir=work)
     port = free_udp_port()
     cfg = os.path.join(d, "int.toml")
@@ -274,6 +276,12 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=Non
         time.sleep(0.5)
         cpu1 = cpu_seconds(sink.pid)
         x1, _ = xdp_time(net)
+        idle_cpu = None
+        if idle > 0:
+            # Nothing sent for `idle` seconds: what the sink costs with its flows and no work.
+            time.sleep(idle)
+            x2, _ = xdp_time(net)
+            idle_cpu = cpu_seconds(sink.pid) - cpu1 + (x2 - x1) / 1e9
         drops = udp_drops(port, net.sink if net else None)
         sink.send_signal(signal.SIGTERM)
         _, err = sink.communicate(timeout=120)
@@ -308,6 +316,7 @@ def run_once(bin_path, checker, work, pcap, truth, rate, extra, new_cli, net=Non
         "cpu_s_per_m": (cpu1 - cpu0) / (sent["sent"] / 1e6),
         "xdp_s_per_m": xdp_s / (sent["sent"] / 1e6),
         "fast": stats.get("fast_path_reports", 0),
+        "idle_ms_per_s": None if idle_cpu is None else idle_cpu / idle * 1000,
         "exact": c.get("flows_exact"),
         "ok": c.get("ok", False),
         "paths": c.get("paths_from_store", {}).get("found_exact"),
@@ -339,6 +348,9 @@ def main():
     ap.add_argument("--queues", type=int, default=1, help="receive queues of the veth (--netns)")
     ap.add_argument("--known", action="store_true",
                     help="replay the trace once into each sink before the measured replay")
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="after each measured replay, SECS of nothing sent: the sink's CPU "
+                         "milliseconds per second then (process + XDP), printed below the table")
     ap.add_argument("--floor", action="store_true",
                     help="each round, the replay into a drop-only XDP program too (--netns)")
     a = ap.parse_args()
@@ -377,7 +389,8 @@ def main():
                     more = [w for m in a.args if m.split(":", 1)[0] == name
                             for w in m.split(":", 1)[1].split()]
                     r = run_once(path, checker, work, pcap, truth, rate, extra, new_cli[name],
-                                 net, name in a.xdp, name in a.af_xdp, more, a.known)
+                                 net, name in a.xdp, name in a.af_xdp, more, a.known,
+                                 a.idle)
                     results.setdefault((rate, name), []).append(r)
                     print(f"run {run} rate {rate} {name}: {json.dumps(r)}", flush=True)
                 if a.floor:
@@ -409,6 +422,15 @@ def main():
             print(f"| {rate} | floor: XDP drop only | - | - | - | 0 + "
                   f"{statistics.median(f['cpu_s_per_m'] for f in fs):.3f} | "
                   f"{statistics.median(f['dropped'] for f in fs):,.0f} dropped | - | - |")
+    if a.idle > 0:
+        print()
+        print(f"| rate asked | binary | idle CPU ms per second after the replay ({a.idle:g} s):"
+              " median (range) |")
+        print("| --- | --- | --- |")
+        for rate in rates:
+            for name, _ in bins:
+                v = sorted(r["idle_ms_per_s"] for r in results[(rate, name)])
+                print(f"| {rate} | {name} | {statistics.median(v):.1f} ({v[0]:.1f}-{v[-1]:.1f}) |")
     subprocess.run(["rm", "-rf", work])
 
 
