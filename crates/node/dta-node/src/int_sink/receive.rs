@@ -52,8 +52,9 @@ struct Handing {
     quiet_until_ns: u64,
 }
 
-/// How long after a hand-over to the fast path a receive loop reads on without pausing.
-const HANDING_QUIET: Duration = RECV_WAIT;
+/// How long after a hand-over to the fast path a receive loop reads on without pausing: a burst
+/// of new flows at the rates measured (docs/benchmarks.md, "Speed at the limit, fifth part").
+const HANDING_QUIET: Duration = Duration::from_millis(10);
 
 impl Handing {
     /// Whether to pause now, `handed` telling whether the last batch handed a flow over.
@@ -160,11 +161,14 @@ pub(super) fn run_sink(
             0
         };
         take(sink, &m, n);
-        let pause = !gather.is_zero() && handing.pause(sink.handed_over() != handed, now_ns());
+        let handed = sink.handed_over() != handed;
+        // The clock is read only when a pause could follow or a flow was handed over.
+        let partial = n + a < batch && !gather.is_zero();
+        let pause = (partial || handed) && handing.pause(handed, now_ns()) && partial;
         match turns.after(n + a) {
             // A partial batch: let the next one gather, as from the socket alone (at paced
             // rates one wake-up per `gather`, not one per few reports).
-            ingest::Idle::Busy if n + a < batch && pause => std::thread::sleep(gather),
+            ingest::Idle::Busy if pause => std::thread::sleep(gather),
             ingest::Idle::Busy => {}
             ingest::Idle::Nap => ingest::Idle::Nap.pause(),
             ingest::Idle::Wait => {
