@@ -90,7 +90,13 @@ fn running_it_for_real_works_as_written() {
             })
             .collect();
         if args[0] == "report" {
-            args.extend(["--to".into(), s.listen.clone(), "-q".into()]);
+            args.extend([
+                "--to".into(),
+                s.listen.clone(),
+                "--nack-port".into(),
+                s.nack_port.to_string(),
+                "-q".into(),
+            ]);
         } else if !stopped {
             // Queries follow the reports: the translator has written them all (its Append
             // and Postcarding timers included) once it stops.

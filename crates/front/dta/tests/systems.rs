@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{assert_success, dta, Stack};
@@ -40,14 +39,13 @@ fn query(regions: &Path, args: &[&str]) -> Result<Value, String> {
 /// Start the stack, send `workload`'s reports over a seeded trace, stop the translator (its
 /// Append batches flushed); the region directory and the ground truth.
 fn run(workload: &str, flows: u32) -> (Stack, PathBuf, Value) {
-    // `--retransmittable` reporters listen for NACKs on the one NACK port: one at a time.
-    static REPORTING: Mutex<()> = Mutex::new(());
-    let _one = REPORTING.lock().unwrap_or_else(|e| e.into_inner());
+    // Each stack has its own NACK port, so the runs' retransmittable reporters do not contend.
     let mut s = Stack::start_from(SYSTEMS, "dta-systems-regions");
     let regions = s.config.parent().unwrap().join("regions");
     let truth = s.config.parent().unwrap().join("truth.json");
     let out = dta()
         .args(["report", "--to", &s.listen, "-q", "--retransmittable"])
+        .args(["--nack-port", &s.nack_port.to_string()])
         .args(["--workload", workload, "--workload-cdf", "fb_hadoop"])
         .args(["--flows", &flows.to_string(), "--seed", "7", "--truth"])
         .arg(&truth)

@@ -72,6 +72,9 @@ pub struct Stack {
     pub listen: String,
     /// The collector's HTTP address.
     pub http: String,
+    /// The reporters' control port (the translator's `nack_port`): this stack's own, so that
+    /// reporters of two stacks at once (tests run in parallel) do not contend for the default.
+    pub nack_port: u16,
     // Dropped in this order: the translator first, then the collector.
     translator: Option<Spawned>,
     collector: Spawned,
@@ -102,6 +105,12 @@ impl Stack {
         let text = replace(&text, "127.0.0.1:40040", &listen);
         let http = format!("127.0.0.1:{}", free_tcp_port());
         let text = replace(&text, "127.0.0.1:40080", &http);
+        let nack_port = free_udp_port();
+        let text = replace(
+            &text,
+            "\n[translator]\n",
+            &format!("\n[translator]\nnack_port = {nack_port}\n"),
+        );
         let config = dir.path().join("dta.toml");
         std::fs::write(&config, text).unwrap();
         let stores = example.matches("[[store]]").count();
@@ -119,6 +128,7 @@ impl Stack {
             config,
             listen,
             http,
+            nack_port,
             collector,
             translator: None,
         };
@@ -132,13 +142,15 @@ impl Stack {
         s
     }
 
-    /// `dta report --to LISTEN -q -c COUNT ARGS`: must succeed.
+    /// `dta report --to LISTEN --nack-port NACK_PORT -q -c COUNT ARGS`: must succeed.
     pub fn report(&self, count: u64, args: &[&str]) {
         let out = dta()
             .args([
                 "report",
                 "--to",
                 &self.listen,
+                "--nack-port",
+                &self.nack_port.to_string(),
                 "-q",
                 "-c",
                 &count.to_string(),
