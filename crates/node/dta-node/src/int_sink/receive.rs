@@ -57,11 +57,13 @@ struct Handing {
 const HANDING_QUIET: Duration = Duration::from_millis(10);
 
 impl Handing {
-    /// Whether to pause now, `handed` telling whether the last batch handed a flow over.
-    fn pause(&mut self, handed: bool, now_ns: u64) -> bool {
-        if handed {
-            self.quiet_until_ns = now_ns.saturating_add(HANDING_QUIET.as_nanos() as u64);
-        }
+    /// A batch handed a flow over at `now_ns`.
+    fn handed(&mut self, now_ns: u64) {
+        self.quiet_until_ns = now_ns.saturating_add(HANDING_QUIET.as_nanos() as u64);
+    }
+
+    /// Whether the loop may pause at `now_ns`.
+    fn may_pause(&self, now_ns: u64) -> bool {
         now_ns >= self.quiet_until_ns
     }
 }
@@ -138,7 +140,10 @@ pub(super) fn run_sink(
                     take(sink, &m, n);
                     let now = now_ns();
                     sink.tick(now);
-                    if handing.pause(sink.handed_over() != handed, now) {
+                    if sink.handed_over() != handed {
+                        handing.handed(now);
+                    }
+                    if handing.may_pause(now) {
                         m.gather(n, gather);
                     }
                 }
@@ -161,10 +166,11 @@ pub(super) fn run_sink(
             0
         };
         take(sink, &m, n);
-        let handed = sink.handed_over() != handed;
-        // The clock is read only when a pause could follow or a flow was handed over.
-        let partial = n + a < batch && !gather.is_zero();
-        let pause = (partial || handed) && handing.pause(handed, now_ns()) && partial;
+        // The clock is read only when a flow was handed over or a pause could follow.
+        if sink.handed_over() != handed {
+            handing.handed(now_ns());
+        }
+        let pause = n + a < batch && !gather.is_zero() && handing.may_pause(now_ns());
         match turns.after(n + a) {
             // A partial batch: let the next one gather, as from the socket alone (at paced
             // rates one wake-up per `gather`, not one per few reports).
