@@ -3,9 +3,9 @@
 //! writes (three `BPF_F_MMAPABLE` arrays, mapped here: per slot the report count, per hop and
 //! metric the sum and the latest value; per CPU, switch block, metric and log2 bucket a
 //! count; a bit per slot written since the sink last looked), which [`IntXdp::take`] and
-//! [`IntXdp::take_hist`] read as differences from what they read last (the program adds to them
-//! without locked instructions, so they are never reset under it), and [`IntXdp::changed`]
-//! clears.
+//! [`IntXdp::take_hist`] read as differences from what they read last (the program adds to the
+//! sums and counts without locked instructions, a slot's report count excepted, so they are
+//! never reset under it), and [`IntXdp::changed`] clears.
 //! `dta int-sink --xdp IFACE` puts it in front of its sink threads (`dta_int::fast`).
 
 use std::collections::HashMap;
