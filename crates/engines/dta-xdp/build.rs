@@ -11,37 +11,30 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The Rust sources some of the C sources' bounds are read from ([`rust_const`]).
+const INT_CACHE: &str = "../dta-int/src/cache.rs";
+const WIRE_PREFIX: &str = "../../wire/dta-wire/src/prefix.rs";
+
 #[allow(dead_code)]
 mod limits {
     include!("../dta-translator/src/rules/limits.rs");
 }
 
-/// `dta_wire::prefix::MAX_PREFIXES`, read from its one definition (the wire crate cannot be
-/// included here: it has dependencies of its own).
-fn max_prefixes() -> usize {
-    let src =
-        std::fs::read_to_string("../../wire/dta-wire/src/prefix.rs").expect("reading prefix.rs");
-    src.lines()
-        .find_map(|l| l.strip_prefix("pub const MAX_PREFIXES: usize = "))
-        .and_then(|v| v.trim_end_matches(';').parse().ok())
-        .expect("prefix.rs defines MAX_PREFIXES")
-}
-
-/// A `pub const NAME: u32 = VALUE;` of dta_int's FlowCache (`dta_int::cache`: the
-/// sequence-number mask and the reordering window the INT fast path orders reports by), read
-/// from its one definition as [`max_prefixes`] is; VALUE as written (a Rust and C expression:
-/// a literal or `1 << N`, underscores dropped).
-fn int_cache_const(name: &str) -> String {
-    let src = std::fs::read_to_string("../dta-int/src/cache.rs").expect("reading cache.rs");
+/// `pub const NAME: TY = VALUE;` of the Rust source at `path` (relative to this crate) as a C
+/// expression: read from its one definition, since the crates defining these cannot be included
+/// here (they have dependencies of their own). VALUE must be a literal or a shift (`1 << N`);
+/// Rust's digit separators are dropped.
+fn rust_const(path: &str, name: &str, ty: &str) -> String {
+    let src = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     let v = src
         .lines()
-        .find_map(|l| l.strip_prefix(&format!("pub const {name}: u32 = ")))
+        .find_map(|l| l.strip_prefix(&format!("pub const {name}: {ty} = ")))
         .map(|v| v.trim_end_matches(';').replace('_', ""))
-        .unwrap_or_else(|| panic!("cache.rs defines {name}"));
+        .unwrap_or_else(|| panic!("{path} defines {name}: {ty}"));
     assert!(
         v.chars()
             .all(|c| c.is_ascii_alphanumeric() || " <()".contains(c)),
-        "{name} = {v}: not a literal or a shift"
+        "{path}: {name} = {v}: not a literal or a shift"
     );
     format!("({v})")
 }
@@ -50,9 +43,20 @@ fn int_cache_const(name: &str) -> String {
 /// allow-list's size and the INT fast path's sequence-number mask and reordering window.
 fn defines() -> Vec<String> {
     let mut d = vec![
-        format!("-DDTA_SEQ_MASK={}", int_cache_const("SEQ_MASK")),
-        format!("-DDTA_REORDER_WINDOW={}", int_cache_const("REORDER_WINDOW")),
-        format!("-DDTA_MAX_PREFIXES={}", max_prefixes()),
+        // dta_int::cache: the sequence-number mask and reordering window the INT fast path
+        // orders reports by; dta_wire::prefix: the allow-list's size.
+        format!(
+            "-DDTA_SEQ_MASK={}",
+            rust_const(INT_CACHE, "SEQ_MASK", "u32")
+        ),
+        format!(
+            "-DDTA_REORDER_WINDOW={}",
+            rust_const(INT_CACHE, "REORDER_WINDOW", "u32")
+        ),
+        format!(
+            "-DDTA_MAX_PREFIXES={}",
+            rust_const(WIRE_PREFIX, "MAX_PREFIXES", "usize")
+        ),
         format!("-DDTA_MAX_RULES={}", limits::MAX_RULES),
         format!("-DDTA_MAX_FIELDS={}", limits::MAX_FIELDS),
         format!("-DDTA_MAX_KEY={}", limits::MAX_KEY),
@@ -120,14 +124,9 @@ fn compile(name: &str) {
         "cargo:rerun-if-changed={}",
         manifest.join("../../../bpf/allow.h").display()
     );
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest.join("../../wire/dta-wire/src/prefix.rs").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest.join("../dta-int/src/cache.rs").display()
-    );
+    for read in [WIRE_PREFIX, INT_CACHE] {
+        println!("cargo:rerun-if-changed={}", manifest.join(read).display());
+    }
     let (clang, _) = find_clang();
     let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
     let status = Command::new(&clang)
